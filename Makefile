@@ -1,0 +1,37 @@
+# Thin wrapper around CMake: `make run`, `make test`, `make bench`.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+SANITIZE ?= 0
+ifeq ($(SANITIZE),1)
+BUILD := build-asan
+CMAKE_FLAGS += -DWEFT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+endif
+export BUILD_DIR := $(BUILD)
+
+.PHONY: all deps build run test test-lua test-c test-python bench clean format
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(BUILD)/weft examples/hello.lua
+
+test: build
+	@scripts/run-tests $(BUILD)
+
+bench: build
+	@scripts/run-bench $(BUILD)
+
+format:
+	clang-format -i include/*.h src/*/*.c src/*/*.h examples/*.c tests/c/*.c
+
+clean:
+	rm -rf build build-asan

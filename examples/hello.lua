@@ -1,0 +1,2 @@
+local weft = require "weft"
+print("weft " .. weft.version)

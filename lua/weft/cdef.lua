@@ -1,0 +1,107 @@
+-- The one ffi.cdef of weft: the C ABI of src/runtime/wf_rt.h (and the parts
+-- declared beside it). LuaJIT refuses to redeclare a struct, so this module
+-- declares everything once per LuaJIT state and is safe to require again
+-- (busted re-requires modules between files).
+local ffi = require "ffi"
+
+local ABI_VERSION = 1
+
+local decls = [[
+/* ---- runtime (src/runtime/wf_rt.h) ---- */
+typedef struct wf_buffer wf_buffer;
+struct wf_buffer {
+  int64_t refcount;
+  void *ptr;
+  size_t nbytes;
+  int32_t device;
+  int32_t pad_;
+  void (*release)(wf_buffer *b);
+  void *ctx;
+};
+typedef struct wf_array {
+  void *data;
+  int64_t shape[4];
+  int64_t strides[4];
+  int64_t size;
+  int32_t ndim;
+  int32_t dtype;
+  int32_t device;
+  int32_t flags;
+  int32_t elsize;
+  int32_t pad_;
+  wf_buffer *buf;
+} wf_array;
+/* The Lua-visible array: a wrapper so the API names (shape, dtype, ...)
+** come from the metatype, not from the C header's fields. */
+typedef struct weft_Array { wf_array h; } weft_Array;
+typedef struct wf_rt wf_rt;
+int wf_abi_version(void);
+wf_rt *wf_rt_new(void);
+void wf_rt_free(wf_rt *rt);
+const char *wf_rt_errmsg(wf_rt *rt);
+int wf_rt_num_threads(wf_rt *rt);
+int wf_rt_set_num_threads(wf_rt *rt, int n);
+int wf_buffer_new(wf_rt *rt, int32_t device, size_t nbytes, wf_buffer **out);
+int wf_buffer_wrap(wf_rt *rt, int32_t device, void *ptr, size_t nbytes,
+                   void (*release_fn)(wf_buffer *), void *ctx, wf_buffer **out);
+void wf_buffer_retain(wf_buffer *b);
+void wf_buffer_release(wf_buffer *b);
+void wf_array_release(wf_array *a);
+int wf_array_copy(wf_rt *rt, wf_array *dst, const wf_array *src);
+int wf_array_fill(wf_rt *rt, wf_array *dst, const void *value);
+int wf_array_is_contiguous(const wf_array *a);
+int wf_device_count(wf_rt *rt);
+const char *wf_device_name(wf_rt *rt, int32_t device);
+
+/* ---- launches (src/cpu/wf_launch.h) ---- */
+/* (declared by the launch part) */
+]]
+
+-- Declare once per LuaJIT state: probing a declared type is cheap and does
+-- not throw once it exists.
+if not pcall(ffi.typeof, "wf_array") then
+  ffi.cdef(decls)
+end
+
+local M = { ABI_VERSION = ABI_VERSION }
+
+-- Find the library: symbols already in the process (the weft host, or a C
+-- host linking libweft), else WEFT_LIB, else package.cpath, else the build
+-- tree of a source checkout.
+local function find_library()
+  local ok = pcall(function() return ffi.C.wf_abi_version end)
+  if ok then return ffi.C, nil end
+  local candidates = {}
+  local env = os.getenv("WEFT_LIB")
+  if env and env ~= "" then candidates[#candidates + 1] = env end
+  local p = package.searchpath("libweft", package.cpath)
+  if p then candidates[#candidates + 1] = p end
+  local here = debug.getinfo(1, "S").source:match("^@(.*)/weft/cdef%.lua$")
+  if here then
+    candidates[#candidates + 1] = here .. "/../build/libweft.so"
+    candidates[#candidates + 1] = here .. "/../../lib/libweft.so"
+  end
+  local errs = {}
+  for _, path in ipairs(candidates) do
+    local okl, lib = pcall(ffi.load, path, true)
+    if okl then return lib, path end
+    errs[#errs + 1] = tostring(lib)
+  end
+  error("weft: cannot find libweft (set WEFT_LIB to its path): " .. table.concat(errs, "; "), 0)
+end
+
+M.C, M.libpath = find_library()
+local abi = M.C.wf_abi_version()
+if abi ~= ABI_VERSION then
+  error(string.format("weft: libweft ABI %d does not match the Lua layer's %d", abi, ABI_VERSION), 0)
+end
+
+-- Declare more C functions (used by the parts); ignores redeclaration.
+function M.declare(text)
+  local ok, err = pcall(ffi.cdef, text)
+  if not ok and not tostring(err):match("redefin") and not tostring(err):match("attempt to redefine") then
+    error(err, 2)
+  end
+end
+
+return M

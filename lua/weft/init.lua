@@ -1,0 +1,48 @@
+-- weft: data-parallel kernels written in Lua, compiled to native code.
+-- This file assembles the module from its parts; each part is a function
+-- taking the weft table and filling in its piece of the API.
+local ffi = require "ffi"
+local cdef = require "weft.cdef"
+
+local weft = {
+  version = "0.1.0",
+  config = { mode = "release", verify_cuda = false },
+}
+weft._C = cdef.C
+weft._libpath = cdef.libpath
+
+-- One runtime per LuaJIT state, freed when the module table is collected.
+local rt = cdef.C.wf_rt_new()
+if rt == nil then error("weft: cannot create the runtime (out of memory)", 0) end
+weft._rt = ffi.gc(rt, cdef.C.wf_rt_free)
+
+-- The compiler and other Lua C functions live in the same library.
+local core = package.loaded["weft.core"]
+if not core then
+  local loader = package.preload["weft.core"]
+  if not loader and cdef.libpath then
+    loader = assert(package.loadlib(cdef.libpath, "luaopen_weft_core"))
+  end
+  core = loader and loader("weft.core")
+  package.loaded["weft.core"] = core
+end
+weft._core = core
+
+-- Raise the runtime's last message as a Lua error at the caller's level.
+function weft._check(status, level)
+  if status ~= 0 then
+    error(ffi.string(cdef.C.wf_rt_errmsg(weft._rt)), (level or 1) + 1)
+  end
+end
+
+for _, part in ipairs { "types", "array", "builtins", "kernel", "launch", "tape", "device", "interop", "info" } do
+  local name = "weft." .. part
+  local ok, mod = pcall(require, name)
+  if ok then
+    mod(weft)
+  elseif not tostring(mod):find("module '" .. name .. "' not found", 1, true) then
+    error(mod, 0)
+  end
+end
+
+return weft

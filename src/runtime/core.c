@@ -1,0 +1,30 @@
+/*
+** core.c -- luaopen_weft_core: the table of Lua C functions ("weft.core").
+** The parts register themselves; a part not linked in (weak symbol) is
+** simply absent, and the Lua layer reports what is missing when used.
+*/
+#include "runtime/core.h"
+
+__attribute__((weak)) void wf_front_register(lua_State *L, int t);
+__attribute__((weak)) void wf_cpu_register(lua_State *L, int t);
+__attribute__((weak)) void wf_cuda_register(lua_State *L, int t);
+__attribute__((weak)) void wf_interop_register(lua_State *L, int t);
+
+int luaopen_weft_core(lua_State *L) {
+  lua_newtable(L);
+  int t = lua_gettop(L);
+  if (wf_front_register) wf_front_register(L, t);
+  if (wf_cpu_register) wf_cpu_register(L, t);
+  if (wf_cuda_register) wf_cuda_register(L, t);
+  if (wf_interop_register) wf_interop_register(L, t);
+  wf_info_register(L, t);
+  lua_pushinteger(L, WEFT_ABI_VERSION);
+  lua_setfield(L, t, "abi");
+  return 1;
+}
+
+wf_module *wf_core_checkmodule(lua_State *L, int idx) {
+  wf_modud *u = (wf_modud *)luaL_checkudata(L, idx, WF_MODULE_MT);
+  if (!u->mod) luaL_argerror(L, idx, "module already freed");
+  return u->mod;
+}

@@ -1,0 +1,41 @@
+/*
+** rt.h -- the runtime object (wf_rt) shared by the runtime's C files.
+**
+** One wf_rt per LuaJIT state (made by wf_rt_new, held by the Lua layer as
+** weft._rt). It owns the error message of the last failed FFI call, the
+** thread count of CPU launches, the thread pool (made lazily by the launch
+** part) and the device backends.
+**
+**   wf_rt  +-------------------------------------------+
+**          | msg[WF_MSGSIZE]   last error message       |
+**          | num_threads       CPU launch threads        |
+**          | pool, pool_free   launch thread pool (lazy) |
+**          | cuda, cuda_ctx    CUDA backend (lazy, NULL) |
+**          +-------------------------------------------+
+*/
+#ifndef WF_RT_INTERNAL_H
+#define WF_RT_INTERNAL_H
+
+#include "runtime/device.h"
+#include "runtime/wf_rt.h"
+
+struct wf_rt {
+  char msg[WF_MSGSIZE];
+  int num_threads; /* >= 1; defaults to the number of online CPUs */
+  /* Thread pool of CPU launches, owned by the launch part: it creates the
+  ** pool on first use and sets pool_free. wf_rt_free and a change of the
+  ** thread count call pool_free(pool) and clear both fields, so the launch
+  ** part makes a new pool of the new size when it next needs one. */
+  void *pool;
+  void (*pool_free)(void *pool);
+  /* CUDA backend: set by wf_cuda_attach (src/cuda, weak) on first use.
+  ** cuda_tried makes the attempt happen once. cuda_free releases cuda_ctx
+  ** when the runtime is freed. */
+  const wf_device_ops *cuda;
+  void *cuda_ctx;
+  void (*cuda_free)(void *ctx);
+  int cuda_tried;
+  char namebuf[32]; /* wf_device_name's answer for a cuda ordinal */
+};
+
+#endif
