@@ -9,6 +9,7 @@ __attribute__((weak)) void wf_front_register(lua_State *L, int t);
 __attribute__((weak)) void wf_cpu_register(lua_State *L, int t);
 __attribute__((weak)) void wf_cuda_register(lua_State *L, int t);
 __attribute__((weak)) void wf_interop_register(lua_State *L, int t);
+__attribute__((weak)) void wf_ad_register(lua_State *L, int t);
 
 int luaopen_weft_core(lua_State *L) {
   lua_newtable(L);
@@ -17,6 +18,7 @@ int luaopen_weft_core(lua_State *L) {
   if (wf_cpu_register) wf_cpu_register(L, t);
   if (wf_cuda_register) wf_cuda_register(L, t);
   if (wf_interop_register) wf_interop_register(L, t);
+  if (wf_ad_register) wf_ad_register(L, t);
   wf_info_register(L, t);
   lua_pushinteger(L, WEFT_ABI_VERSION);
   lua_setfield(L, t, "abi");

@@ -23,6 +23,7 @@ WF_INTERNAL void wf_front_register(lua_State *L, int t);
 WF_INTERNAL void wf_cpu_register(lua_State *L, int t);
 WF_INTERNAL void wf_cuda_register(lua_State *L, int t);
 WF_INTERNAL void wf_interop_register(lua_State *L, int t);
+WF_INTERNAL void wf_ad_register(lua_State *L, int t);       /* src/ad */
 WF_INTERNAL void wf_info_register(lua_State *L, int t); /* info.c */
 
 /* A compiled IR module held by Lua (userdata "weft.module", made by the

@@ -1,0 +1,126 @@
+/*
+** wf_cuda.h -- the CUDA backend's internal interface.
+**
+**   emit.c    IR (after wf_ir_optimize) -> CUDA C text with #line directives
+**   nvrtc.c   NVRTC and nvJitLink loaded with dlopen: CUDA C -> PTX/CUBIN,
+**             disk cache, error lines mapped back to the Lua source
+**   driver.c  libcuda loaded with dlopen: devices, memory, modules, launches,
+**             graphs; the "cuda" device table of the runtime (wf_cuda_attach)
+**   lua.c     core.cuda_source / core.cuda_ptx / ... (wf_cuda_register)
+**
+** Nothing here links against CUDA: every library is found at run time, so
+** libweft loads on machines without a driver or toolkit.
+**
+** Kernel ABI of the emitted code (what a launch passes, in this order):
+**
+**   wf_dims d        { int64 n; int64 dim[4]; int64 div[4]; } (by value)
+**                    n = product of the launch dims; div[k] = product of
+**                    dim[k+1..3]; tid(k) = (i / div[k]) % dim[k] for the
+**                    linear index i (row-major, as the CPU backend).
+**   then each kernel parameter in order:
+**     array          wf_arr { char *data; int64 shape[4]; int64 strides[4]; }
+**                    by value: the first 72 bytes of a wf_array header, so
+**                    the host passes a pointer to the header itself.
+**     scalar/agg     by value in its C layout (wf_type size/align).
+*/
+#ifndef WF_CUDA_H
+#define WF_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ir/ir.h"
+#include "runtime/wf_rt.h"
+
+/* ======================================================================
+** emitter
+** ====================================================================== */
+typedef struct wf_cuda_src {
+  char *text;    /* malloc'd CUDA C source */
+  size_t len;
+  int uses_half; /* needs cuda_fp16.h (NVRTC: -I<cuda>/include) */
+  int nentries;  /* kernel entry points, in module order */
+  char **entries;
+} wf_cuda_src;
+
+/* Emit every kernel function of m. 0 on success; else writes err
+** ("chunk:line: message" when the failing instruction has a location). */
+WF_INTERNAL int wf_cuda_emit(wf_module *m, wf_cuda_src *out, char *err, size_t errsize);
+WF_INTERNAL void wf_cuda_src_free(wf_cuda_src *s);
+/* The C identifier of a kernel's entry point (sanitized name). */
+WF_INTERNAL void wf_cuda_entry_name(const char *fname, char *buf, size_t n);
+
+/* ======================================================================
+** NVRTC / nvJitLink
+** ====================================================================== */
+typedef struct wf_nvrtc wf_nvrtc; /* loaded library + cache settings */
+
+/* Load libnvrtc (and nvJitLink lazily). NULL on failure with err set. */
+WF_INTERNAL wf_nvrtc *wf_nvrtc_open(char *err, size_t errsize);
+WF_INTERNAL void wf_nvrtc_close(wf_nvrtc *nv);
+/* NVRTC version as major*1000 + minor*10 (e.g. 13000). */
+WF_INTERNAL int wf_nvrtc_version(wf_nvrtc *nv);
+
+typedef struct wf_cuda_image {
+  char *data; /* PTX text (NUL-terminated) or CUBIN bytes; malloc'd */
+  size_t size; /* bytes (PTX: without the NUL) */
+  int is_cubin;
+  int from_cache;
+} wf_cuda_image;
+
+/* Compile CUDA C for arch: "compute_80" (PTX), "sm_80" (CUBIN), or the
+** shorthand "80" (PTX for compute_80). name is the program name shown in
+** messages. NVRTC errors are rewritten so "chunk(line): error" reads
+** "chunk:line: error". Uses the disk cache unless WEFT_CACHE_DIR is "off". */
+WF_INTERNAL int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name,
+                                 const char *arch, int uses_half, wf_cuda_image *out,
+                                 char *err, size_t errsize);
+WF_INTERNAL void wf_cuda_image_free(wf_cuda_image *img);
+/* Assemble PTX for sm_XX with nvJitLink (a validity check without a GPU).
+** 0 on success; else err holds the linker log. cubin_size (may be NULL)
+** receives the size of the result. */
+WF_INTERNAL int wf_nvrtc_assemble(wf_nvrtc *nv, const char *ptx, const char *sm_arch,
+                                  size_t *cubin_size, char *err, size_t errsize);
+/* The cache directory (WEFT_CACHE_DIR, else ~/.cache/weft) into buf; 0 if
+** caching is off. */
+WF_INTERNAL int wf_cuda_cache_dir(char *buf, size_t n);
+/* Rewrite NVRTC's "name(12): error: x" lines as "name:12: error: x". */
+WF_INTERNAL void wf_nvrtc_map_log(const char *log, char *out, size_t n);
+
+/* ======================================================================
+** driver
+** ====================================================================== */
+typedef struct wf_cudrv wf_cudrv; /* loaded libcuda, refcounted */
+
+/* Load libcuda.so.1 (or $WEFT_LIBCUDA) and call cuInit. Returns NULL with a
+** message when there is no driver; never fails loudly. */
+WF_INTERNAL wf_cudrv *wf_cudrv_open(char *err, size_t errsize);
+WF_INTERNAL void wf_cudrv_release(wf_cudrv *d);
+/* Number of devices (0 without a driver; err is then set). */
+WF_INTERNAL int wf_cuda_device_count(void *ctx, char *err, size_t n);
+/* "CUDA_ERROR_X: message" for a CUresult. */
+WF_INTERNAL void wf_cudrv_errstr(wf_cudrv *d, int res, char *buf, size_t n);
+
+/* The message every use of a cuda device gives without a driver. */
+#define WF_CUDA_NODRIVER \
+  "weft: CUDA is not available: libcuda.so.1 could not be loaded (no NVIDIA driver)"
+
+/* ---- FFI: modules, launches, streams, graphs (declared in cdef.lua) ---- */
+WF_FFI int wf_cuda_available(wf_rt *rt);
+WF_FFI int wf_cuda_device_info(wf_rt *rt, int32_t dev, char *name, size_t namelen,
+                               int *cc_major, int *cc_minor, size_t *total_mem);
+WF_FFI int wf_cuda_module_load(wf_rt *rt, int32_t dev, const void *image, size_t size,
+                               void **module);
+WF_FFI int wf_cuda_module_unload(wf_rt *rt, int32_t dev, void *module);
+WF_FFI int wf_cuda_module_function(wf_rt *rt, void *module, const char *name, void **fn);
+/* Launch fn over dims[0..ndim) with args (one pointer per kernel
+** parameter, the wf_dims first is made here). block_size 0 = 256. */
+WF_FFI int wf_cuda_launch(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *dims,
+                          int nargs, void **args, int block_size, int verify);
+WF_FFI int wf_cuda_synchronize(wf_rt *rt, int32_t dev);
+WF_FFI int wf_cuda_capture_begin(wf_rt *rt, int32_t dev);
+WF_FFI int wf_cuda_capture_end(wf_rt *rt, int32_t dev, void **graph);
+WF_FFI int wf_cuda_graph_launch(wf_rt *rt, int32_t dev, void *graph);
+WF_FFI void wf_cuda_graph_free(wf_rt *rt, void *graph);
+
+#endif
