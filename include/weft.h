@@ -89,6 +89,87 @@ WEFT_API void *weft_export_dlpack(weft_State *W, const char *global, int version
 WEFT_API int weft_import_dlpack(weft_State *W, const char *global, void *managed,
                                 int versioned);
 
+/*
+** ======================================================================
+** values, calls and launches from the host (interop, src/interop/capi.c)
+** ======================================================================
+** A weft_Arg is a tagged value passed to or returned from Lua without any
+** Lua glue in the host. Fill only the fields of its type; zero the rest.
+**
+**   type                      in  out  fields
+**   WEFT_ARG_NIL              x   x    -
+**   WEFT_ARG_BOOL             x   x    i (0 / 1)
+**   WEFT_ARG_INT              x   x    i (out: int64 cdata; d too)
+**   WEFT_ARG_FLOAT            x        d, rounded to float32
+**   WEFT_ARG_DOUBLE           x   x    d (every Lua number comes out so)
+**   WEFT_ARG_STRING           x   x    s (out: valid until the next call on W)
+**   WEFT_ARG_GLOBAL           x        s: a global path ("pos", "sim.step")
+**   WEFT_ARG_REF              x   x    i: a reference (out: any other value;
+**                                      s its type name); drop with weft_unref
+**   WEFT_ARG_ARRAY            x   x    an array held by reference i; out also
+**                                      p = data, s = dtype name, ndim, shape,
+**                                      strides (bytes), device, flags, d =
+**                                      bytes per element
+**   WEFT_ARG_DATA             x        host memory wrapped without copying:
+**                                      p, s = dtype name, ndim, shape,
+**                                      strides (bytes; all 0 = compact),
+**                                      device (-1 = cpu, n = cuda:n)
+**   WEFT_ARG_DLPACK           x        p: a DLManagedTensor* (ownership
+**   WEFT_ARG_DLPACK_VERSIONED x        passes, even on failure); s: optional
+**                                      element type ("vec3": trailing dims)
+*/
+#define WEFT_ARG_NIL 0
+#define WEFT_ARG_BOOL 1
+#define WEFT_ARG_INT 2
+#define WEFT_ARG_FLOAT 3
+#define WEFT_ARG_DOUBLE 4
+#define WEFT_ARG_STRING 5
+#define WEFT_ARG_GLOBAL 6
+#define WEFT_ARG_REF 7
+#define WEFT_ARG_DATA 8
+#define WEFT_ARG_DLPACK 9
+#define WEFT_ARG_DLPACK_VERSIONED 10
+#define WEFT_ARG_ARRAY 11
+
+/* weft_Arg.flags of arrays */
+#define WEFT_ARRAY_REQUIRES_GRAD 1
+#define WEFT_ARRAY_READONLY 4
+
+typedef struct weft_Arg {
+  int32_t type;
+  int32_t ndim;
+  int32_t flags;
+  int32_t device;
+  int64_t i;
+  double d;
+  const char *s;
+  void *p;
+  int64_t shape[4];
+  int64_t strides[4];
+} weft_Arg;
+
+/* Read the value at a global path into *out. */
+WEFT_API int weft_get(weft_State *W, const char *global, weft_Arg *out);
+/* Assign a value to a global path (a DLPack value is imported). */
+WEFT_API int weft_set(weft_State *W, const char *global, const weft_Arg *value);
+/* Drop a reference returned in a WEFT_ARG_REF / WEFT_ARG_ARRAY result. */
+WEFT_API void weft_unref(weft_State *W, int64_t ref);
+/* Call the Lua function at a global path; up to nres results go to res
+** (missing ones are WEFT_ARG_NIL). */
+WEFT_API int weft_call(weft_State *W, const char *func, int nargs, const weft_Arg *args,
+                       int nres, weft_Arg *res);
+/* Launch the kernel at a global path over a grid of ndim (1-4) dimensions,
+** with the kernel's parameters in order (weft.launch(k, dims, args)). */
+WEFT_API int weft_launch(weft_State *W, const char *kernel, int ndim, const int64_t *dims,
+                         int nargs, const weft_Arg *args);
+/* The same with inputs and outputs apart (what the tape records). */
+WEFT_API int weft_launch_io(weft_State *W, const char *kernel, int ndim, const int64_t *dims,
+                            int nin, const weft_Arg *inputs, int nout,
+                            const weft_Arg *outputs);
+/* Export an array value (WEFT_ARG_GLOBAL, _REF or _ARRAY) as DLPack like
+** weft_export_dlpack; copy = 1 exports a fresh copy (flag IS_COPIED). */
+WEFT_API void *weft_export_value(weft_State *W, const weft_Arg *value, int versioned, int copy);
+
 #ifdef __cplusplus
 }
 #endif

@@ -54,7 +54,16 @@ int wf_device_count(wf_rt *rt);
 const char *wf_device_name(wf_rt *rt, int32_t device);
 
 /* ---- launches (src/cpu/wf_launch.h) ---- */
-/* (declared by the launch part) */
+int wf_cpu_launch(wf_rt *rt, void *fn, int ndim, const int64_t *dims, const void *args,
+                  int64_t cost);
+
+/* ---- interop (src/interop/interop.h) ---- */
+int wf_dlpack_export(wf_rt *rt, const wf_array *a, int versioned, int code, int bits,
+                     int ntrail, const int64_t *trail, uint64_t flags, void **out);
+int wf_dlpack_import(wf_rt *rt, void *managed, int versioned, int ntrail,
+                     const int64_t *trail, wf_array *out, const char **scalar);
+void wf_dlpack_delete(void *managed, int versioned);
+/* ---- end interop ---- */
 ]]
 
 -- Declare once per LuaJIT state: probing a declared type is cheap and does

@@ -17,8 +17,6 @@ static const char *const kwnames[] = {"and",   "break",  "do",     "else", "else
 /* Printable token name for "expected X near Y" messages. */
 const char *wf_tok_name(int tok) {
   static const char *const sym[] = {"==", "~=", "<=", ">=", "..", "...", "//", "<<", ">>", "::"};
-  static const char single[128][2] = {{0}};
-  (void)single;
   if (tok == TK_EOF) return "<eof>";
   if (tok == TK_NAME) return "<name>";
   if (tok == TK_NUMBER) return "<number>";

@@ -89,8 +89,7 @@ static int check_array(wf_rt *rt, const wf_array *a, const char *fn, const char 
 
 /* Byte offsets of the start of row `o` of the outer dimensions (all but the
 ** last) in two arrays of the same shape. */
-static void row_offsets(const wf_array *a, const wf_array *b, int64_t o, int64_t *oa,
-                        int64_t *ob) {
+static void row_offsets(const wf_array *a, const wf_array *b, int64_t o, int64_t *oa, int64_t *ob) {
   int64_t ra = 0, rb = 0;
   for (int d = a->ndim - 2; d >= 0; d--) {
     int64_t i = o % a->shape[d];
@@ -113,7 +112,8 @@ int wf_array_copy(wf_rt *rt, wf_array *dst, const wf_array *src) {
   if ((st = check_array(rt, dst, "copy", "destination")) != WEFT_OK) return st;
   if ((st = check_array(rt, src, "copy", "source")) != WEFT_OK) return st;
   int same = dst->ndim == src->ndim && dst->size == src->size;
-  for (int d = 0; same && d < dst->ndim; d++) same = dst->shape[d] == src->shape[d];
+  for (int d = 0; same && d < dst->ndim; d++)
+    same = dst->shape[d] == src->shape[d];
   if (!same) return wf_rt_seterr(rt, WEFT_ERRARG, "weft: copy: shapes differ");
   if (dst->elsize != src->elsize)
     return wf_rt_seterr(rt, WEFT_ERRARG, "weft: copy: element sizes differ (%d and %d bytes)",
@@ -135,7 +135,8 @@ int wf_array_copy(wf_rt *rt, wf_array *dst, const wf_array *src) {
     char *d = (char *)dst->data + od;
     const char *s = (const char *)src->data + os;
     if (inner) {
-      if ((st = ops->copy(rt, dst->device, d, src->device, s, (size_t)n * es)) != WEFT_OK) return st;
+      if ((st = ops->copy(rt, dst->device, d, src->device, s, (size_t)n * es)) != WEFT_OK)
+        return st;
       continue;
     }
     for (int64_t j = 0; j < n; j++) {

@@ -27,8 +27,7 @@ typedef struct wf_device_ops {
   int (*copy)(wf_rt *rt, int32_t dst_dev, void *dst, int32_t src_dev, const void *src,
               size_t nbytes);
   /* Fill count contiguous elements of elsize bytes with *value. */
-  int (*fill)(wf_rt *rt, int32_t dev, void *dst, size_t count, const void *value,
-              size_t elsize);
+  int (*fill)(wf_rt *rt, int32_t dev, void *dst, size_t count, const void *value, size_t elsize);
 } wf_device_ops;
 
 /* The host's table. */

@@ -61,7 +61,8 @@ static int cpu_fill(wf_rt *rt, int32_t dev, void *dst, size_t count, const void 
   const unsigned char *v = value;
   size_t total = count * elsize;
   int same = 1;
-  for (size_t i = 1; i < elsize; i++) same &= v[i] == v[0];
+  for (size_t i = 1; i < elsize; i++)
+    same &= v[i] == v[0];
   if (same) {
     memset(d, v[0], total);
     return WEFT_OK;
@@ -80,4 +81,6 @@ static const wf_device_ops cpu_ops = {
     "cpu", cpu_count, cpu_buffer_new, cpu_copy, cpu_fill,
 };
 
-const wf_device_ops *wf_device_cpu(void) { return &cpu_ops; }
+const wf_device_ops *wf_device_cpu(void) {
+  return &cpu_ops;
+}

@@ -13,7 +13,9 @@ __attribute__((weak)) int wf_cuda_attach(wf_rt *rt);
 
 /* The Lua layer compares this with its own number at load, so a stale
 ** library and a newer lua/weft never run together silently. */
-int wf_abi_version(void) { return WEFT_ABI_VERSION; }
+int wf_abi_version(void) {
+  return WEFT_ABI_VERSION;
+}
 
 /* Threads default to the online CPUs; 1 if the system will not say. */
 static int default_threads(void) {
@@ -42,7 +44,9 @@ void wf_rt_free(wf_rt *rt) {
   free(rt);
 }
 
-const char *wf_rt_errmsg(wf_rt *rt) { return rt ? rt->msg : "weft: no runtime"; }
+const char *wf_rt_errmsg(wf_rt *rt) {
+  return rt ? rt->msg : "weft: no runtime";
+}
 
 int wf_rt_seterr(wf_rt *rt, int status, const char *fmt, ...) {
   if (!rt) return status;
@@ -53,7 +57,9 @@ int wf_rt_seterr(wf_rt *rt, int status, const char *fmt, ...) {
   return status;
 }
 
-int wf_rt_num_threads(wf_rt *rt) { return rt->num_threads; }
+int wf_rt_num_threads(wf_rt *rt) {
+  return rt->num_threads;
+}
 
 /* n <= 0 restores the default (one thread per online CPU). A change drops
 ** the pool so the next launch runs with the new count. */
@@ -74,7 +80,9 @@ static int cuda_count(wf_rt *rt) {
   return rt->cuda && rt->cuda->count ? rt->cuda->count(rt) : 0;
 }
 
-int wf_device_count(wf_rt *rt) { return cuda_count(rt); }
+int wf_device_count(wf_rt *rt) {
+  return cuda_count(rt);
+}
 
 const char *wf_device_name(wf_rt *rt, int32_t device) {
   if (device == WF_DEVICE_CPU) return "cpu";
@@ -91,8 +99,8 @@ const wf_device_ops *wf_device_ops_for(wf_rt *rt, int32_t dev) {
   }
   int n = cuda_count(rt);
   if (n == 0) {
-    wf_rt_seterr(rt, WEFT_ERRDEVICE, "weft: device 'cuda:%d' is not available (no CUDA driver found)",
-                 (int)dev);
+    wf_rt_seterr(rt, WEFT_ERRDEVICE,
+                 "weft: device 'cuda:%d' is not available (no CUDA driver found)", (int)dev);
     return NULL;
   }
   if (dev >= n) {

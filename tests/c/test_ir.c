@@ -112,6 +112,8 @@ static void test_builder(void) {
   CHECK(wf_module_find(m, "nope") == -1);
   CHECK(wf_vtype(fn, s) == f32);
   CHECK(fn->vals[s].def->op == WF_OP_ADD);
+  char err[256];
+  CHECK_INT(wf_ir_verify(m, err, sizeof err), 0);
   char *txt = wf_ir_to_string(m);
   CHECK_STR(txt, saxpy_text);
   free(txt);
@@ -183,7 +185,9 @@ static void test_regions(void) {
   CHECK(wf_vtype(fn, v2) == v3);
   wf_val out = wf_b_extract(&b, v2, 0);
   wf_b_inst(&b, WF_OP_RET, 1, &out, 0, NULL, 0);
-  wf_func_fix_parents(fn);
+  char err[256] = "";
+  CHECK_INT(wf_ir_verify(m, err, sizeof err), 0);
+  CHECK_STR(err, "");
   CHECK(ifi->blocks[0]->parent == ifi);
   CHECK(loop->blocks[0]->parent == loop);
   char *txt = wf_ir_to_string(m);

@@ -1,0 +1,235 @@
+-- weft.kernel, weft.func, weft.constant: declaring kernels and the Lua side
+-- of compiling them (the compiler itself is weft._core.compile, in C).
+--
+--   local k = weft.kernel{ x = weft.array(weft.float32), a = weft.float32,
+--                          function(x, a) ... end }
+--   k.fn  k.name  k.params ({name=, type=} in parameter order; type nil when
+--   generic)  k:_module(argtypes)  k:ir([argtypes])  k:source(kind)
+--
+-- A parameter missing from the table is generic: its type comes from the
+-- launch argument, and each signature is compiled once (cached in k).
+--
+--   local f = weft.func(function(x, y) return x * y end)          -- generic
+--   local g = weft.func{ x = weft.float32, function(x) return 2 * x end }
+--   g:overload{ x = weft.vec3, function(x) return 2.0 * x end }   -- by signature
+--
+-- weft.func calls are inlined into kernels; on the host a func object is
+-- callable and runs its first definition as plain Lua.
+return function(weft)
+  local core = weft._core
+  local fmt = string.format
+
+  local Kernel = { __name = "weft.Kernel" }
+  Kernel.__index = Kernel
+  local Func = { __name = "weft.Func" }
+  Func.__index = Func
+  local Const = { __name = "weft.Constant" }
+  Const.__index = Const
+
+  weft.Kernel, weft.Func = Kernel, Func
+
+  if core and core.front_setup then
+    core.front_setup {
+      builtins = weft._builtins or {},
+      type_mt = getmetatable(weft.float32),
+      func_mt = Func,
+      const_mt = Const,
+      kernel_mt = Kernel,
+    }
+  end
+
+  -- Source lines, for finding the name a declaration is assigned to.
+  local function source_line(fn, line)
+    local info = debug.getinfo(fn, "S")
+    local src = info.source
+    if src:sub(1, 1) == "@" then
+      local f = io.open(src:sub(2), "r")
+      if not f then return nil end
+      local n = 0
+      for l in f:lines() do
+        n = n + 1
+        if n == line then
+          f:close()
+          return l
+        end
+      end
+      f:close()
+      return nil
+    elseif src:sub(1, 1) ~= "=" then
+      local n = 0
+      for l in (src .. "\n"):gmatch("([^\n]*)\n") do
+        n = n + 1
+        if n == line then return l end
+      end
+    end
+    return nil
+  end
+
+  -- "local saxpy = weft.kernel{" -> "saxpy" (looking a few lines up).
+  local function declared_name(fn, what)
+    local line = debug.getinfo(fn, "S").linedefined
+    for l = line, math.max(1, line - 3), -1 do
+      local text = source_line(fn, l)
+      if text then
+        local name = text:match("([%w_]+)%s*=%s*[%w_%.]*" .. what .. "%s*[{(]")
+        if name then return name end
+      end
+    end
+    return nil
+  end
+
+  -- Parse weft.kernel{...} / weft.func{...} / weft.func(fn) into a decl.
+  local function make_decl(kind, spec, level)
+    level = level + 1
+    local fn, types, name
+    if type(spec) == "function" then
+      fn, types = spec, {}
+    elseif type(spec) == "table" and not weft.is_type(spec) then
+      fn = spec[1]
+      types = {}
+      for k, v in pairs(spec) do
+        if k ~= 1 then
+          if k == "name" and type(v) == "string" then
+            name = v
+          elseif type(k) ~= "string" then
+            error(fmt("weft.%s: expected parameter = type pairs and one function", kind), level)
+          elseif not weft.is_type(v) then
+            error(fmt("weft.%s: the type given for '%s' is not a weft type", kind, k), level)
+          else
+            types[k] = v
+          end
+        end
+      end
+    end
+    if type(fn) ~= "function" then
+      error(fmt("weft.%s: expected a function (or a table with types and a function)", kind), level)
+    end
+    local params, known = {}, {}
+    for i = 1, 64 do
+      local pn = debug.getlocal(fn, i)
+      if not pn then break end
+      params[i] = { name = pn, type = types[pn] }
+      known[pn] = true
+    end
+    for k in pairs(types) do
+      if not known[k] then
+        error(fmt("weft.%s: '%s' is not a parameter of the function", kind, k), level)
+      end
+    end
+    local generic = false
+    for _, p in ipairs(params) do
+      if not p.type then generic = true end
+    end
+    name = name or declared_name(fn, kind == "kernel" and "kernel" or "func")
+      or fmt("%s_%d", kind, debug.getinfo(fn, "S").linedefined)
+    return { fn = fn, kind = kind, types = types, params = params, generic = generic, name = name }
+  end
+
+  ---------------------------------------------------------------------------
+  -- kernels
+  ---------------------------------------------------------------------------
+  function weft.kernel(spec)
+    local decl = make_decl("kernel", spec, 2)
+    return setmetatable({
+      fn = decl.fn, name = decl.name, params = decl.params, generic = decl.generic,
+      _decl = decl, _cache = {},
+    }, Kernel)
+  end
+
+  function weft.is_kernel(v) return getmetatable(v) == Kernel end
+
+  -- Cache key of a signature: the type ids of the generic parameters.
+  local function sigkey(k, argtypes)
+    if not k.generic then return "" end
+    local parts = {}
+    for i, p in ipairs(k.params) do
+      if not p.type then
+        local t = argtypes and argtypes[i]
+        if not t then
+          error(fmt("weft: kernel '%s': parameter '%s' is generic; its type comes from the launch "
+                    .. "arguments", k.name, p.name), 3)
+        end
+        parts[#parts + 1] = t.id or t.name
+      end
+    end
+    return table.concat(parts, ",")
+  end
+
+  -- The compiled IR module for a signature (compiled once per signature).
+  function Kernel:_module(argtypes)
+    local key = sigkey(self, argtypes)
+    local m = self._cache[key]
+    if m then return m, key end
+    if not (core and core.compile) then error("weft: the kernel compiler is not available", 2) end
+    local ok, res = pcall(core.compile, self._decl, argtypes)
+    if not ok then error(res, 0) end
+    self._cache[key] = res
+    return res, key
+  end
+
+  function Kernel:ir(argtypes)
+    return core.ir((self:_module(argtypes)))
+  end
+
+  local source_fns = { llvm = "llvm_ir", cuda = "cuda_source", ir = "ir" }
+  function Kernel:source(kind, argtypes)
+    kind = kind or "ir"
+    local fname = source_fns[kind]
+    if not fname then error(fmt("weft: unknown source kind '%s' (ir, llvm or cuda)", tostring(kind)), 2) end
+    local f = core[fname]
+    if not f then error(fmt("weft: the %s backend is not available in this build", kind), 2) end
+    return f((self:_module(argtypes)))
+  end
+
+  function Kernel:ptx(arch, argtypes)
+    local f = core.ptx
+    if not f then error("weft: PTX output is not available in this build", 2) end
+    return f((self:_module(argtypes)), arch)
+  end
+
+  function Kernel:__tostring()
+    return fmt("weft.kernel %s", self.name)
+  end
+
+  ---------------------------------------------------------------------------
+  -- functions
+  ---------------------------------------------------------------------------
+  function weft.func(spec)
+    local decl = make_decl("func", spec, 2)
+    return setmetatable({ name = decl.name, defs = { decl } }, Func)
+  end
+
+  function weft.is_func(v) return getmetatable(v) == Func end
+
+  -- Add a definition for another signature (chosen at each call site by
+  -- the argument types; the most specific typed match wins).
+  function Func:overload(spec)
+    local decl = make_decl("func", spec, 2)
+    self.defs[#self.defs + 1] = decl
+    return self
+  end
+
+  -- On the host, run the first definition as plain Lua.
+  function Func:__call(...)
+    return self.defs[1].fn(...)
+  end
+
+  function Func:__tostring()
+    return fmt("weft.func %s", self.name)
+  end
+
+  ---------------------------------------------------------------------------
+  -- constants
+  ---------------------------------------------------------------------------
+  function weft.constant(value)
+    local tv = type(value)
+    if tv ~= "number" and tv ~= "boolean" and not weft.is_type(value) then
+      error("weft.constant: expected a number or a boolean, got " .. tv, 2)
+    end
+    return setmetatable({ value = value }, Const)
+  end
+
+  function Const:__tostring()
+    return "weft.constant(" .. tostring(self.value) .. ")"
+  end
+end

@@ -1,0 +1,329 @@
+-- weft.launch: run a kernel over a 1-4-D grid on the CPU thread pool.
+--
+-- Per kernel (a weak table keyed by the kernel object) the launcher keeps:
+--   variants   one per argument signature (generic kernels: per the types of
+--              the generic arguments, looked up through nested tables keyed
+--              by numbers, so a warm launch builds no strings)
+--   variant    { types = {...}, module = k:_module(types), code = {} }
+--   code[key]  per launch ndim and mode: the compiled function (core.cpu_compile),
+--              a preallocated argument block and a packer generated once for
+--              the signature (Lua source -> loadstring) that checks every
+--              argument and writes it into the block.
+-- A warm launch therefore allocates nothing: it reads the dims into a
+-- preallocated int64_t[4], runs the packer and calls wf_cpu_launch.
+local ffi = require "ffi"
+local cdef = require "weft.cdef"
+
+local floor = math.floor
+local fmt = string.format
+
+return function(weft)
+  local C, rt, core = cdef.C, weft._rt, weft._core
+  local raise, describe = weft._raise or error, weft._describe or tostring
+  local is_array = weft.is_array
+  local config = weft.config
+
+  local states = setmetatable({}, { __mode = "k" })
+  local u8p = ffi.typeof("uint8_t *")
+
+  -- The dims of the current launch (shared: launches do not nest).
+  local dims = ffi.new("int64_t[4]")
+
+  ---------------------------------------------------------------------------
+  -- argument checks and messages
+  ---------------------------------------------------------------------------
+  local function kname(k) return k.name or (k.fn and tostring(k.fn)) or "?" end
+
+  local function typename(v)
+    if is_array and is_array(v) then
+      local dt = weft.types[v.h.dtype]
+      local nm = dt and dt.name or "?"
+      return v.h.ndim == 1 and fmt("array(%s)", nm) or fmt("array(%s,%d)", nm, v.h.ndim)
+    end
+    local t = weft.dtype_of and weft.dtype_of(v)
+    if t and type(v) ~= "number" and type(v) ~= "boolean" then return t.name end
+    return describe(v)
+  end
+
+  -- The error raised by a packer for argument i of kernel k.
+  local function bad_arg(k, i, v, nin)
+    local p = k.params[i]
+    local where = i <= nin and "input" or "output"
+    if is_array and is_array(v) and v.h.device ~= -1 and p.type and p.type.kind == "array" then
+      raise("weft.launch: kernel '%s': %s '%s' is on device %s, but the launch runs on the cpu",
+            kname(k), where, p.name, tostring(v.device))
+    end
+    raise("weft.launch: kernel '%s': parameter '%s' expects %s, got %s", kname(k), p.name,
+          p.type and p.type.name or "?", typename(v))
+  end
+
+  ---------------------------------------------------------------------------
+  -- packers: one generated function per signature
+  ---------------------------------------------------------------------------
+  -- Source lines checking and storing argument i (value in `v`) of type t.
+  local function pack_lines(out, i, t, env)
+    local pn = "p" .. i
+    if t.kind == "array" then
+      env[pn .. "t"] = ffi.typeof("weft_Array **")
+      out[#out + 1] = fmt("if not is_array(v) or v.h.dtype ~= %d or v.h.ndim ~= %d or v.h.device ~= -1 then return bad(k, %d, v, nin) end",
+                          t.dtype.id, t.ndim, i)
+      out[#out + 1] = fmt("%s[0] = v", pn)
+    elseif t.kind == "bool" then
+      env[pn .. "t"] = ffi.typeof("uint8_t *")
+      out[#out + 1] = fmt("if type(v) ~= 'boolean' then return bad(k, %d, v, nin) end", i)
+      out[#out + 1] = fmt("%s[0] = v and 1 or 0", pn)
+    elseif t.kind == "int" then
+      env[pn .. "t"] = ffi.typeof(t.ffiname .. " *")
+      out[#out + 1] = fmt("if type(v) == 'number' then if v %% 1 ~= 0 then return bad(k, %d, v, nin) end " ..
+                          "elseif not (type(v) == 'cdata' and (ffi.istype('int64_t', v) or ffi.istype('uint64_t', v))) then return bad(k, %d, v, nin) end", i, i)
+      out[#out + 1] = fmt("%s[0] = v", pn)
+    elseif t.kind == "float" then
+      if t.bits == 16 then
+        env[pn .. "t"] = ffi.typeof("uint16_t *")
+        out[#out + 1] = fmt("if type(v) ~= 'number' then return bad(k, %d, v, nin) end", i)
+        out[#out + 1] = fmt("%s[0] = half(v)", pn)
+      else
+        env[pn .. "t"] = ffi.typeof(t.ffiname .. " *")
+        out[#out + 1] = fmt("if type(v) ~= 'number' then return bad(k, %d, v, nin) end", i)
+        out[#out + 1] = fmt("%s[0] = v", pn)
+      end
+    else
+      -- composites: a cdata of the type, copied by value
+      env[pn .. "t"] = ffi.typeof(t.ffiname .. " *")
+      env["ct" .. i] = t.ctype
+      out[#out + 1] = fmt("if not ffi.istype(ct%d, v) then return bad(k, %d, v, nin) end", i, i)
+      out[#out + 1] = fmt("%s[0] = v", pn)
+    end
+  end
+
+  -- Build the packer of a signature: function(ins, outs, nin).
+  local function make_packer(k, types, buf, offsets)
+    local env = { is_array = is_array, bad = bad_arg, ffi = ffi, k = k, type = type,
+                  half = weft._half_from_number }
+    local out = { "return function(ins, outs, nin)", "local v" }
+    local decl = {}
+    for i, t in ipairs(types) do
+      out[#out + 1] = fmt("if nin >= %d then v = ins[%d] else v = outs[%d - nin] end", i, i, i)
+      pack_lines(out, i, t, env)
+    end
+    out[#out + 1] = "end"
+    for i = 1, #types do
+      decl[#decl + 1] = fmt("local p%d = ffi.cast(p%dt, base + %d)", i, i, offsets[i])
+    end
+    env.base = ffi.cast(u8p, buf)
+    local src = "local base = base\n" .. table.concat(decl, "\n") .. "\n" .. table.concat(out, "\n")
+    local f = assert(loadstring(src, "=weft.launch packer"))
+    setfenv(f, env)
+    return f()
+  end
+
+  ---------------------------------------------------------------------------
+  -- variants and code
+  ---------------------------------------------------------------------------
+  local function param_names(k)
+    local names = {}
+    for i, p in ipairs(k.params) do names[i] = p.name end
+    return names
+  end
+
+  local function kernel_state(k)
+    local st = states[k]
+    if st then return st end
+    if type(k) ~= "table" or type(k.params) ~= "table" or not k._module then
+      raise("weft.launch: expected a kernel (made by weft.kernel), got %s", describe(k))
+    end
+    local generic = {}
+    for i, p in ipairs(k.params) do
+      if p.type == nil then generic[#generic + 1] = i end
+    end
+    st = { k = k, nparams = #k.params, generic = generic, names = param_names(k),
+           variants = {}, compiles = 0, disk_hits = 0 }
+    states[k] = st
+    return st
+  end
+
+  local function new_variant(st, types)
+    local k = st.k
+    local mod = k:_module(types)
+    return { types = types, module = mod, code = {} }
+  end
+
+  -- The type a generic parameter takes from its argument, and a number
+  -- naming it (for the variant lookup).
+  local function arg_type(v)
+    if is_array and is_array(v) then
+      local dt = weft.types[v.h.dtype]
+      return weft.array(dt, v.h.ndim), v.h.dtype * 8 + v.h.ndim
+    end
+    local t = weft.dtype_of and weft.dtype_of(v)
+    if not t then return nil end
+    return t, -t.id
+  end
+
+  local function get_variant(st, ins, outs, nin)
+    if #st.generic == 0 then
+      local v = st.fixed
+      if not v then
+        local types = {}
+        for i, p in ipairs(st.k.params) do types[i] = p.type end
+        v = new_variant(st, types)
+        st.fixed = v
+      end
+      return v
+    end
+    -- walk the tree of generic argument type numbers
+    local node = st.variants
+    for _, i in ipairs(st.generic) do
+      local a
+      if nin >= i then a = ins[i] else a = outs[i - nin] end
+      local t, key = arg_type(a)
+      if not t then
+        raise("weft.launch: kernel '%s': generic parameter '%s' cannot take %s", kname(st.k),
+              st.k.params[i].name, describe(a))
+      end
+      local nx = node[key]
+      if not nx then
+        nx = {}
+        node[key] = nx
+      end
+      node = nx
+    end
+    local v = node.variant
+    if not v then
+      local types = {}
+      for i, p in ipairs(st.k.params) do
+        if p.type then
+          types[i] = p.type
+        else
+          local a
+          if nin >= i then a = ins[i] else a = outs[i - nin] end
+          types[i] = (arg_type(a))
+        end
+      end
+      v = new_variant(st, types)
+      node.variant = v
+    end
+    return v
+  end
+
+  local function compile_code(st, v, ndim, debug)
+    local res = core.cpu_compile(v.module, { ndim = ndim, debug = debug, names = st.names })
+    if res.from_disk then st.disk_hits = st.disk_hits + 1 else st.compiles = st.compiles + 1 end
+    local buf = ffi.new("int64_t[?]", math.max(1, math.ceil(res.size / 8)))
+    local c = {
+      fn = ffi.cast("void *", res.fn),
+      cost = res.cost,
+      buf = buf,
+      key = res.key,
+      from_disk = res.from_disk,
+    }
+    c.pack = make_packer(st.k, v.types, buf, res.offsets)
+    return c
+  end
+
+  ---------------------------------------------------------------------------
+  -- weft.launch
+  ---------------------------------------------------------------------------
+  local last_threads = nil
+  local empty = {}
+
+  -- Reads dim into `dims`; returns ndim and the thread count.
+  local function read_dims(k, dim)
+    if type(dim) == "number" then
+      if dim < 0 or dim ~= floor(dim) or dim > 2147483647 then
+        raise("weft.launch: kernel '%s': dim must be a non-negative integer, got %s", kname(k), tostring(dim))
+      end
+      dims[0] = dim
+      return 1, dim
+    end
+    if type(dim) ~= "table" then
+      raise("weft.launch: kernel '%s': dim must be an integer or a table of 1 to 4 integers, got %s",
+            kname(k), describe(dim))
+    end
+    local n = #dim
+    if n < 1 or n > 4 then
+      raise("weft.launch: kernel '%s': dim must have 1 to 4 entries, got %d", kname(k), n)
+    end
+    local total = 1
+    for i = 1, n do
+      local d = dim[i]
+      if type(d) ~= "number" or d < 0 or d ~= floor(d) or d > 2147483647 then
+        raise("weft.launch: kernel '%s': dim[%d] must be a non-negative integer, got %s", kname(k), i,
+              type(d) == "number" and tostring(d) or describe(d))
+      end
+      dims[i - 1] = d
+      total = total * d
+    end
+    return n, total
+  end
+
+  function weft.launch(k, dim, inputs, opts)
+    local st = states[k] or kernel_state(k)
+    local ndim, total = read_dims(k, dim)
+    local outs = empty
+    if opts ~= nil then
+      if type(opts) ~= "table" then
+        raise("weft.launch: kernel '%s': opts must be a table, got %s", kname(k), describe(opts))
+      end
+      if opts.adjoint then
+        raise("weft.launch: kernel '%s': adjoint launches are not yet supported", kname(k))
+      end
+      local dev = opts.device
+      if dev ~= nil and dev ~= "cpu" then
+        if weft._launch_device then return weft._launch_device(k, dim, inputs, opts) end
+        raise("weft.launch: kernel '%s': device '%s' is not supported for launches", kname(k), tostring(dev))
+      end
+      outs = opts.outputs or empty
+      if type(outs) ~= "table" then
+        raise("weft.launch: kernel '%s': opts.outputs must be a table, got %s", kname(k), describe(outs))
+      end
+    end
+    local ins = inputs or empty
+    if type(ins) ~= "table" then
+      raise("weft.launch: kernel '%s': inputs must be a table, got %s", kname(k), describe(ins))
+    end
+    local nin, nout = #ins, #outs
+    if nin + nout ~= st.nparams then
+      raise("weft.launch: kernel '%s' takes %d argument%s (inputs then outputs), got %d", kname(k),
+            st.nparams, st.nparams == 1 and "" or "s", nin + nout)
+    end
+    local nt = config.num_threads
+    if nt ~= last_threads then
+      if nt ~= nil and (type(nt) ~= "number" or nt < 1 or nt ~= floor(nt)) then
+        raise("weft.config.num_threads must be a positive integer, got %s", tostring(nt))
+      end
+      weft._check(C.wf_rt_set_num_threads(rt, nt or 0), 2)
+      last_threads = nt
+    end
+    local v = st.fixed or get_variant(st, ins, outs, nin)
+    local debug = config.mode == "debug"
+    local ckey = debug and ndim + 4 or ndim
+    local c = v.code[ckey]
+    if not c then
+      c = compile_code(st, v, ndim, debug)
+      v.code[ckey] = c
+    end
+    c.pack(ins, outs, nin)
+    if total == 0 then return end
+    local status = C.wf_cpu_launch(rt, c.fn, ndim, dims, c.buf, c.cost)
+    if status ~= 0 then
+      local msg = ffi.string(C.wf_rt_errmsg(rt))
+      error(msg, 2)
+    end
+  end
+
+  -- Counters of the CPU compiler: { compiles, disk_hits, disk_writes,
+  -- memory_hits, cache_dir, cpu, triple }; with a kernel, its own
+  -- { compiles, disk_hits }.
+  function weft.stats(k)
+    if k ~= nil then
+      local st = states[k]
+      return { compiles = st and st.compiles or 0, disk_hits = st and st.disk_hits or 0 }
+    end
+    return core.cpu_stats()
+  end
+
+  -- The compiled CPU code record of a kernel for given argument types (used
+  -- by k:source("llvm") and tests): LLVM IR text of its module.
+  function weft._llvm_ir(mod, opts) return core.llvm_ir(mod, opts) end
+end

@@ -1,0 +1,114 @@
+"""Finding and declaring libweft for ctypes.
+
+The library is searched for in order: $WEFT_LIB, beside this package
+(weft/libweft.so), then the build tree of a source checkout
+(<checkout>/build/libweft.so). It is loaded with RTLD_GLOBAL so that the Lua
+layer inside it (LuaJIT's ffi.C) finds the same copy of the C runtime.
+
+All functions are called through a PyDLL handle: the GIL stays held, which
+serializes every entry into a runtime's Lua state, and lets the capsule
+helpers use the Python C API.
+"""
+import ctypes
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _candidates():
+    env = os.environ.get("WEFT_LIB")
+    if env:
+        yield env
+    yield os.path.join(_HERE, "libweft.so")
+    yield os.path.normpath(os.path.join(_HERE, "..", "..", "build", "libweft.so"))
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        if not os.path.exists(path):
+            tried.append(path + " (missing)")
+            continue
+        try:
+            lib = ctypes.PyDLL(path, mode=ctypes.RTLD_GLOBAL)
+        except OSError as e:
+            tried.append("%s (%s)" % (path, e))
+            continue
+        return lib, path
+    raise ImportError("weft: cannot find libweft (set WEFT_LIB to its path); tried: "
+                      + "; ".join(tried))
+
+
+# An installed package ships the Lua layer beside itself.
+if not os.environ.get("WEFT_LUA_DIR") and os.path.exists(os.path.join(_HERE, "lua", "weft", "init.lua")):
+    os.environ["WEFT_LUA_DIR"] = os.path.join(_HERE, "lua")
+
+lib, path = _load()
+
+# weft_Arg types (include/weft.h)
+NIL, BOOL, INT, FLOAT, DOUBLE, STRING, GLOBAL, REF, DATA, DLPACK, DLPACK_VERSIONED, ARRAY = range(12)
+ARRAY_REQUIRES_GRAD = 1
+ARRAY_READONLY = 4
+
+
+class Arg(ctypes.Structure):
+    _fields_ = [
+        ("type", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("flags", ctypes.c_int32),
+        ("device", ctypes.c_int32),
+        ("i", ctypes.c_int64),
+        ("d", ctypes.c_double),
+        ("s", ctypes.c_char_p),
+        ("p", ctypes.c_void_p),
+        ("shape", ctypes.c_int64 * 4),
+        ("strides", ctypes.c_int64 * 4),
+    ]
+
+
+_W = ctypes.c_void_p
+_ArgP = ctypes.POINTER(Arg)
+
+
+def _fn(name, restype, *argtypes):
+    f = getattr(lib, name)
+    f.restype = restype
+    f.argtypes = list(argtypes)
+    return f
+
+
+weft_open = _fn("weft_open", _W)
+weft_close = _fn("weft_close", None, _W)
+weft_errmsg = _fn("weft_errmsg", ctypes.c_char_p, _W)
+weft_dostring = _fn("weft_dostring", ctypes.c_int, _W, ctypes.c_char_p)
+weft_dofile = _fn("weft_dofile", ctypes.c_int, _W, ctypes.c_char_p)
+weft_get = _fn("weft_get", ctypes.c_int, _W, ctypes.c_char_p, _ArgP)
+weft_set = _fn("weft_set", ctypes.c_int, _W, ctypes.c_char_p, _ArgP)
+weft_unref = _fn("weft_unref", None, _W, ctypes.c_int64)
+weft_call = _fn("weft_call", ctypes.c_int, _W, ctypes.c_char_p, ctypes.c_int, _ArgP,
+                ctypes.c_int, _ArgP)
+weft_launch_io = _fn("weft_launch_io", ctypes.c_int, _W, ctypes.c_char_p, ctypes.c_int,
+                     ctypes.POINTER(ctypes.c_int64), ctypes.c_int, _ArgP, ctypes.c_int, _ArgP)
+weft_export_value = _fn("weft_export_value", ctypes.c_void_p, _W, _ArgP, ctypes.c_int,
+                        ctypes.c_int)
+dlpack_delete = _fn("wf_dlpack_delete", None, ctypes.c_void_p, ctypes.c_int)
+capsule_take = _fn("wf_dlpack_capsule_take", ctypes.c_void_p, ctypes.py_object,
+                   ctypes.POINTER(ctypes.c_int))
+_capsule_name = _fn("wf_dlpack_capsule_name", ctypes.c_void_p, ctypes.c_int)
+
+# Static C strings owned by libweft: capsules keep the name pointer.
+CAPSULE_NAMES = [_capsule_name(k) for k in range(4)]
+CAPSULE_DESTRUCTOR = ctypes.cast(lib.wf_dlpack_capsule_destructor, ctypes.c_void_p).value
+
+_PyCapsule_New = ctypes.pythonapi.PyCapsule_New
+_PyCapsule_New.restype = ctypes.py_object
+_PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+
+
+def make_capsule(managed, versioned):
+    """A DLPack capsule owning `managed`; its destructor is C (in libweft)."""
+    try:
+        return _PyCapsule_New(managed, CAPSULE_NAMES[1 if versioned else 0], CAPSULE_DESTRUCTOR)
+    except BaseException:
+        dlpack_delete(managed, 1 if versioned else 0)
+        raise

@@ -1,0 +1,59 @@
+-- Memory: arrays are freed once unreachable. Allocates and drops over 10 GB
+-- of arrays and checks that the resident set stays flat.
+local weft = require "weft"
+
+-- Resident set size in MB, from /proc/self/statm (pages).
+local function rss_mb()
+  local f = assert(io.open("/proc/self/statm"))
+  local _, res = f:read("*n", "*n")
+  f:close()
+  return res * 4096 / 2 ^ 20
+end
+
+describe("array memory", function()
+  it("400 x 32 MB arrays dropped in a loop keep RSS flat (explicit collect)", function()
+    collectgarbage()
+    local before = rss_mb()
+    local peak = before
+    for i = 1, 400 do
+      local a = weft.empty(8 * 2 ^ 20, weft.float32) -- 32 MB
+      a:fill_(i)                                      -- touch every page
+      assert.are.equal(i, a[8 * 2 ^ 20 - 1])
+      a = nil
+      collectgarbage()
+      peak = math.max(peak, rss_mb())
+    end
+    assert.is_true(peak - before < 300, string.format("RSS grew by %.0f MB", peak - before))
+  end)
+
+  it("without explicit collection, allocation pressure frees dropped arrays", function()
+    collectgarbage()
+    local before = rss_mb()
+    local peak = before
+    for i = 1, 100 do
+      local a = weft.zeros({ 1024, 8192 }, weft.float32) -- 32 MB, touched by zeros
+      a[1023][8191] = i
+      peak = math.max(peak, rss_mb())
+    end
+    assert.is_true(peak - before < 700, string.format("RSS grew by %.0f MB", peak - before))
+  end)
+
+  it("views keep the buffer until the last reference drops", function()
+    collectgarbage()
+    local before = rss_mb()
+    local views = {}
+    for i = 1, 4 do
+      local a = weft.zeros({ 2, 4 * 2 ^ 20 }, weft.float32) -- 32 MB
+      views[i] = a[1]
+    end
+    collectgarbage()
+    collectgarbage()
+    local held = rss_mb() - before
+    assert.is_true(held > 100, string.format("only %.0f MB held by views", held))
+    for i = 1, 4 do assert.are.equal(0, views[i][0]) end
+    views = nil
+    collectgarbage()
+    collectgarbage()
+    assert.is_true(rss_mb() - before < 50, "views did not release their buffers")
+  end)
+end)

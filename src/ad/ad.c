@@ -1,0 +1,966 @@
+/*
+** ad.c -- reverse mode on the IR: forward replay, then the reverse sweep.
+**
+** The adjoint kernel is a new function; the primal is only read. Layout of
+** the adjoint kernel body:
+**
+**   given_k = shape(adj_k, 0) != 0         one flag per adjoint array
+**   <replay>      the primal body, pruned to what the reverse reads, without
+**                 stores, atomics, prints and traps
+**   <sweep>       adjoint code, instructions in reverse order, rules from
+**                 rules.c; regions reversed as below
+**   ret
+**
+** Need analysis (need[]): a rule declares what it reads (rules.c); what the
+** replay needs is the closure of that over operands, plus every branch
+** condition, loop bound and while condition, plus loop-carried "slots"
+** (init, block param, yield, result) as a unit. Replays clone only
+** instructions with a needed result; unneeded yields become `undef`.
+**
+** Regions. The reverse of a block B (reverse_region) replays B at the
+** current emission point (so B's values are visible), seeds the adjoints
+** of B's terminator operands, and sweeps B backwards. Adjoints of values
+** defined outside a region and used inside it ("captured") flow through
+** the reverse region as its results / loop-carried values.
+**
+**   if:     %caps' = if %c { reverse(then) } else { reverse(else) }
+**
+**   for:    N = trip count (a counting copy of the loop, O(n) trivial work)
+**           for r = 1, N { k = N - r
+**              state_k = recompute(k)       only if the reverse needs the
+**                                           carried values (see below)
+**              reverse(body at i_k, state_k), seeded with adj(state_k+1) }
+**
+**   while:  N = trip count (a counting replay of the loop)
+**           for r = 0, N { k = N - r
+**              s_k = recompute(k); v_k = before(s_k)
+**              if k < N: reverse(after(v_k)) seeded with adj(s_k+1)
+**              else: adj(v_N) = adj(results)
+**              reverse(before(s_k)) seeded with adj(v_k) }
+**
+** Loop cost (per thread). recompute(k) runs k iterations from the loop
+** entry, carrying only the needed slots: memory O(1) (no stack, nothing
+** allocated), time O(n^2) iteration replays for n iterations (n^2/2 for a
+** for loop, about n^2 for a while loop). A for loop whose reverse reads
+** no carried value (accumulations such as s = s + f(x[i]), the common
+** case) is reversed without recomputation: O(n) with i_k = lo + k*step.
+** Nested loops multiply. Trip counts are int32.
+**
+** Errors (unsupported constructs) are positioned "chunk:line: autodiff:
+** ..." and unwind with longjmp to wf_ad_kernel, which removes the
+** half-built function; no FFI or Lua frames are crossed.
+*/
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ad/ad_int.h"
+
+/* ======================================================================
+** errors and scratch memory
+** ====================================================================== */
+static const char *chunkname(const wf_func *fn) {
+  const char *c = fn->chunk && *fn->chunk ? fn->chunk : "?";
+  return (*c == '@' || *c == '=') ? c + 1 : c;
+}
+
+void wf_ad_fail(wf_adctx *A, const wf_inst *at, const char *fmt, ...) {
+  int k;
+  if (at && at->loc.line > 0) k = snprintf(A->msg, sizeof A->msg, "%s:%d: ", chunkname(A->pf), at->loc.line);
+  else k = snprintf(A->msg, sizeof A->msg, "%s: ", chunkname(A->pf));
+  if (k < 0 || (size_t)k >= sizeof A->msg) k = 0;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(A->msg + k, sizeof A->msg - (size_t)k, fmt, ap);
+  va_end(ap);
+  longjmp(A->jb, 1);
+}
+
+static _Noreturn void oom(wf_adctx *A) { wf_ad_fail(A, NULL, "autodiff: out of memory"); }
+
+void *wf_ad_scratch(wf_adctx *A, size_t n) {
+  if (A->nallocs == A->capallocs) {
+    int nc = A->capallocs ? A->capallocs * 2 : 16;
+    void **na = realloc(A->allocs, (size_t)nc * sizeof(void *));
+    if (!na) oom(A);
+    A->allocs = na;
+    A->capallocs = nc;
+  }
+  void *p = calloc(1, n ? n : 1);
+  if (!p) oom(A);
+  A->allocs[A->nallocs++] = p;
+  return p;
+}
+
+/* ======================================================================
+** emission helpers
+** ====================================================================== */
+wf_inst *wf_ad_emit(wf_adctx *A, wf_op op, int nargs, const wf_val *args, int nres,
+                    const wf_type *const *rtypes, int nblocks) {
+  wf_inst *in = wf_b_inst(&A->b, op, nargs, args, nres, rtypes, nblocks);
+  if (!in) oom(A);
+  return in;
+}
+
+static wf_val ok(wf_adctx *A, wf_val v) {
+  if (v < 0) oom(A);
+  return v;
+}
+wf_val wf_ad_op1(wf_adctx *A, wf_op op, const wf_type *t, wf_val a) {
+  return ok(A, wf_b_op1(&A->b, op, t, a));
+}
+wf_val wf_ad_op2(wf_adctx *A, wf_op op, const wf_type *t, wf_val a, wf_val b) {
+  return ok(A, wf_b_op2(&A->b, op, t, a, b));
+}
+wf_val wf_ad_op3(wf_adctx *A, wf_op op, const wf_type *t, wf_val a, wf_val b, wf_val c) {
+  return ok(A, wf_b_op3(&A->b, op, t, a, b, c));
+}
+wf_val wf_ad_zero(wf_adctx *A, const wf_type *t) {
+  return wf_ad_emit(A, WF_OP_UNDEF, 0, NULL, 1, &t, 0)->res[0];
+}
+wf_val wf_ad_constf(wf_adctx *A, const wf_type *t, double x) {
+  return ok(A, wf_b_constf(&A->b, t, x));
+}
+static wf_val consti(wf_adctx *A, const wf_type *t, int64_t x) {
+  return ok(A, wf_b_consti(&A->b, t, x));
+}
+wf_val wf_ad_extract(wf_adctx *A, wf_val agg, int i) { return ok(A, wf_b_extract(&A->b, agg, i)); }
+wf_val wf_ad_insert(wf_adctx *A, wf_val agg, int i, wf_val v) {
+  return ok(A, wf_b_insert(&A->b, agg, i, v));
+}
+
+static const wf_type *i32t(wf_adctx *A) { return wf_t_int(A->T, 32, 1); }
+static const wf_type *boolt(wf_adctx *A) { return wf_t_bool(A->T); }
+static const wf_type *ptype(wf_adctx *A, wf_val v) { return A->pf->vals[v].type; }
+
+/* Switch emission into block bl; returns the block to come back to. */
+static wf_block *enter(wf_adctx *A, wf_block *bl) {
+  wf_block *old = A->b.block;
+  A->b.block = bl;
+  return old;
+}
+
+static wf_block *newblock(wf_adctx *A, wf_inst *owner, int k, int np, const wf_type *const *pt) {
+  wf_block *bl = wf_b_newblock(A->af, np, pt);
+  if (!bl) oom(A);
+  for (int i = 0; i < np; i++)
+    if (bl->params[i] < 0) oom(A);
+  wf_inst_set_block(owner, k, bl);
+  return bl;
+}
+
+void wf_ad_if_begin(wf_adctx *A, wf_ad_if *s, wf_val cond, int nres, const wf_type *const *rtypes) {
+  s->in = wf_ad_emit(A, WF_OP_IF, 1, &cond, nres, rtypes, 2);
+  newblock(A, s->in, 0, 0, NULL);
+  newblock(A, s->in, 1, 0, NULL);
+  s->saved_block = A->b.block;
+  s->saved_before = A->b.before;
+  A->b.block = s->in->blocks[0];
+  A->b.before = NULL;
+}
+
+void wf_ad_if_else(wf_adctx *A, wf_ad_if *s, const wf_val *yt) {
+  wf_ad_emit(A, WF_OP_YIELD, s->in->nres, yt, 0, NULL, 0);
+  A->b.block = s->in->blocks[1];
+}
+
+void wf_ad_if_end(wf_adctx *A, wf_ad_if *s, const wf_val *ye) {
+  wf_ad_emit(A, WF_OP_YIELD, s->in->nres, ye, 0, NULL, 0);
+  A->b.block = s->saved_block;
+  A->b.before = s->saved_before;
+}
+
+/* ======================================================================
+** values: types, replay map, adjoint accumulation
+** ====================================================================== */
+int wf_ad_difft(const wf_type *t) {
+  if (!t) return 0;
+  switch (t->kind) {
+  case WF_T_FLOAT: return 1;
+  case WF_T_VEC:
+  case WF_T_MAT:
+  case WF_T_QUAT:
+  case WF_T_TRANSFORM: return t->elem && t->elem->kind == WF_T_FLOAT;
+  case WF_T_STRUCT:
+    for (int i = 0; i < t->nfields; i++)
+      if (wf_ad_difft(t->fields[i].type)) return 1;
+    return 0;
+  default: return 0;
+  }
+}
+
+wf_val wf_ad_primal(wf_adctx *A, wf_val v) {
+  if (v < 0 || v >= A->np || A->map[v] < 0)
+    wf_ad_fail(A, v >= 0 && v < A->np ? A->pf->vals[v].def : NULL,
+               "autodiff: internal error: value %%%d is not replayed", (int)v);
+  return A->map[v];
+}
+
+/* The replayed v if the replay computes it, else a zero placeholder (for
+** yields and loop inits of slots nobody reads). */
+static wf_val tmap(wf_adctx *A, wf_val v) {
+  return A->need[v] ? wf_ad_primal(A, v) : wf_ad_zero(A, ptype(A, v));
+}
+
+/* x + y for adjoints of type t (WF_NOVAL is zero); componentwise for
+** aggregates; non-float components are left as they are (zero). */
+static wf_val addv(wf_adctx *A, const wf_type *t, wf_val x, wf_val y) {
+  if (x < 0) return y;
+  if (y < 0) return x;
+  if (t->kind == WF_T_FLOAT) return wf_ad_op2(A, WF_OP_ADD, t, x, y);
+  int n = wf_t_arity(t);
+  if (n == 0 || !wf_ad_difft(t)) return x;
+  wf_val *c = wf_ad_scratch(A, sizeof(wf_val) * (size_t)n);
+  for (int i = 0; i < n; i++) {
+    const wf_type *ct = wf_t_component(A->T, t, i);
+    wf_val xi = wf_ad_extract(A, x, i);
+    c[i] = wf_ad_difft(ct) ? addv(A, ct, xi, wf_ad_extract(A, y, i)) : xi;
+  }
+  return ok(A, wf_b_agg(&A->b, t, n, c));
+}
+
+/* Kernel parameters: their adjoints are never returned (scalars) or go
+** through the adjoint arrays (arrays), so nothing accumulates into them. */
+static int is_fparam(wf_adctx *A, wf_val v) {
+  return A->pf->vals[v].def == NULL && A->pf->vals[v].block == NULL;
+}
+
+void wf_ad_acc(wf_adctx *A, wf_val v, wf_val contrib) {
+  if (v < 0 || contrib < 0 || is_fparam(A, v)) return;
+  const wf_type *t = ptype(A, v);
+  if (!wf_ad_difft(t)) return;
+  A->adj[v] = addv(A, t, A->adj[v], contrib);
+}
+
+/* The adjoint of v as a concrete value (zero when nothing accumulated). */
+static wf_val adjz(wf_adctx *A, wf_val v) {
+  return A->adj[v] >= 0 ? A->adj[v] : wf_ad_zero(A, ptype(A, v));
+}
+
+wf_val wf_ad_shadow(wf_adctx *A, const wf_inst *at, wf_val arr) {
+  if (arr < 0 || A->shadow[arr] < 0)
+    wf_ad_fail(A, at,
+               "autodiff: cannot differentiate this array access: the array must be a kernel "
+               "parameter or a view of one");
+  return A->shadow[arr];
+}
+
+wf_val wf_ad_present(wf_adctx *A, const wf_inst *at, wf_val arr) {
+  if (arr < 0 || A->present[arr] < 0) wf_ad_shadow(A, at, -1);
+  return A->present[arr];
+}
+
+/* ======================================================================
+** op classes
+** ====================================================================== */
+static int is_term(wf_op op) { return (wf_op_flags(op) & WF_OPF_TERM) != 0; }
+
+/* Does this instance of a differentiable op carry adjoints? (float-typed
+** result, or for stores and atomic adds, a float-typed value). */
+static int inst_diff(wf_adctx *A, const wf_inst *in) {
+  if (in->op == WF_OP_STORE || in->op == WF_OP_ATOMIC_ADD)
+    return in->nargs > 0 && wf_ad_difft(ptype(A, in->args[in->nargs - 1]));
+  return in->nres > 0 && wf_ad_difft(ptype(A, in->res[0]));
+}
+
+/* Number of leading operands (array + indices) of a memory access. */
+static int mem_nidx(const wf_inst *in) { return in->op == WF_OP_LOAD ? in->nargs : in->nargs - 1; }
+
+/* ======================================================================
+** need analysis
+** ====================================================================== */
+static int mark(wf_adctx *A, wf_val v) {
+  if (v < 0 || A->need[v]) return 0;
+  A->need[v] = 1;
+  return 1;
+}
+
+static int need_block(wf_adctx *A, wf_block *bl);
+
+static int need_if(wf_adctx *A, wf_inst *in) {
+  int ch = mark(A, in->args[0]);
+  for (int j = 0; j < in->nres; j++)
+    if (A->need[in->res[j]])
+      for (int k = 0; k < 2; k++) ch |= mark(A, in->blocks[k]->last->args[j]);
+  for (int k = 0; k < in->nblocks; k++) ch |= need_block(A, in->blocks[k]);
+  return ch;
+}
+
+/* A carried slot is needed as a whole: init, block param, yield, result. */
+static int need_for(wf_adctx *A, wf_inst *in) {
+  wf_block *B = in->blocks[0];
+  int ch = mark(A, in->args[0]) | mark(A, in->args[1]) | mark(A, in->args[2]);
+  for (int j = 0; j < in->nres; j++)
+    if (A->need[in->res[j]] || A->need[B->params[1 + j]]) {
+      ch |= mark(A, in->res[j]) | mark(A, B->params[1 + j]);
+      ch |= mark(A, in->args[3 + j]) | mark(A, B->last->args[j]);
+    }
+  return ch | need_block(A, B);
+}
+
+static int need_while(wf_adctx *A, wf_inst *in) {
+  wf_block *B0 = in->blocks[0], *B1 = in->blocks[1];
+  wf_inst *c = B0->last, *y = B1->last;
+  int ch = mark(A, c->args[0]);
+  for (int j = 0; j < B0->nparams; j++)
+    if (A->need[B0->params[j]])
+      ch |= mark(A, in->args[j]) | mark(A, y->args[j]);
+  for (int j = 0; j < in->nres; j++)
+    if (A->need[in->res[j]] || A->need[B1->params[j]])
+      ch |= mark(A, c->args[1 + j]) | mark(A, in->res[j]) | mark(A, B1->params[j]);
+  return ch | need_block(A, B0) | need_block(A, B1);
+}
+
+static int need_inst(wf_adctx *A, wf_inst *in) {
+  int ch = 0, any = 0;
+  for (int j = 0; j < in->nres; j++) any |= A->need[in->res[j]];
+  if (any)
+    for (int k = 0; k < in->nargs; k++) ch |= mark(A, in->args[k]);
+  const wf_ad_rule *r = wf_ad_rule_of(in->op);
+  if (!r || !inst_diff(A, in)) return ch;
+  if (r->reads & WF_AD_RD_ARGS)
+    for (int k = 0; k < in->nargs; k++) ch |= mark(A, in->args[k]);
+  if (r->reads & WF_AD_RD_RES) ch |= mark(A, in->res[0]);
+  if (r->reads & WF_AD_RD_ARG0) ch |= mark(A, in->args[0]);
+  if (r->reads & WF_AD_RD_IDX)
+    for (int k = 0; k < mem_nidx(in); k++) ch |= mark(A, in->args[k]);
+  return ch;
+}
+
+/* One backward pass over bl; returns whether anything changed. */
+static int need_block(wf_adctx *A, wf_block *bl) {
+  int ch = 0;
+  for (wf_inst *in = bl->last; in; in = in->prev) {
+    switch (in->op) {
+    case WF_OP_IF: ch |= need_if(A, in); break;
+    case WF_OP_FOR: ch |= need_for(A, in); break;
+    case WF_OP_WHILE: ch |= need_while(A, in); break;
+    default:
+      if (!is_term(in->op)) ch |= need_inst(A, in);
+    }
+  }
+  return ch;
+}
+
+/* ======================================================================
+** captured values of a region
+** ====================================================================== */
+static void stamp_inside(wf_adctx *A, wf_block *bl, int32_t s) {
+  for (int p = 0; p < bl->nparams; p++) A->stamp_in[bl->params[p]] = s;
+  for (wf_inst *in = bl->first; in; in = in->next) {
+    for (int j = 0; j < in->nres; j++) A->stamp_in[in->res[j]] = s;
+    for (int k = 0; k < in->nblocks; k++) stamp_inside(A, in->blocks[k], s);
+  }
+}
+
+typedef struct capset {
+  int n, cap;
+  wf_val *v;
+} capset;
+
+static void collect_uses(wf_adctx *A, wf_block *bl, int32_t s, capset *cs) {
+  for (wf_inst *in = bl->first; in; in = in->next) {
+    for (int k = 0; k < in->nargs; k++) {
+      wf_val v = in->args[k];
+      if (v < 0 || A->stamp_in[v] == s || A->stamp_seen[v] == s) continue;
+      A->stamp_seen[v] = s;
+      if (!wf_ad_difft(ptype(A, v)) || is_fparam(A, v)) continue;
+      if (cs->n == cs->cap) {
+        int nc = cs->cap ? cs->cap * 2 : 8;
+        wf_val *nv = wf_ad_scratch(A, sizeof(wf_val) * (size_t)nc);
+        if (cs->n) memcpy(nv, cs->v, sizeof(wf_val) * (size_t)cs->n);
+        cs->v = nv;
+        cs->cap = nc;
+      }
+      cs->v[cs->n++] = v;
+    }
+    for (int k = 0; k < in->nblocks; k++) collect_uses(A, in->blocks[k], s, cs);
+  }
+}
+
+/* The differentiable values defined outside region `in` and used inside.
+** Their adjoints become concrete (zero if none yet) at the current point,
+** so the reverse region can carry and yield them. */
+static capset captured(wf_adctx *A, const wf_inst *in) {
+  capset cs = {0, 0, NULL};
+  int32_t s = ++A->stamp;
+  for (int k = 0; k < in->nblocks; k++) stamp_inside(A, in->blocks[k], s);
+  for (int k = 0; k < in->nblocks; k++) collect_uses(A, in->blocks[k], s, &cs);
+  for (int i = 0; i < cs.n; i++)
+    if (A->adj[cs.v[i]] < 0) A->adj[cs.v[i]] = wf_ad_zero(A, ptype(A, cs.v[i]));
+  return cs;
+}
+
+static int has_memdiff(wf_adctx *A, const wf_block *bl) {
+  for (const wf_inst *in = bl->first; in; in = in->next) {
+    if ((in->op == WF_OP_LOAD || in->op == WF_OP_STORE || in->op == WF_OP_ATOMIC_ADD) &&
+        inst_diff(A, in))
+      return 1;
+    for (int k = 0; k < in->nblocks; k++)
+      if (has_memdiff(A, in->blocks[k])) return 1;
+  }
+  return 0;
+}
+
+/* Can any adjoint flow through region `in`? Only from its results or from
+** the arrays it reads and writes. */
+static int region_active(wf_adctx *A, const wf_inst *in) {
+  for (int j = 0; j < in->nres; j++)
+    if (A->adj[in->res[j]] >= 0) return 1;
+  for (int k = 0; k < in->nblocks; k++)
+    if (has_memdiff(A, in->blocks[k])) return 1;
+  return 0;
+}
+
+/* ======================================================================
+** forward replay
+** ====================================================================== */
+static void replay_block(wf_adctx *A, wf_block *bl);
+
+static int any_needed(wf_adctx *A, const wf_inst *in) {
+  for (int j = 0; j < in->nres; j++)
+    if (A->need[in->res[j]]) return 1;
+  return 0;
+}
+
+static const wf_type **ptypes_of(wf_adctx *A, int n, const wf_val *vals) {
+  const wf_type **t = wf_ad_scratch(A, sizeof(*t) * (size_t)(n > 0 ? n : 1));
+  for (int i = 0; i < n; i++) t[i] = ptype(A, vals[i]);
+  return t;
+}
+
+/* Emit the terminator of a replayed block: needed operands mapped, the
+** rest zero. A condition's flag is always needed. */
+static void replay_term(wf_adctx *A, const wf_inst *t) {
+  wf_val *a = wf_ad_scratch(A, sizeof(wf_val) * (size_t)(t->nargs + 1));
+  for (int k = 0; k < t->nargs; k++)
+    a[k] = (t->op == WF_OP_COND && k == 0) ? wf_ad_primal(A, t->args[0]) : tmap(A, t->args[k]);
+  wf_ad_emit(A, t->op, t->nargs, a, 0, NULL, 0);
+}
+
+/* Clone a region instruction whose results are needed; the blocks are
+** replayed (pruned) too. */
+static void replay_region(wf_adctx *A, const wf_inst *in) {
+  wf_val *a = wf_ad_scratch(A, sizeof(wf_val) * (size_t)(in->nargs + 1));
+  for (int k = 0; k < in->nargs; k++) {
+    int always = in->op == WF_OP_IF ? k == 0 : in->op == WF_OP_FOR ? k < 3 : 0;
+    a[k] = always ? wf_ad_primal(A, in->args[k]) : tmap(A, in->args[k]);
+  }
+  wf_inst *c = wf_ad_emit(A, in->op, in->nargs, a, in->nres, ptypes_of(A, in->nres, in->res),
+                          in->nblocks);
+  c->imm = in->imm;
+  for (int k = 0; k < in->nblocks; k++) {
+    wf_block *pb = in->blocks[k];
+    wf_block *nb = newblock(A, c, k, pb->nparams, ptypes_of(A, pb->nparams, pb->params));
+    for (int p = 0; p < pb->nparams; p++) A->map[pb->params[p]] = nb->params[p];
+    wf_block *old = enter(A, nb);
+    replay_block(A, pb);
+    replay_term(A, pb->last);
+    A->b.block = old;
+  }
+  for (int j = 0; j < in->nres; j++) A->map[in->res[j]] = c->res[j];
+}
+
+/* Clone one pure instruction; views also get their adjoint view. */
+static void replay_plain(wf_adctx *A, const wf_inst *in) {
+  wf_val *a = wf_ad_scratch(A, sizeof(wf_val) * (size_t)(in->nargs + 1));
+  for (int k = 0; k < in->nargs; k++) a[k] = wf_ad_primal(A, in->args[k]);
+  wf_inst *c =
+      wf_ad_emit(A, in->op, in->nargs, a, in->nres, ptypes_of(A, in->nres, in->res), 0);
+  c->imm = in->imm;
+  c->fimm = in->fimm;
+  c->str = in->str;
+  for (int j = 0; j < in->nres; j++) A->map[in->res[j]] = c->res[j];
+  if (in->op == WF_OP_VIEW && A->shadow[in->args[0]] >= 0) {
+    wf_val sa[2] = {A->shadow[in->args[0]], a[1]};
+    const wf_type *vt = ptype(A, in->res[0]);
+    A->shadow[in->res[0]] = wf_ad_emit(A, WF_OP_VIEW, 2, sa, 1, &vt, 0)->res[0];
+    A->present[in->res[0]] = A->present[in->args[0]];
+  }
+}
+
+static void replay_inst(wf_adctx *A, const wf_inst *in) {
+  A->b.loc = in->loc;
+  switch (in->op) {
+  case WF_OP_STORE:
+  case WF_OP_PRINT:
+  case WF_OP_TRAP: return; /* done by the forward launch */
+  case WF_OP_ATOMIC_ADD:
+  case WF_OP_ATOMIC_MIN:
+  case WF_OP_ATOMIC_MAX:
+    /* Not redone; a used old value is re-read (it is racy in any case). */
+    if (A->need[in->res[0]]) {
+      wf_val *a = wf_ad_scratch(A, sizeof(wf_val) * (size_t)in->nargs);
+      for (int k = 0; k < in->nargs - 1; k++) a[k] = wf_ad_primal(A, in->args[k]);
+      const wf_type *t = ptype(A, in->res[0]);
+      A->map[in->res[0]] = wf_ad_emit(A, WF_OP_LOAD, in->nargs - 1, a, 1, &t, 0)->res[0];
+    }
+    return;
+  case WF_OP_CALL:
+    wf_ad_fail(A, in, "autodiff: call of function %d was not inlined before differentiation",
+               (int)in->imm);
+  case WF_OP_IF:
+  case WF_OP_FOR:
+  case WF_OP_WHILE:
+    if (any_needed(A, in)) replay_region(A, in);
+    return;
+  default:
+    if (is_term(in->op) || !any_needed(A, in)) return;
+    replay_plain(A, in);
+  }
+}
+
+/* Replays bl's instructions (not its terminator) at the emission point.
+** bl's params must be mapped; stale mappings of bl's values are cleared
+** first so that a value the replay skipped can never be read by mistake. */
+static void replay_block(wf_adctx *A, wf_block *bl) {
+  for (wf_inst *in = bl->first; in; in = in->next)
+    for (int j = 0; j < in->nres; j++) A->map[in->res[j]] = WF_NOVAL;
+  for (wf_inst *in = bl->first; in; in = in->next) replay_inst(A, in);
+}
+
+/* ======================================================================
+** reverse sweep
+** ====================================================================== */
+static void reverse_inst(wf_adctx *A, wf_inst *in);
+
+/* Replay bl with its params bound to pvals, seed the adjoints of its
+** terminator's operands (seeds[j] for operand j, a condition's flag not
+** counted; WF_NOVAL = none), then sweep bl backwards. Afterwards adj[] of
+** bl's params and of captured values hold their accumulated adjoints. */
+static void reverse_region(wf_adctx *A, wf_block *bl, const wf_val *pvals, const wf_val *seeds) {
+  for (int p = 0; p < bl->nparams; p++) {
+    A->map[bl->params[p]] = pvals ? pvals[p] : WF_NOVAL;
+    A->adj[bl->params[p]] = WF_NOVAL;
+  }
+  for (wf_inst *in = bl->first; in; in = in->next)
+    for (int j = 0; j < in->nres; j++) A->adj[in->res[j]] = WF_NOVAL;
+  replay_block(A, bl);
+  wf_inst *t = bl->last;
+  int off = t->op == WF_OP_COND ? 1 : 0;
+  if (seeds)
+    for (int j = 0; j + off < t->nargs; j++) wf_ad_acc(A, t->args[off + j], seeds[j]);
+  for (wf_inst *in = is_term(t->op) ? t->prev : t; in; in = in->prev) reverse_inst(A, in);
+}
+
+static wf_val *vals(wf_adctx *A, int n) {
+  wf_val *v = wf_ad_scratch(A, sizeof(wf_val) * (size_t)(n > 0 ? n : 1));
+  for (int i = 0; i < n; i++) v[i] = WF_NOVAL;
+  return v;
+}
+
+static void rev_if(wf_adctx *A, wf_inst *in) {
+  if (!region_active(A, in)) return;
+  capset cs = captured(A, in);
+  wf_val *seeds = vals(A, in->nres), *saved = vals(A, cs.n), *y = vals(A, cs.n);
+  for (int j = 0; j < in->nres; j++) seeds[j] = A->adj[in->res[j]];
+  for (int i = 0; i < cs.n; i++) saved[i] = A->adj[cs.v[i]];
+  wf_ad_if s;
+  wf_ad_if_begin(A, &s, wf_ad_primal(A, in->args[0]), cs.n, ptypes_of(A, cs.n, cs.v));
+  for (int k = 0; k < 2; k++) {
+    for (int i = 0; i < cs.n; i++) A->adj[cs.v[i]] = saved[i];
+    reverse_region(A, in->blocks[k], NULL, seeds);
+    for (int i = 0; i < cs.n; i++) y[i] = A->adj[cs.v[i]];
+    if (k == 0) wf_ad_if_else(A, &s, y);
+    else wf_ad_if_end(A, &s, y);
+  }
+  for (int i = 0; i < cs.n; i++) A->adj[cs.v[i]] = s.in->res[i];
+}
+
+/* An adjoint loop `for r = from, N, 1` carrying nc values; returns it with
+** the builder inside its body. */
+static wf_inst *rev_loop(wf_adctx *A, int from, wf_val N, int nc, const wf_val *init,
+                         const wf_type **ct, wf_block **saved) {
+  wf_val *a = vals(A, 3 + nc);
+  a[0] = consti(A, i32t(A), from);
+  a[1] = N;
+  a[2] = consti(A, i32t(A), 1);
+  for (int i = 0; i < nc; i++) a[3 + i] = init[i];
+  wf_inst *L = wf_ad_emit(A, WF_OP_FOR, 3 + nc, a, nc, ct, 1);
+  const wf_type **bt = wf_ad_scratch(A, sizeof(*bt) * (size_t)(nc + 1));
+  bt[0] = i32t(A);
+  for (int i = 0; i < nc; i++) bt[1 + i] = ct[i];
+  *saved = enter(A, newblock(A, L, 0, nc + 1, bt));
+  return L;
+}
+
+/* Trip count of a for loop: a copy of it that only counts. */
+static wf_val count_for(wf_adctx *A, const wf_inst *in, wf_val lo, wf_val hi, wf_val st) {
+  const wf_type *it = ptype(A, in->args[0]), *i32 = i32t(A);
+  wf_val a[4] = {lo, hi, st, consti(A, i32, 0)};
+  wf_inst *L = wf_ad_emit(A, WF_OP_FOR, 4, a, 1, &i32, 1);
+  const wf_type *bt[2] = {it, i32};
+  wf_block *old = enter(A, newblock(A, L, 0, 2, bt));
+  wf_val n1 = wf_ad_op2(A, WF_OP_ADD, i32, L->blocks[0]->params[1], consti(A, i32, 1));
+  wf_ad_emit(A, WF_OP_YIELD, 1, &n1, 0, NULL, 0);
+  A->b.block = old;
+  return L->res[0];
+}
+
+/* (k, i_k, state_k...) of a for loop: k iterations replayed from the entry
+** in a counted while loop (needed slots only). */
+static wf_inst *recompute_for(wf_adctx *A, const wf_inst *in, wf_val lo, wf_val st, wf_val k) {
+  wf_block *B = in->blocks[0];
+  int ns = in->nres, nw = 2 + ns;
+  const wf_type *i32 = i32t(A), *it = ptype(A, in->args[0]);
+  const wf_type **wt = wf_ad_scratch(A, sizeof(*wt) * (size_t)nw);
+  wf_val *init = vals(A, nw);
+  wt[0] = i32;
+  wt[1] = it;
+  init[0] = consti(A, i32, 0);
+  init[1] = lo;
+  for (int j = 0; j < ns; j++) {
+    wt[2 + j] = ptype(A, in->res[j]);
+    init[2 + j] = tmap(A, in->args[3 + j]);
+  }
+  wf_inst *W = wf_ad_emit(A, WF_OP_WHILE, nw, init, nw, wt, 2);
+  wf_block *b0 = newblock(A, W, 0, nw, wt), *b1 = newblock(A, W, 1, nw, wt);
+  wf_block *old = enter(A, b0);
+  wf_val *ca = vals(A, nw + 1);
+  ca[0] = wf_ad_op2(A, WF_OP_LT, boolt(A), b0->params[0], k);
+  for (int i = 0; i < nw; i++) ca[1 + i] = b0->params[i];
+  wf_ad_emit(A, WF_OP_COND, nw + 1, ca, 0, NULL, 0);
+  A->b.block = b1;
+  for (int p = 0; p < B->nparams; p++) A->map[B->params[p]] = b1->params[1 + p];
+  replay_block(A, B);
+  wf_val *y = vals(A, nw);
+  y[0] = wf_ad_op2(A, WF_OP_ADD, i32, b1->params[0], consti(A, i32, 1));
+  y[1] = wf_ad_op2(A, WF_OP_ADD, it, b1->params[1], st);
+  for (int j = 0; j < ns; j++) y[2 + j] = tmap(A, B->last->args[j]);
+  wf_ad_emit(A, WF_OP_YIELD, nw, y, 0, NULL, 0);
+  A->b.block = old;
+  return W;
+}
+
+/* Indices of the differentiable entries of a value list. */
+static int dslots(wf_adctx *A, int n, const wf_val *v, int *idx) {
+  int nd = 0;
+  for (int j = 0; j < n; j++)
+    if (wf_ad_difft(ptype(A, v[j]))) idx[nd++] = j;
+  return nd;
+}
+
+static void rev_for(wf_adctx *A, wf_inst *in) {
+  if (!region_active(A, in)) return;
+  wf_block *B = in->blocks[0];
+  int ns = in->nres;
+  const wf_type *it = ptype(A, in->args[0]), *i32 = i32t(A);
+  int recompute = !wf_t_is_int(it);
+  for (int j = 0; j < ns; j++) recompute |= A->need[B->params[1 + j]];
+  capset cs = captured(A, in);
+  wf_val lo = wf_ad_primal(A, in->args[0]), hi = wf_ad_primal(A, in->args[1]);
+  wf_val st = wf_ad_primal(A, in->args[2]);
+  wf_val N = count_for(A, in, lo, hi, st);
+  int *di = wf_ad_scratch(A, sizeof(int) * (size_t)(ns + 1));
+  int nd = dslots(A, ns, in->res, di), nc = nd + cs.n;
+  wf_val *init = vals(A, nc);
+  const wf_type **ct = wf_ad_scratch(A, sizeof(*ct) * (size_t)(nc + 1));
+  for (int d = 0; d < nd; d++) {
+    ct[d] = ptype(A, in->res[di[d]]);
+    init[d] = adjz(A, in->res[di[d]]);
+  }
+  for (int i = 0; i < cs.n; i++) {
+    ct[nd + i] = ptype(A, cs.v[i]);
+    init[nd + i] = A->adj[cs.v[i]];
+  }
+  wf_block *saved;
+  wf_inst *L = rev_loop(A, 1, N, nc, init, ct, &saved);
+  wf_val *bp = L->blocks[0]->params;
+  wf_val k = wf_ad_op2(A, WF_OP_SUB, i32, N, bp[0]);
+  wf_val *pv = vals(A, 1 + ns);
+  if (recompute) {
+    wf_inst *W = recompute_for(A, in, lo, st, k);
+    for (int p = 0; p < 1 + ns; p++) pv[p] = W->res[1 + p];
+  } else {
+    wf_val kk = it == i32 ? k : wf_ad_op1(A, WF_OP_CAST, it, k);
+    pv[0] = wf_ad_op2(A, WF_OP_ADD, it, lo, wf_ad_op2(A, WF_OP_MUL, it, kk, st));
+    for (int j = 0; j < ns; j++) pv[1 + j] = wf_ad_zero(A, ptype(A, in->res[j]));
+  }
+  wf_val *seeds = vals(A, ns);
+  for (int d = 0; d < nd; d++) seeds[di[d]] = bp[1 + d];
+  for (int i = 0; i < cs.n; i++) A->adj[cs.v[i]] = bp[1 + nd + i];
+  reverse_region(A, B, pv, seeds);
+  wf_val *y = vals(A, nc);
+  for (int d = 0; d < nd; d++) y[d] = adjz(A, B->params[1 + di[d]]);
+  for (int i = 0; i < cs.n; i++) y[nd + i] = A->adj[cs.v[i]];
+  wf_ad_emit(A, WF_OP_YIELD, nc, y, 0, NULL, 0);
+  A->b.block = saved;
+  A->b.loc = in->loc;
+  for (int d = 0; d < nd; d++) wf_ad_acc(A, in->args[3 + di[d]], L->res[d]);
+  for (int i = 0; i < cs.n; i++) A->adj[cs.v[i]] = L->res[nd + i];
+}
+
+/* Trip count of a while loop: a replay that counts the `after` runs. */
+static wf_val count_while(wf_adctx *A, const wf_inst *in) {
+  wf_block *B0 = in->blocks[0], *B1 = in->blocks[1];
+  int nst = B0->nparams, np = B1->nparams;
+  const wf_type *i32 = i32t(A);
+  const wf_type **st = wf_ad_scratch(A, sizeof(*st) * (size_t)(nst + 1));
+  const wf_type **pt = wf_ad_scratch(A, sizeof(*pt) * (size_t)(np + 1));
+  wf_val *init = vals(A, nst + 1);
+  st[0] = pt[0] = i32;
+  init[0] = consti(A, i32, 0);
+  for (int j = 0; j < nst; j++) {
+    st[1 + j] = ptype(A, B0->params[j]);
+    init[1 + j] = tmap(A, in->args[j]);
+  }
+  for (int j = 0; j < np; j++) pt[1 + j] = ptype(A, B1->params[j]);
+  wf_inst *W = wf_ad_emit(A, WF_OP_WHILE, nst + 1, init, np + 1, pt, 2);
+  wf_block *b0 = newblock(A, W, 0, nst + 1, st), *b1 = newblock(A, W, 1, np + 1, pt);
+  wf_block *old = enter(A, b0);
+  for (int j = 0; j < nst; j++) A->map[B0->params[j]] = b0->params[1 + j];
+  replay_block(A, B0);
+  wf_val *ca = vals(A, np + 2);
+  ca[0] = wf_ad_primal(A, B0->last->args[0]);
+  ca[1] = b0->params[0];
+  for (int j = 0; j < np; j++) ca[2 + j] = tmap(A, B0->last->args[1 + j]);
+  wf_ad_emit(A, WF_OP_COND, np + 2, ca, 0, NULL, 0);
+  A->b.block = b1;
+  for (int j = 0; j < np; j++) A->map[B1->params[j]] = b1->params[1 + j];
+  replay_block(A, B1);
+  wf_val *y = vals(A, nst + 1);
+  y[0] = wf_ad_op2(A, WF_OP_ADD, i32, b1->params[0], consti(A, i32, 1));
+  for (int j = 0; j < nst; j++) y[1 + j] = tmap(A, B1->last->args[j]);
+  wf_ad_emit(A, WF_OP_YIELD, nst + 1, y, 0, NULL, 0);
+  A->b.block = old;
+  return W->res[0];
+}
+
+/* (k, s_k...) of a while loop: k before+after runs replayed from the entry. */
+static wf_inst *recompute_while(wf_adctx *A, const wf_inst *in, wf_val k) {
+  wf_block *B0 = in->blocks[0], *B1 = in->blocks[1];
+  int nst = B0->nparams, np = B1->nparams, nw = nst + 1;
+  const wf_type *i32 = i32t(A);
+  const wf_type **wt = wf_ad_scratch(A, sizeof(*wt) * (size_t)nw);
+  wf_val *init = vals(A, nw);
+  wt[0] = i32;
+  init[0] = consti(A, i32, 0);
+  for (int j = 0; j < nst; j++) {
+    wt[1 + j] = ptype(A, B0->params[j]);
+    init[1 + j] = tmap(A, in->args[j]);
+  }
+  wf_inst *W = wf_ad_emit(A, WF_OP_WHILE, nw, init, nw, wt, 2);
+  wf_block *b0 = newblock(A, W, 0, nw, wt), *b1 = newblock(A, W, 1, nw, wt);
+  wf_block *old = enter(A, b0);
+  wf_val *ca = vals(A, nw + 1);
+  ca[0] = wf_ad_op2(A, WF_OP_LT, boolt(A), b0->params[0], k);
+  for (int i = 0; i < nw; i++) ca[1 + i] = b0->params[i];
+  wf_ad_emit(A, WF_OP_COND, nw + 1, ca, 0, NULL, 0);
+  A->b.block = b1;
+  for (int j = 0; j < nst; j++) A->map[B0->params[j]] = b1->params[1 + j];
+  replay_block(A, B0);
+  wf_val *pv = vals(A, np);
+  for (int j = 0; j < np; j++) pv[j] = tmap(A, B0->last->args[1 + j]);
+  for (int j = 0; j < np; j++) A->map[B1->params[j]] = pv[j];
+  replay_block(A, B1);
+  wf_val *y = vals(A, nw);
+  y[0] = wf_ad_op2(A, WF_OP_ADD, i32, b1->params[0], consti(A, i32, 1));
+  for (int j = 0; j < nst; j++) y[1 + j] = tmap(A, B1->last->args[j]);
+  wf_ad_emit(A, WF_OP_YIELD, nw, y, 0, NULL, 0);
+  A->b.block = old;
+  return W;
+}
+
+static void rev_while(wf_adctx *A, wf_inst *in) {
+  if (!region_active(A, in)) return;
+  wf_block *B0 = in->blocks[0], *B1 = in->blocks[1];
+  int nst = B0->nparams, np = B1->nparams;
+  const wf_type *i32 = i32t(A);
+  capset cs = captured(A, in);
+  wf_val N = count_while(A, in);
+  int *ds = wf_ad_scratch(A, sizeof(int) * (size_t)(nst + 1));
+  int *dp = wf_ad_scratch(A, sizeof(int) * (size_t)(np + 1));
+  int nds = dslots(A, nst, B0->params, ds), ndp = dslots(A, np, B1->params, dp);
+  int nc = nds + cs.n;
+  wf_val *init = vals(A, nc);
+  const wf_type **ct = wf_ad_scratch(A, sizeof(*ct) * (size_t)(nc + 1));
+  for (int d = 0; d < nds; d++) {
+    ct[d] = ptype(A, B0->params[ds[d]]);
+    init[d] = wf_ad_zero(A, ct[d]);
+  }
+  for (int i = 0; i < cs.n; i++) {
+    ct[nds + i] = ptype(A, cs.v[i]);
+    init[nds + i] = A->adj[cs.v[i]];
+  }
+  wf_block *saved;
+  wf_inst *L = rev_loop(A, 0, N, nc, init, ct, &saved);
+  wf_val *bp = L->blocks[0]->params;
+  wf_val k = wf_ad_op2(A, WF_OP_SUB, i32, N, bp[0]);
+  wf_inst *W = recompute_while(A, in, k);
+  wf_val *sk = W->res + 1;
+  for (int i = 0; i < cs.n; i++) A->adj[cs.v[i]] = bp[1 + nds + i];
+  /* v_k = before(s_k), for the reverse of after(v_k) */
+  for (int j = 0; j < nst; j++) A->map[B0->params[j]] = sk[j];
+  replay_block(A, B0);
+  wf_val *vk = vals(A, np);
+  for (int j = 0; j < np; j++) vk[j] = tmap(A, B0->last->args[1 + j]);
+  /* adj(v_k): from after's reverse (k < N) or the loop's results (k = N) */
+  int ni = ndp + cs.n;
+  const wf_type **it = wf_ad_scratch(A, sizeof(*it) * (size_t)(ni + 1));
+  for (int d = 0; d < ndp; d++) it[d] = ptype(A, B1->params[dp[d]]);
+  for (int i = 0; i < cs.n; i++) it[ndp + i] = ct[nds + i];
+  wf_val *saved_cap = vals(A, cs.n), *y = vals(A, ni), *seeds = vals(A, nst);
+  for (int i = 0; i < cs.n; i++) saved_cap[i] = A->adj[cs.v[i]];
+  wf_ad_if s;
+  wf_ad_if_begin(A, &s, wf_ad_op2(A, WF_OP_LT, boolt(A), k, N), ni, it);
+  for (int d = 0; d < nds; d++) seeds[ds[d]] = bp[1 + d];
+  reverse_region(A, B1, vk, seeds);
+  for (int d = 0; d < ndp; d++) y[d] = adjz(A, B1->params[dp[d]]);
+  for (int i = 0; i < cs.n; i++) y[ndp + i] = A->adj[cs.v[i]];
+  wf_ad_if_else(A, &s, y);
+  for (int d = 0; d < ndp; d++) y[d] = adjz(A, in->res[dp[d]]);
+  for (int i = 0; i < cs.n; i++) y[ndp + i] = saved_cap[i];
+  wf_ad_if_end(A, &s, y);
+  for (int i = 0; i < cs.n; i++) A->adj[cs.v[i]] = s.in->res[ndp + i];
+  /* reverse of before(s_k), seeded with adj(v_k) */
+  wf_val *pseeds = vals(A, np);
+  for (int d = 0; d < ndp; d++) pseeds[dp[d]] = s.in->res[d];
+  reverse_region(A, B0, sk, pseeds);
+  wf_val *ly = vals(A, nc);
+  for (int d = 0; d < nds; d++) ly[d] = adjz(A, B0->params[ds[d]]);
+  for (int i = 0; i < cs.n; i++) ly[nds + i] = A->adj[cs.v[i]];
+  wf_ad_emit(A, WF_OP_YIELD, nc, ly, 0, NULL, 0);
+  A->b.block = saved;
+  A->b.loc = in->loc;
+  for (int d = 0; d < nds; d++) wf_ad_acc(A, in->args[ds[d]], L->res[d]);
+  for (int i = 0; i < cs.n; i++) A->adj[cs.v[i]] = L->res[nds + i];
+}
+
+static void reverse_inst(wf_adctx *A, wf_inst *in) {
+  A->b.loc = in->loc;
+  switch (in->op) {
+  case WF_OP_IF: rev_if(A, in); return;
+  case WF_OP_FOR: rev_for(A, in); return;
+  case WF_OP_WHILE: rev_while(A, in); return;
+  default: break;
+  }
+  const wf_ad_rule *r = wf_ad_rule_of(in->op);
+  if (!r || !inst_diff(A, in)) return;
+  if (in->op == WF_OP_STORE || in->op == WF_OP_ATOMIC_ADD) {
+    r->fn(A, in, NULL);
+    return;
+  }
+  wf_val g = A->adj[in->res[0]];
+  if (g < 0) return;
+  if (in->op >= WF_OP_ADD && in->op <= WF_OP_ROUND && !wf_t_is_float(ptype(A, in->res[0])))
+    wf_ad_fail(A, in, "autodiff: '%s' on a non-scalar value is not supported", wf_op_name(in->op));
+  r->fn(A, in, &g);
+}
+
+/* ======================================================================
+** entry point
+** ====================================================================== */
+static void check_calls(wf_adctx *A, const wf_block *bl) {
+  for (const wf_inst *in = bl->first; in; in = in->next) {
+    if (in->op == WF_OP_CALL)
+      wf_ad_fail(A, in, "autodiff: call of function %d was not inlined before differentiation",
+                 (int)in->imm);
+    for (int k = 0; k < in->nblocks; k++) check_calls(A, in->blocks[k]);
+  }
+}
+
+/* Builds the adjoint function; errors longjmp back to wf_ad_kernel. */
+static void build(wf_adctx *A, const char *name) {
+  wf_func *pf = A->pf;
+  check_calls(A, pf->body);
+  int na = 0;
+  for (int i = 0; i < pf->nparams; i++) na += ptype(A, pf->params[i])->kind == WF_T_ARRAY;
+  const wf_type **pt = wf_ad_scratch(A, sizeof(*pt) * (size_t)(pf->nparams + na + 1));
+  int q = pf->nparams;
+  for (int i = 0; i < pf->nparams; i++) {
+    pt[i] = ptype(A, pf->params[i]);
+    if (pt[i]->kind == WF_T_ARRAY) pt[q++] = pt[i];
+  }
+  wf_func *af = wf_func_new(A->m, name, 1, q, pt, 0, NULL);
+  if (!af) oom(A);
+  af->chunk = pf->chunk;
+  A->af = af;
+  wf_b_init(&A->b, af, af->body);
+  /* the adjoint arrays and their "given" flags */
+  q = pf->nparams;
+  for (int i = 0; i < pf->nparams; i++) {
+    wf_val p = pf->params[i];
+    A->map[p] = af->params[i];
+    if (pt[i]->kind != WF_T_ARRAY) continue;
+    wf_val sh = af->params[q++];
+    const wf_type *i32 = i32t(A);
+    wf_inst *s = wf_ad_emit(A, WF_OP_SHAPE, 1, &sh, 1, &i32, 0);
+    s->imm = 0;
+    A->shadow[p] = sh;
+    A->present[p] = wf_ad_op2(A, WF_OP_NE, boolt(A), s->res[0], consti(A, i32, 0));
+  }
+  while (need_block(A, pf->body)) {
+  }
+  reverse_region(A, pf->body, NULL, NULL);
+  A->b.loc = pf->body->last ? pf->body->last->loc : (wf_loc){0, 0};
+  wf_ad_emit(A, WF_OP_RET, 0, NULL, 0, NULL, 0);
+}
+
+static void ctx_free(wf_adctx *A) {
+  for (int i = 0; i < A->nallocs; i++) free(A->allocs[i]);
+  free(A->allocs);
+  free(A->map);
+  free(A);
+}
+
+int wf_ad_kernel(wf_module *m, int kernel_index, char *err, size_t n) {
+  if (!m || kernel_index < 0 || kernel_index >= m->nfuncs) {
+    snprintf(err, n, "autodiff: no function %d in the module", kernel_index);
+    return -1;
+  }
+  wf_func *pf = m->funcs[kernel_index];
+  if (!pf->is_kernel) {
+    snprintf(err, n, "autodiff: '%s' is not a kernel", pf->name);
+    return -1;
+  }
+  size_t nl = strlen(pf->name) + 5;
+  char *name = malloc(nl);
+  wf_adctx *A = calloc(1, sizeof(*A));
+  int32_t np = pf->nvals;
+  wf_val *maps = malloc(sizeof(wf_val) * 6 * (size_t)(np > 0 ? np : 1) + (size_t)np + 1);
+  if (!name || !A || !maps) {
+    free(name);
+    free(A);
+    free(maps);
+    snprintf(err, n, "autodiff: out of memory");
+    return -1;
+  }
+  snprintf(name, nl, "adj_%s", pf->name);
+  if (wf_module_find(m, name) >= 0) {
+    free(name);
+    free(A);
+    free(maps);
+    return 0;
+  }
+  A->m = m;
+  A->T = m->types;
+  A->pf = pf;
+  A->np = np;
+  A->map = maps;
+  A->adj = maps + np;
+  A->shadow = maps + 2 * np;
+  A->present = maps + 3 * np;
+  A->stamp_in = maps + 4 * np;
+  A->stamp_seen = maps + 5 * np;
+  A->need = (uint8_t *)(maps + 6 * np);
+  for (int32_t i = 0; i < 4 * np; i++) maps[i] = WF_NOVAL;
+  for (int32_t i = 4 * np; i < 6 * np; i++) maps[i] = 0;
+  memset(A->need, 0, (size_t)np);
+  wf_func_fix_parents(pf);
+  int nf0 = m->nfuncs;
+  if (setjmp(A->jb)) {
+    if (m->nfuncs > nf0) { /* drop the half-built function */
+      free(m->funcs[nf0]->vals);
+      m->nfuncs = nf0;
+    }
+    snprintf(err, n, "%s", A->msg);
+    ctx_free(A);
+    free(name);
+    return -1;
+  }
+  build(A, name);
+  ctx_free(A);
+  free(name);
+  return 0;
+}

@@ -1,0 +1,52 @@
+/*
+** ad.h -- reverse-mode automatic differentiation on weft's IR (src/ad).
+**
+** wf_ad_kernel appends to a module the adjoint of one kernel. The adjoint
+** kernel "adj_<name>" takes the primal parameters (in order), then one
+** adjoint array per ARRAY parameter of the primal (same type). Scalar
+** parameters get no adjoint (as in Warp: gradients with respect to scalar
+** kernel arguments are not returned).
+**
+** "No gradient wanted" for an array is passed as an adjoint header whose
+** data is NULL and whose shape[0] is 0: the adjoint kernel tests shape[0]
+** once at entry and skips every access to that adjoint array.
+**
+** Semantics (Warp's): each thread of the adjoint kernel replays the forward
+** computation of its thread (without side effects: stores, atomics, prints
+** and debug traps are not redone), then runs the reverse sweep:
+**
+**   x = a[i]               ->  atomic_add(adj_a, i, adj(x))
+**   a[i] = v               ->  adj(v) += adj_a[i]
+**   atomic_add(a, i, v)    ->  adj(v) += adj_a[i]   (the old value returned
+**                              by the atomic carries no gradient)
+**
+** Control flow: an `if` is reversed by a reverse `if` on the same (replayed)
+** condition. Loops are reversed iteration by iteration, last first; the
+** loop-carried state at the start of iteration k is RECOMPUTED from the loop
+** entry (checkpointed recomputation): O(1) extra memory per thread, and
+** O(n^2) body evaluations for n iterations. A `for` loop whose reverse does
+** not need the carried values (accumulators: s = s + f(i)) is reversed in
+** O(n) without recomputation. See src/ad/ad.c for the details.
+**
+** Run after the front end's optimize (calls inlined), then run
+** wf_ir_optimize on the module.
+*/
+#ifndef WF_AD_H
+#define WF_AD_H
+
+#include <stddef.h>
+
+#include "ir/ir.h"
+
+struct lua_State;
+
+/* Appends the adjoint of m->funcs[kernel_index] as "adj_<name>" (or does
+** nothing if the module already holds it). Returns 0, or -1 with
+** "chunk:line: message" (or a plain message) in err. On error the module
+** is left as it was. */
+WF_IR_INTERNAL int wf_ad_kernel(wf_module *m, int kernel_index, char *err, size_t n);
+
+/* Adds core.adjoint(moduleud [, kernel]) to the core table at index t. */
+WF_IR_INTERNAL void wf_ad_register(struct lua_State *L, int t);
+
+#endif

@@ -1,0 +1,97 @@
+/*
+** ad_int.h -- internals shared by the autodiff transform (ad.c) and the
+** derivative rules (rules.c).
+**
+** All maps are indexed by PRIMAL value numbers (the primal function is never
+** modified) and hold values of the adjoint function being built:
+**
+**   map[v]     the replayed copy of v visible at the current emission point
+**   adj[v]     v's accumulated adjoint (WF_NOVAL = zero so far)
+**   shadow[a]  for an array value a: its adjoint array (param or view)
+**   present[a] for an array value a: bool "adjoint array given" (root's)
+**   need[v]    the reverse sweep reads v (so replays must compute it)
+*/
+#ifndef WF_AD_INT_H
+#define WF_AD_INT_H
+
+#include <setjmp.h>
+#include <stdint.h>
+
+#include "ad/ad.h"
+
+typedef struct wf_adctx {
+  wf_module *m;
+  wf_types *T;
+  wf_func *pf; /* primal */
+  wf_func *af; /* adjoint under construction */
+  wf_builder b;
+  int32_t np; /* primal value count */
+  wf_val *map, *adj, *shadow, *present;
+  uint8_t *need;
+  int32_t *stamp_in, *stamp_seen; /* scratch for captured-value sets */
+  int32_t stamp;
+  void **allocs; /* scratch blocks freed when the transform ends */
+  int nallocs, capallocs;
+  char msg[1024];
+  jmp_buf jb; /* errors unwind to wf_ad_kernel (never across FFI frames) */
+} wf_adctx;
+
+/* What a derivative rule reads from the forward pass (the replay must have
+** computed it): all args, the result, only arg 0, or array + indices. */
+/* Most indices of an array access (arrays have 1 to 4 dimensions). */
+#define WF_AD_MAXIDX 4
+
+#define WF_AD_RD_ARGS 1
+#define WF_AD_RD_RES 2
+#define WF_AD_RD_ARG0 4
+#define WF_AD_RD_IDX 8
+
+/* A rule emits the adjoint code of one instruction. g[k] is the adjoint of
+** result k (never WF_NOVAL for value ops: the sweep skips those; memory
+** rules with no result get NULL). */
+typedef void (*wf_ad_rule_fn)(wf_adctx *A, const wf_inst *in, const wf_val *g);
+typedef struct wf_ad_rule {
+  wf_ad_rule_fn fn;
+  uint8_t reads;
+} wf_ad_rule;
+
+/* The rule of op, or NULL when op is not differentiable. */
+WF_IR_INTERNAL const wf_ad_rule *wf_ad_rule_of(wf_op op);
+
+/* ---- helpers for rules (ad.c) ---- */
+WF_IR_INTERNAL _Noreturn void wf_ad_fail(wf_adctx *A, const wf_inst *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+WF_IR_INTERNAL int wf_ad_difft(const wf_type *t);       /* has float components */
+WF_IR_INTERNAL wf_val wf_ad_primal(wf_adctx *A, wf_val v); /* replayed copy of v */
+WF_IR_INTERNAL void wf_ad_acc(wf_adctx *A, wf_val v, wf_val contrib); /* adj[v] += contrib */
+WF_IR_INTERNAL wf_val wf_ad_zero(wf_adctx *A, const wf_type *t);
+WF_IR_INTERNAL wf_val wf_ad_constf(wf_adctx *A, const wf_type *t, double x);
+WF_IR_INTERNAL wf_val wf_ad_op1(wf_adctx *A, wf_op op, const wf_type *t, wf_val a);
+WF_IR_INTERNAL wf_val wf_ad_op2(wf_adctx *A, wf_op op, const wf_type *t, wf_val a, wf_val b);
+WF_IR_INTERNAL wf_val wf_ad_op3(wf_adctx *A, wf_op op, const wf_type *t, wf_val a, wf_val b,
+                                wf_val c);
+WF_IR_INTERNAL wf_inst *wf_ad_emit(wf_adctx *A, wf_op op, int nargs, const wf_val *args, int nres,
+                                   const wf_type *const *rtypes, int nblocks);
+WF_IR_INTERNAL wf_val wf_ad_extract(wf_adctx *A, wf_val agg, int i);
+WF_IR_INTERNAL wf_val wf_ad_insert(wf_adctx *A, wf_val agg, int i, wf_val v);
+/* malloc'd memory released with the context (also on errors). */
+WF_IR_INTERNAL void *wf_ad_scratch(wf_adctx *A, size_t n);
+
+/* Structured `if` emission: begin switches the builder into the then-block;
+** else_ yields `yt` there and switches to the else-block; end yields `ye`
+** and puts the builder after the if. */
+typedef struct wf_ad_if {
+  wf_inst *in;
+  wf_block *saved_block;
+  wf_inst *saved_before;
+} wf_ad_if;
+WF_IR_INTERNAL void wf_ad_if_begin(wf_adctx *A, wf_ad_if *s, wf_val cond, int nres,
+                                   const wf_type *const *rtypes);
+WF_IR_INTERNAL void wf_ad_if_else(wf_adctx *A, wf_ad_if *s, const wf_val *yt);
+WF_IR_INTERNAL void wf_ad_if_end(wf_adctx *A, wf_ad_if *s, const wf_val *ye);
+
+/* The adjoint array of a primal array value and its "given" flag. */
+WF_IR_INTERNAL wf_val wf_ad_shadow(wf_adctx *A, const wf_inst *at, wf_val arr);
+WF_IR_INTERNAL wf_val wf_ad_present(wf_adctx *A, const wf_inst *at, wf_val arr);
+
+#endif

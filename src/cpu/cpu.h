@@ -1,0 +1,68 @@
+/*
+** cpu.h -- internals of the CPU backend shared by its files:
+**   emit.c   IR -> LLVM IR (wf_llvm_emit), argument layout, cost estimate
+**   jit.c    target machine, O3, object code, ORC LLJIT, disk cache, Lua API
+**   rtlib.c  C helpers called by kernels (bounds errors, traps, print) and
+**            the symbol table handed to the JIT
+**   launch.c wf_cpu_launch (see wf_launch.h for the kernel ABI)
+*/
+#ifndef WF_CPU_H
+#define WF_CPU_H
+
+#include <llvm-c/Core.h>
+
+#include "cpu/wf_launch.h"
+#include "ir/ir.h"
+
+/* Bump when the generated code changes: part of the disk cache key. */
+#define WF_CPU_CODEGEN_VERSION 1
+
+typedef struct wf_cpu_opts {
+  int debug;                /* bounds checks, division checks, error polling */
+  int ndim;                 /* launch dimensionality the code is made for (1-4) */
+  int nnames;               /* parameter names for messages (may be 0) */
+  const char *const *names;
+  const char *symbol;       /* name of the exported kernel function */
+  const char *cpu;          /* "target-cpu" / "target-features" attributes */
+  const char *features;
+} wf_cpu_opts;
+
+/* Build an LLVM module holding the kernel function `symbol` (ABI of
+** wf_launch.h) for fn. NULL on error, with the message in err. */
+WF_INTERNAL LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o,
+                                       char *err, size_t errsize);
+
+/* Byte offsets of the parameters in the argument block (offsets has
+** fn->nparams entries); returns the block's total size. */
+WF_INTERNAL int64_t wf_cpu_arg_layout(const wf_func *fn, int64_t *offsets);
+
+/* Estimated instructions per thread (loops count 16 iterations). */
+WF_INTERNAL int64_t wf_cpu_cost(const wf_func *fn);
+
+/* ---- jit.c: the JIT of one Lua state (also usable from C tests) ----- */
+typedef struct wf_jit wf_jit;
+WF_INTERNAL wf_jit *wf_jit_new(char *err, size_t errsize); /* NULL + err on failure */
+WF_INTERNAL void wf_jit_free(wf_jit *j);
+/* Compile (or load from the disk cache) the kernel fn; returns its entry
+** (wf_kernel_fn) or NULL + err. o->symbol/cpu/features are filled in. */
+WF_INTERNAL void *wf_jit_compile(wf_jit *j, wf_func *fn, wf_cpu_opts *o, int *from_disk, char *err,
+                                 size_t errsize);
+WF_INTERNAL void wf_jit_stats(const wf_jit *j, int64_t *compiles, int64_t *disk_hits);
+
+/* ---- rtlib.c: helpers called from generated code -------------------- */
+WF_INTERNAL void wf_cpu_rt_oob(wf_launch_ctx *ctx, const char *where, int64_t index, int32_t axis,
+                               int64_t size, const char *array);
+WF_INTERNAL void wf_cpu_rt_trap(wf_launch_ctx *ctx, const char *where, const char *msg);
+/* kinds: one letter per value: 'i' signed, 'u' unsigned, 'f' float (the
+** slot holds a double's bits), 'b' bool. */
+WF_INTERNAL void wf_cpu_rt_print(const char *fmt, int32_t n, const char *kinds,
+                                 const int64_t *vals);
+
+typedef struct wf_cpu_sym {
+  const char *name;
+  void *addr;
+} wf_cpu_sym;
+/* The symbols generated code may call (helpers and libm), NULL-terminated. */
+WF_INTERNAL const wf_cpu_sym *wf_cpu_symbols(void);
+
+#endif

@@ -1,0 +1,1451 @@
+/*
+** emit.c -- weft IR -> LLVM IR (LLVM-C API, opaque pointers).
+**
+** One IR kernel becomes three LLVM functions:
+**
+**   void <symbol>(ptr args, i64 begin, i64 end, ptr ctx)      exported
+**       reads the parameters out of the argument block (wf_launch.h),
+**       checks whether the arrays are distinct with compact innermost
+**       strides, and calls one of:
+**   internal void body.c(data0, shape0.., strides0.., x, .., begin, end, ctx)
+**       array data pointers `noalias`, innermost strides = element size:
+**       the thread loop vectorizes (saxpy becomes packed loads/stores)
+**   internal void body.g(...)      the same body without those assumptions
+**
+** (debug builds of a kernel and kernels without arrays emit only one body.)
+** O3 inlines the bodies into the entry; the inliner turns the noalias
+** parameters into scoped alias metadata.
+**
+** Thread loop (body functions). The code is made for a launch of `ndim`
+** dims; the last dimension is the innermost loop, so for 1-D launches the
+** loop over threads is a plain counted i32 loop the vectorizer understands:
+**
+**   for t in [begin, end) by rows:          (only when ndim > 1)
+**     row = t / d[n-1], j0 = t % d[n-1]      tids 0..n-2 from row
+**     for j in [j0, j0 + min(d[n-1]-j0, end-t)):     tid n-1 = j
+**       <kernel body>                        RET -> next thread
+**
+** Values. Scalars map to i1/iN/half/float/double; vectors and quaternions
+** to [n x T]; matrices to [rows x [cols x T]]; transforms to {[3 x T],
+** [4 x T]}; structs to literal structs; rng to i32; arrays (params and
+** views) to {ptr data, [nd x i64] shape, [nd x i64] strides (bytes)}.
+** In memory every element uses the C layout of wf_type (bool = 1 byte).
+**
+** Structured control flow: IF -> two blocks and phis at the merge; FOR ->
+** header with phis (induction, carried), inclusive Lua bounds test chosen
+** by the sign of the step; WHILE -> the "before" block with phis, the
+** "after" block bound to the COND values. A failing check (debug) calls a
+** helper, then branches to the function's exit; emission continues in a
+** fresh block, so every region keeps a live insertion point.
+**
+** Random numbers (the CUDA emitter reproduces this bit for bit). All
+** arithmetic is on uint32 with wrap-around; this is the PCG-RXS-M-XS hash
+** (Jarzynski and Olano, "Hash Functions for GPU Rendering", 2020):
+**   pcg(x):  b = x * 747796405 + 2891336453
+**            c = ((b >> ((b >> 28) + 4)) ^ b) * 277803737
+**            return (c >> 22) ^ c
+**   RNG_INIT(seed, offset) = pcg(uint32(seed) + pcg(uint32(offset)))
+**   RANDI(s): s' = pcg(s); value = int32(s')              -> value, s'
+**   RANDF(s): s' = pcg(s); value = float(s' >> 8) * 2^-24 -> value in [0,1), s'
+*/
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <llvm-c/Analysis.h>
+
+#include "cpu/cpu.h"
+
+typedef struct E {
+  LLVMContextRef C;
+  LLVMModuleRef M;
+  LLVMBuilderRef B;
+  wf_func *fn;
+  wf_types *T;
+  const wf_cpu_opts *o;
+  LLVMValueRef *v;   /* per IR value */
+  int16_t *aname;    /* per IR value: root array param index, -1 unknown */
+  int8_t *adepth;    /* per IR value: dims peeled off the root array */
+  LLVMValueRef F;    /* the body function being emitted */
+  LLVMValueRef ctx;  /* its wf_launch_ctx pointer */
+  LLVMValueRef tid[WF_MAXDIM];
+  LLVMBasicBlockRef exit_bb, latch_bb;
+  int contig;        /* emitting the noalias / compact-stride body */
+  LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, vd;
+  char chunk[256];   /* chunk name as Lua shows it */
+  char *err;
+  size_t errsize;
+  int failed;
+} E;
+
+/* Record the first error; emission goes on with placeholder values. */
+static void efail(E *e, const wf_inst *in, const char *fmt, ...) {
+  if (e->failed) return;
+  e->failed = 1;
+  int n = 0;
+  if (in && in->loc.line > 0)
+    n = snprintf(e->err, e->errsize, "%s:%d: ", e->chunk, (int)in->loc.line);
+  if (n < 0 || (size_t)n >= e->errsize) n = 0;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->err + n, e->errsize - (size_t)n, fmt, ap);
+  va_end(ap);
+}
+
+/* luaO_chunkid-like display name: "@file" -> file, "=name" -> name,
+** source text -> [string "first line..."]. */
+static void chunk_display(const char *src, char *out, size_t n) {
+  if (!src || !*src) {
+    snprintf(out, n, "?");
+  } else if (*src == '@' || *src == '=') {
+    snprintf(out, n, "%s", src + 1);
+  } else {
+    const char *nl = strchr(src, '\n');
+    int len = nl ? (int)(nl - src) : (int)strlen(src);
+    if (len > 40) len = 40;
+    snprintf(out, n, "[string \"%.*s%s\"]", len, src, (nl || (int)strlen(src) > len) ? "..." : "");
+  }
+}
+
+/* ---------------------------------------------------------------------
+** types
+** --------------------------------------------------------------------- */
+static LLVMTypeRef ltype(E *e, const wf_type *t);
+
+static LLVMTypeRef arr_ltype(E *e, int nd) {
+  LLVMTypeRef f[3] = {e->ptr, LLVMArrayType(e->i64, (unsigned)nd),
+                      LLVMArrayType(e->i64, (unsigned)nd)};
+  return LLVMStructTypeInContext(e->C, f, 3, 0);
+}
+
+static LLVMTypeRef ltype(E *e, const wf_type *t) {
+  if (!t) return e->i32;
+  switch (t->kind) {
+  case WF_T_VOID: return e->vd;
+  case WF_T_BOOL: return e->i1;
+  case WF_T_INT: return LLVMIntTypeInContext(e->C, t->bits);
+  case WF_T_FLOAT: return t->bits == 16 ? e->f16 : t->bits == 32 ? e->f32 : e->f64;
+  case WF_T_RNG: return e->i32;
+  case WF_T_VEC:
+  case WF_T_QUAT: return LLVMArrayType(ltype(e, t->elem), (unsigned)wf_t_arity(t));
+  case WF_T_MAT: return LLVMArrayType(LLVMArrayType(ltype(e, t->elem), t->cols), t->rows);
+  case WF_T_TRANSFORM: {
+    LLVMTypeRef s = ltype(e, t->elem);
+    LLVMTypeRef f[2] = {LLVMArrayType(s, 3), LLVMArrayType(s, 4)};
+    return LLVMStructTypeInContext(e->C, f, 2, 0);
+  }
+  case WF_T_STRUCT: {
+    LLVMTypeRef buf[64], *f = t->nfields <= 64 ? buf : malloc(sizeof(*f) * (size_t)t->nfields);
+    if (!f) return e->i32;
+    for (int i = 0; i < t->nfields; i++) f[i] = ltype(e, t->fields[i].type);
+    LLVMTypeRef r = LLVMStructTypeInContext(e->C, f, (unsigned)t->nfields, 0);
+    if (f != buf) free(f);
+    return r;
+  }
+  case WF_T_ARRAY: return arr_ltype(e, t->ndim);
+  }
+  return e->i32;
+}
+
+static LLVMValueRef ci32(E *e, int64_t v) { return LLVMConstInt(e->i32, (unsigned long long)v, 1); }
+static LLVMValueRef ci64(E *e, int64_t v) { return LLVMConstInt(e->i64, (unsigned long long)v, 1); }
+
+/* Byte offset from a pointer. */
+static LLVMValueRef gep8(E *e, LLVMValueRef p, LLVMValueRef off) {
+  return LLVMBuildInBoundsGEP2(e->B, e->i8, p, &off, 1, "");
+}
+
+/* ---------------------------------------------------------------------
+** calls: intrinsics, libm, runtime helpers
+** --------------------------------------------------------------------- */
+static LLVMValueRef intr(E *e, const char *name, LLVMTypeRef *ovl, int novl, LLVMValueRef *args,
+                         int nargs) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMValueRef f = LLVMGetIntrinsicDeclaration(e->M, id, ovl, (size_t)novl);
+  LLVMTypeRef ft = LLVMIntrinsicGetType(e->C, id, ovl, (size_t)novl);
+  return LLVMBuildCall2(e->B, ft, f, args, (unsigned)nargs, "");
+}
+
+static LLVMValueRef intr1(E *e, const char *name, LLVMValueRef a) {
+  LLVMTypeRef t = LLVMTypeOf(a);
+  return intr(e, name, &t, 1, &a, 1);
+}
+
+static LLVMValueRef intr2(E *e, const char *name, LLVMValueRef a, LLVMValueRef b) {
+  LLVMTypeRef t = LLVMTypeOf(a);
+  LLVMValueRef args[2] = {a, b};
+  return intr(e, name, &t, 1, args, 2);
+}
+
+static void add_fn_attr(E *e, LLVMValueRef f, const char *name) {
+  unsigned k = LLVMGetEnumAttributeKindForName(name, strlen(name));
+  if (k) LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(e->C, k, 0));
+}
+
+static LLVMValueRef call_ext(E *e, const char *name, LLVMTypeRef ret, LLVMTypeRef *pt, int n,
+                             LLVMValueRef *args) {
+  LLVMTypeRef ft = LLVMFunctionType(ret, pt, (unsigned)n, 0);
+  LLVMValueRef f = LLVMGetNamedFunction(e->M, name);
+  if (!f) {
+    f = LLVMAddFunction(e->M, name, ft);
+    add_fn_attr(e, f, "nounwind");
+  }
+  return LLVMBuildCall2(e->B, ft, f, args, (unsigned)n, "");
+}
+
+/* A libm function of one or two float arguments; half computes in float. */
+static LLVMValueRef libm(E *e, const char *base, const wf_type *t, LLVMValueRef a, LLVMValueRef b) {
+  int bits = t->bits;
+  LLVMTypeRef ct = bits == 64 ? e->f64 : e->f32;
+  if (bits == 16) {
+    a = LLVMBuildFPExt(e->B, a, e->f32, "");
+    if (b) b = LLVMBuildFPExt(e->B, b, e->f32, "");
+  }
+  char name[32];
+  snprintf(name, sizeof name, "%s%s", base, bits == 64 ? "" : "f");
+  LLVMTypeRef pt[2] = {ct, ct};
+  LLVMValueRef args[2] = {a, b};
+  LLVMValueRef r = call_ext(e, name, ct, pt, b ? 2 : 1, args);
+  return bits == 16 ? LLVMBuildFPTrunc(e->B, r, e->f16, "") : r;
+}
+
+/* "chunk:line" of an instruction, as a constant string. */
+static LLVMValueRef where_str(E *e, const wf_inst *in) {
+  char buf[320];
+  if (in && in->loc.line > 0) snprintf(buf, sizeof buf, "%s:%d", e->chunk, (int)in->loc.line);
+  else snprintf(buf, sizeof buf, "%s", e->chunk);
+  return LLVMBuildGlobalStringPtr(e->B, buf, "where");
+}
+
+/* Continue emission in a fresh block after an unconditional jump away. */
+static void fresh_block(E *e) {
+  LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, e->F, "dead"));
+}
+
+/* if (!ok) { <fail code from cb>; goto exit } -- returns to the ok path. */
+static LLVMBasicBlockRef begin_check(E *e, LLVMValueRef ok) {
+  LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(e->C, e->F, "check.fail");
+  LLVMBasicBlockRef good = LLVMAppendBasicBlockInContext(e->C, e->F, "check.ok");
+  LLVMValueRef br = LLVMBuildCondBr(e->B, ok, good, bad);
+  (void)br;
+  LLVMPositionBuilderAtEnd(e->B, bad);
+  return good;
+}
+
+static void end_check(E *e, LLVMBasicBlockRef good) {
+  LLVMBuildBr(e->B, e->exit_bb);
+  LLVMPositionBuilderAtEnd(e->B, good);
+}
+
+static void emit_trap(E *e, const wf_inst *in, const char *msg) {
+  LLVMTypeRef pt[3] = {e->ptr, e->ptr, e->ptr};
+  LLVMValueRef args[3] = {e->ctx, where_str(e, in), LLVMBuildGlobalStringPtr(e->B, msg, "msg")};
+  call_ext(e, "wf_cpu_rt_trap", e->vd, pt, 3, args);
+}
+
+/* ---------------------------------------------------------------------
+** scalar operations
+** --------------------------------------------------------------------- */
+static LLVMValueRef cfloat(E *e, const wf_type *t, double v) { return LLVMConstReal(ltype(e, t), v); }
+
+static LLVMValueRef cint(E *e, const wf_type *t, int64_t v) {
+  return LLVMConstInt(ltype(e, t), (unsigned long long)v, 1);
+}
+
+/* Integer division checks: in debug mode a zero divisor is an error; in
+** release mode x / 0 and x % 0 give 0 (never a hardware trap), and
+** INT_MIN / -1 wraps. Returns a divisor that is safe to use. */
+static LLVMValueRef safe_divisor(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef b) {
+  LLVMValueRef zero = cint(e, t, 0), one = cint(e, t, 1);
+  LLVMValueRef isz = LLVMBuildICmp(e->B, LLVMIntEQ, b, zero, "");
+  if (e->o->debug) {
+    LLVMBasicBlockRef good = begin_check(e, LLVMBuildNot(e->B, isz, ""));
+    emit_trap(e, in, "integer division by zero");
+    end_check(e, good);
+  }
+  LLVMValueRef bad = isz;
+  if (t->is_signed) bad = LLVMBuildOr(e->B, isz, LLVMBuildICmp(e->B, LLVMIntEQ, b, cint(e, t, -1), ""), "");
+  return LLVMBuildSelect(e->B, bad, one, b, "");
+}
+
+static LLVMValueRef int_divmod(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef a,
+                               LLVMValueRef b) {
+  LLVMValueRef zero = cint(e, t, 0);
+  LLVMValueRef isz = LLVMBuildICmp(e->B, LLVMIntEQ, b, zero, "");
+  LLVMValueRef bs = safe_divisor(e, in, t, b);
+  LLVMValueRef r;
+  if (!t->is_signed) {
+    r = in->op == WF_OP_MOD ? LLVMBuildURem(e->B, a, bs, "") : LLVMBuildUDiv(e->B, a, bs, "");
+    return LLVMBuildSelect(e->B, isz, zero, r, "");
+  }
+  LLVMValueRef m1 = LLVMBuildICmp(e->B, LLVMIntEQ, b, cint(e, t, -1), "");
+  LLVMValueRef rem = LLVMBuildSRem(e->B, a, bs, ""); /* bs = 1 when b = -1: rem 0 */
+  /* Lua floor semantics: adjust when the remainder's sign differs from b's */
+  LLVMValueRef adj = LLVMBuildAnd(
+      e->B, LLVMBuildICmp(e->B, LLVMIntNE, rem, zero, ""),
+      LLVMBuildICmp(e->B, LLVMIntSLT, LLVMBuildXor(e->B, rem, b, ""), zero, ""), "");
+  if (in->op == WF_OP_MOD) {
+    r = LLVMBuildSelect(e->B, adj, LLVMBuildAdd(e->B, rem, b, ""), rem, "");
+  } else {
+    LLVMValueRef q = LLVMBuildSDiv(e->B, a, bs, "");
+    q = LLVMBuildSelect(e->B, m1, LLVMBuildSub(e->B, zero, a, ""), q, "");
+    if (in->op == WF_OP_FLOORDIV) q = LLVMBuildSelect(e->B, adj, LLVMBuildSub(e->B, q, cint(e, t, 1), ""), q, "");
+    r = q;
+  }
+  return LLVMBuildSelect(e->B, isz, zero, r, "");
+}
+
+static LLVMValueRef fcmp_or_icmp(E *e, const wf_type *t, wf_op op, LLVMValueRef a, LLVMValueRef b) {
+  if (t->kind == WF_T_FLOAT) {
+    static const LLVMRealPredicate fp[] = {LLVMRealOEQ, LLVMRealUNE, LLVMRealOLT,
+                                           LLVMRealOLE, LLVMRealOGT, LLVMRealOGE};
+    return LLVMBuildFCmp(e->B, fp[op - WF_OP_EQ], a, b, "");
+  }
+  int sgn = t->kind == WF_T_INT && t->is_signed;
+  static const LLVMIntPredicate sp[] = {LLVMIntEQ, LLVMIntNE, LLVMIntSLT, LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
+  static const LLVMIntPredicate up[] = {LLVMIntEQ, LLVMIntNE, LLVMIntULT, LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
+  return LLVMBuildICmp(e->B, (sgn ? sp : up)[op - WF_OP_EQ], a, b, "");
+}
+
+/* Comparison of any two values of one type; aggregates compare all their
+** components (EQ: all equal, NE: any differs). */
+static LLVMValueRef compare(E *e, const wf_inst *in, const wf_type *t, wf_op op, LLVMValueRef a,
+                            LLVMValueRef b) {
+  if (wf_t_is_scalar(t) || t->kind == WF_T_RNG) return fcmp_or_icmp(e, t, op, a, b);
+  int n = wf_t_arity(t);
+  if (n == 0 || (op != WF_OP_EQ && op != WF_OP_NE)) {
+    efail(e, in, "cannot compare values of type %s", t->name ? t->name : "?");
+    return LLVMConstInt(e->i1, 0, 0);
+  }
+  LLVMValueRef acc = LLVMConstInt(e->i1, 1, 0);
+  for (int i = 0; i < n; i++) {
+    const wf_type *ct = wf_t_component(e->T, t, i);
+    LLVMValueRef x = LLVMBuildExtractValue(e->B, a, (unsigned)i, "");
+    LLVMValueRef y = LLVMBuildExtractValue(e->B, b, (unsigned)i, "");
+    acc = LLVMBuildAnd(e->B, acc, compare(e, in, ct, WF_OP_EQ, x, y), "");
+  }
+  return op == WF_OP_EQ ? acc : LLVMBuildNot(e->B, acc, "");
+}
+
+/* Conversion between scalar types (aggregates: component by component). */
+static LLVMValueRef cast(E *e, const wf_inst *in, LLVMValueRef v, const wf_type *from,
+                         const wf_type *to) {
+  if (from == to) return v;
+  if (from->kind == WF_T_RNG) from = wf_t_int(e->T, 32, 0);
+  if (to->kind == WF_T_RNG) to = wf_t_int(e->T, 32, 0);
+  if (from == to) return v;
+  LLVMTypeRef lt = ltype(e, to);
+  if (!wf_t_is_scalar(from) || !wf_t_is_scalar(to)) {
+    int n = wf_t_arity(from);
+    if (n == 0 || n != wf_t_arity(to) || from->kind != to->kind) {
+      efail(e, in, "cannot convert %s to %s", from->name ? from->name : "?", to->name ? to->name : "?");
+      return LLVMGetUndef(lt);
+    }
+    LLVMValueRef r = LLVMGetUndef(lt);
+    for (int i = 0; i < n; i++) {
+      LLVMValueRef c = cast(e, in, LLVMBuildExtractValue(e->B, v, (unsigned)i, ""),
+                            wf_t_component(e->T, from, i), wf_t_component(e->T, to, i));
+      r = LLVMBuildInsertValue(e->B, r, c, (unsigned)i, "");
+    }
+    return r;
+  }
+  LLVMBuilderRef B = e->B;
+  if (to->kind == WF_T_BOOL) {
+    if (from->kind == WF_T_FLOAT) return LLVMBuildFCmp(B, LLVMRealUNE, v, LLVMConstReal(LLVMTypeOf(v), 0), "");
+    return LLVMBuildICmp(B, LLVMIntNE, v, LLVMConstInt(LLVMTypeOf(v), 0, 0), "");
+  }
+  if (from->kind == WF_T_BOOL)
+    return to->kind == WF_T_FLOAT ? LLVMBuildUIToFP(B, v, lt, "") : LLVMBuildZExt(B, v, lt, "");
+  if (from->kind == WF_T_INT && to->kind == WF_T_INT) {
+    if (to->bits < from->bits) return LLVMBuildTrunc(B, v, lt, "");
+    if (to->bits == from->bits) return v;
+    return from->is_signed ? LLVMBuildSExt(B, v, lt, "") : LLVMBuildZExt(B, v, lt, "");
+  }
+  if (from->kind == WF_T_INT)
+    return from->is_signed ? LLVMBuildSIToFP(B, v, lt, "") : LLVMBuildUIToFP(B, v, lt, "");
+  if (to->kind == WF_T_INT) {
+    /* saturating: out-of-range floats clamp, NaN gives 0 (no poison) */
+    LLVMTypeRef ov[2] = {lt, LLVMTypeOf(v)};
+    return intr(e, to->is_signed ? "llvm.fptosi.sat" : "llvm.fptoui.sat", ov, 2, &v, 1);
+  }
+  if (to->bits > from->bits) return LLVMBuildFPExt(B, v, lt, "");
+  return LLVMBuildFPTrunc(B, v, lt, "");
+}
+
+static LLVMValueRef unary(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef a) {
+  LLVMBuilderRef B = e->B;
+  wf_op op = in->op;
+  if (t->kind == WF_T_INT) {
+    LLVMValueRef zero = cint(e, t, 0);
+    switch (op) {
+    case WF_OP_NEG: return LLVMBuildSub(B, zero, a, "");
+    case WF_OP_ABS:
+      if (!t->is_signed) return a;
+      return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, a, zero, ""), LLVMBuildSub(B, zero, a, ""), a, "");
+    case WF_OP_SIGN:
+      if (!t->is_signed) return cint(e, t, 1);
+      return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, a, zero, ""), cint(e, t, -1), cint(e, t, 1), "");
+    case WF_OP_FLOOR:
+    case WF_OP_CEIL:
+    case WF_OP_ROUND: return a;
+    case WF_OP_BNOT: return LLVMBuildNot(B, a, "");
+    default: break;
+    }
+    /* math on an integer: compute in double, convert back */
+    const wf_type *d = wf_t_float(e->T, 64);
+    wf_inst tmp = *in;
+    LLVMValueRef r = unary(e, &tmp, d, cast(e, in, a, t, d));
+    return cast(e, in, r, d, t);
+  }
+  if (t->kind == WF_T_BOOL) {
+    if (op == WF_OP_NOT || op == WF_OP_BNOT) return LLVMBuildNot(B, a, "");
+    efail(e, in, "operation '%s' is not defined on bool", wf_op_name(op));
+    return a;
+  }
+  if (t->kind != WF_T_FLOAT) {
+    efail(e, in, "operation '%s' needs a scalar operand", wf_op_name(op));
+    return a;
+  }
+  switch (op) {
+  case WF_OP_NEG: return LLVMBuildFNeg(B, a, "");
+  case WF_OP_ABS: return intr1(e, "llvm.fabs", a);
+  case WF_OP_SIGN:
+    /* Warp's sign: -1 if x < 0, else 1 */
+    return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, cfloat(e, t, 0), ""), cfloat(e, t, -1),
+                           cfloat(e, t, 1), "");
+  case WF_OP_SQRT: return intr1(e, "llvm.sqrt", a);
+  case WF_OP_EXP: return intr1(e, "llvm.exp", a);
+  case WF_OP_LOG: return intr1(e, "llvm.log", a);
+  case WF_OP_SIN: return intr1(e, "llvm.sin", a);
+  case WF_OP_COS: return intr1(e, "llvm.cos", a);
+  case WF_OP_FLOOR: return intr1(e, "llvm.floor", a);
+  case WF_OP_CEIL: return intr1(e, "llvm.ceil", a);
+  case WF_OP_ROUND: return intr1(e, "llvm.round", a);
+  case WF_OP_TAN: return libm(e, "tan", t, a, NULL);
+  case WF_OP_ASIN: return libm(e, "asin", t, a, NULL);
+  case WF_OP_ACOS: return libm(e, "acos", t, a, NULL);
+  case WF_OP_ATAN: return libm(e, "atan", t, a, NULL);
+  case WF_OP_SINH: return libm(e, "sinh", t, a, NULL);
+  case WF_OP_COSH: return libm(e, "cosh", t, a, NULL);
+  case WF_OP_TANH: return libm(e, "tanh", t, a, NULL);
+  default: break;
+  }
+  efail(e, in, "operation '%s' is not defined on floats", wf_op_name(op));
+  return a;
+}
+
+static LLVMValueRef binary(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef a, LLVMValueRef b) {
+  LLVMBuilderRef B = e->B;
+  wf_op op = in->op;
+  if (t->kind == WF_T_FLOAT) {
+    switch (op) {
+    case WF_OP_ADD: return LLVMBuildFAdd(B, a, b, "");
+    case WF_OP_SUB: return LLVMBuildFSub(B, a, b, "");
+    case WF_OP_MUL: return LLVMBuildFMul(B, a, b, "");
+    case WF_OP_DIV: return LLVMBuildFDiv(B, a, b, "");
+    case WF_OP_MOD: {
+      /* LuaJIT's a % b = a - floor(a / b) * b */
+      LLVMValueRef q = intr1(e, "llvm.floor", LLVMBuildFDiv(B, a, b, ""));
+      return LLVMBuildFSub(B, a, LLVMBuildFMul(B, q, b, ""), "");
+    }
+    case WF_OP_FLOORDIV: return intr1(e, "llvm.floor", LLVMBuildFDiv(B, a, b, ""));
+    case WF_OP_POW: return intr2(e, "llvm.pow", a, b);
+    case WF_OP_MIN: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, b, ""), a, b, "");
+    case WF_OP_MAX: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, a, b, ""), a, b, "");
+    case WF_OP_ATAN2: return libm(e, "atan2", t, a, b);
+    default: break;
+    }
+  } else if (t->kind == WF_T_INT || t->kind == WF_T_RNG) {
+    if (t->kind == WF_T_RNG) t = wf_t_int(e->T, 32, 0);
+    int sg = t->is_signed;
+    if (LLVMTypeOf(b) != LLVMTypeOf(a) && (op == WF_OP_SHL || op == WF_OP_SHR))
+      b = LLVMBuildIntCast2(B, b, LLVMTypeOf(a), 0, "");
+    switch (op) {
+    case WF_OP_ADD: return LLVMBuildAdd(B, a, b, "");
+    case WF_OP_SUB: return LLVMBuildSub(B, a, b, "");
+    case WF_OP_MUL: return LLVMBuildMul(B, a, b, "");
+    case WF_OP_DIV:
+    case WF_OP_MOD:
+    case WF_OP_FLOORDIV: return int_divmod(e, in, t, a, b);
+    case WF_OP_MIN: return LLVMBuildSelect(B, LLVMBuildICmp(B, sg ? LLVMIntSLT : LLVMIntULT, a, b, ""), a, b, "");
+    case WF_OP_MAX: return LLVMBuildSelect(B, LLVMBuildICmp(B, sg ? LLVMIntSGT : LLVMIntUGT, a, b, ""), a, b, "");
+    case WF_OP_BAND: return LLVMBuildAnd(B, a, b, "");
+    case WF_OP_BOR: return LLVMBuildOr(B, a, b, "");
+    case WF_OP_BXOR: return LLVMBuildXor(B, a, b, "");
+    case WF_OP_SHL:
+    case WF_OP_SHR: {
+      LLVMValueRef amt = LLVMBuildAnd(B, b, cint(e, t, t->bits - 1), "");
+      if (op == WF_OP_SHL) return LLVMBuildShl(B, a, amt, "");
+      return sg ? LLVMBuildAShr(B, a, amt, "") : LLVMBuildLShr(B, a, amt, "");
+    }
+    case WF_OP_POW:
+    case WF_OP_ATAN2: {
+      const wf_type *d = wf_t_float(e->T, 64);
+      wf_inst tmp = *in;
+      LLVMValueRef r = binary(e, &tmp, d, cast(e, in, a, t, d), cast(e, in, b, t, d));
+      return cast(e, in, r, d, t);
+    }
+    default: break;
+    }
+  } else if (t->kind == WF_T_BOOL) {
+    switch (op) {
+    case WF_OP_BAND: return LLVMBuildAnd(B, a, b, "");
+    case WF_OP_BOR: return LLVMBuildOr(B, a, b, "");
+    case WF_OP_BXOR: return LLVMBuildXor(B, a, b, "");
+    default: break;
+    }
+  }
+  efail(e, in, "operation '%s' is not defined on %s", wf_op_name(op), t->name ? t->name : "this type");
+  return a;
+}
+
+/* ---------------------------------------------------------------------
+** memory: C layout loads and stores, arrays, atomics
+** --------------------------------------------------------------------- */
+static LLVMValueRef header_value(E *e, LLVMValueRef hdr, int nd);
+
+static LLVMValueRef mload(E *e, const wf_type *t, LLVMValueRef p) {
+  LLVMBuilderRef B = e->B;
+  switch (t->kind) {
+  case WF_T_BOOL: {
+    LLVMValueRef l = LLVMBuildLoad2(B, e->i8, p, "");
+    LLVMSetAlignment(l, 1);
+    return LLVMBuildICmp(B, LLVMIntNE, l, LLVMConstInt(e->i8, 0, 0), "");
+  }
+  case WF_T_INT:
+  case WF_T_FLOAT:
+  case WF_T_RNG: {
+    LLVMValueRef l = LLVMBuildLoad2(B, ltype(e, t), p, "");
+    LLVMSetAlignment(l, t->align ? t->align : 1);
+    return l;
+  }
+  case WF_T_ARRAY: {
+    LLVMValueRef hdr = LLVMBuildLoad2(B, e->ptr, p, "");
+    LLVMSetAlignment(hdr, 8);
+    return header_value(e, hdr, t->ndim);
+  }
+  default: break;
+  }
+  int n = wf_t_arity(t);
+  LLVMValueRef r = LLVMGetUndef(ltype(e, t));
+  uint32_t off = 0;
+  for (int i = 0; i < n; i++) {
+    const wf_type *ct = wf_t_component(e->T, t, i);
+    if (t->kind == WF_T_STRUCT) off = t->fields[i].offset;
+    LLVMValueRef c = mload(e, ct, off ? gep8(e, p, ci64(e, off)) : p);
+    r = LLVMBuildInsertValue(B, r, c, (unsigned)i, "");
+    off += ct->size;
+  }
+  return r;
+}
+
+static void mstore(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef p, LLVMValueRef v) {
+  LLVMBuilderRef B = e->B;
+  switch (t->kind) {
+  case WF_T_BOOL: {
+    LLVMValueRef s = LLVMBuildStore(B, LLVMBuildZExt(B, v, e->i8, ""), p);
+    LLVMSetAlignment(s, 1);
+    return;
+  }
+  case WF_T_INT:
+  case WF_T_FLOAT:
+  case WF_T_RNG: {
+    LLVMValueRef s = LLVMBuildStore(B, v, p);
+    LLVMSetAlignment(s, t->align ? t->align : 1);
+    return;
+  }
+  case WF_T_ARRAY: efail(e, in, "cannot store an array into memory"); return;
+  default: break;
+  }
+  int n = wf_t_arity(t);
+  uint32_t off = 0;
+  for (int i = 0; i < n; i++) {
+    const wf_type *ct = wf_t_component(e->T, t, i);
+    if (t->kind == WF_T_STRUCT) off = t->fields[i].offset;
+    mstore(e, in, ct, off ? gep8(e, p, ci64(e, off)) : p, LLVMBuildExtractValue(B, v, (unsigned)i, ""));
+    off += ct->size;
+  }
+}
+
+/* The array value {data, shape, strides} of a wf_array header pointer. */
+static LLVMValueRef header_value(E *e, LLVMValueRef hdr, int nd) {
+  LLVMBuilderRef B = e->B;
+  LLVMValueRef r = LLVMGetUndef(arr_ltype(e, nd));
+  LLVMValueRef data = LLVMBuildLoad2(B, e->ptr, hdr, "data");
+  LLVMSetAlignment(data, 8);
+  r = LLVMBuildInsertValue(B, r, data, 0, "");
+  LLVMValueRef sh = LLVMGetUndef(LLVMArrayType(e->i64, (unsigned)nd));
+  LLVMValueRef st = sh;
+  for (int k = 0; k < nd; k++) {
+    LLVMValueRef a = LLVMBuildLoad2(B, e->i64, gep8(e, hdr, ci64(e, 8 + 8 * k)), "shape");
+    LLVMValueRef s = LLVMBuildLoad2(B, e->i64, gep8(e, hdr, ci64(e, 40 + 8 * k)), "stride");
+    LLVMSetAlignment(a, 8);
+    LLVMSetAlignment(s, 8);
+    sh = LLVMBuildInsertValue(B, sh, a, (unsigned)k, "");
+    st = LLVMBuildInsertValue(B, st, s, (unsigned)k, "");
+  }
+  r = LLVMBuildInsertValue(B, r, sh, 1, "");
+  return LLVMBuildInsertValue(B, r, st, 2, "");
+}
+
+static LLVMValueRef arr_get(E *e, LLVMValueRef a, unsigned field, int k) {
+  LLVMValueRef x = LLVMBuildExtractValue(e->B, a, field, "");
+  return k < 0 ? x : LLVMBuildExtractValue(e->B, x, (unsigned)k, "");
+}
+
+static const char *arr_name(E *e, wf_val v) {
+  int p = e->aname[v];
+  if (p >= 0 && p < e->o->nnames && e->o->names && e->o->names[p]) return e->o->names[p];
+  return "?";
+}
+
+/* Index value as i64 (sign- or zero-extended by its type). */
+static LLVMValueRef index64(E *e, const wf_inst *in, wf_val iv) {
+  const wf_type *t = wf_vtype(e->fn, iv);
+  LLVMValueRef x = e->v[iv];
+  if (!t || t->kind != WF_T_INT) {
+    efail(e, in, "array index must be an integer, got %s", t && t->name ? t->name : "?");
+    return ci64(e, 0);
+  }
+  if (t->bits == 64) return x;
+  return t->is_signed ? LLVMBuildSExt(e->B, x, e->i64, "") : LLVMBuildZExt(e->B, x, e->i64, "");
+}
+
+/* Debug mode: 0 <= i < size, else the out-of-bounds message and exit. */
+static void bounds_check(E *e, const wf_inst *in, wf_val arr, LLVMValueRef i, LLVMValueRef size, int axis) {
+  if (!e->o->debug) return;
+  LLVMValueRef ok = LLVMBuildICmp(e->B, LLVMIntULT, i, size, "inb");
+  LLVMBasicBlockRef good = begin_check(e, ok);
+  LLVMTypeRef pt[6] = {e->ptr, e->ptr, e->i64, e->i32, e->i64, e->ptr};
+  LLVMValueRef args[6] = {e->ctx, where_str(e, in), i, ci32(e, axis), size,
+                          LLVMBuildGlobalStringPtr(e->B, arr_name(e, arr), "arr")};
+  call_ext(e, "wf_cpu_rt_oob", e->vd, pt, 6, args);
+  end_check(e, good);
+}
+
+/* Address of element [idx...] of array value arr (args[0] of in). */
+static LLVMValueRef elem_addr(E *e, const wf_inst *in, int nidx) {
+  wf_val av = in->args[0];
+  const wf_type *at = wf_vtype(e->fn, av);
+  if (!at || at->kind != WF_T_ARRAY) {
+    efail(e, in, "'%s' needs an array operand", wf_op_name(in->op));
+    return LLVMConstNull(e->ptr);
+  }
+  if (nidx != at->ndim) {
+    efail(e, in, "array of %d dimensions indexed with %d indices", at->ndim, nidx);
+    return LLVMConstNull(e->ptr);
+  }
+  LLVMValueRef a = e->v[av];
+  LLVMValueRef off = NULL;
+  for (int k = 0; k < nidx; k++) {
+    LLVMValueRef i = index64(e, in, in->args[1 + k]);
+    bounds_check(e, in, av, i, arr_get(e, a, 1, k), e->adepth[av] + k);
+    LLVMValueRef s = arr_get(e, a, 2, k);
+    LLVMValueRef term = LLVMBuildNSWMul(e->B, i, s, "");
+    off = off ? LLVMBuildNSWAdd(e->B, off, term, "") : term;
+  }
+  LLVMValueRef data = arr_get(e, a, 0, -1);
+  return off ? gep8(e, data, off) : data;
+}
+
+static LLVMValueRef atomic_scalar(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef p, LLVMValueRef v) {
+  LLVMAtomicRMWBinOp op;
+  int isf = t->kind == WF_T_FLOAT;
+  if (t->kind != WF_T_FLOAT && t->kind != WF_T_INT) {
+    efail(e, in, "atomics need numeric elements, got %s", t->name ? t->name : "?");
+    return v;
+  }
+  switch (in->op) {
+  case WF_OP_ATOMIC_ADD: op = isf ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd; break;
+  case WF_OP_ATOMIC_MIN:
+    op = isf ? LLVMAtomicRMWBinOpFMin : t->is_signed ? LLVMAtomicRMWBinOpMin : LLVMAtomicRMWBinOpUMin;
+    break;
+  default:
+    op = isf ? LLVMAtomicRMWBinOpFMax : t->is_signed ? LLVMAtomicRMWBinOpMax : LLVMAtomicRMWBinOpUMax;
+    break;
+  }
+  LLVMValueRef r = LLVMBuildAtomicRMW(e->B, op, p, v, LLVMAtomicOrderingMonotonic, 0);
+  LLVMSetAlignment(r, t->align);
+  return r;
+}
+
+/* Atomics on aggregates act on each scalar component (as in Warp). */
+static LLVMValueRef atomic_any(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef p, LLVMValueRef v) {
+  if (wf_t_is_scalar(t)) return atomic_scalar(e, in, t, p, v);
+  int n = wf_t_arity(t);
+  LLVMValueRef r = LLVMGetUndef(ltype(e, t));
+  uint32_t off = 0;
+  for (int i = 0; i < n; i++) {
+    const wf_type *ct = wf_t_component(e->T, t, i);
+    if (t->kind == WF_T_STRUCT) off = t->fields[i].offset;
+    LLVMValueRef c = atomic_any(e, in, ct, off ? gep8(e, p, ci64(e, off)) : p,
+                                LLVMBuildExtractValue(e->B, v, (unsigned)i, ""));
+    r = LLVMBuildInsertValue(e->B, r, c, (unsigned)i, "");
+    off += ct->size;
+  }
+  return r;
+}
+
+static LLVMValueRef view(E *e, const wf_inst *in) {
+  wf_val av = in->args[0];
+  const wf_type *at = wf_vtype(e->fn, av);
+  const wf_type *rt = wf_vtype(e->fn, in->res[0]);
+  if (!at || at->kind != WF_T_ARRAY || at->ndim < 2 || !rt || rt->kind != WF_T_ARRAY) {
+    efail(e, in, "view needs an array of 2 or more dimensions");
+    return LLVMGetUndef(ltype(e, rt));
+  }
+  LLVMValueRef a = e->v[av];
+  LLVMValueRef i = index64(e, in, in->args[1]);
+  bounds_check(e, in, av, i, arr_get(e, a, 1, 0), e->adepth[av]);
+  LLVMValueRef data = gep8(e, arr_get(e, a, 0, -1), LLVMBuildNSWMul(e->B, i, arr_get(e, a, 2, 0), ""));
+  int nd = rt->ndim;
+  LLVMValueRef r = LLVMGetUndef(arr_ltype(e, nd));
+  r = LLVMBuildInsertValue(e->B, r, data, 0, "");
+  LLVMValueRef sh = LLVMGetUndef(LLVMArrayType(e->i64, (unsigned)nd)), st = sh;
+  for (int k = 0; k < nd; k++) {
+    sh = LLVMBuildInsertValue(e->B, sh, arr_get(e, a, 1, k + 1), (unsigned)k, "");
+    st = LLVMBuildInsertValue(e->B, st, arr_get(e, a, 2, k + 1), (unsigned)k, "");
+  }
+  r = LLVMBuildInsertValue(e->B, r, sh, 1, "");
+  r = LLVMBuildInsertValue(e->B, r, st, 2, "");
+  e->aname[in->res[0]] = e->aname[av];
+  e->adepth[in->res[0]] = (int8_t)(e->adepth[av] + 1);
+  return r;
+}
+
+/* ---------------------------------------------------------------------
+** random numbers and printing
+** --------------------------------------------------------------------- */
+static LLVMValueRef pcg(E *e, LLVMValueRef x) {
+  LLVMBuilderRef B = e->B;
+  LLVMValueRef b = LLVMBuildAdd(B, LLVMBuildMul(B, x, ci32(e, 747796405), ""),
+                                LLVMConstInt(e->i32, 2891336453u, 0), "");
+  LLVMValueRef sh = LLVMBuildAdd(B, LLVMBuildLShr(B, b, ci32(e, 28), ""), ci32(e, 4), "");
+  LLVMValueRef c = LLVMBuildMul(B, LLVMBuildXor(B, LLVMBuildLShr(B, b, sh, ""), b, ""),
+                                ci32(e, 277803737), "");
+  return LLVMBuildXor(B, LLVMBuildLShr(B, c, ci32(e, 22), ""), c, "");
+}
+
+/* Any integer-ish value as i32 (seeds and offsets). */
+static LLVMValueRef as_i32(E *e, wf_val v) {
+  LLVMValueRef x = e->v[v];
+  LLVMTypeRef t = LLVMTypeOf(x);
+  if (t == e->i32) return x;
+  if (LLVMGetTypeKind(t) == LLVMIntegerTypeKind) return LLVMBuildIntCast2(e->B, x, e->i32, 0, "");
+  return LLVMBuildFPToSI(e->B, x, e->i32, "");
+}
+
+static void emit_print(E *e, const wf_inst *in) {
+  int n = in->nargs;
+  char kinds[256];
+  if (n > 255) n = 255;
+  LLVMValueRef slots = NULL;
+  if (n > 0) {
+    /* the slots live in the entry block so loops do not grow the stack */
+    LLVMBasicBlockRef cur = LLVMGetInsertBlock(e->B);
+    LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(e->F);
+    LLVMValueRef first = LLVMGetFirstInstruction(entry);
+    if (first) LLVMPositionBuilderBefore(e->B, first);
+    else LLVMPositionBuilderAtEnd(e->B, entry);
+    slots = LLVMBuildArrayAlloca(e->B, e->i64, ci32(e, n), "print.slots");
+    LLVMPositionBuilderAtEnd(e->B, cur);
+  }
+  for (int i = 0; i < n; i++) {
+    const wf_type *t = wf_vtype(e->fn, in->args[i]);
+    LLVMValueRef x = e->v[in->args[i]], s;
+    if (t && t->kind == WF_T_FLOAT) {
+      kinds[i] = 'f';
+      s = LLVMBuildBitCast(e->B, t->bits == 64 ? x : LLVMBuildFPExt(e->B, x, e->f64, ""), e->i64, "");
+    } else if (t && t->kind == WF_T_BOOL) {
+      kinds[i] = 'b';
+      s = LLVMBuildZExt(e->B, x, e->i64, "");
+    } else if (t && (t->kind == WF_T_INT || t->kind == WF_T_RNG)) {
+      int sg = t->kind == WF_T_INT && t->is_signed;
+      kinds[i] = sg ? 'i' : 'u';
+      s = t->kind == WF_T_INT && t->bits == 64 ? x
+          : sg ? LLVMBuildSExt(e->B, x, e->i64, "") : LLVMBuildZExt(e->B, x, e->i64, "");
+    } else {
+      efail(e, in, "print takes scalar values, got %s", t && t->name ? t->name : "?");
+      return;
+    }
+    LLVMValueRef idx = ci64(e, i);
+    LLVMBuildStore(e->B, s, LLVMBuildInBoundsGEP2(e->B, e->i64, slots, &idx, 1, ""));
+  }
+  kinds[n] = '\0';
+  LLVMTypeRef pt[4] = {e->ptr, e->i32, e->ptr, e->ptr};
+  LLVMValueRef args[4] = {LLVMBuildGlobalStringPtr(e->B, in->str ? in->str : "", "fmt"), ci32(e, n),
+                          LLVMBuildGlobalStringPtr(e->B, kinds, "kinds"),
+                          slots ? slots : LLVMConstNull(e->ptr)};
+  call_ext(e, "wf_cpu_rt_print", e->vd, pt, 4, args);
+}
+
+/* ---------------------------------------------------------------------
+** instructions and structured control flow
+** --------------------------------------------------------------------- */
+static wf_inst *emit_block(E *e, wf_block *bl);
+
+static LLVMValueRef argv(E *e, const wf_inst *in, int i) {
+  if (i >= in->nargs || in->args[i] < 0) {
+    efail(e, in, "'%s' is missing an operand", wf_op_name(in->op));
+    return LLVMConstInt(e->i32, 0, 0);
+  }
+  LLVMValueRef v = e->v[in->args[i]];
+  if (!v) {
+    efail(e, in, "'%s' uses a value before its definition", wf_op_name(in->op));
+    return LLVMGetUndef(ltype(e, wf_vtype(e->fn, in->args[i])));
+  }
+  return v;
+}
+
+static const wf_type *argt(E *e, const wf_inst *in, int i) {
+  return i < in->nargs && in->args[i] >= 0 ? wf_vtype(e->fn, in->args[i]) : NULL;
+}
+
+/* Values a region block passes on (its terminator's operands from `skip`). */
+static void term_values(E *e, const wf_inst *term, int skip, int n, LLVMValueRef *out, const wf_inst *owner) {
+  for (int i = 0; i < n; i++) {
+    if (!term || skip + i >= term->nargs) {
+      efail(e, owner, "'%s' region yields too few values", wf_op_name(owner->op));
+      out[i] = LLVMGetUndef(ltype(e, wf_vtype(e->fn, owner->res[i < owner->nres ? i : 0])));
+    } else {
+      out[i] = e->v[term->args[skip + i]];
+    }
+  }
+}
+
+static void emit_if(E *e, wf_inst *in) {
+  LLVMValueRef c = argv(e, in, 0);
+  LLVMBasicBlockRef tb = LLVMAppendBasicBlockInContext(e->C, e->F, "then");
+  LLVMBasicBlockRef eb = LLVMAppendBasicBlockInContext(e->C, e->F, "else");
+  LLVMBasicBlockRef mb = LLVMAppendBasicBlockInContext(e->C, e->F, "endif");
+  LLVMBuildCondBr(e->B, c, tb, eb);
+  int n = in->nres;
+  LLVMValueRef tv[64], ev[64];
+  if (n > 64) {
+    efail(e, in, "too many if results");
+    return;
+  }
+  LLVMPositionBuilderAtEnd(e->B, tb);
+  wf_inst *tt = in->nblocks > 0 ? emit_block(e, in->blocks[0]) : NULL;
+  term_values(e, tt, 0, n, tv, in);
+  LLVMBasicBlockRef tend = LLVMGetInsertBlock(e->B);
+  LLVMBuildBr(e->B, mb);
+  LLVMPositionBuilderAtEnd(e->B, eb);
+  wf_inst *et = in->nblocks > 1 ? emit_block(e, in->blocks[1]) : NULL;
+  term_values(e, et, 0, n, ev, in);
+  LLVMBasicBlockRef eend = LLVMGetInsertBlock(e->B);
+  LLVMBuildBr(e->B, mb);
+  LLVMPositionBuilderAtEnd(e->B, mb);
+  for (int i = 0; i < n; i++) {
+    LLVMValueRef phi = LLVMBuildPhi(e->B, ltype(e, wf_vtype(e->fn, in->res[i])), "");
+    LLVMValueRef iv[2] = {tv[i], ev[i]};
+    LLVMBasicBlockRef ib[2] = {tend, eend};
+    LLVMAddIncoming(phi, iv, ib, 2);
+    e->v[in->res[i]] = phi;
+  }
+}
+
+static void emit_for(E *e, wf_inst *in) {
+  if (in->nargs < 3 || in->nblocks < 1) {
+    efail(e, in, "malformed for");
+    return;
+  }
+  wf_block *body = in->blocks[0];
+  int nc = in->nargs - 3; /* carried values */
+  if (body->nparams != nc + 1 || in->nres != nc || nc > 64) {
+    efail(e, in, "malformed for: %d carried values, %d block params, %d results", nc, body->nparams,
+          in->nres);
+    return;
+  }
+  const wf_type *it = argt(e, in, 0);
+  LLVMValueRef lo = argv(e, in, 0), hi = argv(e, in, 1), step = argv(e, in, 2);
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->B);
+  LLVMBasicBlockRef hb = LLVMAppendBasicBlockInContext(e->C, e->F, "for.head");
+  LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(e->C, e->F, "for.body");
+  LLVMBasicBlockRef xb = LLVMAppendBasicBlockInContext(e->C, e->F, "for.end");
+  LLVMBuildBr(e->B, hb);
+  LLVMPositionBuilderAtEnd(e->B, hb);
+  LLVMValueRef iphi = LLVMBuildPhi(e->B, LLVMTypeOf(lo), "i");
+  LLVMValueRef cphi[64];
+  for (int k = 0; k < nc; k++) {
+    cphi[k] = LLVMBuildPhi(e->B, ltype(e, wf_vtype(e->fn, in->res[k])), "");
+    e->v[in->res[k]] = cphi[k];
+  }
+  /* inclusive Lua bounds: i <= hi for a positive step, i >= hi otherwise */
+  LLVMValueRef cont;
+  if (it && it->kind == WF_T_FLOAT) {
+    LLVMValueRef up = LLVMBuildFCmp(e->B, LLVMRealOGT, step, LLVMConstReal(LLVMTypeOf(step), 0), "");
+    cont = LLVMBuildSelect(e->B, up, LLVMBuildFCmp(e->B, LLVMRealOLE, iphi, hi, ""),
+                           LLVMBuildFCmp(e->B, LLVMRealOGE, iphi, hi, ""), "");
+  } else if (it && it->kind == WF_T_INT && !it->is_signed) {
+    cont = LLVMBuildICmp(e->B, LLVMIntULE, iphi, hi, "");
+  } else {
+    LLVMValueRef up = LLVMBuildICmp(e->B, LLVMIntSGT, step, LLVMConstInt(LLVMTypeOf(step), 0, 0), "");
+    cont = LLVMBuildSelect(e->B, up, LLVMBuildICmp(e->B, LLVMIntSLE, iphi, hi, ""),
+                           LLVMBuildICmp(e->B, LLVMIntSGE, iphi, hi, ""), "");
+  }
+  LLVMBuildCondBr(e->B, cont, bb, xb);
+  LLVMPositionBuilderAtEnd(e->B, bb);
+  e->v[body->params[0]] = iphi;
+  for (int k = 0; k < nc; k++) e->v[body->params[k + 1]] = cphi[k];
+  wf_inst *term = emit_block(e, body);
+  LLVMValueRef yv[64];
+  term_values(e, term, 0, nc, yv, in);
+  LLVMValueRef next;
+  if (it && it->kind == WF_T_FLOAT) next = LLVMBuildFAdd(e->B, iphi, step, "");
+  else if (it && it->kind == WF_T_INT && !it->is_signed) next = LLVMBuildNUWAdd(e->B, iphi, step, "");
+  else next = LLVMBuildNSWAdd(e->B, iphi, step, "");
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->B);
+  LLVMBuildBr(e->B, hb);
+  LLVMAddIncoming(iphi, &lo, &pre, 1);
+  LLVMAddIncoming(iphi, &next, &latch, 1);
+  for (int k = 0; k < nc; k++) {
+    LLVMValueRef init = argv(e, in, 3 + k);
+    LLVMAddIncoming(cphi[k], &init, &pre, 1);
+    LLVMAddIncoming(cphi[k], &yv[k], &latch, 1);
+  }
+  LLVMPositionBuilderAtEnd(e->B, xb);
+}
+
+static void emit_while(E *e, wf_inst *in) {
+  if (in->nblocks < 2 || in->nargs > 64 || in->nres > 64) {
+    efail(e, in, "malformed while");
+    return;
+  }
+  wf_block *before = in->blocks[0], *after = in->blocks[1];
+  int ni = in->nargs, nr = in->nres;
+  if (before->nparams != ni || after->nparams != nr) {
+    efail(e, in, "malformed while: block parameters do not match");
+    return;
+  }
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->B);
+  LLVMBasicBlockRef hb = LLVMAppendBasicBlockInContext(e->C, e->F, "while.before");
+  LLVMBasicBlockRef ab = LLVMAppendBasicBlockInContext(e->C, e->F, "while.after");
+  LLVMBasicBlockRef xb = LLVMAppendBasicBlockInContext(e->C, e->F, "while.end");
+  LLVMBuildBr(e->B, hb);
+  LLVMPositionBuilderAtEnd(e->B, hb);
+  LLVMValueRef phis[64];
+  for (int k = 0; k < ni; k++) {
+    phis[k] = LLVMBuildPhi(e->B, ltype(e, wf_vtype(e->fn, before->params[k])), "");
+    e->v[before->params[k]] = phis[k];
+  }
+  wf_inst *ct = emit_block(e, before);
+  if (!ct || ct->op != WF_OP_COND || ct->nargs != nr + 1) {
+    efail(e, in, "while: the before region must end with a condition passing %d values", nr);
+    return;
+  }
+  LLVMValueRef cv[64];
+  term_values(e, ct, 1, nr, cv, in);
+  LLVMBuildCondBr(e->B, e->v[ct->args[0]], ab, xb);
+  for (int k = 0; k < nr; k++) {
+    e->v[after->params[k]] = cv[k];
+    e->v[in->res[k]] = cv[k];
+  }
+  LLVMPositionBuilderAtEnd(e->B, ab);
+  wf_inst *yt = emit_block(e, after);
+  LLVMValueRef yv[64];
+  term_values(e, yt, 0, ni, yv, in);
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->B);
+  LLVMBuildBr(e->B, hb);
+  for (int k = 0; k < ni; k++) {
+    LLVMValueRef init = argv(e, in, k);
+    LLVMAddIncoming(phis[k], &init, &pre, 1);
+    LLVMAddIncoming(phis[k], &yv[k], &latch, 1);
+  }
+  LLVMPositionBuilderAtEnd(e->B, xb);
+}
+
+static void emit_inst(E *e, wf_inst *in) {
+  const wf_type *rt = in->nres > 0 ? wf_vtype(e->fn, in->res[0]) : NULL;
+  LLVMValueRef r = NULL;
+  LLVMBuilderRef B = e->B;
+  switch (in->op) {
+  case WF_OP_CONST:
+    if (!rt) break;
+    if (rt->kind == WF_T_FLOAT) r = cfloat(e, rt, in->fimm);
+    else if (rt->kind == WF_T_BOOL) r = LLVMConstInt(e->i1, in->imm != 0, 0);
+    else if (rt->kind == WF_T_INT || rt->kind == WF_T_RNG) r = cint(e, rt, in->imm);
+    else r = LLVMConstNull(ltype(e, rt));
+    break;
+  case WF_OP_UNDEF: r = LLVMConstNull(ltype(e, rt)); break;
+  case WF_OP_PARAM:
+    if (in->imm >= 0 && in->imm < e->fn->nparams) r = e->v[e->fn->params[in->imm]];
+    break;
+  case WF_OP_ADD: case WF_OP_SUB: case WF_OP_MUL: case WF_OP_DIV: case WF_OP_MOD:
+  case WF_OP_FLOORDIV: case WF_OP_POW: case WF_OP_MIN: case WF_OP_MAX: case WF_OP_ATAN2:
+  case WF_OP_BAND: case WF_OP_BOR: case WF_OP_BXOR: case WF_OP_SHL: case WF_OP_SHR:
+    r = binary(e, in, argt(e, in, 0), argv(e, in, 0), argv(e, in, 1));
+    break;
+  case WF_OP_NEG: case WF_OP_ABS: case WF_OP_SIGN: case WF_OP_SQRT: case WF_OP_EXP:
+  case WF_OP_LOG: case WF_OP_SIN: case WF_OP_COS: case WF_OP_TAN: case WF_OP_ASIN:
+  case WF_OP_ACOS: case WF_OP_ATAN: case WF_OP_SINH: case WF_OP_COSH: case WF_OP_TANH:
+  case WF_OP_FLOOR: case WF_OP_CEIL: case WF_OP_ROUND: case WF_OP_NOT: case WF_OP_BNOT:
+    r = unary(e, in, argt(e, in, 0), argv(e, in, 0));
+    break;
+  case WF_OP_EQ: case WF_OP_NE: case WF_OP_LT: case WF_OP_LE: case WF_OP_GT: case WF_OP_GE:
+    r = compare(e, in, argt(e, in, 0), in->op, argv(e, in, 0), argv(e, in, 1));
+    break;
+  case WF_OP_SELECT:
+    r = LLVMBuildSelect(B, argv(e, in, 0), argv(e, in, 1), argv(e, in, 2), "");
+    if (argt(e, in, 1) && argt(e, in, 1)->kind == WF_T_ARRAY) {
+      /* keep the name only when both sides name the same array */
+      int same = e->aname[in->args[1]] == e->aname[in->args[2]] &&
+                 e->adepth[in->args[1]] == e->adepth[in->args[2]];
+      e->aname[in->res[0]] = same ? e->aname[in->args[1]] : -1;
+      e->adepth[in->res[0]] = e->adepth[in->args[1]];
+    }
+    break;
+  case WF_OP_CAST: r = cast(e, in, argv(e, in, 0), argt(e, in, 0), rt); break;
+  case WF_OP_AGG: {
+    int n = wf_t_arity(rt);
+    if (n != in->nargs) {
+      efail(e, in, "agg of %s takes %d components, got %d", rt && rt->name ? rt->name : "?", n, in->nargs);
+      break;
+    }
+    r = LLVMGetUndef(ltype(e, rt));
+    for (int i = 0; i < n; i++) r = LLVMBuildInsertValue(B, r, argv(e, in, i), (unsigned)i, "");
+    break;
+  }
+  case WF_OP_EXTRACT: {
+    const wf_type *at = argt(e, in, 0);
+    if (in->imm < 0 || in->imm >= wf_t_arity(at)) {
+      efail(e, in, "component %d out of range", (int)in->imm);
+      break;
+    }
+    r = LLVMBuildExtractValue(B, argv(e, in, 0), (unsigned)in->imm, "");
+    break;
+  }
+  case WF_OP_INSERT: {
+    const wf_type *at = argt(e, in, 0);
+    if (in->imm < 0 || in->imm >= wf_t_arity(at)) {
+      efail(e, in, "component %d out of range", (int)in->imm);
+      break;
+    }
+    r = LLVMBuildInsertValue(B, argv(e, in, 0), argv(e, in, 1), (unsigned)in->imm, "");
+    break;
+  }
+  case WF_OP_SHAPE: {
+    const wf_type *at = argt(e, in, 0);
+    if (!at || at->kind != WF_T_ARRAY || in->imm < 0 || in->imm >= at->ndim) {
+      efail(e, in, "shape: dimension %d out of range", (int)in->imm);
+      break;
+    }
+    LLVMValueRef s = arr_get(e, argv(e, in, 0), 1, (int)in->imm);
+    r = LLVMTypeOf(s) == ltype(e, rt) ? s : LLVMBuildTrunc(B, s, ltype(e, rt), "");
+    break;
+  }
+  case WF_OP_VIEW: r = view(e, in); break;
+  case WF_OP_LOAD: {
+    LLVMValueRef p = elem_addr(e, in, in->nargs - 1);
+    r = mload(e, rt, p);
+    break;
+  }
+  case WF_OP_STORE: {
+    const wf_type *at = argt(e, in, 0);
+    LLVMValueRef p = elem_addr(e, in, in->nargs - 2);
+    if (at && at->kind == WF_T_ARRAY) mstore(e, in, at->elem, p, argv(e, in, in->nargs - 1));
+    break;
+  }
+  case WF_OP_ATOMIC_ADD: case WF_OP_ATOMIC_MIN: case WF_OP_ATOMIC_MAX: {
+    const wf_type *at = argt(e, in, 0);
+    LLVMValueRef p = elem_addr(e, in, in->nargs - 2);
+    if (at && at->kind == WF_T_ARRAY) r = atomic_any(e, in, at->elem, p, argv(e, in, in->nargs - 1));
+    break;
+  }
+  case WF_OP_TID: {
+    int d = (int)in->imm;
+    r = d >= 0 && d < WF_MAXDIM && e->tid[d] ? e->tid[d] : ci32(e, 0);
+    if (rt && LLVMTypeOf(r) != ltype(e, rt)) r = LLVMBuildSExt(B, r, ltype(e, rt), "");
+    break;
+  }
+  case WF_OP_RNG_INIT:
+    r = pcg(e, LLVMBuildAdd(B, as_i32(e, in->args[0]), pcg(e, as_i32(e, in->args[1])), ""));
+    break;
+  case WF_OP_RANDI:
+  case WF_OP_RANDF: {
+    LLVMValueRef s = pcg(e, argv(e, in, 0));
+    LLVMValueRef val;
+    if (in->op == WF_OP_RANDI) {
+      val = s;
+    } else {
+      val = LLVMBuildFMul(B, LLVMBuildUIToFP(B, LLVMBuildLShr(B, s, ci32(e, 8), ""), e->f32, ""),
+                          LLVMConstReal(e->f32, 1.0 / 16777216.0), "");
+      if (rt && rt->kind == WF_T_FLOAT && rt->bits != 32) val = cast(e, in, val, wf_t_float(e->T, 32), rt);
+    }
+    if (in->nres > 0) e->v[in->res[0]] = val;
+    if (in->nres > 1) e->v[in->res[1]] = s;
+    return;
+  }
+  case WF_OP_PRINT: emit_print(e, in); return;
+  case WF_OP_TRAP: {
+    emit_trap(e, in, in->str ? in->str : "trap");
+    LLVMBuildBr(B, e->exit_bb);
+    fresh_block(e);
+    return;
+  }
+  case WF_OP_CALL:
+    efail(e, in, "internal error: call to function %d was not inlined", (int)in->imm);
+    return;
+  case WF_OP_IF: emit_if(e, in); return;
+  case WF_OP_FOR: emit_for(e, in); return;
+  case WF_OP_WHILE: emit_while(e, in); return;
+  case WF_OP_YIELD: case WF_OP_COND: case WF_OP_RET: return; /* handled by the owner */
+  case WF_OP__COUNT: break;
+  }
+  if (in->nres > 0) {
+    if (!r) {
+      if (!e->failed) efail(e, in, "cannot compile operation '%s'", wf_op_name(in->op));
+      r = LLVMGetUndef(ltype(e, rt));
+    }
+    e->v[in->res[0]] = r;
+  }
+}
+
+/* Emits a block's instructions; returns its terminator (not emitted). A
+** RET anywhere ends the current thread: jump to the thread loop's latch. */
+static wf_inst *emit_block(E *e, wf_block *bl) {
+  for (wf_inst *in = bl->first; in; in = in->next) {
+    if (wf_op_flags(in->op) & WF_OPF_TERM) {
+      if (in->op == WF_OP_RET) {
+        LLVMBuildBr(e->B, e->latch_bb);
+        fresh_block(e);
+      }
+      return in;
+    }
+    emit_inst(e, in);
+  }
+  return NULL;
+}
+
+/* ---------------------------------------------------------------------
+** functions: the body (thread loop) and the entry
+** --------------------------------------------------------------------- */
+
+/* Flattened body parameter types: arrays as data, shape[nd], strides[nd]. */
+static int body_params(E *e, LLVMTypeRef *pt) {
+  int n = 0;
+  for (int i = 0; i < e->fn->nparams; i++) {
+    const wf_type *t = wf_vtype(e->fn, e->fn->params[i]);
+    if (t->kind == WF_T_ARRAY) {
+      pt[n++] = e->ptr;
+      for (int k = 0; k < 2 * t->ndim; k++) pt[n++] = e->i64;
+    } else {
+      pt[n++] = ltype(e, t);
+    }
+  }
+  pt[n++] = e->i64; /* begin */
+  pt[n++] = e->i64; /* end */
+  pt[n++] = e->ptr; /* ctx */
+  return n;
+}
+
+static int count_body_params(const wf_func *fn) {
+  int n = 3;
+  for (int i = 0; i < fn->nparams; i++) {
+    const wf_type *t = wf_vtype(fn, fn->params[i]);
+    n += t->kind == WF_T_ARRAY ? 1 + 2 * t->ndim : 1;
+  }
+  return n;
+}
+
+static void set_target_attrs(E *e, LLVMValueRef f) {
+  if (e->o->cpu && *e->o->cpu)
+    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(e->C, "target-cpu", 10, e->o->cpu,
+                                                      (unsigned)strlen(e->o->cpu)));
+  if (e->o->features && *e->o->features)
+    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(e->C, "target-features", 15, e->o->features,
+                                                      (unsigned)strlen(e->o->features)));
+  add_fn_attr(e, f, "nounwind");
+}
+
+/* The kernel body for one variant, wrapped in the thread loop. */
+static LLVMValueRef emit_body(E *e, int contig, const char *name) {
+  wf_func *fn = e->fn;
+  int np = count_body_params(fn);
+  LLVMTypeRef *pt = malloc(sizeof(*pt) * (size_t)np);
+  if (!pt) {
+    efail(e, NULL, "out of memory");
+    return NULL;
+  }
+  body_params(e, pt);
+  LLVMTypeRef ft = LLVMFunctionType(e->vd, pt, (unsigned)np, 0);
+  free(pt);
+  LLVMValueRef F = LLVMAddFunction(e->M, name, ft);
+  LLVMSetLinkage(F, LLVMInternalLinkage);
+  set_target_attrs(e, F);
+  e->F = F;
+  e->contig = contig;
+  for (int i = 0; i < fn->nvals; i++) e->v[i] = NULL;
+
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, F, "entry");
+  e->exit_bb = LLVMAppendBasicBlockInContext(e->C, F, "exit");
+  LLVMPositionBuilderAtEnd(e->B, e->exit_bb);
+  LLVMBuildRetVoid(e->B);
+  LLVMPositionBuilderAtEnd(e->B, entry);
+
+  /* parameters -> IR values */
+  unsigned k = 0;
+  unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
+  for (int i = 0; i < fn->nparams; i++) {
+    wf_val pv = fn->params[i];
+    const wf_type *t = wf_vtype(fn, pv);
+    if (t->kind == WF_T_ARRAY) {
+      int nd = t->ndim;
+      if (contig && noalias) LLVMAddAttributeAtIndex(F, k + 1, LLVMCreateEnumAttribute(e->C, noalias, 0));
+      LLVMValueRef r = LLVMGetUndef(arr_ltype(e, nd));
+      r = LLVMBuildInsertValue(e->B, r, LLVMGetParam(F, k++), 0, "");
+      LLVMValueRef sh = LLVMGetUndef(LLVMArrayType(e->i64, (unsigned)nd)), st = sh;
+      for (int d = 0; d < nd; d++) sh = LLVMBuildInsertValue(e->B, sh, LLVMGetParam(F, k++), (unsigned)d, "");
+      for (int d = 0; d < nd; d++) {
+        LLVMValueRef s = LLVMGetParam(F, k++);
+        if (contig && d == nd - 1) s = ci64(e, t->elem->size);
+        st = LLVMBuildInsertValue(e->B, st, s, (unsigned)d, "");
+      }
+      r = LLVMBuildInsertValue(e->B, r, sh, 1, "");
+      e->v[pv] = LLVMBuildInsertValue(e->B, r, st, 2, "");
+      e->aname[pv] = (int16_t)i;
+      e->adepth[pv] = 0;
+    } else {
+      e->v[pv] = LLVMGetParam(F, k++);
+    }
+  }
+  LLVMValueRef begin = LLVMGetParam(F, k), end = LLVMGetParam(F, k + 1);
+  e->ctx = LLVMGetParam(F, k + 2);
+  LLVMBuilderRef B = e->B;
+  int nd = e->o->ndim < 1 ? 1 : e->o->ndim > 4 ? 4 : e->o->ndim;
+  LLVMValueRef dims[WF_MAXDIM];
+  for (int d = 0; d < nd; d++) {
+    dims[d] = LLVMBuildLoad2(B, e->i64, gep8(e, e->ctx, ci64(e, 8 * d)), "dim");
+    LLVMSetAlignment(dims[d], 8);
+  }
+  for (int d = 0; d < WF_MAXDIM; d++) e->tid[d] = NULL;
+
+  LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(e->C, F, "start");
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, begin, end, ""), start, e->exit_bb);
+  LLVMPositionBuilderAtEnd(B, start);
+
+  /* outer row loop (ndim > 1): t advances by the row piece just run */
+  LLVMValueRef t = NULL, rown = NULL, j0, jend;
+  LLVMBasicBlockRef row_bb = NULL;
+  if (nd == 1) {
+    j0 = LLVMBuildTrunc(B, begin, e->i32, "");
+    jend = LLVMBuildTrunc(B, end, e->i32, "");
+  } else {
+    row_bb = LLVMAppendBasicBlockInContext(e->C, F, "row");
+    LLVMBuildBr(B, row_bb);
+    LLVMPositionBuilderAtEnd(B, row_bb);
+    t = LLVMBuildPhi(B, e->i64, "t");
+    LLVMValueRef dl = dims[nd - 1];
+    LLVMValueRef row = LLVMBuildSDiv(B, t, dl, "row");
+    LLVMValueRef jj = LLVMBuildSub(B, t, LLVMBuildMul(B, row, dl, ""), "j0");
+    LLVMValueRef left = LLVMBuildSub(B, end, t, "");
+    LLVMValueRef rest = LLVMBuildSub(B, dl, jj, "");
+    rown = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, rest, left, ""), rest, left, "rown");
+    j0 = LLVMBuildTrunc(B, jj, e->i32, "");
+    jend = LLVMBuildTrunc(B, LLVMBuildAdd(B, jj, rown, ""), e->i32, "");
+    /* tids 0..nd-2 from the row number, last of them fastest */
+    LLVMValueRef rem = row;
+    for (int d = nd - 2; d >= 0; d--) {
+      if (d == 0) {
+        e->tid[0] = LLVMBuildTrunc(B, rem, e->i32, "tid0");
+      } else {
+        LLVMValueRef q = LLVMBuildSDiv(B, rem, dims[d], "");
+        e->tid[d] = LLVMBuildTrunc(B, LLVMBuildSub(B, rem, LLVMBuildMul(B, q, dims[d], ""), ""), e->i32, "");
+        rem = q;
+      }
+    }
+  }
+  /* inner loop over the last dimension */
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
+  LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(e->C, F, "thread");
+  LLVMBasicBlockRef latch = LLVMAppendBasicBlockInContext(e->C, F, "thread.next");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->C, F, "thread.done");
+  LLVMBuildBr(B, loop);
+  LLVMPositionBuilderAtEnd(B, loop);
+  LLVMValueRef j = LLVMBuildPhi(B, e->i32, "j");
+  e->tid[nd - 1] = j;
+  e->latch_bb = latch;
+  wf_inst *term = emit_block(e, fn->body);
+  (void)term;
+  LLVMBuildBr(B, latch);
+  LLVMPositionBuilderAtEnd(B, latch);
+  LLVMValueRef jn = LLVMBuildNSWAdd(B, j, ci32(e, 1), "");
+  LLVMValueRef more = LLVMBuildICmp(B, LLVMIntSLT, jn, jend, "");
+  if (e->o->debug) {
+    /* stop when another thread failed */
+    LLVMValueRef ep = gep8(e, e->ctx, ci64(e, 36));
+    LLVMValueRef ev = LLVMBuildLoad2(B, e->i32, ep, "error");
+    LLVMSetAlignment(ev, 4);
+    LLVMSetOrdering(ev, LLVMAtomicOrderingMonotonic);
+    more = LLVMBuildAnd(B, more, LLVMBuildICmp(B, LLVMIntEQ, ev, ci32(e, 0), ""), "");
+  }
+  LLVMBuildCondBr(B, more, loop, done);
+  LLVMAddIncoming(j, &j0, &pre, 1);
+  LLVMAddIncoming(j, &jn, &latch, 1);
+  LLVMPositionBuilderAtEnd(B, done);
+  if (nd == 1) {
+    LLVMBuildBr(B, e->exit_bb);
+  } else {
+    LLVMValueRef tn = LLVMBuildAdd(B, t, rown, "");
+    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, tn, end, ""), row_bb, e->exit_bb);
+    LLVMAddIncoming(t, &begin, &start, 1);
+    LLVMAddIncoming(t, &tn, &done, 1);
+  }
+  return F;
+}
+
+int64_t wf_cpu_arg_layout(const wf_func *fn, int64_t *offsets) {
+  int64_t off = 0;
+  for (int i = 0; i < fn->nparams; i++) {
+    const wf_type *t = wf_vtype(fn, fn->params[i]);
+    int64_t size = t->kind == WF_T_ARRAY ? 8 : t->size;
+    int64_t align = t->align > 8 ? t->align : 8;
+    off = (off + align - 1) / align * align;
+    offsets[i] = off;
+    off += (size < 8 ? 8 : (size + 7) / 8 * 8);
+  }
+  return off < 8 ? 8 : off;
+}
+
+/* The exported entry: unpack arguments, pick the variant, call it. */
+static void emit_entry(E *e, LLVMValueRef fc, LLVMValueRef fg) {
+  wf_func *fn = e->fn;
+  LLVMTypeRef pt[4] = {e->ptr, e->i64, e->i64, e->ptr};
+  LLVMValueRef F = LLVMAddFunction(e->M, e->o->symbol, LLVMFunctionType(e->vd, pt, 4, 0));
+  set_target_attrs(e, F);
+  e->F = F;
+  LLVMBuilderRef B = e->B;
+  LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(e->C, F, "entry"));
+  LLVMValueRef args = LLVMGetParam(F, 0);
+  int np = count_body_params(fn);
+  LLVMValueRef *cargs = malloc(sizeof(*cargs) * (size_t)np);
+  LLVMValueRef *datas = malloc(sizeof(*datas) * (size_t)(fn->nparams + 1));
+  int64_t *offs = malloc(sizeof(*offs) * (size_t)(fn->nparams + 1));
+  if (!cargs || !datas || !offs) {
+    free(cargs), free(datas), free(offs);
+    efail(e, NULL, "out of memory");
+    return;
+  }
+  wf_cpu_arg_layout(fn, offs);
+  int n = 0, na = 0;
+  LLVMValueRef fast = LLVMConstInt(e->i1, 1, 0);
+  for (int i = 0; i < fn->nparams; i++) {
+    const wf_type *t = wf_vtype(fn, fn->params[i]);
+    LLVMValueRef p = gep8(e, args, ci64(e, offs[i]));
+    if (t->kind == WF_T_ARRAY) {
+      LLVMValueRef hdr = LLVMBuildLoad2(B, e->ptr, p, "hdr");
+      LLVMSetAlignment(hdr, 8);
+      LLVMValueRef a = header_value(e, hdr, t->ndim);
+      LLVMValueRef data = arr_get(e, a, 0, -1);
+      cargs[n++] = data;
+      for (int d = 0; d < t->ndim; d++) cargs[n++] = arr_get(e, a, 1, d);
+      for (int d = 0; d < t->ndim; d++) cargs[n++] = arr_get(e, a, 2, d);
+      LLVMValueRef inner = arr_get(e, a, 2, t->ndim - 1);
+      fast = LLVMBuildAnd(B, fast, LLVMBuildICmp(B, LLVMIntEQ, inner, ci64(e, t->elem->size), ""), "");
+      for (int q = 0; q < na; q++)
+        fast = LLVMBuildAnd(B, fast, LLVMBuildICmp(B, LLVMIntNE, data, datas[q], ""), "");
+      datas[na++] = data;
+    } else {
+      cargs[n++] = mload(e, t, p);
+    }
+  }
+  cargs[n++] = LLVMGetParam(F, 1);
+  cargs[n++] = LLVMGetParam(F, 2);
+  cargs[n++] = LLVMGetParam(F, 3);
+  LLVMTypeRef bt = LLVMGlobalGetValueType(fg);
+  if (fc) {
+    LLVMBasicBlockRef cb = LLVMAppendBasicBlockInContext(e->C, F, "contig");
+    LLVMBasicBlockRef gb = LLVMAppendBasicBlockInContext(e->C, F, "general");
+    LLVMBuildCondBr(B, fast, cb, gb);
+    LLVMPositionBuilderAtEnd(B, cb);
+    LLVMBuildCall2(B, bt, fc, cargs, (unsigned)n, "");
+    LLVMBuildRetVoid(B);
+    LLVMPositionBuilderAtEnd(B, gb);
+  }
+  LLVMBuildCall2(B, bt, fg, cargs, (unsigned)n, "");
+  LLVMBuildRetVoid(B);
+  free(cargs), free(datas), free(offs);
+}
+
+static void count_cost(const wf_block *bl, int64_t mult, int64_t *acc) {
+  for (const wf_inst *in = bl->first; in; in = in->next) {
+    int64_t m = mult;
+    if (in->op == WF_OP_FOR || in->op == WF_OP_WHILE) m = mult * 16;
+    if (in->op == WF_OP_PRINT) *acc += 2000 * mult;
+    *acc += mult;
+    for (int b = 0; b < in->nblocks; b++) count_cost(in->blocks[b], m, acc);
+    if (*acc > ((int64_t)1 << 40)) return;
+  }
+}
+
+int64_t wf_cpu_cost(const wf_func *fn) {
+  int64_t acc = 0;
+  if (fn->body) count_cost(fn->body, 1, &acc);
+  return acc < 1 ? 1 : acc;
+}
+
+LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, char *err, size_t errsize) {
+  E e;
+  memset(&e, 0, sizeof e);
+  e.C = C;
+  e.fn = fn;
+  e.T = fn->mod->types;
+  e.o = o;
+  e.err = err;
+  e.errsize = errsize;
+  chunk_display(fn->chunk, e.chunk, sizeof e.chunk);
+  e.i1 = LLVMInt1TypeInContext(C);
+  e.i8 = LLVMInt8TypeInContext(C);
+  e.i16 = LLVMInt16TypeInContext(C);
+  e.i32 = LLVMInt32TypeInContext(C);
+  e.i64 = LLVMInt64TypeInContext(C);
+  e.f16 = LLVMHalfTypeInContext(C);
+  e.f32 = LLVMFloatTypeInContext(C);
+  e.f64 = LLVMDoubleTypeInContext(C);
+  e.ptr = LLVMPointerTypeInContext(C, 0);
+  e.vd = LLVMVoidTypeInContext(C);
+  for (int i = 0; i < fn->nparams; i++) {
+    const wf_type *t = wf_vtype(fn, fn->params[i]);
+    if (!t || t->kind == WF_T_VOID) {
+      snprintf(err, errsize, "kernel '%s': parameter %d has no type", fn->name ? fn->name : "?", i + 1);
+      return NULL;
+    }
+  }
+  size_t nv = (size_t)(fn->nvals > 0 ? fn->nvals : 1);
+  e.v = calloc(nv, sizeof *e.v);
+  e.aname = malloc(nv * sizeof *e.aname);
+  e.adepth = calloc(nv, sizeof *e.adepth);
+  if (!e.v || !e.aname || !e.adepth) {
+    free(e.v), free(e.aname), free(e.adepth);
+    snprintf(err, errsize, "out of memory");
+    return NULL;
+  }
+  for (size_t i = 0; i < nv; i++) e.aname[i] = -1;
+  e.M = LLVMModuleCreateWithNameInContext(fn->name ? fn->name : "kernel", C);
+  e.B = LLVMCreateBuilderInContext(C);
+  int has_arrays = 0;
+  for (int i = 0; i < fn->nparams; i++) has_arrays |= wf_vtype(fn, fn->params[i])->kind == WF_T_ARRAY;
+  LLVMValueRef fc = NULL, fg;
+  if (has_arrays && !o->debug) fc = emit_body(&e, 1, "body.c");
+  fg = emit_body(&e, 0, "body.g");
+  if (!e.failed) emit_entry(&e, fc, fg);
+  LLVMDisposeBuilder(e.B);
+  free(e.v), free(e.aname), free(e.adepth);
+  if (e.failed) {
+    LLVMDisposeModule(e.M);
+    return NULL;
+  }
+  char *msg = NULL;
+  if (LLVMVerifyModule(e.M, LLVMReturnStatusAction, &msg)) {
+    snprintf(err, errsize, "internal error: invalid LLVM IR for kernel '%s': %s", fn->name ? fn->name : "?",
+             msg ? msg : "");
+    LLVMDisposeMessage(msg);
+    LLVMDisposeModule(e.M);
+    return NULL;
+  }
+  LLVMDisposeMessage(msg);
+  return e.M;
+}

@@ -1,0 +1,651 @@
+/*
+** jit.c -- native code for kernels: O3, object code, ORC LLJIT, the disk
+** cache, and the Lua functions of the CPU backend (core.cpu_compile,
+** core.llvm_ir, core.cpu_stats).
+**
+** One wf_jit per Lua state, made on first use and kept in the registry
+** (userdata "weft.cpujit", freed by __gc with the state). It owns the
+** LLJIT (all kernel code), a target machine for the host (CPU name and
+** features, O3, PIC), and counters.
+**
+** Compiling a kernel:
+**   key = hash(codegen version, weft and LLVM versions, triple, cpu,
+**              features, options, chunk/locations, IR text)   128 bits
+**   in memory (registry table key -> result)                  -> done
+**   disk: $WEFT_CACHE_DIR/<key>.o (default ~/.cache/weft; "0" or "off"
+**         disables)  header "WEFTOBJ1" + key + size, then the object
+**   else: IR -> LLVM (emit.c) -> default<O3> -> object -> write to a
+**         temporary file + rename (atomic for concurrent processes)
+**   the object goes into the LLJIT; the entry symbol is "wfk_<key>".
+*/
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <llvm-c/Core.h>
+#include <llvm-c/Error.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Orc.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include "cpu/cpu.h"
+#include "runtime/core.h"
+
+#ifndef WEFT_LLVM_VERSION
+#define WEFT_LLVM_VERSION "?"
+#endif
+
+#define JIT_MT "weft.cpujit"
+#define JIT_KERNELS "weft.cpujit.kernels"
+#define CACHE_MAGIC "WEFTOBJ1"
+
+struct wf_jit {
+  LLVMOrcLLJITRef jit;
+  LLVMTargetMachineRef tm;
+  char *triple, *cpu, *features;
+  int cache_on;
+  char cachedir[1024];
+  int64_t compiles, disk_hits, disk_writes, mem_hits;
+  int serial;
+};
+
+/* ---------------------------------------------------------------------
+** hashing: two 64-bit FNV-style lanes with different multipliers, each
+** finished with a splitmix64 avalanche. Not cryptographic: it names cache
+** files, and a stale entry is also guarded by the codegen version.
+** --------------------------------------------------------------------- */
+typedef struct h128 {
+  uint64_t a, b;
+} h128;
+
+static void h_bytes(h128 *h, const void *p, size_t n) {
+  const unsigned char *s = p;
+  uint64_t a = h->a, b = h->b;
+  for (size_t i = 0; i < n; i++) {
+    a = (a ^ s[i]) * 0x100000001b3ULL;
+    b = (b ^ s[i]) * 0xff51afd7ed558ccdULL;
+    b ^= b >> 31;
+  }
+  h->a = a, h->b = b;
+}
+
+/* A field: length first, so ("ab","c") and ("a","bc") differ. */
+static void h_str(h128 *h, const char *s) {
+  uint64_t n = s ? strlen(s) : (uint64_t)-1;
+  h_bytes(h, &n, sizeof n);
+  if (s) h_bytes(h, s, (size_t)n);
+}
+
+static uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+static void h_locs(h128 *h, const wf_block *bl) {
+  for (const wf_inst *in = bl->first; in; in = in->next) {
+    h_bytes(h, &in->loc, sizeof in->loc);
+    for (int b = 0; b < in->nblocks; b++) h_locs(h, in->blocks[b]);
+  }
+}
+
+/* ---------------------------------------------------------------------
+** the JIT object
+** --------------------------------------------------------------------- */
+static pthread_once_t llvm_once = PTHREAD_ONCE_INIT;
+static int llvm_init_failed;
+
+static void llvm_init(void) {
+  if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter()) llvm_init_failed = 1;
+}
+
+static void errmsg_take(LLVMErrorRef er, char *err, size_t es, const char *what) {
+  char *m = LLVMGetErrorMessage(er);
+  snprintf(err, es, "%s: %s", what, m ? m : "unknown error");
+  LLVMDisposeErrorMessage(m);
+}
+
+static void jit_release(wf_jit *j) {
+  if (j->jit) LLVMOrcDisposeLLJIT(j->jit);
+  if (j->tm) LLVMDisposeTargetMachine(j->tm);
+  LLVMDisposeMessage(j->triple);
+  LLVMDisposeMessage(j->cpu);
+  LLVMDisposeMessage(j->features);
+  memset(j, 0, sizeof *j);
+}
+
+/* Creates the directory and its parents. 0 on success. */
+static int mkdirs(const char *path) {
+  char buf[1024];
+  size_t n = strlen(path);
+  if (n == 0 || n >= sizeof buf) return -1;
+  memcpy(buf, path, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (buf[i] == '/' || buf[i] == '\0') {
+      char c = buf[i];
+      buf[i] = '\0';
+      if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+      buf[i] = c;
+    }
+  }
+  return 0;
+}
+
+static void cache_setup(wf_jit *j) {
+  const char *d = getenv("WEFT_CACHE_DIR");
+  j->cache_on = 0;
+  if (d && (!strcmp(d, "0") || !strcmp(d, "off") || !strcmp(d, ""))) return;
+  if (d) {
+    snprintf(j->cachedir, sizeof j->cachedir, "%s", d);
+  } else {
+    const char *home = getenv("HOME");
+    if (!home || !*home) return;
+    snprintf(j->cachedir, sizeof j->cachedir, "%s/.cache/weft", home);
+  }
+  j->cache_on = mkdirs(j->cachedir) == 0;
+}
+
+static int jit_init(wf_jit *j, char *err, size_t es) {
+  pthread_once(&llvm_once, llvm_init);
+  if (llvm_init_failed) {
+    snprintf(err, es, "weft: LLVM has no native target for this host");
+    return -1;
+  }
+  j->triple = LLVMGetDefaultTargetTriple();
+  j->cpu = LLVMGetHostCPUName();
+  j->features = LLVMGetHostCPUFeatures();
+  LLVMTargetRef target;
+  char *msg = NULL;
+  if (LLVMGetTargetFromTriple(j->triple, &target, &msg)) {
+    snprintf(err, es, "weft: LLVM target %s: %s", j->triple, msg ? msg : "");
+    LLVMDisposeMessage(msg);
+    return -1;
+  }
+  j->tm = LLVMCreateTargetMachine(target, j->triple, j->cpu, j->features, LLVMCodeGenLevelAggressive,
+                                  LLVMRelocPIC, LLVMCodeModelSmall);
+  if (!j->tm) {
+    snprintf(err, es, "weft: cannot create an LLVM target machine for %s", j->triple);
+    return -1;
+  }
+  LLVMOrcLLJITBuilderRef jb = LLVMOrcCreateLLJITBuilder();
+  LLVMOrcJITTargetMachineBuilderRef jtmb;
+  LLVMErrorRef er = LLVMOrcJITTargetMachineBuilderDetectHost(&jtmb);
+  if (er) {
+    LLVMOrcDisposeLLJITBuilder(jb);
+    errmsg_take(er, err, es, "weft: LLJIT host detection");
+    return -1;
+  }
+  LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(jb, jtmb);
+  if ((er = LLVMOrcCreateLLJIT(&j->jit, jb))) {
+    j->jit = NULL;
+    errmsg_take(er, err, es, "weft: cannot create the LLJIT");
+    return -1;
+  }
+  /* the helpers and libm, resolved explicitly */
+  LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->jit);
+  const wf_cpu_sym *syms = wf_cpu_symbols();
+  size_t n = 0;
+  while (syms[n].name) n++;
+  LLVMOrcCSymbolMapPairs pairs = calloc(n, sizeof *pairs);
+  if (!pairs) {
+    snprintf(err, es, "weft: out of memory");
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++) {
+    pairs[i].Name = LLVMOrcLLJITMangleAndIntern(j->jit, syms[i].name);
+    pairs[i].Sym.Address = (LLVMOrcExecutorAddress)(uintptr_t)syms[i].addr;
+    pairs[i].Sym.Flags.GenericFlags = LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable;
+    pairs[i].Sym.Flags.TargetFlags = 0;
+  }
+  LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(pairs, n);
+  free(pairs);
+  if ((er = LLVMOrcJITDylibDefine(jd, mu))) {
+    LLVMOrcDisposeMaterializationUnit(mu);
+    errmsg_take(er, err, es, "weft: JIT symbols");
+    return -1;
+  }
+  /* anything else the code generator may call (compiler-rt style helpers) */
+  LLVMOrcDefinitionGeneratorRef gen;
+  if (!(er = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(j->jit),
+                                                                  NULL, NULL)))
+    LLVMOrcJITDylibAddGenerator(jd, gen);
+  else
+    LLVMConsumeError(er);
+  cache_setup(j);
+  return 0;
+}
+
+wf_jit *wf_jit_new(char *err, size_t es) {
+  wf_jit *j = calloc(1, sizeof *j);
+  if (!j) {
+    snprintf(err, es, "weft: out of memory");
+    return NULL;
+  }
+  if (jit_init(j, err, es) != 0) {
+    jit_release(j);
+    free(j);
+    return NULL;
+  }
+  return j;
+}
+
+void wf_jit_free(wf_jit *j) {
+  if (!j) return;
+  jit_release(j);
+  free(j);
+}
+
+typedef struct jit_ud {
+  wf_jit *j;
+} jit_ud;
+
+static int jit_gc(lua_State *L) {
+  jit_ud *u = luaL_checkudata(L, 1, JIT_MT);
+  wf_jit_free(u->j);
+  u->j = NULL;
+  return 0;
+}
+
+/* The state's JIT, made on first use; raises a Lua error on failure. */
+static wf_jit *get_jit(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, JIT_MT ".instance");
+  jit_ud *u = lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (u && u->j) return u->j;
+  u = lua_newuserdata(L, sizeof *u);
+  u->j = NULL;
+  if (luaL_newmetatable(L, JIT_MT)) {
+    lua_pushcfunction(L, jit_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  char err[512];
+  u->j = wf_jit_new(err, sizeof err);
+  if (!u->j) luaL_error(L, "%s", err);
+  lua_setfield(L, LUA_REGISTRYINDEX, JIT_MT ".instance");
+  return u->j;
+}
+
+/* ---------------------------------------------------------------------
+** compiling
+** --------------------------------------------------------------------- */
+static int dump_llvm(void) {
+  const char *d = getenv("WEFT_DUMP");
+  return d && strstr(d, "llvm") != NULL;
+}
+
+/* IR -> optimized LLVM module (in C), or NULL with err. */
+static LLVMModuleRef build_module(wf_jit *j, LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, int optimize,
+                                  char *err, size_t es) {
+  LLVMModuleRef M = wf_llvm_emit(C, fn, o, err, es);
+  if (!M) return NULL;
+  LLVMSetTarget(M, j->triple);
+  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(j->tm);
+  LLVMSetModuleDataLayout(M, td);
+  LLVMDisposeTargetData(td);
+  if (optimize) {
+    LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+    LLVMPassBuilderOptionsSetLoopVectorization(po, 1);
+    LLVMPassBuilderOptionsSetSLPVectorization(po, 1);
+    LLVMPassBuilderOptionsSetLoopUnrolling(po, 1);
+    LLVMPassBuilderOptionsSetLoopInterleaving(po, 1);
+    LLVMErrorRef er = LLVMRunPasses(M, "default<O3>", j->tm, po);
+    LLVMDisposePassBuilderOptions(po);
+    if (er) {
+      errmsg_take(er, err, es, "weft: LLVM optimization failed");
+      LLVMDisposeModule(M);
+      return NULL;
+    }
+  }
+  return M;
+}
+
+static void key_hex(const h128 *h, char out[33]) {
+  snprintf(out, 33, "%016llx%016llx", (unsigned long long)h->a, (unsigned long long)h->b);
+}
+
+static h128 kernel_key(wf_jit *j, wf_func *fn, const wf_cpu_opts *o, const char *irtext) {
+  h128 h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
+  char hdr[128];
+  snprintf(hdr, sizeof hdr, "weft-cpu %d weft %s llvm %s debug %d ndim %d", WF_CPU_CODEGEN_VERSION,
+           WEFT_VERSION, WEFT_LLVM_VERSION, o->debug, o->ndim);
+  h_str(&h, hdr);
+  h_str(&h, j->triple);
+  h_str(&h, j->cpu);
+  h_str(&h, j->features);
+  h_str(&h, fn->name);
+  h_str(&h, fn->chunk);
+  for (int i = 0; i < o->nnames; i++) h_str(&h, o->names[i]);
+  if (fn->body) h_locs(&h, fn->body);
+  h_str(&h, irtext);
+  h.a = mix64(h.a);
+  h.b = mix64(h.b ^ h.a);
+  return h;
+}
+
+/* Reads <dir>/<key>.o into a fresh buffer (the object only), or NULL. */
+static LLVMMemoryBufferRef cache_read(wf_jit *j, const char *key) {
+  char path[1200];
+  snprintf(path, sizeof path, "%s/%s.o", j->cachedir, key);
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char magic[8], k[32];
+  uint64_t size = 0;
+  LLVMMemoryBufferRef buf = NULL;
+  if (fread(magic, 1, 8, f) == 8 && !memcmp(magic, CACHE_MAGIC, 8) && fread(k, 1, 32, f) == 32 &&
+      !memcmp(k, key, 32) && fread(&size, sizeof size, 1, f) == 1 && size > 0 && size < (1u << 30)) {
+    char *data = malloc(size);
+    if (data && fread(data, 1, size, f) == size && fgetc(f) == EOF)
+      buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(data, size, key);
+    free(data);
+  }
+  fclose(f);
+  return buf;
+}
+
+/* Writes the object under its key: temporary file, then rename(), so a
+** reader never sees a partial file and concurrent writers do not clash. */
+static void cache_write(wf_jit *j, const char *key, const char *data, size_t size) {
+  char path[1200], tmp[1300];
+  snprintf(path, sizeof path, "%s/%s.o", j->cachedir, key);
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%p", path, (long)getpid(), (void *)&tmp);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return;
+  uint64_t sz = size;
+  int ok = fwrite(CACHE_MAGIC, 1, 8, f) == 8 && fwrite(key, 1, 32, f) == 32 &&
+           fwrite(&sz, sizeof sz, 1, f) == 1 && fwrite(data, 1, size, f) == size;
+  ok = (fclose(f) == 0) && ok;
+  if (ok && rename(tmp, path) == 0) {
+    j->disk_writes++;
+  } else {
+    remove(tmp);
+  }
+}
+
+/* Adds an object to the JIT (taking the buffer) and finds sym in it. */
+static void *add_and_lookup(wf_jit *j, LLVMMemoryBufferRef obj, const char *sym, char *err, size_t es) {
+  LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->jit);
+  LLVMErrorRef er = LLVMOrcLLJITAddObjectFile(j->jit, jd, obj);
+  if (er) {
+    errmsg_take(er, err, es, "weft: cannot load kernel code");
+    return NULL;
+  }
+  LLVMOrcExecutorAddress addr = 0;
+  if ((er = LLVMOrcLLJITLookup(j->jit, &addr, sym))) {
+    errmsg_take(er, err, es, "weft: cannot link kernel code");
+    return NULL;
+  }
+  return (void *)(uintptr_t)addr;
+}
+
+typedef struct cresult {
+  void *fn;
+  int from_disk;
+  char key[33];
+} cresult;
+
+static int compile_kernel(wf_jit *j, wf_func *fn, wf_cpu_opts *o, const char *irtext, cresult *out,
+                          char *err, size_t es) {
+  h128 h = kernel_key(j, fn, o, irtext);
+  key_hex(&h, out->key);
+  char sym[64];
+  snprintf(sym, sizeof sym, "wfk_%s", out->key);
+  o->symbol = sym;
+  o->cpu = j->cpu;
+  o->features = j->features;
+  int dump = dump_llvm();
+  if (j->cache_on && !dump) {
+    LLVMMemoryBufferRef obj = cache_read(j, out->key);
+    if (obj) {
+      char e2[256];
+      out->fn = add_and_lookup(j, obj, sym, e2, sizeof e2);
+      if (out->fn) {
+        out->from_disk = 1;
+        j->disk_hits++;
+        return 0;
+      }
+      /* a damaged file: drop it and compile under a new symbol */
+      char path[1200];
+      snprintf(path, sizeof path, "%s/%s.o", j->cachedir, out->key);
+      remove(path);
+      snprintf(sym, sizeof sym, "wfk_%s_%d", out->key, ++j->serial);
+    }
+  }
+  LLVMContextRef C = LLVMContextCreate();
+  LLVMModuleRef M = build_module(j, C, fn, o, 1, err, es);
+  if (!M) {
+    LLVMContextDispose(C);
+    return -1;
+  }
+  if (dump) {
+    char *s = LLVMPrintModuleToString(M);
+    fprintf(stderr, "; weft: LLVM IR of kernel '%s' (O3)\n%s\n", fn->name ? fn->name : "?", s);
+    LLVMDisposeMessage(s);
+  }
+  char *msg = NULL;
+  LLVMMemoryBufferRef obj = NULL;
+  if (LLVMTargetMachineEmitToMemoryBuffer(j->tm, M, LLVMObjectFile, &msg, &obj)) {
+    snprintf(err, es, "weft: LLVM code generation failed: %s", msg ? msg : "");
+    LLVMDisposeMessage(msg);
+    LLVMDisposeModule(M);
+    LLVMContextDispose(C);
+    return -1;
+  }
+  LLVMDisposeModule(M);
+  LLVMContextDispose(C);
+  j->compiles++;
+  if (j->cache_on && strchr(sym + 4, '_') == NULL)
+    cache_write(j, out->key, LLVMGetBufferStart(obj), LLVMGetBufferSize(obj));
+  out->fn = add_and_lookup(j, obj, sym, err, es);
+  return out->fn ? 0 : -1;
+}
+
+void *wf_jit_compile(wf_jit *j, wf_func *fn, wf_cpu_opts *o, int *from_disk, char *err, size_t es) {
+  char *irtext = wf_ir_to_string(fn->mod);
+  if (!irtext) {
+    snprintf(err, es, "weft: out of memory");
+    return NULL;
+  }
+  cresult res;
+  memset(&res, 0, sizeof res);
+  int st = compile_kernel(j, fn, o, irtext, &res, err, es);
+  free(irtext);
+  if (from_disk) *from_disk = res.from_disk;
+  return st == 0 ? res.fn : NULL;
+}
+
+void wf_jit_stats(const wf_jit *j, int64_t *compiles, int64_t *disk_hits) {
+  if (compiles) *compiles = j->compiles;
+  if (disk_hits) *disk_hits = j->disk_hits;
+}
+
+/* ---------------------------------------------------------------------
+** Lua functions
+** --------------------------------------------------------------------- */
+
+/* The kernel to compile: opts.name, else the module's first kernel. */
+static wf_func *pick_kernel(lua_State *L, wf_module *m, int opts) {
+  const char *name = NULL;
+  if (lua_istable(L, opts)) {
+    lua_getfield(L, opts, "name");
+    name = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  for (int i = 0; i < m->nfuncs; i++) {
+    wf_func *f = m->funcs[i];
+    if (name ? (f->name && !strcmp(f->name, name)) : f->is_kernel) return f;
+  }
+  if (name) luaL_error(L, "weft: module has no function '%s'", name);
+  luaL_error(L, "weft: module has no kernel");
+  return NULL;
+}
+
+/* Reads opts {debug, ndim, names}; the name strings stay on the stack
+** (referenced by the opts table) while the caller uses them. */
+static void read_opts(lua_State *L, int opts, wf_cpu_opts *o, const char **names, int maxn) {
+  memset(o, 0, sizeof *o);
+  o->ndim = 1;
+  o->names = names;
+  if (!lua_istable(L, opts)) return;
+  lua_getfield(L, opts, "debug");
+  o->debug = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, opts, "ndim");
+  if (lua_isnumber(L, -1)) o->ndim = (int)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  if (o->ndim < 1 || o->ndim > 4) luaL_error(L, "weft: ndim must be 1 to 4, got %d", o->ndim);
+  lua_getfield(L, opts, "names");
+  if (lua_istable(L, -1)) {
+    int n = (int)lua_objlen(L, -1);
+    if (n > maxn) n = maxn;
+    for (int i = 0; i < n; i++) {
+      lua_rawgeti(L, -1, i + 1);
+      names[i] = lua_tostring(L, -1); /* kept alive by the names table */
+      lua_pop(L, 1);
+    }
+    o->nnames = n;
+  }
+  lua_pop(L, 1);
+}
+
+#define MAXNAMES 256
+
+/* core.cpu_compile(module, opts) -> { fn = lightuserdata, size = bytes,
+**   offsets = {byte offset of each parameter}, cost = work per thread,
+**   key = hex, from_disk = bool }
+** opts: debug (bool), ndim (1-4, default 1), names (parameter names),
+**   name (function to compile; default the first kernel). */
+static int l_cpu_compile(lua_State *L) {
+  wf_module *m = wf_core_checkmodule(L, 1);
+  wf_func *fn = pick_kernel(L, m, 2);
+  const char *names[MAXNAMES];
+  wf_cpu_opts o;
+  read_opts(L, 2, &o, names, MAXNAMES);
+  wf_jit *j = get_jit(L);
+  char *irtext = wf_ir_to_string(m);
+  if (!irtext) return luaL_error(L, "weft: out of memory");
+  /* in-memory cache: same key -> same code */
+  h128 h = kernel_key(j, fn, &o, irtext);
+  char key[33];
+  key_hex(&h, key);
+  lua_getfield(L, LUA_REGISTRYINDEX, JIT_KERNELS);
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, JIT_KERNELS);
+  }
+  int kt = lua_gettop(L);
+  lua_getfield(L, kt, key);
+  if (!lua_isnil(L, -1)) {
+    free(irtext);
+    j->mem_hits++;
+    return 1;
+  }
+  lua_pop(L, 1);
+  cresult res;
+  memset(&res, 0, sizeof res);
+  char err[1024];
+  int st = compile_kernel(j, fn, &o, irtext, &res, err, sizeof err);
+  free(irtext);
+  if (st != 0) return luaL_error(L, "%s", err);
+  int64_t offs_buf[64], *offs = fn->nparams <= 64 ? offs_buf : malloc(sizeof(int64_t) * (size_t)fn->nparams);
+  if (!offs) return luaL_error(L, "weft: out of memory");
+  int64_t size = wf_cpu_arg_layout(fn, offs);
+  lua_createtable(L, 0, 8);
+  lua_pushlightuserdata(L, res.fn);
+  lua_setfield(L, -2, "fn");
+  lua_pushnumber(L, (lua_Number)size);
+  lua_setfield(L, -2, "size");
+  lua_createtable(L, fn->nparams, 0);
+  for (int i = 0; i < fn->nparams; i++) {
+    lua_pushnumber(L, (lua_Number)offs[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "offsets");
+  if (offs != offs_buf) free(offs);
+  lua_pushnumber(L, (lua_Number)wf_cpu_cost(fn));
+  lua_setfield(L, -2, "cost");
+  lua_pushstring(L, res.key);
+  lua_setfield(L, -2, "key");
+  lua_pushboolean(L, res.from_disk);
+  lua_setfield(L, -2, "from_disk");
+  lua_pushvalue(L, -1);
+  lua_setfield(L, kt, key);
+  return 1;
+}
+
+/* core.llvm_ir(module [, opts]) -> LLVM IR text (opts.optimize = false for
+** the IR before O3). */
+static int l_llvm_ir(lua_State *L) {
+  wf_module *m = wf_core_checkmodule(L, 1);
+  wf_func *fn = pick_kernel(L, m, 2);
+  const char *names[MAXNAMES];
+  wf_cpu_opts o;
+  read_opts(L, 2, &o, names, MAXNAMES);
+  int optimize = 1;
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "optimize");
+    if (!lua_isnil(L, -1)) optimize = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  wf_jit *j = get_jit(L);
+  char sym[128];
+  snprintf(sym, sizeof sym, "wfk_%s", fn->name ? fn->name : "kernel");
+  o.symbol = sym;
+  o.cpu = j->cpu;
+  o.features = j->features;
+  char err[1024];
+  LLVMContextRef C = LLVMContextCreate();
+  LLVMModuleRef M = build_module(j, C, fn, &o, optimize, err, sizeof err);
+  if (!M) {
+    LLVMContextDispose(C);
+    return luaL_error(L, "%s", err);
+  }
+  char *s = LLVMPrintModuleToString(M);
+  LLVMDisposeModule(M);
+  LLVMContextDispose(C);
+  lua_pushstring(L, s);
+  LLVMDisposeMessage(s);
+  return 1;
+}
+
+/* core.cpu_stats() -> { compiles, disk_hits, disk_writes, memory_hits,
+**   cache_dir (or false), cpu, features, triple } */
+static int l_cpu_stats(lua_State *L) {
+  wf_jit *j = get_jit(L);
+  lua_createtable(L, 0, 8);
+  lua_pushnumber(L, (lua_Number)j->compiles);
+  lua_setfield(L, -2, "compiles");
+  lua_pushnumber(L, (lua_Number)j->disk_hits);
+  lua_setfield(L, -2, "disk_hits");
+  lua_pushnumber(L, (lua_Number)j->disk_writes);
+  lua_setfield(L, -2, "disk_writes");
+  lua_pushnumber(L, (lua_Number)j->mem_hits);
+  lua_setfield(L, -2, "memory_hits");
+  if (j->cache_on) lua_pushstring(L, j->cachedir);
+  else lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "cache_dir");
+  lua_pushstring(L, j->cpu);
+  lua_setfield(L, -2, "cpu");
+  lua_pushstring(L, j->triple);
+  lua_setfield(L, -2, "triple");
+  return 1;
+}
+
+void wf_cpu_register(lua_State *L, int t) {
+  lua_pushcfunction(L, l_cpu_compile);
+  lua_setfield(L, t, "cpu_compile");
+  lua_pushcfunction(L, l_llvm_ir);
+  lua_setfield(L, t, "llvm_ir");
+  lua_pushcfunction(L, l_cpu_stats);
+  lua_setfield(L, t, "cpu_stats");
+}

@@ -1,0 +1,1213 @@
+/*
+** emit.c -- IR -> CUDA C.
+**
+** One pass over each kernel function of the module (after wf_ir_optimize:
+** calls are inlined). The output has four parts:
+**
+**   1. device prelude   (skipped when WF_HOST_SHIM is defined: the host
+**                        shim header supplies the same names for g++)
+**   2. portable prelude wf_arr, wf_dims, helpers for Lua's % and //,
+**                        atomics-free math, the RNG (same code on both sides)
+**   3. types            one struct per aggregate type used (fields f0..fN in
+**                        the C layout of wf_type; static_assert on the size)
+**   4. kernels          extern "C" __global__ entries with a grid-stride loop
+**
+** Every SSA value becomes a C local `v<N>`; structured regions become C
+** control flow: IF results are declared before the `if` and assigned by the
+** yields; FOR/WHILE carry their loop values in `c<N>_<k>` locals. `#line`
+** directives map each instruction back to its Lua line, so NVRTC messages
+** and device printf positions point at the kernel source.
+*/
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/wf_cuda.h"
+
+/* ---- output buffer ---------------------------------------------------- */
+typedef struct sbuf {
+  char *p;
+  size_t len, cap;
+  int oom;
+} sbuf;
+
+static void sb_putn(sbuf *b, const char *s, size_t n) {
+  if (b->oom) return;
+  if (b->len + n + 1 > b->cap) {
+    size_t nc = b->cap ? b->cap : 4096;
+    while (nc < b->len + n + 1) nc *= 2;
+    char *np = realloc(b->p, nc);
+    if (!np) {
+      b->oom = 1;
+      return;
+    }
+    b->p = np;
+    b->cap = nc;
+  }
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = 0;
+}
+
+static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+  char tmp[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n < sizeof tmp) {
+    sb_putn(b, tmp, (size_t)n);
+    return;
+  }
+  char *big = malloc((size_t)n + 1);
+  if (!big) {
+    b->oom = 1;
+    return;
+  }
+  va_start(ap, fmt);
+  vsnprintf(big, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  sb_putn(b, big, (size_t)n);
+  free(big);
+}
+
+/* A C string literal for s (escapes quotes, backslashes, controls). */
+static void sb_cstr(sbuf *b, const char *s) {
+  sb_puts(b, "\"");
+  for (; s && *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      sb_printf(b, "\\%c", c);
+    else if (c == '\n')
+      sb_puts(b, "\\n");
+    else if (c == '\t')
+      sb_puts(b, "\\t");
+    else if (c < 32 || c >= 127)
+      sb_printf(b, "\\%03o", c);
+    else
+      sb_putn(b, (const char *)&c, 1);
+  }
+  sb_puts(b, "\"");
+}
+
+/* ---- emitter state ---------------------------------------------------- */
+typedef struct agg_name {
+  const wf_type *t;
+  char name[80];
+} agg_name;
+
+typedef struct emitter {
+  wf_module *m;
+  sbuf types; /* struct definitions, in dependency order */
+  sbuf body;  /* kernels */
+  agg_name **aggs; /* each allocated apart: names stay put */
+  int naggs, capaggs;
+  int nloops; /* numbering of loop-carried locals */
+  int uses_half;
+  int indent;
+  int last_line;
+  const char *chunk; /* chunk name for #line (without '@') */
+  const wf_func *fn;
+  char *err;
+  size_t errsize;
+  int failed;
+} emitter;
+
+/* Record the first error, with the instruction's position if known. */
+static void fail(emitter *E, const wf_inst *in, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void fail(emitter *E, const wf_inst *in, const char *fmt, ...) {
+  if (E->failed) return;
+  E->failed = 1;
+  char msg[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (in && in->loc.line > 0 && E->chunk)
+    snprintf(E->err, E->errsize, "%s:%d: cuda: %s", E->chunk, (int)in->loc.line, msg);
+  else
+    snprintf(E->err, E->errsize, "cuda: %s", msg);
+}
+
+static void ind(emitter *E) {
+  for (int i = 0; i < E->indent; i++) sb_puts(&E->body, "  ");
+}
+
+/* ---- types ------------------------------------------------------------ */
+static int is_half(const wf_type *t) { return t->kind == WF_T_FLOAT && t->bits == 16; }
+static int is_sint(const wf_type *t) { return t->kind == WF_T_INT && t->is_signed; }
+
+static const char *int_ctype(int bits, int is_signed) {
+  switch (bits) {
+  case 8: return is_signed ? "signed char" : "unsigned char";
+  case 16: return is_signed ? "short" : "unsigned short";
+  case 32: return is_signed ? "int" : "unsigned int";
+  default: return is_signed ? "long long" : "unsigned long long";
+  }
+}
+
+static const char *ctype(emitter *E, const wf_type *t);
+
+/* Define the struct for aggregate t (components first) and name it. */
+static const char *agg_ctype(emitter *E, const wf_type *t) {
+  for (int i = 0; i < E->naggs; i++)
+    if (E->aggs[i]->t == t) return E->aggs[i]->name;
+  int n = wf_t_arity(t);
+  const char *fields[64];
+  if (n > 64) {
+    fail(E, NULL, "aggregate %s has too many components", t->name ? t->name : "?");
+    return "int";
+  }
+  for (int i = 0; i < n; i++) fields[i] = ctype(E, wf_t_component(E->m->types, t, i));
+  if (E->naggs == E->capaggs) {
+    int nc = E->capaggs ? E->capaggs * 2 : 16;
+    agg_name **na = realloc(E->aggs, sizeof *na * (size_t)nc);
+    if (!na) {
+      E->types.oom = 1;
+      return "int";
+    }
+    E->aggs = na;
+    E->capaggs = nc;
+  }
+  agg_name *a = malloc(sizeof *a);
+  if (!a) {
+    E->types.oom = 1;
+    return "int";
+  }
+  E->aggs[E->naggs++] = a;
+  a->t = t;
+  char base[64];
+  size_t k = 0;
+  for (const char *s = t->name ? t->name : "agg"; *s && k < sizeof base - 1; s++)
+    base[k++] = ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9'))
+                    ? *s
+                    : '_';
+  base[k] = 0;
+  snprintf(a->name, sizeof a->name, "wf_%s%s_%d", t->kind == WF_T_STRUCT ? "s_" : "", base,
+           E->naggs);
+  const char *name = a->name;
+  sbuf *b = &E->types;
+  sb_printf(b, "struct %s { /* %s */\n", name, t->name ? t->name : "");
+  uint32_t pos = 0;
+  for (int i = 0; i < n; i++) {
+    const wf_type *ft = wf_t_component(E->m->types, t, i);
+    uint32_t al = ft->align ? ft->align : 1;
+    pos = (pos + al - 1) / al * al;
+    if (t->kind == WF_T_STRUCT && t->fields[i].offset > pos) {
+      sb_printf(b, "  char pad%d[%u];\n", i, t->fields[i].offset - pos);
+      pos = t->fields[i].offset;
+    }
+    sb_printf(b, "  %s f%d;\n", fields[i], i);
+    pos += ft->size;
+  }
+  sb_puts(b, "};\n");
+  sb_printf(b, "static_assert(sizeof(%s) == %u, \"layout of %s\");\n", name, t->size,
+            t->name ? t->name : "");
+  return name;
+}
+
+static const char *ctype(emitter *E, const wf_type *t) {
+  switch (t->kind) {
+  case WF_T_VOID: return "void";
+  case WF_T_BOOL: return "bool";
+  case WF_T_INT: return int_ctype(t->bits, t->is_signed);
+  case WF_T_FLOAT:
+    if (t->bits == 16) {
+      E->uses_half = 1;
+      return "__half";
+    }
+    return t->bits == 32 ? "float" : "double";
+  case WF_T_RNG: return "unsigned int";
+  case WF_T_ARRAY: return "wf_arr";
+  default: return agg_ctype(E, t);
+  }
+}
+
+/* ---- values ----------------------------------------------------------- */
+static const wf_type *vt(emitter *E, wf_val v) { return E->fn->vals[v].type; }
+
+/* `T vN = ` : the start of a result's declaration. */
+static void decl(emitter *E, wf_val r) {
+  ind(E);
+  sb_printf(&E->body, "%s v%d = ", ctype(E, vt(E, r)), (int)r);
+}
+
+/* A float scalar operand as float (half widened), for math on halves. */
+static void fl(emitter *E, wf_val v) {
+  if (is_half(vt(E, v)))
+    sb_printf(&E->body, "__half2float(v%d)", (int)v);
+  else
+    sb_printf(&E->body, "v%d", (int)v);
+}
+
+/* Emit a float constant exactly (hex float; inf/nan via builtins). */
+static void emit_fconst(emitter *E, const wf_type *t, double x) {
+  sbuf *b = &E->body;
+  const char *wrap = t->bits == 16 ? "__double2half(" : "";
+  sb_puts(b, wrap);
+  if (isnan(x))
+    sb_puts(b, t->bits == 32 ? "__builtin_nanf(\"\")" : "__builtin_nan(\"\")");
+  else if (isinf(x))
+    sb_printf(b, "%s%s", x < 0 ? "-" : "", t->bits == 32 ? "__builtin_huge_valf()" : "__builtin_huge_val()");
+  else if (t->bits == 32)
+    sb_printf(b, "%af", (double)(float)x);
+  else
+    sb_printf(b, "%a", x);
+  if (*wrap) sb_puts(b, ")");
+}
+
+static void emit_iconst(emitter *E, const wf_type *t, int64_t v) {
+  sbuf *b = &E->body;
+  if (t->kind == WF_T_BOOL) {
+    sb_puts(b, v ? "true" : "false");
+    return;
+  }
+  if (t->bits == 64 && !t->is_signed)
+    sb_printf(b, "%" PRIu64 "ULL", (uint64_t)v);
+  else if (t->bits == 64 && v == INT64_MIN)
+    sb_puts(b, "(-9223372036854775807LL - 1)");
+  else if (t->bits == 64)
+    sb_printf(b, "%" PRId64 "LL", v);
+  else if (!t->is_signed)
+    sb_printf(b, "(%s)%" PRIu64 "u", ctype(E, t), (uint64_t)v & 0xffffffffu);
+  else if (v == INT32_MIN)
+    sb_puts(b, "(-2147483647 - 1)");
+  else
+    sb_printf(b, "(%s)%" PRId64, ctype(E, t), v);
+}
+
+/* ---- instructions ------------------------------------------------------ */
+static const char *math_name(wf_op op) {
+  switch (op) {
+  case WF_OP_SQRT: return "sqrt";
+  case WF_OP_EXP: return "exp";
+  case WF_OP_LOG: return "log";
+  case WF_OP_SIN: return "sin";
+  case WF_OP_COS: return "cos";
+  case WF_OP_TAN: return "tan";
+  case WF_OP_ASIN: return "asin";
+  case WF_OP_ACOS: return "acos";
+  case WF_OP_ATAN: return "atan";
+  case WF_OP_SINH: return "sinh";
+  case WF_OP_COSH: return "cosh";
+  case WF_OP_TANH: return "tanh";
+  case WF_OP_FLOOR: return "floor";
+  case WF_OP_CEIL: return "ceil";
+  case WF_OP_ROUND: return "round";
+  case WF_OP_ATAN2: return "atan2";
+  case WF_OP_POW: return "pow";
+  case WF_OP_MIN: return "wf_fmin";
+  case WF_OP_MAX: return "wf_fmax";
+  case WF_OP_ABS: return "fabs";
+  case WF_OP_MOD: return "wf_fmod";
+  case WF_OP_FLOORDIV: return "wf_ffloordiv";
+  case WF_OP_SIGN: return "wf_fsign";
+  default: return NULL;
+  }
+}
+
+static const char *binop_sym(wf_op op) {
+  switch (op) {
+  case WF_OP_ADD: return "+";
+  case WF_OP_SUB: return "-";
+  case WF_OP_MUL: return "*";
+  case WF_OP_DIV: return "/";
+  case WF_OP_EQ: return "==";
+  case WF_OP_NE: return "!=";
+  case WF_OP_LT: return "<";
+  case WF_OP_LE: return "<=";
+  case WF_OP_GT: return ">";
+  case WF_OP_GE: return ">=";
+  case WF_OP_BAND: return "&";
+  case WF_OP_BOR: return "|";
+  case WF_OP_BXOR: return "^";
+  default: return NULL;
+  }
+}
+
+/* Float math (f32: sqrtf...; f64: sqrt...; f16: through float). The
+** wf_ helpers are overloaded for float and double, so need no suffix. */
+static void emit_fmath(emitter *E, const wf_inst *in) {
+  const wf_type *t = vt(E, in->res[0]);
+  const char *nm = math_name(in->op);
+  int helper = strncmp(nm, "wf_", 3) == 0;
+  sbuf *b = &E->body;
+  decl(E, in->res[0]);
+  if (is_half(t)) sb_puts(b, "__float2half(");
+  sb_printf(b, "%s%s(", nm, !helper && t->bits != 64 ? "f" : "");
+  for (int i = 0; i < in->nargs; i++) {
+    if (i) sb_puts(b, ", ");
+    fl(E, in->args[i]);
+  }
+  sb_puts(b, is_half(t) ? "));\n" : ");\n");
+}
+
+/* Integer arithmetic that wraps like LLVM's add/sub/mul (no signed
+** overflow UB in C): compute in the unsigned type of the same width. */
+static void emit_iarith(emitter *E, const wf_inst *in, const char *sym) {
+  const wf_type *t = vt(E, in->res[0]);
+  const char *ty = ctype(E, t);
+  decl(E, in->res[0]);
+  if (is_sint(t) && t->bits >= 32) {
+    const char *u = int_ctype(t->bits, 0);
+    sb_printf(&E->body, "(%s)((%s)v%d %s (%s)v%d);\n", ty, u, (int)in->args[0], sym, u,
+              (int)in->args[1]);
+  } else {
+    sb_printf(&E->body, "(%s)(v%d %s v%d);\n", ty, (int)in->args[0], sym, (int)in->args[1]);
+  }
+}
+
+/* The address of element (indices...) of array args[0], typed T*. */
+static void emit_addr(emitter *E, const wf_inst *in, int nidx, const wf_type *elem) {
+  sbuf *b = &E->body;
+  int a = (int)in->args[0];
+  sb_printf(b, "((%s *)(v%d.data", ctype(E, elem), a);
+  for (int k = 0; k < nidx; k++)
+    sb_printf(b, " + (long long)v%d * v%d.strides[%d]", (int)in->args[1 + k], a, k);
+  sb_puts(b, "))");
+}
+
+/* The smallest / largest value of an integer type as C literals. */
+static void int_limits(const wf_type *t, char *lo, char *hi, size_t n) {
+  if (!t->is_signed) {
+    snprintf(lo, n, "(%s)0", int_ctype(t->bits, 0));
+    snprintf(hi, n, "(%s)%lluULL", int_ctype(t->bits, 0),
+             t->bits == 64 ? ~0ULL : (1ULL << t->bits) - 1);
+  } else if (t->bits == 64) {
+    snprintf(lo, n, "(-9223372036854775807LL - 1)");
+    snprintf(hi, n, "9223372036854775807LL");
+  } else {
+    snprintf(lo, n, "(%s)(%lld)", int_ctype(t->bits, 1), -(1LL << (t->bits - 1)));
+    snprintf(hi, n, "(%s)%lld", int_ctype(t->bits, 1), (1LL << (t->bits - 1)) - 1);
+  }
+}
+
+/* Scalar conversion of expression x (type st) to rt, as the CPU backend:
+** float -> int saturates (NaN -> 0), x -> bool is x != 0, halves go
+** through float. */
+static void cast_expr(emitter *E, const wf_type *rt, const wf_type *st, const char *x) {
+  sbuf *b = &E->body;
+  const char *rty = ctype(E, rt);
+  if (st->kind == WF_T_RNG) st = wf_t_int(E->m->types, 32, 0);
+  if (rt->kind == WF_T_RNG) rt = wf_t_int(E->m->types, 32, 0);
+  if (rt == st)
+    sb_printf(b, "%s", x);
+  else if (rt->kind == WF_T_BOOL)
+    is_half(st) ? sb_printf(b, "(__half2float(%s) != 0.0f)", x) : sb_printf(b, "(%s != 0)", x);
+  else if (is_half(rt) && st->kind == WF_T_FLOAT && st->bits == 64)
+    sb_printf(b, "__double2half(%s)", x);
+  else if (is_half(rt))
+    sb_printf(b, "__float2half((float)%s)", x);
+  else if (st->kind == WF_T_FLOAT && rt->kind == WF_T_INT) {
+    char lo[64], hi[64];
+    int_limits(rt, lo, hi, sizeof lo);
+    double dlo = rt->is_signed ? -ldexp(1.0, rt->bits - 1) : -1.0;
+    double dhi = ldexp(1.0, rt->is_signed ? rt->bits - 1 : rt->bits);
+    sb_printf(b, "wf_fptoi<%s>(%s%s%s, %a, %a, %s, %s)", rty, is_half(st) ? "__half2float(" : "",
+              x, is_half(st) ? ")" : "", dlo, dhi, lo, hi);
+  } else if (is_half(st))
+    sb_printf(b, "(%s)__half2float(%s)", rty, x);
+  else
+    sb_printf(b, "(%s)%s", rty, x);
+}
+
+/* Aggregates convert component by component (paths like .f0.f2). */
+static void cast_agg(emitter *E, const wf_type *rt, const wf_type *st, int r, int a, char *path,
+                     size_t plen) {
+  if (wf_t_is_scalar(rt) || rt->kind == WF_T_RNG) {
+    char x[160];
+    snprintf(x, sizeof x, "v%d%s", a, path);
+    ind(E);
+    sb_printf(&E->body, "v%d%s = ", r, path);
+    cast_expr(E, rt, st, x);
+    sb_puts(&E->body, ";\n");
+    return;
+  }
+  int n = wf_t_arity(rt);
+  for (int i = 0; i < n && plen < 100; i++) {
+    int w = snprintf(path + plen, 128 - plen, ".f%d", i);
+    cast_agg(E, wf_t_component(E->m->types, rt, i), wf_t_component(E->m->types, st, i), r, a,
+             path, plen + (size_t)w);
+    path[plen] = 0;
+  }
+}
+
+static void emit_cast(emitter *E, const wf_inst *in) {
+  const wf_type *rt = vt(E, in->res[0]), *st = vt(E, in->args[0]);
+  int a = (int)in->args[0];
+  if (rt != st && !(wf_t_is_scalar(rt) || rt->kind == WF_T_RNG)) {
+    if (wf_t_arity(rt) == 0 || wf_t_arity(rt) != wf_t_arity(st) || rt->kind != st->kind) {
+      fail(E, in, "cannot convert %s to %s", st->name ? st->name : "?", rt->name ? rt->name : "?");
+      return;
+    }
+    ind(E);
+    sb_printf(&E->body, "%s v%d;\n", ctype(E, rt), (int)in->res[0]);
+    char path[128] = "";
+    cast_agg(E, rt, st, (int)in->res[0], a, path, 0);
+    return;
+  }
+  char x[32];
+  snprintf(x, sizeof x, "v%d", a);
+  decl(E, in->res[0]);
+  cast_expr(E, rt, st, x);
+  sb_puts(&E->body, ";\n");
+}
+
+/* Equality of two values of one type: aggregates compare every scalar. */
+static void eq_expr(emitter *E, const wf_type *t, int a, int c, char *path, size_t plen) {
+  if (wf_t_is_scalar(t) || t->kind == WF_T_RNG) {
+    if (is_half(t))
+      sb_printf(&E->body, "(__half2float(v%d%s) == __half2float(v%d%s))", a, path, c, path);
+    else
+      sb_printf(&E->body, "(v%d%s == v%d%s)", a, path, c, path);
+    return;
+  }
+  int n = wf_t_arity(t);
+  sb_puts(&E->body, "(true");
+  for (int i = 0; i < n && plen < 100; i++) {
+    int w = snprintf(path + plen, 128 - plen, ".f%d", i);
+    sb_puts(&E->body, " && ");
+    eq_expr(E, wf_t_component(E->m->types, t, i), a, c, path, plen + (size_t)w);
+    path[plen] = 0;
+  }
+  sb_puts(&E->body, ")");
+}
+
+/* One value for a printf conversion, formatted as the CPU backend's
+** print does (rtlib.c): integer conversions of floats truncate, float
+** conversions of integers convert, %s prints what Lua's tostring would. */
+static void print_value(emitter *E, sbuf *fmt, sbuf *args, const char *spec, size_t speclen,
+                        char conv, wf_val v) {
+  const wf_type *t = vt(E, v);
+  char x[64];
+  if (is_half(t))
+    snprintf(x, sizeof x, "(double)__half2float(v%d)", (int)v);
+  else if (t->kind == WF_T_FLOAT)
+    snprintf(x, sizeof x, "(double)v%d", (int)v);
+  else if (t->kind == WF_T_INT && !t->is_signed)
+    snprintf(x, sizeof x, "(unsigned long long)v%d", (int)v);
+  else
+    snprintf(x, sizeof x, "(long long)v%d", (int)v);
+  int isf = t->kind == WF_T_FLOAT, isu = t->kind == WF_T_INT && !t->is_signed;
+  if (conv == 's' || conv == 'v') {
+    /* keep flags and width; the value's own text format */
+    size_t k = 0;
+    while (k < speclen && spec[k] != '.') k++;
+    sb_putn(fmt, spec, k);
+    if (t->kind == WF_T_BOOL) {
+      sb_puts(fmt, "s");
+      sb_printf(args, ", v%d ? \"true\" : \"false\"", (int)v);
+    } else {
+      sb_puts(fmt, isf ? ".14g" : isu ? "llu" : "lld");
+      sb_printf(args, ", %s", x);
+    }
+  } else if (strchr("feEgGaA", conv)) {
+    sb_putn(fmt, spec, speclen);
+    sb_putn(fmt, &conv, 1);
+    sb_printf(args, ", (double)%s", x);
+  } else if (conv == 'c') {
+    sb_putn(fmt, spec, speclen);
+    sb_puts(fmt, "c");
+    sb_printf(args, ", (int)%s", x);
+  } else {
+    sb_putn(fmt, spec, speclen);
+    sb_printf(fmt, "ll%c", conv);
+    sb_printf(args, ", (long long)%s", x);
+  }
+}
+
+static void emit_print(emitter *E, const wf_inst *in) {
+  sbuf fmt = {0}, args = {0};
+  int next = 0;
+  const char *p = in->str ? in->str : "";
+  sb_puts(&fmt, "");
+  while (*p) {
+    const char *q = strchr(p, '%');
+    if (!q) {
+      sb_puts(&fmt, p);
+      break;
+    }
+    sb_putn(&fmt, p, (size_t)(q - p));
+    if (q[1] == '%') {
+      sb_puts(&fmt, "%%");
+      p = q + 2;
+      continue;
+    }
+    const char *r = q + 1;
+    while (*r && strchr("-+ #0", *r)) r++;
+    while (*r >= '0' && *r <= '9') r++;
+    if (*r == '.') {
+      r++;
+      while (*r >= '0' && *r <= '9') r++;
+    }
+    size_t speclen = (size_t)(r - q);
+    while (*r && strchr("hlLqjzt", *r)) r++;
+    char conv = *r;
+    if (!conv || !strchr("diouxXcfeEgGaAsv", conv)) { /* not a conversion: literal text */
+      for (const char *c = q; c < r + (conv ? 1 : 0); c++) sb_puts(&fmt, *c == '%' ? "%%" : (char[2]){*c, 0});
+      p = conv ? r + 1 : r;
+      continue;
+    }
+    if (next < in->nargs) print_value(E, &fmt, &args, q, speclen, conv, in->args[next++]);
+    p = r + 1;
+  }
+  for (; next < in->nargs; next++) { /* extra values: tab-separated, like Lua's print */
+    if (fmt.len > 0 && fmt.p[fmt.len - 1] != '\n') sb_puts(&fmt, "\t");
+    print_value(E, &fmt, &args, "%", 1, 's', in->args[next]);
+  }
+  if (fmt.len == 0 || fmt.p[fmt.len - 1] != '\n') sb_puts(&fmt, "\n");
+  ind(E);
+  sb_puts(&E->body, "printf(");
+  sb_cstr(&E->body, fmt.p ? fmt.p : "\n");
+  if (args.p) sb_puts(&E->body, args.p);
+  sb_puts(&E->body, ");\n");
+  if (fmt.oom || args.oom) E->body.oom = 1;
+  free(fmt.p);
+  free(args.p);
+}
+
+static void emit_block(emitter *E, const wf_block *bl, const wf_val *targets, int ntargets,
+                       const char *carry);
+
+/* #line before an instruction whose Lua line differs from the last one. */
+static void emit_line(emitter *E, const wf_inst *in) {
+  if (in->loc.line <= 0 || in->loc.line == E->last_line || !E->chunk) return;
+  E->last_line = in->loc.line;
+  sb_printf(&E->body, "#line %d ", (int)in->loc.line);
+  sb_cstr(&E->body, E->chunk);
+  sb_puts(&E->body, "\n");
+}
+
+/* Assign yielded values to the region's targets. */
+static void emit_assign(emitter *E, const wf_val *targets, int n, const wf_val *vals,
+                        const char *prefix) {
+  for (int i = 0; i < n; i++) {
+    ind(E);
+    if (prefix)
+      sb_printf(&E->body, "%s%d = v%d;\n", prefix, i, (int)vals[i]);
+    else
+      sb_printf(&E->body, "v%d = v%d;\n", (int)targets[i], (int)vals[i]);
+  }
+}
+
+static void emit_if(emitter *E, const wf_inst *in) {
+  for (int i = 0; i < in->nres; i++) {
+    ind(E);
+    sb_printf(&E->body, "%s v%d = {};\n", ctype(E, vt(E, in->res[i])), (int)in->res[i]);
+  }
+  ind(E);
+  sb_printf(&E->body, "if (v%d) {\n", (int)in->args[0]);
+  E->indent++;
+  emit_block(E, in->blocks[0], in->res, in->nres, NULL);
+  E->indent--;
+  if (in->nblocks > 1 && in->blocks[1] && in->blocks[1]->first) {
+    ind(E);
+    sb_puts(&E->body, "} else {\n");
+    E->indent++;
+    emit_block(E, in->blocks[1], in->res, in->nres, NULL);
+    E->indent--;
+  }
+  ind(E);
+  sb_puts(&E->body, "}\n");
+}
+
+/* Lua's inclusive numeric for: the step's sign picks the test. Carried
+** values live in c<id>_k; the body's params are copies made per iteration. */
+static void emit_for(emitter *E, const wf_inst *in) {
+  int id = E->nloops++;
+  const wf_block *body = in->blocks[0];
+  const wf_type *it = vt(E, in->args[0]);
+  const char *ity = ctype(E, it);
+  int ncar = in->nargs - 3;
+  char prefix[32];
+  snprintf(prefix, sizeof prefix, "c%d_", id);
+  for (int k = 0; k < ncar; k++) {
+    ind(E);
+    sb_printf(&E->body, "%s c%d_%d = v%d;\n", ctype(E, vt(E, in->args[3 + k])), id, k,
+              (int)in->args[3 + k]);
+  }
+  ind(E);
+  sb_printf(&E->body, "for (%s i%d = v%d, h%d = v%d, s%d = v%d; s%d > 0 ? i%d <= h%d : i%d >= h%d; i%d += s%d) {\n",
+            ity, id, (int)in->args[0], id, (int)in->args[1], id, (int)in->args[2], id, id, id, id,
+            id, id, id);
+  E->indent++;
+  if (body->nparams > 0) {
+    ind(E);
+    sb_printf(&E->body, "%s v%d = i%d;\n", ity, (int)body->params[0], id);
+  }
+  for (int k = 0; k < ncar && k + 1 < body->nparams; k++) {
+    ind(E);
+    sb_printf(&E->body, "%s v%d = c%d_%d;\n", ctype(E, vt(E, body->params[k + 1])),
+              (int)body->params[k + 1], id, k);
+  }
+  emit_block(E, body, NULL, ncar, prefix);
+  E->indent--;
+  ind(E);
+  sb_puts(&E->body, "}\n");
+  for (int k = 0; k < in->nres; k++) {
+    ind(E);
+    sb_printf(&E->body, "%s v%d = c%d_%d;\n", ctype(E, vt(E, in->res[k])), (int)in->res[k], id, k);
+  }
+}
+
+/* while: before-region computes the condition and the values passed on;
+** they land in the results, then the after-region (body) runs on them. */
+static void emit_while(emitter *E, const wf_inst *in) {
+  int id = E->nloops++;
+  const wf_block *before = in->blocks[0], *after = in->blocks[1];
+  char prefix[32];
+  snprintf(prefix, sizeof prefix, "c%d_", id);
+  for (int k = 0; k < in->nargs; k++) {
+    ind(E);
+    sb_printf(&E->body, "%s c%d_%d = v%d;\n", ctype(E, vt(E, in->args[k])), id, k, (int)in->args[k]);
+  }
+  for (int k = 0; k < in->nres; k++) {
+    ind(E);
+    sb_printf(&E->body, "%s v%d = {};\n", ctype(E, vt(E, in->res[k])), (int)in->res[k]);
+  }
+  ind(E);
+  sb_puts(&E->body, "for (;;) {\n");
+  E->indent++;
+  ind(E);
+  sb_puts(&E->body, "{\n");
+  E->indent++;
+  for (int k = 0; k < before->nparams; k++) {
+    ind(E);
+    sb_printf(&E->body, "%s v%d = c%d_%d;\n", ctype(E, vt(E, before->params[k])),
+              (int)before->params[k], id, k);
+  }
+  emit_block(E, before, in->res, in->nres, NULL);
+  E->indent--;
+  ind(E);
+  sb_puts(&E->body, "}\n");
+  ind(E);
+  sb_puts(&E->body, "{\n");
+  E->indent++;
+  for (int k = 0; k < after->nparams && k < in->nres; k++) {
+    ind(E);
+    sb_printf(&E->body, "%s v%d = v%d;\n", ctype(E, vt(E, after->params[k])),
+              (int)after->params[k], (int)in->res[k]);
+  }
+  emit_block(E, after, NULL, in->nargs, prefix);
+  E->indent--;
+  ind(E);
+  sb_puts(&E->body, "}\n");
+  E->indent--;
+  ind(E);
+  sb_puts(&E->body, "}\n");
+}
+
+/* One atomic per scalar component (as the CPU backend and Warp do):
+** `res.path = wf_atomic_op(&wf_p->path, v.path)`. */
+static void atomic_leaf(emitter *E, const wf_inst *in, const char *fn, const wf_type *t, int r,
+                        int v, char *path, size_t plen) {
+  if (wf_t_is_scalar(t)) {
+    if (t->kind == WF_T_BOOL || (t->kind == WF_T_INT && t->bits < 32)) {
+      fail(E, in, "%s on %s elements is not supported on CUDA", wf_op_name(in->op), t->name);
+      return;
+    }
+    ind(E);
+    if (r >= 0) sb_printf(&E->body, "v%d%s = ", r, path);
+    sb_printf(&E->body, "%s(&wf_p->v%s, v%d%s);\n", fn, path, v, path);
+    return;
+  }
+  int n = wf_t_arity(t);
+  for (int i = 0; i < n && plen < 100; i++) {
+    int w = snprintf(path + plen, 128 - plen, ".f%d", i);
+    atomic_leaf(E, in, fn, wf_t_component(E->m->types, t, i), r, v, path, plen + (size_t)w);
+    path[plen] = 0;
+  }
+}
+
+static void emit_atomic(emitter *E, const wf_inst *in) {
+  const wf_type *at = vt(E, in->args[0]);
+  int nidx = in->nargs - 2;
+  const wf_type *et = vt(E, in->args[in->nargs - 1]);
+  if (nidx != at->ndim) {
+    fail(E, in, "%s with %d indices on a %d-D array", wf_op_name(in->op), nidx, at->ndim);
+    return;
+  }
+  const char *fn = in->op == WF_OP_ATOMIC_ADD ? "wf_atomic_add"
+                   : in->op == WF_OP_ATOMIC_MIN ? "wf_atomic_min"
+                                                : "wf_atomic_max";
+  int r = in->nres > 0 ? (int)in->res[0] : -1;
+  if (r >= 0) {
+    ind(E);
+    sb_printf(&E->body, "%s v%d;\n", ctype(E, et), r);
+  }
+  /* a one-field wrapper so scalars and aggregates share the path syntax */
+  ind(E);
+  sb_printf(&E->body, "{ struct wf_w { %s v; } *wf_p = (struct wf_w *)", ctype(E, et));
+  emit_addr(E, in, nidx, et);
+  sb_puts(&E->body, ";\n");
+  E->indent++;
+  char path[128] = "";
+  atomic_leaf(E, in, fn, et, r, (int)in->args[in->nargs - 1], path, 0);
+  E->indent--;
+  ind(E);
+  sb_puts(&E->body, "}\n");
+}
+
+static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int ntargets,
+                      const char *carry);
+
+static void emit_block(emitter *E, const wf_block *bl, const wf_val *targets, int ntargets,
+                       const char *carry) {
+  for (const wf_inst *in = bl->first; in && !E->failed; in = in->next)
+    emit_inst(E, in, targets, ntargets, carry);
+}
+
+/* targets: the values a YIELD/COND assigns (IF and WHILE results); carry:
+** in loop bodies, the prefix of the carried locals a YIELD assigns. */
+static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int ntargets,
+                      const char *carry) {
+  sbuf *b = &E->body;
+  const wf_type *t = in->nres > 0 ? vt(E, in->res[0]) : NULL;
+  int a0 = in->nargs > 0 ? (int)in->args[0] : -1, a1 = in->nargs > 1 ? (int)in->args[1] : -1;
+  emit_line(E, in);
+  switch (in->op) {
+  case WF_OP_CONST:
+    decl(E, in->res[0]);
+    if (t->kind == WF_T_FLOAT)
+      emit_fconst(E, t, in->fimm);
+    else if (t->kind == WF_T_INT || t->kind == WF_T_BOOL || t->kind == WF_T_RNG)
+      emit_iconst(E, t->kind == WF_T_RNG ? wf_t_int(E->m->types, 32, 0) : t, in->imm);
+    else
+      sb_puts(b, "{}");
+    sb_puts(b, ";\n");
+    break;
+  case WF_OP_PARAM: fail(E, in, "unexpected param instruction"); break;
+  case WF_OP_UNDEF:
+    ind(E);
+    sb_printf(b, "%s v%d = {};\n", ctype(E, t), (int)in->res[0]);
+    break;
+  case WF_OP_ADD: case WF_OP_SUB: case WF_OP_MUL:
+    if (t->kind == WF_T_INT) {
+      emit_iarith(E, in, binop_sym(in->op));
+      break;
+    }
+    /* fall through */
+  case WF_OP_DIV:
+    decl(E, in->res[0]);
+    if (is_half(t)) {
+      sb_printf(b, "__float2half(__half2float(v%d) %s __half2float(v%d));\n", a0, binop_sym(in->op), a1);
+    } else if (t->kind == WF_T_INT && in->op == WF_OP_DIV) {
+      sb_printf(b, "wf_idiv(v%d, v%d);\n", a0, a1);
+    } else
+      sb_printf(b, "v%d %s v%d;\n", a0, binop_sym(in->op), a1);
+    break;
+  case WF_OP_MOD: case WF_OP_FLOORDIV:
+    if (t->kind == WF_T_INT) {
+      decl(E, in->res[0]);
+      sb_printf(b, "%s(v%d, v%d);\n", in->op == WF_OP_MOD ? "wf_imod" : "wf_ifloordiv", a0, a1);
+    } else
+      emit_fmath(E, in);
+    break;
+  case WF_OP_NEG:
+    decl(E, in->res[0]);
+    if (is_half(t))
+      sb_printf(b, "__float2half(-__half2float(v%d));\n", a0);
+    else if (is_sint(t) && t->bits >= 32)
+      sb_printf(b, "(%s)(0 - (%s)v%d);\n", ctype(E, t), int_ctype(t->bits, 0), a0);
+    else
+      sb_printf(b, "(%s)(-v%d);\n", ctype(E, t), a0);
+    break;
+  case WF_OP_POW: case WF_OP_MIN: case WF_OP_MAX: case WF_OP_ABS: case WF_OP_SIGN:
+    if (t->kind == WF_T_INT) {
+      decl(E, in->res[0]);
+      if (in->op == WF_OP_POW) sb_printf(b, "wf_ipow(v%d, v%d);\n", a0, a1);
+      if (in->op == WF_OP_MIN) sb_printf(b, "v%d < v%d ? v%d : v%d;\n", a0, a1, a0, a1);
+      if (in->op == WF_OP_MAX) sb_printf(b, "v%d > v%d ? v%d : v%d;\n", a0, a1, a0, a1);
+      if (in->op == WF_OP_ABS) sb_printf(b, "wf_iabs(v%d);\n", a0);
+      if (in->op == WF_OP_SIGN) sb_printf(b, "(%s)(v%d < (%s)0 ? -1 : 1);\n", ctype(E, t), a0, ctype(E, t));
+      break;
+    }
+    emit_fmath(E, in);
+    break;
+  case WF_OP_SQRT: case WF_OP_EXP: case WF_OP_LOG: case WF_OP_SIN: case WF_OP_COS:
+  case WF_OP_TAN: case WF_OP_ASIN: case WF_OP_ACOS: case WF_OP_ATAN: case WF_OP_ATAN2:
+  case WF_OP_SINH: case WF_OP_COSH: case WF_OP_TANH: case WF_OP_FLOOR: case WF_OP_CEIL:
+  case WF_OP_ROUND:
+    if (t->kind == WF_T_INT && in->op >= WF_OP_FLOOR) { /* identity on integers */
+      decl(E, in->res[0]);
+      sb_printf(b, "v%d;\n", a0);
+      break;
+    }
+    if (t->kind == WF_T_INT) { /* math on an integer: in double, converted back */
+      char x[64];
+      snprintf(x, sizeof x, "%s((double)v%d)", math_name(in->op), a0);
+      decl(E, in->res[0]);
+      cast_expr(E, t, wf_t_float(E->m->types, 64), x);
+      sb_puts(b, ";\n");
+      break;
+    }
+    if (t->kind != WF_T_FLOAT) {
+      fail(E, in, "%s needs a number", wf_op_name(in->op));
+      break;
+    }
+    emit_fmath(E, in);
+    break;
+  case WF_OP_EQ: case WF_OP_NE: case WF_OP_LT: case WF_OP_LE: case WF_OP_GT: case WF_OP_GE:
+    if (!wf_t_is_scalar(vt(E, in->args[0])) && vt(E, in->args[0])->kind != WF_T_RNG) {
+      if (in->op != WF_OP_EQ && in->op != WF_OP_NE) {
+        fail(E, in, "cannot order values of type %s", vt(E, in->args[0])->name);
+        break;
+      }
+      char path[128] = "";
+      decl(E, in->res[0]);
+      sb_puts(b, in->op == WF_OP_NE ? "!" : "");
+      eq_expr(E, vt(E, in->args[0]), a0, a1, path, 0);
+      sb_puts(b, ";\n");
+      break;
+    }
+    decl(E, in->res[0]);
+    fl(E, in->args[0]);
+    sb_printf(b, " %s ", binop_sym(in->op));
+    fl(E, in->args[1]);
+    sb_puts(b, ";\n");
+    break;
+  case WF_OP_NOT:
+    decl(E, in->res[0]);
+    sb_printf(b, "!v%d;\n", a0);
+    break;
+  case WF_OP_BAND: case WF_OP_BOR: case WF_OP_BXOR:
+    decl(E, in->res[0]);
+    sb_printf(b, "(%s)(v%d %s v%d);\n", ctype(E, t), a0, binop_sym(in->op), a1);
+    break;
+  case WF_OP_BNOT:
+    decl(E, in->res[0]);
+    if (t->kind == WF_T_BOOL)
+      sb_printf(b, "!v%d;\n", a0);
+    else
+      sb_printf(b, "(%s)~v%d;\n", ctype(E, t), a0);
+    break;
+  case WF_OP_SHL:
+    decl(E, in->res[0]);
+    sb_printf(b, "(%s)((%s)v%d << ((int)v%d & %d));\n", ctype(E, t),
+              int_ctype(t->bits < 32 ? 32 : t->bits, 0), a0, a1, t->bits - 1);
+    break;
+  case WF_OP_SHR:
+    decl(E, in->res[0]);
+    sb_printf(b, "(%s)(v%d >> ((int)v%d & %d));\n", ctype(E, t), a0, a1, t->bits - 1);
+    break;
+  case WF_OP_SELECT:
+    decl(E, in->res[0]);
+    sb_printf(b, "v%d ? v%d : v%d;\n", a0, a1, (int)in->args[2]);
+    break;
+  case WF_OP_CAST: emit_cast(E, in); break;
+  case WF_OP_AGG:
+    ind(E);
+    sb_printf(b, "%s v%d;\n", ctype(E, t), (int)in->res[0]);
+    for (int i = 0; i < in->nargs; i++) {
+      ind(E);
+      sb_printf(b, "v%d.f%d = v%d;\n", (int)in->res[0], i, (int)in->args[i]);
+    }
+    break;
+  case WF_OP_EXTRACT:
+    decl(E, in->res[0]);
+    sb_printf(b, "v%d.f%d;\n", a0, (int)in->imm);
+    break;
+  case WF_OP_INSERT:
+    decl(E, in->res[0]);
+    sb_printf(b, "v%d;\n", a0);
+    ind(E);
+    sb_printf(b, "v%d.f%d = v%d;\n", (int)in->res[0], (int)in->imm, a1);
+    break;
+  case WF_OP_SHAPE:
+    decl(E, in->res[0]);
+    sb_printf(b, "(int)v%d.shape[%d];\n", a0, (int)in->imm);
+    break;
+  case WF_OP_VIEW:
+    decl(E, in->res[0]);
+    sb_printf(b, "wf_view(v%d, (long long)v%d);\n", a0, a1);
+    break;
+  case WF_OP_LOAD: {
+    const wf_type *at = vt(E, in->args[0]);
+    if (in->nargs - 1 != at->ndim) {
+      fail(E, in, "load with %d indices on a %d-D array", in->nargs - 1, at->ndim);
+      break;
+    }
+    decl(E, in->res[0]);
+    sb_puts(b, "*");
+    emit_addr(E, in, in->nargs - 1, t);
+    sb_puts(b, ";\n");
+    break;
+  }
+  case WF_OP_STORE: {
+    const wf_type *at = vt(E, in->args[0]);
+    int nidx = in->nargs - 2;
+    if (nidx != at->ndim) {
+      fail(E, in, "store with %d indices on a %d-D array", nidx, at->ndim);
+      break;
+    }
+    ind(E);
+    sb_puts(b, "*");
+    emit_addr(E, in, nidx, vt(E, in->args[in->nargs - 1]));
+    sb_printf(b, " = v%d;\n", (int)in->args[in->nargs - 1]);
+    break;
+  }
+  case WF_OP_ATOMIC_ADD: case WF_OP_ATOMIC_MIN: case WF_OP_ATOMIC_MAX: emit_atomic(E, in); break;
+  case WF_OP_TID:
+    decl(E, in->res[0]);
+    sb_printf(b, "(%s)((wf_i / wf_d.div[%d]) %% wf_d.dim[%d]);\n", ctype(E, t), (int)in->imm,
+              (int)in->imm);
+    break;
+  case WF_OP_RNG_INIT:
+    decl(E, in->res[0]);
+    sb_printf(b, "wf_rng_init((unsigned int)v%d, (unsigned int)v%d);\n", a0, a1);
+    break;
+  case WF_OP_RANDF: case WF_OP_RANDI:
+    ind(E);
+    sb_printf(b, "unsigned int v%d = v%d;\n", (int)in->res[1], a0);
+    decl(E, in->res[0]);
+    sb_printf(b, "%s(&v%d);\n", in->op == WF_OP_RANDF ? "wf_randf" : "wf_randi", (int)in->res[1]);
+    break;
+  case WF_OP_PRINT: emit_print(E, in); break;
+  case WF_OP_TRAP:
+    ind(E);
+    sb_puts(b, "wf_trap(");
+    sb_cstr(b, in->str ? in->str : "trap");
+    sb_puts(b, ");\n");
+    break;
+  case WF_OP_CALL:
+    fail(E, in, "call to function %d was not inlined (run wf_ir_optimize first)", (int)in->imm);
+    break;
+  case WF_OP_IF: emit_if(E, in); break;
+  case WF_OP_FOR: emit_for(E, in); break;
+  case WF_OP_WHILE: emit_while(E, in); break;
+  case WF_OP_YIELD:
+    if (carry)
+      emit_assign(E, targets, in->nargs, in->args, carry);
+    else
+      emit_assign(E, targets, in->nargs < ntargets ? in->nargs : ntargets, in->args, NULL);
+    break;
+  case WF_OP_COND:
+    emit_assign(E, targets, in->nargs - 1 < ntargets ? in->nargs - 1 : ntargets, in->args + 1, NULL);
+    ind(E);
+    sb_printf(b, "if (!v%d) break;\n", a0);
+    break;
+  case WF_OP_RET:
+    if (in->nargs > 0) fail(E, in, "kernels return no values");
+    if (in->next || in->parent != E->fn->body) {
+      ind(E);
+      sb_puts(b, "continue;\n");
+    }
+    break;
+  default: fail(E, in, "op %s is not supported by the CUDA backend", wf_op_name(in->op)); break;
+  }
+}
+
+void wf_cuda_entry_name(const char *fname, char *buf, size_t n) {
+  size_t k = 0;
+  if (n == 0) return;
+  if (!fname || !*fname || (*fname >= '0' && *fname <= '9')) {
+    if (k + 1 < n) buf[k++] = '_';
+  }
+  for (const char *s = fname ? fname : ""; *s && k + 1 < n; s++) {
+    char c = *s;
+    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    buf[k++] = ok ? c : '_';
+  }
+  buf[k] = 0;
+}
+
+/* Chunk name as Lua prints it ("@spec/x.lua" -> "spec/x.lua"). */
+static const char *chunk_display(const char *chunk) {
+  if (!chunk || !*chunk) return NULL;
+  if (*chunk == '@' || *chunk == '=') return chunk + 1;
+  return chunk;
+}
+
+static void emit_kernel(emitter *E, wf_func *fn, const char *entry) {
+  E->fn = fn;
+  E->chunk = chunk_display(fn->chunk);
+  E->last_line = -1;
+  sbuf *b = &E->body;
+  sb_printf(b, "\nextern \"C\" __global__ void %s(wf_dims wf_d", entry);
+  for (int i = 0; i < fn->nparams; i++)
+    sb_printf(b, ", %s v%d", ctype(E, vt(E, fn->params[i])), (int)fn->params[i]);
+  sb_puts(b, ") {\n");
+  sb_puts(b, "  for (long long wf_i = (long long)blockIdx.x * blockDim.x + threadIdx.x; wf_i < wf_d.n;\n"
+             "       wf_i += (long long)blockDim.x * gridDim.x) {\n");
+  E->indent = 2;
+  emit_block(E, fn->body, NULL, 0, NULL);
+  sb_puts(b, "  }\n}\n");
+}
+
+/* ---- preludes ----------------------------------------------------------- */
+static const char *device_prelude =
+    "#ifndef WF_HOST_SHIM\n"
+    "#define WF_FN static __device__ __forceinline__\n"
+    "WF_FN void wf_trap(const char *msg) { printf(\"weft: kernel trap: %s\\n\", msg); __trap(); }\n"
+    "WF_FN float wf_atomic_add(float *p, float v) { return atomicAdd(p, v); }\n"
+    "WF_FN double wf_atomic_add(double *p, double v) { return atomicAdd(p, v); }\n"
+    "WF_FN int wf_atomic_add(int *p, int v) { return atomicAdd(p, v); }\n"
+    "WF_FN unsigned int wf_atomic_add(unsigned int *p, unsigned int v) { return atomicAdd(p, v); }\n"
+    "WF_FN unsigned long long wf_atomic_add(unsigned long long *p, unsigned long long v) { return atomicAdd(p, v); }\n"
+    "WF_FN long long wf_atomic_add(long long *p, long long v) {\n"
+    "  return (long long)atomicAdd((unsigned long long *)p, (unsigned long long)v); }\n"
+    "WF_FN int wf_atomic_min(int *p, int v) { return atomicMin(p, v); }\n"
+    "WF_FN int wf_atomic_max(int *p, int v) { return atomicMax(p, v); }\n"
+    "WF_FN unsigned int wf_atomic_min(unsigned int *p, unsigned int v) { return atomicMin(p, v); }\n"
+    "WF_FN unsigned int wf_atomic_max(unsigned int *p, unsigned int v) { return atomicMax(p, v); }\n"
+    "WF_FN long long wf_atomic_min(long long *p, long long v) { return atomicMin(p, v); }\n"
+    "WF_FN long long wf_atomic_max(long long *p, long long v) { return atomicMax(p, v); }\n"
+    "WF_FN unsigned long long wf_atomic_min(unsigned long long *p, unsigned long long v) { return atomicMin(p, v); }\n"
+    "WF_FN unsigned long long wf_atomic_max(unsigned long long *p, unsigned long long v) { return atomicMax(p, v); }\n"
+    "/* float min/max: compare-and-swap on the bits until no smaller/larger */\n"
+    "WF_FN float wf_atomic_min(float *p, float v) {\n"
+    "  int *ip = (int *)p; int old = *ip, assumed;\n"
+    "  do { assumed = old; if (!(v < __int_as_float(assumed))) break;\n"
+    "       old = atomicCAS(ip, assumed, __float_as_int(v)); } while (old != assumed);\n"
+    "  return __int_as_float(old); }\n"
+    "WF_FN float wf_atomic_max(float *p, float v) {\n"
+    "  int *ip = (int *)p; int old = *ip, assumed;\n"
+    "  do { assumed = old; if (!(v > __int_as_float(assumed))) break;\n"
+    "       old = atomicCAS(ip, assumed, __float_as_int(v)); } while (old != assumed);\n"
+    "  return __int_as_float(old); }\n"
+    "WF_FN double wf_atomic_min(double *p, double v) {\n"
+    "  unsigned long long *ip = (unsigned long long *)p, old = *ip, assumed;\n"
+    "  do { assumed = old; if (!(v < __longlong_as_double((long long)assumed))) break;\n"
+    "       old = atomicCAS(ip, assumed, (unsigned long long)__double_as_longlong(v)); } while (old != assumed);\n"
+    "  return __longlong_as_double((long long)old); }\n"
+    "WF_FN double wf_atomic_max(double *p, double v) {\n"
+    "  unsigned long long *ip = (unsigned long long *)p, old = *ip, assumed;\n"
+    "  do { assumed = old; if (!(v > __longlong_as_double((long long)assumed))) break;\n"
+    "       old = atomicCAS(ip, assumed, (unsigned long long)__double_as_longlong(v)); } while (old != assumed);\n"
+    "  return __longlong_as_double((long long)old); }\n"
+    "#endif\n";
+
+static const char *half_prelude =
+    "#ifndef WF_HOST_SHIM\n"
+    "WF_FN __half wf_atomic_add(__half *p, __half v) { return atomicAdd(p, v); }\n"
+    "WF_FN __half wf_atomic_min(__half *p, __half v) {\n"
+    "  unsigned short *ip = (unsigned short *)p, old = *ip, assumed;\n"
+    "  do { assumed = old; if (!(__half2float(v) < __half2float(__ushort_as_half(assumed)))) break;\n"
+    "       old = atomicCAS(ip, assumed, __half_as_ushort(v)); } while (old != assumed);\n"
+    "  return __ushort_as_half(old); }\n"
+    "WF_FN __half wf_atomic_max(__half *p, __half v) {\n"
+    "  unsigned short *ip = (unsigned short *)p, old = *ip, assumed;\n"
+    "  do { assumed = old; if (!(__half2float(v) > __half2float(__ushort_as_half(assumed)))) break;\n"
+    "       old = atomicCAS(ip, assumed, __half_as_ushort(v)); } while (old != assumed);\n"
+    "  return __ushort_as_half(old); }\n"
+    "#endif\n";
+
+static const char *portable_prelude =
+    "struct wf_arr { char *data; long long shape[4]; long long strides[4]; };\n"
+    "struct wf_dims { long long n; long long dim[4]; long long div[4]; };\n"
+    "/* a[i] of an n-D array: the (n-1)-D array at row i */\n"
+    "WF_FN wf_arr wf_view(wf_arr a, long long i) {\n"
+    "  wf_arr r; r.data = a.data + i * a.strides[0];\n"
+    "  for (int k = 0; k < 3; k++) { r.shape[k] = a.shape[k + 1]; r.strides[k] = a.strides[k + 1]; }\n"
+    "  r.shape[3] = 1; r.strides[3] = 0; return r; }\n"
+    "/* Lua semantics: a % b = a - floor(a / b) * b; // floors */\n"
+    "/* integer division as the CPU backend: x / 0 = x % 0 = 0, MIN / -1 wraps */\n"
+    "template <class T> WF_FN bool wf_neg1(T b) { return (T)-1 < (T)0 && b == (T)-1; }\n"
+    "template <class T> WF_FN T wf_idiv(T a, T b) {\n"
+    "  if (b == 0) return 0; if (wf_neg1(b)) return (T)(0 - (unsigned long long)a); return (T)(a / b); }\n"
+    "template <class T> WF_FN T wf_imod(T a, T b) {\n"
+    "  if (b == 0 || wf_neg1(b)) return 0; T r = (T)(a % b);\n"
+    "  if (r != 0 && ((r < (T)0) != (b < (T)0))) r = (T)(r + b); return r; }\n"
+    "template <class T> WF_FN T wf_ifloordiv(T a, T b) {\n"
+    "  if (b == 0) return 0; if (wf_neg1(b)) return (T)(0 - (unsigned long long)a);\n"
+    "  T q = (T)(a / b); if ((T)(a % b) != 0 && ((a < (T)0) != (b < (T)0))) q = (T)(q - 1); return q; }\n"
+    "/* float -> int saturates, NaN -> 0 (as llvm.fptosi.sat) */\n"
+    "template <class I, class F> WF_FN I wf_fptoi(F x, double lo, double hi, I ilo, I ihi) {\n"
+    "  if (x != x) return 0; if ((double)x <= lo) return ilo; if ((double)x >= hi) return ihi; return (I)x; }\n"
+    "WF_FN float wf_fmin(float a, float b) { return a < b ? a : b; }\n"
+    "WF_FN double wf_fmin(double a, double b) { return a < b ? a : b; }\n"
+    "WF_FN float wf_fmax(float a, float b) { return a > b ? a : b; }\n"
+    "WF_FN double wf_fmax(double a, double b) { return a > b ? a : b; }\n"
+    "template <class T> WF_FN T wf_iabs(T a) { return a < 0 ? (T)(0 - a) : a; }\n"
+    "template <class T> WF_FN T wf_ipow(T a, T b) {\n"
+    "  if (b < 0) return a == 1 ? (T)1 : a == (T)-1 ? ((b & 1) ? a : (T)1) : (T)0;\n"
+    "  T r = 1; while (b) { if (b & 1) r = (T)(r * a); a = (T)(a * a); b = (T)(b >> 1); } return r; }\n"
+    "WF_FN float wf_fmod(float a, float b) { return a - floorf(a / b) * b; }\n"
+    "WF_FN double wf_fmod(double a, double b) { return a - floor(a / b) * b; }\n"
+    "WF_FN float wf_ffloordiv(float a, float b) { return floorf(a / b); }\n"
+    "WF_FN double wf_ffloordiv(double a, double b) { return floor(a / b); }\n"
+    "WF_FN float wf_fsign(float a) { return a < 0.0f ? -1.0f : 1.0f; }\n"
+    "WF_FN double wf_fsign(double a) { return a < 0.0 ? -1.0 : 1.0; }\n"
+    "/* RNG: PCG hash (as the CPU backend) */\n"
+    "WF_FN unsigned int wf_pcg(unsigned int s) {\n"
+    "  unsigned int b = s * 747796405u + 2891336453u;\n"
+    "  unsigned int c = ((b >> ((b >> 28u) + 4u)) ^ b) * 277803737u;\n"
+    "  return (c >> 22u) ^ c; }\n"
+    "WF_FN unsigned int wf_rng_init(unsigned int seed, unsigned int offset) {\n"
+    "  return wf_pcg(seed + wf_pcg(offset)); }\n"
+    "WF_FN int wf_randi(unsigned int *s) { *s = wf_pcg(*s); return (int)*s; }\n"
+    "WF_FN float wf_randf(unsigned int *s) { *s = wf_pcg(*s); return (float)(*s >> 8) * (1.0f / 16777216.0f); }\n";
+
+int wf_cuda_emit(wf_module *m, wf_cuda_src *out, char *err, size_t errsize) {
+  memset(out, 0, sizeof *out);
+  emitter E;
+  memset(&E, 0, sizeof E);
+  E.m = m;
+  E.err = err;
+  E.errsize = errsize;
+  if (errsize) err[0] = 0;
+  int nk = 0;
+  for (int i = 0; i < m->nfuncs; i++) nk += m->funcs[i]->is_kernel != 0;
+  out->entries = calloc((size_t)(nk ? nk : 1), sizeof(char *));
+  if (!out->entries) {
+    snprintf(err, errsize, "cuda: out of memory");
+    return -1;
+  }
+  for (int i = 0; i < m->nfuncs && !E.failed; i++) {
+    wf_func *fn = m->funcs[i];
+    if (!fn->is_kernel) continue;
+    char entry[128];
+    wf_cuda_entry_name(fn->name, entry, sizeof entry);
+    for (int k = 0; k < out->nentries; k++)
+      if (strcmp(out->entries[k], entry) == 0) {
+        size_t l = strlen(entry);
+        snprintf(entry + l, sizeof entry - l, "_%d", i);
+      }
+    out->entries[out->nentries] = malloc(strlen(entry) + 1);
+    if (!out->entries[out->nentries]) {
+      E.body.oom = 1;
+      break;
+    }
+    strcpy(out->entries[out->nentries++], entry);
+    emit_kernel(&E, fn, entry);
+  }
+  sbuf all = {0};
+  sb_puts(&all, "/* generated by weft: CUDA C for NVRTC */\n");
+  if (E.uses_half) sb_puts(&all, "#ifndef WF_HOST_SHIM\n#include <cuda_fp16.h>\n#endif\n");
+  sb_puts(&all, device_prelude);
+  if (E.uses_half) sb_puts(&all, half_prelude);
+  sb_puts(&all, portable_prelude);
+  if (E.types.p) sb_puts(&all, E.types.p);
+  if (E.body.p) sb_puts(&all, E.body.p);
+  int oom = all.oom || E.types.oom || E.body.oom;
+  free(E.types.p);
+  free(E.body.p);
+  for (int i = 0; i < E.naggs; i++) free(E.aggs[i]);
+  free(E.aggs);
+  if (E.failed || oom) {
+    if (oom && !E.failed) snprintf(err, errsize, "cuda: out of memory emitting CUDA C");
+    free(all.p);
+    wf_cuda_src_free(out);
+    return -1;
+  }
+  out->text = all.p;
+  out->len = all.len;
+  out->uses_half = E.uses_half;
+  return 0;
+}
+
+void wf_cuda_src_free(wf_cuda_src *s) {
+  if (!s) return;
+  for (int i = 0; i < s->nentries; i++) free(s->entries[i]);
+  free(s->entries);
+  free(s->text);
+  memset(s, 0, sizeof *s);
+}

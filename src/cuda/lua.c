@@ -1,0 +1,166 @@
+/*
+** lua.c -- the CUDA functions of the core table (wf_cuda_register):
+**
+**   core.cuda_source(mod)              -> CUDA C text, {entry names}
+**   core.cuda_ptx(mod [, arch])        -> PTX text (arch "sm_80", "compute_80"
+**                                         or "80"; default sm_80), {entries},
+**                                         from_cache (core.ptx is the same)
+**   core.cuda_cubin(mod, arch)         -> CUBIN bytes, {entries}
+**   core.cuda_compile(src, arch [, half]) -> image, from_cache (raw CUDA C)
+**   core.cuda_assemble(ptx, arch)      -> CUBIN size (nvJitLink check)
+**   core.cuda_nvrtc_version()          -> e.g. 13000, or nil, message
+**
+** The NVRTC loader lives in a userdata shared as an upvalue by these
+** functions (no global state): it is loaded on first use and closed when
+** the core table is collected.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/wf_cuda.h"
+#include "runtime/core.h"
+
+#pragma weak wf_ir_optimize
+
+#define NVRTC_MT "weft.cuda.nvrtc"
+
+typedef struct nvud {
+  wf_nvrtc *nv;
+  int tried;
+  char err[512];
+} nvud;
+
+static int nvud_gc(lua_State *L) {
+  nvud *u = luaL_checkudata(L, 1, NVRTC_MT);
+  wf_nvrtc_close(u->nv);
+  u->nv = NULL;
+  return 0;
+}
+
+/* The loader from upvalue 1, opened on first use; raises without NVRTC. */
+static wf_nvrtc *get_nvrtc(lua_State *L, int raise) {
+  nvud *u = lua_touserdata(L, lua_upvalueindex(1));
+  if (!u->tried) {
+    u->tried = 1;
+    u->nv = wf_nvrtc_open(u->err, sizeof u->err);
+  }
+  if (!u->nv && raise) luaL_error(L, "%s", u->err);
+  return u->nv;
+}
+
+/* Optimize (inline calls) when the pass pipeline is linked in, then emit.
+** Raises with the emitter's message; nothing is left allocated then. */
+static void emit_module(lua_State *L, int idx, wf_cuda_src *src) {
+  wf_module *m = wf_core_checkmodule(L, idx);
+  char err[1024];
+  if (wf_ir_optimize && wf_ir_optimize(m, err, sizeof err) != 0) luaL_error(L, "%s", err);
+  if (wf_cuda_emit(m, src, err, sizeof err) != 0) luaL_error(L, "%s", err);
+}
+
+static void push_entries(lua_State *L, const wf_cuda_src *s) {
+  lua_createtable(L, s->nentries, 0);
+  for (int i = 0; i < s->nentries; i++) {
+    lua_pushstring(L, s->entries[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+static int l_cuda_source(lua_State *L) {
+  wf_cuda_src s;
+  emit_module(L, 1, &s);
+  lua_pushlstring(L, s.text, s.len);
+  push_entries(L, &s);
+  wf_cuda_src_free(&s);
+  return 2;
+}
+
+/* Compile a module for arch; want_cubin picks sm_ (CUBIN) over PTX. */
+static int compile_module(lua_State *L, int want_cubin) {
+  const char *arch = luaL_optstring(L, 2, "sm_80");
+  const char *digits = arch;
+  if (strncmp(arch, "sm_", 3) == 0) digits = arch + 3;
+  else if (strncmp(arch, "compute_", 8) == 0) digits = arch + 8;
+  char target[40];
+  snprintf(target, sizeof target, "%s_%s", want_cubin ? "sm" : "compute", digits);
+  wf_nvrtc *nv = get_nvrtc(L, 1);
+  wf_cuda_src s;
+  emit_module(L, 1, &s);
+  wf_cuda_image img;
+  char err[4096];
+  int rc = wf_nvrtc_compile(nv, s.text, "weft.cu", target, s.uses_half, &img, err, sizeof err);
+  if (rc != 0) {
+    wf_cuda_src_free(&s);
+    return luaL_error(L, "%s", err);
+  }
+  lua_pushlstring(L, img.data, img.size);
+  push_entries(L, &s);
+  lua_pushboolean(L, img.from_cache);
+  wf_cuda_image_free(&img);
+  wf_cuda_src_free(&s);
+  return 3;
+}
+
+static int l_cuda_ptx(lua_State *L) { return compile_module(L, 0); }
+static int l_cuda_cubin(lua_State *L) { return compile_module(L, 1); }
+
+static int l_cuda_compile(lua_State *L) {
+  const char *src = luaL_checkstring(L, 1);
+  const char *arch = luaL_optstring(L, 2, "compute_80");
+  int half = lua_toboolean(L, 3);
+  wf_nvrtc *nv = get_nvrtc(L, 1);
+  wf_cuda_image img;
+  char err[4096];
+  if (wf_nvrtc_compile(nv, src, "weft.cu", arch, half, &img, err, sizeof err) != 0)
+    return luaL_error(L, "%s", err);
+  lua_pushlstring(L, img.data, img.size);
+  lua_pushboolean(L, img.from_cache);
+  wf_cuda_image_free(&img);
+  return 2;
+}
+
+static int l_cuda_assemble(lua_State *L) {
+  const char *ptx = luaL_checkstring(L, 1);
+  const char *arch = luaL_optstring(L, 2, "sm_80");
+  wf_nvrtc *nv = get_nvrtc(L, 1);
+  char err[4096];
+  size_t size = 0;
+  if (wf_nvrtc_assemble(nv, ptx, arch, &size, err, sizeof err) != 0) return luaL_error(L, "%s", err);
+  lua_pushinteger(L, (lua_Integer)size);
+  return 1;
+}
+
+static int l_nvrtc_version(lua_State *L) {
+  wf_nvrtc *nv = get_nvrtc(L, 0);
+  if (!nv) {
+    nvud *u = lua_touserdata(L, lua_upvalueindex(1));
+    lua_pushnil(L);
+    lua_pushstring(L, u->err);
+    return 2;
+  }
+  lua_pushinteger(L, wf_nvrtc_version(nv));
+  return 1;
+}
+
+void wf_cuda_register(lua_State *L, int t) {
+  static const luaL_Reg fns[] = {
+      {"cuda_source", l_cuda_source},   {"cuda_ptx", l_cuda_ptx}, {"ptx", l_cuda_ptx},
+      {"cuda_cubin", l_cuda_cubin},     {"cuda_compile", l_cuda_compile},
+      {"cuda_assemble", l_cuda_assemble}, {"cuda_nvrtc_version", l_nvrtc_version},
+      {NULL, NULL}};
+  for (int i = 0; fns[i].name; i++) {
+    nvud *u = NULL;
+    if (i == 0) {
+      u = lua_newuserdata(L, sizeof *u);
+      memset(u, 0, sizeof *u);
+      if (luaL_newmetatable(L, NVRTC_MT)) {
+        lua_pushcfunction(L, nvud_gc);
+        lua_setfield(L, -2, "__gc");
+      }
+      lua_setmetatable(L, -2);
+      lua_setfield(L, t, "_cuda_nvrtc"); /* keeps it alive with the table */
+    }
+    lua_getfield(L, t, "_cuda_nvrtc");
+    lua_pushcclosure(L, fns[i].func, 1);
+    lua_setfield(L, t, fns[i].name);
+  }
+}

@@ -1,0 +1,303 @@
+/*
+** api.c -- the front end's Lua C functions in the core table:
+**
+**   core.front_setup(env)        env = { builtins=, type_mt=, func_mt=,
+**                                        const_mt=, kernel_mt= } (kernel.lua)
+**   core.compile(decl, argtypes) -> "weft.module" userdata (optimized IR)
+**   core.ir(module)              -> IR text
+**
+** compile runs the whole front end inside a protected call; every error
+** (ours, positioned, or one raised by Lua itself) unwinds to it, the
+** arena and the module are freed, and only then is the error re-raised.
+*/
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "front/lower.h"
+#include "runtime/core.h"
+
+/* ======================================================================
+** arena: a list of chunks, freed at once
+** ====================================================================== */
+typedef struct chunk {
+  struct chunk *next;
+  size_t used, cap;
+  max_align_t data[];
+} chunk;
+
+struct wf_farena {
+  chunk *head;
+};
+
+wf_farena *wf_farena_new(void) { return calloc(1, sizeof(wf_farena)); }
+
+void wf_farena_free(wf_farena *a) {
+  if (!a) return;
+  chunk *c = a->head;
+  while (c) {
+    chunk *n = c->next;
+    free(c);
+    c = n;
+  }
+  free(a);
+}
+
+void *wf_farena_alloc(wf_farena *a, size_t n) {
+  n = (n + 15) & ~(size_t)15;
+  chunk *c = a->head;
+  if (!c || c->used + n > c->cap) {
+    size_t cap = n > 65536 ? n : 65536;
+    c = malloc(sizeof(chunk) + cap);
+    if (!c) return NULL;
+    c->cap = cap;
+    c->used = 0;
+    c->next = a->head;
+    a->head = c;
+  }
+  void *p = (char *)c->data + c->used;
+  c->used += n;
+  memset(p, 0, n);
+  return p;
+}
+
+void *wf_front_alloc(wf_fctx *C, size_t n) {
+  void *p = wf_farena_alloc(C->A, n ? n : 1);
+  if (!p) {
+    lua_pushstring(C->L, "weft: out of memory in the kernel compiler");
+    lua_error(C->L);
+  }
+  return p;
+}
+
+char *wf_front_strdup(wf_fctx *C, const char *s, size_t n) {
+  char *p = wf_front_alloc(C, n + 1);
+  memcpy(p, s, n);
+  p[n] = 0;
+  return p;
+}
+
+/* ======================================================================
+** positioned errors
+** ====================================================================== */
+void wf_front_error(wf_fctx *C, const wf_src *src, int line, int col, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  /* the source line, and a caret under col (tabs kept so it lines up) */
+  const char *t = src->text ? src->text : "";
+  size_t i = 0, len = src->len;
+  int l = 1;
+  while (l < line && i < len) {
+    if (t[i] == '\n') l++;
+    i++;
+  }
+  size_t e = i;
+  while (e < len && t[e] != '\n' && t[e] != '\r') e++;
+  size_t ll = e - i;
+  if (ll > 400) ll = 400;
+  char caret[420];
+  int k = 0;
+  for (int c = 1; c < col && k < 400; c++, k++) caret[k] = (i + (size_t)k < e && t[i + k] == '\t') ? '\t' : ' ';
+  caret[k++] = '^';
+  caret[k] = 0;
+  lua_pushfstring(C->L, "%s:%d: %s\n%s\n%s", src->chunk ? src->chunk : "?", line, msg,
+                  wf_front_strdup(C, t + i, ll), caret);
+  lua_error(C->L);
+  for (;;) {
+  }
+}
+
+/* ======================================================================
+** compile
+** ====================================================================== */
+static int get_env(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, WF_FRONT_ENV_KEY);
+  if (!lua_istable(L, -1)) {
+    lua_pushstring(L, "weft: the kernel compiler is not set up (core.front_setup)");
+    lua_error(L);
+  }
+  return lua_gettop(L);
+}
+
+void wf_front_compile_kernel(wf_fctx *C, int declidx, int argidx) {
+  lua_State *L = C->L;
+  lua_getfield(L, declidx, "fn");
+  int fi = lua_gettop(L);
+  if (!lua_isfunction(L, fi)) {
+    lua_pushstring(L, "weft: kernel declaration without a function");
+    lua_error(L);
+  }
+  lua_getfield(L, declidx, "kind");
+  int is_kernel = !(lua_isstring(L, -1) && !strcmp(lua_tostring(L, -1), "func"));
+  lua_pop(L, 1);
+  wf_src src;
+  wf_front_getsrc(C, fi, &src);
+  /* parameter names, types from decl.types or the launch arguments */
+  const char *names[64];
+  const wf_type *ptypes[64];
+  int n = 0;
+  lua_pushvalue(L, fi);
+  for (; n < 64; n++) {
+    const char *nm = lua_getlocal(L, NULL, n + 1);
+    if (!nm) break;
+    names[n] = wf_front_strdup(C, nm, strlen(nm));
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, declidx, "types");
+  int ti = lua_gettop(L);
+  for (int i = 0; i < n; i++) {
+    ptypes[i] = NULL;
+    if (lua_istable(L, ti)) {
+      lua_getfield(L, ti, names[i]);
+      if (!lua_isnil(L, -1)) {
+        ptypes[i] = wf_front_totype(C, -1);
+        if (!ptypes[i]) {
+          lua_pushfstring(L, "%s:%d: the type given for parameter '%s' is not a weft type",
+                          src.chunk, src.linedefined, names[i]);
+          lua_error(L);
+        }
+      }
+      lua_pop(L, 1);
+    }
+    if (!ptypes[i] && argidx && lua_istable(L, argidx)) {
+      lua_rawgeti(L, argidx, i + 1);
+      if (!lua_isnil(L, -1)) {
+        ptypes[i] = wf_front_totype(C, -1);
+        if (!ptypes[i]) {
+          lua_pushfstring(L, "%s:%d: the argument type for parameter '%s' is not a weft type",
+                          src.chunk, src.linedefined, names[i]);
+          lua_error(L);
+        }
+      }
+      lua_pop(L, 1);
+    }
+    if (!ptypes[i]) {
+      lua_pushfstring(L,
+                      "%s:%d: parameter '%s' is generic (no type in the declaration); its type "
+                      "comes from a launch argument",
+                      src.chunk, src.linedefined, names[i]);
+      lua_error(L);
+    }
+  }
+  lua_pop(L, 1);
+  /* name */
+  char name[128];
+  lua_getfield(L, declidx, "name");
+  if (lua_isstring(L, -1)) snprintf(name, sizeof name, "%s", lua_tostring(L, -1));
+  else snprintf(name, sizeof name, "%s_%d", is_kernel ? "kernel" : "func", src.linedefined);
+  lua_pop(L, 1);
+  lua_pushvalue(L, fi);
+  int ref = wf_res_keep(C);
+  wf_lo_function(C, ref, name, is_kernel, n, ptypes, names, &src);
+}
+
+/* Protected part of compile: (ctx, decl, argtypes). */
+static int compile_protected(lua_State *L) {
+  wf_fctx *C = lua_touserdata(L, 1);
+  C->envidx = get_env(L);
+  lua_newtable(L);
+  C->keepidx = lua_gettop(L);
+  wf_front_compile_kernel(C, 2, lua_istable(L, 3) ? 3 : 0);
+  return 0;
+}
+
+static int module_gc(lua_State *L) {
+  wf_modud *u = luaL_checkudata(L, 1, WF_MODULE_MT);
+  if (u->mod) wf_module_free(u->mod);
+  u->mod = NULL;
+  return 0;
+}
+
+static int module_tostring(lua_State *L) {
+  wf_modud *u = luaL_checkudata(L, 1, WF_MODULE_MT);
+  lua_pushfstring(L, "weft.module: %p", (void *)u->mod);
+  return 1;
+}
+
+static int dump_wanted(const char *what) {
+  const char *d = getenv("WEFT_DUMP");
+  if (!d) return 0;
+  size_t n = strlen(what);
+  for (const char *p = d; (p = strstr(p, what)); p += n)
+    if ((p == d || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return 1;
+  return 0;
+}
+
+static int l_compile(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 2);
+  wf_fctx C;
+  memset(&C, 0, sizeof C);
+  C.L = L;
+  C.A = wf_farena_new();
+  C.mod = wf_module_new(NULL);
+  if (!C.A || !C.mod) {
+    wf_farena_free(C.A);
+    if (C.mod) wf_module_free(C.mod);
+    return luaL_error(L, "weft: out of memory");
+  }
+  C.T = C.mod->types;
+  lua_pushcfunction(L, compile_protected);
+  lua_pushlightuserdata(L, &C);
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  int st = lua_pcall(L, 3, 0, 0);
+  wf_farena_free(C.A);
+  if (st) {
+    wf_module_free(C.mod);
+    return lua_error(L);
+  }
+  char err[512];
+  if (wf_ir_optimize(C.mod, err, sizeof err)) {
+    char *text = wf_ir_to_string(C.mod);
+    if (text && getenv("WEFT_DEBUG_IR")) fprintf(stderr, "%s\n", text);
+    free(text);
+    wf_module_free(C.mod);
+    return luaL_error(L, "weft: internal compiler error: %s", err);
+  }
+  if (dump_wanted("ir")) {
+    fprintf(stderr, "-- weft IR\n");
+    wf_ir_print(C.mod, stderr);
+  }
+  wf_modud *u = lua_newuserdata(L, sizeof *u);
+  u->mod = C.mod;
+  luaL_getmetatable(L, WF_MODULE_MT);
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+static int l_ir(lua_State *L) {
+  wf_module *m = wf_core_checkmodule(L, 1);
+  char *s = wf_ir_to_string(m);
+  if (!s) return luaL_error(L, "weft: out of memory");
+  lua_pushstring(L, s);
+  free(s);
+  return 1;
+}
+
+static int l_front_setup(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_pushvalue(L, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, WF_FRONT_ENV_KEY);
+  return 0;
+}
+
+void wf_front_register(lua_State *L, int t) {
+  if (luaL_newmetatable(L, WF_MODULE_MT)) {
+    lua_pushcfunction(L, module_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, module_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_pop(L, 1);
+  lua_pushcfunction(L, l_compile);
+  lua_setfield(L, t, "compile");
+  lua_pushcfunction(L, l_ir);
+  lua_setfield(L, t, "ir");
+  lua_pushcfunction(L, l_front_setup);
+  lua_setfield(L, t, "front_setup");
+}

@@ -1,0 +1,855 @@
+/*
+** builtins.c -- lowering of weft's kernel builtins and type constructors
+** into primitive IR ops. Vector, matrix, quaternion and transform builtins
+** become scalar arithmetic on EXTRACTed components rebuilt with AGG, so the
+** passes, autodiff and backends only see the primitive ops of ir.h.
+**
+** Names are those of lua/weft/builtins.lua's registry (weft.sqrt and
+** math.sqrt both arrive here as "sqrt").
+*/
+#include <math.h>
+#include <string.h>
+
+#include "front/lower.h"
+
+#define ERR(e, ...) wf_lo_err(F, (e)->line, (e)->col, __VA_ARGS__)
+#define TN(t) wf_lo_tname(F->C, (t))
+#define B (&F->b)
+
+static const wf_type *t_bool(wf_fstate *F) { return wf_t_bool(F->C->T); }
+static const wf_type *t_i32(wf_fstate *F) { return wf_t_int(F->C->T, 32, 1); }
+static const wf_type *t_f32(wf_fstate *F) { return wf_t_float(F->C->T, 32); }
+static const wf_type *comp(wf_fstate *F, const wf_type *t, int i) {
+  return wf_t_component(F->C->T, t, i);
+}
+
+/* Lower the call's arguments, checking the count is in [lo, hi]. */
+static int getargs(wf_fstate *F, const char *name, wf_expr *call, int lo, int hi, wf_rv *out) {
+  int n = call->nargs;
+  if (n < lo || n > hi) {
+    if (lo == hi)
+      ERR(call, "%s expects %d argument%s, got %d", name, lo, lo == 1 ? "" : "s", n);
+    ERR(call, "%s expects %d to %d arguments, got %d", name, lo, hi, n);
+  }
+  for (int i = 0; i < n; i++) out[i] = wf_lo_expr(F, call->args[i]);
+  F->b.loc = (wf_loc){call->line, call->col};
+  return n;
+}
+
+/* Typed value of an argument (a literal gets t, or its default type). */
+static wf_val val(wf_fstate *F, wf_rv *r, const wf_type *t, wf_expr *at) {
+  return wf_lo_value(F, r, t, at);
+}
+
+/* The common type of args (literals adapt); error names both types. */
+static const wf_type *unify(wf_fstate *F, const char *name, int n, wf_rv *a, wf_expr **ae,
+                            int want_float) {
+  const wf_type *t = NULL;
+  for (int i = 0; i < n; i++) {
+    if (a[i].kind == RV_VAL) {
+      if (t && a[i].t != t) ERR(ae[i], "%s: arguments have different types: %s and %s", name, TN(t), TN(a[i].t));
+      t = a[i].t;
+    } else if (a[i].kind != RV_LIT) {
+      wf_lo_value(F, &a[i], NULL, ae[i]);
+    }
+  }
+  if (!t) {
+    int allint = 1;
+    for (int i = 0; i < n; i++) allint = allint && a[i].isint;
+    t = (allint && !want_float) ? t_i32(F) : t_f32(F);
+  }
+  return t;
+}
+
+static const wf_type *scalar_of(const wf_type *t) {
+  return wf_t_is_scalar(t) ? t : (t->kind != WF_T_ARRAY && t->kind != WF_T_STRUCT) ? t->elem : NULL;
+}
+
+/* ---- elementwise math ---- */
+static int unary_math(wf_fstate *F, const char *name, wf_op op, int float_only, wf_expr *call,
+                      wf_rv *out) {
+  wf_rv a[1];
+  getargs(F, name, call, 1, 1, a);
+  const wf_type *t = a[0].kind == RV_LIT ? t_f32(F) : NULL;
+  if (a[0].kind == RV_LIT && (op == WF_OP_ABS || op == WF_OP_SIGN) && a[0].isint) t = t_i32(F);
+  wf_val v = val(F, &a[0], t, call->args[0]);
+  t = wf_vtype(F->fn, v);
+  const wf_type *st = scalar_of(t);
+  if (!st || st->kind == WF_T_BOOL || (t->kind == WF_T_STRUCT))
+    ERR(call->args[0], "%s expects a number or a vector, got %s", name, TN(t));
+  if (st->kind == WF_T_INT) {
+    if (op == WF_OP_FLOOR || op == WF_OP_CEIL || op == WF_OP_ROUND) {
+      out[0] = wf_lo_mkval(v, t);
+      return 1;
+    }
+    if (float_only) ERR(call->args[0], "%s expects a float argument, got %s", name, TN(t));
+  }
+  out[0] = wf_lo_mkval(wf_lo_cw1(F, op, t, v), t);
+  return 1;
+}
+
+static int binary_math(wf_fstate *F, const char *name, wf_op op, int float_only, wf_expr *call,
+                       wf_rv *out) {
+  wf_rv a[8];
+  int n = getargs(F, name, call, 2, op == WF_OP_MIN || op == WF_OP_MAX ? 8 : 2, a);
+  const wf_type *t = unify(F, name, n, a, call->args, float_only);
+  const wf_type *st = scalar_of(t);
+  if (!st || st->kind == WF_T_BOOL) ERR(call, "%s expects numbers, got %s", name, TN(t));
+  if (float_only && st->kind != WF_T_FLOAT) ERR(call, "%s expects float arguments, got %s", name, TN(t));
+  wf_val acc = val(F, &a[0], t, call->args[0]);
+  for (int i = 1; i < n; i++) acc = wf_lo_cw2(F, op, t, acc, val(F, &a[i], t, call->args[i]), 0);
+  out[0] = wf_lo_mkval(acc, t);
+  return 1;
+}
+
+/* ---- vectors ---- */
+static wf_val X(wf_fstate *F, wf_val a, int i) { return wf_b_extract(B, a, i); }
+static wf_val MUL(wf_fstate *F, const wf_type *t, wf_val a, wf_val b) {
+  return wf_b_op2(B, WF_OP_MUL, t, a, b);
+}
+static wf_val ADD(wf_fstate *F, const wf_type *t, wf_val a, wf_val b) {
+  return wf_b_op2(B, WF_OP_ADD, t, a, b);
+}
+static wf_val SUB(wf_fstate *F, const wf_type *t, wf_val a, wf_val b) {
+  return wf_b_op2(B, WF_OP_SUB, t, a, b);
+}
+
+static wf_val dot(wf_fstate *F, const wf_type *vt, wf_val a, wf_val b) {
+  const wf_type *st = vt->elem;
+  int n = wf_t_arity(vt);
+  wf_val acc = MUL(F, st, X(F, a, 0), X(F, b, 0));
+  for (int i = 1; i < n; i++) acc = ADD(F, st, acc, MUL(F, st, X(F, a, i), X(F, b, i)));
+  return acc;
+}
+
+static wf_val cross(wf_fstate *F, const wf_type *vt, wf_val a, wf_val b) {
+  const wf_type *st = vt->elem;
+  wf_val ax = X(F, a, 0), ay = X(F, a, 1), az = X(F, a, 2);
+  wf_val bx = X(F, b, 0), by = X(F, b, 1), bz = X(F, b, 2);
+  wf_val c[3] = {SUB(F, st, MUL(F, st, ay, bz), MUL(F, st, az, by)),
+                 SUB(F, st, MUL(F, st, az, bx), MUL(F, st, ax, bz)),
+                 SUB(F, st, MUL(F, st, ax, by), MUL(F, st, ay, bx))};
+  return wf_b_agg(B, vt, 3, c);
+}
+
+static wf_val vscale(wf_fstate *F, const wf_type *vt, wf_val v, wf_val s) {
+  return wf_lo_cw2(F, WF_OP_MUL, vt, v, s, 1);
+}
+
+static const wf_type *need_vec(wf_fstate *F, const char *name, wf_rv *r, wf_expr *at, int n) {
+  if (r->kind != RV_VAL || (r->t->kind != WF_T_VEC && r->t->kind != WF_T_QUAT) ||
+      (n && wf_t_arity(r->t) != n) || r->t->elem->kind != WF_T_FLOAT) {
+    if (n) ERR(at, "%s expects a float vector of length %d, got %s", name, n, r->kind == RV_VAL ? TN(r->t) : "a number");
+    ERR(at, "%s expects a float vector, got %s", name, r->kind == RV_VAL ? TN(r->t) : "a number");
+  }
+  return r->t;
+}
+
+static const wf_type *need_mat(wf_fstate *F, const char *name, wf_rv *r, wf_expr *at) {
+  if (r->kind != RV_VAL || r->t->kind != WF_T_MAT)
+    ERR(at, "%s expects a matrix, got %s", name, r->kind == RV_VAL ? TN(r->t) : "a number");
+  return r->t;
+}
+
+/* Determinant of the n x n scalar matrix m (row-major wf_vals). */
+static wf_val det_n(wf_fstate *F, const wf_type *st, int n, const wf_val *m) {
+  if (n == 1) return m[0];
+  if (n == 2) return SUB(F, st, MUL(F, st, m[0], m[3]), MUL(F, st, m[1], m[2]));
+  wf_val acc = WF_NOVAL;
+  wf_val minor[16];
+  for (int c = 0; c < n; c++) {
+    int k = 0;
+    for (int i = 1; i < n; i++)
+      for (int j = 0; j < n; j++)
+        if (j != c) minor[k++] = m[i * n + j];
+    wf_val term = MUL(F, st, m[c], det_n(F, st, n - 1, minor));
+    if (acc == WF_NOVAL) acc = term;
+    else acc = (c & 1) ? SUB(F, st, acc, term) : ADD(F, st, acc, term);
+  }
+  return acc;
+}
+
+static void mat_elems(wf_fstate *F, const wf_type *mt, wf_val m, wf_val *out) {
+  for (int i = 0; i < mt->rows; i++) {
+    wf_val row = X(F, m, i);
+    for (int j = 0; j < mt->cols; j++) out[i * mt->cols + j] = X(F, row, j);
+  }
+}
+
+static wf_val mat_from(wf_fstate *F, const wf_type *mt, const wf_val *e) {
+  const wf_type *rt = comp(F, mt, 0);
+  wf_val rows[16];
+  for (int i = 0; i < mt->rows; i++) rows[i] = wf_b_agg(B, rt, mt->cols, e + i * mt->cols);
+  return wf_b_agg(B, mt, mt->rows, rows);
+}
+
+static wf_val quat_rotate(wf_fstate *F, const wf_type *qt, wf_val q, const wf_type *vt, wf_val v) {
+  /* v' = v (2w^2 - 1) + 2w (u x v) + 2 u (u . v), u = q.xyz */
+  const wf_type *st = qt->elem;
+  wf_val u[3] = {X(F, q, 0), X(F, q, 1), X(F, q, 2)};
+  wf_val w = X(F, q, 3);
+  wf_val uv = wf_b_agg(B, vt, 3, u);
+  wf_val two = wf_lo_const(F, st, 2.0), one = wf_lo_const(F, st, 1.0);
+  wf_val a = SUB(F, st, MUL(F, st, two, MUL(F, st, w, w)), one);
+  wf_val b = MUL(F, st, two, w);
+  wf_val c = MUL(F, st, two, dot(F, vt, uv, v));
+  wf_val r = vscale(F, vt, v, a);
+  r = wf_lo_cw2(F, WF_OP_ADD, vt, r, vscale(F, vt, cross(F, vt, uv, v), b), 0);
+  return wf_lo_cw2(F, WF_OP_ADD, vt, r, vscale(F, vt, uv, c), 0);
+}
+
+/* A dtype argument (a type used as a value), default float32. */
+static const wf_type *dtype_arg(wf_fstate *F, wf_rv *r, wf_expr *at) {
+  if (r->kind == RV_LUA && r->lk == LV_TYPE && r->t->kind == WF_T_FLOAT) return r->t;
+  ERR(at, "expected a float type such as weft.float32");
+}
+
+static int const_int(wf_fstate *F, wf_rv *r, wf_expr *at) {
+  if (r->kind != RV_LIT || !r->isint) ERR(at, "expected a constant integer");
+  return (int)r->num;
+}
+
+/* ---- print ---- */
+static void fmt_append(wf_fstate *F, char **buf, size_t *len, size_t *cap, const char *s) {
+  size_t n = strlen(s);
+  if (*len + n + 1 > *cap) {
+    size_t nc = (*cap + n + 1) * 2;
+    char *nb = wf_front_alloc(F->C, nc);
+    memcpy(nb, *buf, *len);
+    *buf = nb;
+    *cap = nc;
+  }
+  memcpy(*buf + *len, s, n);
+  *len += n;
+  (*buf)[*len] = 0;
+}
+
+/* printf conversion for a scalar value (after promotion). */
+static const char *conv_of(const wf_type *t, char user) {
+  if (t->kind == WF_T_FLOAT) return user == 'e' ? "%e" : user == 'f' ? "%f" : t->bits == 64 ? "%.14g" : "%g";
+  if (t->kind == WF_T_INT) {
+    if (t->bits == 64) return t->is_signed ? "%lld" : "%llu";
+    if (user == 'x') return "%x";
+    return t->is_signed ? "%d" : "%u";
+  }
+  return "%d";
+}
+
+/* Promote a scalar for printf varargs: floats to f64, small ints and bools to i32. */
+static wf_val promote(wf_fstate *F, wf_val v, const wf_type **t) {
+  const wf_type *vt = *t;
+  if (vt->kind == WF_T_FLOAT && vt->bits < 64) {
+    const wf_type *d = wf_t_float(F->C->T, 64);
+    *t = d;
+    return wf_b_op1(B, WF_OP_CAST, d, v);
+  }
+  if (vt->kind == WF_T_BOOL || (vt->kind == WF_T_INT && vt->bits < 32)) {
+    const wf_type *i = vt->kind == WF_T_INT && !vt->is_signed ? wf_t_int(F->C->T, 32, 0) : t_i32(F);
+    *t = i;
+    if (vt->kind == WF_T_BOOL)
+      return wf_b_op3(B, WF_OP_SELECT, i, v, wf_b_consti(B, i, 1), wf_b_consti(B, i, 0));
+    return wf_b_op1(B, WF_OP_CAST, i, v);
+  }
+  return v;
+}
+
+/* Append value v of type t (expanding aggregates) to the print. */
+static void print_value(wf_fstate *F, wf_val v, const wf_type *t, char user, char **buf, size_t *len,
+                        size_t *cap, wf_val *args, int *na, wf_expr *at) {
+  if (wf_t_is_scalar(t)) {
+    if (*na >= 60) ERR(at, "print: too many values");
+    const wf_type *pt = t;
+    args[(*na)++] = promote(F, v, &pt);
+    fmt_append(F, buf, len, cap, conv_of(t->kind == WF_T_FLOAT ? t : pt, user));
+    return;
+  }
+  if (t->kind == WF_T_ARRAY || t->kind == WF_T_RNG) ERR(at, "print: cannot print %s", TN(t));
+  int n = wf_t_arity(t);
+  fmt_append(F, buf, len, cap, "[");
+  for (int i = 0; i < n; i++) {
+    if (i) fmt_append(F, buf, len, cap, ", ");
+    print_value(F, X(F, v, i), comp(F, t, i), user, buf, len, cap, args, na, at);
+  }
+  fmt_append(F, buf, len, cap, "]");
+}
+
+static int do_print(wf_fstate *F, wf_expr *call) {
+  int n = call->nargs;
+  wf_rv a[64];
+  if (n > 64) ERR(call, "print: too many arguments");
+  for (int i = 0; i < n; i++) a[i] = wf_lo_expr(F, call->args[i]);
+  F->b.loc = (wf_loc){call->line, call->col};
+  size_t cap = 64, len = 0;
+  char *buf = wf_front_alloc(F->C, cap);
+  wf_val args[64];
+  int na = 0;
+  if (n > 0 && a[0].kind == RV_STR && strchr(a[0].str, '%')) {
+    /* printf-style: each conversion takes the next value */
+    const char *f = a[0].str;
+    int k = 1;
+    while (*f) {
+      if (*f != '%') {
+        char c[2] = {*f++, 0};
+        fmt_append(F, &buf, &len, &cap, c);
+        continue;
+      }
+      if (f[1] == '%') {
+        fmt_append(F, &buf, &len, &cap, "%%");
+        f += 2;
+        continue;
+      }
+      f++;
+      while (*f && strchr("-+ #0123456789.lhzjt", *f)) f++;
+      char user = *f ? *f++ : 'g';
+      if (!strchr("dixXufFeEgGcs", user)) ERR(call->args[0], "print: unknown format conversion '%%%c'", user);
+      if (k >= n) ERR(call, "print: the format needs more values than given");
+      wf_val v = wf_lo_value(F, &a[k], NULL, call->args[k]);
+      print_value(F, v, wf_vtype(F->fn, v), user, &buf, &len, &cap, args, &na, call->args[k]);
+      k++;
+    }
+    if (k < n) ERR(call->args[k], "print: more values than the format uses");
+  } else {
+    for (int i = 0; i < n; i++) {
+      if (i) fmt_append(F, &buf, &len, &cap, "\t");
+      if (a[i].kind == RV_STR) {
+        for (const char *s = a[i].str; *s; s++) {
+          char c[3] = {*s, 0, 0};
+          if (*s == '%') c[1] = '%';
+          fmt_append(F, &buf, &len, &cap, c);
+        }
+        continue;
+      }
+      wf_val v = wf_lo_value(F, &a[i], NULL, call->args[i]);
+      print_value(F, v, wf_vtype(F->fn, v), 'g', &buf, &len, &cap, args, &na, call->args[i]);
+    }
+  }
+  fmt_append(F, &buf, &len, &cap, "\n");
+  wf_inst *in = wf_b_inst(B, WF_OP_PRINT, na, args, 0, NULL, 0);
+  in->str = wf_ir_strdup(F->C->mod, buf);
+  return 0;
+}
+
+/* ---- random numbers ---- */
+static int do_rand(wf_fstate *F, const char *name, wf_expr *call, wf_rv *out) {
+  int isf = !strcmp(name, "randf");
+  if (call->nargs != 1 && !(isf && call->nargs == 3))
+    ERR(call, isf ? "randf expects 1 or 3 arguments (state [, lo, hi]), got %d"
+                  : "randi expects 1 argument (state), got %d", call->nargs);
+  wf_expr *se = call->args[0];
+  int vi = se->kind == E_NAME ? wf_lo_findvar(F, se->name) : -1;
+  if (vi < 0) ERR(se, "%s: the state must be a local variable (it is updated in place)", name);
+  wf_var *x = &F->vars[vi];
+  if (x->v == WF_NOVAL || x->t->kind != WF_T_RNG)
+    ERR(se, "%s: '%s' is not a random state (make one with weft.rand_init)", name, se->name);
+  wf_rv lo, hi;
+  if (call->nargs == 3) {
+    lo = wf_lo_expr(F, call->args[1]);
+    hi = wf_lo_expr(F, call->args[2]);
+  }
+  F->b.loc = (wf_loc){call->line, call->col};
+  const wf_type *rt[2] = {isf ? t_f32(F) : t_i32(F), wf_t_rng(F->C->T)};
+  wf_inst *in = wf_b_inst(B, isf ? WF_OP_RANDF : WF_OP_RANDI, 1, &x->v, 2, rt, 0);
+  F->vars[vi].v = in->res[1];
+  wf_val r = in->res[0];
+  if (call->nargs == 3) {
+    const wf_type *f = t_f32(F);
+    wf_val l = val(F, &lo, f, call->args[1]), h = val(F, &hi, f, call->args[2]);
+    r = ADD(F, f, l, MUL(F, f, SUB(F, f, h, l), r));
+  }
+  out[0] = wf_lo_mkval(r, rt[0]);
+  return 1;
+}
+
+/* An int32 value from an int argument (other int types are converted). */
+static wf_val int32_arg(wf_fstate *F, wf_rv *r, wf_expr *at, const char *name) {
+  if (r->kind == RV_LIT) return val(F, r, t_i32(F), at);
+  wf_val v = val(F, r, NULL, at);
+  const wf_type *t = wf_vtype(F->fn, v);
+  if (t->kind != WF_T_INT) ERR(at, "%s expects an integer, got %s", name, TN(t));
+  if (t != t_i32(F)) v = wf_b_op1(B, WF_OP_CAST, t_i32(F), v);
+  return v;
+}
+
+/* ---- atomics ---- */
+static int do_atomic(wf_fstate *F, const char *name, wf_op op, wf_expr *call, wf_rv *out) {
+  int n = call->nargs;
+  if (n < 3) ERR(call, "%s expects (array, index..., value), got %d arguments", name, n);
+  wf_rv a = wf_lo_expr(F, call->args[0]);
+  if (a.kind != RV_VAL || a.t->kind != WF_T_ARRAY)
+    ERR(call->args[0], "%s expects an array as its first argument", name);
+  int nd = a.t->ndim;
+  if (n != nd + 2)
+    ERR(call, "%s on a %d-d array expects %d index%s and a value, got %d arguments", name, nd, nd,
+        nd == 1 ? "" : "es", n);
+  wf_val args[6];
+  args[0] = a.v;
+  for (int i = 0; i < nd; i++)
+    args[1 + i] = wf_lo_index_key(F, wf_lo_expr(F, call->args[1 + i]), call->args[1 + i]);
+  const wf_type *et = a.t->elem;
+  if (!wf_t_is_scalar(et) || et->kind == WF_T_BOOL)
+    ERR(call, "%s needs an array of numbers, got %s", name, TN(a.t));
+  wf_rv v = wf_lo_expr(F, call->args[n - 1]);
+  F->b.loc = (wf_loc){call->line, call->col};
+  args[1 + nd] = val(F, &v, et, call->args[n - 1]);
+  wf_inst *in = wf_b_inst(B, op, nd + 2, args, 1, &et, 0);
+  out[0] = wf_lo_mkval(in->res[0], et);
+  return 1;
+}
+
+/* ---- bit operations ---- */
+static int do_bit(wf_fstate *F, const char *name, wf_op op, int nargs, wf_expr *call, wf_rv *out) {
+  wf_rv a[8];
+  int n = getargs(F, name, call, nargs, nargs == 2 && op != WF_OP_SHL && op != WF_OP_SHR ? 8 : nargs, a);
+  const wf_type *t = unify(F, name, op == WF_OP_SHL || op == WF_OP_SHR ? 1 : n, a, call->args, 0);
+  if (t->kind != WF_T_INT && !(t->kind == WF_T_BOOL && op != WF_OP_SHL && op != WF_OP_SHR))
+    ERR(call, "%s expects integers, got %s", name, TN(t));
+  wf_val acc = val(F, &a[0], t, call->args[0]);
+  if (nargs == 1) {
+    out[0] = wf_lo_mkval(wf_b_op1(B, op, t, acc), t);
+    return 1;
+  }
+  for (int i = 1; i < n; i++) {
+    wf_val b = val(F, &a[i], (op == WF_OP_SHL || op == WF_OP_SHR) && a[i].kind == RV_VAL ? NULL : t,
+                   call->args[i]);
+    if (wf_vtype(F->fn, b) != t) {
+      if (wf_vtype(F->fn, b)->kind != WF_T_INT) ERR(call->args[i], "%s: shift count must be an integer", name);
+      b = wf_b_op1(B, WF_OP_CAST, t, b);
+    }
+    acc = wf_b_op2(B, op, t, acc, b);
+  }
+  out[0] = wf_lo_mkval(acc, t);
+  return 1;
+}
+
+/* ---- dispatch ---- */
+typedef struct un_entry {
+  const char *name;
+  wf_op op;
+  int float_only;
+} un_entry;
+
+static const un_entry unary_tab[] = {
+    {"sqrt", WF_OP_SQRT, 1}, {"sin", WF_OP_SIN, 1},     {"cos", WF_OP_COS, 1},
+    {"tan", WF_OP_TAN, 1},   {"asin", WF_OP_ASIN, 1},   {"acos", WF_OP_ACOS, 1},
+    {"atan", WF_OP_ATAN, 1}, {"exp", WF_OP_EXP, 1},     {"log", WF_OP_LOG, 1},
+    {"tanh", WF_OP_TANH, 1}, {"sinh", WF_OP_SINH, 1},   {"cosh", WF_OP_COSH, 1},
+    {"floor", WF_OP_FLOOR, 0}, {"ceil", WF_OP_CEIL, 0}, {"round", WF_OP_ROUND, 0},
+    {"abs", WF_OP_ABS, 0},   {"sign", WF_OP_SIGN, 0},   {NULL, 0, 0}};
+
+int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *out) {
+  wf_types *T = F->C->T;
+  for (const un_entry *u = unary_tab; u->name; u++)
+    if (!strcmp(name, u->name)) return unary_math(F, name, u->op, u->float_only, call, out);
+  if (!strcmp(name, "min")) return binary_math(F, name, WF_OP_MIN, 0, call, out);
+  if (!strcmp(name, "max")) return binary_math(F, name, WF_OP_MAX, 0, call, out);
+  if (!strcmp(name, "atan2")) return binary_math(F, name, WF_OP_ATAN2, 1, call, out);
+  if (!strcmp(name, "pow")) return binary_math(F, name, WF_OP_POW, 1, call, out);
+  if (!strcmp(name, "floordiv")) return binary_math(F, name, WF_OP_FLOORDIV, 0, call, out);
+  if (!strcmp(name, "print")) return do_print(F, call);
+  if (!strcmp(name, "tid")) {
+    wf_rv a[1];
+    getargs(F, name, call, 0, 0, a);
+    int n = want < 1 ? 1 : want > 4 ? 4 : want;
+    for (int i = 0; i < n; i++) {
+      const wf_type *it = t_i32(F);
+      wf_inst *in = wf_b_inst(B, WF_OP_TID, 0, NULL, 1, &it, 0);
+      in->imm = i;
+      out[i] = wf_lo_mkval(in->res[0], it);
+    }
+    return n;
+  }
+  if (!strcmp(name, "clamp")) {
+    wf_rv a[3];
+    getargs(F, name, call, 3, 3, a);
+    const wf_type *t = unify(F, name, 3, a, call->args, 0);
+    wf_val x = val(F, &a[0], t, call->args[0]), lo = val(F, &a[1], t, call->args[1]),
+           hi = val(F, &a[2], t, call->args[2]);
+    out[0] = wf_lo_mkval(wf_lo_cw2(F, WF_OP_MIN, t, wf_lo_cw2(F, WF_OP_MAX, t, x, lo, 0), hi, 0), t);
+    return 1;
+  }
+  if (!strcmp(name, "select") || !strcmp(name, "where")) {
+    /* Warp's select(cond, if_false, if_true); where(cond, if_true, if_false) */
+    wf_rv a[3];
+    getargs(F, name, call, 3, 3, a);
+    if (a[0].kind != RV_VAL || a[0].t->kind != WF_T_BOOL)
+      ERR(call->args[0], "%s expects a bool condition, got %s", name,
+          a[0].kind == RV_VAL ? TN(a[0].t) : "a number");
+    const wf_type *t = unify(F, name, 2, a + 1, call->args + 1, 0);
+    wf_val x = val(F, &a[1], t, call->args[1]), y = val(F, &a[2], t, call->args[2]);
+    int warp = !strcmp(name, "select");
+    out[0] = wf_lo_mkval(wf_b_op3(B, WF_OP_SELECT, t, a[0].v, warp ? y : x, warp ? x : y), t);
+    return 1;
+  }
+  if (!strcmp(name, "dot") || !strcmp(name, "cross")) {
+    wf_rv a[2];
+    getargs(F, name, call, 2, 2, a);
+    int isc = name[0] == 'c';
+    const wf_type *t = need_vec(F, name, &a[0], call->args[0], isc ? 3 : 0);
+    if (a[1].kind != RV_VAL || a[1].t != t)
+      ERR(call->args[1], "%s: arguments have different types: %s and %s", name, TN(t),
+          a[1].kind == RV_VAL ? TN(a[1].t) : "a number");
+    if (isc) out[0] = wf_lo_mkval(cross(F, t, a[0].v, a[1].v), t);
+    else out[0] = wf_lo_mkval(dot(F, t, a[0].v, a[1].v), t->elem);
+    return 1;
+  }
+  if (!strcmp(name, "length") || !strcmp(name, "length_sq") || !strcmp(name, "normalize")) {
+    wf_rv a[1];
+    getargs(F, name, call, 1, 1, a);
+    const wf_type *t = need_vec(F, name, &a[0], call->args[0], 0);
+    const wf_type *st = t->elem;
+    wf_val d = dot(F, t, a[0].v, a[0].v);
+    if (!strcmp(name, "length_sq")) {
+      out[0] = wf_lo_mkval(d, st);
+      return 1;
+    }
+    wf_val l = wf_b_op1(B, WF_OP_SQRT, st, d);
+    if (name[0] == 'l') {
+      out[0] = wf_lo_mkval(l, st);
+      return 1;
+    }
+    /* normalize: zero stays zero */
+    wf_val zero = wf_lo_const(F, st, 0.0);
+    wf_val pos = wf_b_op2(B, WF_OP_GT, t_bool(F), l, zero);
+    wf_val inv = wf_b_op2(B, WF_OP_DIV, st, wf_lo_const(F, st, 1.0),
+                          wf_b_op3(B, WF_OP_SELECT, st, pos, l, wf_lo_const(F, st, 1.0)));
+    wf_val r = vscale(F, t, a[0].v, inv);
+    out[0] = wf_lo_mkval(wf_b_op3(B, WF_OP_SELECT, t, pos, r, wf_lo_const(F, t, 0.0)), t);
+    return 1;
+  }
+  if (!strcmp(name, "outer")) {
+    wf_rv a[2];
+    getargs(F, name, call, 2, 2, a);
+    const wf_type *ta = need_vec(F, name, &a[0], call->args[0], 0);
+    const wf_type *tb = need_vec(F, name, &a[1], call->args[1], 0);
+    if (ta->elem != tb->elem) ERR(call, "outer: arguments have different types: %s and %s", TN(ta), TN(tb));
+    const wf_type *mt = wf_t_mat(T, wf_t_arity(ta), wf_t_arity(tb), ta->elem);
+    wf_val e[256];
+    for (int i = 0; i < mt->rows; i++)
+      for (int j = 0; j < mt->cols; j++)
+        e[i * mt->cols + j] = MUL(F, ta->elem, X(F, a[0].v, i), X(F, a[1].v, j));
+    out[0] = wf_lo_mkval(mat_from(F, mt, e), mt);
+    return 1;
+  }
+  if (!strcmp(name, "transpose") || !strcmp(name, "determinant") || !strcmp(name, "inverse")) {
+    wf_rv a[1];
+    getargs(F, name, call, 1, 1, a);
+    const wf_type *mt = need_mat(F, name, &a[0], call->args[0]);
+    wf_val e[256], r[256];
+    mat_elems(F, mt, a[0].v, e);
+    int R = mt->rows, Cc = mt->cols;
+    const wf_type *st = mt->elem;
+    if (name[0] == 't') {
+      const wf_type *tt = wf_t_mat(T, Cc, R, st);
+      for (int i = 0; i < R; i++)
+        for (int j = 0; j < Cc; j++) r[j * R + i] = e[i * Cc + j];
+      out[0] = wf_lo_mkval(mat_from(F, tt, r), tt);
+      return 1;
+    }
+    if (R != Cc || R > 4 || st->kind != WF_T_FLOAT)
+      ERR(call->args[0], "%s expects a square float matrix of size 2 to 4, got %s", name, TN(mt));
+    wf_val det = det_n(F, st, R, e);
+    if (name[0] == 'd') {
+      out[0] = wf_lo_mkval(det, st);
+      return 1;
+    }
+    wf_val invdet = wf_b_op2(B, WF_OP_DIV, st, wf_lo_const(F, st, 1.0), det);
+    for (int i = 0; i < R; i++)
+      for (int j = 0; j < R; j++) {
+        /* cofactor (i, j) goes to inverse[j][i] */
+        wf_val minor[16];
+        int k = 0;
+        for (int a2 = 0; a2 < R; a2++)
+          for (int b2 = 0; b2 < R; b2++)
+            if (a2 != i && b2 != j) minor[k++] = e[a2 * R + b2];
+        wf_val c = det_n(F, st, R - 1, minor);
+        if ((i + j) & 1) c = wf_b_op1(B, WF_OP_NEG, st, c);
+        r[j * R + i] = MUL(F, st, c, invdet);
+      }
+    out[0] = wf_lo_mkval(mat_from(F, mt, r), mt);
+    return 1;
+  }
+  if (!strcmp(name, "identity")) {
+    wf_rv a[2];
+    int n = getargs(F, name, call, 1, 2, a);
+    int k = const_int(F, &a[0], call->args[0]);
+    if (k < 2 || k > 16) ERR(call->args[0], "identity: size must be 2 to 16");
+    const wf_type *st = n > 1 ? dtype_arg(F, &a[1], call->args[1]) : t_f32(F);
+    const wf_type *mt = wf_t_mat(T, k, k, st);
+    wf_val e[256];
+    wf_val z = wf_lo_const(F, st, 0), o = wf_lo_const(F, st, 1);
+    for (int i = 0; i < k * k; i++) e[i] = (i / k == i % k) ? o : z;
+    out[0] = wf_lo_mkval(mat_from(F, mt, e), mt);
+    return 1;
+  }
+  if (!strcmp(name, "diag")) {
+    wf_rv a[1];
+    getargs(F, name, call, 1, 1, a);
+    const wf_type *vt = need_vec(F, name, &a[0], call->args[0], 0);
+    int k = wf_t_arity(vt);
+    const wf_type *mt = wf_t_mat(T, k, k, vt->elem);
+    wf_val e[256];
+    wf_val z = wf_lo_const(F, vt->elem, 0);
+    for (int i = 0; i < k * k; i++) e[i] = (i / k == i % k) ? X(F, a[0].v, i / k) : z;
+    out[0] = wf_lo_mkval(mat_from(F, mt, e), mt);
+    return 1;
+  }
+  if (!strcmp(name, "quat_identity") || !strcmp(name, "transform_identity")) {
+    wf_rv a[1];
+    int n = getargs(F, name, call, 0, 1, a);
+    const wf_type *st = n ? dtype_arg(F, &a[0], call->args[0]) : t_f32(F);
+    const wf_type *qt = wf_t_quat(T, st);
+    wf_val z = wf_lo_const(F, st, 0), o = wf_lo_const(F, st, 1);
+    wf_val qc[4] = {z, z, z, o};
+    wf_val q = wf_b_agg(B, qt, 4, qc);
+    if (name[0] == 'q') {
+      out[0] = wf_lo_mkval(q, qt);
+      return 1;
+    }
+    const wf_type *tt = wf_t_transform(T, st);
+    wf_val pc[3] = {z, z, z};
+    wf_val tc[2] = {wf_b_agg(B, wf_t_vec(T, 3, st), 3, pc), q};
+    out[0] = wf_lo_mkval(wf_b_agg(B, tt, 2, tc), tt);
+    return 1;
+  }
+  if (!strcmp(name, "quat_from_axis_angle")) {
+    wf_rv a[2];
+    getargs(F, name, call, 2, 2, a);
+    const wf_type *vt = need_vec(F, name, &a[0], call->args[0], 3);
+    const wf_type *st = vt->elem;
+    wf_val ang = val(F, &a[1], st, call->args[1]);
+    wf_val half = MUL(F, st, ang, wf_lo_const(F, st, 0.5));
+    wf_val s = wf_b_op1(B, WF_OP_SIN, st, half), c = wf_b_op1(B, WF_OP_COS, st, half);
+    wf_val qc[4] = {MUL(F, st, X(F, a[0].v, 0), s), MUL(F, st, X(F, a[0].v, 1), s),
+                    MUL(F, st, X(F, a[0].v, 2), s), c};
+    const wf_type *qt = wf_t_quat(T, st);
+    out[0] = wf_lo_mkval(wf_b_agg(B, qt, 4, qc), qt);
+    return 1;
+  }
+  if (!strcmp(name, "quat_inverse")) {
+    wf_rv a[1];
+    getargs(F, name, call, 1, 1, a);
+    if (a[0].kind != RV_VAL || a[0].t->kind != WF_T_QUAT) ERR(call->args[0], "quat_inverse expects a quaternion");
+    const wf_type *qt = a[0].t, *st = qt->elem;
+    wf_val qc[4] = {wf_b_op1(B, WF_OP_NEG, st, X(F, a[0].v, 0)), wf_b_op1(B, WF_OP_NEG, st, X(F, a[0].v, 1)),
+                    wf_b_op1(B, WF_OP_NEG, st, X(F, a[0].v, 2)), X(F, a[0].v, 3)};
+    out[0] = wf_lo_mkval(wf_b_agg(B, qt, 4, qc), qt);
+    return 1;
+  }
+  if (!strcmp(name, "quat_rotate") || !strcmp(name, "quat_rotate_inv")) {
+    wf_rv a[2];
+    getargs(F, name, call, 2, 2, a);
+    if (a[0].kind != RV_VAL || a[0].t->kind != WF_T_QUAT) ERR(call->args[0], "%s expects a quaternion", name);
+    const wf_type *qt = a[0].t;
+    const wf_type *vt = need_vec(F, name, &a[1], call->args[1], 3);
+    if (vt->elem != qt->elem) ERR(call, "%s: %s and %s differ in precision", name, TN(qt), TN(vt));
+    wf_val q = a[0].v;
+    if (strlen(name) > 11) {
+      const wf_type *st = qt->elem;
+      wf_val qc[4] = {wf_b_op1(B, WF_OP_NEG, st, X(F, q, 0)), wf_b_op1(B, WF_OP_NEG, st, X(F, q, 1)),
+                      wf_b_op1(B, WF_OP_NEG, st, X(F, q, 2)), X(F, q, 3)};
+      q = wf_b_agg(B, qt, 4, qc);
+    }
+    out[0] = wf_lo_mkval(quat_rotate(F, qt, q, vt, a[1].v), vt);
+    return 1;
+  }
+  if (!strcmp(name, "transform_point") || !strcmp(name, "transform_vector")) {
+    wf_rv a[2];
+    getargs(F, name, call, 2, 2, a);
+    if (a[0].kind != RV_VAL || a[0].t->kind != WF_T_TRANSFORM) ERR(call->args[0], "%s expects a transform", name);
+    const wf_type *tt = a[0].t;
+    const wf_type *vt = need_vec(F, name, &a[1], call->args[1], 3);
+    if (vt->elem != tt->elem) ERR(call, "%s: %s and %s differ in precision", name, TN(tt), TN(vt));
+    wf_val q = X(F, a[0].v, 1);
+    wf_val r = quat_rotate(F, comp(F, tt, 1), q, vt, a[1].v);
+    if (!strcmp(name, "transform_point")) r = wf_lo_cw2(F, WF_OP_ADD, vt, r, X(F, a[0].v, 0), 0);
+    out[0] = wf_lo_mkval(r, vt);
+    return 1;
+  }
+  if (!strcmp(name, "transform_get_translation") || !strcmp(name, "transform_get_rotation")) {
+    wf_rv a[1];
+    getargs(F, name, call, 1, 1, a);
+    if (a[0].kind != RV_VAL || a[0].t->kind != WF_T_TRANSFORM) ERR(call->args[0], "%s expects a transform", name);
+    int i = strstr(name, "rotation") ? 1 : 0;
+    out[0] = wf_lo_mkval(X(F, a[0].v, i), comp(F, a[0].t, i));
+    return 1;
+  }
+  if (!strcmp(name, "atomic_add")) return do_atomic(F, name, WF_OP_ATOMIC_ADD, call, out);
+  if (!strcmp(name, "atomic_min")) return do_atomic(F, name, WF_OP_ATOMIC_MIN, call, out);
+  if (!strcmp(name, "atomic_max")) return do_atomic(F, name, WF_OP_ATOMIC_MAX, call, out);
+  if (!strcmp(name, "rand_init")) {
+    wf_rv a[2];
+    int n = getargs(F, name, call, 1, 2, a);
+    wf_val args[2];
+    args[0] = int32_arg(F, &a[0], call->args[0], name);
+    args[1] = n > 1 ? int32_arg(F, &a[1], call->args[1], name) : wf_b_consti(B, t_i32(F), 0);
+    const wf_type *rt = wf_t_rng(T);
+    wf_inst *in = wf_b_inst(B, WF_OP_RNG_INIT, 2, args, 1, &rt, 0);
+    out[0] = wf_lo_mkval(in->res[0], rt);
+    return 1;
+  }
+  if (!strcmp(name, "randf") || !strcmp(name, "randi")) return do_rand(F, name, call, out);
+  if (!strcmp(name, "band")) return do_bit(F, name, WF_OP_BAND, 2, call, out);
+  if (!strcmp(name, "bor")) return do_bit(F, name, WF_OP_BOR, 2, call, out);
+  if (!strcmp(name, "bxor")) return do_bit(F, name, WF_OP_BXOR, 2, call, out);
+  if (!strcmp(name, "bnot")) return do_bit(F, name, WF_OP_BNOT, 1, call, out);
+  if (!strcmp(name, "lshift")) return do_bit(F, name, WF_OP_SHL, 2, call, out);
+  if (!strcmp(name, "rshift") || !strcmp(name, "arshift")) return do_bit(F, name, WF_OP_SHR, 2, call, out);
+  ERR(call, "the builtin '%s' is not supported in kernels", name);
+}
+
+/* ---- constructors and casts ---- */
+static wf_val cast_scalar(wf_fstate *F, const wf_type *to, wf_val v) {
+  const wf_type *from = wf_vtype(F->fn, v);
+  if (from == to) return v;
+  if (to->kind == WF_T_BOOL)
+    return wf_b_op2(B, WF_OP_NE, to, v, wf_lo_const(F, from, 0));
+  if (from->kind == WF_T_BOOL)
+    return wf_b_op3(B, WF_OP_SELECT, to, v, wf_lo_const(F, to, 1), wf_lo_const(F, to, 0));
+  return wf_b_op1(B, WF_OP_CAST, to, v);
+}
+
+/* Convert an aggregate to the same shape with another scalar type. */
+static wf_val cast_agg(wf_fstate *F, const wf_type *to, wf_val v) {
+  if (wf_t_is_scalar(to)) return cast_scalar(F, to, v);
+  int n = wf_t_arity(to);
+  wf_val c[64];
+  for (int i = 0; i < n; i++) c[i] = cast_agg(F, comp(F, to, i), X(F, v, i));
+  return wf_b_agg(B, to, n, c);
+}
+
+static int same_shape(const wf_type *a, const wf_type *b) {
+  return a->kind == b->kind && a->rows == b->rows && a->cols == b->cols;
+}
+
+int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out) {
+  const char *tn = TN(t);
+  if (t->kind == WF_T_ARRAY) ERR(call, "arrays cannot be created inside kernels");
+  if (t->kind == WF_T_STRUCT) {
+    wf_val c[64];
+    for (int i = 0; i < t->nfields; i++) c[i] = WF_NOVAL;
+    if (call->nargs > 1 || (call->nargs == 1 && call->args[0]->kind != E_TABLE))
+      ERR(call, "%s is built from a table of fields: %s{ field = value, ... }", tn, tn);
+    if (call->nargs == 1) {
+      wf_expr *tb = call->args[0];
+      for (int k = 0; k < tb->nfields; k++) {
+        wf_tfield *f = &tb->fields[k];
+        if (!f->name) ERR(f->value, "%s{...}: fields must be given by name", tn);
+        int fi = -1;
+        for (int i = 0; i < t->nfields; i++)
+          if (!strcmp(t->fields[i].name, f->name)) fi = i;
+        if (fi < 0) ERR(f->value, "%s has no field '%s'", tn, f->name);
+        wf_rv r = wf_lo_expr(F, f->value);
+        c[fi] = val(F, &r, t->fields[fi].type, f->value);
+      }
+    }
+    F->b.loc = (wf_loc){call->line, call->col};
+    for (int i = 0; i < t->nfields; i++)
+      if (c[i] == WF_NOVAL) {
+        const wf_type *ft = t->fields[i].type;
+        c[i] = wf_b_inst(B, WF_OP_UNDEF, 0, NULL, 1, &ft, 0)->res[0];
+      }
+    out[0] = wf_lo_mkval(wf_b_agg(B, t, t->nfields, c), t);
+    return 1;
+  }
+  int n = call->nargs;
+  wf_rv a[64];
+  if (n > 64) ERR(call, "%s: too many arguments", tn);
+  for (int i = 0; i < n; i++) a[i] = wf_lo_expr(F, call->args[i]);
+  F->b.loc = (wf_loc){call->line, call->col};
+  if (wf_t_is_scalar(t)) {
+    if (n == 0) {
+      out[0] = wf_lo_mkval(wf_lo_const(F, t, 0), t);
+      return 1;
+    }
+    if (n != 1) ERR(call, "%s expects 1 argument, got %d", tn, n);
+    if (a[0].kind == RV_LIT) {
+      double v = a[0].num;
+      if (t->kind == WF_T_INT) v = trunc(v);
+      if (t->kind == WF_T_BOOL) v = v != 0;
+      out[0] = wf_lo_mkval(wf_lo_const(F, t, v), t);
+      return 1;
+    }
+    wf_val v = val(F, &a[0], NULL, call->args[0]);
+    if (!wf_t_is_scalar(wf_vtype(F->fn, v)))
+      ERR(call->args[0], "cannot convert %s to %s", TN(wf_vtype(F->fn, v)), tn);
+    out[0] = wf_lo_mkval(cast_scalar(F, t, v), t);
+    return 1;
+  }
+  const wf_type *st = scalar_of(t);
+  int ncomp = t->ncomp;
+  if (n == 0) {
+    wf_val z;
+    if (t->kind == WF_T_QUAT || t->kind == WF_T_TRANSFORM) {
+      /* identity rotation */
+      wf_val zs = wf_lo_const(F, st, 0), o = wf_lo_const(F, st, 1);
+      wf_val qc[4] = {zs, zs, zs, o};
+      const wf_type *qt = wf_t_quat(F->C->T, st);
+      wf_val q = wf_b_agg(B, qt, 4, qc);
+      if (t->kind == WF_T_QUAT) z = q;
+      else {
+        wf_val pc[3] = {zs, zs, zs};
+        wf_val tc[2] = {wf_b_agg(B, comp(F, t, 0), 3, pc), q};
+        z = wf_b_agg(B, t, 2, tc);
+      }
+    } else {
+      z = wf_lo_const(F, t, 0);
+    }
+    out[0] = wf_lo_mkval(z, t);
+    return 1;
+  }
+  if (n == 1 && a[0].kind == RV_VAL && !wf_t_is_scalar(a[0].t)) {
+    if (a[0].t == t) {
+      out[0] = a[0];
+      return 1;
+    }
+    if (same_shape(a[0].t, t)) {
+      out[0] = wf_lo_mkval(cast_agg(F, t, a[0].v), t);
+      return 1;
+    }
+    ERR(call->args[0], "cannot convert %s to %s", TN(a[0].t), tn);
+  }
+  if (n == 1 && (t->kind == WF_T_VEC || t->kind == WF_T_MAT)) {
+    /* broadcast a scalar */
+    wf_val s = val(F, &a[0], st, call->args[0]);
+    (void)s;
+    int ar = wf_t_arity(t);
+    wf_val c[64];
+    if (t->kind == WF_T_VEC) {
+      for (int i = 0; i < ar; i++) c[i] = s;
+    } else {
+      const wf_type *rt = comp(F, t, 0);
+      wf_val rc[64];
+      for (int j = 0; j < t->cols; j++) rc[j] = s;
+      wf_val row = wf_b_agg(B, rt, t->cols, rc);
+      for (int i = 0; i < ar; i++) c[i] = row;
+    }
+    out[0] = wf_lo_mkval(wf_b_agg(B, t, ar, c), t);
+    return 1;
+  }
+  if (t->kind == WF_T_TRANSFORM) {
+    if (n != 2) ERR(call, "%s expects (p, q) or no arguments, got %d arguments", tn, n);
+    wf_val p = val(F, &a[0], comp(F, t, 0), call->args[0]);
+    wf_val q = val(F, &a[1], comp(F, t, 1), call->args[1]);
+    wf_val tc[2] = {p, q};
+    out[0] = wf_lo_mkval(wf_b_agg(B, t, 2, tc), t);
+    return 1;
+  }
+  if (t->kind == WF_T_MAT && n == t->rows && a[0].kind == RV_VAL && a[0].t->kind == WF_T_VEC) {
+    const wf_type *rt = comp(F, t, 0);
+    wf_val rows[16];
+    for (int i = 0; i < n; i++) rows[i] = val(F, &a[i], rt, call->args[i]);
+    out[0] = wf_lo_mkval(wf_b_agg(B, t, n, rows), t);
+    return 1;
+  }
+  if (n != ncomp)
+    ERR(call, "%s expects %d numbers (or none), got %d arguments", tn, ncomp, n);
+  wf_val e[256];
+  for (int i = 0; i < n; i++) {
+    if (a[i].kind == RV_VAL && a[i].t != st)
+      ERR(call->args[i], "%s: argument %d is %s, expected %s", tn, i + 1, TN(a[i].t), TN(st));
+    e[i] = val(F, &a[i], st, call->args[i]);
+  }
+  if (t->kind == WF_T_MAT) out[0] = wf_lo_mkval(mat_from(F, t, e), t);
+  else out[0] = wf_lo_mkval(wf_b_agg(B, t, n, e), t);
+  return 1;
+}

@@ -1,0 +1,1561 @@
+/*
+** lower.c -- typed lowering of the kernel AST into SSA IR.
+**
+** Typing and emission happen in one walk: every expression lowers to a
+** wf_rv (a typed IR value, an untyped number literal, or a compile-time
+** Lua value such as a type or a builtin). Statements rebind locals (see
+** lower.h); `if` merges changed bindings through the if's results; loops
+** are lowered twice: once into a scratch block to learn which bindings the
+** body changes (and their types), then for real with those bindings carried
+** as block parameters.
+**
+** Early exits: `break` sets the loop's "(break)" flag and `return` sets
+** "(ret)" (plus the return values); the statements after one that may exit
+** are guarded by `if not flag`, and loops test the flags in their condition.
+** Numeric for loops without exits use the FOR op; with exits they become
+** WHILE loops carrying the induction variable.
+**
+** Integer `/` truncates toward zero (as in C and Warp); `%` follows Lua (the
+** result has the sign of the divisor); `^` is always a float power.
+*/
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "front/lower.h"
+
+/* ======================================================================
+** errors, names
+** ====================================================================== */
+void wf_lo_err(wf_fstate *F, int line, int col, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  wf_front_error(F->C, &F->src, line, col, "%s", msg);
+}
+
+#define ERR(e, ...) wf_lo_err(F, (e)->line, (e)->col, __VA_ARGS__)
+
+/* User-facing type name (the Lua name when the type came from Lua). */
+const char *wf_lo_tname(wf_fctx *C, const wf_type *t) {
+  (void)C;
+  if (!t) return "nil";
+  switch (t->kind) {
+  case WF_T_BOOL: return "bool";
+  case WF_T_INT:
+    switch (t->bits) {
+    case 8: return t->is_signed ? "int8" : "uint8";
+    case 16: return t->is_signed ? "int16" : "uint16";
+    case 32: return t->is_signed ? "int32" : "uint32";
+    default: return t->is_signed ? "int64" : "uint64";
+    }
+  case WF_T_FLOAT: return t->bits == 16 ? "float16" : t->bits == 32 ? "float32" : "float64";
+  default: return t->name ? t->name : "?";
+  }
+}
+#define TN(t) wf_lo_tname(F->C, (t))
+
+/* ======================================================================
+** variables
+** ====================================================================== */
+static int addvar(wf_fstate *F, const char *name, wf_val v, const wf_type *t) {
+  if (F->nvars == F->capvars) {
+    int nc = F->capvars ? F->capvars * 2 : 32;
+    wf_var *nv = wf_front_alloc(F->C, sizeof(wf_var) * (size_t)nc);
+    if (F->nvars) memcpy(nv, F->vars, sizeof(wf_var) * (size_t)F->nvars);
+    F->vars = nv;
+    F->capvars = nc;
+  }
+  wf_var *x = &F->vars[F->nvars];
+  x->name = name;
+  x->v = v;
+  x->t = t;
+  x->is_param = 0;
+  return F->nvars++;
+}
+
+int wf_lo_findvar(wf_fstate *F, const char *name) {
+  for (int i = F->nvars - 1; i >= 0; i--)
+    if (!strcmp(F->vars[i].name, name)) return i;
+  return -1;
+}
+
+typedef struct snap {
+  int n;
+  wf_var *v;
+} snap;
+
+static snap take_snap(wf_fstate *F) {
+  snap s;
+  s.n = F->nvars;
+  s.v = wf_front_alloc(F->C, sizeof(wf_var) * (size_t)(s.n ? s.n : 1));
+  if (s.n) memcpy(s.v, F->vars, sizeof(wf_var) * (size_t)s.n);
+  return s;
+}
+
+static void restore_snap(wf_fstate *F, snap s) {
+  F->nvars = s.n;
+  if (s.n) memcpy(F->vars, s.v, sizeof(wf_var) * (size_t)s.n);
+}
+
+/* ======================================================================
+** values
+** ====================================================================== */
+wf_rv wf_lo_mkval(wf_val v, const wf_type *t) {
+  wf_rv r;
+  memset(&r, 0, sizeof r);
+  r.kind = RV_VAL;
+  r.v = v;
+  r.t = t;
+  return r;
+}
+
+static wf_rv mklit(double num, int isint) {
+  wf_rv r;
+  memset(&r, 0, sizeof r);
+  r.kind = RV_LIT;
+  r.num = num;
+  r.isint = isint;
+  return r;
+}
+
+/* A constant of scalar type t (aggregates: every component). */
+wf_val wf_lo_const(wf_fstate *F, const wf_type *t, double v) {
+  if (t->kind == WF_T_FLOAT) return wf_b_constf(&F->b, t, v);
+  if (t->kind == WF_T_INT || t->kind == WF_T_BOOL) return wf_b_consti(&F->b, t, (int64_t)v);
+  int n = wf_t_arity(t);
+  wf_val c[64];
+  for (int i = 0; i < n; i++) c[i] = wf_lo_const(F, wf_t_component(F->C->T, t, i), v);
+  return wf_b_agg(&F->b, t, n, c);
+}
+
+static const wf_type *t_i32(wf_fstate *F) { return wf_t_int(F->C->T, 32, 1); }
+static const wf_type *t_f32(wf_fstate *F) { return wf_t_float(F->C->T, 32); }
+static const wf_type *t_bool(wf_fstate *F) { return wf_t_bool(F->C->T); }
+
+/* Scalar element type of an aggregate (or the type itself for scalars). */
+static const wf_type *scalar_of(const wf_type *t) {
+  while (t && t->kind != WF_T_BOOL && t->kind != WF_T_INT && t->kind != WF_T_FLOAT && t->elem &&
+         t->kind != WF_T_ARRAY)
+    t = t->elem;
+  return t;
+}
+
+static int is_agg(const wf_type *t) {
+  return t->kind == WF_T_VEC || t->kind == WF_T_MAT || t->kind == WF_T_QUAT ||
+         t->kind == WF_T_TRANSFORM || t->kind == WF_T_STRUCT;
+}
+
+/* Materialize a literal as a constant of type t, checking it fits. */
+static wf_val lit_as(wf_fstate *F, wf_rv *r, const wf_type *t, wf_expr *at) {
+  if (t->kind == WF_T_INT) {
+    if (r->num != floor(r->num))
+      ERR(at, "cannot use the number %g as %s (not an integer)", r->num, TN(t));
+    return wf_b_consti(&F->b, t, (int64_t)r->num);
+  }
+  if (t->kind == WF_T_FLOAT) return wf_b_constf(&F->b, t, r->num);
+  if (is_agg(t) && t->kind != WF_T_STRUCT) ERR(at, "cannot use the number %g as %s", r->num, TN(t));
+  ERR(at, "cannot use a number as %s", TN(t));
+}
+
+static const char *rvdesc(wf_fstate *F, wf_rv *r) {
+  static const char *const lk[] = {"the type ", "the builtin ", "the weft.func ", ""};
+  char *buf = wf_front_alloc(F->C, 160);
+  switch (r->kind) {
+  case RV_NONE: return "no value";
+  case RV_VAL: return TN(r->t);
+  case RV_LIT: return r->isint ? "a number" : "a number";
+  case RV_STR: return "a string";
+  case RV_SHAPE: return "a shape";
+  case RV_LUA:
+    if (r->lk == LV_NS) snprintf(buf, 160, "the Lua table '%s'", r->str ? r->str : "?");
+    else if (r->lk == LV_TYPE) snprintf(buf, 160, "the type %s", TN(r->t));
+    else snprintf(buf, 160, "%s'%s'", lk[r->lk], r->str ? r->str : "?");
+    return buf;
+  }
+  return "?";
+}
+
+wf_val wf_lo_value(wf_fstate *F, wf_rv *r, const wf_type *want, wf_expr *at) {
+  switch (r->kind) {
+  case RV_VAL:
+    if (want && r->t != want) ERR(at, "expected %s, got %s", TN(want), TN(r->t));
+    return r->v;
+  case RV_LIT:
+    if (!want) want = r->isint ? t_i32(F) : t_f32(F);
+    return lit_as(F, r, want, at);
+  case RV_NONE: ERR(at, "expression has no value");
+  case RV_STR: ERR(at, "strings are only supported as print's format argument");
+  case RV_SHAPE: ERR(at, "x.shape must be indexed with a constant: x.shape[0]");
+  case RV_LUA: ERR(at, "%s cannot be used as a value", rvdesc(F, r));
+  }
+  return WF_NOVAL;
+}
+
+/* ======================================================================
+** component-wise arithmetic on aggregates
+** ====================================================================== */
+wf_val wf_lo_cw2(wf_fstate *F, wf_op op, const wf_type *t, wf_val a, wf_val b, int b_scalar) {
+  if (wf_t_is_scalar(t)) return wf_b_op2(&F->b, op, t, a, b);
+  int n = wf_t_arity(t);
+  wf_val c[64];
+  for (int i = 0; i < n; i++) {
+    const wf_type *ct = wf_t_component(F->C->T, t, i);
+    wf_val ca = wf_b_extract(&F->b, a, i);
+    wf_val cb = b_scalar ? b : wf_b_extract(&F->b, b, i);
+    c[i] = wf_lo_cw2(F, op, ct, ca, cb, b_scalar);
+  }
+  return wf_b_agg(&F->b, t, n, c);
+}
+
+wf_val wf_lo_cw1(wf_fstate *F, wf_op op, const wf_type *t, wf_val a) {
+  if (wf_t_is_scalar(t)) return wf_b_op1(&F->b, op, t, a);
+  int n = wf_t_arity(t);
+  wf_val c[64];
+  for (int i = 0; i < n; i++)
+    c[i] = wf_lo_cw1(F, op, wf_t_component(F->C->T, t, i), wf_b_extract(&F->b, a, i));
+  return wf_b_agg(&F->b, t, n, c);
+}
+
+/* All components equal (bool). */
+static wf_val cw_eq(wf_fstate *F, const wf_type *t, wf_val a, wf_val b) {
+  if (wf_t_is_scalar(t)) return wf_b_op2(&F->b, WF_OP_EQ, t_bool(F), a, b);
+  int n = wf_t_arity(t);
+  wf_val acc = WF_NOVAL;
+  for (int i = 0; i < n; i++) {
+    wf_val e = cw_eq(F, wf_t_component(F->C->T, t, i), wf_b_extract(&F->b, a, i),
+                     wf_b_extract(&F->b, b, i));
+    acc = acc == WF_NOVAL ? e : wf_b_op2(&F->b, WF_OP_BAND, t_bool(F), acc, e);
+  }
+  return acc;
+}
+
+/* Dot product of two vectors of n scalars of type st. */
+static wf_val dotv(wf_fstate *F, const wf_type *st, int n, wf_val a, wf_val b) {
+  wf_val acc = WF_NOVAL;
+  for (int i = 0; i < n; i++) {
+    wf_val p = wf_b_op2(&F->b, WF_OP_MUL, st, wf_b_extract(&F->b, a, i), wf_b_extract(&F->b, b, i));
+    acc = acc == WF_NOVAL ? p : wf_b_op2(&F->b, WF_OP_ADD, st, acc, p);
+  }
+  return acc;
+}
+
+/* mat (r x k) * mat (k x c) and mat * vec. */
+static wf_val matmul(wf_fstate *F, const wf_type *ta, wf_val a, const wf_type *tb, wf_val b,
+                     const wf_type *rt) {
+  wf_types *T = F->C->T;
+  const wf_type *st = ta->elem;
+  int r = ta->rows, k = ta->cols;
+  if (tb->kind == WF_T_VEC) {
+    wf_val c[64];
+    for (int i = 0; i < r; i++) c[i] = dotv(F, st, k, wf_b_extract(&F->b, a, i), b);
+    return wf_b_agg(&F->b, rt, r, c);
+  }
+  int cc = tb->cols;
+  wf_val brow[16];
+  for (int j = 0; j < k; j++) brow[j] = wf_b_extract(&F->b, b, j);
+  const wf_type *rowt = wf_t_vec(T, cc, st);
+  wf_val rows[16];
+  for (int i = 0; i < r; i++) {
+    wf_val arow = wf_b_extract(&F->b, a, i);
+    wf_val ai[16], c[16];
+    for (int j = 0; j < k; j++) ai[j] = wf_b_extract(&F->b, arow, j);
+    for (int jc = 0; jc < cc; jc++) {
+      wf_val acc = WF_NOVAL;
+      for (int j = 0; j < k; j++) {
+        wf_val p = wf_b_op2(&F->b, WF_OP_MUL, st, ai[j], wf_b_extract(&F->b, brow[j], jc));
+        acc = acc == WF_NOVAL ? p : wf_b_op2(&F->b, WF_OP_ADD, st, acc, p);
+      }
+      c[jc] = acc;
+    }
+    rows[i] = wf_b_agg(&F->b, rowt, cc, c);
+  }
+  return wf_b_agg(&F->b, rt, r, rows);
+}
+
+/* Hamilton product of quaternions (x y z w). */
+static wf_val quatmul(wf_fstate *F, const wf_type *t, wf_val a, wf_val b) {
+  const wf_type *st = t->elem;
+  wf_val ax = wf_b_extract(&F->b, a, 0), ay = wf_b_extract(&F->b, a, 1),
+         az = wf_b_extract(&F->b, a, 2), aw = wf_b_extract(&F->b, a, 3);
+  wf_val bx = wf_b_extract(&F->b, b, 0), by = wf_b_extract(&F->b, b, 1),
+         bz = wf_b_extract(&F->b, b, 2), bw = wf_b_extract(&F->b, b, 3);
+#define M(x, y) wf_b_op2(&F->b, WF_OP_MUL, st, x, y)
+#define A(x, y) wf_b_op2(&F->b, WF_OP_ADD, st, x, y)
+#define S(x, y) wf_b_op2(&F->b, WF_OP_SUB, st, x, y)
+  wf_val c[4];
+  c[0] = S(A(A(M(aw, bx), M(ax, bw)), M(ay, bz)), M(az, by));
+  c[1] = A(A(S(M(aw, by), M(ax, bz)), M(ay, bw)), M(az, bx));
+  c[2] = A(S(A(M(aw, bz), M(ax, by)), M(ay, bx)), M(az, bw));
+  c[3] = S(S(S(M(aw, bw), M(ax, bx)), M(ay, by)), M(az, bz));
+#undef M
+#undef A
+#undef S
+  return wf_b_agg(&F->b, t, 4, c);
+}
+
+static const char *opverb(int op) {
+  switch (op) {
+  case '+': return "add";
+  case '-': return "subtract";
+  case '*': return "multiply";
+  case '/': return "divide";
+  case '%': return "take the remainder of";
+  case '^': return "raise";
+  default: return "compare";
+  }
+}
+
+/* Fold an arithmetic operation on two literals (Lua semantics). */
+static wf_rv fold_lits(int op, wf_rv a, wf_rv b) {
+  double x = a.num, y = b.num, r = 0;
+  int isint = a.isint && b.isint;
+  switch (op) {
+  case '+': r = x + y; break;
+  case '-': r = x - y; break;
+  case '*': r = x * y; break;
+  case '/': r = x / y; isint = isint && r == floor(r); break;
+  case '%': r = x - floor(x / y) * y; break;
+  case '^': r = pow(x, y); isint = 0; break;
+  }
+  return mklit(r, isint);
+}
+
+static wf_op arith_op(int op) {
+  switch (op) {
+  case '+': return WF_OP_ADD;
+  case '-': return WF_OP_SUB;
+  case '*': return WF_OP_MUL;
+  case '/': return WF_OP_DIV;
+  case '%': return WF_OP_MOD;
+  default: return WF_OP_POW;
+  }
+}
+
+/* Float type to compute `^` in for an int type. */
+static const wf_type *pow_type(wf_fstate *F, const wf_type *t) {
+  if (t->kind == WF_T_FLOAT) return t;
+  return wf_t_float(F->C->T, t->bits == 64 ? 64 : 32);
+}
+
+wf_rv wf_lo_arith(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at) {
+  if (a.kind == RV_LIT && b.kind == RV_LIT) return fold_lits(op, a, b);
+  if (a.kind != RV_LIT && a.kind != RV_VAL) wf_lo_value(F, &a, NULL, at);
+  if (b.kind != RV_LIT && b.kind != RV_VAL) wf_lo_value(F, &b, NULL, at);
+  const wf_type *ta = a.kind == RV_VAL ? a.t : NULL, *tb = b.kind == RV_VAL ? b.t : NULL;
+  /* scalar op scalar (a literal adapts to the typed side) */
+  const wf_type *sa = ta ? ta : tb, *sb = tb ? tb : ta;
+  if (wf_t_is_scalar(sa) && wf_t_is_scalar(sb)) {
+    if (sa != sb) ERR(at, "cannot %s %s and %s", opverb(op), TN(ta), TN(tb));
+    if (sa->kind == WF_T_BOOL) ERR(at, "cannot %s bool values", opverb(op));
+    wf_val va = wf_lo_value(F, &a, sa, at), vb = wf_lo_value(F, &b, sa, at);
+    if (op == '^') {
+      const wf_type *ft = pow_type(F, sa);
+      if (ft != sa) {
+        va = wf_b_op1(&F->b, WF_OP_CAST, ft, va);
+        vb = wf_b_op1(&F->b, WF_OP_CAST, ft, vb);
+      }
+      return wf_lo_mkval(wf_b_op2(&F->b, WF_OP_POW, ft, va, vb), ft);
+    }
+    return wf_lo_mkval(wf_b_op2(&F->b, arith_op(op), sa, va, vb), sa);
+  }
+  /* aggregates */
+  if (ta && tb && ta == tb && (op == '+' || op == '-') && is_agg(ta) && ta->kind != WF_T_STRUCT)
+    return wf_lo_mkval(wf_lo_cw2(F, arith_op(op), ta, a.v, b.v, 0), ta);
+  if (op == '*' || op == '/') {
+    /* aggregate times / divided by a scalar */
+    const wf_type *agt = ta && is_agg(ta) ? ta : NULL;
+    if (agt && agt->kind != WF_T_STRUCT && (!tb || wf_t_is_scalar(tb))) {
+      const wf_type *st = scalar_of(agt);
+      wf_val s = wf_lo_value(F, &b, st, at);
+      return wf_lo_mkval(wf_lo_cw2(F, arith_op(op), agt, a.v, s, 1), agt);
+    }
+    if (op == '*' && tb && is_agg(tb) && tb->kind != WF_T_STRUCT && (!ta || wf_t_is_scalar(ta))) {
+      const wf_type *st = scalar_of(tb);
+      wf_val s = wf_lo_value(F, &a, st, at);
+      return wf_lo_mkval(wf_lo_cw2(F, WF_OP_MUL, tb, b.v, s, 1), tb);
+    }
+    if (op == '*' && ta && tb && ta->kind == WF_T_MAT && tb->kind == WF_T_VEC &&
+        ta->cols == tb->rows && ta->elem == tb->elem) {
+      const wf_type *rt = wf_t_vec(F->C->T, ta->rows, ta->elem);
+      return wf_lo_mkval(matmul(F, ta, a.v, tb, b.v, rt), rt);
+    }
+    if (op == '*' && ta && tb && ta->kind == WF_T_MAT && tb->kind == WF_T_MAT &&
+        ta->cols == tb->rows && ta->elem == tb->elem) {
+      const wf_type *rt = wf_t_mat(F->C->T, ta->rows, tb->cols, ta->elem);
+      return wf_lo_mkval(matmul(F, ta, a.v, tb, b.v, rt), rt);
+    }
+    if (op == '*' && ta && ta == tb && ta->kind == WF_T_QUAT)
+      return wf_lo_mkval(quatmul(F, ta, a.v, b.v), ta);
+  }
+  ERR(at, "cannot %s %s and %s", opverb(op), ta ? TN(ta) : "a number", tb ? TN(tb) : "a number");
+}
+
+/* ======================================================================
+** comparisons and logic
+** ====================================================================== */
+static wf_rv compare(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at) {
+  if (a.kind == RV_LIT && b.kind == RV_LIT) {
+    int r = 0;
+    switch (op) {
+    case TK_EQ: r = a.num == b.num; break;
+    case TK_NE: r = a.num != b.num; break;
+    case '<': r = a.num < b.num; break;
+    case TK_LE: r = a.num <= b.num; break;
+    case '>': r = a.num > b.num; break;
+    case TK_GE: r = a.num >= b.num; break;
+    }
+    return wf_lo_mkval(wf_b_consti(&F->b, t_bool(F), r), t_bool(F));
+  }
+  if (a.kind != RV_LIT && a.kind != RV_VAL) wf_lo_value(F, &a, NULL, at);
+  if (b.kind != RV_LIT && b.kind != RV_VAL) wf_lo_value(F, &b, NULL, at);
+  const wf_type *t = a.kind == RV_VAL ? a.t : b.t;
+  const wf_type *ta = a.kind == RV_VAL ? a.t : NULL, *tb = b.kind == RV_VAL ? b.t : NULL;
+  if (ta && tb && ta != tb) ERR(at, "cannot compare %s and %s", TN(ta), TN(tb));
+  wf_val va = wf_lo_value(F, &a, t, at), vb = wf_lo_value(F, &b, t, at);
+  const wf_type *bt = t_bool(F);
+  if (op == TK_EQ || op == TK_NE) {
+    if (t->kind == WF_T_ARRAY || t->kind == WF_T_RNG) ERR(at, "cannot compare %s values", TN(t));
+    wf_val e = wf_t_is_scalar(t) ? wf_b_op2(&F->b, op == TK_EQ ? WF_OP_EQ : WF_OP_NE, bt, va, vb)
+                                 : cw_eq(F, t, va, vb);
+    if (!wf_t_is_scalar(t) && op == TK_NE) e = wf_b_op1(&F->b, WF_OP_NOT, bt, e);
+    return wf_lo_mkval(e, bt);
+  }
+  if (t->kind != WF_T_INT && t->kind != WF_T_FLOAT)
+    ERR(at, "cannot order %s values with '%s'", TN(t), wf_tok_name(op) ? wf_tok_name(op) : (op == '<' ? "<" : ">"));
+  wf_op o = op == '<' ? WF_OP_LT : op == TK_LE ? WF_OP_LE : op == '>' ? WF_OP_GT : WF_OP_GE;
+  return wf_lo_mkval(wf_b_op2(&F->b, o, bt, va, vb), bt);
+}
+
+static wf_val as_bool(wf_fstate *F, wf_rv r, wf_expr *at, const char *what) {
+  if (r.kind == RV_VAL && r.t->kind == WF_T_BOOL) return r.v;
+  if (r.kind == RV_VAL || r.kind == RV_LIT)
+    ERR(at, "%s must be a bool, got %s", what, r.kind == RV_LIT ? "a number" : TN(r.t));
+  return wf_lo_value(F, &r, t_bool(F), at);
+}
+
+/* ======================================================================
+** structured if: both branches lowered into fresh blocks; the bindings
+** changed in either branch (and an optional expression value) become the
+** if's results.
+** ====================================================================== */
+typedef wf_rv (*branch_fn)(wf_fstate *F, void *arg);
+
+
+static wf_val undef_of(wf_fstate *F, const wf_type *t) {
+  return wf_b_inst(&F->b, WF_OP_UNDEF, 0, NULL, 1, &t, 0)->res[0];
+}
+
+/* Lower one branch into a new block; returns the block, fills snap/value. */
+static wf_block *lower_branch(wf_fstate *F, branch_fn fn, void *arg, snap s0, snap *out, wf_rv *val) {
+  wf_block *blk = wf_b_newblock(F->fn, 0, NULL);
+  wf_block *saved = F->b.block;
+  wf_loc loc = F->b.loc;
+  F->b.block = blk;
+  wf_rv r;
+  memset(&r, 0, sizeof r);
+  if (fn) r = fn(F, arg);
+  if (val) *val = r;
+  F->nvars = s0.n; /* drop the branch's locals */
+  *out = take_snap(F);
+  restore_snap(F, s0);
+  F->b.block = saved;
+  F->b.loc = loc;
+  return blk;
+}
+
+static wf_rv emit_if(wf_fstate *F, wf_val cond, branch_fn thenf, void *targ, branch_fn elsef,
+                     void *earg, int want_value, wf_expr *at) {
+  snap s0 = take_snap(F);
+  snap st, se;
+  wf_rv tv, ev;
+  wf_block *bt = lower_branch(F, thenf, targ, s0, &st, want_value ? &tv : NULL);
+  wf_block *be = lower_branch(F, elsef, earg, s0, &se, want_value ? &ev : NULL);
+  /* result type of the value */
+  const wf_type *vt = NULL;
+  if (want_value) {
+    if (tv.kind == RV_VAL) vt = tv.t;
+    if (ev.kind == RV_VAL) {
+      if (vt && vt != ev.t)
+        ERR(at, "the two branches give different types: %s and %s", TN(vt), TN(ev.t));
+      vt = ev.t;
+    }
+    if (!vt && tv.kind == RV_LIT && ev.kind == RV_LIT)
+      vt = (tv.isint && ev.isint) ? t_i32(F) : t_f32(F);
+    if (!vt) {
+      wf_rv *bad = (tv.kind != RV_VAL && tv.kind != RV_LIT) ? &tv : &ev;
+      wf_lo_value(F, bad, NULL, at);
+    }
+  }
+  /* bindings changed in either branch */
+  int nm = 0;
+  int *idx = wf_front_alloc(F->C, sizeof(int) * (size_t)(s0.n + 1));
+  const wf_type **types = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(s0.n + 2));
+  if (want_value) types[nm] = vt;
+  int off = want_value ? 1 : 0;
+  for (int i = 0; i < s0.n; i++) {
+    if (st.v[i].v == s0.v[i].v && se.v[i].v == s0.v[i].v) continue;
+    const wf_type *t = st.v[i].t ? st.v[i].t : se.v[i].t;
+    if (st.v[i].t && se.v[i].t && st.v[i].t != se.v[i].t)
+      ERR(at, "local '%s' gets different types in the two branches: %s and %s", s0.v[i].name,
+          TN(st.v[i].t), TN(se.v[i].t));
+    idx[nm] = i;
+    types[off + nm] = t;
+    nm++;
+  }
+  /* yields */
+  wf_block *blocks[2] = {bt, be};
+  snap *snaps[2] = {&st, &se};
+  wf_rv *vals[2] = {&tv, &ev};
+  wf_block *saved = F->b.block;
+  for (int k = 0; k < 2; k++) {
+    F->b.block = blocks[k];
+    wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(nm + 1));
+    if (want_value) ys[0] = wf_lo_value(F, vals[k], vt, at);
+    for (int j = 0; j < nm; j++) {
+      wf_var *x = &snaps[k]->v[idx[j]];
+      ys[off + j] = x->v != WF_NOVAL ? x->v : undef_of(F, types[off + j]);
+    }
+    wf_b_inst(&F->b, WF_OP_YIELD, off + nm, ys, 0, NULL, 0);
+  }
+  F->b.block = saved;
+  wf_inst *in = wf_b_inst(&F->b, WF_OP_IF, 1, &cond, off + nm, types, 2);
+  in->blocks[0] = bt;
+  in->blocks[1] = be;
+  bt->parent = in;
+  be->parent = in;
+  for (int j = 0; j < nm; j++) {
+    F->vars[idx[j]].v = in->res[off + j];
+    F->vars[idx[j]].t = types[off + j];
+  }
+  wf_rv r;
+  memset(&r, 0, sizeof r);
+  if (want_value) r = wf_lo_mkval(in->res[0], vt);
+  return r;
+}
+
+static wf_rv br_expr(wf_fstate *F, void *arg) { return wf_lo_expr(F, (wf_expr *)arg); }
+static wf_rv br_true(wf_fstate *F, void *arg) {
+  (void)arg;
+  return wf_lo_mkval(wf_b_consti(&F->b, t_bool(F), 1), t_bool(F));
+}
+static wf_rv br_false(wf_fstate *F, void *arg) {
+  (void)arg;
+  return wf_lo_mkval(wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
+}
+
+static wf_rv br_boolexpr_while(wf_fstate *F, void *arg) {
+  wf_expr *e = (wf_expr *)arg;
+  wf_rv r = wf_lo_expr(F, e);
+  return wf_lo_mkval(as_bool(F, r, e, "while condition"), t_bool(F));
+}
+
+static wf_rv br_boolexpr(wf_fstate *F, void *arg) {
+  wf_expr *e = (wf_expr *)arg;
+  wf_rv r = wf_lo_expr(F, e);
+  return wf_lo_mkval(as_bool(F, r, e, "operand of 'and'/'or'"), t_bool(F));
+}
+
+/* Does evaluating e have no side effects and no memory reads? Then a
+** short-circuit can evaluate it eagerly. */
+static int simple_expr(wf_expr *e) {
+  switch (e->kind) {
+  case E_NUM: case E_TRUE: case E_FALSE: case E_NAME: return 1;
+  case E_PAREN: case E_UN: return simple_expr(e->a);
+  case E_BIN: /* '/' and '%' may trap on integer zero */
+    return e->op != '/' && e->op != '%' && simple_expr(e->a) && simple_expr(e->b);
+  case E_AND: case E_OR: return simple_expr(e->a) && simple_expr(e->b);
+  case E_FIELD: return simple_expr(e->a);
+  default: return 0;
+  }
+}
+
+static wf_rv lower_andor(wf_fstate *F, wf_expr *e) {
+  /* `c and x or y` with a non-bool x: a conditional value */
+  if (e->kind == E_OR && e->a->kind == E_AND) {
+    wf_rv c = wf_lo_expr(F, e->a->a);
+    wf_val cv = as_bool(F, c, e->a->a, "condition of 'c and x or y'");
+    if (simple_expr(e->a->b) && simple_expr(e->b)) {
+      /* both sides cheap and safe: a select when x is not a bool */
+      snap s0 = take_snap(F);
+      wf_inst *mark = F->b.block->last;
+      wf_rv x = wf_lo_expr(F, e->a->b);
+      if (!(x.kind == RV_VAL && x.t->kind == WF_T_BOOL)) {
+        wf_rv y = wf_lo_expr(F, e->b);
+        const wf_type *t = x.kind == RV_VAL ? x.t : y.kind == RV_VAL ? y.t : NULL;
+        if (x.kind == RV_VAL && y.kind == RV_VAL && x.t != y.t)
+          ERR(e, "'c and x or y' gives different types: %s and %s", TN(x.t), TN(y.t));
+        if (!t) t = (x.isint && y.isint) ? t_i32(F) : t_f32(F);
+        wf_val xv = wf_lo_value(F, &x, t, e->a->b), yv = wf_lo_value(F, &y, t, e->b);
+        return wf_lo_mkval(wf_b_op3(&F->b, WF_OP_SELECT, t, cv, xv, yv), t);
+      }
+      (void)mark;
+      restore_snap(F, s0);
+      /* x is a bool: plain and/or below (the lowered x stays unused) */
+      wf_val a = cv;
+      wf_val xa = x.v;
+      wf_val ab = wf_b_op2(&F->b, WF_OP_BAND, t_bool(F), a, xa);
+      wf_rv rb = wf_lo_expr(F, e->b);
+      wf_val yb = as_bool(F, rb, e->b, "operand of 'or'");
+      return wf_lo_mkval(wf_b_op2(&F->b, WF_OP_BOR, t_bool(F), ab, yb), t_bool(F));
+    }
+    /* general case: lazily evaluated branches */
+    wf_rv probe;
+    {
+      /* type of x decides between select semantics and boolean logic */
+      snap s0 = take_snap(F);
+      wf_block *scratch = wf_b_newblock(F->fn, 0, NULL);
+      wf_block *saved = F->b.block;
+      F->b.block = scratch;
+      probe = wf_lo_expr(F, e->a->b);
+      F->b.block = saved;
+      restore_snap(F, s0);
+    }
+    if (!(probe.kind == RV_VAL && probe.t->kind == WF_T_BOOL))
+      return emit_if(F, cv, br_expr, e->a->b, br_expr, e->b, 1, e);
+    wf_rv ab = emit_if(F, cv, br_boolexpr, e->a->b, br_false, NULL, 1, e->a);
+    return emit_if(F, ab.v, br_true, NULL, br_boolexpr, e->b, 1, e);
+  }
+  wf_rv a = wf_lo_expr(F, e->a);
+  wf_val av = as_bool(F, a, e->a, e->kind == E_AND ? "operand of 'and'" : "operand of 'or'");
+  if (simple_expr(e->b)) {
+    wf_rv b = wf_lo_expr(F, e->b);
+    wf_val bv = as_bool(F, b, e->b, e->kind == E_AND ? "operand of 'and'" : "operand of 'or'");
+    return wf_lo_mkval(wf_b_op2(&F->b, e->kind == E_AND ? WF_OP_BAND : WF_OP_BOR, t_bool(F), av, bv),
+                       t_bool(F));
+  }
+  if (e->kind == E_AND) return emit_if(F, av, br_boolexpr, e->b, br_false, NULL, 1, e);
+  return emit_if(F, av, br_true, NULL, br_boolexpr, e->b, 1, e);
+}
+
+/* ======================================================================
+** indexing and fields
+** ====================================================================== */
+wf_val wf_lo_index_key(wf_fstate *F, wf_rv k, wf_expr *at) {
+  if (k.kind == RV_LIT) {
+    if (!k.isint && k.num != floor(k.num)) ERR(at, "index must be an integer, got %g", k.num);
+    return wf_b_consti(&F->b, t_i32(F), (int64_t)k.num);
+  }
+  if (k.kind != RV_VAL) wf_lo_value(F, &k, NULL, at);
+  if (k.t->kind != WF_T_INT) ERR(at, "index must be an integer, got %s", TN(k.t));
+  if (k.t->bits == 32 || k.t->bits == 64) return k.v;
+  return wf_b_op1(&F->b, WF_OP_CAST, t_i32(F), k.v);
+}
+
+/* Constant integer value of a literal rv, or -1 with ok = 0. */
+static int const_index(wf_rv k, int *ok) {
+  *ok = k.kind == RV_LIT && k.num == floor(k.num);
+  return *ok ? (int)k.num : -1;
+}
+
+/* Component c of an aggregate with a dynamic index: a select chain. */
+static wf_val dyn_extract(wf_fstate *F, const wf_type *t, wf_val agg, wf_val key) {
+  int n = wf_t_arity(t);
+  const wf_type *ct = wf_t_component(F->C->T, t, 0);
+  const wf_type *kt = wf_vtype(F->fn, key);
+  wf_val r = wf_b_extract(&F->b, agg, 0);
+  for (int i = 1; i < n; i++) {
+    wf_val ki = wf_b_consti(&F->b, kt, i);
+    wf_val eq = wf_b_op2(&F->b, WF_OP_EQ, t_bool(F), key, ki);
+    r = wf_b_op3(&F->b, WF_OP_SELECT, ct, eq, wf_b_extract(&F->b, agg, i), r);
+  }
+  return r;
+}
+
+/* Index into an aggregate value (v[i], m[i]). */
+static wf_rv index_agg(wf_fstate *F, wf_rv obj, wf_rv key, wf_expr *at) {
+  const wf_type *t = obj.t;
+  if (t->kind != WF_T_VEC && t->kind != WF_T_MAT && t->kind != WF_T_QUAT)
+    ERR(at, "cannot index a value of type %s", TN(t));
+  int n = wf_t_arity(t), ok;
+  int c = const_index(key, &ok);
+  const wf_type *ct = wf_t_component(F->C->T, t, 0);
+  if (ok) {
+    if (c < 0 || c >= n) ERR(at, "index %d out of range for %s (0..%d)", c, TN(t), n - 1);
+    return wf_lo_mkval(wf_b_extract(&F->b, obj.v, c), ct);
+  }
+  wf_val k = wf_lo_index_key(F, key, at);
+  return wf_lo_mkval(dyn_extract(F, t, obj.v, k), ct);
+}
+
+/* Index into an array value with one or more keys: peel with VIEW, load
+** when all dimensions are indexed. */
+static wf_rv index_array(wf_fstate *F, wf_rv arr, int nk, wf_rv *keys, wf_expr **kexp, int *used) {
+  const wf_type *t = arr.t;
+  int nd = t->ndim;
+  if (nk >= nd) {
+    wf_val args[5];
+    args[0] = arr.v;
+    for (int i = 0; i < nd; i++) args[1 + i] = wf_lo_index_key(F, keys[i], kexp[i]);
+    const wf_type *et = t->elem;
+    wf_val r = wf_b_inst(&F->b, WF_OP_LOAD, nd + 1, args, 1, &et, 0)->res[0];
+    *used = nd;
+    return wf_lo_mkval(r, et);
+  }
+  wf_val a = arr.v;
+  for (int i = 0; i < nk; i++) {
+    wf_val k = wf_lo_index_key(F, keys[i], kexp[i]);
+    const wf_type *vt = wf_t_array(F->C->T, t->elem, nd - 1 - i);
+    a = wf_b_op2(&F->b, WF_OP_VIEW, vt, a, k);
+  }
+  *used = nk;
+  return wf_lo_mkval(a, wf_t_array(F->C->T, t->elem, nd - nk));
+}
+
+/* Field index of name in an aggregate type, or -1. */
+static int field_index(const wf_type *t, const char *name) {
+  if (t->kind == WF_T_VEC || t->kind == WF_T_QUAT) {
+    int n = wf_t_arity(t);
+    if (n <= 4 && name[0] && !name[1]) {
+      const char *p = strchr("xyzw", name[0]);
+      if (p && p - "xyzw" < n) return (int)(p - "xyzw");
+    }
+    return -1;
+  }
+  if (t->kind == WF_T_TRANSFORM) return !strcmp(name, "p") ? 0 : !strcmp(name, "q") ? 1 : -1;
+  if (t->kind == WF_T_STRUCT)
+    for (int i = 0; i < t->nfields; i++)
+      if (!strcmp(t->fields[i].name, name)) return i;
+  return -1;
+}
+
+static wf_rv lower_field(wf_fstate *F, wf_expr *e) {
+  wf_rv obj = wf_lo_expr(F, e->a);
+  if (obj.kind == RV_LUA) return wf_res_field(F, obj, e->name, e);
+  if (obj.kind != RV_VAL) ERR(e, "cannot access field '%s' of %s", e->name, rvdesc(F, &obj));
+  const wf_type *t = obj.t;
+  if (t->kind == WF_T_ARRAY) {
+    if (!strcmp(e->name, "shape")) {
+      wf_rv r = obj;
+      r.kind = RV_SHAPE;
+      return r;
+    }
+    ERR(e, "arrays have no field '%s' in kernels (use .shape[k] or #a)", e->name);
+  }
+  int i = field_index(t, e->name);
+  if (i < 0) ERR(e, "%s has no field '%s'", TN(t), e->name);
+  return wf_lo_mkval(wf_b_extract(&F->b, obj.v, i), wf_t_component(F->C->T, t, i));
+}
+
+/* Lower a chain of [] on top of some base: arrays take as many keys as
+** they have dimensions at once. */
+static wf_rv lower_index(wf_fstate *F, wf_expr *e) {
+  wf_expr *chain[16];
+  int n = 0;
+  wf_expr *x = e;
+  while (x->kind == E_INDEX && n < 16) {
+    chain[n++] = x;
+    x = x->a;
+  }
+  wf_rv obj = wf_lo_expr(F, x);
+  /* keys in source order */
+  for (int i = n - 1; i >= 0;) {
+    wf_expr *ie = chain[i];
+    if (obj.kind == RV_SHAPE) {
+      wf_rv k = wf_lo_expr(F, ie->b);
+      int ok, d = const_index(k, &ok);
+      if (!ok) ERR(ie->b, "x.shape must be indexed with a constant");
+      if (d < 0 || d >= obj.t->ndim)
+        ERR(ie->b, "shape index %d out of range for a %d-d array", d, obj.t->ndim);
+      wf_inst *in = wf_b_inst(&F->b, WF_OP_SHAPE, 1, &obj.v, 1, (const wf_type *[]){t_i32(F)}, 0);
+      in->imm = d;
+      obj = wf_lo_mkval(in->res[0], t_i32(F));
+      i--;
+      continue;
+    }
+    if (obj.kind != RV_VAL) ERR(ie, "cannot index %s", rvdesc(F, &obj));
+    if (obj.t->kind == WF_T_ARRAY) {
+      wf_rv keys[16];
+      wf_expr *kexp[16];
+      int nk = 0;
+      for (int j = i; j >= 0 && nk < obj.t->ndim; j--, nk++) {
+        kexp[nk] = chain[j]->b;
+        keys[nk] = wf_lo_expr(F, chain[j]->b);
+      }
+      int used;
+      F->b.loc = (wf_loc){ie->line, ie->col};
+      obj = index_array(F, obj, nk, keys, kexp, &used);
+      i -= used;
+      continue;
+    }
+    wf_rv k = wf_lo_expr(F, ie->b);
+    obj = index_agg(F, obj, k, ie);
+    i--;
+  }
+  return obj;
+}
+
+/* ======================================================================
+** expressions
+** ====================================================================== */
+wf_rv wf_lo_expr(wf_fstate *F, wf_expr *e) {
+  F->b.loc = (wf_loc){e->line, e->col};
+  switch (e->kind) {
+  case E_NUM: return mklit(e->num, e->isint);
+  case E_TRUE: case E_FALSE:
+    return wf_lo_mkval(wf_b_consti(&F->b, t_bool(F), e->kind == E_TRUE), t_bool(F));
+  case E_NIL: ERR(e, "nil is not supported in kernels");
+  case E_STR: {
+    wf_rv r;
+    memset(&r, 0, sizeof r);
+    r.kind = RV_STR;
+    r.str = e->name;
+    return r;
+  }
+  case E_NAME: {
+    int vi = wf_lo_findvar(F, e->name);
+    if (vi >= 0) {
+      wf_var *x = &F->vars[vi];
+      if (x->v == WF_NOVAL) ERR(e, "local '%s' is used before it has a value", e->name);
+      return wf_lo_mkval(x->v, x->t);
+    }
+    return wf_res_name(F, e->name, e);
+  }
+  case E_PAREN: {
+    wf_rv r = wf_lo_expr(F, e->a);
+    return r;
+  }
+  case E_FIELD: return lower_field(F, e);
+  case E_INDEX: return lower_index(F, e);
+  case E_CALL: case E_METHOD: {
+    wf_rv out[WF_MAXRET];
+    int n = wf_lo_call(F, e, 1, out);
+    if (n == 0) {
+      wf_rv r;
+      memset(&r, 0, sizeof r);
+      r.kind = RV_NONE;
+      return r;
+    }
+    return out[0];
+  }
+  case E_BIN: {
+    wf_rv a = wf_lo_expr(F, e->a);
+    wf_rv b = wf_lo_expr(F, e->b);
+    F->b.loc = (wf_loc){e->line, e->col};
+    switch (e->op) {
+    case '+': case '-': case '*': case '/': case '%': case '^': return wf_lo_arith(F, e->op, a, b, e);
+    default: return compare(F, e->op, a, b, e);
+    }
+  }
+  case E_UN: {
+    wf_rv a = wf_lo_expr(F, e->a);
+    F->b.loc = (wf_loc){e->line, e->col};
+    if (e->op == '-') {
+      if (a.kind == RV_LIT) return mklit(-a.num, a.isint);
+      wf_val v = wf_lo_value(F, &a, NULL, e->a);
+      if (a.t->kind == WF_T_BOOL || a.t->kind == WF_T_ARRAY || a.t->kind == WF_T_STRUCT ||
+          a.t->kind == WF_T_RNG)
+        ERR(e, "cannot negate %s", TN(a.t));
+      return wf_lo_mkval(wf_lo_cw1(F, WF_OP_NEG, a.t, v), a.t);
+    }
+    if (e->op == TK_NOT) {
+      wf_val v = as_bool(F, a, e->a, "operand of 'not'");
+      return wf_lo_mkval(wf_b_op1(&F->b, WF_OP_NOT, t_bool(F), v), t_bool(F));
+    }
+    /* '#' */
+    if (a.kind != RV_VAL || a.t->kind != WF_T_ARRAY)
+      ERR(e, "'#' needs an array, got %s", rvdesc(F, &a));
+    wf_inst *in = wf_b_inst(&F->b, WF_OP_SHAPE, 1, &a.v, 1, (const wf_type *[]){t_i32(F)}, 0);
+    in->imm = 0;
+    return wf_lo_mkval(in->res[0], t_i32(F));
+  }
+  case E_AND: case E_OR: return lower_andor(F, e);
+  case E_TABLE: ERR(e, "table constructors are only supported as struct values: P{...}");
+  case E_FUNC: ERR(e, "function definitions (closures) are not supported inside kernels");
+  case E_VARARG: ERR(e, "varargs ('...') are not supported in kernels");
+  }
+  ERR(e, "unsupported expression");
+}
+
+int wf_lo_call(wf_fstate *F, wf_expr *e, int want, wf_rv *out) {
+  if (e->kind == E_METHOD)
+    ERR(e, "method calls (':%s') are not supported in kernels", e->name);
+  wf_rv callee = wf_lo_expr(F, e->a);
+  F->b.loc = (wf_loc){e->line, e->col};
+  if (callee.kind == RV_LUA) {
+    switch (callee.lk) {
+    case LV_BUILTIN: return wf_bi_call(F, callee.str, e, want, out);
+    case LV_TYPE: return wf_bi_construct(F, callee.t, e, out);
+    case LV_FUNC: return wf_res_callfunc(F, callee, e, want, out);
+    default: break;
+    }
+  }
+  ERR(e, "cannot call %s", rvdesc(F, &callee));
+}
+
+/* Lower an expression list into exactly n values (the last expression
+** may give several: calls), Lua style. Missing values are an error. */
+static void lower_exprlist(wf_fstate *F, int ne, wf_expr **es, int n, wf_rv *out, wf_expr *at) {
+  int k = 0;
+  for (int i = 0; i < ne; i++) {
+    wf_expr *e = es[i];
+    if (i == ne - 1 && (e->kind == E_CALL || e->kind == E_METHOD) && n - k > 1) {
+      wf_rv tmp[WF_MAXRET];
+      int need = n - k;
+      int got = wf_lo_call(F, e, need, tmp);
+      if (got < need)
+        ERR(e, "the call gives %d value%s, %d needed", got, got == 1 ? "" : "s", need);
+      for (int j = 0; j < need; j++) out[k++] = tmp[j];
+      continue;
+    }
+    wf_rv r = wf_lo_expr(F, e);
+    if (k < n) out[k++] = r;
+  }
+  if (k < n) ERR(at, "%d value%s given, %d needed", k, k == 1 ? "" : "s", n);
+}
+
+/* ======================================================================
+** assignment
+** ====================================================================== */
+void wf_lo_assign_var(wf_fstate *F, int vi, wf_rv r, wf_expr *at) {
+  wf_var *x = &F->vars[vi];
+  if (x->is_param && x->t && (wf_t_is_scalar(x->t) || x->t->kind == WF_T_ARRAY))
+    ERR(at, "cannot assign to parameter '%s' of type %s", x->name, TN(x->t));
+  if (r.kind == RV_NONE) ERR(at, "the call gives no value to assign to '%s'", x->name);
+  wf_val v = wf_lo_value(F, &r, x->t, at);
+  if (!x->t) x->t = wf_vtype(F->fn, v);
+  F->vars[vi].v = v;
+}
+
+/* Rebuild aggregate `agg` of type t with component c (const or dynamic
+** key) replaced by v. */
+static wf_val insert_comp(wf_fstate *F, const wf_type *t, wf_val agg, wf_rv key, int fi, wf_val v,
+                          wf_expr *at) {
+  if (fi >= 0) return wf_b_insert(&F->b, agg, fi, v);
+  int ok, c = const_index(key, &ok);
+  int n = wf_t_arity(t);
+  if (ok) {
+    if (c < 0 || c >= n) ERR(at, "index %d out of range for %s (0..%d)", c, TN(t), n - 1);
+    return wf_b_insert(&F->b, agg, c, v);
+  }
+  wf_val k = wf_lo_index_key(F, key, at);
+  const wf_type *kt = wf_vtype(F->fn, k);
+  const wf_type *ct = wf_t_component(F->C->T, t, 0);
+  wf_val comps[64];
+  for (int i = 0; i < n; i++) {
+    wf_val eq = wf_b_op2(&F->b, WF_OP_EQ, t_bool(F), k, wf_b_consti(&F->b, kt, i));
+    comps[i] = wf_b_op3(&F->b, WF_OP_SELECT, ct, eq, v, wf_b_extract(&F->b, agg, i));
+  }
+  return wf_b_agg(&F->b, t, n, comps);
+}
+
+/* Assign r to the place described by target expression e. */
+static void assign_to(wf_fstate *F, wf_expr *e, wf_rv r) {
+  F->b.loc = (wf_loc){e->line, e->col};
+  if (e->kind == E_NAME) {
+    int vi = wf_lo_findvar(F, e->name);
+    if (vi < 0) ERR(e, "cannot assign to '%s': only locals of the kernel can be assigned", e->name);
+    wf_lo_assign_var(F, vi, r, e);
+    return;
+  }
+  /* array store: a[i][j] = v with all dimensions indexed */
+  if (e->kind == E_INDEX) {
+    wf_expr *chain[16];
+    int n = 0;
+    wf_expr *x = e;
+    while (x->kind == E_INDEX && n < 16) chain[n++] = x, x = x->a;
+    /* peel to find the array base: evaluate the base object */
+    wf_rv base = wf_lo_expr(F, x);
+    if (base.kind == RV_VAL && base.t->kind == WF_T_ARRAY && n <= base.t->ndim) {
+      const wf_type *t = base.t;
+      if (n < t->ndim)
+        ERR(e, "cannot assign to a %d-d view of %s; index all %d dimensions", t->ndim - n,
+            TN(t), t->ndim);
+      wf_val args[6];
+      args[0] = base.v;
+      for (int i = 0; i < n; i++) {
+        wf_expr *ke = chain[n - 1 - i]->b;
+        args[1 + i] = wf_lo_index_key(F, wf_lo_expr(F, ke), ke);
+      }
+      F->b.loc = (wf_loc){e->line, e->col};
+      if (r.kind == RV_NONE) ERR(e, "the call gives no value to store");
+      args[1 + n] = wf_lo_value(F, &r, t->elem, e);
+      wf_b_inst(&F->b, WF_OP_STORE, n + 2, args, 0, NULL, 0);
+      return;
+    }
+  }
+  if (e->kind == E_INDEX || e->kind == E_FIELD) {
+    wf_rv obj = wf_lo_expr(F, e->a);
+    if (obj.kind == RV_LUA) ERR(e, "cannot assign to a field of %s", rvdesc(F, &obj));
+    if (obj.kind != RV_VAL) wf_lo_value(F, &obj, NULL, e->a);
+    const wf_type *t = obj.t;
+    if (t->kind == WF_T_ARRAY) {
+      if (e->kind == E_FIELD) ERR(e, "cannot assign to field '%s' of an array", e->name);
+      ERR(e, "cannot assign to a view of %s", TN(t));
+    }
+    int fi = -1;
+    wf_rv key;
+    memset(&key, 0, sizeof key);
+    const wf_type *ct;
+    if (e->kind == E_FIELD) {
+      fi = field_index(t, e->name);
+      if (fi < 0) ERR(e, "%s has no field '%s'", TN(t), e->name);
+      ct = wf_t_component(F->C->T, t, fi);
+    } else {
+      if (t->kind != WF_T_VEC && t->kind != WF_T_MAT && t->kind != WF_T_QUAT)
+        ERR(e, "cannot index a value of type %s", TN(t));
+      key = wf_lo_expr(F, e->b);
+      ct = wf_t_component(F->C->T, t, 0);
+    }
+    F->b.loc = (wf_loc){e->line, e->col};
+    if (r.kind == RV_NONE) ERR(e, "the call gives no value to assign");
+    wf_val v = wf_lo_value(F, &r, ct, e);
+    wf_val nv = insert_comp(F, t, obj.v, key, fi, v, e);
+    /* components of a parameter can be changed (the local copy) */
+    if (e->a->kind == E_NAME) {
+      int vi = wf_lo_findvar(F, e->a->name);
+      if (vi >= 0) {
+        F->vars[vi].v = nv;
+        return;
+      }
+    }
+    assign_to(F, e->a, wf_lo_mkval(nv, t));
+    return;
+  }
+  ERR(e, "cannot assign to this expression");
+}
+
+/* ======================================================================
+** statements
+** ====================================================================== */
+static void lower_stmt(wf_fstate *F, wf_stmt *s);
+static void lower_stmts(wf_fstate *F, wf_block_ast *b, int from);
+
+typedef struct restarg {
+  wf_block_ast *b;
+  int from;
+} restarg;
+
+static wf_rv br_rest(wf_fstate *F, void *arg) {
+  restarg *ra = arg;
+  lower_stmts(F, ra->b, ra->from);
+  wf_rv r;
+  memset(&r, 0, sizeof r);
+  return r;
+}
+
+static wf_rv br_block(wf_fstate *F, void *arg) {
+  lower_stmts(F, (wf_block_ast *)arg, 0);
+  wf_rv r;
+  memset(&r, 0, sizeof r);
+  return r;
+}
+
+/* not (break or return): whether execution continues here. */
+static wf_val continuing(wf_fstate *F) {
+  const wf_type *bt = t_bool(F);
+  wf_val c = wf_b_op1(&F->b, WF_OP_NOT, bt, F->vars[F->retflag].v);
+  if (F->brk >= 0)
+    c = wf_b_op2(&F->b, WF_OP_BAND, bt, c, wf_b_op1(&F->b, WF_OP_NOT, bt, F->vars[F->brk].v));
+  return c;
+}
+
+static void lower_stmts(wf_fstate *F, wf_block_ast *b, int from) {
+  int scope = F->nvars;
+  for (int i = from; i < b->n; i++) {
+    wf_stmt *s = b->s[i];
+    int nb = F->nbreaks, nr = F->nreturns;
+    lower_stmt(F, s);
+    if (s->kind == S_BREAK || s->kind == S_RETURN) break;
+    if ((F->nbreaks != nb || F->nreturns != nr) && i + 1 < b->n) {
+      /* the statement may exit: guard the rest of the block */
+      F->b.loc = (wf_loc){b->s[i + 1]->line, b->s[i + 1]->col};
+      restarg ra = {b, i + 1};
+      emit_if(F, continuing(F), br_rest, &ra, NULL, NULL, 0, NULL);
+      break;
+    }
+  }
+  F->nvars = scope;
+}
+
+static void lower_local(wf_fstate *F, wf_stmt *s) {
+  int n = s->nnames;
+  wf_rv vals[64];
+  if (n > 64) wf_lo_err(F, s->line, s->col, "too many locals in one statement");
+  if (s->nexprs) {
+    /* Lua: extra names get nil; we require a value for each name unless
+    ** there are no values at all. */
+    wf_expr at = {0};
+    at.line = s->line;
+    at.col = s->col;
+    lower_exprlist(F, s->nexprs, s->exprs, n, vals, &at);
+  }
+  for (int i = 0; i < n; i++) {
+    wf_val v = WF_NOVAL;
+    const wf_type *t = NULL;
+    if (s->nexprs) {
+      wf_expr *src = i < s->nexprs ? s->exprs[i] : s->exprs[s->nexprs - 1];
+      if (vals[i].kind == RV_NONE)
+        wf_lo_err(F, src->line, src->col, "the call gives no value for local '%s'", s->names[i]);
+      if (vals[i].kind == RV_LUA)
+        wf_lo_err(F, src->line, src->col, "local '%s' cannot hold %s", s->names[i],
+                  rvdesc(F, &vals[i]));
+      v = wf_lo_value(F, &vals[i], NULL, src);
+      t = wf_vtype(F->fn, v);
+    }
+    addvar(F, s->names[i], v, t);
+  }
+}
+
+static void lower_assign(wf_fstate *F, wf_stmt *s) {
+  int n = s->ntargets;
+  wf_rv vals[64];
+  if (n > 64) wf_lo_err(F, s->line, s->col, "too many targets in one assignment");
+  wf_expr at = {0};
+  at.line = s->line;
+  at.col = s->col;
+  lower_exprlist(F, s->nexprs, s->exprs, n, vals, &at);
+  /* typed values first, so a later target sees the old values (Lua) */
+  for (int i = 0; i < n; i++)
+    if (vals[i].kind == RV_LUA)
+      wf_lo_err(F, s->targets[i]->line, s->targets[i]->col, "cannot assign %s",
+                rvdesc(F, &vals[i]));
+  for (int i = 0; i < n; i++) assign_to(F, s->targets[i], vals[i]);
+}
+
+static wf_rv br_ifchain(wf_fstate *F, void *arg);
+
+typedef struct ifarg {
+  wf_stmt *s;
+  int k; /* next condition index */
+} ifarg;
+
+/* if conds[k] then blocks[k] else (the rest of the chain) */
+static void lower_ifchain(wf_fstate *F, wf_stmt *s, int k) {
+  wf_rv c = wf_lo_expr(F, s->conds[k]);
+  wf_val cv = as_bool(F, c, s->conds[k], "if condition");
+  F->b.loc = (wf_loc){s->line, s->col};
+  ifarg *next = wf_front_alloc(F->C, sizeof *next);
+  next->s = s;
+  next->k = k + 1;
+  int has_more = k + 1 < s->nconds || s->has_else;
+  emit_if(F, cv, br_block, &s->blocks[k], has_more ? br_ifchain : NULL, next, 0, NULL);
+}
+
+static wf_rv br_ifchain(wf_fstate *F, void *arg) {
+  ifarg *a = arg;
+  if (a->k < a->s->nconds) lower_ifchain(F, a->s, a->k);
+  else lower_stmts(F, &a->s->blocks[a->s->nconds], 0);
+  wf_rv r;
+  memset(&r, 0, sizeof r);
+  return r;
+}
+
+/* ---- loops ---- */
+
+/* Pass 1: lower body() into a scratch block; report which of the vars
+** [0, n) it changes (their types are left in types[]), and whether it
+** may break or return. Restores all state. */
+typedef void (*loop_body_fn)(wf_fstate *F, void *arg, wf_val iv);
+
+static int probe_loop(wf_fstate *F, loop_body_fn body, void *arg, const wf_type *ivt, int *idx,
+                      const wf_type **types, int *exits) {
+  snap s0 = take_snap(F);
+  int nb = F->nbreaks, nr = F->nreturns;
+  wf_block *scratch = wf_b_newblock(F->fn, ivt ? 1 : 0, ivt ? &ivt : NULL);
+  wf_block *saved = F->b.block;
+  wf_loc loc = F->b.loc;
+  F->b.block = scratch;
+  body(F, arg, ivt ? scratch->params[0] : WF_NOVAL);
+  F->nvars = s0.n;
+  int n = 0;
+  for (int i = 0; i < s0.n; i++)
+    if (F->vars[i].v != s0.v[i].v) {
+      idx[n] = i;
+      types[n] = F->vars[i].t;
+      n++;
+    }
+  *exits = F->nbreaks != nb || F->nreturns != nr;
+  restore_snap(F, s0);
+  F->nbreaks = nb;
+  F->nreturns = nr;
+  F->b.block = saved;
+  F->b.loc = loc;
+  return n;
+}
+
+typedef struct forarg {
+  wf_stmt *s;
+} forarg;
+
+static void for_body(wf_fstate *F, void *arg, wf_val iv) {
+  wf_stmt *s = ((forarg *)arg)->s;
+  int scope = F->nvars;
+  addvar(F, s->names[0], iv, wf_vtype(F->fn, iv));
+  lower_stmts(F, &s->body, 0);
+  F->nvars = scope;
+}
+
+typedef struct whilearg {
+  wf_stmt *s;
+} whilearg;
+
+static void while_probe_body(wf_fstate *F, void *arg, wf_val iv) {
+  (void)iv;
+  wf_stmt *s = ((whilearg *)arg)->s;
+  wf_rv c = wf_lo_expr(F, s->conds[0]);
+  as_bool(F, c, s->conds[0], "while condition");
+  lower_stmts(F, &s->body, 0);
+}
+
+static void repeat_body(wf_fstate *F, void *arg, wf_val iv) {
+  (void)iv;
+  wf_stmt *s = ((whilearg *)arg)->s;
+  int scope = F->nvars;
+  /* the body's locals stay visible to the until condition */
+  wf_block_ast *b = &s->body;
+  int nb = F->nbreaks, nr = F->nreturns;
+  int guarded = 0;
+  for (int i = 0; i < b->n; i++) {
+    int b0 = F->nbreaks, r0 = F->nreturns;
+    lower_stmt(F, b->s[i]);
+    if (b->s[i]->kind == S_BREAK || b->s[i]->kind == S_RETURN) break;
+    if ((F->nbreaks != b0 || F->nreturns != r0) && i + 1 < b->n) {
+      restarg ra = {b, i + 1};
+      emit_if(F, continuing(F), br_rest, &ra, NULL, NULL, 0, NULL);
+      guarded = 1;
+      break;
+    }
+  }
+  (void)nb;
+  (void)nr;
+  if (guarded) {
+    /* locals after the guard are out of scope for `until`: a limitation */
+  }
+  (void)scope;
+}
+
+/* Create the loop-carried bookkeeping: the initial values of idx[]. */
+static void carried_inits(wf_fstate *F, int n, const int *idx, const wf_type **types, wf_val *out) {
+  for (int j = 0; j < n; j++) {
+    wf_var *x = &F->vars[idx[j]];
+    out[j] = x->v != WF_NOVAL ? x->v : undef_of(F, types[j]);
+  }
+}
+
+static void bind_params(wf_fstate *F, wf_block *blk, int off, int n, const int *idx,
+                        const wf_type **types) {
+  for (int j = 0; j < n; j++) {
+    F->vars[idx[j]].v = blk->params[off + j];
+    F->vars[idx[j]].t = types[j];
+  }
+}
+
+static void current_vals(wf_fstate *F, int n, const int *idx, const wf_type **types, wf_val *out) {
+  for (int j = 0; j < n; j++) {
+    wf_var *x = &F->vars[idx[j]];
+    out[j] = x->v != WF_NOVAL ? x->v : undef_of(F, types[j]);
+  }
+}
+
+/* Index of a var in idx[], or -1. */
+static int find_idx(int n, const int *idx, int vi) {
+  for (int j = 0; j < n; j++)
+    if (idx[j] == vi) return j;
+  return -1;
+}
+
+/* exit test: brk or ret, from the carried flags */
+static wf_val exit_flag(wf_fstate *F, int n, const int *idx) {
+  const wf_type *bt = t_bool(F);
+  wf_val c = WF_NOVAL;
+  if (find_idx(n, idx, F->brk) >= 0) c = F->vars[F->brk].v;
+  if (find_idx(n, idx, F->retflag) >= 0) {
+    wf_val r = F->vars[F->retflag].v;
+    c = c == WF_NOVAL ? r : wf_b_op2(&F->b, WF_OP_BOR, bt, c, r);
+  }
+  return c;
+}
+
+static void lower_for(wf_fstate *F, wf_stmt *s) {
+  wf_rv lo = wf_lo_expr(F, s->exprs[0]);
+  wf_rv hi = wf_lo_expr(F, s->exprs[1]);
+  wf_rv st = s->nexprs > 2 ? wf_lo_expr(F, s->exprs[2]) : mklit(1, 1);
+  F->b.loc = (wf_loc){s->line, s->col};
+  /* the loop type: the typed bound, else int32 (float if a literal is) */
+  const wf_type *t = lo.kind == RV_VAL ? lo.t : hi.kind == RV_VAL ? hi.t : st.kind == RV_VAL ? st.t : NULL;
+  if (!t) t = (lo.isint && hi.isint && st.isint) ? t_i32(F) : t_f32(F);
+  if (t->kind != WF_T_INT && t->kind != WF_T_FLOAT)
+    wf_lo_err(F, s->line, s->col, "for loop bounds must be numbers, got %s", TN(t));
+  wf_expr *es[3] = {s->exprs[0], s->exprs[1], s->nexprs > 2 ? s->exprs[2] : s->exprs[1]};
+  wf_rv *rs[3] = {&lo, &hi, &st};
+  wf_val bv[3];
+  for (int k = 0; k < 3; k++) {
+    if (rs[k]->kind == RV_VAL && rs[k]->t != t)
+      wf_lo_err(F, es[k]->line, es[k]->col, "for loop bounds have different types: %s and %s",
+                TN(t), TN(rs[k]->t));
+    bv[k] = wf_lo_value(F, rs[k], t, es[k]);
+  }
+  int stepsign = 0; /* known sign of a literal step */
+  if (st.kind == RV_LIT) {
+    if (st.num == 0) wf_lo_err(F, s->line, s->col, "for loop step is zero");
+    stepsign = st.num > 0 ? 1 : -1;
+  }
+  /* break flag for this loop */
+  int saved_brk = F->brk;
+  int scope = F->nvars;
+  F->brk = addvar(F, "(break)", wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
+  int nv = F->nvars;
+  int *idx = wf_front_alloc(F->C, sizeof(int) * (size_t)(nv + 1));
+  const wf_type **types = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(nv + 2));
+  forarg fa = {s};
+  int exits;
+  int n = probe_loop(F, for_body, &fa, t, idx, types, &exits);
+  wf_val *inits = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 4));
+  int nb0 = F->nbreaks;
+  if (!exits) {
+    inits[0] = bv[0];
+    inits[1] = bv[1];
+    inits[2] = bv[2];
+    carried_inits(F, n, idx, types, inits + 3);
+    const wf_type **ptypes = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(n + 1));
+    ptypes[0] = t;
+    for (int j = 0; j < n; j++) ptypes[1 + j] = types[j];
+    wf_block *body = wf_b_newblock(F->fn, n + 1, ptypes);
+    wf_block *saved = F->b.block;
+    F->b.block = body;
+    bind_params(F, body, 1, n, idx, types);
+    for_body(F, &fa, body->params[0]);
+    wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
+    current_vals(F, n, idx, types, ys);
+    F->b.loc = (wf_loc){s->line, s->col};
+    wf_b_inst(&F->b, WF_OP_YIELD, n, ys, 0, NULL, 0);
+    F->b.block = saved;
+    wf_inst *in = wf_b_inst(&F->b, WF_OP_FOR, n + 3, inits, n, types, 1);
+    in->blocks[0] = body;
+    body->parent = in;
+    for (int j = 0; j < n; j++) F->vars[idx[j]].v = in->res[j];
+  } else {
+    /* while form: carried (i, vars...) */
+    inits[0] = bv[0];
+    carried_inits(F, n, idx, types, inits + 1);
+    const wf_type **ptypes = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(n + 1));
+    ptypes[0] = t;
+    for (int j = 0; j < n; j++) ptypes[1 + j] = types[j];
+    const wf_type *bt = t_bool(F);
+    /* before: condition */
+    wf_block *before = wf_b_newblock(F->fn, n + 1, ptypes);
+    wf_block *saved = F->b.block;
+    F->b.block = before;
+    bind_params(F, before, 1, n, idx, types);
+    wf_val iv = before->params[0];
+    wf_val inrange;
+    if (stepsign > 0) inrange = wf_b_op2(&F->b, WF_OP_LE, bt, iv, bv[1]);
+    else if (stepsign < 0) inrange = wf_b_op2(&F->b, WF_OP_GE, bt, iv, bv[1]);
+    else {
+      wf_val pos = wf_b_op2(&F->b, WF_OP_GT, bt, bv[2], wf_lo_const(F, t, 0));
+      inrange = wf_b_op3(&F->b, WF_OP_SELECT, bt, pos, wf_b_op2(&F->b, WF_OP_LE, bt, iv, bv[1]),
+                         wf_b_op2(&F->b, WF_OP_GE, bt, iv, bv[1]));
+    }
+    wf_val ex = exit_flag(F, n, idx);
+    if (ex != WF_NOVAL)
+      inrange = wf_b_op2(&F->b, WF_OP_BAND, bt, inrange, wf_b_op1(&F->b, WF_OP_NOT, bt, ex));
+    wf_val *cargs = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 2));
+    cargs[0] = inrange;
+    cargs[1] = iv;
+    current_vals(F, n, idx, types, cargs + 2);
+    wf_b_inst(&F->b, WF_OP_COND, n + 2, cargs, 0, NULL, 0);
+    /* after: body, then i + step */
+    wf_block *after = wf_b_newblock(F->fn, n + 1, ptypes);
+    F->b.block = after;
+    bind_params(F, after, 1, n, idx, types);
+    for_body(F, &fa, after->params[0]);
+    F->b.loc = (wf_loc){s->line, s->col};
+    wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
+    ys[0] = wf_b_op2(&F->b, WF_OP_ADD, t, after->params[0], bv[2]);
+    current_vals(F, n, idx, types, ys + 1);
+    wf_b_inst(&F->b, WF_OP_YIELD, n + 1, ys, 0, NULL, 0);
+    F->b.block = saved;
+    wf_inst *in = wf_b_inst(&F->b, WF_OP_WHILE, n + 1, inits, n + 1, ptypes, 2);
+    in->blocks[0] = before;
+    in->blocks[1] = after;
+    before->parent = in;
+    after->parent = in;
+    for (int j = 0; j < n; j++) F->vars[idx[j]].v = in->res[1 + j];
+  }
+  F->nbreaks = nb0;
+  F->brk = saved_brk;
+  F->nvars = scope;
+}
+
+/* while and repeat share the WHILE form; `before` holds the condition
+** (and for repeat the body too). */
+static void lower_while(wf_fstate *F, wf_stmt *s, int is_repeat) {
+  int saved_brk = F->brk;
+  int scope = F->nvars;
+  F->b.loc = (wf_loc){s->line, s->col};
+  F->brk = addvar(F, "(break)", wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
+  int nv = F->nvars;
+  int *idx = wf_front_alloc(F->C, sizeof(int) * (size_t)(nv + 1));
+  const wf_type **types = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(nv + 2));
+  whilearg wa = {s};
+  int exits;
+  int nb0 = F->nbreaks;
+  int n = probe_loop(F, is_repeat ? repeat_body : while_probe_body, &wa, NULL, idx, types, &exits);
+  if (is_repeat) {
+    /* the until condition is part of the probe too */
+  }
+  wf_val *inits = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
+  carried_inits(F, n, idx, types, inits);
+  const wf_type *bt = t_bool(F);
+  wf_block *before = wf_b_newblock(F->fn, n, types);
+  wf_block *saved = F->b.block;
+  F->b.block = before;
+  bind_params(F, before, 0, n, idx, types);
+  wf_val cont;
+  if (!is_repeat) {
+    wf_val ex = exit_flag(F, n, idx);
+    if (ex == WF_NOVAL) {
+      wf_rv c = wf_lo_expr(F, s->conds[0]);
+      cont = as_bool(F, c, s->conds[0], "while condition");
+    } else {
+      wf_val notex = wf_b_op1(&F->b, WF_OP_NOT, bt, ex);
+      wf_rv r = emit_if(F, notex, br_boolexpr_while, s->conds[0], br_false, NULL, 1, s->conds[0]);
+      cont = r.v;
+    }
+  } else {
+    int inner = F->nvars;
+    repeat_body(F, &wa, WF_NOVAL);
+    wf_val ex = exit_flag(F, n, idx);
+    wf_rv c = wf_lo_expr(F, s->conds[0]);
+    wf_val until = as_bool(F, c, s->conds[0], "until condition");
+    cont = wf_b_op1(&F->b, WF_OP_NOT, bt, until);
+    if (ex != WF_NOVAL) cont = wf_b_op2(&F->b, WF_OP_BAND, bt, cont, wf_b_op1(&F->b, WF_OP_NOT, bt, ex));
+    F->nvars = inner;
+  }
+  F->b.loc = (wf_loc){s->line, s->col};
+  wf_val *cargs = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
+  cargs[0] = cont;
+  current_vals(F, n, idx, types, cargs + 1);
+  wf_b_inst(&F->b, WF_OP_COND, n + 1, cargs, 0, NULL, 0);
+  wf_block *after = wf_b_newblock(F->fn, n, types);
+  F->b.block = after;
+  bind_params(F, after, 0, n, idx, types);
+  if (!is_repeat) lower_stmts(F, &s->body, 0);
+  wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
+  current_vals(F, n, idx, types, ys);
+  F->b.loc = (wf_loc){s->line, s->col};
+  wf_b_inst(&F->b, WF_OP_YIELD, n, ys, 0, NULL, 0);
+  F->b.block = saved;
+  wf_inst *in = wf_b_inst(&F->b, WF_OP_WHILE, n, inits, n, types, 2);
+  in->blocks[0] = before;
+  in->blocks[1] = after;
+  before->parent = in;
+  after->parent = in;
+  for (int j = 0; j < n; j++) F->vars[idx[j]].v = in->res[j];
+  (void)exits;
+  F->nbreaks = nb0;
+  F->brk = saved_brk;
+  F->nvars = scope;
+}
+
+static void lower_return(wf_fstate *F, wf_stmt *s) {
+  if (F->is_kernel && s->nexprs)
+    wf_lo_err(F, s->line, s->col, "kernels cannot return values (a bare 'return' ends the thread)");
+  int n = s->nexprs;
+  wf_rv vals[WF_MAXRET];
+  if (n) {
+    /* a trailing call may give several values */
+    wf_expr *last = s->exprs[n - 1];
+    if (last->kind == E_CALL || last->kind == E_METHOD) {
+      for (int i = 0; i < n - 1; i++) vals[i] = wf_lo_expr(F, s->exprs[i]);
+      wf_rv tmp[WF_MAXRET];
+      int got = wf_lo_call(F, last, WF_MAXRET - (n - 1), tmp);
+      for (int j = 0; j < got; j++) vals[n - 1 + j] = tmp[j];
+      n = n - 1 + got;
+    } else {
+      if (n > WF_MAXRET) wf_lo_err(F, s->line, s->col, "too many return values");
+      for (int i = 0; i < n; i++) vals[i] = wf_lo_expr(F, s->exprs[i]);
+    }
+  }
+  F->b.loc = (wf_loc){s->line, s->col};
+  if (F->nret < 0) F->nret = n;
+  else if (F->nret != n)
+    wf_lo_err(F, s->line, s->col, "this return gives %d value%s, an earlier one %d", n,
+              n == 1 ? "" : "s", F->nret);
+  for (int i = 0; i < n; i++) {
+    wf_var *x = &F->vars[F->retvars[i]];
+    wf_expr *at = i < s->nexprs ? s->exprs[i] : s->exprs[s->nexprs - 1];
+    if (vals[i].kind == RV_NONE) wf_lo_err(F, at->line, at->col, "the call gives no value to return");
+    if (x->t && vals[i].kind == RV_VAL && vals[i].t != x->t)
+      wf_lo_err(F, at->line, at->col, "return value %d is %s here but %s in an earlier return", i + 1,
+                TN(vals[i].t), TN(x->t));
+    wf_val v = wf_lo_value(F, &vals[i], x->t, at);
+    x->t = wf_vtype(F->fn, v);
+    x->v = v;
+  }
+  F->vars[F->retflag].v = wf_b_consti(&F->b, t_bool(F), 1);
+  F->nreturns++;
+}
+
+static void lower_stmt(wf_fstate *F, wf_stmt *s) {
+  F->b.loc = (wf_loc){s->line, s->col};
+  switch (s->kind) {
+  case S_LOCAL: lower_local(F, s); return;
+  case S_ASSIGN: lower_assign(F, s); return;
+  case S_CALL: {
+    wf_rv out[WF_MAXRET];
+    wf_lo_call(F, s->exprs[0], 0, out);
+    return;
+  }
+  case S_IF: lower_ifchain(F, s, 0); return;
+  case S_FORNUM: lower_for(F, s); return;
+  case S_WHILE: lower_while(F, s, 0); return;
+  case S_REPEAT: lower_while(F, s, 1); return;
+  case S_DO: lower_stmts(F, &s->body, 0); return;
+  case S_BREAK:
+    if (F->brk < 0) wf_lo_err(F, s->line, s->col, "'break' outside a loop");
+    F->vars[F->brk].v = wf_b_consti(&F->b, t_bool(F), 1);
+    F->nbreaks++;
+    return;
+  case S_RETURN: lower_return(F, s); return;
+  }
+}
+
+/* ======================================================================
+** functions
+** ====================================================================== */
+wf_func *wf_lo_function(wf_fctx *C, int fnref, const char *name, int is_kernel, int nparams,
+                        const wf_type *const *ptypes, const char *const *pnames,
+                        const wf_src *src) {
+  wf_funcast *fa = wf_parse_function(C, src, nparams, pnames);
+  wf_fstate *F = wf_front_alloc(C, sizeof *F);
+  F->C = C;
+  F->src = *src;
+  F->is_kernel = is_kernel;
+  F->fnidx = fnref;
+  F->brk = -1;
+  F->nret = -1;
+  F->parent = C->cur;
+  wf_res_push(C, fnref);
+  F->fnptr = lua_topointer(C->L, -1);
+  lua_pop(C->L, 1);
+  C->cur = F;
+  F->fn = wf_func_new(C->mod, name, is_kernel, nparams, ptypes, 0, NULL);
+  F->fn->chunk = wf_ir_strdup(C->mod, src->chunk);
+  wf_b_init(&F->b, F->fn, F->fn->body);
+  F->b.loc = (wf_loc){fa->line, fa->col};
+  for (int i = 0; i < nparams; i++) {
+    int vi = addvar(F, fa->params[i], F->fn->params[i], ptypes[i]);
+    F->vars[vi].is_param = 1;
+  }
+  F->retflag = addvar(F, "(ret)", wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
+  for (int i = 0; i < WF_MAXRET; i++) F->retvars[i] = addvar(F, "(r)", WF_NOVAL, NULL);
+  lower_stmts(F, &fa->body, 0);
+  F->b.loc = (wf_loc){fa->lastline, 1};
+  int nret = F->nret < 0 ? 0 : F->nret;
+  wf_val rv[WF_MAXRET];
+  const wf_type **rt = wf_ir_alloc(C->mod, sizeof(wf_type *) * (size_t)(nret ? nret : 1));
+  for (int i = 0; i < nret; i++) {
+    wf_var *x = &F->vars[F->retvars[i]];
+    rt[i] = x->t;
+    rv[i] = x->v != WF_NOVAL ? x->v : undef_of(F, x->t);
+  }
+  wf_b_inst(&F->b, WF_OP_RET, nret, rv, 0, NULL, 0);
+  F->fn->nret = nret;
+  F->fn->rettypes = rt;
+  C->cur = F->parent;
+  return F->fn;
+}

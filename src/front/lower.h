@@ -1,0 +1,108 @@
+/*
+** lower.h -- shared internals of the typed lowering (lower.c, builtins.c,
+** resolve.c): expression results, variables, per-function state.
+**
+** Locals are SSA bindings: `vars` maps each visible local name to its
+** current IR value. Assignments rebind; `if` merges the bindings changed in
+** either branch into the if's results; loops carry the bindings their body
+** changes (found by lowering the body once into a scratch block first).
+** Pseudo-locals whose names start with '(' hold the break flag, the return
+** flag and the return values, so the same merging handles early exits.
+*/
+#ifndef WF_FRONT_LOWER_H
+#define WF_FRONT_LOWER_H
+
+#include "front/front.h"
+
+/* What an expression evaluated to. */
+typedef enum {
+  RV_NONE,  /* no value (call with no results) */
+  RV_VAL,   /* typed IR value */
+  RV_LIT,   /* number literal, not yet typed (adapts to the other operand) */
+  RV_STR,   /* string literal (print's format only) */
+  RV_SHAPE, /* x.shape of an array value: only x.shape[k] is allowed */
+  RV_LUA    /* compile-time Lua value: type, builtin, func, namespace */
+} wf_rvkind;
+
+typedef enum { LV_TYPE, LV_BUILTIN, LV_FUNC, LV_NS } wf_lvkind;
+
+typedef struct wf_rv {
+  wf_rvkind kind;
+  const wf_type *t; /* RV_VAL, RV_SHAPE (array type); LV_TYPE: the type */
+  wf_val v;
+  double num; /* RV_LIT */
+  int isint;
+  const char *str; /* RV_STR; LV_BUILTIN: builtin name; RV_LUA: dotted path */
+  wf_lvkind lk;
+  int ref; /* RV_LUA: index in the keep table */
+} wf_rv;
+
+typedef struct wf_var {
+  const char *name;
+  wf_val v; /* WF_NOVAL: declared without a value and never assigned */
+  const wf_type *t;
+  int is_param;
+} wf_var;
+
+#define WF_MAXRET 8
+
+struct wf_fstate {
+  wf_fctx *C;
+  wf_src src;
+  wf_func *fn;
+  wf_builder b;
+  int is_kernel;
+  int fnidx; /* keep-table index of the Lua function (upvalues, env) */
+  const void *fnptr;
+  wf_var *vars;
+  int nvars, capvars;
+  int retflag;             /* var index of "(ret)" */
+  int retvars[WF_MAXRET];  /* var indices of "(r1)".. */
+  int nret;                /* -1 until the first return */
+  int brk;                 /* var index of the innermost loop's "(break)", or -1 */
+  int nbreaks, nreturns;   /* counters of lowered break/return statements */
+  wf_fstate *parent;
+};
+
+/* ---- lower.c helpers used by builtins.c ---- */
+WF_INTERNAL void wf_lo_err(wf_fstate *F, int line, int col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5), noreturn));
+WF_INTERNAL const char *wf_lo_tname(wf_fctx *C, const wf_type *t);
+WF_INTERNAL wf_rv wf_lo_expr(wf_fstate *F, wf_expr *e);
+/* Lower a call expression wanting up to `want` results into out[]. */
+WF_INTERNAL int wf_lo_call(wf_fstate *F, wf_expr *e, int want, wf_rv *out);
+/* Value of rv as an IR value of type want (NULL: literal default type). */
+WF_INTERNAL wf_val wf_lo_value(wf_fstate *F, wf_rv *r, const wf_type *want, wf_expr *at);
+WF_INTERNAL wf_rv wf_lo_mkval(wf_val v, const wf_type *t);
+WF_INTERNAL wf_val wf_lo_cw2(wf_fstate *F, wf_op op, const wf_type *t, wf_val a, wf_val b,
+                             int b_scalar);
+WF_INTERNAL wf_val wf_lo_cw1(wf_fstate *F, wf_op op, const wf_type *t, wf_val a);
+WF_INTERNAL wf_val wf_lo_const(wf_fstate *F, const wf_type *t, double v);
+WF_INTERNAL wf_rv wf_lo_arith(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at);
+WF_INTERNAL int wf_lo_findvar(wf_fstate *F, const char *name);
+WF_INTERNAL void wf_lo_assign_var(wf_fstate *F, int vi, wf_rv r, wf_expr *at);
+WF_INTERNAL wf_val wf_lo_index_key(wf_fstate *F, wf_rv k, wf_expr *at);
+
+/* ---- builtins.c ---- */
+/* Lower a call to builtin `name`; returns the number of results in out. */
+WF_INTERNAL int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *out);
+/* Construct or cast with a type used as a function: T(args...). */
+WF_INTERNAL int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out);
+
+/* ---- resolve.c ---- */
+/* Resolve a free name (upvalue, then environment) of F's Lua function. */
+WF_INTERNAL wf_rv wf_res_name(wf_fstate *F, const char *name, wf_expr *at);
+/* Field `name` of a compile-time Lua namespace value. */
+WF_INTERNAL wf_rv wf_res_field(wf_fstate *F, wf_rv ns, const char *name, wf_expr *at);
+/* Push the kept Lua value of r. */
+WF_INTERNAL void wf_res_push(wf_fctx *C, int ref);
+/* Store the value on top of the stack in the keep table; returns its ref (pops). */
+WF_INTERNAL int wf_res_keep(wf_fctx *C);
+/* Call a weft.func object (LV_FUNC) with the call's arguments. */
+WF_INTERNAL int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *out);
+/* Lower the body of a Lua function into a new IR function (kernel or func). */
+WF_INTERNAL wf_func *wf_lo_function(wf_fctx *C, int fnref, const char *name, int is_kernel,
+                                    int nparams, const wf_type *const *ptypes,
+                                    const char *const *pnames, const wf_src *src);
+
+#endif

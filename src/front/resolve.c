@@ -1,0 +1,489 @@
+/*
+** resolve.c -- the Lua side of compiling: reading a function's source,
+** converting weft type tables into IR types, resolving free names through
+** upvalues and the environment, and calling weft.func objects (overload
+** choice, specialization per argument types, recursion check).
+**
+** The front env table (registry[WF_FRONT_ENV_KEY], set by kernel.lua through
+** core.front_setup) holds: builtins (Lua value -> builtin name), type_mt,
+** func_mt, const_mt, kernel_mt.
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "front/lower.h"
+
+#define ERR(e, ...) wf_lo_err(F, (e)->line, (e)->col, __VA_ARGS__)
+
+void wf_res_push(wf_fctx *C, int ref) { lua_rawgeti(C->L, C->keepidx, ref); }
+
+int wf_res_keep(wf_fctx *C) {
+  lua_rawseti(C->L, C->keepidx, ++C->nkeep);
+  return C->nkeep;
+}
+
+/* Raise a plain (position-less) error. */
+static void plainerr(wf_fctx *C, const char *msg) __attribute__((noreturn));
+static void plainerr(wf_fctx *C, const char *msg) {
+  lua_pushstring(C->L, msg);
+  lua_error(C->L);
+  for (;;) {
+  }
+}
+
+/* ---- source text ---- */
+void wf_front_getsrc(wf_fctx *C, int idx, wf_src *src) {
+  lua_State *L = C->L;
+  lua_Debug ar;
+  memset(&ar, 0, sizeof ar);
+  lua_pushvalue(L, idx);
+  if (!lua_getinfo(L, ">S", &ar)) plainerr(C, "weft: cannot inspect the kernel function");
+  memset(src, 0, sizeof *src);
+  src->chunk = wf_front_strdup(C, ar.short_src, strlen(ar.short_src));
+  src->linedefined = ar.linedefined;
+  src->lastlinedefined = ar.lastlinedefined;
+  if (!strcmp(ar.what, "C"))
+    plainerr(C, "weft: a C function cannot be compiled as a kernel or weft.func");
+  if (ar.linedefined <= 0) plainerr(C, "weft: the main chunk cannot be compiled as a kernel");
+  const char *s = ar.source;
+  if (s[0] == '@') {
+    FILE *f = fopen(s + 1, "rb");
+    if (!f) {
+      lua_pushfstring(L, "weft: cannot read the kernel's source file '%s'", s + 1);
+      lua_error(L);
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+      size_t k = fread(buf + n, 1, cap - n, f);
+      n += k;
+      if (n < cap) break;
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+    fclose(f);
+    if (!buf) plainerr(C, "weft: out of memory reading the kernel source");
+    src->text = wf_front_strdup(C, buf, n);
+    src->len = n;
+    free(buf);
+  } else if (s[0] == '=' || (unsigned char)s[0] == 27) {
+    lua_pushfstring(L,
+                    "weft: the function defined at %s:%d has no source text (stripped bytecode "
+                    "or a chunk without source); kernels need their Lua source",
+                    ar.short_src, ar.linedefined);
+    lua_error(L);
+  } else {
+    size_t n = strlen(s);
+    src->text = wf_front_strdup(C, s, n);
+    src->len = n;
+  }
+}
+
+/* ---- types ---- */
+static int getint(lua_State *L, int idx, const char *k, int dflt) {
+  lua_getfield(L, idx, k);
+  int v = lua_isnumber(L, -1) ? (int)lua_tointeger(L, -1) : dflt;
+  lua_pop(L, 1);
+  return v;
+}
+
+static int is_type_table(wf_fctx *C, int idx) {
+  lua_State *L = C->L;
+  if (!lua_istable(L, idx) || !lua_getmetatable(L, idx)) return 0;
+  lua_getfield(L, C->envidx, "type_mt");
+  int r = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return r;
+}
+
+const wf_type *wf_front_totype(wf_fctx *C, int idx) {
+  lua_State *L = C->L;
+  if (idx < 0) idx = lua_gettop(L) + idx + 1;
+  if (!is_type_table(C, idx)) return NULL;
+  wf_types *T = C->T;
+  lua_getfield(L, idx, "kind");
+  const char *kind = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  if (!kind) return NULL;
+  const wf_type *t = NULL, *st = NULL;
+  if (!strcmp(kind, "vec") || !strcmp(kind, "mat") || !strcmp(kind, "quat") ||
+      !strcmp(kind, "transform")) {
+    lua_getfield(L, idx, "scalar");
+    st = wf_front_totype(C, -1);
+    lua_pop(L, 1);
+    if (!st) return NULL;
+  }
+  if (!strcmp(kind, "bool")) t = wf_t_bool(T);
+  else if (!strcmp(kind, "int")) {
+    lua_getfield(L, idx, "signed");
+    int sg = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    t = wf_t_int(T, getint(L, idx, "bits", 32), sg);
+  } else if (!strcmp(kind, "float")) t = wf_t_float(T, getint(L, idx, "bits", 32));
+  else if (!strcmp(kind, "vec")) t = wf_t_vec(T, getint(L, idx, "n", 3), st);
+  else if (!strcmp(kind, "mat")) t = wf_t_mat(T, getint(L, idx, "rows", 3), getint(L, idx, "cols", 3), st);
+  else if (!strcmp(kind, "quat")) t = wf_t_quat(T, st);
+  else if (!strcmp(kind, "transform")) t = wf_t_transform(T, st);
+  else if (!strcmp(kind, "array")) {
+    lua_getfield(L, idx, "dtype");
+    const wf_type *et = wf_front_totype(C, -1);
+    lua_pop(L, 1);
+    if (!et) return NULL;
+    t = wf_t_array(T, et, getint(L, idx, "ndim", 1));
+  } else if (!strcmp(kind, "struct")) {
+    lua_getfield(L, idx, "name");
+    const char *nm = lua_tostring(L, -1);
+    char *name = wf_front_strdup(C, nm ? nm : "struct", strlen(nm ? nm : "struct"));
+    lua_pop(L, 1);
+    lua_getfield(L, idx, "fields");
+    int fi = lua_gettop(L);
+    int n = (int)lua_objlen(L, fi);
+    wf_field *fs = wf_front_alloc(C, sizeof(wf_field) * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) {
+      lua_rawgeti(L, fi, i + 1);
+      int f = lua_gettop(L);
+      lua_getfield(L, f, "name");
+      const char *fnm = lua_tostring(L, -1);
+      fs[i].name = wf_front_strdup(C, fnm ? fnm : "?", strlen(fnm ? fnm : "?"));
+      lua_pop(L, 1);
+      fs[i].offset = (uint32_t)getint(L, f, "offset", 0);
+      lua_getfield(L, f, "type");
+      fs[i].type = wf_front_totype(C, -1);
+      lua_pop(L, 2);
+      if (!fs[i].type) {
+        lua_pop(L, 1);
+        return NULL;
+      }
+    }
+    lua_pop(L, 1);
+    t = wf_t_struct(T, name, n, fs);
+  }
+  if (!t) plainerr(C, "weft: out of memory (types)");
+  lua_getfield(L, idx, "id");
+  if (lua_isnumber(L, -1)) ((wf_type *)t)->lua_id = (int32_t)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  return t;
+}
+
+/* ---- names ---- */
+static int has_mt(wf_fctx *C, int idx, const char *key) {
+  lua_State *L = C->L;
+  if (!lua_getmetatable(L, idx)) return 0;
+  lua_getfield(L, C->envidx, key);
+  int r = !lua_isnil(L, -1) && lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return r;
+}
+
+/* Classify the Lua value on top of the stack (popped) found under `path`. */
+static wf_rv classify(wf_fstate *F, const char *path, wf_expr *at) {
+  wf_fctx *C = F->C;
+  lua_State *L = C->L;
+  wf_rv r;
+  memset(&r, 0, sizeof r);
+  int top = lua_gettop(L);
+  switch (lua_type(L, top)) {
+  case LUA_TNIL: lua_pop(L, 1); ERR(at, "undefined name '%s'", path);
+  case LUA_TNUMBER: {
+    double v = lua_tonumber(L, top);
+    lua_pop(L, 1);
+    r.kind = RV_LIT;
+    r.num = v;
+    r.isint = v == floor(v) && fabs(v) < 2147483648.0;
+    return r;
+  }
+  case LUA_TBOOLEAN: {
+    int b = lua_toboolean(L, top);
+    lua_pop(L, 1);
+    const wf_type *bt = wf_t_bool(C->T);
+    return wf_lo_mkval(wf_b_consti(&F->b, bt, b), bt);
+  }
+  case LUA_TSTRING:
+    lua_pop(L, 1);
+    ERR(at, "'%s' is a string; strings cannot be used in kernels", path);
+  default: break;
+  }
+  r.kind = RV_LUA;
+  r.str = wf_front_strdup(C, path, strlen(path));
+  /* builtin? */
+  lua_getfield(L, C->envidx, "builtins");
+  lua_pushvalue(L, top);
+  lua_rawget(L, -2);
+  if (lua_isstring(L, -1)) {
+    const char *bn = lua_tostring(L, -1);
+    r.lk = LV_BUILTIN;
+    r.str = wf_front_strdup(C, bn, strlen(bn));
+    lua_pop(L, 3);
+    return r;
+  }
+  lua_pop(L, 2);
+  if (is_type_table(C, top)) {
+    r.lk = LV_TYPE;
+    r.t = wf_front_totype(C, top);
+    lua_pop(L, 1);
+    if (!r.t) ERR(at, "'%s' is not a type usable in kernels", path);
+    return r;
+  }
+  if (has_mt(C, top, "const_mt")) {
+    lua_getfield(L, top, "value");
+    lua_remove(L, top);
+    return classify(F, path, at);
+  }
+  if (has_mt(C, top, "func_mt")) {
+    r.lk = LV_FUNC;
+    r.ref = wf_res_keep(C);
+    return r;
+  }
+  if (has_mt(C, top, "kernel_mt")) {
+    lua_pop(L, 1);
+    ERR(at, "'%s' is a kernel; kernels cannot be called from kernels (use weft.func)", path);
+  }
+  if (lua_istable(L, top)) {
+    r.lk = LV_NS;
+    r.ref = wf_res_keep(C);
+    return r;
+  }
+  if (lua_isfunction(L, top)) {
+    lua_pop(L, 1);
+    ERR(at, "'%s' is a Lua function, not a builtin or a weft.func; it cannot be called in a kernel",
+        path);
+  }
+  const char *tn = lua_typename(L, lua_type(L, top));
+  lua_pop(L, 1);
+  ERR(at, "'%s' (a %s) cannot be used in a kernel", path, tn);
+}
+
+wf_rv wf_res_name(wf_fstate *F, const char *name, wf_expr *at) {
+  lua_State *L = F->C->L;
+  wf_res_push(F->C, F->fnidx);
+  int fi = lua_gettop(L);
+  int found = 0;
+  for (int i = 1;; i++) {
+    const char *un = lua_getupvalue(L, fi, i);
+    if (!un) break;
+    if (!strcmp(un, name)) {
+      found = 1;
+      break;
+    }
+    lua_pop(L, 1);
+  }
+  if (!found) {
+    lua_getfenv(L, fi);
+    lua_getfield(L, -1, name);
+    lua_remove(L, -2);
+  }
+  lua_remove(L, fi);
+  return classify(F, name, at);
+}
+
+wf_rv wf_res_field(wf_fstate *F, wf_rv ns, const char *name, wf_expr *at) {
+  if (ns.lk != LV_NS) {
+    if (ns.lk == LV_TYPE) ERR(at, "cannot access field '%s' of the type %s", name, wf_lo_tname(F->C, ns.t));
+    ERR(at, "cannot access field '%s' of '%s'", name, ns.str);
+  }
+  lua_State *L = F->C->L;
+  wf_res_push(F->C, ns.ref);
+  lua_getfield(L, -1, name);
+  lua_remove(L, -2);
+  char path[256];
+  snprintf(path, sizeof path, "%s.%s", ns.str ? ns.str : "?", name);
+  return classify(F, path, at);
+}
+
+/* ---- weft.func calls ---- */
+
+/* Parameter names of the Lua function at idx (pushes nothing). */
+static int param_names(wf_fctx *C, int idx, const char ***out) {
+  lua_State *L = C->L;
+  const char *buf[64];
+  int n = 0;
+  lua_pushvalue(L, idx);
+  for (; n < 64; n++) {
+    const char *nm = lua_getlocal(L, NULL, n + 1);
+    if (!nm) break;
+    buf[n] = wf_front_strdup(C, nm, strlen(nm));
+  }
+  lua_pop(L, 1);
+  const char **names = wf_front_alloc(C, sizeof(char *) * (size_t)(n ? n : 1));
+  memcpy(names, buf, sizeof(char *) * (size_t)n);
+  *out = names;
+  return n;
+}
+
+/* Does the call argument a fit the declared type t? */
+static int arg_fits(wf_rv *a, const wf_type *t) {
+  if (a->kind == RV_VAL) return a->t == t;
+  if (a->kind == RV_LIT)
+    return t->kind == WF_T_FLOAT || (t->kind == WF_T_INT && a->num == floor(a->num));
+  return 0;
+}
+
+static wf_fspec *find_spec(wf_fctx *C, const void *fp, int n, const wf_type **types) {
+  for (wf_fspec *s = C->specs; s; s = s->next) {
+    if (s->fnptr != fp || s->nargs != n) continue;
+    int same = 1;
+    for (int i = 0; i < n && same; i++) same = s->argtypes[i] == types[i];
+    if (same) return s;
+  }
+  return NULL;
+}
+
+/* Compile the weft.func decl (stack top-relative index di) for types. */
+static wf_func *specialize(wf_fstate *F, int di, const char *fname, int n, const wf_type **ptypes,
+                           const char **pnames, int *index, wf_expr *at) {
+  wf_fctx *C = F->C;
+  lua_State *L = C->L;
+  lua_getfield(L, di, "fn");
+  int fi = lua_gettop(L);
+  const void *fp = lua_topointer(L, fi);
+  wf_fspec *sp = find_spec(C, fp, n, ptypes);
+  if (sp) {
+    lua_pop(L, 1);
+    *index = sp->index;
+    return C->mod->funcs[sp->index];
+  }
+  for (wf_fstate *p = F; p; p = p->parent)
+    if (p->fnptr == fp)
+      ERR(at, "recursive call to '%s': weft.func calls are inlined, so recursion is not supported",
+          fname);
+  if (C->depth > 64) ERR(at, "weft.func calls nested too deeply");
+  wf_src src;
+  wf_front_getsrc(C, fi, &src);
+  /* a unique name per specialization */
+  char name[128];
+  snprintf(name, sizeof name, "%s", fname);
+  for (int k = 2; wf_module_find(C->mod, name) >= 0; k++) snprintf(name, sizeof name, "%s_%d", fname, k);
+  lua_pushvalue(L, fi);
+  int ref = wf_res_keep(C);
+  lua_pop(L, 1);
+  C->depth++;
+  /* the callee's state links to ours for the recursion check */
+  wf_fstate *saved = C->cur;
+  C->cur = F;
+  wf_func *fn = wf_lo_function(C, ref, name, 0, n, ptypes, pnames, &src);
+  C->cur = saved;
+  C->depth--;
+  /* the new function's fnptr is recorded through the spec list */
+  wf_fspec *s = wf_front_alloc(C, sizeof *s);
+  s->fnptr = fp;
+  s->nargs = n;
+  s->argtypes = wf_front_alloc(C, sizeof(wf_type *) * (size_t)(n ? n : 1));
+  memcpy(s->argtypes, ptypes, sizeof(wf_type *) * (size_t)n);
+  s->index = C->mod->nfuncs - 1;
+  for (int i = 0; i < C->mod->nfuncs; i++)
+    if (C->mod->funcs[i] == fn) s->index = i;
+  s->next = C->specs;
+  C->specs = s;
+  *index = s->index;
+  return fn;
+}
+
+int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *out) {
+  wf_fctx *C = F->C;
+  lua_State *L = C->L;
+  (void)want;
+  int na = call->nargs;
+  if (na > 32) ERR(call, "too many arguments");
+  wf_rv args[32];
+  for (int i = 0; i < na; i++) args[i] = wf_lo_expr(F, call->args[i]);
+  F->b.loc = (wf_loc){call->line, call->col};
+  wf_res_push(C, fobj.ref);
+  int oi = lua_gettop(L);
+  lua_getfield(L, oi, "name");
+  const char *nm = lua_tostring(L, -1);
+  char fname[96];
+  snprintf(fname, sizeof fname, "%s", nm ? nm : fobj.str ? fobj.str : "func");
+  lua_pop(L, 1);
+  lua_getfield(L, oi, "defs");
+  int dsi = lua_gettop(L);
+  int nd = lua_istable(L, dsi) ? (int)lua_objlen(L, dsi) : 0;
+  int best = -1, bestscore = -1, tie = 0, arity_seen = -1;
+  const wf_type *bestt[32];
+  const char **bestnames = NULL;
+  for (int d = 1; d <= nd; d++) {
+    lua_rawgeti(L, dsi, d);
+    int di = lua_gettop(L);
+    lua_getfield(L, di, "fn");
+    const char **names;
+    int np = param_names(C, lua_gettop(L), &names);
+    lua_pop(L, 1);
+    arity_seen = np;
+    if (np != na) {
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_getfield(L, di, "types");
+    int ti = lua_gettop(L);
+    int ok = 1, score = 0;
+    const wf_type *pt[32];
+    for (int i = 0; i < np && ok; i++) {
+      pt[i] = NULL;
+      if (lua_istable(L, ti)) {
+        lua_getfield(L, ti, names[i]);
+        if (!lua_isnil(L, -1)) {
+          pt[i] = wf_front_totype(C, -1);
+          if (!pt[i]) ok = 0;
+          else if (!arg_fits(&args[i], pt[i])) ok = 0;
+          else score++;
+        }
+        lua_pop(L, 1);
+      }
+      if (!pt[i] && ok) {
+        /* generic: any value */
+        if (args[i].kind != RV_VAL && args[i].kind != RV_LIT) ok = 0;
+      }
+    }
+    lua_pop(L, 2);
+    if (!ok) continue;
+    if (score > bestscore) {
+      best = d;
+      bestscore = score;
+      tie = 0;
+      memcpy(bestt, pt, sizeof(wf_type *) * (size_t)np);
+      bestnames = names;
+    } else if (score == bestscore) {
+      tie = 1;
+    }
+  }
+  if (best < 0) {
+    lua_settop(L, oi - 1);
+    if (nd == 1 && arity_seen != na)
+      ERR(call, "'%s' expects %d argument%s, got %d", fname, arity_seen, arity_seen == 1 ? "" : "s", na);
+    char buf[256] = "";
+    size_t off = 0;
+    for (int i = 0; i < na && off < sizeof buf - 40; i++)
+      off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? ", " : "",
+                              args[i].kind == RV_VAL ? wf_lo_tname(C, args[i].t)
+                              : args[i].kind == RV_LIT ? "number" : "non-value");
+    ERR(call, "no definition of '%s' matches the arguments (%s)", fname, buf);
+  }
+  if (tie) {
+    lua_settop(L, oi - 1);
+    ERR(call, "ambiguous call to '%s': several definitions match equally well", fname);
+  }
+  /* final parameter types and argument values */
+  const wf_type *ptypes[32];
+  wf_val vals[32];
+  for (int i = 0; i < na; i++) {
+    ptypes[i] = bestt[i];
+    vals[i] = wf_lo_value(F, &args[i], bestt[i], call->args[i]);
+    if (!ptypes[i]) ptypes[i] = wf_vtype(F->fn, vals[i]);
+  }
+  lua_rawgeti(L, dsi, best);
+  int index;
+  wf_func *fn = specialize(F, lua_gettop(L), fname, na, ptypes, bestnames, &index, call);
+  lua_settop(L, oi - 1);
+  F->b.loc = (wf_loc){call->line, call->col};
+  wf_inst *in = wf_b_inst(&F->b, WF_OP_CALL, na, vals, fn->nret, fn->rettypes, 0);
+  in->imm = index;
+  for (int i = 0; i < fn->nret && i < WF_MAXRET; i++) out[i] = wf_lo_mkval(in->res[i], fn->rettypes[i]);
+  return fn->nret < WF_MAXRET ? fn->nret : WF_MAXRET;
+}

@@ -1,0 +1,289 @@
+/*
+** dlpack.c -- DLPack export (wf_array -> DLManagedTensor[Versioned]) and
+** import (DLManagedTensor[Versioned] -> wf_buffer + wf_array).
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "interop/interop.h"
+#include "runtime/rt.h"
+
+/* ---- export ----------------------------------------------------------- */
+
+/* One allocation per export: the managed tensor, its shape and strides,
+** and the buffer reference it holds. manager_ctx points back to it. */
+typedef struct wf_export {
+  union {
+    DLManagedTensor legacy;
+    DLManagedTensorVersioned v;
+  } m;
+  wf_buffer *buf;
+  int64_t shape[WF_MAXDIM + 2];
+  int64_t strides[WF_MAXDIM + 2];
+} wf_export;
+
+/* Deleters: plain C, no runtime needed, callable from any thread. */
+static void export_free(wf_export *e) {
+  wf_buffer_release(e->buf);
+  free(e);
+}
+static void export_delete_legacy(DLManagedTensor *m) { export_free((wf_export *)m->manager_ctx); }
+static void export_delete_versioned(DLManagedTensorVersioned *m) {
+  export_free((wf_export *)m->manager_ctx);
+}
+
+/* DLPack device of a weft device ordinal. */
+static DLDevice device_of(int32_t dev) {
+  DLDevice d;
+  d.device_type = dev == WF_DEVICE_CPU ? WF_kDLCPU : WF_kDLCUDA;
+  d.device_id = dev == WF_DEVICE_CPU ? 0 : dev;
+  return d;
+}
+
+/* Fill the shape and element strides of the export from the array (strides
+** in bytes -> elements of the scalar type) plus the trailing element dims. */
+static int export_layout(wf_rt *rt, const wf_array *a, int bytes, int ntrail,
+                         const int64_t *trail, wf_export *e) {
+  int64_t inner = 1;
+  for (int k = ntrail - 1; k >= 0; k--) {
+    e->shape[a->ndim + k] = trail[k];
+    e->strides[a->ndim + k] = inner;
+    inner *= trail[k];
+  }
+  if ((int64_t)a->elsize != inner * bytes)
+    return wf_rt_seterr(rt, WEFT_ERRARG,
+                        "weft: to_dlpack: element size %d does not match %lld scalars of %d bytes",
+                        (int)a->elsize, (long long)inner, bytes);
+  for (int d = 0; d < a->ndim; d++) {
+    if (a->strides[d] % bytes != 0)
+      return wf_rt_seterr(rt, WEFT_ERRARG,
+                          "weft: to_dlpack: stride %lld bytes of dimension %d is not a whole "
+                          "number of elements",
+                          (long long)a->strides[d], d);
+    e->shape[d] = a->shape[d];
+    e->strides[d] = a->strides[d] / bytes;
+  }
+  return WEFT_OK;
+}
+
+int wf_dlpack_export(wf_rt *rt, const wf_array *a, int versioned, int code, int bits,
+                     int ntrail, const int64_t *trail, uint64_t flags, void **out) {
+  *out = NULL;
+  if (a->ndim < 1 || a->ndim > WF_MAXDIM || ntrail < 0 || ntrail > 2)
+    return wf_rt_seterr(rt, WEFT_ERRARG, "weft: to_dlpack: bad array header (%d dimensions)",
+                        (int)a->ndim);
+  if (!a->data && a->size > 0)
+    return wf_rt_seterr(rt, WEFT_ERRARG, "weft: to_dlpack: the array has been released");
+  if (bits <= 0 || bits % 8 != 0)
+    return wf_rt_seterr(rt, WEFT_ERRARG, "weft: to_dlpack: bad scalar width %d bits", bits);
+  wf_export *e = calloc(1, sizeof *e);
+  if (!e) return wf_rt_seterr(rt, WEFT_ERRMEM, "weft: to_dlpack: out of memory");
+  int st = export_layout(rt, a, bits / 8, ntrail, trail, e);
+  if (st != WEFT_OK) {
+    free(e);
+    return st;
+  }
+  DLTensor *t = versioned ? &e->m.v.dl_tensor : &e->m.legacy.dl_tensor;
+  t->data = a->data;
+  t->device = device_of(a->device);
+  t->ndim = a->ndim + ntrail;
+  t->dtype.code = (uint8_t)code;
+  t->dtype.bits = (uint8_t)bits;
+  t->dtype.lanes = 1;
+  t->shape = e->shape;
+  t->strides = e->strides;
+  t->byte_offset = 0;
+  e->buf = a->buf;
+  wf_buffer_retain(e->buf);
+  if (versioned) {
+    e->m.v.version.major = WF_DLPACK_MAJOR;
+    e->m.v.version.minor = WF_DLPACK_MINOR;
+    e->m.v.manager_ctx = e;
+    e->m.v.deleter = export_delete_versioned;
+    if (a->flags & WF_ARR_READONLY) flags |= WF_DLPACK_FLAG_READ_ONLY;
+    e->m.v.flags = flags & (WF_DLPACK_FLAG_READ_ONLY | WF_DLPACK_FLAG_IS_COPIED);
+  } else {
+    e->m.legacy.manager_ctx = e;
+    e->m.legacy.deleter = export_delete_legacy;
+  }
+  *out = &e->m;
+  return WEFT_OK;
+}
+
+/* ---- import ----------------------------------------------------------- */
+
+void wf_dlpack_delete(void *managed, int versioned) {
+  if (!managed) return;
+  if (versioned) {
+    DLManagedTensorVersioned *m = managed;
+    if (m->deleter) m->deleter(m);
+  } else {
+    DLManagedTensor *m = managed;
+    if (m->deleter) m->deleter(m);
+  }
+}
+
+/* Buffer release functions: the last reference hands the tensor back. */
+static void import_release_legacy(wf_buffer *b) { wf_dlpack_delete(b->ctx, 0); }
+static void import_release_versioned(wf_buffer *b) { wf_dlpack_delete(b->ctx, 1); }
+
+/* The weft scalar type of a DLPack dtype, or NULL. */
+static const char *scalar_name(DLDataType t) {
+  static const char *const ints[] = {"int8", "int16", "int32", "int64"};
+  static const char *const uints[] = {"uint8", "uint16", "uint32", "uint64"};
+  static const char *const floats[] = {"float16", "float32", "float64"};
+  int k = t.bits == 8 ? 0 : t.bits == 16 ? 1 : t.bits == 32 ? 2 : t.bits == 64 ? 3 : -1;
+  switch (t.code) {
+  case WF_kDLInt: return k >= 0 ? ints[k] : NULL;
+  case WF_kDLUInt: return k >= 0 ? uints[k] : NULL;
+  case WF_kDLFloat: return (k >= 1 && k <= 3) ? floats[k - 1] : NULL;
+  case WF_kDLBool: return t.bits == 8 ? "bool" : NULL;
+  default: return NULL;
+  }
+}
+
+static const char *dtype_code_name(int code) {
+  switch (code) {
+  case WF_kDLInt: return "int";
+  case WF_kDLUInt: return "uint";
+  case WF_kDLFloat: return "float";
+  case WF_kDLOpaqueHandle: return "opaque";
+  case WF_kDLBfloat: return "bfloat";
+  case WF_kDLComplex: return "complex";
+  case WF_kDLBool: return "bool";
+  default: return "code";
+  }
+}
+
+/* The weft device of a DLPack device, or the status with the message. */
+static int import_device(wf_rt *rt, DLDevice d, int32_t *dev) {
+  switch (d.device_type) {
+  case WF_kDLCPU:
+  case WF_kDLCUDAHost: *dev = WF_DEVICE_CPU; return WEFT_OK;
+  case WF_kDLCUDA:
+  case WF_kDLCUDAManaged: *dev = d.device_id; return WEFT_OK;
+  default:
+    return wf_rt_seterr(rt, WEFT_ERRDEVICE,
+                        "weft: from_dlpack: device type %d is not supported (weft takes CPU "
+                        "and CUDA memory)",
+                        (int)d.device_type);
+  }
+}
+
+/* Check the trailing element dimensions and return the element's number of
+** scalars; they must match trail[] and be compact. */
+static int check_trailing(wf_rt *rt, const DLTensor *t, int ntrail, const int64_t *trail) {
+  int base = t->ndim - ntrail;
+  int64_t inner = 1;
+  for (int k = ntrail - 1; k >= 0; k--) {
+    int64_t n = t->shape[base + k];
+    if (n != trail[k])
+      return wf_rt_seterr(rt, WEFT_ERRARG,
+                          "weft: from_dlpack: dimension %d has size %lld, the element type "
+                          "needs %lld",
+                          base + k, (long long)n, (long long)trail[k]);
+    if (t->strides && n > 1 && t->strides[base + k] != inner)
+      return wf_rt_seterr(rt, WEFT_ERRARG,
+                          "weft: from_dlpack: cannot share a layout whose element components "
+                          "are not contiguous (dimension %d has stride %lld, expected %lld)",
+                          base + k, (long long)t->strides[base + k], (long long)inner);
+    inner *= n;
+  }
+  return WEFT_OK;
+}
+
+/* Validate the tensor and fill the array header (buffer not yet made). */
+static int import_header(wf_rt *rt, const DLTensor *t, int ntrail, const int64_t *trail,
+                         wf_array *a, const char **scalar) {
+  int st;
+  if (t->dtype.lanes != 1)
+    return wf_rt_seterr(rt, WEFT_ERRARG,
+                        "weft: from_dlpack: vector dtypes (lanes = %d) are not supported",
+                        (int)t->dtype.lanes);
+  *scalar = scalar_name(t->dtype);
+  if (!*scalar)
+    return wf_rt_seterr(rt, WEFT_ERRARG, "weft: from_dlpack: dtype %s%d is not supported",
+                        dtype_code_name(t->dtype.code), (int)t->dtype.bits);
+  if ((st = import_device(rt, t->device, &a->device)) != WEFT_OK) return st;
+  if (t->ndim < 0 || ntrail < 0 || ntrail > 2 || t->ndim < ntrail)
+    return wf_rt_seterr(rt, WEFT_ERRARG,
+                        "weft: from_dlpack: a tensor of %d dimensions cannot hold elements of "
+                        "%d dimensions",
+                        (int)t->ndim, ntrail);
+  if ((st = check_trailing(rt, t, ntrail, trail)) != WEFT_OK) return st;
+  int nd = t->ndim - ntrail;
+  if (nd > WF_MAXDIM)
+    return wf_rt_seterr(rt, WEFT_ERRARG,
+                        "weft: from_dlpack: %d dimensions (weft arrays have 1 to 4)", nd);
+  int64_t sb = t->dtype.bits / 8, inner = 1;
+  for (int k = 0; k < ntrail; k++) inner *= trail[k];
+  a->elsize = (int32_t)(sb * inner);
+  a->ndim = nd > 0 ? nd : 1; /* 0-d tensors become one-element arrays */
+  a->shape[0] = 1;
+  a->strides[0] = a->elsize;
+  int64_t compact = a->elsize;
+  for (int d = nd - 1; d >= 0; d--) {
+    a->shape[d] = t->shape[d];
+    a->strides[d] = t->strides ? t->strides[d] * sb : compact;
+    compact *= t->shape[d];
+  }
+  for (int d = a->ndim; d < WF_MAXDIM; d++) a->shape[d] = 1, a->strides[d] = 0;
+  a->size = 1;
+  for (int d = 0; d < a->ndim; d++) a->size *= a->shape[d];
+  a->data = (char *)t->data + t->byte_offset;
+  return WEFT_OK;
+}
+
+/* The bytes the array spans, and its lowest address. */
+static void span_of(const wf_array *a, char **lo, size_t *nbytes) {
+  int64_t min = 0, max = 0;
+  for (int d = 0; d < a->ndim; d++) {
+    int64_t ext = (a->shape[d] - 1) * a->strides[d];
+    if (ext < 0) min += ext;
+    else max += ext;
+  }
+  *lo = (char *)a->data + min;
+  *nbytes = a->size == 0 ? 0 : (size_t)(max - min + a->elsize);
+}
+
+int wf_dlpack_import(wf_rt *rt, void *managed, int versioned, int ntrail,
+                     const int64_t *trail, wf_array *out, const char **scalar) {
+  memset(out, 0, sizeof *out);
+  *scalar = NULL;
+  if (!managed) return wf_rt_seterr(rt, WEFT_ERRARG, "weft: from_dlpack: NULL tensor");
+  const DLTensor *t;
+  int readonly = 0;
+  if (versioned) {
+    DLManagedTensorVersioned *m = managed;
+    if (m->version.major > WF_DLPACK_MAJOR) {
+      int st = wf_rt_seterr(rt, WEFT_ERRARG,
+                            "weft: from_dlpack: DLPack version %u.%u is not supported (weft "
+                            "reads major version %d)",
+                            m->version.major, m->version.minor, WF_DLPACK_MAJOR);
+      wf_dlpack_delete(managed, versioned);
+      return st;
+    }
+    readonly = (m->flags & WF_DLPACK_FLAG_READ_ONLY) != 0;
+    t = &m->dl_tensor;
+  } else {
+    t = &((DLManagedTensor *)managed)->dl_tensor;
+  }
+  int st = import_header(rt, t, ntrail, trail, out, scalar);
+  wf_buffer *buf = NULL;
+  if (st == WEFT_OK) {
+    char *lo;
+    size_t nbytes;
+    span_of(out, &lo, &nbytes);
+    st = wf_buffer_wrap(rt, out->device, lo, nbytes,
+                        versioned ? import_release_versioned : import_release_legacy, managed,
+                        &buf);
+  }
+  if (st != WEFT_OK) {
+    wf_dlpack_delete(managed, versioned);
+    memset(out, 0, sizeof *out);
+    return st;
+  }
+  out->buf = buf;
+  out->flags = readonly ? WF_ARR_READONLY : 0;
+  return WEFT_OK;
+}

@@ -1,0 +1,459 @@
+/*
+** test_ad.c -- reverse mode on the IR (src/ad) without the front end:
+** kernels written as IR text, differentiated, verified, compiled by the CPU
+** JIT, and their gradients checked against central differences in float64.
+**
+** Harness convention: kernel params are array<f64,1> arrays followed by
+** optional i32 scalars. The first `nin` arrays are inputs, the others
+** outputs; the loss is sum_k w_k . out_k for random weights w. The adjoint
+** kernel runs with adj_out = w, adj_in = 0 and must produce dL/d(in).
+*/
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ad/ad.h"
+#include "cpu/cpu.h"
+#include "runtime/rt.h"
+#include "irtest.h"
+
+static wf_jit *J;
+static wf_rt *RT;
+
+/* ---- a parsed, differentiated and compiled kernel ---- */
+typedef struct adk {
+  wf_module *m;
+  wf_func *pf, *af;
+  void *pk, *ak;
+  char *text; /* the adjoint as IR text */
+} adk;
+
+static void *jit(wf_func *fn) {
+  wf_cpu_opts o;
+  memset(&o, 0, sizeof o);
+  o.ndim = 1;
+  char err[1024];
+  void *e = wf_jit_compile(J, fn, &o, NULL, err, sizeof err);
+  if (!e) fprintf(stderr, "compile of %s failed: %s\n", fn->name, err);
+  return e;
+}
+
+/* Parse, differentiate, verify, optimize, verify, compile. 0 on success;
+** else the message (parse, autodiff or verify) is in err. */
+static int prep(const char *ir, adk *k, char *err, size_t n) {
+  memset(k, 0, sizeof *k);
+  k->m = wf_ir_parse(ir, NULL, err, n);
+  if (!k->m) return -1;
+  int ki = -1;
+  for (int i = 0; i < k->m->nfuncs; i++)
+    if (k->m->funcs[i]->is_kernel) ki = i;
+  if (wf_ad_kernel(k->m, ki, err, n) != 0) return -1;
+  if (wf_ir_verify(k->m, err, n) != 0) return -2;
+  if (wf_ir_optimize(k->m, err, n) != 0) return -3;
+  if (wf_ir_verify(k->m, err, n) != 0) return -4;
+  k->pf = k->m->funcs[ki];
+  k->af = k->m->funcs[k->m->nfuncs - 1];
+  k->text = wf_ir_to_string(k->m);
+  k->pk = jit(k->pf);
+  k->ak = jit(k->af);
+  return k->pk && k->ak ? 0 : -5;
+}
+
+static void adk_free(adk *k) {
+  free(k->text);
+  wf_module_free(k->m);
+}
+
+static wf_array mkarr(int64_t n, double *data) {
+  wf_array a;
+  memset(&a, 0, sizeof a);
+  a.ndim = 1;
+  a.size = n;
+  a.shape[0] = n;
+  a.strides[0] = 8;
+  a.elsize = 8;
+  a.data = data;
+  return a;
+}
+
+/* Launch fn over n threads: arrays in order for the array params, ints for
+** the i32 params. */
+static int launch(wf_func *fn, void *entry, int64_t n, wf_array **arrs, const int32_t *ints) {
+  int64_t offs[16];
+  unsigned char args[256];
+  memset(args, 0, sizeof args);
+  int64_t size = wf_cpu_arg_layout(fn, offs);
+  if (size > (int64_t)sizeof args) return -1;
+  int na = 0, ni = 0;
+  for (int p = 0; p < fn->nparams; p++) {
+    const wf_type *t = wf_vtype(fn, fn->params[p]);
+    if (t->kind == WF_T_ARRAY) memcpy(args + offs[p], &arrs[na++], sizeof(void *));
+    else memcpy(args + offs[p], &ints[ni++], 4);
+  }
+  int rc = wf_cpu_launch(RT, entry, 1, &n, args, 1);
+  if (rc) fprintf(stderr, "launch: %s\n", wf_rt_errmsg(RT));
+  return rc;
+}
+
+typedef struct gspec {
+  const char *name;
+  const char *ir;
+  int64_t nthreads;
+  int narr, nin;
+  int64_t len[6];
+  double lo, hi; /* input range */
+  int32_t ints[2];
+} gspec;
+
+static double urand(unsigned *s, double lo, double hi) {
+  *s = *s * 1103515245u + 12345u;
+  return lo + (hi - lo) * (double)((*s >> 8) & 0xffff) / 65536.0;
+}
+
+/* Loss of the primal at inputs `in` (outputs start at 0). */
+static double loss(adk *k, const gspec *g, double **in, double **w) {
+  double *bufs[6];
+  wf_array a[6];
+  wf_array *pa[6];
+  for (int i = 0; i < g->narr; i++) {
+    bufs[i] = calloc((size_t)g->len[i], 8);
+    if (i < g->nin) memcpy(bufs[i], in[i], (size_t)g->len[i] * 8);
+    a[i] = mkarr(g->len[i], bufs[i]);
+    pa[i] = &a[i];
+  }
+  launch(k->pf, k->pk, g->nthreads, pa, g->ints);
+  double L = 0;
+  for (int i = g->nin; i < g->narr; i++)
+    for (int64_t j = 0; j < g->len[i]; j++) L += w[i][j] * bufs[i][j];
+  for (int i = 0; i < g->narr; i++) free(bufs[i]);
+  return L;
+}
+
+/* Adjoint gradients vs central differences; returns the worst error. */
+static double gradcheck(const gspec *g) {
+  adk k;
+  char err[1024];
+  if (prep(g->ir, &k, err, sizeof err) != 0) {
+    fprintf(stderr, "%s: %s\n", g->name, err);
+    if (k.text && getenv("AD_DUMP")) fputs(k.text, stderr);
+    adk_free(&k);
+    return INFINITY;
+  }
+  if (getenv("AD_DUMP")) fputs(k.text, stderr);
+  unsigned seed = 12345;
+  double *in[6] = {0}, *w[6] = {0}, *grad[6] = {0}, *out[6] = {0};
+  for (int i = 0; i < g->narr; i++) {
+    in[i] = calloc((size_t)g->len[i], 8);
+    w[i] = calloc((size_t)g->len[i], 8);
+    grad[i] = calloc((size_t)g->len[i], 8);
+    out[i] = calloc((size_t)g->len[i], 8);
+    for (int64_t j = 0; j < g->len[i]; j++) {
+      if (i < g->nin) in[i][j] = urand(&seed, g->lo, g->hi);
+      else w[i][j] = urand(&seed, -1, 1);
+    }
+  }
+  /* forward, then adjoint (as a tape does) */
+  wf_array a[12];
+  wf_array *pa[12];
+  for (int i = 0; i < g->narr; i++) {
+    memcpy(out[i], in[i], (size_t)g->len[i] * 8);
+    a[i] = mkarr(g->len[i], out[i]);
+    if (i < g->nin) memset(grad[i], 0, (size_t)g->len[i] * 8);
+    else memcpy(grad[i], w[i], (size_t)g->len[i] * 8);
+    a[g->narr + i] = mkarr(g->len[i], grad[i]);
+  }
+  for (int i = 0; i < 2 * g->narr; i++) pa[i] = &a[i];
+  launch(k.pf, k.pk, g->nthreads, pa, g->ints);
+  launch(k.af, k.ak, g->nthreads, pa, g->ints);
+  double worst = 0;
+  const double h = 1e-6;
+  for (int i = 0; i < g->nin; i++)
+    for (int64_t j = 0; j < g->len[i]; j++) {
+      double x0 = in[i][j];
+      in[i][j] = x0 + h;
+      double lp = loss(&k, g, in, w);
+      in[i][j] = x0 - h;
+      double lm = loss(&k, g, in, w);
+      in[i][j] = x0;
+      double fd = (lp - lm) / (2 * h);
+      double e = fabs(fd - grad[i][j]) / (1e-6 + fabs(fd));
+      if (e > worst) worst = e;
+      if (e > 1e-4) fprintf(stderr, "%s: d/d%d[%ld]: adjoint %.9g, differences %.9g\n", g->name, i, (long)j, grad[i][j], fd);
+    }
+  for (int i = 0; i < g->narr; i++) free(in[i]), free(w[i]), free(grad[i]), free(out[i]);
+  adk_free(&k);
+  return worst;
+}
+
+#define GRADCHECK(...)                                                                             \
+  do {                                                                                             \
+    gspec g_ = {__VA_ARGS__};                                                                      \
+    double e_ = gradcheck(&g_);                                                                    \
+    irt_checks++;                                                                                  \
+    if (!(e_ < 1e-5)) {                                                                            \
+      irt_failures++;                                                                              \
+      fprintf(stderr, "%s:%d: gradient check '%s' failed (worst relative error %g)\n", __FILE__,  \
+              __LINE__, g_.name, e_);                                                              \
+    }                                                                                              \
+  } while (0)
+
+/* ---- kernels ---- */
+
+/* Every unary op u: out[k*N + i] = u(x[i]); binary: out = b(x[i], z[i]). */
+static char *ops_kernel(void) {
+  static const char *un[] = {"neg", "abs", "sqrt", "exp", "log", "sin", "cos", "tan", "asin",
+                             "acos", "atan", "sinh", "cosh", "tanh", "sign", "floor", "ceil",
+                             "round"};
+  static const char *bin[] = {"add", "sub", "mul", "div", "mod", "pow", "min", "max", "atan2"};
+  size_t cap = 16384;
+  char *s = malloc(cap);
+  int n = 0, v = 7;
+  n += snprintf(s + n, cap - n,
+                "kernel @ops(%%0:array<f64,1>, %%1:array<f64,1>, %%2:array<f64,1>) chunk \"@ops.lua\" {\n"
+                "  %%3:i32 = tid 0\n  %%4:f64 = load %%0, %%3\n  %%5:f64 = load %%1, %%3\n"
+                "  %%6:i32 = shape %%0, 0\n");
+  int k = 0;
+  for (size_t u = 0; u < sizeof un / sizeof *un; u++, k++) {
+    n += snprintf(s + n, cap - n,
+                  "  %%%d:f64 = %s %%4\n  %%%d:i32 = const %d\n  %%%d:i32 = mul %%%d, %%6\n"
+                  "  %%%d:i32 = add %%%d, %%3\n  store %%2, %%%d, %%%d\n",
+                  v, un[u], v + 1, k, v + 2, v + 1, v + 3, v + 2, v + 3, v);
+    v += 4;
+  }
+  for (size_t b = 0; b < sizeof bin / sizeof *bin; b++, k++) {
+    n += snprintf(s + n, cap - n,
+                  "  %%%d:f64 = %s %%4, %%5\n  %%%d:i32 = const %d\n  %%%d:i32 = mul %%%d, %%6\n"
+                  "  %%%d:i32 = add %%%d, %%3\n  store %%2, %%%d, %%%d\n",
+                  v, bin[b], v + 1, k, v + 2, v + 1, v + 3, v + 2, v + 3, v);
+    v += 4;
+  }
+  snprintf(s + n, cap - n, "  ret\n}\n");
+  return s;
+}
+
+/* y = x^n by repeated multiplication, n at run time: the carried product is
+** read by the reverse (mul), so iterations are recomputed. */
+static const char *powloop_ir =
+    "kernel @powloop(%0:array<f64,1>, %1:array<f64,1>, %2:i32) chunk \"@pow.lua\" {\n"
+    "  %3:i32 = tid 0\n"
+    "  %4:f64 = load %0, %3\n"
+    "  %5:f64 = const 1.0\n"
+    "  %6:i32 = const 1\n"
+    "  %7:f64 = for %6, %2, %6 iter(%5) {\n"
+    "  ^(%8:i32, %9:f64):\n"
+    "    %10:f64 = mul %9, %4\n"
+    "    yield %10\n"
+    "  }\n"
+    "  store %1, %3, %7\n"
+    "  ret\n"
+    "}\n";
+
+/* y[i] = sum_j sin(x[j]) * x[i] * w[j]: an accumulator loop (no recompute);
+** loads inside the loop accumulate atomically into adj_x[j]. */
+static const char *accum_ir =
+    "kernel @accum(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) {\n"
+    "  %3:i32 = tid 0\n"
+    "  %4:f64 = load %0, %3\n"
+    "  %5:f64 = const 0.0\n"
+    "  %6:i32 = const 0\n"
+    "  %7:i32 = shape %0, 0\n"
+    "  %8:i32 = const 1\n"
+    "  %9:i32 = sub %7, %8\n"
+    "  %10:f64 = for %6, %9, %8 iter(%5) {\n"
+    "  ^(%11:i32, %12:f64):\n"
+    "    %13:f64 = load %0, %11\n"
+    "    %14:f64 = load %1, %11\n"
+    "    %15:f64 = sin %13\n"
+    "    %16:f64 = mul %15, %4\n"
+    "    %17:f64 = mul %16, %14\n"
+    "    %18:f64 = add %12, %17\n"
+    "    yield %18\n"
+    "  }\n"
+    "  store %2, %3, %10\n"
+    "  ret\n"
+    "}\n";
+
+/* Data-dependent while: v = x; n = 0; while v > 0.3 do v = v*0.7 + 0.01*z; n++ end
+** y = v * v + n (trip count depends on x). */
+static const char *while_ir =
+    "kernel @wh(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) {\n"
+    "  %3:i32 = tid 0\n"
+    "  %4:f64 = load %0, %3\n"
+    "  %5:f64 = load %1, %3\n"
+    "  %6:f64 = const 0.3\n"
+    "  %7:f64 = const 0.7\n"
+    "  %8:f64 = const 0.01\n"
+    "  %9:i32 = const 0\n"
+    "  %10:i32 = const 1\n"
+    "  %11:f64, %12:i32 = while iter(%4, %9) {\n"
+    "  ^(%13:f64, %14:i32):\n"
+    "    %15:bool = gt %13, %6\n"
+    "    condition %15, %13, %14\n"
+    "  } do {\n"
+    "  ^(%16:f64, %17:i32):\n"
+    "    %18:f64 = mul %16, %7\n"
+    "    %19:f64 = mul %8, %5\n"
+    "    %20:f64 = add %18, %19\n"
+    "    %21:i32 = add %17, %10\n"
+    "    yield %20, %21\n"
+    "  }\n"
+    "  %22:f64 = mul %11, %11\n"
+    "  %23:f64 = cast %12\n"
+    "  %24:f64 = add %22, %23\n"
+    "  store %2, %3, %24\n"
+    "  ret\n"
+    "}\n";
+
+/* Branches with results and stores inside branches. */
+static const char *if_ir =
+    "kernel @br(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>, %3:array<f64,1>) {\n"
+    "  %4:i32 = tid 0\n"
+    "  %5:f64 = load %0, %4\n"
+    "  %6:f64 = load %1, %4\n"
+    "  %7:f64 = const 0.5\n"
+    "  %8:bool = gt %5, %7\n"
+    "  %9:f64 = if %8 {\n"
+    "    %10:f64 = sin %5\n"
+    "    %11:f64 = mul %10, %6\n"
+    "    yield %11\n"
+    "  } else {\n"
+    "    %12:f64 = mul %5, %5\n"
+    "    %13:f64 = mul %12, %6\n"
+    "    store %3, %4, %13\n"
+    "    yield %6\n"
+    "  }\n"
+    "  %14:f64 = exp %9\n"
+    "  %15:f64 = select %8, %14, %5\n"
+    "  store %2, %4, %15\n"
+    "  ret\n"
+    "}\n";
+
+/* Aggregates: v = vec3(x, 2x, z); u = v with v.y := z*z; y = dot(u, u);
+** atomic_add(sum, 0, y) from every thread. */
+static const char *agg_ir =
+    "kernel @agg(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) {\n"
+    "  %3:i32 = tid 0\n"
+    "  %4:f64 = load %0, %3\n"
+    "  %5:f64 = load %1, %3\n"
+    "  %6:f64 = add %4, %4\n"
+    "  %7:vec3d = agg %4, %6, %5\n"
+    "  %8:f64 = mul %5, %5\n"
+    "  %9:vec3d = insert %7, %8, 1\n"
+    "  %10:f64 = extract %9, 0\n"
+    "  %11:f64 = extract %9, 1\n"
+    "  %12:f64 = extract %9, 2\n"
+    "  %13:f64 = mul %10, %10\n"
+    "  %14:f64 = mul %11, %12\n"
+    "  %15:f64 = add %13, %14\n"
+    "  %16:i32 = const 0\n"
+    "  %17:f64 = atomic_add %2, %16, %15\n"
+    "  ret\n"
+    "}\n";
+
+/* Nested loops: s = x; for a = 1, n { for b = 1, 2 { s = s * c + sin(s) } } */
+static const char *nested_ir =
+    "kernel @nest(%0:array<f64,1>, %1:array<f64,1>, %2:i32) {\n"
+    "  %3:i32 = tid 0\n"
+    "  %4:f64 = load %0, %3\n"
+    "  %5:f64 = const 0.9\n"
+    "  %6:i32 = const 1\n"
+    "  %7:i32 = const 2\n"
+    "  %8:f64 = for %6, %2, %6 iter(%4) {\n"
+    "  ^(%9:i32, %10:f64):\n"
+    "    %11:f64 = for %6, %7, %6 iter(%10) {\n"
+    "    ^(%12:i32, %13:f64):\n"
+    "      %14:f64 = mul %13, %5\n"
+    "      %15:f64 = sin %13\n"
+    "      %16:f64 = add %14, %15\n"
+    "      yield %16\n"
+    "    }\n"
+    "    yield %11\n"
+    "  }\n"
+    "  store %1, %3, %8\n"
+    "  ret\n"
+    "}\n";
+
+/* A call left in the kernel: a positioned error. */
+static const char *call_ir =
+    "func @f(%0:f64) -> f64 {\n"
+    "  ret %0\n"
+    "}\n"
+    "kernel @k(%0:array<f64,1>) chunk \"@spec/k_spec.lua\" {\n"
+    "  %1:i32 = tid 0\n"
+    "  %2:f64 = load %0, %1\n"
+    "  %3:f64 = call @f(%2) !12:5\n"
+    "  store %0, %1, %3\n"
+    "  ret\n"
+    "}\n";
+
+static void test_ops(void) {
+  char *ir = ops_kernel();
+  GRADCHECK("ops", ir, 16, 3, 2, {16, 16, 16 * 27}, 0.15, 0.85);
+  free(ir);
+}
+
+static void test_loops(void) {
+  GRADCHECK("powloop n=5", powloop_ir, 8, 2, 1, {8, 8}, 0.5, 1.5, {5});
+  GRADCHECK("powloop n=0", powloop_ir, 8, 2, 1, {8, 8}, 0.5, 1.5, {0});
+  GRADCHECK("powloop n=1", powloop_ir, 8, 2, 1, {8, 8}, 0.5, 1.5, {1});
+  GRADCHECK("accum", accum_ir, 12, 3, 2, {12, 12, 12}, -1, 1);
+  GRADCHECK("while", while_ir, 16, 3, 2, {16, 16, 16}, 0.2, 3.0);
+  GRADCHECK("nested", nested_ir, 6, 2, 1, {6, 6}, 0.1, 1.0, {3});
+}
+
+static void test_branches_aggs(void) {
+  GRADCHECK("if", if_ir, 16, 4, 2, {16, 16, 16, 16}, 0.0, 1.0);
+  GRADCHECK("agg", agg_ir, 16, 3, 2, {16, 16, 1}, -1, 1);
+}
+
+/* The loop reverse without recomputation is O(n) (checked on the IR: the
+** accumulator loop holds no recompute while loop), with recompute otherwise. */
+static void test_structure(void) {
+  adk k;
+  char err[512];
+  CHECK(prep(accum_ir, &k, err, sizeof err) == 0);
+  CHECK(k.text && !strstr(k.text, "while"));
+  CHECK(k.af && k.af->nparams == 6 && k.af->is_kernel);
+  CHECK_STR(k.af ? k.af->name : NULL, "adj_accum");
+  adk_free(&k);
+  CHECK(prep(powloop_ir, &k, err, sizeof err) == 0);
+  CHECK(k.text && strstr(k.text, "while"));
+  CHECK(k.af && k.af->nparams == 5);
+  /* a second call does not add another adjoint */
+  int nf = k.m->nfuncs;
+  CHECK(wf_ad_kernel(k.m, 0, err, sizeof err) == 0 && k.m->nfuncs == nf);
+  adk_free(&k);
+}
+
+static void test_errors(void) {
+  adk k;
+  char err[512];
+  CHECK(prep(call_ir, &k, err, sizeof err) == -1);
+  CHECK_STR(err, "spec/k_spec.lua:12: autodiff: call of function 0 was not inlined before "
+                 "differentiation");
+  CHECK(k.m && k.m->nfuncs == 2); /* the half-built adjoint is gone */
+  adk_free(&k);
+  wf_module *m = wf_ir_parse(call_ir, NULL, err, sizeof err);
+  CHECK(m && wf_ad_kernel(m, 0, err, sizeof err) == -1);
+  CHECK_STR(err, "autodiff: 'f' is not a kernel");
+  wf_module_free(m);
+}
+
+int main(void) {
+  char err[512];
+  J = wf_jit_new(err, sizeof err);
+  RT = wf_rt_new();
+  if (!J || !RT) {
+    fprintf(stderr, "no JIT: %s\n", err);
+    return 1;
+  }
+  test_structure();
+  test_errors();
+  test_loops();
+  test_branches_aggs();
+  test_ops();
+  wf_jit_free(J);
+  wf_rt_free(RT);
+  IRT_DONE();
+}

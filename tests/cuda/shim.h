@@ -1,0 +1,120 @@
+/*
+** shim.h -- compile weft's emitted CUDA C as host C++ (g++ -include shim.h).
+**
+** The emitted source skips its device prelude when WF_HOST_SHIM is
+** defined; this header supplies the same names for the host:
+**   - __global__/__device__ vanish; threadIdx/blockIdx/blockDim/gridDim are
+**     plain globals that WF_SHIM_LAUNCH sets while it loops over the grid
+**     (a small grid, so the kernels' grid-stride loops take several turns)
+**   - atomics are host atomics (__atomic builtins, CAS loops for floats)
+**   - __half is _Float16 with CUDA's conversion functions
+**   - wf_trap throws wf_shim_trap, which WF_SHIM_LAUNCH catches and reports
+** Tests compile <shim.h> + <emitted .cu> + a driver that calls
+** WF_SHIM_LAUNCH(kernel, ndim, dims, args...) and prints the results.
+*/
+#ifndef WF_SHIM_H
+#define WF_SHIM_H
+#define WF_HOST_SHIM 1
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WF_FN static inline
+#define __global__
+#define __device__
+#define __forceinline__ inline
+
+struct wf_shim_dim3 {
+  unsigned int x, y, z;
+};
+static wf_shim_dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+/* ---- half ---- */
+typedef _Float16 __half;
+static inline float __half2float(__half h) { return (float)h; }
+static inline __half __float2half(float f) { return (__half)f; }
+static inline __half __double2half(double d) { return (__half)d; }
+
+/* ---- atomics: host atomics; float min/max as CAS loops on the value ---- */
+template <class T> static inline T wf_atomic_add(T *p, T v) {
+  T old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(p, &old, (T)(old + v), false, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED)) {
+  }
+  return old;
+}
+static inline float wf_atomic_add(float *p, float v) {
+  float old, nv;
+  __atomic_load(p, &old, __ATOMIC_RELAXED);
+  do nv = old + v;
+  while (!__atomic_compare_exchange(p, &old, &nv, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+  return old;
+}
+static inline double wf_atomic_add(double *p, double v) {
+  double old, nv;
+  __atomic_load(p, &old, __ATOMIC_RELAXED);
+  do nv = old + v;
+  while (!__atomic_compare_exchange(p, &old, &nv, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+  return old;
+}
+static inline __half wf_atomic_add(__half *p, __half v) {
+  __half old = *p; /* the shim runs one thread at a time */
+  *p = (__half)((float)old + (float)v);
+  return old;
+}
+template <class T> static inline T wf_atomic_min(T *p, T v) {
+  T old;
+  __atomic_load(p, &old, __ATOMIC_RELAXED);
+  while (v < old && !__atomic_compare_exchange(p, &old, &v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  return old;
+}
+template <class T> static inline T wf_atomic_max(T *p, T v) {
+  T old;
+  __atomic_load(p, &old, __ATOMIC_RELAXED);
+  while (v > old && !__atomic_compare_exchange(p, &old, &v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  return old;
+}
+
+/* ---- traps ---- */
+struct wf_shim_trap {
+  const char *msg;
+};
+static inline void wf_trap(const char *msg) { throw wf_shim_trap{msg}; }
+
+/* ---- launch: dims as wf_cuda_launch makes them, grid of blocks x threads ---- */
+#define WF_SHIM_BLOCK 32
+#define WF_SHIM_MAXGRID 3
+#define WF_SHIM_LAUNCH(kernel, ndim, dims, ...)                                              \
+  do {                                                                                       \
+    wf_dims wd_;                                                                             \
+    wd_.n = 1;                                                                               \
+    for (int k_ = 0; k_ < 4; k_++) {                                                         \
+      wd_.dim[k_] = k_ < (ndim) ? (dims)[k_] : 1;                                            \
+      wd_.n *= wd_.dim[k_];                                                                  \
+    }                                                                                        \
+    long long acc_ = 1;                                                                      \
+    for (int k_ = 3; k_ >= 0; k_--) {                                                        \
+      wd_.div[k_] = acc_;                                                                    \
+      acc_ *= wd_.dim[k_] ? wd_.dim[k_] : 1;                                                 \
+    }                                                                                        \
+    long long blocks_ = (wd_.n + WF_SHIM_BLOCK - 1) / WF_SHIM_BLOCK;                         \
+    if (blocks_ > WF_SHIM_MAXGRID) blocks_ = WF_SHIM_MAXGRID;                                \
+    blockDim.x = WF_SHIM_BLOCK;                                                              \
+    gridDim.x = (unsigned)blocks_;                                                           \
+    try {                                                                                    \
+      for (unsigned b_ = 0; b_ < gridDim.x; b_++)                                            \
+        for (unsigned t_ = 0; t_ < blockDim.x; t_++) {                                       \
+          blockIdx.x = b_;                                                                   \
+          threadIdx.x = t_;                                                                  \
+          kernel(wd_, __VA_ARGS__);                                                          \
+        }                                                                                    \
+    } catch (wf_shim_trap & e_) {                                                            \
+      printf("trap: %s\n", e_.msg);                                                          \
+    }                                                                                        \
+  } while (0)
+
+#endif
