@@ -64,6 +64,21 @@ int wf_dlpack_import(wf_rt *rt, void *managed, int versioned, int ntrail,
                      const int64_t *trail, wf_array *out, const char **scalar);
 void wf_dlpack_delete(void *managed, int versioned);
 /* ---- end interop ---- */
+/* ---- cuda (src/cuda/wf_cuda.h) ---- */
+int wf_cuda_available(wf_rt *rt);
+int wf_cuda_device_info(wf_rt *rt, int32_t dev, char *name, size_t namelen,
+                        int *cc_major, int *cc_minor, size_t *total_mem);
+int wf_cuda_module_load(wf_rt *rt, int32_t dev, const void *image, size_t size, void **module);
+int wf_cuda_module_unload(wf_rt *rt, int32_t dev, void *module);
+int wf_cuda_module_function(wf_rt *rt, void *module, const char *name, void **fn);
+int wf_cuda_launch(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *dims,
+                   int nargs, void **args, int block_size, int verify);
+int wf_cuda_synchronize(wf_rt *rt, int32_t dev);
+int wf_cuda_capture_begin(wf_rt *rt, int32_t dev);
+int wf_cuda_capture_end(wf_rt *rt, int32_t dev, void **graph);
+int wf_cuda_graph_launch(wf_rt *rt, int32_t dev, void *graph);
+void wf_cuda_graph_free(wf_rt *rt, void *graph);
+/* ---- end cuda ---- */
 ]]
 
 -- Declare once per LuaJIT state: probing a declared type is cheap and does

@@ -182,6 +182,15 @@ return function(weft)
 
   function I.id(...) return ... end
 
+  -- Run a chunk of code. Its chunk name is the code itself unless one is
+  -- given: the kernel front end reads a kernel's source text through
+  -- debug.getinfo, which "=name" chunks do not keep.
+  function I.exec(code, chunkname)
+    local f, err = loadstring(code, chunkname or code)
+    if not f then error(err, 0) end
+    return f()
+  end
+
   -- a[k] and a[k] = v for members the Python package reads and sets.
   function I.get(v, k) return v[k] end
   function I.set(v, k, x) v[k] = x end

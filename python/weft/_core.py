@@ -127,11 +127,11 @@ class Runtime:
         return err
 
     # ---- running Lua -------------------------------------------------------
-    def exec(self, code):
-        """Run a chunk of Lua code."""
-        with self._lock:
-            if L.weft_dostring(self._state(), code.encode()):
-                raise self._error()
+    def exec(self, code, chunkname=None):
+        """Run a chunk of Lua code. Errors name it as Lua does for strings
+        ([string "..."]:line:) unless chunkname is given; kernels defined in
+        it can be compiled (their source text stays reachable)."""
+        self.call("weft._interop.exec", code, chunkname, nresults=0)
 
     def dofile(self, path):
         """Run a Lua file."""

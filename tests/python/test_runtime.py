@@ -29,10 +29,10 @@ def test_call(rt):
 
 
 def test_errors(rt):
-    with pytest.raises(weft.WeftError, match=r"weft_dostring\):1: boom"):
+    with pytest.raises(weft.WeftError, match=r"^\[string \"error\('boom'\)\"\]:1: boom$"):
         rt.exec("error('boom')")
-    with pytest.raises(weft.WeftError, match="weft_dostring"):
-        rt.exec("this is not lua")
+    with pytest.raises(weft.WeftError, match=r"^myfile:2: .*near 'is'"):
+        rt.exec("x = 1\nthis is not lua", "=myfile")
     with pytest.raises(weft.WeftError, match="no function named 'nope'"):
         rt.call("nope")
     with pytest.raises(weft.WeftError, match="'a' is not a table"):

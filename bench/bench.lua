@@ -1,0 +1,125 @@
+-- bench.lua: weft's CPU benchmarks, each against a baseline measured in the
+-- same run (medians of several runs). Run through `make bench`
+-- (scripts/run-bench), which builds the C baselines first:
+--   luajit bench/bench.lua <saxpy_c> <nbody_c>
+local clock = require "bench.clock"
+local weft = require "weft"
+
+local saxpy_c, nbody_c = arg[1], arg[2]
+local now, median = clock.now, clock.median
+local fmt = string.format
+local rows = {}
+
+local function row(name, weft_s, base_s, base_name, target)
+  local ratio = weft_s / base_s
+  rows[#rows + 1] = { name, weft_s, base_s, base_name, ratio, target }
+  io.write(fmt("%-34s weft %10.3f ms   %-22s %10.3f ms   ratio %6.3f   (target %s)\n", name,
+               weft_s * 1e3, base_name, base_s * 1e3, ratio, target))
+  io.flush()
+end
+
+local function run_c(path, runs)
+  local p = assert(io.popen(path .. " " .. runs))
+  local out = p:read("*a")
+  p:close()
+  return assert(tonumber(out:match("^(%S+)")), "baseline failed: " .. path)
+end
+
+-- saxpy, n = 2^24 float32 --------------------------------------------------
+do
+  local n = 2 ^ 24
+  local saxpy = weft.kernel{
+    x = weft.array(weft.float32), y = weft.array(weft.float32), a = weft.float32,
+    function(x, y, a)
+      local i = weft.tid()
+      y[i] = a * x[i] + y[i]
+    end,
+  }
+  local x, y = weft.full(n, 1.0), weft.ones(n)
+  weft.launch(saxpy, n, { x, y, 1.0001 }) -- compile, touch the pages
+  local t = {}
+  for r = 1, 15 do
+    local t0 = now()
+    weft.launch(saxpy, n, { x, y, 1.0001 })
+    t[r] = now() - t0
+  end
+  row("saxpy n=2^24 f32", median(t), run_c(saxpy_c, 15), "gcc -O3 -march=native", "<= 1.1")
+end
+
+-- n-body O(n^2), vec3, n = 4096 -----------------------------------------------
+do
+  local n = 4096
+  local nbody = weft.kernel{
+    pos = weft.array(weft.vec3), acc = weft.array(weft.vec3), n = weft.int32,
+    function(pos, acc, n)
+      local i = weft.tid()
+      local p = pos[i]
+      local a = weft.vec3(0.0, 0.0, 0.0)
+      for j = 0, n - 1 do
+        local d = pos[j] - p
+        local r2 = weft.dot(d, d) + 0.01
+        local inv = 1.0 / (r2 * weft.sqrt(r2))
+        a = a + d * inv
+      end
+      acc[i] = a
+    end,
+  }
+  local pos, acc = weft.zeros(n, weft.vec3), weft.zeros(n, weft.vec3)
+  for i = 0, n - 1 do pos[i] = weft.vec3(i % 16, math.floor(i / 16) % 16, math.floor(i / 256)) end
+  weft.launch(nbody, n, { pos, acc, n })
+  local t = {}
+  for r = 1, 7 do
+    local t0 = now()
+    weft.launch(nbody, n, { pos, acc, n })
+    t[r] = now() - t0
+  end
+  row("n-body n=4096 vec3", median(t), run_c(nbody_c, 5), "gcc -O3 (1 thread)", "<= 0.75")
+end
+
+-- empty dim-1 launch from Lua ------------------------------------------------
+do
+  local empty = weft.kernel{ x = weft.array(weft.float32), function(x) end }
+  local x = weft.zeros(1)
+  weft.launch(empty, 1, { x })
+  local per = {}
+  local reps = 100000
+  for r = 1, 7 do
+    local t0 = now()
+    for _ = 1, reps do weft.launch(empty, 1, { x }) end
+    per[r] = (now() - t0) / reps
+  end
+  local us = median(per) * 1e6
+  io.write(fmt("%-34s weft %10.3f us   %-22s %10.3f us   ratio %6.3f   (target <= 2 us)\n",
+               "empty dim-1 launch", us, "Warp CPU (reported)", 3.8, us / 3.8))
+end
+
+-- first launch of a new kernel: empty cache, then the disk cache --------------
+do
+  local lua = os.getenv("WEFT_BENCH_LUAJIT") or "luajit"
+  local base = os.tmpname()
+  os.remove(base)
+  local cold, warm, warm_compiles = {}, {}, 0
+  for r = 1, 5 do
+    local dir = fmt("%s-%d", base, r)
+    local salt = os.time() % 100000 * 10 + r
+    local cmd = fmt("WEFT_CACHE_DIR=%s %s bench/first_launch.lua %d", dir, lua, salt)
+    local p = assert(io.popen(cmd))
+    local ms = tonumber(p:read("*a"):match("^(%S+)"))
+    p:close()
+    p = assert(io.popen(cmd))
+    local out = p:read("*a")
+    p:close()
+    local ms2, compiles = out:match("^(%S+) (%d+)")
+    cold[r], warm[r] = ms, tonumber(ms2)
+    warm_compiles = warm_compiles + tonumber(compiles)
+    os.execute("rm -rf " .. dir)
+  end
+  io.write(fmt("%-34s weft %10.3f ms   (target <= 50 ms)\n", "first launch, empty cache", median(cold)))
+  io.write(fmt("%-34s weft %10.3f ms   (target <= 2 ms; compiles in those processes: %d)\n",
+               "first launch, disk cache", median(warm), warm_compiles))
+end
+
+-- NVIDIA Warp (warp-lang) on CPU: reference rows ----------------------------
+-- TODO(warp): measure saxpy and n-body with `pip install warp-lang`
+-- (wp.launch on device "cpu") in this same run and print them here.
+io.write("Warp CPU reference rows             TODO (warp-lang not measured yet)\n")

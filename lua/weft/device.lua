@@ -1,0 +1,187 @@
+-- Devices: weft.init, weft.devices, weft.get_device / set_device,
+-- weft.is_cuda_available, weft.synchronize, CUDA graph capture, and the
+-- CUDA launch path used by weft.launch for opts.device = "cuda:N"
+-- (weft._launch_device).
+--
+-- Everything CUDA goes through src/cuda (libcuda is loaded with dlopen on
+-- first use). Without a driver, weft.devices() is { "cpu" } and every use
+-- of a cuda device raises NODRIVER.
+local ffi = require "ffi"
+local cdef = require "weft.cdef"
+
+local fmt = string.format
+
+local NODRIVER = "weft: CUDA is not available: libcuda.so.1 could not be loaded (no NVIDIA driver)"
+
+return function(weft)
+  local C, rt, core = cdef.C, weft._rt, weft._core
+
+  local function count() return tonumber(C.wf_device_count(rt)) end
+
+  -- "cpu" -> -1, "cuda" / "cuda:N" / N -> N; raises on anything else.
+  local function parse(fname, d, level)
+    level = (level or 1) + 1
+    if d == nil then d = weft.get_device() end
+    if d == "cpu" or d == -1 then return -1, "cpu" end
+    local n
+    if type(d) == "number" and d >= 0 and d == math.floor(d) then
+      n = d
+    elseif d == "cuda" then
+      n = 0
+    elseif type(d) == "string" then
+      n = tonumber(d:match("^cuda:(%d+)$"))
+    end
+    if not n then
+      error(fmt("%s: unknown device %s (expected \"cpu\" or \"cuda:N\")", fname, tostring(d)), level)
+    end
+    local c = count()
+    if c == 0 then error(NODRIVER, level) end
+    if n >= c then
+      error(fmt("%s: device 'cuda:%d' is not available (%d CUDA device%s)", fname, n, c,
+                c == 1 and "" or "s"), level)
+    end
+    return n, "cuda:" .. n
+  end
+  weft._parse_device = parse
+
+  function weft.init()
+    count()
+    return weft
+  end
+
+  function weft.is_cuda_available() return C.wf_cuda_available(rt) ~= 0 end
+
+  function weft.devices()
+    local out = { "cpu" }
+    for i = 0, count() - 1 do out[#out + 1] = "cuda:" .. i end
+    return out
+  end
+
+  function weft.get_device() return weft._default_device or "cpu" end
+
+  function weft.set_device(d)
+    local _, name = parse("weft.set_device", d, 2)
+    weft._default_device = name
+  end
+
+  -- Properties of cuda:N: name, arch ("sm_86"), memory (bytes).
+  function weft.cuda_device_info(d)
+    local n = parse("weft.cuda_device_info", d or "cuda:0", 2)
+    if n < 0 then error("weft.cuda_device_info: not a CUDA device", 2) end
+    local name = ffi.new("char[256]")
+    local maj, min, mem = ffi.new("int[1]"), ffi.new("int[1]"), ffi.new("size_t[1]")
+    weft._check(C.wf_cuda_device_info(rt, n, name, 256, maj, min, mem), 2)
+    return { name = ffi.string(name), arch = fmt("sm_%d%d", maj[0], min[0]),
+             memory = tonumber(mem[0]) }
+  end
+
+  -- Waits for the work queued on every CUDA device (the CPU backend runs
+  -- launches synchronously).
+  function weft.synchronize()
+    for i = 0, count() - 1 do weft._check(C.wf_cuda_synchronize(rt, i), 2) end
+  end
+
+  ---------------------------------------------------------------------------
+  -- graph capture (CUDA; CPU capture is not implemented yet)
+  ---------------------------------------------------------------------------
+  local capturing = nil -- device index being captured
+  local Graph = {}
+  Graph.__index = Graph
+
+  function weft.capture_begin(d)
+    local n = parse("weft.capture_begin", d, 2)
+    if n < 0 then error("weft.capture_begin: capture on the cpu is not supported yet", 2) end
+    if capturing then error(fmt("weft.capture_begin: cuda:%d is already capturing", capturing), 2) end
+    weft._check(C.wf_cuda_capture_begin(rt, n), 2)
+    capturing = n
+  end
+
+  function weft.capture_end()
+    if not capturing then error("weft.capture_end: no capture in progress", 2) end
+    local n = capturing
+    capturing = nil
+    local g = ffi.new("void *[1]")
+    weft._check(C.wf_cuda_capture_end(rt, n, g), 2)
+    local h = ffi.gc(g[0], function(p) C.wf_cuda_graph_free(rt, p) end)
+    return setmetatable({ handle = h, device = n }, Graph)
+  end
+
+  function weft.capture_launch(g)
+    if getmetatable(g) ~= Graph then error("weft.capture_launch: expected a graph from weft.capture_end", 2) end
+    weft._check(C.wf_cuda_graph_launch(rt, g.device, g.handle), 2)
+  end
+
+  ---------------------------------------------------------------------------
+  -- launches on cuda:N
+  ---------------------------------------------------------------------------
+  -- Per kernel and device: the loaded module and its entry function.
+  local loaded = setmetatable({}, { __mode = "k" })
+
+  local function load_kernel(k, n)
+    local per = loaded[k]
+    if not per then
+      per = {}
+      loaded[k] = per
+    end
+    if per[n] then return per[n] end
+    for _, p in ipairs(k.params) do
+      if not p.type then
+        error(fmt("weft.launch: kernel '%s': generic parameter '%s' is not supported on CUDA yet; "
+                  .. "give it a type", k.name, p.name), 4)
+      end
+    end
+    local mod = k:_module()
+    local arch = weft.cuda_device_info(n).arch
+    local image, entries = core.cuda_cubin(mod, arch)
+    local m = ffi.new("void *[1]")
+    weft._check(C.wf_cuda_module_load(rt, n, image, #image, m), 4)
+    local f = ffi.new("void *[1]")
+    weft._check(C.wf_cuda_module_function(rt, m[0], entries[1], f), 4)
+    per[n] = { module = m[0], fn = f[0], image = image }
+    return per[n]
+  end
+
+  -- One pointer per kernel parameter: arrays pass their header (the
+  -- kernel reads its first 72 bytes), scalars a boxed copy.
+  local function marshal(k, n, args)
+    local ptrs = ffi.new("void *[?]", #k.params)
+    local keep = {}
+    for i, p in ipairs(k.params) do
+      local v = args[i]
+      if weft.is_array and weft.is_array(v) then
+        if v.h.device ~= n then
+          error(fmt("weft.launch: kernel '%s': array '%s' is on %s, but the launch runs on cuda:%d",
+                    k.name, p.name, tostring(v.device), n), 4)
+        end
+        ptrs[i - 1] = ffi.cast("void *", v)
+      else
+        local t = p.type
+        local box = ffi.new(weft._array_ctype(t), 1)
+        box[0] = v
+        keep[#keep + 1] = box
+        ptrs[i - 1] = box
+      end
+    end
+    return ptrs, keep
+  end
+
+  function weft._launch_device(k, dim, inputs, opts)
+    local n = parse("weft.launch", opts.device, 3)
+    if n < 0 then return weft.launch(k, dim, inputs, { outputs = opts.outputs }) end
+    local args = {}
+    for _, v in ipairs(inputs or {}) do args[#args + 1] = v end
+    for _, v in ipairs(opts.outputs or {}) do args[#args + 1] = v end
+    if #args ~= #k.params then
+      error(fmt("weft.launch: kernel '%s' takes %d arguments (inputs then outputs), got %d", k.name,
+                #k.params, #args), 3)
+    end
+    local ker = load_kernel(k, n)
+    local d = type(dim) == "table" and dim or { dim }
+    local dims = ffi.new("int64_t[4]")
+    for i = 1, #d do dims[i - 1] = d[i] end
+    local ptrs, keep = marshal(k, n, args)
+    weft._check(C.wf_cuda_launch(rt, n, ker.fn, #d, dims, #k.params, ptrs, opts.block_dim or 0,
+                                 weft.config.verify_cuda and 1 or 0), 3)
+    return keep
+  end
+end
