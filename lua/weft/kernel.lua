@@ -68,11 +68,11 @@ return function(weft)
   -- "local saxpy = weft.kernel{" -> "saxpy" (looking a few lines up).
   local function declared_name(fn, what)
     local line = debug.getinfo(fn, "S").linedefined
-    for l = line, math.max(1, line - 3), -1 do
+    for l = line, math.max(1, line - 8), -1 do
       local text = source_line(fn, l)
-      if text then
-        local name = text:match("([%w_]+)%s*=%s*[%w_%.]*" .. what .. "%s*[{(]")
-        if name then return name end
+      if not text then return nil end
+      if text:find(what .. "%s*[{(]") then
+        return text:match("([%w_]+)%s*=%s*[%w_%.]*" .. what .. "%s*[{(]")
       end
     end
     return nil

@@ -318,11 +318,14 @@ static int param_names(wf_fctx *C, int idx, const char ***out) {
   return n;
 }
 
-/* Does the call argument a fit the declared type t? */
+/* How well the call argument a fits the declared type t: 0 not at all,
+** 1 a literal converted (int literal to a float), 2 exactly. */
 static int arg_fits(wf_rv *a, const wf_type *t) {
-  if (a->kind == RV_VAL) return a->t == t;
-  if (a->kind == RV_LIT)
-    return t->kind == WF_T_FLOAT || (t->kind == WF_T_INT && a->num == floor(a->num));
+  if (a->kind == RV_VAL) return a->t == t ? 2 : 0;
+  if (a->kind == RV_LIT) {
+    if (t->kind == WF_T_FLOAT) return a->isint ? 1 : 2;
+    if (t->kind == WF_T_INT && a->num == floor(a->num)) return 2;
+  }
   return 0;
 }
 
@@ -432,7 +435,7 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
           pt[i] = wf_front_totype(C, -1);
           if (!pt[i]) ok = 0;
           else if (!arg_fits(&args[i], pt[i])) ok = 0;
-          else score++;
+          else score += arg_fits(&args[i], pt[i]);
         }
         lua_pop(L, 1);
       }

@@ -20,9 +20,15 @@ def rt():
     gc.collect()
 
 
+def has_tape(rt):
+    """Is the tape (weft.Tape) built in?"""
+    rt.exec("_weft_has_tape = weft.Tape ~= nil")
+    return rt["_weft_has_tape"] and has_kernels(rt)
+
+
 def has_kernels(rt):
-    """Are the kernel compiler, weft.launch and the tape built in?"""
-    rt.exec("_weft_has_kernels = (weft.kernel and weft.launch and weft.Tape) and true or false")
+    """Are the kernel compiler and weft.launch built in?"""
+    rt.exec("_weft_has_kernels = (weft.kernel and weft.launch) and true or false")
     ok = rt["_weft_has_kernels"]
     if ok:
         try:
