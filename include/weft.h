@@ -146,6 +146,7 @@ typedef struct weft_Arg {
   void *p;
   int64_t shape[4];
   int64_t strides[4];
+  void *handle; /* ARRAY out: the array's header (for language bindings) */
 } weft_Arg;
 
 /* Read the value at a global path into *out. */

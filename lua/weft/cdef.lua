@@ -114,7 +114,16 @@ local function find_library()
   error("weft: cannot find libweft (set WEFT_LIB to its path): " .. table.concat(errs, "; "), 0)
 end
 
-M.C, M.libpath = find_library()
+-- busted resets package.loaded between spec files, so this module runs again
+-- in the same LuaJIT state: keep what was found in the registry.
+local reg = debug.getregistry()
+local found = reg["weft.library"]
+if not found then
+  local C, path = find_library()
+  found = { C = C, path = path }
+  reg["weft.library"] = found
+end
+M.C, M.libpath = found.C, found.path
 local abi = M.C.wf_abi_version()
 if abi ~= ABI_VERSION then
   error(string.format("weft: libweft ABI %d does not match the Lua layer's %d", abi, ABI_VERSION), 0)

@@ -16,15 +16,18 @@ local rt = cdef.C.wf_rt_new()
 if rt == nil then error("weft: cannot create the runtime (out of memory)", 0) end
 weft._rt = ffi.gc(rt, cdef.C.wf_rt_free)
 
--- The compiler and other Lua C functions live in the same library.
-local core = package.loaded["weft.core"]
+-- The compiler and other Lua C functions live in the same library. Opened
+-- once per LuaJIT state (kept in the registry across module reloads).
+local reg = debug.getregistry()
+local core = reg["weft.core"]
 if not core then
   local loader = package.preload["weft.core"]
   if not loader and cdef.libpath then
     loader = assert(package.loadlib(cdef.libpath, "luaopen_weft_core"))
   end
-  core = loader and loader("weft.core")
-  package.loaded["weft.core"] = core
+  if not loader then error("weft: cannot find luaopen_weft_core in libweft", 0) end
+  core = loader("weft.core")
+  reg["weft.core"] = core
 end
 weft._core = core
 

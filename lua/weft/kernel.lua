@@ -16,7 +16,6 @@
 -- weft.func calls are inlined into kernels; on the host a func object is
 -- callable and runs its first definition as plain Lua.
 return function(weft)
-  local core = weft._core
   local fmt = string.format
 
   local Kernel = { __name = "weft.Kernel" }
@@ -28,14 +27,24 @@ return function(weft)
 
   weft.Kernel, weft.Func = Kernel, Func
 
-  if core and core.front_setup then
-    core.front_setup {
-      builtins = weft._builtins or {},
-      type_mt = getmetatable(weft.float32),
-      func_mt = Func,
-      const_mt = Const,
-      kernel_mt = Kernel,
-    }
+  -- The core module (weft._core, looked up at each use: the Lua layer may
+  -- be reloaded). The compiler's environment (this layer's metatables and
+  -- builtins) is installed before each use, so kernels of an older copy of
+  -- the layer still compile with their own.
+  local front_env
+  local function get_core()
+    local c = weft._core
+    if c and c.front_setup then
+      front_env = front_env or {
+        builtins = weft._builtins or {},
+        type_mt = getmetatable(weft.float32),
+        func_mt = Func,
+        const_mt = Const,
+        kernel_mt = Kernel,
+      }
+      c.front_setup(front_env)
+    end
+    return c
   end
 
   -- Source lines, for finding the name a declaration is assigned to.
@@ -160,6 +169,7 @@ return function(weft)
     local key = sigkey(self, argtypes)
     local m = self._cache[key]
     if m then return m, key end
+    local core = get_core()
     if not (core and core.compile) then error("weft: the kernel compiler is not available", 2) end
     local ok, res = pcall(core.compile, self._decl, argtypes)
     if not ok then error(res, 0) end
@@ -168,7 +178,8 @@ return function(weft)
   end
 
   function Kernel:ir(argtypes)
-    return core.ir((self:_module(argtypes)))
+    local m = self:_module(argtypes)
+    return get_core().ir(m)
   end
 
   local source_fns = { llvm = "llvm_ir", cuda = "cuda_source", ir = "ir" }
@@ -176,13 +187,13 @@ return function(weft)
     kind = kind or "ir"
     local fname = source_fns[kind]
     if not fname then error(fmt("weft: unknown source kind '%s' (ir, llvm or cuda)", tostring(kind)), 2) end
-    local f = core[fname]
+    local f = get_core()[fname]
     if not f then error(fmt("weft: the %s backend is not available in this build", kind), 2) end
     return f((self:_module(argtypes)))
   end
 
   function Kernel:ptx(arch, argtypes)
-    local f = core.ptx
+    local f = get_core().ptx
     if not f then error("weft: PTX output is not available in this build", 2) end
     return f((self:_module(argtypes)), arch)
   end

@@ -60,14 +60,25 @@ def from_torch(t, dtype=None, requires_grad=None, runtime=None):
     if not isinstance(t, torch.Tensor):
         raise TypeError("weft.from_torch: expected a torch.Tensor, got %s" % type(t).__name__)
     rt = _rt(runtime)
-    a = rt.import_dlpack(t.detach(), dtype, "weft.from_torch")
+    rg = t.requires_grad
+    a = rt.import_dlpack(_to_dlpack(t.detach() if rg else t), dtype, "weft.from_torch")
     if requires_grad is None:
-        requires_grad = t.requires_grad
+        requires_grad = rg
     if requires_grad:
         if t.grad is None:
             t.grad = torch.zeros_like(t)
-        a.grad = rt.import_dlpack(t.grad, dtype, "weft.from_torch (grad)")
+        a.grad = rt.import_dlpack(_to_dlpack(t.grad), dtype, "weft.from_torch (grad)")
     return a
+
+
+def _to_dlpack(t):
+    """torch's C-level legacy export (the Python-level __dlpack__ costs ~8x
+    more); falls back to the protocol for what it refuses."""
+    from torch.utils.dlpack import to_dlpack
+    try:
+        return to_dlpack(t)
+    except (RuntimeError, BufferError, TypeError) as e:
+        raise BufferError("weft.from_torch: cannot share this tensor: %s" % e) from None
 
 
 def to_torch(a, requires_grad=None):

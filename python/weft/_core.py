@@ -31,8 +31,11 @@ def _close_all():
         rt.close()
 
 
+_CapsuleType = L.CapsuleType
+
+
 def _is_capsule(obj):
-    return type(obj).__name__ == "PyCapsule"
+    return type(obj) is _CapsuleType
 
 
 def capsule_of(obj, where):
@@ -87,6 +90,7 @@ class Runtime:
         if not W:
             raise WeftError("weft: cannot open a runtime (the reason was printed to stderr)")
         self._W = W
+        self._res = L.Arg()  # the result slot of the fast paths
         _runtimes.add(self)
 
     # ---- lifetime ---------------------------------------------------------
@@ -270,15 +274,22 @@ class Runtime:
 
     def import_dlpack(self, obj, dtype=None, where="weft.from_dlpack"):
         """A weft Array viewing obj (anything with __dlpack__, or a capsule)."""
-        if dtype is not None and not isinstance(dtype, str):
-            dtype = getattr(dtype, "name", None) or str(dtype)
-        cap = capsule_of(obj, where)
+        if dtype is not None:
+            if not isinstance(dtype, str):
+                dtype = getattr(dtype, "name", None) or str(dtype)
+            dtype = dtype.encode()
+        cap = obj if type(obj) is _CapsuleType else capsule_of(obj, where)
         with self._lock:
-            W = self._state()
-            a = L.Arg()
-            self._capsule_arg(cap, a, where, dtype)
-            res = L.Arg()
-            if L.weft_call(W, b"weft._interop.id", 1, ctypes.byref(a), 1, ctypes.byref(res)):
+            W = self._W
+            if W is None or self._pending:
+                W = self._state()
+            res = self._res
+            st = L.py_import(W, cap, dtype, res)
+            if st:
+                if st == -1:
+                    raise ValueError("%s: the DLPack capsule was already consumed" % where)
+                if st == -2:
+                    raise ValueError("%s: not a DLPack capsule" % where)
                 raise self._error()
             return Array._from_result(self, res)
 
@@ -295,14 +306,16 @@ _typeinfo_cache = {}
 
 
 def _typeinfo(rt, dtype):
-    """(scalar name, trailing dims) of a weft dtype name."""
+    """(scalar name, trailing dims, DLPack code, bits) of a weft dtype name."""
     info = _typeinfo_cache.get(dtype)
     if info is None:
         r = rt._helper("typeinfo", dtype, nresults=7)
         if r[0] is None:
-            raise TypeError("weft: arrays of %s (a struct) have no array-interface form" % dtype)
+            raise TypeError("weft: arrays of %s (a struct) have no DLPack or array-interface form"
+                            % dtype)
         ntrail = int(r[4])
-        info = (r[0], tuple(int(x) for x in r[5:5 + ntrail]))
+        info = (r[0], tuple(int(x) for x in r[5:5 + ntrail]), int(r[1]), int(r[2]), ntrail,
+                int(r[5]), int(r[6]))
         _typeinfo_cache[dtype] = info
     return info
 
@@ -313,7 +326,7 @@ class Array:
     shape counts elements (10 vec3 -> (10,)); the DLPack, NumPy, torch and
     JAX views spell vector/matrix elements as trailing dimensions.
     """
-    __slots__ = ("_rt", "_ref", "_ptr", "shape", "dtype", "_device", "_strides", "_flags",
+    __slots__ = ("_rt", "_ref", "_ptr", "_h", "shape", "dtype", "_device", "_strides",
                  "_elsize", "__weakref__")
 
     def __init__(self, *args, **kwargs):
@@ -324,12 +337,19 @@ class Array:
     def _from_result(cls, rt, r):
         a = cls.__new__(cls)
         nd = r.ndim
-        a._rt, a._ref, a._ptr = rt, r.i, r.p or 0
+        a._rt, a._ref, a._ptr, a._h = rt, r.i, r.p or 0, r.handle
         a.shape = tuple(r.shape[:nd])
         a._strides = tuple(r.strides[:nd])
         a.dtype = r.s.decode()
-        a._device, a._flags, a._elsize = r.device, r.flags, int(r.d)
+        a._device, a._elsize = r.device, int(r.d)
         return a
+
+    def _flags(self):
+        """The header's flags, read in place (the array is alive while we
+        hold its reference and the runtime is open)."""
+        if self._rt._W is None:
+            raise WeftError("weft: the runtime is closed")
+        return ctypes.c_int32.from_address(self._h + L.ARRAY_FLAGS_OFFSET).value
 
     def __del__(self):
         rt = getattr(self, "_rt", None)
@@ -363,11 +383,11 @@ class Array:
 
     @property
     def readonly(self):
-        return bool(self._flags & L.ARRAY_READONLY)
+        return bool(self._flags() & L.ARRAY_READONLY)
 
     @property
     def requires_grad(self):
-        return bool(self._rt._helper("get", self, "requires_grad"))
+        return bool(self._flags() & L.ARRAY_REQUIRES_GRAD)
 
     @requires_grad.setter
     def requires_grad(self, on):
@@ -395,19 +415,27 @@ class Array:
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """A DLPack capsule viewing this array (versioned when the consumer
         passes max_version >= (1, 0)); copy=True exports a copy."""
-        versioned = max_version is not None and tuple(max_version)[0] >= 1
+        versioned = max_version is not None and max_version[0] >= 1
         rt = self._rt
+        if rt._W is None:
+            raise WeftError("weft: the runtime is closed")
+        if copy is None and dl_device is None and self._device < 0:
+            # the common case in one C call: no copy, host memory
+            info = _typeinfo(rt, self.dtype)
+            try:
+                return L.py_export(self._h, versioned, info[2], info[3], info[4], info[5],
+                                   info[6], 0)
+            except ValueError:
+                raise BufferError("weft: cannot export this array through DLPack") from None
         src = self
+        forced = False
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             if copy is False:
                 raise BufferError("weft: cannot export a %s array to device %s without a copy"
                                   % (self.device, tuple(dl_device)))
             if tuple(dl_device)[0] != 1:
                 raise BufferError("weft: cannot export to device %s" % (tuple(dl_device),))
-            src, copy = rt._helper("to_cpu", self), False
-            forced = True
-        else:
-            forced = False
+            src, copy, forced = rt._helper("to_cpu", self), False, True
         if src._device >= 0 and stream != -1:
             rt._sync()
         with rt._lock:
@@ -423,7 +451,7 @@ class Array:
 
     # ---- array interfaces ----------------------------------------------------
     def _interface(self):
-        scalar, trail = _typeinfo(self._rt, self.dtype)
+        scalar, trail = _typeinfo(self._rt, self.dtype)[:2]
         sb = _SCALAR_BYTES[scalar]
         shape = self.shape + trail
         inner, tstrides = sb, []

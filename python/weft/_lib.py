@@ -2,8 +2,10 @@
 
 The library is searched for in order: $WEFT_LIB, beside this package
 (weft/libweft.so), then the build tree of a source checkout
-(<checkout>/build/libweft.so). It is loaded with RTLD_GLOBAL so that the Lua
-layer inside it (LuaJIT's ffi.C) finds the same copy of the C runtime.
+(<checkout>/build/libweft.so). It is loaded with RTLD_LOCAL: made global, its
+dependency libLLVM-16 would interpose on the LLVM inside other extensions
+(importing triton, which torch.optim does, then crashes). WEFT_LIB is set to
+the loaded path so the Lua layer (lua/weft/cdef.lua) binds the same file.
 
 All functions are called through a PyDLL handle: the GIL stays held, which
 serializes every entry into a runtime's Lua state, and lets the capsule
@@ -30,10 +32,11 @@ def _load():
             tried.append(path + " (missing)")
             continue
         try:
-            lib = ctypes.PyDLL(path, mode=ctypes.RTLD_GLOBAL)
+            lib = ctypes.PyDLL(path, mode=ctypes.RTLD_LOCAL)
         except OSError as e:
             tried.append("%s (%s)" % (path, e))
             continue
+        os.environ["WEFT_LIB"] = path  # the Lua layer loads this same file
         return lib, path
     raise ImportError("weft: cannot find libweft (set WEFT_LIB to its path); tried: "
                       + "; ".join(tried))
@@ -63,6 +66,7 @@ class Arg(ctypes.Structure):
         ("p", ctypes.c_void_p),
         ("shape", ctypes.c_int64 * 4),
         ("strides", ctypes.c_int64 * 4),
+        ("handle", ctypes.c_void_p),
     ]
 
 
@@ -94,6 +98,11 @@ weft_export_value = _fn("weft_export_value", ctypes.c_void_p, _W, _ArgP, ctypes.
 dlpack_delete = _fn("wf_dlpack_delete", None, ctypes.c_void_p, ctypes.c_int)
 capsule_take = _fn("wf_dlpack_capsule_take", ctypes.c_void_p, ctypes.py_object,
                    ctypes.POINTER(ctypes.c_int))
+py_export = _fn("wf_py_export", ctypes.py_object, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
+                ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64)
+py_import = _fn("wf_py_import", ctypes.c_int, _W, ctypes.py_object, ctypes.c_char_p, _ArgP)
+# wf_array.flags: the header is read in place (src/runtime/wf_rt.h layout)
+ARRAY_FLAGS_OFFSET = 92
 _capsule_name = _fn("wf_dlpack_capsule_name", ctypes.c_void_p, ctypes.c_int)
 
 # Static C strings owned by libweft: capsules keep the name pointer.
@@ -112,3 +121,7 @@ def make_capsule(managed, versioned):
     except BaseException:
         dlpack_delete(managed, 1 if versioned else 0)
         raise
+
+
+# The PyCapsule type, from a throwaway capsule with no destructor.
+CapsuleType = type(_PyCapsule_New(1, CAPSULE_NAMES[2], None))

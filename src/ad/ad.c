@@ -641,13 +641,26 @@ static int dslots(wf_adctx *A, int n, const wf_val *v, int *idx) {
   return nd;
 }
 
+/* What the reverse of block B alone reads: the need closure of the rules
+** inside B (the global need[] also holds what code AFTER a loop reads of
+** its results, which the reverse of its body does not need). */
+static uint8_t *local_need(wf_adctx *A, wf_block *B) {
+  uint8_t *saved = A->need, *loc = wf_ad_scratch(A, (size_t)A->np + 1);
+  A->need = loc;
+  while (need_block(A, B)) {
+  }
+  A->need = saved;
+  return loc;
+}
+
 static void rev_for(wf_adctx *A, wf_inst *in) {
   if (!region_active(A, in)) return;
   wf_block *B = in->blocks[0];
   int ns = in->nres;
   const wf_type *it = ptype(A, in->args[0]), *i32 = i32t(A);
+  uint8_t *bneed = local_need(A, B);
   int recompute = !wf_t_is_int(it);
-  for (int j = 0; j < ns; j++) recompute |= A->need[B->params[1 + j]];
+  for (int j = 0; j < ns; j++) recompute |= bneed[B->params[1 + j]];
   capset cs = captured(A, in);
   wf_val lo = wf_ad_primal(A, in->args[0]), hi = wf_ad_primal(A, in->args[1]);
   wf_val st = wf_ad_primal(A, in->args[2]);
@@ -680,7 +693,12 @@ static void rev_for(wf_adctx *A, wf_inst *in) {
   wf_val *seeds = vals(A, ns);
   for (int d = 0; d < nd; d++) seeds[di[d]] = bp[1 + d];
   for (int i = 0; i < cs.n; i++) A->adj[cs.v[i]] = bp[1 + nd + i];
+  /* without recomputation the carried values are placeholders: replay only
+  ** what the body's reverse reads, which never depends on them */
+  uint8_t *gneed = A->need;
+  if (!recompute) A->need = bneed;
   reverse_region(A, B, pv, seeds);
+  A->need = gneed;
   wf_val *y = vals(A, nc);
   for (int d = 0; d < nd; d++) y[d] = adjz(A, B->params[1 + di[d]]);
   for (int i = 0; i < cs.n; i++) y[nd + i] = A->adj[cs.v[i]];

@@ -93,19 +93,12 @@ static void efail(E *e, const wf_inst *in, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* luaO_chunkid-like display name: "@file" -> file, "=name" -> name,
-** source text -> [string "first line..."]. */
+/* The chunk name as Lua shows it: "@file" / "=name" lose their prefix; the
+** front end already passes short_src ("file.lua", [string "..."]). */
 static void chunk_display(const char *src, char *out, size_t n) {
-  if (!src || !*src) {
-    snprintf(out, n, "?");
-  } else if (*src == '@' || *src == '=') {
-    snprintf(out, n, "%s", src + 1);
-  } else {
-    const char *nl = strchr(src, '\n');
-    int len = nl ? (int)(nl - src) : (int)strlen(src);
-    if (len > 40) len = 40;
-    snprintf(out, n, "[string \"%.*s%s\"]", len, src, (nl || (int)strlen(src) > len) ? "..." : "");
-  }
+  if (!src || !*src) snprintf(out, n, "?");
+  else if (*src == '@' || *src == '=') snprintf(out, n, "%s", src + 1);
+  else snprintf(out, n, "%s", src);
 }
 
 /* ---------------------------------------------------------------------
@@ -781,6 +774,115 @@ static void emit_print(E *e, const wf_inst *in) {
 }
 
 /* ---------------------------------------------------------------------
+** phis of aggregates: SROA does not split first-class aggregates carried
+** through phis, so every phi here is made per scalar leaf and the
+** aggregate is rebuilt after the phis (instcombine folds the extracts).
+** --------------------------------------------------------------------- */
+static int is_agg_type(LLVMTypeRef t) {
+  LLVMTypeKind k = LLVMGetTypeKind(t);
+  return k == LLVMArrayTypeKind || k == LLVMStructTypeKind;
+}
+
+static unsigned agg_len(LLVMTypeRef t) {
+  return LLVMGetTypeKind(t) == LLVMArrayTypeKind ? LLVMGetArrayLength(t) : LLVMCountStructElementTypes(t);
+}
+
+static LLVMTypeRef agg_elem(LLVMTypeRef t, unsigned i) {
+  return LLVMGetTypeKind(t) == LLVMArrayTypeKind ? LLVMGetElementType(t) : LLVMStructGetTypeAtIndex(t, i);
+}
+
+static int leaf_count(LLVMTypeRef t) {
+  if (!is_agg_type(t)) return 1;
+  int n = 0;
+  for (unsigned i = 0; i < agg_len(t); i++) n += leaf_count(agg_elem(t, i));
+  return n;
+}
+
+/* The scalar leaves of v (extractvalues at the builder's position). */
+static void flatten(E *e, LLVMValueRef v, LLVMValueRef *out, int *n) {
+  LLVMTypeRef t = LLVMTypeOf(v);
+  if (!is_agg_type(t)) {
+    out[(*n)++] = v;
+    return;
+  }
+  for (unsigned i = 0; i < agg_len(t); i++) flatten(e, LLVMBuildExtractValue(e->B, v, i, ""), out, n);
+}
+
+static void leaf_phis(E *e, LLVMTypeRef t, LLVMValueRef *out, int *n) {
+  if (!is_agg_type(t)) {
+    out[(*n)++] = LLVMBuildPhi(e->B, t, "");
+    return;
+  }
+  for (unsigned i = 0; i < agg_len(t); i++) leaf_phis(e, agg_elem(t, i), out, n);
+}
+
+static LLVMValueRef rebuild(E *e, LLVMTypeRef t, LLVMValueRef *leaves, int *n) {
+  if (!is_agg_type(t)) return leaves[(*n)++];
+  LLVMValueRef r = LLVMGetUndef(t);
+  for (unsigned i = 0; i < agg_len(t); i++)
+    r = LLVMBuildInsertValue(e->B, r, rebuild(e, agg_elem(t, i), leaves, n), i, "");
+  return r;
+}
+
+/* A set of values of given types carried into a join block by phis. */
+typedef struct phiset {
+  int nv, nleaves;
+  LLVMTypeRef *types;
+  LLVMValueRef *phis;   /* nleaves */
+  LLVMValueRef *scratch; /* nleaves */
+} phiset;
+
+static int phiset_init(E *e, phiset *ps, int nv, LLVMTypeRef *types) {
+  ps->nv = nv;
+  ps->types = types;
+  ps->nleaves = 0;
+  for (int i = 0; i < nv; i++) ps->nleaves += leaf_count(types[i]);
+  ps->phis = malloc(sizeof(LLVMValueRef) * (size_t)(ps->nleaves + 1));
+  ps->scratch = malloc(sizeof(LLVMValueRef) * (size_t)(ps->nleaves + 1));
+  if (!ps->phis || !ps->scratch) {
+    free(ps->phis), free(ps->scratch);
+    efail(e, NULL, "out of memory");
+    return -1;
+  }
+  return 0;
+}
+
+static void phiset_free(phiset *ps) { free(ps->phis), free(ps->scratch); }
+
+/* Create the leaf phis at the builder (the top of the join block). */
+static void phiset_phis(E *e, phiset *ps) {
+  int n = 0;
+  for (int i = 0; i < ps->nv; i++) leaf_phis(e, ps->types[i], ps->phis, &n);
+}
+
+/* The rebuilt values (after all phis of the block). */
+static void phiset_values(E *e, phiset *ps, LLVMValueRef *out) {
+  int n = 0;
+  for (int i = 0; i < ps->nv; i++) out[i] = rebuild(e, ps->types[i], ps->phis, &n);
+}
+
+/* Branch from the current block into `target` carrying vals: the leaves
+** are taken before the branch, then the phis are made at the top of
+** target (the builder ends there) with their first incoming edge. */
+static void phiset_enter(E *e, phiset *ps, LLVMValueRef *vals, LLVMBasicBlockRef target) {
+  int n = 0;
+  for (int i = 0; i < ps->nv; i++) flatten(e, vals[i], ps->scratch, &n);
+  LLVMBasicBlockRef bb = LLVMGetInsertBlock(e->B);
+  LLVMBuildBr(e->B, target);
+  LLVMPositionBuilderAtEnd(e->B, target);
+  phiset_phis(e, ps);
+  for (int i = 0; i < n; i++) LLVMAddIncoming(ps->phis[i], &ps->scratch[i], &bb, 1);
+}
+
+/* Incoming values from the current block (call before its branch). */
+static void phiset_incoming(E *e, phiset *ps, LLVMValueRef *vals) {
+  int n = 0;
+  for (int i = 0; i < ps->nv; i++) flatten(e, vals[i], ps->scratch, &n);
+  LLVMBasicBlockRef bb = LLVMGetInsertBlock(e->B);
+  for (int i = 0; i < n; i++) LLVMAddIncoming(ps->phis[i], &ps->scratch[i], &bb, 1);
+}
+
+/* ---------------------------------------------------------------------
 ** instructions and structured control flow
 ** --------------------------------------------------------------------- */
 static wf_inst *emit_block(E *e, wf_block *bl);
@@ -821,29 +923,31 @@ static void emit_if(E *e, wf_inst *in) {
   LLVMBasicBlockRef mb = LLVMAppendBasicBlockInContext(e->C, e->F, "endif");
   LLVMBuildCondBr(e->B, c, tb, eb);
   int n = in->nres;
-  LLVMValueRef tv[64], ev[64];
+  LLVMValueRef tv[64], rv[64];
+  LLVMTypeRef ty[64];
   if (n > 64) {
     efail(e, in, "too many if results");
     return;
   }
+  for (int i = 0; i < n; i++) ty[i] = ltype(e, wf_vtype(e->fn, in->res[i]));
+  phiset ps;
+  if (phiset_init(e, &ps, n, ty)) return;
+  LLVMPositionBuilderAtEnd(e->B, mb);
+  phiset_phis(e, &ps);
   LLVMPositionBuilderAtEnd(e->B, tb);
   wf_inst *tt = in->nblocks > 0 ? emit_block(e, in->blocks[0]) : NULL;
   term_values(e, tt, 0, n, tv, in);
-  LLVMBasicBlockRef tend = LLVMGetInsertBlock(e->B);
+  phiset_incoming(e, &ps, tv);
   LLVMBuildBr(e->B, mb);
   LLVMPositionBuilderAtEnd(e->B, eb);
   wf_inst *et = in->nblocks > 1 ? emit_block(e, in->blocks[1]) : NULL;
-  term_values(e, et, 0, n, ev, in);
-  LLVMBasicBlockRef eend = LLVMGetInsertBlock(e->B);
+  term_values(e, et, 0, n, tv, in);
+  phiset_incoming(e, &ps, tv);
   LLVMBuildBr(e->B, mb);
   LLVMPositionBuilderAtEnd(e->B, mb);
-  for (int i = 0; i < n; i++) {
-    LLVMValueRef phi = LLVMBuildPhi(e->B, ltype(e, wf_vtype(e->fn, in->res[i])), "");
-    LLVMValueRef iv[2] = {tv[i], ev[i]};
-    LLVMBasicBlockRef ib[2] = {tend, eend};
-    LLVMAddIncoming(phi, iv, ib, 2);
-    e->v[in->res[i]] = phi;
-  }
+  phiset_values(e, &ps, rv);
+  for (int i = 0; i < n; i++) e->v[in->res[i]] = rv[i];
+  phiset_free(&ps);
 }
 
 static void emit_for(E *e, wf_inst *in) {
@@ -853,25 +957,32 @@ static void emit_for(E *e, wf_inst *in) {
   }
   wf_block *body = in->blocks[0];
   int nc = in->nargs - 3; /* carried values */
-  if (body->nparams != nc + 1 || in->nres != nc || nc > 64) {
+  if (body->nparams != nc + 1 || in->nres != nc || nc > 63) {
     efail(e, in, "malformed for: %d carried values, %d block params, %d results", nc, body->nparams,
           in->nres);
     return;
   }
   const wf_type *it = argt(e, in, 0);
   LLVMValueRef lo = argv(e, in, 0), hi = argv(e, in, 1), step = argv(e, in, 2);
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->B);
+  /* one phi set: the induction variable first, then the carried values */
+  LLVMValueRef vals[64];
+  LLVMTypeRef ty[64];
+  ty[0] = LLVMTypeOf(lo);
+  vals[0] = lo;
+  for (int k = 0; k < nc; k++) {
+    ty[k + 1] = ltype(e, wf_vtype(e->fn, in->res[k]));
+    vals[k + 1] = argv(e, in, 3 + k);
+  }
+  phiset ps;
+  if (phiset_init(e, &ps, nc + 1, ty)) return;
   LLVMBasicBlockRef hb = LLVMAppendBasicBlockInContext(e->C, e->F, "for.head");
   LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(e->C, e->F, "for.body");
   LLVMBasicBlockRef xb = LLVMAppendBasicBlockInContext(e->C, e->F, "for.end");
-  LLVMBuildBr(e->B, hb);
-  LLVMPositionBuilderAtEnd(e->B, hb);
-  LLVMValueRef iphi = LLVMBuildPhi(e->B, LLVMTypeOf(lo), "i");
-  LLVMValueRef cphi[64];
-  for (int k = 0; k < nc; k++) {
-    cphi[k] = LLVMBuildPhi(e->B, ltype(e, wf_vtype(e->fn, in->res[k])), "");
-    e->v[in->res[k]] = cphi[k];
-  }
+  phiset_enter(e, &ps, vals, hb);
+  LLVMValueRef cur[64];
+  phiset_values(e, &ps, cur);
+  LLVMValueRef iphi = cur[0];
+  for (int k = 0; k < nc; k++) e->v[in->res[k]] = cur[k + 1];
   /* inclusive Lua bounds: i <= hi for a positive step, i >= hi otherwise */
   LLVMValueRef cont;
   if (it && it->kind == WF_T_FLOAT) {
@@ -888,23 +999,15 @@ static void emit_for(E *e, wf_inst *in) {
   LLVMBuildCondBr(e->B, cont, bb, xb);
   LLVMPositionBuilderAtEnd(e->B, bb);
   e->v[body->params[0]] = iphi;
-  for (int k = 0; k < nc; k++) e->v[body->params[k + 1]] = cphi[k];
+  for (int k = 0; k < nc; k++) e->v[body->params[k + 1]] = cur[k + 1];
   wf_inst *term = emit_block(e, body);
-  LLVMValueRef yv[64];
-  term_values(e, term, 0, nc, yv, in);
-  LLVMValueRef next;
-  if (it && it->kind == WF_T_FLOAT) next = LLVMBuildFAdd(e->B, iphi, step, "");
-  else if (it && it->kind == WF_T_INT && !it->is_signed) next = LLVMBuildNUWAdd(e->B, iphi, step, "");
-  else next = LLVMBuildNSWAdd(e->B, iphi, step, "");
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->B);
+  term_values(e, term, 0, nc, vals + 1, in);
+  if (it && it->kind == WF_T_FLOAT) vals[0] = LLVMBuildFAdd(e->B, iphi, step, "");
+  else if (it && it->kind == WF_T_INT && !it->is_signed) vals[0] = LLVMBuildNUWAdd(e->B, iphi, step, "");
+  else vals[0] = LLVMBuildNSWAdd(e->B, iphi, step, "");
+  phiset_incoming(e, &ps, vals);
   LLVMBuildBr(e->B, hb);
-  LLVMAddIncoming(iphi, &lo, &pre, 1);
-  LLVMAddIncoming(iphi, &next, &latch, 1);
-  for (int k = 0; k < nc; k++) {
-    LLVMValueRef init = argv(e, in, 3 + k);
-    LLVMAddIncoming(cphi[k], &init, &pre, 1);
-    LLVMAddIncoming(cphi[k], &yv[k], &latch, 1);
-  }
+  phiset_free(&ps);
   LLVMPositionBuilderAtEnd(e->B, xb);
 }
 
@@ -919,20 +1022,25 @@ static void emit_while(E *e, wf_inst *in) {
     efail(e, in, "malformed while: block parameters do not match");
     return;
   }
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->B);
+  LLVMValueRef vals[64];
+  LLVMTypeRef ty[64];
+  for (int k = 0; k < ni; k++) {
+    ty[k] = ltype(e, wf_vtype(e->fn, before->params[k]));
+    vals[k] = argv(e, in, k);
+  }
+  phiset ps;
+  if (phiset_init(e, &ps, ni, ty)) return;
   LLVMBasicBlockRef hb = LLVMAppendBasicBlockInContext(e->C, e->F, "while.before");
   LLVMBasicBlockRef ab = LLVMAppendBasicBlockInContext(e->C, e->F, "while.after");
   LLVMBasicBlockRef xb = LLVMAppendBasicBlockInContext(e->C, e->F, "while.end");
-  LLVMBuildBr(e->B, hb);
-  LLVMPositionBuilderAtEnd(e->B, hb);
-  LLVMValueRef phis[64];
-  for (int k = 0; k < ni; k++) {
-    phis[k] = LLVMBuildPhi(e->B, ltype(e, wf_vtype(e->fn, before->params[k])), "");
-    e->v[before->params[k]] = phis[k];
-  }
+  phiset_enter(e, &ps, vals, hb);
+  LLVMValueRef cur[64];
+  phiset_values(e, &ps, cur);
+  for (int k = 0; k < ni; k++) e->v[before->params[k]] = cur[k];
   wf_inst *ct = emit_block(e, before);
   if (!ct || ct->op != WF_OP_COND || ct->nargs != nr + 1) {
     efail(e, in, "while: the before region must end with a condition passing %d values", nr);
+    phiset_free(&ps);
     return;
   }
   LLVMValueRef cv[64];
@@ -944,15 +1052,10 @@ static void emit_while(E *e, wf_inst *in) {
   }
   LLVMPositionBuilderAtEnd(e->B, ab);
   wf_inst *yt = emit_block(e, after);
-  LLVMValueRef yv[64];
-  term_values(e, yt, 0, ni, yv, in);
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(e->B);
+  term_values(e, yt, 0, ni, vals, in);
+  phiset_incoming(e, &ps, vals);
   LLVMBuildBr(e->B, hb);
-  for (int k = 0; k < ni; k++) {
-    LLVMValueRef init = argv(e, in, k);
-    LLVMAddIncoming(phis[k], &init, &pre, 1);
-    LLVMAddIncoming(phis[k], &yv[k], &latch, 1);
-  }
+  phiset_free(&ps);
   LLVMPositionBuilderAtEnd(e->B, xb);
 }
 

@@ -162,19 +162,6 @@ static int jit_init(wf_jit *j, char *err, size_t es) {
   j->triple = LLVMGetDefaultTargetTriple();
   j->cpu = LLVMGetHostCPUName();
   j->features = LLVMGetHostCPUFeatures();
-  LLVMTargetRef target;
-  char *msg = NULL;
-  if (LLVMGetTargetFromTriple(j->triple, &target, &msg)) {
-    snprintf(err, es, "weft: LLVM target %s: %s", j->triple, msg ? msg : "");
-    LLVMDisposeMessage(msg);
-    return -1;
-  }
-  j->tm = LLVMCreateTargetMachine(target, j->triple, j->cpu, j->features, LLVMCodeGenLevelAggressive,
-                                  LLVMRelocPIC, LLVMCodeModelSmall);
-  if (!j->tm) {
-    snprintf(err, es, "weft: cannot create an LLVM target machine for %s", j->triple);
-    return -1;
-  }
   LLVMOrcLLJITBuilderRef jb = LLVMOrcCreateLLJITBuilder();
   LLVMOrcJITTargetMachineBuilderRef jtmb;
   LLVMErrorRef er = LLVMOrcJITTargetMachineBuilderDetectHost(&jtmb);
@@ -254,6 +241,26 @@ static int jit_gc(lua_State *L) {
   return 0;
 }
 
+/* The target machine for code generation, made at the first compile (a
+** process that only loads cached objects never needs one). */
+static int jit_tm(wf_jit *j, char *err, size_t es) {
+  if (j->tm) return 0;
+  LLVMTargetRef target;
+  char *msg = NULL;
+  if (LLVMGetTargetFromTriple(j->triple, &target, &msg)) {
+    snprintf(err, es, "weft: LLVM target %s: %s", j->triple, msg ? msg : "");
+    LLVMDisposeMessage(msg);
+    return -1;
+  }
+  j->tm = LLVMCreateTargetMachine(target, j->triple, j->cpu, j->features, LLVMCodeGenLevelAggressive,
+                                  LLVMRelocPIC, LLVMCodeModelSmall);
+  if (!j->tm) {
+    snprintf(err, es, "weft: cannot create an LLVM target machine for %s", j->triple);
+    return -1;
+  }
+  return 0;
+}
+
 /* The state's JIT, made on first use; raises a Lua error on failure. */
 static wf_jit *get_jit(lua_State *L) {
   lua_getfield(L, LUA_REGISTRYINDEX, JIT_MT ".instance");
@@ -285,6 +292,7 @@ static int dump_llvm(void) {
 /* IR -> optimized LLVM module (in C), or NULL with err. */
 static LLVMModuleRef build_module(wf_jit *j, LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, int optimize,
                                   char *err, size_t es) {
+  if (jit_tm(j, err, es) != 0) return NULL;
   LLVMModuleRef M = wf_llvm_emit(C, fn, o, err, es);
   if (!M) return NULL;
   LLVMSetTarget(M, j->triple);

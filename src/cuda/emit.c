@@ -1005,12 +1005,12 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
   }
 }
 
+/* "weft_" + the name with non-identifier characters replaced: the prefix
+** keeps kernels called `half` or `float2` clear of CUDA's own names. */
 void wf_cuda_entry_name(const char *fname, char *buf, size_t n) {
   size_t k = 0;
   if (n == 0) return;
-  if (!fname || !*fname || (*fname >= '0' && *fname <= '9')) {
-    if (k + 1 < n) buf[k++] = '_';
-  }
+  for (const char *p = "weft_"; *p && k + 1 < n; p++) buf[k++] = *p;
   for (const char *s = fname ? fname : ""; *s && k + 1 < n; s++) {
     char c = *s;
     int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';

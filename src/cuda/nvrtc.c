@@ -305,8 +305,10 @@ int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name, const char
     return -1;
   }
   snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", target);
-  const char *opts[4] = {archopt, "-std=c++17", NULL, NULL};
-  int nopts = 2;
+  /* -w: the log then holds only errors (the preludes define helpers that
+  ** most kernels never call) */
+  const char *opts[4] = {archopt, "-std=c++17", "-w", NULL};
+  int nopts = 3;
   if (uses_half) {
     if (!nv->incdir[0]) {
       snprintf(err, errsize, "weft: float16 kernels need cuda_fp16.h: set CUDA_HOME to the toolkit");
@@ -320,7 +322,7 @@ int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name, const char
   int cache = wf_cuda_cache_dir(dir, sizeof dir);
   if (cache) {
     char optstr[700];
-    snprintf(optstr, sizeof optstr, "%s %s %s", opts[0], opts[1], uses_half ? "half" : "");
+    snprintf(optstr, sizeof optstr, "%s %s %s %s", opts[0], opts[1], opts[2], uses_half ? "half" : "");
     cache_key(nv, src, target, optstr, key);
     snprintf(path, sizeof path, "%s/%s.%s", dir, key, cubin ? "cubin" : "ptx");
     if (read_file(path, &out->data, &out->size) == 0) {

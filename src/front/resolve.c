@@ -46,8 +46,11 @@ void wf_front_getsrc(wf_fctx *C, int idx, wf_src *src) {
   src->lastlinedefined = ar.lastlinedefined;
   if (!strcmp(ar.what, "C"))
     plainerr(C, "weft: a C function cannot be compiled as a kernel or weft.func");
-  if (ar.linedefined <= 0) plainerr(C, "weft: the main chunk cannot be compiled as a kernel");
   const char *s = ar.source;
+  if ((unsigned char)s[0] == 27 || (s[0] == '=' && ar.linedefined <= 0))
+    plainerr(C, "weft: the function has no source text (stripped bytecode?); kernels and "
+                "weft.func need their Lua source");
+  if (ar.linedefined <= 0) plainerr(C, "weft: the main chunk cannot be compiled as a kernel");
   if (s[0] == '@') {
     FILE *f = fopen(s + 1, "rb");
     if (!f) {

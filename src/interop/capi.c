@@ -206,6 +206,7 @@ static void to_result(lua_State *L, int idx, weft_Arg *r, int keep) {
       r->device = h->device;
       for (int k = 0; k < WF_MAXDIM; k++) r->shape[k] = h->shape[k], r->strides[k] = h->strides[k];
       r->d = (double)h->elsize;
+      r->handle = (void *)h;
     }
   }
   lua_pop(L, 3);

@@ -1,24 +1,21 @@
 /*
 ** core.c -- luaopen_weft_core: the table of Lua C functions ("weft.core").
-** The parts register themselves; a part not linked in (weak symbol) is
-** simply absent, and the Lua layer reports what is missing when used.
+** Each part registers its functions. The calls are strong references on
+** purpose: a host linking the static library gets every part pulled in.
 */
 #include "runtime/core.h"
 
-__attribute__((weak)) void wf_front_register(lua_State *L, int t);
-__attribute__((weak)) void wf_cpu_register(lua_State *L, int t);
-__attribute__((weak)) void wf_cuda_register(lua_State *L, int t);
+/* interop has no Lua C functions of its own yet */
 __attribute__((weak)) void wf_interop_register(lua_State *L, int t);
-__attribute__((weak)) void wf_ad_register(lua_State *L, int t);
 
 int luaopen_weft_core(lua_State *L) {
   lua_newtable(L);
   int t = lua_gettop(L);
-  if (wf_front_register) wf_front_register(L, t);
-  if (wf_cpu_register) wf_cpu_register(L, t);
-  if (wf_cuda_register) wf_cuda_register(L, t);
+  wf_front_register(L, t);
+  wf_cpu_register(L, t);
+  wf_cuda_register(L, t);
+  wf_ad_register(L, t);
   if (wf_interop_register) wf_interop_register(L, t);
-  if (wf_ad_register) wf_ad_register(L, t);
   wf_info_register(L, t);
   lua_pushinteger(L, WEFT_ABI_VERSION);
   lua_setfield(L, t, "abi");

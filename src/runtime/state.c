@@ -137,7 +137,9 @@ const char *weft_errmsg(weft_State *W) { return (W && W->msg) ? W->msg : ""; }
 
 int weft_dostring(weft_State *W, const char *code) {
   if (!W || !code) return WEFT_ERRARG;
-  if (luaL_loadbuffer(W->L, code, strlen(code), "=(weft_dostring)") != 0)
+  /* The code is its own chunk name (as luaL_loadstring does), so kernels
+  ** defined in it can find their source text through debug.getinfo. */
+  if (luaL_loadbuffer(W->L, code, strlen(code), code) != 0)
     return wf_state_takeerr(W, WEFT_ERRSYNTAX);
   return wf_state_pcall(W, 0, 0);
 }

@@ -163,8 +163,8 @@ static wf_module *load_kernels(void) {
 
 static void test_emit_text(const wf_cuda_src *s) {
   CHECK_INT(s->nentries, 8);
-  CHECK_STR(s->entries[0], "saxpy");
-  CHECK_HAS(s->text, "extern \"C\" __global__ void saxpy(wf_dims wf_d, wf_arr v0, wf_arr v1, float v2)");
+  CHECK_STR(s->entries[0], "weft_saxpy");
+  CHECK_HAS(s->text, "extern \"C\" __global__ void weft_saxpy(wf_dims wf_d, wf_arr v0, wf_arr v1, float v2)");
   CHECK_HAS(s->text, "#line 4 \"spec/cuda_demo.lua\"");
   CHECK_HAS(s->text, "wf_i += (long long)blockDim.x * gridDim.x");
   CHECK_HAS(s->text, "#include <cuda_fp16.h>");
@@ -184,8 +184,8 @@ static void test_nvrtc(wf_nvrtc *nv, const wf_cuda_src *s) {
     CHECK_INT(rc, 0);
     if (rc) continue;
     CHECK(!img.is_cubin);
-    CHECK_HAS(img.data, ".entry saxpy(");
-    CHECK_HAS(img.data, ".entry printk(");
+    CHECK_HAS(img.data, ".entry weft_saxpy(");
+    CHECK_HAS(img.data, ".entry weft_printk(");
     for (int k = 0; k < 3; k++) {
       char sm[16];
       size_t cs = 0;

@@ -31,7 +31,7 @@ static void test_dostring(void) {
             WEFT_OK);
   /* runtime errors carry the message and a traceback */
   CHECK_INT(weft_dostring(W, "local t = nil\nreturn t.x"), WEFT_ERRRUN);
-  CHECK_CONTAINS(weft_errmsg(W), "(weft_dostring):2:");
+  CHECK_CONTAINS(weft_errmsg(W), "[string \"local t = nil...\"]:2:");
   CHECK_CONTAINS(weft_errmsg(W), "attempt to index");
   CHECK_CONTAINS(weft_errmsg(W), "stack traceback");
   /* syntax errors */

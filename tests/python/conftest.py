@@ -9,6 +9,14 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 
+# lua/weft/cdef.lua loads libweft with ffi.load(path, true) (RTLD_GLOBAL),
+# which makes libLLVM-16 global; triton (imported lazily by torch.optim)
+# then crashes in its own LLVM. Import it first while cdef.lua does so.
+try:
+    import torch._dynamo  # noqa: F401
+except Exception:
+    pass
+
 import weft  # noqa: E402
 
 

@@ -1,0 +1,74 @@
+-- bench/cuda_compile.lua: NVRTC compile time of small kernels, cold (cache
+-- off, every run compiles) and warm (from the disk cache), for PTX
+-- (compute_80) and CUBIN (sm_80). Target: <= 30 ms per small kernel cold
+-- (Warp's trivial CUDA module: 160-178 ms).
+--   WEFT_LIB=build/libweft.so LUA_PATH="lua/?.lua;lua/?/init.lua;;" luajit bench/cuda_compile.lua
+local weft = require "weft"
+local clock = dofile("bench/clock.lua")
+
+local core = weft._core
+if not (core.cuda_nvrtc_version and core.cuda_nvrtc_version()) then
+  print("cuda_compile: SKIP (NVRTC not found)")
+  return
+end
+
+local kernels = {
+  saxpy = weft.kernel{ x = weft.array(weft.float32), y = weft.array(weft.float32), a = weft.float32,
+    function(x, y, a)
+      local i = weft.tid()
+      y[i] = a * x[i] + y[i]
+    end },
+  loop = weft.kernel{ x = weft.array(weft.float32), n = weft.int32,
+    function(x, n)
+      local i = weft.tid()
+      local acc = 0.0
+      for k = 1, n do acc = acc + weft.sin(x[i] * weft.float32(k)) end
+      x[i] = acc
+    end },
+  half = weft.kernel{ x = weft.array(weft.float16),
+    function(x)
+      local i = weft.tid()
+      x[i] = x[i] * weft.float16(2.0)
+    end },
+}
+
+local ffi = require "ffi"
+pcall(ffi.cdef, "int setenv(const char *, const char *, int);")
+local dir = os.tmpname()
+os.remove(dir)
+local RUNS = 7
+
+-- Median seconds of f over RUNS runs.
+local function time(f)
+  local t = {}
+  for r = 1, RUNS do
+    local t0 = clock.now()
+    f(r)
+    t[r] = clock.now() - t0
+  end
+  return clock.median(t)
+end
+
+print(string.format("NVRTC %d; median of %d runs; ms per kernel", core.cuda_nvrtc_version(), RUNS))
+print(string.format("%-8s %-10s %10s %10s %8s", "kernel", "target", "cold", "cached", "src B"))
+for _, name in ipairs { "saxpy", "loop", "half" } do
+  local ok, m = pcall(function() return kernels[name]:_module() end)
+  if not ok then
+    print(string.format("%-8s (front end: %s)", name, tostring(m):match("[^\n]*")))
+  else
+    local src = core.cuda_source(m)
+    for _, target in ipairs { "compute_80", "sm_80" } do
+      local f = target:match("^sm_") and core.cuda_cubin or core.cuda_ptx
+      -- cold: a fresh cache directory per run, so NVRTC always runs
+      local cold = time(function(r)
+        ffi.C.setenv("WEFT_CACHE_DIR", dir .. "/cold" .. name .. target .. r, 1)
+        f(m, target)
+      end)
+      ffi.C.setenv("WEFT_CACHE_DIR", dir .. "/warm", 1)
+      f(m, target)
+      local warm = time(function() local _, _, hit = f(m, target); assert(hit) end)
+      print(string.format("%-8s %-10s %10.2f %10.3f %8d", name, target, cold * 1e3, warm * 1e3, #src))
+    end
+  end
+end
+os.execute("rm -rf " .. dir)

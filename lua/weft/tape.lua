@@ -1,0 +1,477 @@
+-- weft.Tape: reverse-mode autodiff over recorded launches, adjoint launches,
+-- Jacobians and gradient checks.
+--
+--   local tape = weft.Tape()
+--   tape:record(function() weft.launch(k, n, {x}, {outputs = {y}}) end)
+--   tape:backward(loss)                       -- loss: a 1-element array
+--   tape:backward{ grads = { [y] = seed } }   -- seed arrays (Jacobian rows)
+--   x.grad  ==  tape.gradients[x]
+--   tape:zero()  tape:reset()
+--
+-- Gradients flow through arrays that have a gradient (requires_grad, or a
+-- .grad assigned); other arrays get "no gradient" and are skipped by the
+-- adjoint kernel. Gradients ACCUMULATE over backward calls (zero them with
+-- tape:zero()). As in Warp, gradients with respect to scalar kernel
+-- arguments are not computed, and a kernel that overwrites an array element
+-- it read earlier has wrong gradients.
+--
+-- Recording. While a tape records, weft.launch reports each launch through
+--   weft._tape_hook(k, dim, inputs, outputs, opts)
+-- and the active tape is weft._tape_active (nil when none). A launch part
+-- that does not call the hook itself is wrapped for the time of record().
+--
+-- Adjoint launches.
+--   weft._launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs)
+-- runs the adjoint kernel "adj_<name>" (appended to the kernel's IR module
+-- by core.adjoint). Its parameters are the primal ones followed by one
+-- adjoint array per array parameter; adj_inputs[i] / adj_outputs[i] is the
+-- adjoint of inputs[i] / outputs[i] (nil or false: no gradient). A missing
+-- adjoint is passed as a header with data NULL and shape[0] = 0.
+local ffi = require "ffi"
+local cdef = require "weft.cdef"
+
+local fmt = string.format
+
+return function(weft)
+  local C, core = cdef.C, weft._core
+  local is_array = weft.is_array
+  local function raise(msg, ...)
+    error(select("#", ...) > 0 and fmt(msg, ...) or msg, 3)
+  end
+
+  ---------------------------------------------------------------------------
+  -- adjoint launches
+  ---------------------------------------------------------------------------
+  local dims = ffi.new("int64_t[4]")
+  local arrpp = ffi.typeof("weft_Array **")
+  local u8p = ffi.typeof("uint8_t *")
+  local codes = setmetatable({}, { __mode = "k" }) -- module -> { [ckey] = code }
+
+  local function kname(k) return type(k) == "table" and k.name or tostring(k) end
+
+  -- The type of a launch argument (generic parameters).
+  local function arg_type(v)
+    if is_array(v) then return weft.array(weft.types[v.h.dtype], v.h.ndim) end
+    return weft.dtype_of and weft.dtype_of(v)
+  end
+
+  local function read_dims(k, dim)
+    if type(dim) == "number" then
+      dims[0] = dim
+      return 1
+    end
+    if type(dim) ~= "table" or #dim < 1 or #dim > 4 then
+      raise("weft: adjoint launch of '%s': dim must be an integer or 1 to 4 integers", kname(k))
+    end
+    for i = 1, #dim do dims[i - 1] = dim[i] end
+    return #dim
+  end
+
+  -- Compiled adjoint of module mod: { fn, cost, size, offsets, buf }.
+  local function adjoint_code(k, mod, ndim, debug)
+    local per = codes[mod]
+    if not per then
+      per = {}
+      codes[mod] = per
+    end
+    local ckey = debug and ndim + 4 or ndim
+    local c = per[ckey]
+    if c then return c end
+    if not (core and core.adjoint) then raise("weft: autodiff is not available in this build") end
+    local name = per.name
+    if not name then
+      name = core.adjoint(mod, k.name)
+      per.name = name
+    end
+    local names = {}
+    for i, p in ipairs(k.params) do names[i] = p.name end
+    local res = core.cpu_compile(mod, { ndim = ndim, debug = debug, name = name, names = names })
+    c = { fn = ffi.cast("void *", res.fn), cost = res.cost, offsets = res.offsets,
+          buf = ffi.new("int64_t[?]", math.max(1, math.ceil(res.size / 8))) }
+    per[ckey] = c
+    return c
+  end
+
+  -- Store value v of type t at byte offset off of the argument block.
+  local function put(base, off, t, v, k, pname)
+    if t.kind == "array" then
+      if not is_array(v) then
+        raise("weft: adjoint launch of '%s': '%s' expects %s, got %s", kname(k), pname, t.name,
+              type(v))
+      end
+      ffi.cast(arrpp, base + off)[0] = v
+    elseif t.kind == "bool" then
+      ffi.cast(u8p, base + off)[0] = v and 1 or 0
+    elseif t.kind == "float" and t.bits == 16 then
+      ffi.cast("uint16_t *", base + off)[0] = weft._half_from_number(v)
+    else
+      ffi.cast(t.ffiname .. " *", base + off)[0] = v
+    end
+  end
+
+  -- A "no gradient" header for an array parameter.
+  local function null_adjoint(a)
+    local h = ffi.new("weft_Array")
+    h.h.ndim = a.h.ndim
+    h.h.dtype = a.h.dtype
+    h.h.device = a.h.device
+    h.h.elsize = a.h.elsize
+    return h
+  end
+
+  function weft._launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs)
+    inputs, outputs = inputs or {}, outputs or {}
+    adj_inputs, adj_outputs = adj_inputs or {}, adj_outputs or {}
+    local nin, np = #inputs, #k.params
+    if nin + #outputs ~= np then
+      raise("weft: adjoint launch of '%s': the kernel takes %d arguments, got %d", kname(k), np,
+            nin + #outputs)
+    end
+    local types, args, adjs = {}, {}, {}
+    for i, p in ipairs(k.params) do
+      local v = i <= nin and inputs[i] or outputs[i - nin]
+      args[i] = v
+      types[i] = p.type or arg_type(v)
+      if not types[i] then
+        raise("weft: adjoint launch of '%s': generic parameter '%s' cannot take %s", kname(k),
+              p.name, type(v))
+      end
+      if types[i].kind == "array" then
+        local g = i <= nin and adj_inputs[i] or adj_outputs[i - nin]
+        if g then
+          if not is_array(g) or g.h.size ~= v.h.size or g.h.dtype ~= v.h.dtype then
+            raise("weft: adjoint launch of '%s': the adjoint of '%s' must be an array of the same "
+                  .. "type and shape", kname(k), p.name)
+          end
+        else
+          g = null_adjoint(v)
+        end
+        adjs[#adjs + 1] = { g = g, t = types[i] }
+      end
+    end
+    local ndim = read_dims(k, dim)
+    local mod = k:_module(types)
+    local c = adjoint_code(k, mod, ndim, weft.config.mode == "debug")
+    local base = ffi.cast(u8p, c.buf)
+    for i = 1, np do put(base, c.offsets[i], types[i], args[i], k, k.params[i].name) end
+    for j, a in ipairs(adjs) do put(base, c.offsets[np + j], a.t, a.g, k, "adjoint") end
+    local total = 1
+    for d = 0, ndim - 1 do total = total * tonumber(dims[d]) end
+    if total == 0 then return end
+    local status = C.wf_cpu_launch(weft._rt, c.fn, ndim, dims, c.buf, c.cost)
+    -- keep the null headers alive until the launch is done
+    adjs = nil
+    if status ~= 0 then error(ffi.string(C.wf_rt_errmsg(weft._rt)), 2) end
+  end
+
+  ---------------------------------------------------------------------------
+  -- the tape
+  ---------------------------------------------------------------------------
+  local Tape = {}
+  Tape.__index = Tape
+
+  local function copy_list(t)
+    local r = {}
+    for i = 1, #(t or {}) do r[i] = t[i] end
+    return r
+  end
+
+  function weft._tape_hook(k, dim, inputs, outputs, opts)
+    local tape = weft._tape_active
+    if not tape or (opts and opts.adjoint) then return end
+    local d = type(dim) == "table" and copy_list(dim) or dim
+    tape.launches[#tape.launches + 1] =
+      { k = k, dim = d, inputs = copy_list(inputs), outputs = copy_list(outputs) }
+  end
+
+  -- Does the launch part report launches to weft._tape_hook by itself?
+  local launch_hooks
+  local function launch_calls_hook()
+    if launch_hooks == nil then
+      launch_hooks = false
+      local info = debug.getinfo(weft.launch, "S")
+      local path = info and info.source and info.source:match("^@(.*)$")
+      local f = path and io.open(path, "r")
+      if f then
+        launch_hooks = f:read("*a"):find("_tape_hook", 1, true) ~= nil
+        f:close()
+      end
+    end
+    return launch_hooks
+  end
+
+  function weft.Tape()
+    local tape = setmetatable({ launches = {} }, Tape)
+    -- tape.gradients[a] is a.grad
+    tape.gradients = setmetatable({}, {
+      __index = function(_, a) return is_array(a) and a.grad or nil end,
+      __newindex = function(_, a, g) a.grad = g end,
+    })
+    return tape
+  end
+
+  -- Runs fn, recording its launches; tapes may nest (the inner one records).
+  function Tape:record(fn)
+    if type(fn) ~= "function" then raise("tape:record: expected a function, got %s", type(fn)) end
+    local prev, raw = weft._tape_active, weft.launch
+    weft._tape_active = self
+    if not launch_calls_hook() then
+      weft.launch = function(k, dim, inputs, opts)
+        weft._tape_hook(k, dim, inputs, opts and opts.outputs, opts)
+        return raw(k, dim, inputs, opts)
+      end
+    end
+    local ok, err = pcall(fn)
+    weft._tape_active = prev
+    weft.launch = raw
+    if not ok then error(err, 0) end
+  end
+
+  local function grad_or_nil(a) return is_array(a) and a.grad or nil end
+
+  -- Replays the recorded launches backwards with their adjoints.
+  local function sweep(tape)
+    for i = #tape.launches, 1, -1 do
+      local l = tape.launches[i]
+      local ai, ao = {}, {}
+      for j, a in ipairs(l.inputs) do ai[j] = grad_or_nil(a) or false end
+      for j, a in ipairs(l.outputs) do ao[j] = grad_or_nil(a) or false end
+      weft._launch_adjoint(l.k, l.dim, l.inputs, l.outputs, ai, ao)
+    end
+  end
+
+  -- The gradient array of a (allocated when missing).
+  local function ensure_grad(a)
+    local g = a.grad
+    if not g then
+      a.requires_grad = true
+      g = a.grad
+    end
+    return g
+  end
+
+  function Tape:backward(arg)
+    if is_array(arg) then
+      if arg.size ~= 1 then
+        raise("tape:backward: the loss must have one element, got %d", arg.size)
+      end
+      ensure_grad(arg):fill_(1)
+    elseif type(arg) == "table" and type(arg.grads) == "table" then
+      for a, seed in pairs(arg.grads) do
+        if not is_array(a) or not is_array(seed) then
+          raise("tape:backward: grads maps arrays to seed arrays")
+        end
+        weft.copy(ensure_grad(a), seed)
+      end
+    else
+      raise("tape:backward: expected a loss array or { grads = { [array] = seed } }")
+    end
+    sweep(self)
+  end
+
+  -- Arrays seen by the recorded launches.
+  local function recorded_arrays(tape)
+    local seen, list = {}, {}
+    for _, l in ipairs(tape.launches) do
+      for _, set in ipairs { l.inputs, l.outputs } do
+        for _, a in ipairs(set) do
+          if is_array(a) and not seen[a] then
+            seen[a] = true
+            list[#list + 1] = a
+          end
+        end
+      end
+    end
+    return list
+  end
+
+  function Tape:zero()
+    for _, a in ipairs(recorded_arrays(self)) do
+      local g = a.grad
+      if g then g:zero_() end
+    end
+  end
+
+  function Tape:reset()
+    self:zero()
+    self.launches = {}
+  end
+
+  ---------------------------------------------------------------------------
+  -- Jacobians and gradient checks
+  ---------------------------------------------------------------------------
+  -- Flat list of the numbers of a (nested) Lua table, in order.
+  local function flatten(t, out)
+    out = out or {}
+    if type(t) == "number" then
+      out[#out + 1] = t
+    elseif type(t) == "table" then
+      if t[1] == nil and next(t) ~= nil then
+        error("weft.jacobian: arrays of structs are not supported", 3)
+      end
+      for _, v in ipairs(t) do flatten(v, out) end
+    end
+    return out
+  end
+
+  -- A copy of template with its numbers replaced by flat[...] in order.
+  local function unflatten(template, flat, pos)
+    pos = pos or { 0 }
+    if type(template) == "number" then
+      pos[1] = pos[1] + 1
+      return flat[pos[1]]
+    end
+    local r = {}
+    for i, v in ipairs(template) do r[i] = unflatten(v, flat, pos) end
+    return r
+  end
+
+  -- Set array a to the flat values.
+  local function assign(a, template, flat)
+    local src = weft.array(unflatten(template, flat), a.dtype)
+    weft.copy(a, src)
+  end
+
+  local function pick(list, idx, what)
+    if idx == nil then
+      for i, a in ipairs(list) do
+        if is_array(a) then return a, i end
+      end
+      error(fmt("weft.jacobian: no array among the %s", what), 3)
+    end
+    local a = list[idx]
+    if not is_array(a) then error(fmt("weft.jacobian: %s[%s] is not an array", what, tostring(idx)), 3) end
+    return a, idx
+  end
+
+  -- Copies of the arrays among the launch arguments, and their restoration
+  -- (kernels may write their inputs).
+  local function snapshot(inputs, outputs)
+    local saved = {}
+    for _, list in ipairs { inputs, outputs } do
+      for _, a in ipairs(list) do
+        if is_array(a) then saved[a] = weft.clone(a) end
+      end
+    end
+    return saved
+  end
+
+  local function restore(saved)
+    for a, c in pairs(saved) do weft.copy(a, c) end
+  end
+
+  local function matrix(rows, ncols)
+    if #rows == 0 or ncols == 0 then return weft.zeros({ math.max(#rows, 1), math.max(ncols, 1) }, weft.float64) end
+    return weft.array(rows, weft.float64)
+  end
+
+  -- J[i][j] = d outputs[of] (flat i) / d inputs[wrt] (flat j), by one
+  -- adjoint launch per output component (the arrays' own .grad are not
+  -- touched). wrt and of are 1-based positions in inputs and outputs
+  -- (default: the first array of each). Returns a float64 array of shape
+  -- {m, n}. The forward launch runs once; outputs are restored after.
+  function weft.jacobian(k, dim, inputs, outputs, wrt, of)
+    outputs = outputs or {}
+    local x, xi = pick(inputs, wrt, "inputs")
+    local y, yi = pick(outputs, of, "outputs")
+    local saved = snapshot(inputs, outputs)
+    weft.launch(k, dim, inputs, { outputs = outputs })
+    local y0 = y:totable()
+    local m, n = #flatten(y0), #flatten(x:totable())
+    local gx, gy = weft.zeros_like(x), weft.zeros_like(y)
+    local ai, ao = {}, {}
+    for j = 1, #inputs do ai[j] = false end
+    for j = 1, #outputs do ao[j] = false end
+    ai[xi], ao[yi] = gx, gy
+    local rows = {}
+    for i = 1, m do
+      gx:zero_()
+      local e = {}
+      for j = 1, m do e[j] = (j == i) and 1 or 0 end
+      assign(gy, y0, e)
+      weft._launch_adjoint(k, dim, inputs, outputs, ai, ao)
+      rows[i] = flatten(gx:totable())
+    end
+    restore(saved)
+    return matrix(rows, n)
+  end
+
+  -- The same Jacobian by central differences (step eps, default 1e-6 for
+  -- float64 and 1e-3 otherwise); outputs are restored before each launch.
+  function weft.jacobian_fd(k, dim, inputs, outputs, wrt, of, eps)
+    local x = pick(inputs, wrt, "inputs")
+    local y = pick(outputs, of, "outputs")
+    eps = eps or ((x.dtype.scalar or x.dtype) == weft.float64 and 1e-6 or 1e-3)
+    local saved = snapshot(inputs, outputs)
+    saved[x] = nil
+    local function run()
+      restore(saved)
+      weft.launch(k, dim, inputs, { outputs = outputs })
+      return flatten(y:totable())
+    end
+    local xt = x:totable()
+    local x0 = flatten(xt)
+    local cols = {}
+    for j = 1, #x0 do
+      local xp = { unpack(x0) }
+      xp[j] = x0[j] + eps
+      assign(x, xt, xp)
+      local fp = run()
+      xp[j] = x0[j] - eps
+      assign(x, xt, xp)
+      local fm = run()
+      local col = {}
+      for i = 1, #fp do col[i] = (fp[i] - fm[i]) / (2 * eps) end
+      cols[j] = col
+    end
+    assign(x, xt, x0)
+    restore(saved)
+    local m = #flatten(y:totable())
+    local rows = {}
+    for i = 1, m do
+      rows[i] = {}
+      for j = 1, #x0 do rows[i][j] = cols[j][i] end
+    end
+    return matrix(rows, #x0)
+  end
+
+  -- Compares the adjoint Jacobians with central differences for every
+  -- float array input against every float array output. Returns ok,
+  -- worst relative error, and a message naming the worst entry.
+  -- opts: eps (difference step), tol (default 1e-4; 1e-2 below float64).
+  function weft.check_grad(k, dim, inputs, outputs, opts)
+    opts = opts or {}
+    local worst, where = 0, "no gradients compared"
+    local low = false
+    -- float arrays (scalars, vectors, matrices...); structs are skipped
+    local function float_array(a)
+      if not is_array(a) then return false end
+      local kd = a.dtype.kind
+      return kd ~= "int" and kd ~= "bool" and kd ~= "struct"
+    end
+    for wi, x in ipairs(inputs) do
+      if float_array(x) then
+        if (x.dtype.scalar or x.dtype) ~= weft.float64 then low = true end
+        for oi, y in ipairs(outputs) do
+          if float_array(y) then
+            local J = weft.jacobian(k, dim, inputs, outputs, wi, oi):totable()
+            local F = weft.jacobian_fd(k, dim, inputs, outputs, wi, oi, opts.eps):totable()
+            for i = 1, #J do
+              for j = 1, #J[i] do
+                local a, b = J[i][j], F[i][j]
+                local e = math.abs(a - b) / math.max(1, math.abs(b))
+                if e > worst or e ~= e then
+                  worst = e ~= e and math.huge or e
+                  where = fmt("d %s[%d] / d %s[%d]: adjoint %.10g, differences %.10g",
+                              k.params[#inputs + oi].name, i - 1, k.params[wi].name, j - 1, a, b)
+                end
+              end
+            end
+          end
+        end
+      end
+    end
+    local tol = opts.tol or (low and 1e-2 or 1e-4)
+    return worst <= tol, worst, where
+  end
+end

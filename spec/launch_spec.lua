@@ -1,0 +1,327 @@
+-- Launches on the CPU: values against plain Lua, multi-dimensional tids,
+-- atomics under contention, debug-mode bounds errors, argument errors,
+-- generic specialization, and a warm launch that allocates nothing.
+local weft = require "weft"
+
+local function approx(a, b, tol)
+  return math.abs(a - b) <= (tol or 1e-5) * math.max(1, math.abs(b))
+end
+
+describe("weft.launch", function()
+  after_each(function()
+    weft.config.mode = "release"
+    weft.config.num_threads = nil
+  end)
+
+  local saxpy = weft.kernel{
+    x = weft.array(weft.float32), y = weft.array(weft.float32), a = weft.float32,
+    function(x, y, a)
+      local i = weft.tid()
+      y[i] = a * x[i] + y[i]
+    end,
+  }
+
+  it("computes saxpy like plain Lua, on the pool and inline", function()
+    for _, n in ipairs { 1, 7, 1000, 300001 } do
+      local x, y = weft.zeros(n), weft.zeros(n)
+      local rx, ry = {}, {}
+      for i = 0, n - 1 do
+        rx[i] = (i % 97) * 0.25
+        ry[i] = 1 - (i % 13)
+        x[i], y[i] = rx[i], ry[i]
+      end
+      weft.launch(saxpy, n, { x, y, 1.5 })
+      local bad = 0
+      for i = 0, n - 1 do
+        if not approx(y[i], 1.5 * rx[i] + ry[i]) then bad = bad + 1 end
+      end
+      assert.equal(0, bad)
+    end
+  end)
+
+  it("gives the same results with any thread count", function()
+    local n = 100000
+    for _, nt in ipairs { 1, 2, 3 } do
+      weft.config.num_threads = nt
+      local x, y = weft.full(n, 2.0), weft.ones(n)
+      weft.launch(saxpy, n, { x, y, 3.0 })
+      assert.equal(7, y[0])
+      assert.equal(7, y[n - 1])
+    end
+  end)
+
+  it("handles the same array passed twice (aliasing)", function()
+    local n = 5000
+    local x = weft.zeros(n)
+    for i = 0, n - 1 do x[i] = i end
+    weft.launch(saxpy, n, { x, x, 2.0 })
+    assert.equal(3 * 4999, x[4999])
+    assert.equal(3 * 17, x[17])
+  end)
+
+  it("passes inputs and outputs in parameter order", function()
+    local x, y = weft.full(10, 1.0), weft.full(10, 1.0)
+    weft.launch(saxpy, 10, { x }, { outputs = { y, 4.0 } })
+    assert.equal(5, y[9])
+  end)
+
+  it("does nothing for an empty grid", function()
+    local x, y = weft.zeros(4), weft.ones(4)
+    weft.launch(saxpy, 0, { x, y, 1.0 })
+    weft.launch(saxpy, { 3, 0 }, { x, y, 1.0 })
+    assert.equal(1, y[0])
+  end)
+
+  it("maps 2-D and 3-D grids row-major to tids", function()
+    local k2 = weft.kernel{
+      out = weft.array(weft.int32, 2),
+      function(out)
+        local i, j = weft.tid()
+        out[i][j] = i * 1000 + j
+      end,
+    }
+    local a = weft.zeros({ 37, 53 }, weft.int32)
+    weft.launch(k2, { 37, 53 }, { a })
+    local bad = 0
+    for i = 0, 36 do
+      for j = 0, 52 do
+        if a[i][j] ~= i * 1000 + j then bad = bad + 1 end
+      end
+    end
+    assert.equal(0, bad)
+    local k3 = weft.kernel{
+      out = weft.array(weft.int32, 3),
+      function(out)
+        local i, j, l = weft.tid()
+        out[i][j][l] = i * 10000 + j * 100 + l
+      end,
+    }
+    local b = weft.zeros({ 5, 7, 9 }, weft.int32)
+    weft.launch(k3, { 5, 7, 9 }, { b })
+    bad = 0
+    for i = 0, 4 do
+      for j = 0, 6 do
+        for l = 0, 8 do
+          if b[i][j][l] ~= i * 10000 + j * 100 + l then bad = bad + 1 end
+        end
+      end
+    end
+    assert.equal(0, bad)
+  end)
+
+  it("runs a 1-D kernel on a 2-D grid with the linear index split", function()
+    local k = weft.kernel{
+      out = weft.array(weft.int32),
+      function(out)
+        local i = weft.tid()
+        weft.atomic_add(out, i, 1)
+      end,
+    }
+    local a = weft.zeros(4, weft.int32)
+    weft.launch(k, { 4, 6 }, { a })
+    assert.same({ 6, 6, 6, 6 }, a:totable())
+  end)
+
+  it("makes atomics exact under contention", function()
+    local k = weft.kernel{
+      cnt = weft.array(weft.int32), fsum = weft.array(weft.float32), dsum = weft.array(weft.float64),
+      mx = weft.array(weft.int32), mn = weft.array(weft.float32),
+      function(cnt, fsum, dsum, mx, mn)
+        local i = weft.tid()
+        weft.atomic_add(cnt, 0, 1)
+        weft.atomic_add(cnt, 1, i)
+        weft.atomic_add(fsum, 0, 1.0)
+        weft.atomic_add(dsum, 0, 0.5)
+        weft.atomic_max(mx, 0, i)
+        weft.atomic_min(mn, 0, weft.float32(-i))
+      end,
+    }
+    weft.config.num_threads = 4
+    local n = 200000
+    local cnt, fsum, dsum = weft.zeros(2, weft.int32), weft.zeros(1), weft.zeros(1, weft.float64)
+    local mx, mn = weft.zeros(1, weft.int32), weft.zeros(1)
+    weft.launch(k, n, { cnt, fsum, dsum, mx, mn })
+    assert.equal(n, cnt[0])
+    assert.equal(n * (n - 1) / 2 % 2 ^ 32 - (n * (n - 1) / 2 % 2 ^ 32 >= 2 ^ 31 and 2 ^ 32 or 0), cnt[1])
+    assert.equal(n, fsum[0])
+    assert.equal(n / 2, dsum[0])
+    assert.equal(n - 1, mx[0])
+    assert.equal(-(n - 1), mn[0])
+  end)
+
+  it("runs loops, math and vectors like plain Lua", function()
+    local k = weft.kernel{
+      out = weft.array(weft.float64), v = weft.array(weft.vec3), s = weft.vec3,
+      function(out, v, s)
+        local i = weft.tid()
+        local acc = weft.float64(0.0)
+        for q = 1, i do
+          acc = acc + weft.float64(q % 3) + weft.sqrt(weft.float64(q))
+        end
+        out[i] = acc
+        v[i] = v[i] * 2.0 + s
+      end,
+    }
+    local n = 50
+    local out, v = weft.zeros(n, weft.float64), weft.zeros(n, weft.vec3)
+    for i = 0, n - 1 do v[i] = weft.vec3(i, -i, 0.5) end
+    weft.launch(k, n, { out, v, weft.vec3(1, 2, 3) })
+    for i = 0, n - 1 do
+      local acc = 0
+      for q = 1, i do acc = acc + q % 3 + math.sqrt(q) end
+      assert.is_true(approx(out[i], acc, 1e-12))
+      local e = v[i]
+      assert.same({ 2 * i + 1, -2 * i + 2, 4 }, { e.x, e.y, e.z })
+    end
+  end)
+
+  it("draws reproducible random numbers in [0, 1)", function()
+    local k = weft.kernel{
+      out = weft.array(weft.float32), ints = weft.array(weft.int32), seed = weft.int32,
+      function(out, ints, seed)
+        local i = weft.tid()
+        local st = weft.rand_init(seed, i)
+        out[i] = weft.randf(st)
+        ints[i] = weft.randi(st)
+      end,
+    }
+    local n = 10000
+    local a, b, ia = weft.zeros(n), weft.zeros(n), weft.zeros(n, weft.int32)
+    weft.launch(k, n, { a, ia, 42 })
+    weft.launch(k, n, { b, ia, 42 })
+    local sum, lo, hi, same = 0, 1, 0, 0
+    for i = 0, n - 1 do
+      sum = sum + a[i]
+      lo, hi = math.min(lo, a[i]), math.max(hi, a[i])
+      if a[i] == b[i] then same = same + 1 end
+    end
+    assert.equal(n, same)
+    assert.is_true(lo >= 0 and hi < 1)
+    assert.is_true(math.abs(sum / n - 0.5) < 0.02)
+  end)
+
+  it("specializes generic kernels per argument type", function()
+    local k = weft.kernel{
+      function(x, y)
+        local i = weft.tid()
+        y[i] = x[i] + x[i]
+      end,
+    }
+    local xf, yf = weft.full(5, 1.25), weft.zeros(5)
+    local xd, yd = weft.full(5, 1.25, weft.float64), weft.zeros(5, weft.float64)
+    weft.launch(k, 5, { xf, yf })
+    weft.launch(k, 5, { xd, yd })
+    assert.equal(2.5, yf[4])
+    assert.equal(2.5, yd[4])
+    assert.equal(2, weft.stats(k).compiles + weft.stats(k).disk_hits)
+  end)
+
+  it("allocates nothing on a warm launch", function()
+    local x, y = weft.zeros(16), weft.zeros(16)
+    local inputs = { x, y, 1.0 }
+    -- warm up: the first batches record and compile traces
+    for _ = 1, 30000 do weft.launch(saxpy, 16, inputs) end
+    -- the smallest of a few batches (trace compilation allocates once)
+    local least = math.huge
+    for _ = 1, 3 do
+      collectgarbage("collect")
+      collectgarbage("stop")
+      local before = collectgarbage("count")
+      for _ = 1, 20000 do weft.launch(saxpy, 16, inputs) end
+      least = math.min(least, collectgarbage("count") - before)
+      collectgarbage("restart")
+    end
+    assert.is_true(least < 0.5, ("allocated %.1f KB in 20000 launches"):format(least))
+  end)
+
+  describe("in debug mode", function()
+    it("raises bounds errors with the kernel's line, index and shape", function()
+      weft.config.mode = "debug"
+      local k = weft.kernel{
+        x = weft.array(weft.float32),
+        function(x)
+          local i = weft.tid()
+          x[i + 1] = 1.0
+        end,
+      }
+      local x = weft.zeros(5)
+      local ok, err = pcall(weft.launch, k, 5, { x })
+      assert.is_false(ok)
+      assert.matches("launch_spec%.lua:%d+: index 5 out of bounds for axis 0 with size 5 in array 'x'", err)
+      local line = tonumber(err:match("launch_spec%.lua:(%d+):"))
+      local src = {}
+      for l in io.lines("spec/launch_spec.lua") do src[#src + 1] = l end
+      assert.matches("x%[i %+ 1%] = 1%.0", src[line])
+      -- many threads: one clean error, and the runtime still works
+      local big = weft.zeros(5)
+      ok, err = pcall(weft.launch, k, 1000000, { big })
+      assert.is_false(ok)
+      assert.matches("out of bounds", err)
+      weft.launch(saxpy, 5, { x, x, 1.0 })
+    end)
+
+    it("names the axis of a 2-D access", function()
+      weft.config.mode = "debug"
+      local k = weft.kernel{
+        a = weft.array(weft.float32, 2),
+        function(a)
+          local i, j = weft.tid()
+          a[i][j + 2] = 0.0
+        end,
+      }
+      local ok, err = pcall(weft.launch, k, { 2, 3 }, { weft.zeros({ 2, 3 }) })
+      assert.is_false(ok)
+      assert.matches("index 3 out of bounds for axis 1 with size 3 in array 'a'", err)
+    end)
+
+    it("runs correct kernels unchanged", function()
+      weft.config.mode = "debug"
+      local x, y = weft.full(100, 2.0), weft.ones(100)
+      weft.launch(saxpy, 100, { x, y, 0.5 })
+      assert.equal(2, y[99])
+    end)
+  end)
+
+  describe("argument errors", function()
+    local x, y = weft.zeros(4), weft.zeros(4)
+    local function err_of(...)
+      local ok, e = pcall(weft.launch, ...)
+      assert.is_false(ok)
+      return e
+    end
+
+    it("checks the argument count", function()
+      assert.matches("kernel 'saxpy' takes 3 arguments %(inputs then outputs%), got 2",
+                     err_of(saxpy, 4, { x, y }))
+    end)
+
+    it("checks dtypes and ndim, naming kernel, parameter and types", function()
+      assert.matches("kernel 'saxpy': parameter 'x' expects array%(float32%), got array%(float64%)",
+                     err_of(saxpy, 4, { weft.zeros(4, weft.float64), y, 1.0 }))
+      assert.matches("parameter 'y' expects array%(float32%), got array%(float32,2%)",
+                     err_of(saxpy, 4, { x, weft.zeros({ 2, 2 }), 1.0 }))
+      assert.matches("parameter 'a' expects float32, got a string",
+                     err_of(saxpy, 4, { x, y, "2" }))
+      assert.matches("parameter 'x' expects array%(float32%), got a number",
+                     err_of(saxpy, 4, { 1.0, y, 1.0 }))
+    end)
+
+    it("points at the caller's line", function()
+      assert.matches("^spec/launch_spec%.lua:%d+: weft%.launch", err_of(saxpy, 4, { x, y }))
+    end)
+
+    it("checks dims", function()
+      assert.matches("dim must be a non%-negative integer, got %-1", err_of(saxpy, -1, { x, y, 1.0 }))
+      assert.matches("dim must be a non%-negative integer, got 1%.5", err_of(saxpy, 1.5, { x, y, 1.0 }))
+      assert.matches("dim must have 1 to 4 entries, got 5", err_of(saxpy, { 1, 1, 1, 1, 1 }, { x, y, 1.0 }))
+      assert.matches("dim%[2%] must be a non%-negative integer", err_of(saxpy, { 1, "a" }, { x, y, 1.0 }))
+      assert.matches("dim must be an integer or a table", err_of(saxpy, "4", { x, y, 1.0 }))
+    end)
+
+    it("rejects adjoint launches for now and non-kernels", function()
+      assert.matches("adjoint launches are not yet supported",
+                     err_of(saxpy, 4, { x, y, 1.0 }, { adjoint = true }))
+      assert.matches("expected a kernel", err_of(function() end, 4, {}))
+    end)
+  end)
+end)
