@@ -24,7 +24,7 @@ local lengths = weft.kernel{
   function(p, out)
     local i = weft.tid()
     local s = 0.0
-    for k = 1, 3 do s = s + weft.length(p[i]) * k end
+    for k = 1, 3 do s = s + weft.length(p[i]) * weft.float32(k) end
     out[i] = s / 6.0
   end,
 }

@@ -40,8 +40,8 @@ local splat = weft.kernel{
     local i = weft.tid()
     local p = pos[i]
     local w = img.shape[1]
-    local x = weft.clamp(weft.int32(p.x * w), 0, w - 1)
-    local y = weft.clamp(weft.int32((1.0 - p.y) * img.shape[0]), 0, img.shape[0] - 1)
+    local x = weft.clamp(weft.int32(p.x * weft.float32(w)), 0, w - 1)
+    local y = weft.clamp(weft.int32((1.0 - p.y) * weft.float32(img.shape[0])), 0, img.shape[0] - 1)
     weft.atomic_add(img, y, x, 1)
   end,
 }

@@ -175,6 +175,46 @@ describe("weft.launch", function()
     end
   end)
 
+  it("runs while, repeat, break and if/else like plain Lua", function()
+    local k = weft.kernel{
+      out = weft.array(weft.int32, 2),
+      function(out)
+        local i = weft.tid()
+        local x = i + 1
+        local steps = 0
+        while x < 1000 do
+          x = x * 3
+          steps = steps + 1
+        end
+        out[i][0] = x
+        out[i][1] = steps
+        local r = 0
+        repeat
+          r = r + 2
+          if r > i then break end
+        until r >= 20
+        out[i][2] = r
+        local v = 0
+        if i % 3 == 0 then v = -i elseif i % 3 == 1 then v = i * 10 else v = 7 end
+        out[i][3] = v
+      end,
+    }
+    local n = 40
+    local a = weft.zeros({ n, 4 }, weft.int32)
+    weft.launch(k, n, { a })
+    for i = 0, n - 1 do
+      local x, steps = i + 1, 0
+      while x < 1000 do x, steps = x * 3, steps + 1 end
+      local r = 0
+      repeat
+        r = r + 2
+        if r > i then break end
+      until r >= 20
+      local v = i % 3 == 0 and -i or i % 3 == 1 and i * 10 or 7
+      assert.same({ x, steps, r, v }, { a[i][0], a[i][1], a[i][2], a[i][3] })
+    end
+  end)
+
   it("draws reproducible random numbers in [0, 1)", function()
     local k = weft.kernel{
       out = weft.array(weft.float32), ints = weft.array(weft.int32), seed = weft.int32,

@@ -67,8 +67,10 @@ static const char *chunkname(const wf_func *fn) {
 
 void wf_ad_fail(wf_adctx *A, const wf_inst *at, const char *fmt, ...) {
   int k;
-  if (at && at->loc.line > 0) k = snprintf(A->msg, sizeof A->msg, "%s:%d: ", chunkname(A->pf), at->loc.line);
-  else k = snprintf(A->msg, sizeof A->msg, "%s: ", chunkname(A->pf));
+  if (at && at->loc.line > 0)
+    k = snprintf(A->msg, sizeof A->msg, "%s:%d: ", chunkname(A->pf), at->loc.line);
+  else
+    k = snprintf(A->msg, sizeof A->msg, "%s: ", chunkname(A->pf));
   if (k < 0 || (size_t)k >= sizeof A->msg) k = 0;
   va_list ap;
   va_start(ap, fmt);
@@ -77,7 +79,9 @@ void wf_ad_fail(wf_adctx *A, const wf_inst *at, const char *fmt, ...) {
   longjmp(A->jb, 1);
 }
 
-static _Noreturn void oom(wf_adctx *A) { wf_ad_fail(A, NULL, "autodiff: out of memory"); }
+static _Noreturn void oom(wf_adctx *A) {
+  wf_ad_fail(A, NULL, "autodiff: out of memory");
+}
 
 void *wf_ad_scratch(wf_adctx *A, size_t n) {
   if (A->nallocs == A->capallocs) {
@@ -125,14 +129,22 @@ wf_val wf_ad_constf(wf_adctx *A, const wf_type *t, double x) {
 static wf_val consti(wf_adctx *A, const wf_type *t, int64_t x) {
   return ok(A, wf_b_consti(&A->b, t, x));
 }
-wf_val wf_ad_extract(wf_adctx *A, wf_val agg, int i) { return ok(A, wf_b_extract(&A->b, agg, i)); }
+wf_val wf_ad_extract(wf_adctx *A, wf_val agg, int i) {
+  return ok(A, wf_b_extract(&A->b, agg, i));
+}
 wf_val wf_ad_insert(wf_adctx *A, wf_val agg, int i, wf_val v) {
   return ok(A, wf_b_insert(&A->b, agg, i, v));
 }
 
-static const wf_type *i32t(wf_adctx *A) { return wf_t_int(A->T, 32, 1); }
-static const wf_type *boolt(wf_adctx *A) { return wf_t_bool(A->T); }
-static const wf_type *ptype(wf_adctx *A, wf_val v) { return A->pf->vals[v].type; }
+static const wf_type *i32t(wf_adctx *A) {
+  return wf_t_int(A->T, 32, 1);
+}
+static const wf_type *boolt(wf_adctx *A) {
+  return wf_t_bool(A->T);
+}
+static const wf_type *ptype(wf_adctx *A, wf_val v) {
+  return A->pf->vals[v].type;
+}
 
 /* Switch emission into block bl; returns the block to come back to. */
 static wf_block *enter(wf_adctx *A, wf_block *bl) {
@@ -177,16 +189,19 @@ void wf_ad_if_end(wf_adctx *A, wf_ad_if *s, const wf_val *ye) {
 int wf_ad_difft(const wf_type *t) {
   if (!t) return 0;
   switch (t->kind) {
-  case WF_T_FLOAT: return 1;
+  case WF_T_FLOAT:
+    return 1;
   case WF_T_VEC:
   case WF_T_MAT:
   case WF_T_QUAT:
-  case WF_T_TRANSFORM: return t->elem && t->elem->kind == WF_T_FLOAT;
+  case WF_T_TRANSFORM:
+    return t->elem && t->elem->kind == WF_T_FLOAT;
   case WF_T_STRUCT:
     for (int i = 0; i < t->nfields; i++)
       if (wf_ad_difft(t->fields[i].type)) return 1;
     return 0;
-  default: return 0;
+  default:
+    return 0;
   }
 }
 
@@ -254,7 +269,9 @@ wf_val wf_ad_present(wf_adctx *A, const wf_inst *at, wf_val arr) {
 /* ======================================================================
 ** op classes
 ** ====================================================================== */
-static int is_term(wf_op op) { return (wf_op_flags(op) & WF_OPF_TERM) != 0; }
+static int is_term(wf_op op) {
+  return (wf_op_flags(op) & WF_OPF_TERM) != 0;
+}
 
 /* Does this instance of a differentiable op carry adjoints? (float-typed
 ** result, or for stores and atomic adds, a float-typed value). */
@@ -265,7 +282,9 @@ static int inst_diff(wf_adctx *A, const wf_inst *in) {
 }
 
 /* Number of leading operands (array + indices) of a memory access. */
-static int mem_nidx(const wf_inst *in) { return in->op == WF_OP_LOAD ? in->nargs : in->nargs - 1; }
+static int mem_nidx(const wf_inst *in) {
+  return in->op == WF_OP_LOAD ? in->nargs : in->nargs - 1;
+}
 
 /* ======================================================================
 ** need analysis
@@ -282,8 +301,10 @@ static int need_if(wf_adctx *A, wf_inst *in) {
   int ch = mark(A, in->args[0]);
   for (int j = 0; j < in->nres; j++)
     if (A->need[in->res[j]])
-      for (int k = 0; k < 2; k++) ch |= mark(A, in->blocks[k]->last->args[j]);
-  for (int k = 0; k < in->nblocks; k++) ch |= need_block(A, in->blocks[k]);
+      for (int k = 0; k < 2; k++)
+        ch |= mark(A, in->blocks[k]->last->args[j]);
+  for (int k = 0; k < in->nblocks; k++)
+    ch |= need_block(A, in->blocks[k]);
   return ch;
 }
 
@@ -304,8 +325,7 @@ static int need_while(wf_adctx *A, wf_inst *in) {
   wf_inst *c = B0->last, *y = B1->last;
   int ch = mark(A, c->args[0]);
   for (int j = 0; j < B0->nparams; j++)
-    if (A->need[B0->params[j]])
-      ch |= mark(A, in->args[j]) | mark(A, y->args[j]);
+    if (A->need[B0->params[j]]) ch |= mark(A, in->args[j]) | mark(A, y->args[j]);
   for (int j = 0; j < in->nres; j++)
     if (A->need[in->res[j]] || A->need[B1->params[j]])
       ch |= mark(A, c->args[1 + j]) | mark(A, in->res[j]) | mark(A, B1->params[j]);
@@ -314,17 +334,21 @@ static int need_while(wf_adctx *A, wf_inst *in) {
 
 static int need_inst(wf_adctx *A, wf_inst *in) {
   int ch = 0, any = 0;
-  for (int j = 0; j < in->nres; j++) any |= A->need[in->res[j]];
+  for (int j = 0; j < in->nres; j++)
+    any |= A->need[in->res[j]];
   if (any)
-    for (int k = 0; k < in->nargs; k++) ch |= mark(A, in->args[k]);
+    for (int k = 0; k < in->nargs; k++)
+      ch |= mark(A, in->args[k]);
   const wf_ad_rule *r = wf_ad_rule_of(in->op);
   if (!r || !inst_diff(A, in)) return ch;
   if (r->reads & WF_AD_RD_ARGS)
-    for (int k = 0; k < in->nargs; k++) ch |= mark(A, in->args[k]);
+    for (int k = 0; k < in->nargs; k++)
+      ch |= mark(A, in->args[k]);
   if (r->reads & WF_AD_RD_RES) ch |= mark(A, in->res[0]);
   if (r->reads & WF_AD_RD_ARG0) ch |= mark(A, in->args[0]);
   if (r->reads & WF_AD_RD_IDX)
-    for (int k = 0; k < mem_nidx(in); k++) ch |= mark(A, in->args[k]);
+    for (int k = 0; k < mem_nidx(in); k++)
+      ch |= mark(A, in->args[k]);
   return ch;
 }
 
@@ -333,9 +357,15 @@ static int need_block(wf_adctx *A, wf_block *bl) {
   int ch = 0;
   for (wf_inst *in = bl->last; in; in = in->prev) {
     switch (in->op) {
-    case WF_OP_IF: ch |= need_if(A, in); break;
-    case WF_OP_FOR: ch |= need_for(A, in); break;
-    case WF_OP_WHILE: ch |= need_while(A, in); break;
+    case WF_OP_IF:
+      ch |= need_if(A, in);
+      break;
+    case WF_OP_FOR:
+      ch |= need_for(A, in);
+      break;
+    case WF_OP_WHILE:
+      ch |= need_while(A, in);
+      break;
     default:
       if (!is_term(in->op)) ch |= need_inst(A, in);
     }
@@ -347,10 +377,13 @@ static int need_block(wf_adctx *A, wf_block *bl) {
 ** captured values of a region
 ** ====================================================================== */
 static void stamp_inside(wf_adctx *A, wf_block *bl, int32_t s) {
-  for (int p = 0; p < bl->nparams; p++) A->stamp_in[bl->params[p]] = s;
+  for (int p = 0; p < bl->nparams; p++)
+    A->stamp_in[bl->params[p]] = s;
   for (wf_inst *in = bl->first; in; in = in->next) {
-    for (int j = 0; j < in->nres; j++) A->stamp_in[in->res[j]] = s;
-    for (int k = 0; k < in->nblocks; k++) stamp_inside(A, in->blocks[k], s);
+    for (int j = 0; j < in->nres; j++)
+      A->stamp_in[in->res[j]] = s;
+    for (int k = 0; k < in->nblocks; k++)
+      stamp_inside(A, in->blocks[k], s);
   }
 }
 
@@ -375,7 +408,8 @@ static void collect_uses(wf_adctx *A, wf_block *bl, int32_t s, capset *cs) {
       }
       cs->v[cs->n++] = v;
     }
-    for (int k = 0; k < in->nblocks; k++) collect_uses(A, in->blocks[k], s, cs);
+    for (int k = 0; k < in->nblocks; k++)
+      collect_uses(A, in->blocks[k], s, cs);
   }
 }
 
@@ -385,8 +419,10 @@ static void collect_uses(wf_adctx *A, wf_block *bl, int32_t s, capset *cs) {
 static capset captured(wf_adctx *A, const wf_inst *in) {
   capset cs = {0, 0, NULL};
   int32_t s = ++A->stamp;
-  for (int k = 0; k < in->nblocks; k++) stamp_inside(A, in->blocks[k], s);
-  for (int k = 0; k < in->nblocks; k++) collect_uses(A, in->blocks[k], s, &cs);
+  for (int k = 0; k < in->nblocks; k++)
+    stamp_inside(A, in->blocks[k], s);
+  for (int k = 0; k < in->nblocks; k++)
+    collect_uses(A, in->blocks[k], s, &cs);
   for (int i = 0; i < cs.n; i++)
     if (A->adj[cs.v[i]] < 0) A->adj[cs.v[i]] = wf_ad_zero(A, ptype(A, cs.v[i]));
   return cs;
@@ -426,7 +462,8 @@ static int any_needed(wf_adctx *A, const wf_inst *in) {
 
 static const wf_type **ptypes_of(wf_adctx *A, int n, const wf_val *vals) {
   const wf_type **t = wf_ad_scratch(A, sizeof(*t) * (size_t)(n > 0 ? n : 1));
-  for (int i = 0; i < n; i++) t[i] = ptype(A, vals[i]);
+  for (int i = 0; i < n; i++)
+    t[i] = ptype(A, vals[i]);
   return t;
 }
 
@@ -447,31 +484,34 @@ static void replay_region(wf_adctx *A, const wf_inst *in) {
     int always = in->op == WF_OP_IF ? k == 0 : in->op == WF_OP_FOR ? k < 3 : 0;
     a[k] = always ? wf_ad_primal(A, in->args[k]) : tmap(A, in->args[k]);
   }
-  wf_inst *c = wf_ad_emit(A, in->op, in->nargs, a, in->nres, ptypes_of(A, in->nres, in->res),
-                          in->nblocks);
+  wf_inst *c =
+      wf_ad_emit(A, in->op, in->nargs, a, in->nres, ptypes_of(A, in->nres, in->res), in->nblocks);
   c->imm = in->imm;
   for (int k = 0; k < in->nblocks; k++) {
     wf_block *pb = in->blocks[k];
     wf_block *nb = newblock(A, c, k, pb->nparams, ptypes_of(A, pb->nparams, pb->params));
-    for (int p = 0; p < pb->nparams; p++) A->map[pb->params[p]] = nb->params[p];
+    for (int p = 0; p < pb->nparams; p++)
+      A->map[pb->params[p]] = nb->params[p];
     wf_block *old = enter(A, nb);
     replay_block(A, pb);
     replay_term(A, pb->last);
     A->b.block = old;
   }
-  for (int j = 0; j < in->nres; j++) A->map[in->res[j]] = c->res[j];
+  for (int j = 0; j < in->nres; j++)
+    A->map[in->res[j]] = c->res[j];
 }
 
 /* Clone one pure instruction; views also get their adjoint view. */
 static void replay_plain(wf_adctx *A, const wf_inst *in) {
   wf_val *a = wf_ad_scratch(A, sizeof(wf_val) * (size_t)(in->nargs + 1));
-  for (int k = 0; k < in->nargs; k++) a[k] = wf_ad_primal(A, in->args[k]);
-  wf_inst *c =
-      wf_ad_emit(A, in->op, in->nargs, a, in->nres, ptypes_of(A, in->nres, in->res), 0);
+  for (int k = 0; k < in->nargs; k++)
+    a[k] = wf_ad_primal(A, in->args[k]);
+  wf_inst *c = wf_ad_emit(A, in->op, in->nargs, a, in->nres, ptypes_of(A, in->nres, in->res), 0);
   c->imm = in->imm;
   c->fimm = in->fimm;
   c->str = in->str;
-  for (int j = 0; j < in->nres; j++) A->map[in->res[j]] = c->res[j];
+  for (int j = 0; j < in->nres; j++)
+    A->map[in->res[j]] = c->res[j];
   if (in->op == WF_OP_VIEW && A->shadow[in->args[0]] >= 0) {
     wf_val sa[2] = {A->shadow[in->args[0]], a[1]};
     const wf_type *vt = ptype(A, in->res[0]);
@@ -485,14 +525,16 @@ static void replay_inst(wf_adctx *A, const wf_inst *in) {
   switch (in->op) {
   case WF_OP_STORE:
   case WF_OP_PRINT:
-  case WF_OP_TRAP: return; /* done by the forward launch */
+  case WF_OP_TRAP:
+    return; /* done by the forward launch */
   case WF_OP_ATOMIC_ADD:
   case WF_OP_ATOMIC_MIN:
   case WF_OP_ATOMIC_MAX:
     /* Not redone; a used old value is re-read (it is racy in any case). */
     if (A->need[in->res[0]]) {
       wf_val *a = wf_ad_scratch(A, sizeof(wf_val) * (size_t)in->nargs);
-      for (int k = 0; k < in->nargs - 1; k++) a[k] = wf_ad_primal(A, in->args[k]);
+      for (int k = 0; k < in->nargs - 1; k++)
+        a[k] = wf_ad_primal(A, in->args[k]);
       const wf_type *t = ptype(A, in->res[0]);
       A->map[in->res[0]] = wf_ad_emit(A, WF_OP_LOAD, in->nargs - 1, a, 1, &t, 0)->res[0];
     }
@@ -516,8 +558,10 @@ static void replay_inst(wf_adctx *A, const wf_inst *in) {
 ** first so that a value the replay skipped can never be read by mistake. */
 static void replay_block(wf_adctx *A, wf_block *bl) {
   for (wf_inst *in = bl->first; in; in = in->next)
-    for (int j = 0; j < in->nres; j++) A->map[in->res[j]] = WF_NOVAL;
-  for (wf_inst *in = bl->first; in; in = in->next) replay_inst(A, in);
+    for (int j = 0; j < in->nres; j++)
+      A->map[in->res[j]] = WF_NOVAL;
+  for (wf_inst *in = bl->first; in; in = in->next)
+    replay_inst(A, in);
 }
 
 /* ======================================================================
@@ -535,18 +579,22 @@ static void reverse_region(wf_adctx *A, wf_block *bl, const wf_val *pvals, const
     A->adj[bl->params[p]] = WF_NOVAL;
   }
   for (wf_inst *in = bl->first; in; in = in->next)
-    for (int j = 0; j < in->nres; j++) A->adj[in->res[j]] = WF_NOVAL;
+    for (int j = 0; j < in->nres; j++)
+      A->adj[in->res[j]] = WF_NOVAL;
   replay_block(A, bl);
   wf_inst *t = bl->last;
   int off = t->op == WF_OP_COND ? 1 : 0;
   if (seeds)
-    for (int j = 0; j + off < t->nargs; j++) wf_ad_acc(A, t->args[off + j], seeds[j]);
-  for (wf_inst *in = is_term(t->op) ? t->prev : t; in; in = in->prev) reverse_inst(A, in);
+    for (int j = 0; j + off < t->nargs; j++)
+      wf_ad_acc(A, t->args[off + j], seeds[j]);
+  for (wf_inst *in = is_term(t->op) ? t->prev : t; in; in = in->prev)
+    reverse_inst(A, in);
 }
 
 static wf_val *vals(wf_adctx *A, int n) {
   wf_val *v = wf_ad_scratch(A, sizeof(wf_val) * (size_t)(n > 0 ? n : 1));
-  for (int i = 0; i < n; i++) v[i] = WF_NOVAL;
+  for (int i = 0; i < n; i++)
+    v[i] = WF_NOVAL;
   return v;
 }
 
@@ -554,18 +602,25 @@ static void rev_if(wf_adctx *A, wf_inst *in) {
   if (!region_active(A, in)) return;
   capset cs = captured(A, in);
   wf_val *seeds = vals(A, in->nres), *saved = vals(A, cs.n), *y = vals(A, cs.n);
-  for (int j = 0; j < in->nres; j++) seeds[j] = A->adj[in->res[j]];
-  for (int i = 0; i < cs.n; i++) saved[i] = A->adj[cs.v[i]];
+  for (int j = 0; j < in->nres; j++)
+    seeds[j] = A->adj[in->res[j]];
+  for (int i = 0; i < cs.n; i++)
+    saved[i] = A->adj[cs.v[i]];
   wf_ad_if s;
   wf_ad_if_begin(A, &s, wf_ad_primal(A, in->args[0]), cs.n, ptypes_of(A, cs.n, cs.v));
   for (int k = 0; k < 2; k++) {
-    for (int i = 0; i < cs.n; i++) A->adj[cs.v[i]] = saved[i];
+    for (int i = 0; i < cs.n; i++)
+      A->adj[cs.v[i]] = saved[i];
     reverse_region(A, in->blocks[k], NULL, seeds);
-    for (int i = 0; i < cs.n; i++) y[i] = A->adj[cs.v[i]];
-    if (k == 0) wf_ad_if_else(A, &s, y);
-    else wf_ad_if_end(A, &s, y);
+    for (int i = 0; i < cs.n; i++)
+      y[i] = A->adj[cs.v[i]];
+    if (k == 0)
+      wf_ad_if_else(A, &s, y);
+    else
+      wf_ad_if_end(A, &s, y);
   }
-  for (int i = 0; i < cs.n; i++) A->adj[cs.v[i]] = s.in->res[i];
+  for (int i = 0; i < cs.n; i++)
+    A->adj[cs.v[i]] = s.in->res[i];
 }
 
 /* An adjoint loop `for r = from, N, 1` carrying nc values; returns it with
@@ -576,11 +631,13 @@ static wf_inst *rev_loop(wf_adctx *A, int from, wf_val N, int nc, const wf_val *
   a[0] = consti(A, i32t(A), from);
   a[1] = N;
   a[2] = consti(A, i32t(A), 1);
-  for (int i = 0; i < nc; i++) a[3 + i] = init[i];
+  for (int i = 0; i < nc; i++)
+    a[3 + i] = init[i];
   wf_inst *L = wf_ad_emit(A, WF_OP_FOR, 3 + nc, a, nc, ct, 1);
   const wf_type **bt = wf_ad_scratch(A, sizeof(*bt) * (size_t)(nc + 1));
   bt[0] = i32t(A);
-  for (int i = 0; i < nc; i++) bt[1 + i] = ct[i];
+  for (int i = 0; i < nc; i++)
+    bt[1 + i] = ct[i];
   *saved = enter(A, newblock(A, L, 0, nc + 1, bt));
   return L;
 }
@@ -619,15 +676,18 @@ static wf_inst *recompute_for(wf_adctx *A, const wf_inst *in, wf_val lo, wf_val 
   wf_block *old = enter(A, b0);
   wf_val *ca = vals(A, nw + 1);
   ca[0] = wf_ad_op2(A, WF_OP_LT, boolt(A), b0->params[0], k);
-  for (int i = 0; i < nw; i++) ca[1 + i] = b0->params[i];
+  for (int i = 0; i < nw; i++)
+    ca[1 + i] = b0->params[i];
   wf_ad_emit(A, WF_OP_COND, nw + 1, ca, 0, NULL, 0);
   A->b.block = b1;
-  for (int p = 0; p < B->nparams; p++) A->map[B->params[p]] = b1->params[1 + p];
+  for (int p = 0; p < B->nparams; p++)
+    A->map[B->params[p]] = b1->params[1 + p];
   replay_block(A, B);
   wf_val *y = vals(A, nw);
   y[0] = wf_ad_op2(A, WF_OP_ADD, i32, b1->params[0], consti(A, i32, 1));
   y[1] = wf_ad_op2(A, WF_OP_ADD, it, b1->params[1], st);
-  for (int j = 0; j < ns; j++) y[2 + j] = tmap(A, B->last->args[j]);
+  for (int j = 0; j < ns; j++)
+    y[2 + j] = tmap(A, B->last->args[j]);
   wf_ad_emit(A, WF_OP_YIELD, nw, y, 0, NULL, 0);
   A->b.block = old;
   return W;
@@ -660,7 +720,8 @@ static void rev_for(wf_adctx *A, wf_inst *in) {
   const wf_type *it = ptype(A, in->args[0]), *i32 = i32t(A);
   uint8_t *bneed = local_need(A, B);
   int recompute = !wf_t_is_int(it);
-  for (int j = 0; j < ns; j++) recompute |= bneed[B->params[1 + j]];
+  for (int j = 0; j < ns; j++)
+    recompute |= bneed[B->params[1 + j]];
   capset cs = captured(A, in);
   wf_val lo = wf_ad_primal(A, in->args[0]), hi = wf_ad_primal(A, in->args[1]);
   wf_val st = wf_ad_primal(A, in->args[2]);
@@ -684,15 +745,19 @@ static void rev_for(wf_adctx *A, wf_inst *in) {
   wf_val *pv = vals(A, 1 + ns);
   if (recompute) {
     wf_inst *W = recompute_for(A, in, lo, st, k);
-    for (int p = 0; p < 1 + ns; p++) pv[p] = W->res[1 + p];
+    for (int p = 0; p < 1 + ns; p++)
+      pv[p] = W->res[1 + p];
   } else {
     wf_val kk = it == i32 ? k : wf_ad_op1(A, WF_OP_CAST, it, k);
     pv[0] = wf_ad_op2(A, WF_OP_ADD, it, lo, wf_ad_op2(A, WF_OP_MUL, it, kk, st));
-    for (int j = 0; j < ns; j++) pv[1 + j] = wf_ad_zero(A, ptype(A, in->res[j]));
+    for (int j = 0; j < ns; j++)
+      pv[1 + j] = wf_ad_zero(A, ptype(A, in->res[j]));
   }
   wf_val *seeds = vals(A, ns);
-  for (int d = 0; d < nd; d++) seeds[di[d]] = bp[1 + d];
-  for (int i = 0; i < cs.n; i++) A->adj[cs.v[i]] = bp[1 + nd + i];
+  for (int d = 0; d < nd; d++)
+    seeds[di[d]] = bp[1 + d];
+  for (int i = 0; i < cs.n; i++)
+    A->adj[cs.v[i]] = bp[1 + nd + i];
   /* without recomputation the carried values are placeholders: replay only
   ** what the body's reverse reads, which never depends on them */
   uint8_t *gneed = A->need;
@@ -700,13 +765,17 @@ static void rev_for(wf_adctx *A, wf_inst *in) {
   reverse_region(A, B, pv, seeds);
   A->need = gneed;
   wf_val *y = vals(A, nc);
-  for (int d = 0; d < nd; d++) y[d] = adjz(A, B->params[1 + di[d]]);
-  for (int i = 0; i < cs.n; i++) y[nd + i] = A->adj[cs.v[i]];
+  for (int d = 0; d < nd; d++)
+    y[d] = adjz(A, B->params[1 + di[d]]);
+  for (int i = 0; i < cs.n; i++)
+    y[nd + i] = A->adj[cs.v[i]];
   wf_ad_emit(A, WF_OP_YIELD, nc, y, 0, NULL, 0);
   A->b.block = saved;
   A->b.loc = in->loc;
-  for (int d = 0; d < nd; d++) wf_ad_acc(A, in->args[3 + di[d]], L->res[d]);
-  for (int i = 0; i < cs.n; i++) A->adj[cs.v[i]] = L->res[nd + i];
+  for (int d = 0; d < nd; d++)
+    wf_ad_acc(A, in->args[3 + di[d]], L->res[d]);
+  for (int i = 0; i < cs.n; i++)
+    A->adj[cs.v[i]] = L->res[nd + i];
 }
 
 /* Trip count of a while loop: a replay that counts the `after` runs. */
@@ -723,23 +792,28 @@ static wf_val count_while(wf_adctx *A, const wf_inst *in) {
     st[1 + j] = ptype(A, B0->params[j]);
     init[1 + j] = tmap(A, in->args[j]);
   }
-  for (int j = 0; j < np; j++) pt[1 + j] = ptype(A, B1->params[j]);
+  for (int j = 0; j < np; j++)
+    pt[1 + j] = ptype(A, B1->params[j]);
   wf_inst *W = wf_ad_emit(A, WF_OP_WHILE, nst + 1, init, np + 1, pt, 2);
   wf_block *b0 = newblock(A, W, 0, nst + 1, st), *b1 = newblock(A, W, 1, np + 1, pt);
   wf_block *old = enter(A, b0);
-  for (int j = 0; j < nst; j++) A->map[B0->params[j]] = b0->params[1 + j];
+  for (int j = 0; j < nst; j++)
+    A->map[B0->params[j]] = b0->params[1 + j];
   replay_block(A, B0);
   wf_val *ca = vals(A, np + 2);
   ca[0] = wf_ad_primal(A, B0->last->args[0]);
   ca[1] = b0->params[0];
-  for (int j = 0; j < np; j++) ca[2 + j] = tmap(A, B0->last->args[1 + j]);
+  for (int j = 0; j < np; j++)
+    ca[2 + j] = tmap(A, B0->last->args[1 + j]);
   wf_ad_emit(A, WF_OP_COND, np + 2, ca, 0, NULL, 0);
   A->b.block = b1;
-  for (int j = 0; j < np; j++) A->map[B1->params[j]] = b1->params[1 + j];
+  for (int j = 0; j < np; j++)
+    A->map[B1->params[j]] = b1->params[1 + j];
   replay_block(A, B1);
   wf_val *y = vals(A, nst + 1);
   y[0] = wf_ad_op2(A, WF_OP_ADD, i32, b1->params[0], consti(A, i32, 1));
-  for (int j = 0; j < nst; j++) y[1 + j] = tmap(A, B1->last->args[j]);
+  for (int j = 0; j < nst; j++)
+    y[1 + j] = tmap(A, B1->last->args[j]);
   wf_ad_emit(A, WF_OP_YIELD, nst + 1, y, 0, NULL, 0);
   A->b.block = old;
   return W->res[0];
@@ -763,18 +837,23 @@ static wf_inst *recompute_while(wf_adctx *A, const wf_inst *in, wf_val k) {
   wf_block *old = enter(A, b0);
   wf_val *ca = vals(A, nw + 1);
   ca[0] = wf_ad_op2(A, WF_OP_LT, boolt(A), b0->params[0], k);
-  for (int i = 0; i < nw; i++) ca[1 + i] = b0->params[i];
+  for (int i = 0; i < nw; i++)
+    ca[1 + i] = b0->params[i];
   wf_ad_emit(A, WF_OP_COND, nw + 1, ca, 0, NULL, 0);
   A->b.block = b1;
-  for (int j = 0; j < nst; j++) A->map[B0->params[j]] = b1->params[1 + j];
+  for (int j = 0; j < nst; j++)
+    A->map[B0->params[j]] = b1->params[1 + j];
   replay_block(A, B0);
   wf_val *pv = vals(A, np);
-  for (int j = 0; j < np; j++) pv[j] = tmap(A, B0->last->args[1 + j]);
-  for (int j = 0; j < np; j++) A->map[B1->params[j]] = pv[j];
+  for (int j = 0; j < np; j++)
+    pv[j] = tmap(A, B0->last->args[1 + j]);
+  for (int j = 0; j < np; j++)
+    A->map[B1->params[j]] = pv[j];
   replay_block(A, B1);
   wf_val *y = vals(A, nw);
   y[0] = wf_ad_op2(A, WF_OP_ADD, i32, b1->params[0], consti(A, i32, 1));
-  for (int j = 0; j < nst; j++) y[1 + j] = tmap(A, B1->last->args[j]);
+  for (int j = 0; j < nst; j++)
+    y[1 + j] = tmap(A, B1->last->args[j]);
   wf_ad_emit(A, WF_OP_YIELD, nw, y, 0, NULL, 0);
   A->b.block = old;
   return W;
@@ -807,51 +886,75 @@ static void rev_while(wf_adctx *A, wf_inst *in) {
   wf_val k = wf_ad_op2(A, WF_OP_SUB, i32, N, bp[0]);
   wf_inst *W = recompute_while(A, in, k);
   wf_val *sk = W->res + 1;
-  for (int i = 0; i < cs.n; i++) A->adj[cs.v[i]] = bp[1 + nds + i];
+  for (int i = 0; i < cs.n; i++)
+    A->adj[cs.v[i]] = bp[1 + nds + i];
   /* v_k = before(s_k), for the reverse of after(v_k) */
-  for (int j = 0; j < nst; j++) A->map[B0->params[j]] = sk[j];
+  for (int j = 0; j < nst; j++)
+    A->map[B0->params[j]] = sk[j];
   replay_block(A, B0);
   wf_val *vk = vals(A, np);
-  for (int j = 0; j < np; j++) vk[j] = tmap(A, B0->last->args[1 + j]);
+  for (int j = 0; j < np; j++)
+    vk[j] = tmap(A, B0->last->args[1 + j]);
   /* adj(v_k): from after's reverse (k < N) or the loop's results (k = N) */
   int ni = ndp + cs.n;
   const wf_type **it = wf_ad_scratch(A, sizeof(*it) * (size_t)(ni + 1));
-  for (int d = 0; d < ndp; d++) it[d] = ptype(A, B1->params[dp[d]]);
-  for (int i = 0; i < cs.n; i++) it[ndp + i] = ct[nds + i];
+  for (int d = 0; d < ndp; d++)
+    it[d] = ptype(A, B1->params[dp[d]]);
+  for (int i = 0; i < cs.n; i++)
+    it[ndp + i] = ct[nds + i];
   wf_val *saved_cap = vals(A, cs.n), *y = vals(A, ni), *seeds = vals(A, nst);
-  for (int i = 0; i < cs.n; i++) saved_cap[i] = A->adj[cs.v[i]];
+  for (int i = 0; i < cs.n; i++)
+    saved_cap[i] = A->adj[cs.v[i]];
   wf_ad_if s;
   wf_ad_if_begin(A, &s, wf_ad_op2(A, WF_OP_LT, boolt(A), k, N), ni, it);
-  for (int d = 0; d < nds; d++) seeds[ds[d]] = bp[1 + d];
+  for (int d = 0; d < nds; d++)
+    seeds[ds[d]] = bp[1 + d];
   reverse_region(A, B1, vk, seeds);
-  for (int d = 0; d < ndp; d++) y[d] = adjz(A, B1->params[dp[d]]);
-  for (int i = 0; i < cs.n; i++) y[ndp + i] = A->adj[cs.v[i]];
+  for (int d = 0; d < ndp; d++)
+    y[d] = adjz(A, B1->params[dp[d]]);
+  for (int i = 0; i < cs.n; i++)
+    y[ndp + i] = A->adj[cs.v[i]];
   wf_ad_if_else(A, &s, y);
-  for (int d = 0; d < ndp; d++) y[d] = adjz(A, in->res[dp[d]]);
-  for (int i = 0; i < cs.n; i++) y[ndp + i] = saved_cap[i];
+  for (int d = 0; d < ndp; d++)
+    y[d] = adjz(A, in->res[dp[d]]);
+  for (int i = 0; i < cs.n; i++)
+    y[ndp + i] = saved_cap[i];
   wf_ad_if_end(A, &s, y);
-  for (int i = 0; i < cs.n; i++) A->adj[cs.v[i]] = s.in->res[ndp + i];
+  for (int i = 0; i < cs.n; i++)
+    A->adj[cs.v[i]] = s.in->res[ndp + i];
   /* reverse of before(s_k), seeded with adj(v_k) */
   wf_val *pseeds = vals(A, np);
-  for (int d = 0; d < ndp; d++) pseeds[dp[d]] = s.in->res[d];
+  for (int d = 0; d < ndp; d++)
+    pseeds[dp[d]] = s.in->res[d];
   reverse_region(A, B0, sk, pseeds);
   wf_val *ly = vals(A, nc);
-  for (int d = 0; d < nds; d++) ly[d] = adjz(A, B0->params[ds[d]]);
-  for (int i = 0; i < cs.n; i++) ly[nds + i] = A->adj[cs.v[i]];
+  for (int d = 0; d < nds; d++)
+    ly[d] = adjz(A, B0->params[ds[d]]);
+  for (int i = 0; i < cs.n; i++)
+    ly[nds + i] = A->adj[cs.v[i]];
   wf_ad_emit(A, WF_OP_YIELD, nc, ly, 0, NULL, 0);
   A->b.block = saved;
   A->b.loc = in->loc;
-  for (int d = 0; d < nds; d++) wf_ad_acc(A, in->args[ds[d]], L->res[d]);
-  for (int i = 0; i < cs.n; i++) A->adj[cs.v[i]] = L->res[nds + i];
+  for (int d = 0; d < nds; d++)
+    wf_ad_acc(A, in->args[ds[d]], L->res[d]);
+  for (int i = 0; i < cs.n; i++)
+    A->adj[cs.v[i]] = L->res[nds + i];
 }
 
 static void reverse_inst(wf_adctx *A, wf_inst *in) {
   A->b.loc = in->loc;
   switch (in->op) {
-  case WF_OP_IF: rev_if(A, in); return;
-  case WF_OP_FOR: rev_for(A, in); return;
-  case WF_OP_WHILE: rev_while(A, in); return;
-  default: break;
+  case WF_OP_IF:
+    rev_if(A, in);
+    return;
+  case WF_OP_FOR:
+    rev_for(A, in);
+    return;
+  case WF_OP_WHILE:
+    rev_while(A, in);
+    return;
+  default:
+    break;
   }
   const wf_ad_rule *r = wf_ad_rule_of(in->op);
   if (!r || !inst_diff(A, in)) return;
@@ -874,7 +977,8 @@ static void check_calls(wf_adctx *A, const wf_block *bl) {
     if (in->op == WF_OP_CALL)
       wf_ad_fail(A, in, "autodiff: call of function %d was not inlined before differentiation",
                  (int)in->imm);
-    for (int k = 0; k < in->nblocks; k++) check_calls(A, in->blocks[k]);
+    for (int k = 0; k < in->nblocks; k++)
+      check_calls(A, in->blocks[k]);
   }
 }
 
@@ -883,7 +987,8 @@ static void build(wf_adctx *A, const char *name) {
   wf_func *pf = A->pf;
   check_calls(A, pf->body);
   int na = 0;
-  for (int i = 0; i < pf->nparams; i++) na += ptype(A, pf->params[i])->kind == WF_T_ARRAY;
+  for (int i = 0; i < pf->nparams; i++)
+    na += ptype(A, pf->params[i])->kind == WF_T_ARRAY;
   const wf_type **pt = wf_ad_scratch(A, sizeof(*pt) * (size_t)(pf->nparams + na + 1));
   int q = pf->nparams;
   for (int i = 0; i < pf->nparams; i++) {
@@ -916,7 +1021,8 @@ static void build(wf_adctx *A, const char *name) {
 }
 
 static void ctx_free(wf_adctx *A) {
-  for (int i = 0; i < A->nallocs; i++) free(A->allocs[i]);
+  for (int i = 0; i < A->nallocs; i++)
+    free(A->allocs[i]);
   free(A->allocs);
   free(A->map);
   free(A);
@@ -962,8 +1068,10 @@ int wf_ad_kernel(wf_module *m, int kernel_index, char *err, size_t n) {
   A->stamp_in = maps + 4 * np;
   A->stamp_seen = maps + 5 * np;
   A->need = (uint8_t *)(maps + 6 * np);
-  for (int32_t i = 0; i < 4 * np; i++) maps[i] = WF_NOVAL;
-  for (int32_t i = 4 * np; i < 6 * np; i++) maps[i] = 0;
+  for (int32_t i = 0; i < 4 * np; i++)
+    maps[i] = WF_NOVAL;
+  for (int32_t i = 4 * np; i < 6 * np; i++)
+    maps[i] = 0;
   memset(A->need, 0, (size_t)np);
   wf_func_fix_parents(pf);
   int nf0 = m->nfuncs;

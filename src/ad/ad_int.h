@@ -61,8 +61,8 @@ WF_IR_INTERNAL const wf_ad_rule *wf_ad_rule_of(wf_op op);
 /* ---- helpers for rules (ad.c) ---- */
 WF_IR_INTERNAL _Noreturn void wf_ad_fail(wf_adctx *A, const wf_inst *at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-WF_IR_INTERNAL int wf_ad_difft(const wf_type *t);       /* has float components */
-WF_IR_INTERNAL wf_val wf_ad_primal(wf_adctx *A, wf_val v); /* replayed copy of v */
+WF_IR_INTERNAL int wf_ad_difft(const wf_type *t);                     /* has float components */
+WF_IR_INTERNAL wf_val wf_ad_primal(wf_adctx *A, wf_val v);            /* replayed copy of v */
 WF_IR_INTERNAL void wf_ad_acc(wf_adctx *A, wf_val v, wf_val contrib); /* adj[v] += contrib */
 WF_IR_INTERNAL wf_val wf_ad_zero(wf_adctx *A, const wf_type *t);
 WF_IR_INTERNAL wf_val wf_ad_constf(wf_adctx *A, const wf_type *t, double x);

@@ -80,8 +80,12 @@ static void route(wf_adctx *A, const wf_inst *in, const wf_val *g, wf_op cmp) {
   ACC(0, wf_ad_op3(A, WF_OP_SELECT, t, c, g[0], z));
   ACC(1, wf_ad_op3(A, WF_OP_SELECT, t, c, z, g[0]));
 }
-static void r_min(wf_adctx *A, const wf_inst *in, const wf_val *g) { route(A, in, g, WF_OP_LT); }
-static void r_max(wf_adctx *A, const wf_inst *in, const wf_val *g) { route(A, in, g, WF_OP_GT); }
+static void r_min(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  route(A, in, g, WF_OP_LT);
+}
+static void r_max(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  route(A, in, g, WF_OP_GT);
+}
 static void r_abs(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   const wf_type *t = RT(in);
   wf_val neg = wf_ad_op2(A, WF_OP_LT, wf_t_bool(A->T), X(0), wf_ad_zero(A, t));
@@ -190,7 +194,8 @@ static void r_load(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   wf_ad_if_begin(A, &s, pr, 0, NULL);
   wf_val args[WF_AD_MAXIDX + 2];
   args[0] = sh;
-  for (int k = 1; k < in->nargs; k++) args[k] = X(k);
+  for (int k = 1; k < in->nargs; k++)
+    args[k] = X(k);
   args[in->nargs] = g[0];
   const wf_type *et = RT(in);
   wf_ad_emit(A, WF_OP_ATOMIC_ADD, in->nargs + 1, args, 1, &et, 0);
@@ -208,7 +213,8 @@ static void r_store(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   wf_ad_if_begin(A, &s, pr, 1, &vt);
   wf_val args[WF_AD_MAXIDX + 1];
   args[0] = sh;
-  for (int k = 1; k < nv; k++) args[k] = X(k);
+  for (int k = 1; k < nv; k++)
+    args[k] = X(k);
   wf_val l = wf_ad_emit(A, WF_OP_LOAD, nv, args, 1, &vt, 0)->res[0];
   wf_ad_if_else(A, &s, &l);
   wf_val z = wf_ad_zero(A, vt);
@@ -245,9 +251,9 @@ static const wf_ad_rule rules_tab[WF_OP__COUNT] = {
 ** differentiable and of the ops with a rule must be equal. A new DIFF op
 ** without a rule (or a rule for a non-DIFF op) stops the build here. */
 _Static_assert(WF_OP__COUNT <= 128, "op bit sets hold 128 ops");
-#define WF_AD_BIT(op, half) (((op) >> 6) == (half) ? 1ULL << ((op) & 63) : 0ULL)
-#define WF_AD_DIFF_LO(e, s, na, nr, fl) | (((fl) & WF_OPF_DIFF) ? WF_AD_BIT(WF_OP_##e, 0) : 0ULL)
-#define WF_AD_DIFF_HI(e, s, na, nr, fl) | (((fl) & WF_OPF_DIFF) ? WF_AD_BIT(WF_OP_##e, 1) : 0ULL)
+#define WF_AD_BIT(op, half) (((op) >> 6) == (half) ? 1ULL << ((op)&63) : 0ULL)
+#define WF_AD_DIFF_LO(e, s, na, nr, fl) | (((fl)&WF_OPF_DIFF) ? WF_AD_BIT(WF_OP_##e, 0) : 0ULL)
+#define WF_AD_DIFF_HI(e, s, na, nr, fl) | (((fl)&WF_OPF_DIFF) ? WF_AD_BIT(WF_OP_##e, 1) : 0ULL)
 #define WF_AD_RULE_LO(op, fn, rd) | WF_AD_BIT(WF_OP_##op, 0)
 #define WF_AD_RULE_HI(op, fn, rd) | WF_AD_BIT(WF_OP_##op, 1)
 _Static_assert((0ULL WF_IRDEF(WF_AD_DIFF_LO)) == (0ULL WF_AD_RULES(WF_AD_RULE_LO)) &&

@@ -309,7 +309,7 @@ static wf_expr *subexpr(P *p, int limit) {
   } else {
     e = simpleexp(p);
   }
-  int right, lp;
+  int right = 0, lp;
   while ((lp = binprio(TOK, &right)) > limit) {
     int op = TOK;
     int oline = p->X.t.line, ocol = p->X.t.col;

@@ -88,8 +88,10 @@ static int launch(wf_func *fn, void *entry, int64_t n, wf_array **arrs, const in
   int na = 0, ni = 0;
   for (int p = 0; p < fn->nparams; p++) {
     const wf_type *t = wf_vtype(fn, fn->params[p]);
-    if (t->kind == WF_T_ARRAY) memcpy(args + offs[p], &arrs[na++], sizeof(void *));
-    else memcpy(args + offs[p], &ints[ni++], 4);
+    if (t->kind == WF_T_ARRAY)
+      memcpy(args + offs[p], &arrs[na++], sizeof(void *));
+    else
+      memcpy(args + offs[p], &ints[ni++], 4);
   }
   int rc = wf_cpu_launch(RT, entry, 1, &n, args, 1);
   if (rc) fprintf(stderr, "launch: %s\n", wf_rt_errmsg(RT));
@@ -125,8 +127,10 @@ static double loss(adk *k, const gspec *g, double **in, double **w) {
   launch(k->pf, k->pk, g->nthreads, pa, g->ints);
   double L = 0;
   for (int i = g->nin; i < g->narr; i++)
-    for (int64_t j = 0; j < g->len[i]; j++) L += w[i][j] * bufs[i][j];
-  for (int i = 0; i < g->narr; i++) free(bufs[i]);
+    for (int64_t j = 0; j < g->len[i]; j++)
+      L += w[i][j] * bufs[i][j];
+  for (int i = 0; i < g->narr; i++)
+    free(bufs[i]);
   return L;
 }
 
@@ -158,8 +162,10 @@ static double gradcheck(const gspec *g) {
     grad[i] = calloc((size_t)g->len[i], 8);
     out[i] = calloc((size_t)g->len[i], 8);
     for (int64_t j = 0; j < g->len[i]; j++) {
-      if (i < g->nin) in[i][j] = urand(&seed, g->lo, g->hi);
-      else w[i][j] = urand(&seed, -1, 1);
+      if (i < g->nin)
+        in[i][j] = urand(&seed, g->lo, g->hi);
+      else
+        w[i][j] = urand(&seed, -1, 1);
     }
   }
   /* forward, then adjoint (as a tape does) */
@@ -168,11 +174,14 @@ static double gradcheck(const gspec *g) {
   for (int i = 0; i < g->narr; i++) {
     memcpy(out[i], in[i], (size_t)g->len[i] * 8);
     a[i] = mkarr(g->len[i], out[i]);
-    if (i < g->nin) memset(grad[i], 0, (size_t)g->len[i] * 8);
-    else memcpy(grad[i], w[i], (size_t)g->len[i] * 8);
+    if (i < g->nin)
+      memset(grad[i], 0, (size_t)g->len[i] * 8);
+    else
+      memcpy(grad[i], w[i], (size_t)g->len[i] * 8);
     a[g->narr + i] = mkarr(g->len[i], grad[i]);
   }
-  for (int i = 0; i < 2 * g->narr; i++) pa[i] = &a[i];
+  for (int i = 0; i < 2 * g->narr; i++)
+    pa[i] = &a[i];
   launch(k.pf, k.pk, g->nthreads, pa, g->ints);
   launch(k.af, k.ak, g->nthreads, pa, g->ints);
   double worst = 0;
@@ -188,9 +197,12 @@ static double gradcheck(const gspec *g) {
       double fd = (lp - lm) / (2 * h);
       double e = fabs(fd - grad[i][j]) / (1e-6 + fabs(fd));
       if (e > worst) worst = e;
-      if (e > 1e-4) fprintf(stderr, "%s: d/d%d[%ld]: adjoint %.9g, differences %.9g\n", g->name, i, (long)j, grad[i][j], fd);
+      if (e > 1e-4)
+        fprintf(stderr, "%s: d/d%d[%ld]: adjoint %.9g, differences %.9g\n", g->name, i, (long)j,
+                grad[i][j], fd);
     }
-  for (int i = 0; i < g->narr; i++) free(in[i]), free(w[i]), free(grad[i]), free(out[i]);
+  for (int i = 0; i < g->narr; i++)
+    free(in[i]), free(w[i]), free(grad[i]), free(out[i]);
   return worst;
 }
 
@@ -201,7 +213,7 @@ static double gradcheck(const gspec *g) {
     irt_checks++;                                                                                  \
     if (!(e_ < 1e-5)) {                                                                            \
       irt_failures++;                                                                              \
-      fprintf(stderr, "%s:%d: gradient check '%s' failed (worst relative error %g)\n", __FILE__,  \
+      fprintf(stderr, "%s:%d: gradient check '%s' failed (worst relative error %g)\n", __FILE__,   \
               __LINE__, g_.name, e_);                                                              \
     }                                                                                              \
   } while (0)
@@ -210,17 +222,18 @@ static double gradcheck(const gspec *g) {
 
 /* Every unary op u: out[k*N + i] = u(x[i]); binary: out = b(x[i], z[i]). */
 static char *ops_kernel(void) {
-  static const char *un[] = {"neg", "abs", "sqrt", "exp", "log", "sin", "cos", "tan", "asin",
-                             "acos", "atan", "sinh", "cosh", "tanh", "sign", "floor", "ceil",
-                             "round"};
+  static const char *un[] = {"neg",  "abs",  "sqrt", "exp",   "log",  "sin",
+                             "cos",  "tan",  "asin", "acos",  "atan", "sinh",
+                             "cosh", "tanh", "sign", "floor", "ceil", "round"};
   static const char *bin[] = {"add", "sub", "mul", "div", "mod", "pow", "min", "max", "atan2"};
   size_t cap = 16384;
   char *s = malloc(cap);
   int n = 0, v = 7;
-  n += snprintf(s + n, cap - n,
-                "kernel @ops(%%0:array<f64,1>, %%1:array<f64,1>, %%2:array<f64,1>) chunk \"@ops.lua\" {\n"
-                "  %%3:i32 = tid 0\n  %%4:f64 = load %%0, %%3\n  %%5:f64 = load %%1, %%3\n"
-                "  %%6:i32 = shape %%0, 0\n");
+  n += snprintf(
+      s + n, cap - n,
+      "kernel @ops(%%0:array<f64,1>, %%1:array<f64,1>, %%2:array<f64,1>) chunk \"@ops.lua\" {\n"
+      "  %%3:i32 = tid 0\n  %%4:f64 = load %%0, %%3\n  %%5:f64 = load %%1, %%3\n"
+      "  %%6:i32 = shape %%0, 0\n");
   int k = 0;
   for (size_t u = 0; u < sizeof un / sizeof *un; u++, k++) {
     n += snprintf(s + n, cap - n,
@@ -259,8 +272,33 @@ static const char *powloop_ir =
 
 /* y[i] = sum_j sin(x[j]) * x[i] * w[j]: an accumulator loop (no recompute);
 ** loads inside the loop accumulate atomically into adj_x[j]. */
-static const char *accum_ir =
-    "kernel @accum(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) {\n"
+static const char *accum_ir = "kernel @accum(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) {\n"
+                              "  %3:i32 = tid 0\n"
+                              "  %4:f64 = load %0, %3\n"
+                              "  %5:f64 = const 0.0\n"
+                              "  %6:i32 = const 0\n"
+                              "  %7:i32 = shape %0, 0\n"
+                              "  %8:i32 = const 1\n"
+                              "  %9:i32 = sub %7, %8\n"
+                              "  %10:f64 = for %6, %9, %8 iter(%5) {\n"
+                              "  ^(%11:i32, %12:f64):\n"
+                              "    %13:f64 = load %0, %11\n"
+                              "    %14:f64 = load %1, %11\n"
+                              "    %15:f64 = sin %13\n"
+                              "    %16:f64 = mul %15, %4\n"
+                              "    %17:f64 = mul %16, %14\n"
+                              "    %18:f64 = add %12, %17\n"
+                              "    yield %18\n"
+                              "  }\n"
+                              "  store %2, %3, %10\n"
+                              "  ret\n"
+                              "}\n";
+
+/* The accumulator's final value is read after the loop (by a mul): the
+** loop must still be reversed without recomputation (the body's reverse
+** does not read the carried value). */
+static const char *accum_after_ir =
+    "kernel @accum2(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) {\n"
     "  %3:i32 = tid 0\n"
     "  %4:f64 = load %0, %3\n"
     "  %5:f64 = const 0.0\n"
@@ -270,48 +308,45 @@ static const char *accum_ir =
     "  %9:i32 = sub %7, %8\n"
     "  %10:f64 = for %6, %9, %8 iter(%5) {\n"
     "  ^(%11:i32, %12:f64):\n"
-    "    %13:f64 = load %0, %11\n"
-    "    %14:f64 = load %1, %11\n"
-    "    %15:f64 = sin %13\n"
-    "    %16:f64 = mul %15, %4\n"
-    "    %17:f64 = mul %16, %14\n"
-    "    %18:f64 = add %12, %17\n"
-    "    yield %18\n"
+    "    %13:f64 = load %1, %11\n"
+    "    %14:f64 = mul %13, %13\n"
+    "    %15:f64 = add %12, %14\n"
+    "    yield %15\n"
     "  }\n"
-    "  store %2, %3, %10\n"
+    "  %16:f64 = mul %10, %4\n"
+    "  store %2, %3, %16\n"
     "  ret\n"
     "}\n";
 
 /* Data-dependent while: v = x; n = 0; while v > 0.3 do v = v*0.7 + 0.01*z; n++ end
 ** y = v * v + n (trip count depends on x). */
-static const char *while_ir =
-    "kernel @wh(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) {\n"
-    "  %3:i32 = tid 0\n"
-    "  %4:f64 = load %0, %3\n"
-    "  %5:f64 = load %1, %3\n"
-    "  %6:f64 = const 0.3\n"
-    "  %7:f64 = const 0.7\n"
-    "  %8:f64 = const 0.01\n"
-    "  %9:i32 = const 0\n"
-    "  %10:i32 = const 1\n"
-    "  %11:f64, %12:i32 = while iter(%4, %9) {\n"
-    "  ^(%13:f64, %14:i32):\n"
-    "    %15:bool = gt %13, %6\n"
-    "    condition %15, %13, %14\n"
-    "  } do {\n"
-    "  ^(%16:f64, %17:i32):\n"
-    "    %18:f64 = mul %16, %7\n"
-    "    %19:f64 = mul %8, %5\n"
-    "    %20:f64 = add %18, %19\n"
-    "    %21:i32 = add %17, %10\n"
-    "    yield %20, %21\n"
-    "  }\n"
-    "  %22:f64 = mul %11, %11\n"
-    "  %23:f64 = cast %12\n"
-    "  %24:f64 = add %22, %23\n"
-    "  store %2, %3, %24\n"
-    "  ret\n"
-    "}\n";
+static const char *while_ir = "kernel @wh(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) {\n"
+                              "  %3:i32 = tid 0\n"
+                              "  %4:f64 = load %0, %3\n"
+                              "  %5:f64 = load %1, %3\n"
+                              "  %6:f64 = const 0.3\n"
+                              "  %7:f64 = const 0.7\n"
+                              "  %8:f64 = const 0.01\n"
+                              "  %9:i32 = const 0\n"
+                              "  %10:i32 = const 1\n"
+                              "  %11:f64, %12:i32 = while iter(%4, %9) {\n"
+                              "  ^(%13:f64, %14:i32):\n"
+                              "    %15:bool = gt %13, %6\n"
+                              "    condition %15, %13, %14\n"
+                              "  } do {\n"
+                              "  ^(%16:f64, %17:i32):\n"
+                              "    %18:f64 = mul %16, %7\n"
+                              "    %19:f64 = mul %8, %5\n"
+                              "    %20:f64 = add %18, %19\n"
+                              "    %21:i32 = add %17, %10\n"
+                              "    yield %20, %21\n"
+                              "  }\n"
+                              "  %22:f64 = mul %11, %11\n"
+                              "  %23:f64 = cast %12\n"
+                              "  %24:f64 = add %22, %23\n"
+                              "  store %2, %3, %24\n"
+                              "  ret\n"
+                              "}\n";
 
 /* Branches with results and stores inside branches. */
 static const char *if_ir =
@@ -339,61 +374,58 @@ static const char *if_ir =
 
 /* Aggregates: v = vec3(x, 2x, z); u = v with v.y := z*z; y = dot(u, u);
 ** atomic_add(sum, 0, y) from every thread. */
-static const char *agg_ir =
-    "kernel @agg(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) {\n"
-    "  %3:i32 = tid 0\n"
-    "  %4:f64 = load %0, %3\n"
-    "  %5:f64 = load %1, %3\n"
-    "  %6:f64 = add %4, %4\n"
-    "  %7:vec3d = agg %4, %6, %5\n"
-    "  %8:f64 = mul %5, %5\n"
-    "  %9:vec3d = insert %7, %8, 1\n"
-    "  %10:f64 = extract %9, 0\n"
-    "  %11:f64 = extract %9, 1\n"
-    "  %12:f64 = extract %9, 2\n"
-    "  %13:f64 = mul %10, %10\n"
-    "  %14:f64 = mul %11, %12\n"
-    "  %15:f64 = add %13, %14\n"
-    "  %16:i32 = const 0\n"
-    "  %17:f64 = atomic_add %2, %16, %15\n"
-    "  ret\n"
-    "}\n";
+static const char *agg_ir = "kernel @agg(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) {\n"
+                            "  %3:i32 = tid 0\n"
+                            "  %4:f64 = load %0, %3\n"
+                            "  %5:f64 = load %1, %3\n"
+                            "  %6:f64 = add %4, %4\n"
+                            "  %7:vec3d = agg %4, %6, %5\n"
+                            "  %8:f64 = mul %5, %5\n"
+                            "  %9:vec3d = insert %7, %8, 1\n"
+                            "  %10:f64 = extract %9, 0\n"
+                            "  %11:f64 = extract %9, 1\n"
+                            "  %12:f64 = extract %9, 2\n"
+                            "  %13:f64 = mul %10, %10\n"
+                            "  %14:f64 = mul %11, %12\n"
+                            "  %15:f64 = add %13, %14\n"
+                            "  %16:i32 = const 0\n"
+                            "  %17:f64 = atomic_add %2, %16, %15\n"
+                            "  ret\n"
+                            "}\n";
 
 /* Nested loops: s = x; for a = 1, n { for b = 1, 2 { s = s * c + sin(s) } } */
-static const char *nested_ir =
-    "kernel @nest(%0:array<f64,1>, %1:array<f64,1>, %2:i32) {\n"
-    "  %3:i32 = tid 0\n"
-    "  %4:f64 = load %0, %3\n"
-    "  %5:f64 = const 0.9\n"
-    "  %6:i32 = const 1\n"
-    "  %7:i32 = const 2\n"
-    "  %8:f64 = for %6, %2, %6 iter(%4) {\n"
-    "  ^(%9:i32, %10:f64):\n"
-    "    %11:f64 = for %6, %7, %6 iter(%10) {\n"
-    "    ^(%12:i32, %13:f64):\n"
-    "      %14:f64 = mul %13, %5\n"
-    "      %15:f64 = sin %13\n"
-    "      %16:f64 = add %14, %15\n"
-    "      yield %16\n"
-    "    }\n"
-    "    yield %11\n"
-    "  }\n"
-    "  store %1, %3, %8\n"
-    "  ret\n"
-    "}\n";
+static const char *nested_ir = "kernel @nest(%0:array<f64,1>, %1:array<f64,1>, %2:i32) {\n"
+                               "  %3:i32 = tid 0\n"
+                               "  %4:f64 = load %0, %3\n"
+                               "  %5:f64 = const 0.9\n"
+                               "  %6:i32 = const 1\n"
+                               "  %7:i32 = const 2\n"
+                               "  %8:f64 = for %6, %2, %6 iter(%4) {\n"
+                               "  ^(%9:i32, %10:f64):\n"
+                               "    %11:f64 = for %6, %7, %6 iter(%10) {\n"
+                               "    ^(%12:i32, %13:f64):\n"
+                               "      %14:f64 = mul %13, %5\n"
+                               "      %15:f64 = sin %13\n"
+                               "      %16:f64 = add %14, %15\n"
+                               "      yield %16\n"
+                               "    }\n"
+                               "    yield %11\n"
+                               "  }\n"
+                               "  store %1, %3, %8\n"
+                               "  ret\n"
+                               "}\n";
 
 /* A call left in the kernel: a positioned error. */
-static const char *call_ir =
-    "func @f(%0:f64) -> f64 {\n"
-    "  ret %0\n"
-    "}\n"
-    "kernel @k(%0:array<f64,1>) chunk \"@spec/k_spec.lua\" {\n"
-    "  %1:i32 = tid 0\n"
-    "  %2:f64 = load %0, %1\n"
-    "  %3:f64 = call @f(%2) !12:5\n"
-    "  store %0, %1, %3\n"
-    "  ret\n"
-    "}\n";
+static const char *call_ir = "func @f(%0:f64) -> f64 {\n"
+                             "  ret %0\n"
+                             "}\n"
+                             "kernel @k(%0:array<f64,1>) chunk \"@spec/k_spec.lua\" {\n"
+                             "  %1:i32 = tid 0\n"
+                             "  %2:f64 = load %0, %1\n"
+                             "  %3:f64 = call @f(%2) !12:5\n"
+                             "  store %0, %1, %3\n"
+                             "  ret\n"
+                             "}\n";
 
 static void test_ops(void) {
   char *ir = ops_kernel();
@@ -406,6 +438,7 @@ static void test_loops(void) {
   GRADCHECK("powloop n=0", powloop_ir, 8, 2, 1, {8, 8}, 0.5, 1.5, {0});
   GRADCHECK("powloop n=1", powloop_ir, 8, 2, 1, {8, 8}, 0.5, 1.5, {1});
   GRADCHECK("accum", accum_ir, 12, 3, 2, {12, 12, 12}, -1, 1, {0});
+  GRADCHECK("accum, read after", accum_after_ir, 8, 3, 2, {8, 8, 8}, -1, 1, {0});
   GRADCHECK("while", while_ir, 16, 3, 2, {16, 16, 16}, 0.2, 3.0, {0});
   GRADCHECK("nested", nested_ir, 6, 2, 1, {6, 6}, 0.1, 1.0, {3});
 }
@@ -424,6 +457,9 @@ static void test_structure(void) {
   CHECK(k.text && !strstr(k.text, "while"));
   CHECK(k.af && k.af->nparams == 6 && k.af->is_kernel);
   CHECK_STR(k.af ? k.af->name : NULL, "adj_accum");
+  adk_free(&k);
+  CHECK(prep(accum_after_ir, &k, err, sizeof err) == 0);
+  CHECK(k.text && !strstr(k.text, "while"));
   adk_free(&k);
   CHECK(prep(powloop_ir, &k, err, sizeof err) == 0);
   CHECK(k.text && strstr(k.text, "while"));

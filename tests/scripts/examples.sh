@@ -1,6 +1,15 @@
 #!/usr/bin/env bash
 # The examples run and print what they promise.
 set -euo pipefail
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 "$BUILD/embed" | grep -q "embed: ok"
-"$BUILD/weft" examples/hello.lua
+out=$("$BUILD/weft" examples/hello.lua)
+echo "$out"
+echo "$out" | grep -q "y\[0\] = 7, y\[999999\] = 7"
+echo "$out" | grep -q "|(3,4,0)| = 5, |(1,2,2)| = 3"
+out=$("$BUILD/weft" examples/particles.lua "$tmp/p.ppm" 100)
+echo "$out"
+echo "$out" | grep -qE "20000 particles, 100 steps, [1-9][0-9]* lit pixels"
+head -c 15 "$tmp/p.ppm" | grep -q "P6"
+[ "$(stat -c %s "$tmp/p.ppm")" -eq $((15 + 256 * 256 * 3)) ]
 echo ok
