@@ -39,6 +39,9 @@ return function(weft)
   local voidpp_ptr = ffi.typeof("void **")
   local trail_ct = ffi.typeof("int64_t[2]")
   local charpp = ffi.typeof("const char *[1]")
+  -- scratch slots (one Lua state runs one call at a time)
+  local scalar_slot, trail_slot = charpp(), trail_ct()
+  local NOTRAIL = {}
 
   -- The runtime's last message without its "weft: fn: " prefix.
   local function errmsg() return (ffi.string(C.wf_rt_errmsg(rt)):gsub("^weft: [%w_]+: ", "")) end
@@ -89,7 +92,7 @@ return function(weft)
     end
     local p = ffi.cast(voidp, ptr)
     local vflag = versioned and 1 or 0
-    local t, s, trail = nil, nil, {}
+    local t, s, trail = nil, nil, NOTRAIL
     if dtype ~= nil then
       t = weft.type_from_name(dtype)
       if t then s, trail = layout(t) end
@@ -99,8 +102,9 @@ return function(weft)
       end
     end
     local a = ArrayCT()
-    local scalar = charpp()
-    if C.wf_dlpack_import(rt, p, vflag, #trail, trail_ct(trail[1] or 0, trail[2] or 0), a.h, scalar) ~= 0 then
+    local scalar = scalar_slot
+    trail_slot[0], trail_slot[1] = trail[1] or 0, trail[2] or 0
+    if C.wf_dlpack_import(rt, p, vflag, #trail, trail_slot, a.h, scalar) ~= 0 then
       raise("weft.from_dlpack: %s", errmsg())
     end
     ffi.gc(a, finalize)
@@ -130,7 +134,11 @@ return function(weft)
     return a
   end
 
-  function I.import(ptr, versioned, dtype) return weft.from_dlpack(ptr, versioned, dtype) end
+  -- The array and its type's name (the fast path of src/interop/pyapi.c).
+  function I.import(ptr, versioned, dtype)
+    local a = weft.from_dlpack(ptr, versioned, dtype)
+    return a, weft.types[a.h.dtype].name
+  end
 
   -- Export v and store the tensor pointer in the C slot (a light userdata).
   function I.export(v, versioned, copy, slot)

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <llvm-c/Core.h>
@@ -230,15 +231,81 @@ void wf_jit_free(wf_jit *j) {
   free(j);
 }
 
+/* The Lua state's JIT. Creating an LLJIT costs about a millisecond, so
+** wf_cpu_register starts it on a background thread when the library loads;
+** the first compile (or cache load) joins that thread. */
 typedef struct jit_ud {
   wf_jit *j;
+  pthread_t th;
+  int started; /* the background thread is running or not yet joined */
+  char err[512];
 } jit_ud;
+
+static void *jit_thread(void *arg) {
+  jit_ud *u = arg;
+  u->j = wf_jit_new(u->err, sizeof u->err);
+  return NULL;
+}
+
+static void jit_join(jit_ud *u) {
+  if (u->started) {
+    pthread_join(u->th, NULL);
+    u->started = 0;
+  }
+}
 
 static int jit_gc(lua_State *L) {
   jit_ud *u = luaL_checkudata(L, 1, JIT_MT);
+  jit_join(u);
   wf_jit_free(u->j);
   u->j = NULL;
   return 0;
+}
+
+/* Makes the registry's JIT holder (and starts the background creation). */
+static jit_ud *jit_holder(lua_State *L, int start) {
+  jit_ud *u = lua_newuserdata(L, sizeof *u);
+  memset(u, 0, sizeof *u);
+  if (luaL_newmetatable(L, JIT_MT)) {
+    lua_pushcfunction(L, jit_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  lua_setfield(L, LUA_REGISTRYINDEX, JIT_MT ".instance");
+  if (start && pthread_create(&u->th, NULL, jit_thread, u) == 0) u->started = 1;
+  return u;
+}
+
+/* The state's JIT; raises a Lua error when it cannot be made. */
+static wf_jit *get_jit(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, JIT_MT ".instance");
+  jit_ud *u = luaL_testudata(L, -1, JIT_MT);
+  lua_pop(L, 1);
+  if (!u) u = jit_holder(L, 0);
+  jit_join(u);
+  if (!u->j) u->j = wf_jit_new(u->err, sizeof u->err);
+  if (!u->j) luaL_error(L, "%s", u->err);
+  return u->j;
+}
+
+/* ---------------------------------------------------------------------
+** compiling
+** --------------------------------------------------------------------- */
+static int dump_llvm(void) {
+  const char *d = getenv("WEFT_DUMP");
+  return d && strstr(d, "llvm") != NULL;
+}
+
+/* WEFT_DUMP=time: compile phases on stderr. */
+static int dump_time(void) {
+  const char *d = getenv("WEFT_DUMP");
+  return d && strstr(d, "time") != NULL;
+}
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts); /* compile cost, not machine load */
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
 /* The target machine for code generation, made at the first compile (a
@@ -259,34 +326,6 @@ static int jit_tm(wf_jit *j, char *err, size_t es) {
     return -1;
   }
   return 0;
-}
-
-/* The state's JIT, made on first use; raises a Lua error on failure. */
-static wf_jit *get_jit(lua_State *L) {
-  lua_getfield(L, LUA_REGISTRYINDEX, JIT_MT ".instance");
-  jit_ud *u = lua_touserdata(L, -1);
-  lua_pop(L, 1);
-  if (u && u->j) return u->j;
-  u = lua_newuserdata(L, sizeof *u);
-  u->j = NULL;
-  if (luaL_newmetatable(L, JIT_MT)) {
-    lua_pushcfunction(L, jit_gc);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_setmetatable(L, -2);
-  char err[512];
-  u->j = wf_jit_new(err, sizeof err);
-  if (!u->j) luaL_error(L, "%s", err);
-  lua_setfield(L, LUA_REGISTRYINDEX, JIT_MT ".instance");
-  return u->j;
-}
-
-/* ---------------------------------------------------------------------
-** compiling
-** --------------------------------------------------------------------- */
-static int dump_llvm(void) {
-  const char *d = getenv("WEFT_DUMP");
-  return d && strstr(d, "llvm") != NULL;
 }
 
 /* IR -> optimized LLVM module (in C), or NULL with err. */
@@ -427,12 +466,14 @@ static int compile_kernel(wf_jit *j, wf_func *fn, wf_cpu_opts *o, const char *ir
       snprintf(sym, sizeof sym, "wfk_%s_%d", out->key, ++j->serial);
     }
   }
+  double t0 = now_ms();
   LLVMContextRef C = LLVMContextCreate();
   LLVMModuleRef M = build_module(j, C, fn, o, 1, err, es);
   if (!M) {
     LLVMContextDispose(C);
     return -1;
   }
+  double t1 = now_ms();
   if (dump) {
     char *s = LLVMPrintModuleToString(M);
     fprintf(stderr, "; weft: LLVM IR of kernel '%s' (O3)\n%s\n", fn->name ? fn->name : "?", s);
@@ -450,6 +491,9 @@ static int compile_kernel(wf_jit *j, wf_func *fn, wf_cpu_opts *o, const char *ir
   LLVMDisposeModule(M);
   LLVMContextDispose(C);
   j->compiles++;
+  if (dump_time())
+    fprintf(stderr, "weft: kernel '%s': LLVM IR + O3 %.2f ms, code generation %.2f ms (thread CPU time)\n",
+            fn->name ? fn->name : "?", t1 - t0, now_ms() - t1);
   if (j->cache_on && strchr(sym + 4, '_') == NULL)
     cache_write(j, out->key, LLVMGetBufferStart(obj), LLVMGetBufferSize(obj));
   out->fn = add_and_lookup(j, obj, sym, err, es);
@@ -650,6 +694,10 @@ static int l_cpu_stats(lua_State *L) {
 }
 
 void wf_cpu_register(lua_State *L, int t) {
+  lua_getfield(L, LUA_REGISTRYINDEX, JIT_MT ".instance");
+  int have = !lua_isnil(L, -1);
+  lua_pop(L, 1);
+  if (!have) jit_holder(L, 1);
   lua_pushcfunction(L, l_cpu_compile);
   lua_setfield(L, t, "cpu_compile");
   lua_pushcfunction(L, l_llvm_ir);
