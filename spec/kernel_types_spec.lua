@@ -283,7 +283,7 @@ describe("kernel scalar types", function()
       assert.are.equal(101, tonumber(o[0]))
     end
     local typed = weft.kernel{ s = weft.uint16, d = weft.float64, b = weft.bool, function(s, d, b, o)
-      o[0] = weft.float64(s) + d + (b and 1.0 or 0.0)
+      o[0] = weft.float64(s) + d + weft.float64(b and 1 or 0)
     end }
     local o = weft.zeros(1, weft.float64)
     weft.launch(typed, 1, { 65535, 0.25, true, o })

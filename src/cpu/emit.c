@@ -72,7 +72,6 @@ typedef struct E {
   LLVMValueRef tid[WF_MAXDIM];
   LLVMBasicBlockRef exit_bb, latch_bb;
   int contig;        /* emitting the noalias / compact-stride body */
-  int fast;          /* a contig body exists (the general one is the fallback) */
   LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, vd;
   char chunk[256];   /* chunk name as Lua shows it */
   char *err;
@@ -1280,12 +1279,6 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
   LLVMValueRef F = LLVMAddFunction(e->M, name, ft);
   LLVMSetLinkage(F, LLVMInternalLinkage);
   set_target_attrs(e, F);
-  /* The general body is the fallback (aliased or strided arrays) beside a
-  ** fast one: optimizing it for size halves the compile time of kernels. */
-  if (0 && !contig && e->fast) {
-    add_fn_attr(e, F, "optsize");
-    add_fn_attr(e, F, "noinline");
-  }
   e->F = F;
   e->contig = contig;
   for (int i = 0; i < fn->nvals; i++) e->v[i] = NULL;
@@ -1540,7 +1533,6 @@ LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, 
   for (int i = 0; i < fn->nparams; i++) has_arrays |= wf_vtype(fn, fn->params[i])->kind == WF_T_ARRAY;
   LLVMValueRef fc = NULL, fg;
   if (has_arrays && !o->debug) fc = emit_body(&e, 1, "body.c");
-  e.fast = fc != NULL;
   fg = emit_body(&e, 0, "body.g");
   if (!e.failed) emit_entry(&e, fc, fg);
   LLVMDisposeBuilder(e.B);

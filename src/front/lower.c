@@ -350,15 +350,17 @@ wf_rv wf_lo_arith(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at) {
   if (wf_t_is_scalar(sa) && wf_t_is_scalar(sb)) {
     if (sa != sb) ERR(at, "cannot %s %s and %s", opverb(op), TN(ta), TN(tb));
     if (sa->kind == WF_T_BOOL) ERR(at, "cannot %s bool values", opverb(op));
-    wf_val va = wf_lo_value(F, &a, sa, at), vb = wf_lo_value(F, &b, sa, at);
     if (op == '^') {
+      /* a float power: a literal operand is taken as the float type
+      ** directly (`i ^ 0.5` on an int), typed ints are converted */
       const wf_type *ft = pow_type(F, sa);
-      if (ft != sa) {
-        va = wf_b_op1(&F->b, WF_OP_CAST, ft, va);
-        vb = wf_b_op1(&F->b, WF_OP_CAST, ft, vb);
-      }
+      wf_val va = a.kind == RV_LIT ? lit_as(F, &a, ft, at) : a.v;
+      wf_val vb = b.kind == RV_LIT ? lit_as(F, &b, ft, at) : b.v;
+      if (a.kind == RV_VAL && ft != sa) va = wf_b_op1(&F->b, WF_OP_CAST, ft, va);
+      if (b.kind == RV_VAL && ft != sa) vb = wf_b_op1(&F->b, WF_OP_CAST, ft, vb);
       return wf_lo_mkval(wf_b_op2(&F->b, WF_OP_POW, ft, va, vb), ft);
     }
+    wf_val va = wf_lo_value(F, &a, sa, at), vb = wf_lo_value(F, &b, sa, at);
     return wf_lo_mkval(wf_b_op2(&F->b, arith_op(op), sa, va, vb), sa);
   }
   /* aggregates */

@@ -336,6 +336,8 @@ void weft_unref(weft_State *W, int64_t ref) {
 
 static int do_call(lua_State *L) {
   op *o = op_of(L);
+  push_interop(L); /* makes weft._interop.* reachable even if init.lua lacks it */
+  lua_pop(L, 1);
   get_path(L, o->path);
   if (lua_isnil(L, -1)) luaL_error(L, "weft_call: no function named '%s'", o->path);
   int base = lua_gettop(L);
