@@ -1,11 +1,18 @@
 -- bench.lua: weft's CPU benchmarks, each against a baseline measured in the
 -- same run (medians of several runs). Run through `make bench`
 -- (scripts/run-bench), which builds the C baselines first:
---   luajit bench/bench.lua <saxpy_c> <nbody_c>
+--   luajit bench/bench.lua <libsaxpy_c.so> <libnbody_c.so>
+-- The C baselines are loaded into this process and their runs alternate
+-- with weft's, so both see the same machine load.
+local ffi = require "ffi"
 local clock = require "bench.clock"
 local weft = require "weft"
 
-local saxpy_c, nbody_c = arg[1], arg[2]
+ffi.cdef [[
+void bench_saxpy(long n, float a, const float *x, float *y);
+void bench_nbody(int n, const void *pos, void *acc);
+]]
+local saxpy_c, nbody_c = ffi.load(arg[1]), ffi.load(arg[2])
 local now, median = clock.now, clock.median
 local fmt = string.format
 local rows = {}
@@ -18,11 +25,17 @@ local function row(name, weft_s, base_s, base_name, target)
   io.flush()
 end
 
-local function run_c(path, runs)
-  local p = assert(io.popen(path .. " " .. runs))
-  local out = p:read("*a")
-  p:close()
-  return assert(tonumber(out:match("^(%S+)")), "baseline failed: " .. path)
+-- Median times of f and g over `runs` alternating runs.
+local function alternate(runs, f, g)
+  local tf, tg = {}, {}
+  for r = 1, runs do
+    local t0 = now()
+    f()
+    local t1 = now()
+    g()
+    tf[r], tg[r] = t1 - t0, now() - t1
+  end
+  return median(tf), median(tg)
 end
 
 -- saxpy, n = 2^24 float32 --------------------------------------------------
@@ -36,14 +49,14 @@ do
     end,
   }
   local x, y = weft.full(n, 1.0), weft.ones(n)
+  local cx, cy = weft.full(n, 1.0), weft.ones(n)
+  local px, py = ffi.cast("float *", cx.h.data), ffi.cast("float *", cy.h.data)
   weft.launch(saxpy, n, { x, y, 1.0001 }) -- compile, touch the pages
-  local t = {}
-  for r = 1, 15 do
-    local t0 = now()
-    weft.launch(saxpy, n, { x, y, 1.0001 })
-    t[r] = now() - t0
-  end
-  row("saxpy n=2^24 f32", median(t), run_c(saxpy_c, 15), "gcc -O3 -march=native", "<= 1.1")
+  saxpy_c.bench_saxpy(n, 1.0001, px, py)
+  local inputs = { x, y, 1.0001 }
+  local tw, tc = alternate(21, function() weft.launch(saxpy, n, inputs) end,
+                           function() saxpy_c.bench_saxpy(n, 1.0001, px, py) end)
+  row("saxpy n=2^24 f32", tw, tc, "gcc -O3 -march=native", "<= 1.1")
 end
 
 -- n-body O(n^2), vec3, n = 4096 -----------------------------------------------
@@ -66,14 +79,23 @@ do
   }
   local pos, acc = weft.zeros(n, weft.vec3), weft.zeros(n, weft.vec3)
   for i = 0, n - 1 do pos[i] = weft.vec3(i % 16, math.floor(i / 16) % 16, math.floor(i / 256)) end
+  local cacc = weft.zeros(n, weft.vec3)
   weft.launch(nbody, n, { pos, acc, n })
-  local t = {}
-  for r = 1, 7 do
-    local t0 = now()
-    weft.launch(nbody, n, { pos, acc, n })
-    t[r] = now() - t0
+  local inputs = { pos, acc, n }
+  local tw, tc = alternate(7, function() weft.launch(nbody, n, inputs) end,
+                           function() nbody_c.bench_nbody(n, pos.h.data, cacc.h.data) end)
+  -- same arithmetic: the results agree
+  for i = 0, n - 1, 97 do
+    local a, b = acc[i], cacc[i]
+    assert(math.abs(a.x - b.x) <= 1e-3 * math.max(1, math.abs(b.x)), "n-body results differ")
   end
-  row("n-body n=4096 vec3", median(t), run_c(nbody_c, 5), "gcc -O3 (1 thread)", "<= 0.75")
+  row("n-body n=4096 vec3", tw, tc, "gcc -O3 (1 thread)", "<= 0.75")
+  -- the same with one weft thread: code quality per core
+  weft.config.num_threads = 1
+  tw, tc = alternate(5, function() weft.launch(nbody, n, inputs) end,
+                     function() nbody_c.bench_nbody(n, pos.h.data, cacc.h.data) end)
+  weft.config.num_threads = nil
+  row("n-body, weft on 1 thread", tw, tc, "gcc -O3 (1 thread)", "info")
 end
 
 -- empty dim-1 launch from Lua ------------------------------------------------

@@ -13,13 +13,16 @@ typedef struct vec3 {
   float x, y, z;
 } vec3;
 
+#ifndef BENCH_LIB
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+#endif
 
-static void accel(int n, const vec3 *restrict pos, vec3 *restrict acc) {
+/* Also built as a shared library (-DBENCH_LIB) for bench.lua. */
+void bench_nbody(int n, const vec3 *restrict pos, vec3 *restrict acc) {
   for (int i = 0; i < n; i++) {
     vec3 p = pos[i], a = {0, 0, 0};
     for (int j = 0; j < n; j++) {
@@ -32,6 +35,7 @@ static void accel(int n, const vec3 *restrict pos, vec3 *restrict acc) {
   }
 }
 
+#ifndef BENCH_LIB
 static int cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -48,7 +52,7 @@ int main(int argc, char **argv) {
   double t[1000];
   for (int r = 0; r < runs; r++) {
     double t0 = now();
-    accel(n, pos, acc);
+    bench_nbody(n, pos, acc);
     t[r] = now() - t0;
   }
   qsort(t, (size_t)runs, sizeof t[0], cmp);
@@ -56,3 +60,4 @@ int main(int argc, char **argv) {
   free(pos), free(acc);
   return 0;
 }
+#endif

@@ -7,15 +7,21 @@
 #include <stdlib.h>
 #include <time.h>
 
+#ifndef BENCH_LIB
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+#endif
 
-static void saxpy(long n, float a, const float *restrict x, float *restrict y) {
+/* Also built as a shared library (-DBENCH_LIB) that bench.lua calls
+** in-process, alternating with weft's runs so both see the same load. */
+void bench_saxpy(long n, float a, const float *restrict x, float *restrict y) {
   for (long i = 0; i < n; i++) y[i] = a * x[i] + y[i];
 }
+
+#ifndef BENCH_LIB
 
 static int cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -33,7 +39,7 @@ int main(int argc, char **argv) {
   double t[1000];
   for (int r = 0; r < runs; r++) {
     double t0 = now();
-    saxpy(n, 1.0001f, x, y);
+    bench_saxpy(n, 1.0001f, x, y);
     t[r] = now() - t0;
   }
   qsort(t, (size_t)runs, sizeof t[0], cmp);
@@ -41,3 +47,4 @@ int main(int argc, char **argv) {
   free(x), free(y);
   return 0;
 }
+#endif

@@ -144,7 +144,7 @@ return function(weft)
     if not n then raise("%s: unknown device %s (expected \"cpu\" or \"cuda:N\")", fname,
         type(d) == "string" and ("'" .. d .. "'") or describe(d)) end
     local count = C.wf_device_count(rt)
-    if count == 0 then raise("%s: device '%s' is not available (no CUDA driver found)", fname, d) end
+    if count == 0 then raise("%s: device '%s' is not available: CUDA needs libcuda.so.1, which could not be loaded (no NVIDIA driver)", fname, d) end
     if n >= count then
       raise("%s: device '%s' is not available (%d CUDA device%s)", fname, d, count, count == 1 and "" or "s")
     end

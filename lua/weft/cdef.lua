@@ -107,7 +107,7 @@ local function find_library()
   end
   local errs = {}
   for _, path in ipairs(candidates) do
-    local okl, lib = pcall(ffi.load, path, true)
+    local okl, lib = pcall(ffi.load, path)
     if okl then return lib, path end
     errs[#errs + 1] = tostring(lib)
   end

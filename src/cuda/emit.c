@@ -184,7 +184,7 @@ static const char *agg_ctype(emitter *E, const wf_type *t) {
   }
   E->aggs[E->naggs++] = a;
   a->t = t;
-  char base[64];
+  char base[48]; /* leaves room in a->name for the prefix and the counter */
   size_t k = 0;
   for (const char *s = t->name ? t->name : "agg"; *s && k < sizeof base - 1; s++)
     base[k++] = ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9'))

@@ -66,6 +66,18 @@ static const wf_type *scalar_of(const wf_type *t) {
 }
 
 /* ---- elementwise math ---- */
+/* sign(x) componentwise: x < 0 ? -1 : 1. */
+static wf_val sign_of(wf_fstate *F, const wf_type *t, wf_val v) {
+  if (!wf_t_is_scalar(t)) {
+    int n = wf_t_arity(t);
+    wf_val c[64];
+    for (int i = 0; i < n; i++) c[i] = sign_of(F, comp(F, t, i), wf_b_extract(&F->b, v, i));
+    return wf_b_agg(&F->b, t, n, c);
+  }
+  wf_val neg = wf_b_op2(&F->b, WF_OP_LT, t_bool(F), v, wf_lo_const(F, t, 0));
+  return wf_b_op3(&F->b, WF_OP_SELECT, t, neg, wf_lo_const(F, t, -1), wf_lo_const(F, t, 1));
+}
+
 static int unary_math(wf_fstate *F, const char *name, wf_op op, int float_only, wf_expr *call,
                       wf_rv *out) {
   wf_rv a[1];
@@ -77,6 +89,12 @@ static int unary_math(wf_fstate *F, const char *name, wf_op op, int float_only, 
   const wf_type *st = scalar_of(t);
   if (!st || st->kind == WF_T_BOOL || (t->kind == WF_T_STRUCT))
     ERR(call->args[0], "%s expects a number or a vector, got %s", name, TN(t));
+  if (op == WF_OP_SIGN) {
+    /* Warp's sign: -1 if x < 0, else 1 (also at 0), spelled with a select
+    ** so that folding and every backend agree */
+    out[0] = wf_lo_mkval(sign_of(F, t, v), t);
+    return 1;
+  }
   if (st->kind == WF_T_INT) {
     if (op == WF_OP_FLOOR || op == WF_OP_CEIL || op == WF_OP_ROUND) {
       out[0] = wf_lo_mkval(v, t);
@@ -224,17 +242,6 @@ static void fmt_append(wf_fstate *F, char **buf, size_t *len, size_t *cap, const
   (*buf)[*len] = 0;
 }
 
-/* printf conversion for a scalar value (after promotion). */
-static const char *conv_of(const wf_type *t, char user) {
-  if (t->kind == WF_T_FLOAT) return user == 'e' ? "%e" : user == 'f' ? "%f" : t->bits == 64 ? "%.14g" : "%g";
-  if (t->kind == WF_T_INT) {
-    if (t->bits == 64) return t->is_signed ? "%lld" : "%llu";
-    if (user == 'x') return "%x";
-    return t->is_signed ? "%d" : "%u";
-  }
-  return "%d";
-}
-
 /* Promote a scalar for printf varargs: floats to f64, small ints and bools to i32. */
 static wf_val promote(wf_fstate *F, wf_val v, const wf_type **t) {
   const wf_type *vt = *t;
@@ -253,14 +260,52 @@ static wf_val promote(wf_fstate *F, wf_val v, const wf_type **t) {
   return v;
 }
 
+/* One printf conversion: the user's flags/width/precision (spec, may be
+** ""), and conversion character (0: the default for the type). */
+typedef struct pconv {
+  const char *spec;
+  char conv;
+} pconv;
+
+/* Append the conversion for scalar v of type t and its (promoted or
+** converted) vararg. A float printed with %d is converted to int64, an
+** integer printed with %f to float64, as the format asks. */
+static void print_scalar(wf_fstate *F, wf_val v, const wf_type *t, pconv pc, char **buf, size_t *len,
+                         size_t *cap, wf_val *args, int *na) {
+  const wf_type *pt = t;
+  wf_val pv = promote(F, v, &pt);
+  char c = pc.conv;
+  char f[48];
+  int isf = c && strchr("fFeEgGaA", c) != NULL;
+  if (!c) {
+    if (pt->kind == WF_T_FLOAT) snprintf(f, sizeof f, "%%%s%s", pc.spec, t->bits == 64 ? ".14g" : "g");
+    else if (pt->bits == 64) snprintf(f, sizeof f, "%%%sll%c", pc.spec, pt->is_signed ? 'd' : 'u');
+    else snprintf(f, sizeof f, "%%%s%c", pc.spec, pt->is_signed ? 'd' : 'u');
+  } else if (isf) {
+    if (pt->kind != WF_T_FLOAT) {
+      pt = wf_t_float(F->C->T, 64);
+      pv = wf_b_op1(B, WF_OP_CAST, pt, pv);
+    }
+    snprintf(f, sizeof f, "%%%s%c", pc.spec, c);
+  } else {
+    if (pt->kind == WF_T_FLOAT) {
+      pt = wf_t_int(F->C->T, 64, 1);
+      pv = wf_b_op1(B, WF_OP_CAST, pt, pv);
+    }
+    if ((c == 'd' || c == 'i') && !pt->is_signed) c = 'u';
+    if (c == 'c') snprintf(f, sizeof f, "%%%sc", pc.spec);
+    else snprintf(f, sizeof f, "%%%s%s%c", pc.spec, pt->bits == 64 ? "ll" : "", c);
+  }
+  args[(*na)++] = pv;
+  fmt_append(F, buf, len, cap, f);
+}
+
 /* Append value v of type t (expanding aggregates) to the print. */
-static void print_value(wf_fstate *F, wf_val v, const wf_type *t, char user, char **buf, size_t *len,
+static void print_value(wf_fstate *F, wf_val v, const wf_type *t, pconv pc, char **buf, size_t *len,
                         size_t *cap, wf_val *args, int *na, wf_expr *at) {
   if (wf_t_is_scalar(t)) {
     if (*na >= 60) ERR(at, "print: too many values");
-    const wf_type *pt = t;
-    args[(*na)++] = promote(F, v, &pt);
-    fmt_append(F, buf, len, cap, conv_of(t->kind == WF_T_FLOAT ? t : pt, user));
+    print_scalar(F, v, t, pc, buf, len, cap, args, na);
     return;
   }
   if (t->kind == WF_T_ARRAY || t->kind == WF_T_RNG) ERR(at, "print: cannot print %s", TN(t));
@@ -268,7 +313,7 @@ static void print_value(wf_fstate *F, wf_val v, const wf_type *t, char user, cha
   fmt_append(F, buf, len, cap, "[");
   for (int i = 0; i < n; i++) {
     if (i) fmt_append(F, buf, len, cap, ", ");
-    print_value(F, X(F, v, i), comp(F, t, i), user, buf, len, cap, args, na, at);
+    print_value(F, X(F, v, i), comp(F, t, i), pc, buf, len, cap, args, na, at);
   }
   fmt_append(F, buf, len, cap, "]");
 }
@@ -299,12 +344,21 @@ static int do_print(wf_fstate *F, wf_expr *call) {
         continue;
       }
       f++;
-      while (*f && strchr("-+ #0123456789.lhzjt", *f)) f++;
-      char user = *f ? *f++ : 'g';
-      if (!strchr("dixXufFeEgGcs", user)) ERR(call->args[0], "print: unknown format conversion '%%%c'", user);
+      /* flags, width and precision are kept; length modifiers are ours */
+      char spec[32];
+      size_t sl = 0;
+      while (*f && strchr("-+ #0123456789.lhzjtL", *f)) {
+        if (!strchr("lhzjtL", *f) && sl + 1 < sizeof spec) spec[sl++] = *f;
+        f++;
+      }
+      spec[sl] = 0;
+      char user = *f ? *f++ : 0;
+      if (!user || !strchr("dixXuofFeEgGaAc", user))
+        ERR(call->args[0], "print: unsupported format conversion '%%%c'", user ? user : ' ');
       if (k >= n) ERR(call, "print: the format needs more values than given");
       wf_val v = wf_lo_value(F, &a[k], NULL, call->args[k]);
-      print_value(F, v, wf_vtype(F->fn, v), user, &buf, &len, &cap, args, &na, call->args[k]);
+      pconv pc = {wf_front_strdup(F->C, spec, sl), user};
+      print_value(F, v, wf_vtype(F->fn, v), pc, &buf, &len, &cap, args, &na, call->args[k]);
       k++;
     }
     if (k < n) ERR(call->args[k], "print: more values than the format uses");
@@ -320,7 +374,8 @@ static int do_print(wf_fstate *F, wf_expr *call) {
         continue;
       }
       wf_val v = wf_lo_value(F, &a[i], NULL, call->args[i]);
-      print_value(F, v, wf_vtype(F->fn, v), 'g', &buf, &len, &cap, args, &na, call->args[i]);
+      pconv pc = {"", 0};
+      print_value(F, v, wf_vtype(F->fn, v), pc, &buf, &len, &cap, args, &na, call->args[i]);
     }
   }
   fmt_append(F, &buf, &len, &cap, "\n");
@@ -386,8 +441,10 @@ static int do_atomic(wf_fstate *F, const char *name, wf_op op, wf_expr *call, wf
   for (int i = 0; i < nd; i++)
     args[1 + i] = wf_lo_index_key(F, wf_lo_expr(F, call->args[1 + i]), call->args[1 + i]);
   const wf_type *et = a.t->elem;
-  if (!wf_t_is_scalar(et) || et->kind == WF_T_BOOL)
-    ERR(call, "%s needs an array of numbers, got %s", name, TN(a.t));
+  /* numbers, or vectors/matrices/quaternions of numbers (componentwise, as in Warp) */
+  const wf_type *est = wf_t_is_scalar(et) ? et : (et->kind != WF_T_STRUCT && et->kind != WF_T_TRANSFORM) ? et->elem : NULL;
+  if (!est || est->kind == WF_T_BOOL || (et->kind == WF_T_MAT && !wf_t_is_scalar(est)))
+    ERR(call, "%s needs an array of numbers, vectors or matrices, got %s", name, TN(a.t));
   wf_rv v = wf_lo_expr(F, call->args[n - 1]);
   F->b.loc = (wf_loc){call->line, call->col};
   args[1 + nd] = val(F, &v, et, call->args[n - 1]);
@@ -399,6 +456,7 @@ static int do_atomic(wf_fstate *F, const char *name, wf_op op, wf_expr *call, wf
 /* ---- bit operations ---- */
 static int do_bit(wf_fstate *F, const char *name, wf_op op, int nargs, wf_expr *call, wf_rv *out) {
   wf_rv a[8];
+  int logical = !strcmp(name, "rshift");
   int n = getargs(F, name, call, nargs, nargs == 2 && op != WF_OP_SHL && op != WF_OP_SHR ? 8 : nargs, a);
   const wf_type *t = unify(F, name, op == WF_OP_SHL || op == WF_OP_SHR ? 1 : n, a, call->args, 0);
   if (t->kind != WF_T_INT && !(t->kind == WF_T_BOOL && op != WF_OP_SHL && op != WF_OP_SHR))
@@ -415,7 +473,14 @@ static int do_bit(wf_fstate *F, const char *name, wf_op op, int nargs, wf_expr *
       if (wf_vtype(F->fn, b)->kind != WF_T_INT) ERR(call->args[i], "%s: shift count must be an integer", name);
       b = wf_b_op1(B, WF_OP_CAST, t, b);
     }
-    acc = wf_b_op2(B, op, t, acc, b);
+    if (logical && t->is_signed) {
+      /* bit.rshift is logical (LuaJIT): shift the unsigned bits */
+      const wf_type *ut = wf_t_int(F->C->T, t->bits, 0);
+      wf_val ua = wf_b_op1(B, WF_OP_CAST, ut, acc), ub = wf_b_op1(B, WF_OP_CAST, ut, b);
+      acc = wf_b_op1(B, WF_OP_CAST, t, wf_b_op2(B, op, ut, ua, ub));
+    } else {
+      acc = wf_b_op2(B, op, t, acc, b);
+    }
   }
   out[0] = wf_lo_mkval(acc, t);
   return 1;

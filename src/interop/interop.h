@@ -55,4 +55,12 @@ WF_FFI void wf_dlpack_capsule_destructor(void *capsule);
 ** API cannot be found. Must be called with the GIL held. */
 WF_FFI void *wf_dlpack_capsule_take(void *capsule, int *versioned);
 
+/* ---- one-call fast paths for python/weft (pyapi.c; GIL held) ---------- */
+/* A new PyCapsule reference viewing header h (NULL on failure). */
+WF_FFI void *wf_py_export(const wf_array *h, int versioned, int code, int bits, int ntrail,
+                          int64_t t0, int64_t t1, uint64_t flags);
+/* Import a DLPack capsule into W as an array result (see weft_call);
+** -1: capsule already consumed, -2: not a DLPack capsule. */
+WF_FFI int wf_py_import(weft_State *W, void *capsule, const char *dtype, weft_Arg *res);
+
 #endif

@@ -228,7 +228,11 @@ typedef struct wf_opinfo {
   uint16_t flags;
 } wf_opinfo;
 WF_IR_INTERNAL extern const wf_opinfo wf_opinfo_tab[WF_OP__COUNT];
-#define wf_op_name(op) (wf_opinfo_tab[(op)].name)
+/* Name of an op; "?" for a value outside the table (a corrupt instruction
+** must still print in an error message). */
+static inline const char *wf_op_name(int op) {
+  return (op >= 0 && op < WF_OP__COUNT) ? wf_opinfo_tab[op].name : "?";
+}
 #define wf_op_flags(op) (wf_opinfo_tab[(op)].flags)
 
 /* ======================================================================

@@ -143,7 +143,9 @@ void wf_pool_run(wf_pool *p, int64_t total, int64_t grain, wf_pool_fn fn, void *
                  const int32_t *stop) {
   if (total <= 0) return;
   int nthreads = wf_pool_size(p);
-  int64_t chunk = (total + nthreads * 4 - 1) / (nthreads * 4);
+  /* ~16 chunks per thread: a thread preempted mid-chunk delays the end of
+  ** the launch by at most one small chunk */
+  int64_t chunk = (total + nthreads * 16 - 1) / (nthreads * 16);
   if (chunk < grain) chunk = grain;
   if (chunk < 1) chunk = 1;
   if (!p || chunk >= total) {
