@@ -7,13 +7,19 @@ BUILD := build-asan
 CMAKE_FLAGS += -DWEFT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 endif
 export BUILD_DIR := $(BUILD)
+# Python packages for the interop tests (pytest) and, for bench, NVIDIA Warp.
+PY_TEST_PKGS ?= numpy pytest torch jax
+PY_BENCH_PKGS ?= warp-lang
 
-.PHONY: all deps build run test test-lua test-c test-python bench clean format
+.PHONY: all deps deps-bench build run test test-lua test-c test-python bench clean format
 
 all: build
 
 deps:
-	@scripts/install-deps
+	@WEFT_PY_PKGS="$(PY_TEST_PKGS)" scripts/install-deps
+
+deps-bench:
+	@WEFT_PY_PKGS="$(PY_TEST_PKGS) $(PY_BENCH_PKGS)" scripts/install-deps
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
@@ -27,7 +33,7 @@ run: build
 test: build
 	@scripts/run-tests $(BUILD)
 
-bench: build
+bench: build deps-bench
 	@scripts/run-bench $(BUILD)
 
 format:

@@ -18,7 +18,8 @@ static double now(void) {
 /* Also built as a shared library (-DBENCH_LIB) that bench.lua calls
 ** in-process, alternating with weft's runs so both see the same load. */
 void bench_saxpy(long n, float a, const float *restrict x, float *restrict y) {
-  for (long i = 0; i < n; i++) y[i] = a * x[i] + y[i];
+  for (long i = 0; i < n; i++)
+    y[i] = a * x[i] + y[i];
 }
 
 #ifndef BENCH_LIB
@@ -35,7 +36,8 @@ int main(int argc, char **argv) {
   float *x = aligned_alloc(64, (size_t)n * sizeof(float));
   float *y = aligned_alloc(64, (size_t)n * sizeof(float));
   if (!x || !y) return 1;
-  for (long i = 0; i < n; i++) x[i] = (float)(i & 1023), y[i] = 1.0f;
+  for (long i = 0; i < n; i++)
+    x[i] = (float)(i & 1023), y[i] = 1.0f;
   double t[1000];
   for (int r = 0; r < runs; r++) {
     double t0 = now();

@@ -26,7 +26,7 @@ local function check_list(got, want, tol, what)
 end
 
 local function round(x) return x >= 0 and math.floor(x + 0.5) or math.ceil(x - 0.5) end
-local function sign(x) return x > 0 and 1 or (x < 0 and -1 or 0) end
+local function sign(x) return x < 0 and -1 or 1 end -- Warp: sign(0) = 1
 local function clamp(x, lo, hi) return math.min(math.max(x, lo), hi) end
 
 -- The same Lua code serves as the kernel body's reference: each entry is
@@ -75,8 +75,8 @@ describe("kernel math builtins", function()
     o[b + 20] = weft.atan2(w, v)
     o[b + 21] = weft.pow(v, 2.5)
     o[b + 22] = weft.floordiv(w, 0.75)
-    o[b + 23] = weft.select(w > 0, 1.0, 2.0)
-    o[b + 24] = weft.where(w > 0, 1.0, 2.0)
+    o[b + 23] = weft.select(w > 0, w, v)
+    o[b + 24] = weft.where(w > 0, w, v)
     o[b + 25] = weft.min(w, v, 0.25)
     o[b + 26] = weft.max(w, v, 0.25)
     o[b + 27] = math.pow(v, 3) + math.abs(-v)
@@ -92,8 +92,8 @@ describe("kernel math builtins", function()
     local w = (v - 0.5) * 7
     for _, x in ipairs {
       math.floor(w), math.ceil(w), round(w), math.abs(w), sign(w), math.min(w, 0.5), math.max(w, 0.5),
-      clamp(w, -1, 1.5), math.atan2(w, v), v ^ 2.5, math.floor(w / 0.75), w > 0 and 2 or 1,
-      w > 0 and 1 or 2, math.min(w, v, 0.25), math.max(w, v, 0.25), v ^ 3 + v,
+      clamp(w, -1, 1.5), math.atan2(w, v), v ^ 2.5, math.floor(w / 0.75), w > 0 and v or w,
+      w > 0 and w or v, math.min(w, v, 0.25), math.max(w, v, 0.25), v ^ 3 + v,
       math.min(v, 0.3) + math.max(v, 0.6), -3 + 3,
     } do r[#r + 1] = x end
     return r, w
@@ -214,9 +214,10 @@ describe("kernel atomics", function()
 
   for _, t in ipairs { weft.int32, weft.uint32, weft.int64, weft.uint64, weft.float32, weft.float64 } do
     it("atomic_add/min/max on " .. t.name .. " are exact under contention", function()
+      local T = t
       local k = weft.kernel{ function(acc, mn, mx, olds)
         local i = weft.tid()
-        local v = (i * 7919) % 1000 + 1
+        local v = T((i * 7919) % 1000 + 1)
         olds[i] = weft.atomic_add(acc, i % 4, v)
         weft.atomic_min(mn, 0, v + 5)
         weft.atomic_max(mx, 0, v + 5)

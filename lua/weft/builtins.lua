@@ -37,14 +37,15 @@ return function(weft)
     weft[name] = reg(name, fn)
   end
 
-  -- round half away from zero (C's round), sign, clamp, floordiv, select
+  -- round half away from zero (C's round), sign, clamp, floordiv, select, where
   weft.round = reg("round", function(x)
     if x >= 0 then return floor(x + 0.5) end
     return ceil(x - 0.5)
   end)
+  -- Warp's sign: -1 below zero, else 1 (also at zero), as in kernels
   weft.sign = reg("sign", function(x)
-    if x > 0 then return 1 elseif x < 0 then return -1 end
-    return 0
+    if x < 0 then return -1 end
+    return 1
   end)
   weft.clamp = reg("clamp", function(x, lo, hi)
     if x < lo then return lo elseif x > hi then return hi end

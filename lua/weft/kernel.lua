@@ -232,12 +232,44 @@ return function(weft)
   ---------------------------------------------------------------------------
   -- constants
   ---------------------------------------------------------------------------
+  -- The scalars of host value v of weft type t, depth first in the order
+  -- of the IR's components (vector components, matrix rows, transform p
+  -- then q, struct fields in order), appended to out.
+  local function flatten(t, v, out)
+    local k = t.kind
+    if k == "bool" then
+      out[#out + 1] = v and 1 or 0
+    elseif k == "int" or k == "float" then
+      out[#out + 1] = tonumber(v)
+    elseif k == "struct" then
+      for _, f in ipairs(t.fields) do flatten(f.type, v[f.name], out) end
+    else
+      local function walk(x)
+        if type(x) == "table" then
+          for _, y in ipairs(x) do walk(y) end
+        else
+          out[#out + 1] = tonumber(x)
+        end
+      end
+      walk(t.totable(v))
+    end
+    return out
+  end
+
+  -- weft.constant(value): a number, a boolean, or a host value of a weft
+  -- type (weft.vec3(0, 0, 1), a matrix, quaternion, transform, struct, or
+  -- an int64 cdata). Kernels see it as a constant of that type.
   function weft.constant(value)
     local tv = type(value)
-    if tv ~= "number" and tv ~= "boolean" and not weft.is_type(value) then
-      error("weft.constant: expected a number or a boolean, got " .. tv, 2)
+    if tv == "number" or tv == "boolean" or weft.is_type(value) then
+      return setmetatable({ value = value }, Const)
     end
-    return setmetatable({ value = value }, Const)
+    local t = tv == "cdata" and weft.dtype_of(value)
+    if not t or t.kind == "array" then
+      error("weft.constant: expected a number, a boolean or a value of a weft type, got "
+            .. (t and "an array" or tv), 2)
+    end
+    return setmetatable({ value = value, type = t, comps = flatten(t, value, {}) }, Const)
   end
 
   function Const:__tostring()

@@ -266,11 +266,15 @@ return function(weft)
         raise("weft.launch: kernel '%s': opts must be a table, got %s", kname(k), describe(opts))
       end
       if opts.adjoint then
-        raise("weft.launch: kernel '%s': adjoint launches are not yet supported", kname(k))
+        return weft._launch_adjoint(k, dim, inputs, opts.outputs or empty, opts.adj_inputs or empty,
+                                    opts.adj_outputs or empty)
       end
       local dev = opts.device
       if dev ~= nil and dev ~= "cpu" then
-        if weft._launch_device then return weft._launch_device(k, dim, inputs, opts) end
+        if weft._launch_device then
+          if weft._tape_active then weft._tape_hook(k, dim, inputs, opts.outputs, opts) end
+          return weft._launch_device(k, dim, inputs, opts)
+        end
         raise("weft.launch: kernel '%s': device '%s' is not supported for launches", kname(k), tostring(dev))
       end
       outs = opts.outputs or empty
@@ -304,6 +308,7 @@ return function(weft)
       v.code[ckey] = c
     end
     c.pack(ins, outs, nin)
+    if weft._tape_active then weft._tape_hook(k, dim, ins, outs, opts) end
     if total == 0 then return end
     local status = C.wf_cpu_launch(rt, c.fn, ndim, dims, c.buf, c.cost)
     if status ~= 0 then

@@ -17,8 +17,7 @@
 --
 -- Recording. While a tape records, weft.launch reports each launch through
 --   weft._tape_hook(k, dim, inputs, outputs, opts)
--- and the active tape is weft._tape_active (nil when none). A launch part
--- that does not call the hook itself is wrapped for the time of record().
+-- and the active tape is weft._tape_active (nil when none).
 --
 -- Adjoint launches.
 --   weft._launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs)
@@ -184,22 +183,6 @@ return function(weft)
       { k = k, dim = d, inputs = copy_list(inputs), outputs = copy_list(outputs) }
   end
 
-  -- Does the launch part report launches to weft._tape_hook by itself?
-  local launch_hooks
-  local function launch_calls_hook()
-    if launch_hooks == nil then
-      launch_hooks = false
-      local info = debug.getinfo(weft.launch, "S")
-      local path = info and info.source and info.source:match("^@(.*)$")
-      local f = path and io.open(path, "r")
-      if f then
-        launch_hooks = f:read("*a"):find("_tape_hook", 1, true) ~= nil
-        f:close()
-      end
-    end
-    return launch_hooks
-  end
-
   function weft.Tape()
     local tape = setmetatable({ launches = {} }, Tape)
     -- tape.gradients[a] is a.grad
@@ -213,17 +196,10 @@ return function(weft)
   -- Runs fn, recording its launches; tapes may nest (the inner one records).
   function Tape:record(fn)
     if type(fn) ~= "function" then raise("tape:record: expected a function, got %s", type(fn)) end
-    local prev, raw = weft._tape_active, weft.launch
+    local prev = weft._tape_active
     weft._tape_active = self
-    if not launch_calls_hook() then
-      weft.launch = function(k, dim, inputs, opts)
-        weft._tape_hook(k, dim, inputs, opts and opts.outputs, opts)
-        return raw(k, dim, inputs, opts)
-      end
-    end
     local ok, err = pcall(fn)
     weft._tape_active = prev
-    weft.launch = raw
     if not ok then error(err, 0) end
   end
 

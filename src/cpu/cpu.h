@@ -18,12 +18,12 @@
 #define WF_CPU_CODEGEN_VERSION 1
 
 typedef struct wf_cpu_opts {
-  int debug;                /* bounds checks, division checks, error polling */
-  int ndim;                 /* launch dimensionality the code is made for (1-4) */
-  int nnames;               /* parameter names for messages (may be 0) */
+  int debug;  /* bounds checks, division checks, error polling */
+  int ndim;   /* launch dimensionality the code is made for (1-4) */
+  int nnames; /* parameter names for messages (may be 0) */
   const char *const *names;
-  const char *symbol;       /* name of the exported kernel function */
-  const char *cpu;          /* "target-cpu" / "target-features" attributes */
+  const char *symbol; /* name of the exported kernel function */
+  const char *cpu;    /* "target-cpu" / "target-features" attributes */
   const char *features;
 } wf_cpu_opts;
 

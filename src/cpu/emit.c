@@ -64,16 +64,16 @@ typedef struct E {
   wf_func *fn;
   wf_types *T;
   const wf_cpu_opts *o;
-  LLVMValueRef *v;   /* per IR value */
-  int16_t *aname;    /* per IR value: root array param index, -1 unknown */
-  int8_t *adepth;    /* per IR value: dims peeled off the root array */
-  LLVMValueRef F;    /* the body function being emitted */
-  LLVMValueRef ctx;  /* its wf_launch_ctx pointer */
+  LLVMValueRef *v;  /* per IR value */
+  int16_t *aname;   /* per IR value: root array param index, -1 unknown */
+  int8_t *adepth;   /* per IR value: dims peeled off the root array */
+  LLVMValueRef F;   /* the body function being emitted */
+  LLVMValueRef ctx; /* its wf_launch_ctx pointer */
   LLVMValueRef tid[WF_MAXDIM];
   LLVMBasicBlockRef exit_bb, latch_bb;
-  int contig;        /* emitting the noalias / compact-stride body */
+  int contig; /* emitting the noalias / compact-stride body */
   LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, vd;
-  char chunk[256];   /* chunk name as Lua shows it */
+  char chunk[256]; /* chunk name as Lua shows it */
   char *err;
   size_t errsize;
   int failed;
@@ -96,9 +96,12 @@ static void efail(E *e, const wf_inst *in, const char *fmt, ...) {
 /* The chunk name as Lua shows it: "@file" / "=name" lose their prefix; the
 ** front end already passes short_src ("file.lua", [string "..."]). */
 static void chunk_display(const char *src, char *out, size_t n) {
-  if (!src || !*src) snprintf(out, n, "?");
-  else if (*src == '@' || *src == '=') snprintf(out, n, "%s", src + 1);
-  else snprintf(out, n, "%s", src);
+  if (!src || !*src)
+    snprintf(out, n, "?");
+  else if (*src == '@' || *src == '=')
+    snprintf(out, n, "%s", src + 1);
+  else
+    snprintf(out, n, "%s", src);
 }
 
 /* ---------------------------------------------------------------------
@@ -115,14 +118,21 @@ static LLVMTypeRef arr_ltype(E *e, int nd) {
 static LLVMTypeRef ltype(E *e, const wf_type *t) {
   if (!t) return e->i32;
   switch (t->kind) {
-  case WF_T_VOID: return e->vd;
-  case WF_T_BOOL: return e->i1;
-  case WF_T_INT: return LLVMIntTypeInContext(e->C, t->bits);
-  case WF_T_FLOAT: return t->bits == 16 ? e->f16 : t->bits == 32 ? e->f32 : e->f64;
-  case WF_T_RNG: return e->i32;
+  case WF_T_VOID:
+    return e->vd;
+  case WF_T_BOOL:
+    return e->i1;
+  case WF_T_INT:
+    return LLVMIntTypeInContext(e->C, t->bits);
+  case WF_T_FLOAT:
+    return t->bits == 16 ? e->f16 : t->bits == 32 ? e->f32 : e->f64;
+  case WF_T_RNG:
+    return e->i32;
   case WF_T_VEC:
-  case WF_T_QUAT: return LLVMArrayType(ltype(e, t->elem), (unsigned)wf_t_arity(t));
-  case WF_T_MAT: return LLVMArrayType(LLVMArrayType(ltype(e, t->elem), t->cols), t->rows);
+  case WF_T_QUAT:
+    return LLVMArrayType(ltype(e, t->elem), (unsigned)wf_t_arity(t));
+  case WF_T_MAT:
+    return LLVMArrayType(LLVMArrayType(ltype(e, t->elem), t->cols), t->rows);
   case WF_T_TRANSFORM: {
     LLVMTypeRef s = ltype(e, t->elem);
     LLVMTypeRef f[2] = {LLVMArrayType(s, 3), LLVMArrayType(s, 4)};
@@ -131,18 +141,24 @@ static LLVMTypeRef ltype(E *e, const wf_type *t) {
   case WF_T_STRUCT: {
     LLVMTypeRef buf[64], *f = t->nfields <= 64 ? buf : malloc(sizeof(*f) * (size_t)t->nfields);
     if (!f) return e->i32;
-    for (int i = 0; i < t->nfields; i++) f[i] = ltype(e, t->fields[i].type);
+    for (int i = 0; i < t->nfields; i++)
+      f[i] = ltype(e, t->fields[i].type);
     LLVMTypeRef r = LLVMStructTypeInContext(e->C, f, (unsigned)t->nfields, 0);
     if (f != buf) free(f);
     return r;
   }
-  case WF_T_ARRAY: return arr_ltype(e, t->ndim);
+  case WF_T_ARRAY:
+    return arr_ltype(e, t->ndim);
   }
   return e->i32;
 }
 
-static LLVMValueRef ci32(E *e, int64_t v) { return LLVMConstInt(e->i32, (unsigned long long)v, 1); }
-static LLVMValueRef ci64(E *e, int64_t v) { return LLVMConstInt(e->i64, (unsigned long long)v, 1); }
+static LLVMValueRef ci32(E *e, int64_t v) {
+  return LLVMConstInt(e->i32, (unsigned long long)v, 1);
+}
+static LLVMValueRef ci64(E *e, int64_t v) {
+  return LLVMConstInt(e->i64, (unsigned long long)v, 1);
+}
 
 /* Byte offset from a pointer. */
 static LLVMValueRef gep8(E *e, LLVMValueRef p, LLVMValueRef off) {
@@ -173,7 +189,8 @@ static LLVMValueRef intr2(E *e, const char *name, LLVMValueRef a, LLVMValueRef b
 
 static void add_fn_attr(E *e, LLVMValueRef f, const char *name) {
   unsigned k = LLVMGetEnumAttributeKindForName(name, strlen(name));
-  if (k) LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(e->C, k, 0));
+  if (k)
+    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(e->C, k, 0));
 }
 
 static LLVMValueRef call_ext(E *e, const char *name, LLVMTypeRef ret, LLVMTypeRef *pt, int n,
@@ -206,8 +223,10 @@ static LLVMValueRef libm(E *e, const char *base, const wf_type *t, LLVMValueRef 
 /* "chunk:line" of an instruction, as a constant string. */
 static LLVMValueRef where_str(E *e, const wf_inst *in) {
   char buf[320];
-  if (in && in->loc.line > 0) snprintf(buf, sizeof buf, "%s:%d", e->chunk, (int)in->loc.line);
-  else snprintf(buf, sizeof buf, "%s", e->chunk);
+  if (in && in->loc.line > 0)
+    snprintf(buf, sizeof buf, "%s:%d", e->chunk, (int)in->loc.line);
+  else
+    snprintf(buf, sizeof buf, "%s", e->chunk);
   return LLVMBuildGlobalStringPtr(e->B, buf, "where");
 }
 
@@ -240,7 +259,9 @@ static void emit_trap(E *e, const wf_inst *in, const char *msg) {
 /* ---------------------------------------------------------------------
 ** scalar operations
 ** --------------------------------------------------------------------- */
-static LLVMValueRef cfloat(E *e, const wf_type *t, double v) { return LLVMConstReal(ltype(e, t), v); }
+static LLVMValueRef cfloat(E *e, const wf_type *t, double v) {
+  return LLVMConstReal(ltype(e, t), v);
+}
 
 static LLVMValueRef cint(E *e, const wf_type *t, int64_t v) {
   return LLVMConstInt(ltype(e, t), (unsigned long long)v, 1);
@@ -258,7 +279,8 @@ static LLVMValueRef safe_divisor(E *e, const wf_inst *in, const wf_type *t, LLVM
     end_check(e, good);
   }
   LLVMValueRef bad = isz;
-  if (t->is_signed) bad = LLVMBuildOr(e->B, isz, LLVMBuildICmp(e->B, LLVMIntEQ, b, cint(e, t, -1), ""), "");
+  if (t->is_signed)
+    bad = LLVMBuildOr(e->B, isz, LLVMBuildICmp(e->B, LLVMIntEQ, b, cint(e, t, -1), ""), "");
   return LLVMBuildSelect(e->B, bad, one, b, "");
 }
 
@@ -275,15 +297,16 @@ static LLVMValueRef int_divmod(E *e, const wf_inst *in, const wf_type *t, LLVMVa
   LLVMValueRef m1 = LLVMBuildICmp(e->B, LLVMIntEQ, b, cint(e, t, -1), "");
   LLVMValueRef rem = LLVMBuildSRem(e->B, a, bs, ""); /* bs = 1 when b = -1: rem 0 */
   /* Lua floor semantics: adjust when the remainder's sign differs from b's */
-  LLVMValueRef adj = LLVMBuildAnd(
-      e->B, LLVMBuildICmp(e->B, LLVMIntNE, rem, zero, ""),
-      LLVMBuildICmp(e->B, LLVMIntSLT, LLVMBuildXor(e->B, rem, b, ""), zero, ""), "");
+  LLVMValueRef adj =
+      LLVMBuildAnd(e->B, LLVMBuildICmp(e->B, LLVMIntNE, rem, zero, ""),
+                   LLVMBuildICmp(e->B, LLVMIntSLT, LLVMBuildXor(e->B, rem, b, ""), zero, ""), "");
   if (in->op == WF_OP_MOD) {
     r = LLVMBuildSelect(e->B, adj, LLVMBuildAdd(e->B, rem, b, ""), rem, "");
   } else {
     LLVMValueRef q = LLVMBuildSDiv(e->B, a, bs, "");
     q = LLVMBuildSelect(e->B, m1, LLVMBuildSub(e->B, zero, a, ""), q, "");
-    if (in->op == WF_OP_FLOORDIV) q = LLVMBuildSelect(e->B, adj, LLVMBuildSub(e->B, q, cint(e, t, 1), ""), q, "");
+    if (in->op == WF_OP_FLOORDIV)
+      q = LLVMBuildSelect(e->B, adj, LLVMBuildSub(e->B, q, cint(e, t, 1), ""), q, "");
     r = q;
   }
   return LLVMBuildSelect(e->B, isz, zero, r, "");
@@ -296,8 +319,10 @@ static LLVMValueRef fcmp_or_icmp(E *e, const wf_type *t, wf_op op, LLVMValueRef 
     return LLVMBuildFCmp(e->B, fp[op - WF_OP_EQ], a, b, "");
   }
   int sgn = t->kind == WF_T_INT && t->is_signed;
-  static const LLVMIntPredicate sp[] = {LLVMIntEQ, LLVMIntNE, LLVMIntSLT, LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
-  static const LLVMIntPredicate up[] = {LLVMIntEQ, LLVMIntNE, LLVMIntULT, LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
+  static const LLVMIntPredicate sp[] = {LLVMIntEQ,  LLVMIntNE,  LLVMIntSLT,
+                                        LLVMIntSLE, LLVMIntSGT, LLVMIntSGE};
+  static const LLVMIntPredicate up[] = {LLVMIntEQ,  LLVMIntNE,  LLVMIntULT,
+                                        LLVMIntULE, LLVMIntUGT, LLVMIntUGE};
   return LLVMBuildICmp(e->B, (sgn ? sp : up)[op - WF_OP_EQ], a, b, "");
 }
 
@@ -332,7 +357,8 @@ static LLVMValueRef cast(E *e, const wf_inst *in, LLVMValueRef v, const wf_type 
   if (!wf_t_is_scalar(from) || !wf_t_is_scalar(to)) {
     int n = wf_t_arity(from);
     if (n == 0 || n != wf_t_arity(to) || from->kind != to->kind) {
-      efail(e, in, "cannot convert %s to %s", from->name ? from->name : "?", to->name ? to->name : "?");
+      efail(e, in, "cannot convert %s to %s", from->name ? from->name : "?",
+            to->name ? to->name : "?");
       return LLVMGetUndef(lt);
     }
     LLVMValueRef r = LLVMGetUndef(lt);
@@ -345,7 +371,8 @@ static LLVMValueRef cast(E *e, const wf_inst *in, LLVMValueRef v, const wf_type 
   }
   LLVMBuilderRef B = e->B;
   if (to->kind == WF_T_BOOL) {
-    if (from->kind == WF_T_FLOAT) return LLVMBuildFCmp(B, LLVMRealUNE, v, LLVMConstReal(LLVMTypeOf(v), 0), "");
+    if (from->kind == WF_T_FLOAT)
+      return LLVMBuildFCmp(B, LLVMRealUNE, v, LLVMConstReal(LLVMTypeOf(v), 0), "");
     return LLVMBuildICmp(B, LLVMIntNE, v, LLVMConstInt(LLVMTypeOf(v), 0, 0), "");
   }
   if (from->kind == WF_T_BOOL)
@@ -372,18 +399,24 @@ static LLVMValueRef unary(E *e, const wf_inst *in, const wf_type *t, LLVMValueRe
   if (t->kind == WF_T_INT) {
     LLVMValueRef zero = cint(e, t, 0);
     switch (op) {
-    case WF_OP_NEG: return LLVMBuildSub(B, zero, a, "");
+    case WF_OP_NEG:
+      return LLVMBuildSub(B, zero, a, "");
     case WF_OP_ABS:
       if (!t->is_signed) return a;
-      return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, a, zero, ""), LLVMBuildSub(B, zero, a, ""), a, "");
+      return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, a, zero, ""),
+                             LLVMBuildSub(B, zero, a, ""), a, "");
     case WF_OP_SIGN:
       if (!t->is_signed) return cint(e, t, 1);
-      return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, a, zero, ""), cint(e, t, -1), cint(e, t, 1), "");
+      return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, a, zero, ""), cint(e, t, -1),
+                             cint(e, t, 1), "");
     case WF_OP_FLOOR:
     case WF_OP_CEIL:
-    case WF_OP_ROUND: return a;
-    case WF_OP_BNOT: return LLVMBuildNot(B, a, "");
-    default: break;
+    case WF_OP_ROUND:
+      return a;
+    case WF_OP_BNOT:
+      return LLVMBuildNot(B, a, "");
+    default:
+      break;
     }
     /* math on an integer: compute in double, convert back */
     const wf_type *d = wf_t_float(e->T, 64);
@@ -401,53 +434,82 @@ static LLVMValueRef unary(E *e, const wf_inst *in, const wf_type *t, LLVMValueRe
     return a;
   }
   switch (op) {
-  case WF_OP_NEG: return LLVMBuildFNeg(B, a, "");
-  case WF_OP_ABS: return intr1(e, "llvm.fabs", a);
+  case WF_OP_NEG:
+    return LLVMBuildFNeg(B, a, "");
+  case WF_OP_ABS:
+    return intr1(e, "llvm.fabs", a);
   case WF_OP_SIGN:
     /* Warp's sign: -1 if x < 0, else 1 */
-    return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, cfloat(e, t, 0), ""), cfloat(e, t, -1),
-                           cfloat(e, t, 1), "");
-  case WF_OP_SQRT: return intr1(e, "llvm.sqrt", a);
-  case WF_OP_EXP: return intr1(e, "llvm.exp", a);
-  case WF_OP_LOG: return intr1(e, "llvm.log", a);
-  case WF_OP_SIN: return intr1(e, "llvm.sin", a);
-  case WF_OP_COS: return intr1(e, "llvm.cos", a);
-  case WF_OP_FLOOR: return intr1(e, "llvm.floor", a);
-  case WF_OP_CEIL: return intr1(e, "llvm.ceil", a);
-  case WF_OP_ROUND: return intr1(e, "llvm.round", a);
-  case WF_OP_TAN: return libm(e, "tan", t, a, NULL);
-  case WF_OP_ASIN: return libm(e, "asin", t, a, NULL);
-  case WF_OP_ACOS: return libm(e, "acos", t, a, NULL);
-  case WF_OP_ATAN: return libm(e, "atan", t, a, NULL);
-  case WF_OP_SINH: return libm(e, "sinh", t, a, NULL);
-  case WF_OP_COSH: return libm(e, "cosh", t, a, NULL);
-  case WF_OP_TANH: return libm(e, "tanh", t, a, NULL);
-  default: break;
+    return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, cfloat(e, t, 0), ""),
+                           cfloat(e, t, -1), cfloat(e, t, 1), "");
+  case WF_OP_SQRT:
+    return intr1(e, "llvm.sqrt", a);
+  case WF_OP_EXP:
+    return intr1(e, "llvm.exp", a);
+  case WF_OP_LOG:
+    return intr1(e, "llvm.log", a);
+  case WF_OP_SIN:
+    return intr1(e, "llvm.sin", a);
+  case WF_OP_COS:
+    return intr1(e, "llvm.cos", a);
+  case WF_OP_FLOOR:
+    return intr1(e, "llvm.floor", a);
+  case WF_OP_CEIL:
+    return intr1(e, "llvm.ceil", a);
+  case WF_OP_ROUND:
+    return intr1(e, "llvm.round", a);
+  case WF_OP_TAN:
+    return libm(e, "tan", t, a, NULL);
+  case WF_OP_ASIN:
+    return libm(e, "asin", t, a, NULL);
+  case WF_OP_ACOS:
+    return libm(e, "acos", t, a, NULL);
+  case WF_OP_ATAN:
+    return libm(e, "atan", t, a, NULL);
+  case WF_OP_SINH:
+    return libm(e, "sinh", t, a, NULL);
+  case WF_OP_COSH:
+    return libm(e, "cosh", t, a, NULL);
+  case WF_OP_TANH:
+    return libm(e, "tanh", t, a, NULL);
+  default:
+    break;
   }
   efail(e, in, "operation '%s' is not defined on floats", wf_op_name(op));
   return a;
 }
 
-static LLVMValueRef binary(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef a, LLVMValueRef b) {
+static LLVMValueRef binary(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef a,
+                           LLVMValueRef b) {
   LLVMBuilderRef B = e->B;
   wf_op op = in->op;
   if (t->kind == WF_T_FLOAT) {
     switch (op) {
-    case WF_OP_ADD: return LLVMBuildFAdd(B, a, b, "");
-    case WF_OP_SUB: return LLVMBuildFSub(B, a, b, "");
-    case WF_OP_MUL: return LLVMBuildFMul(B, a, b, "");
-    case WF_OP_DIV: return LLVMBuildFDiv(B, a, b, "");
+    case WF_OP_ADD:
+      return LLVMBuildFAdd(B, a, b, "");
+    case WF_OP_SUB:
+      return LLVMBuildFSub(B, a, b, "");
+    case WF_OP_MUL:
+      return LLVMBuildFMul(B, a, b, "");
+    case WF_OP_DIV:
+      return LLVMBuildFDiv(B, a, b, "");
     case WF_OP_MOD: {
       /* LuaJIT's a % b = a - floor(a / b) * b */
       LLVMValueRef q = intr1(e, "llvm.floor", LLVMBuildFDiv(B, a, b, ""));
       return LLVMBuildFSub(B, a, LLVMBuildFMul(B, q, b, ""), "");
     }
-    case WF_OP_FLOORDIV: return intr1(e, "llvm.floor", LLVMBuildFDiv(B, a, b, ""));
-    case WF_OP_POW: return intr2(e, "llvm.pow", a, b);
-    case WF_OP_MIN: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, b, ""), a, b, "");
-    case WF_OP_MAX: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, a, b, ""), a, b, "");
-    case WF_OP_ATAN2: return libm(e, "atan2", t, a, b);
-    default: break;
+    case WF_OP_FLOORDIV:
+      return intr1(e, "llvm.floor", LLVMBuildFDiv(B, a, b, ""));
+    case WF_OP_POW:
+      return intr2(e, "llvm.pow", a, b);
+    case WF_OP_MIN:
+      return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, b, ""), a, b, "");
+    case WF_OP_MAX:
+      return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, a, b, ""), a, b, "");
+    case WF_OP_ATAN2:
+      return libm(e, "atan2", t, a, b);
+    default:
+      break;
     }
   } else if (t->kind == WF_T_INT || t->kind == WF_T_RNG) {
     if (t->kind == WF_T_RNG) t = wf_t_int(e->T, 32, 0);
@@ -455,17 +517,26 @@ static LLVMValueRef binary(E *e, const wf_inst *in, const wf_type *t, LLVMValueR
     if (LLVMTypeOf(b) != LLVMTypeOf(a) && (op == WF_OP_SHL || op == WF_OP_SHR))
       b = LLVMBuildIntCast2(B, b, LLVMTypeOf(a), 0, "");
     switch (op) {
-    case WF_OP_ADD: return LLVMBuildAdd(B, a, b, "");
-    case WF_OP_SUB: return LLVMBuildSub(B, a, b, "");
-    case WF_OP_MUL: return LLVMBuildMul(B, a, b, "");
+    case WF_OP_ADD:
+      return LLVMBuildAdd(B, a, b, "");
+    case WF_OP_SUB:
+      return LLVMBuildSub(B, a, b, "");
+    case WF_OP_MUL:
+      return LLVMBuildMul(B, a, b, "");
     case WF_OP_DIV:
     case WF_OP_MOD:
-    case WF_OP_FLOORDIV: return int_divmod(e, in, t, a, b);
-    case WF_OP_MIN: return LLVMBuildSelect(B, LLVMBuildICmp(B, sg ? LLVMIntSLT : LLVMIntULT, a, b, ""), a, b, "");
-    case WF_OP_MAX: return LLVMBuildSelect(B, LLVMBuildICmp(B, sg ? LLVMIntSGT : LLVMIntUGT, a, b, ""), a, b, "");
-    case WF_OP_BAND: return LLVMBuildAnd(B, a, b, "");
-    case WF_OP_BOR: return LLVMBuildOr(B, a, b, "");
-    case WF_OP_BXOR: return LLVMBuildXor(B, a, b, "");
+    case WF_OP_FLOORDIV:
+      return int_divmod(e, in, t, a, b);
+    case WF_OP_MIN:
+      return LLVMBuildSelect(B, LLVMBuildICmp(B, sg ? LLVMIntSLT : LLVMIntULT, a, b, ""), a, b, "");
+    case WF_OP_MAX:
+      return LLVMBuildSelect(B, LLVMBuildICmp(B, sg ? LLVMIntSGT : LLVMIntUGT, a, b, ""), a, b, "");
+    case WF_OP_BAND:
+      return LLVMBuildAnd(B, a, b, "");
+    case WF_OP_BOR:
+      return LLVMBuildOr(B, a, b, "");
+    case WF_OP_BXOR:
+      return LLVMBuildXor(B, a, b, "");
     case WF_OP_SHL:
     case WF_OP_SHR: {
       LLVMValueRef amt = LLVMBuildAnd(B, b, cint(e, t, t->bits - 1), "");
@@ -479,17 +550,23 @@ static LLVMValueRef binary(E *e, const wf_inst *in, const wf_type *t, LLVMValueR
       LLVMValueRef r = binary(e, &tmp, d, cast(e, in, a, t, d), cast(e, in, b, t, d));
       return cast(e, in, r, d, t);
     }
-    default: break;
+    default:
+      break;
     }
   } else if (t->kind == WF_T_BOOL) {
     switch (op) {
-    case WF_OP_BAND: return LLVMBuildAnd(B, a, b, "");
-    case WF_OP_BOR: return LLVMBuildOr(B, a, b, "");
-    case WF_OP_BXOR: return LLVMBuildXor(B, a, b, "");
-    default: break;
+    case WF_OP_BAND:
+      return LLVMBuildAnd(B, a, b, "");
+    case WF_OP_BOR:
+      return LLVMBuildOr(B, a, b, "");
+    case WF_OP_BXOR:
+      return LLVMBuildXor(B, a, b, "");
+    default:
+      break;
     }
   }
-  efail(e, in, "operation '%s' is not defined on %s", wf_op_name(op), t->name ? t->name : "this type");
+  efail(e, in, "operation '%s' is not defined on %s", wf_op_name(op),
+        t->name ? t->name : "this type");
   return a;
 }
 
@@ -518,7 +595,8 @@ static LLVMValueRef mload(E *e, const wf_type *t, LLVMValueRef p) {
     LLVMSetAlignment(hdr, 8);
     return header_value(e, hdr, t->ndim);
   }
-  default: break;
+  default:
+    break;
   }
   int n = wf_t_arity(t);
   LLVMValueRef r = LLVMGetUndef(ltype(e, t));
@@ -548,15 +626,19 @@ static void mstore(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef p, LL
     LLVMSetAlignment(s, t->align ? t->align : 1);
     return;
   }
-  case WF_T_ARRAY: efail(e, in, "cannot store an array into memory"); return;
-  default: break;
+  case WF_T_ARRAY:
+    efail(e, in, "cannot store an array into memory");
+    return;
+  default:
+    break;
   }
   int n = wf_t_arity(t);
   uint32_t off = 0;
   for (int i = 0; i < n; i++) {
     const wf_type *ct = wf_t_component(e->T, t, i);
     if (t->kind == WF_T_STRUCT) off = t->fields[i].offset;
-    mstore(e, in, ct, off ? gep8(e, p, ci64(e, off)) : p, LLVMBuildExtractValue(B, v, (unsigned)i, ""));
+    mstore(e, in, ct, off ? gep8(e, p, ci64(e, off)) : p,
+           LLVMBuildExtractValue(B, v, (unsigned)i, ""));
     off += ct->size;
   }
 }
@@ -606,13 +688,15 @@ static LLVMValueRef index64(E *e, const wf_inst *in, wf_val iv) {
 }
 
 /* Debug mode: 0 <= i < size, else the out-of-bounds message and exit. */
-static void bounds_check(E *e, const wf_inst *in, wf_val arr, LLVMValueRef i, LLVMValueRef size, int axis) {
+static void bounds_check(E *e, const wf_inst *in, wf_val arr, LLVMValueRef i, LLVMValueRef size,
+                         int axis) {
   if (!e->o->debug) return;
   LLVMValueRef ok = LLVMBuildICmp(e->B, LLVMIntULT, i, size, "inb");
   LLVMBasicBlockRef good = begin_check(e, ok);
   LLVMTypeRef pt[6] = {e->ptr, e->ptr, e->i64, e->i32, e->i64, e->ptr};
-  LLVMValueRef args[6] = {e->ctx, where_str(e, in), i, ci32(e, axis), size,
-                          LLVMBuildGlobalStringPtr(e->B, arr_name(e, arr), "arr")};
+  LLVMValueRef args[6] = {e->ctx, where_str(e, in),
+                          i,      ci32(e, axis),
+                          size,   LLVMBuildGlobalStringPtr(e->B, arr_name(e, arr), "arr")};
   call_ext(e, "wf_cpu_rt_oob", e->vd, pt, 6, args);
   end_check(e, good);
 }
@@ -642,7 +726,8 @@ static LLVMValueRef elem_addr(E *e, const wf_inst *in, int nidx) {
   return off ? gep8(e, data, off) : data;
 }
 
-static LLVMValueRef atomic_scalar(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef p, LLVMValueRef v) {
+static LLVMValueRef atomic_scalar(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef p,
+                                  LLVMValueRef v) {
   LLVMAtomicRMWBinOp op;
   int isf = t->kind == WF_T_FLOAT;
   if (t->kind != WF_T_FLOAT && t->kind != WF_T_INT) {
@@ -650,12 +735,18 @@ static LLVMValueRef atomic_scalar(E *e, const wf_inst *in, const wf_type *t, LLV
     return v;
   }
   switch (in->op) {
-  case WF_OP_ATOMIC_ADD: op = isf ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd; break;
+  case WF_OP_ATOMIC_ADD:
+    op = isf ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd;
+    break;
   case WF_OP_ATOMIC_MIN:
-    op = isf ? LLVMAtomicRMWBinOpFMin : t->is_signed ? LLVMAtomicRMWBinOpMin : LLVMAtomicRMWBinOpUMin;
+    op = isf            ? LLVMAtomicRMWBinOpFMin
+         : t->is_signed ? LLVMAtomicRMWBinOpMin
+                        : LLVMAtomicRMWBinOpUMin;
     break;
   default:
-    op = isf ? LLVMAtomicRMWBinOpFMax : t->is_signed ? LLVMAtomicRMWBinOpMax : LLVMAtomicRMWBinOpUMax;
+    op = isf            ? LLVMAtomicRMWBinOpFMax
+         : t->is_signed ? LLVMAtomicRMWBinOpMax
+                        : LLVMAtomicRMWBinOpUMax;
     break;
   }
   LLVMValueRef r = LLVMBuildAtomicRMW(e->B, op, p, v, LLVMAtomicOrderingMonotonic, 0);
@@ -664,7 +755,8 @@ static LLVMValueRef atomic_scalar(E *e, const wf_inst *in, const wf_type *t, LLV
 }
 
 /* Atomics on aggregates act on each scalar component (as in Warp). */
-static LLVMValueRef atomic_any(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef p, LLVMValueRef v) {
+static LLVMValueRef atomic_any(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef p,
+                               LLVMValueRef v) {
   if (wf_t_is_scalar(t)) return atomic_scalar(e, in, t, p, v);
   int n = wf_t_arity(t);
   LLVMValueRef r = LLVMGetUndef(ltype(e, t));
@@ -691,7 +783,8 @@ static LLVMValueRef view(E *e, const wf_inst *in) {
   LLVMValueRef a = e->v[av];
   LLVMValueRef i = index64(e, in, in->args[1]);
   bounds_check(e, in, av, i, arr_get(e, a, 1, 0), e->adepth[av]);
-  LLVMValueRef data = gep8(e, arr_get(e, a, 0, -1), LLVMBuildNSWMul(e->B, i, arr_get(e, a, 2, 0), ""));
+  LLVMValueRef data =
+      gep8(e, arr_get(e, a, 0, -1), LLVMBuildNSWMul(e->B, i, arr_get(e, a, 2, 0), ""));
   int nd = rt->ndim;
   LLVMValueRef r = LLVMGetUndef(arr_ltype(e, nd));
   r = LLVMBuildInsertValue(e->B, r, data, 0, "");
@@ -715,8 +808,8 @@ static LLVMValueRef pcg(E *e, LLVMValueRef x) {
   LLVMValueRef b = LLVMBuildAdd(B, LLVMBuildMul(B, x, ci32(e, 747796405), ""),
                                 LLVMConstInt(e->i32, 2891336453u, 0), "");
   LLVMValueRef sh = LLVMBuildAdd(B, LLVMBuildLShr(B, b, ci32(e, 28), ""), ci32(e, 4), "");
-  LLVMValueRef c = LLVMBuildMul(B, LLVMBuildXor(B, LLVMBuildLShr(B, b, sh, ""), b, ""),
-                                ci32(e, 277803737), "");
+  LLVMValueRef c =
+      LLVMBuildMul(B, LLVMBuildXor(B, LLVMBuildLShr(B, b, sh, ""), b, ""), ci32(e, 277803737), "");
   return LLVMBuildXor(B, LLVMBuildLShr(B, c, ci32(e, 22), ""), c, "");
 }
 
@@ -739,8 +832,10 @@ static void emit_print(E *e, const wf_inst *in) {
     LLVMBasicBlockRef cur = LLVMGetInsertBlock(e->B);
     LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(e->F);
     LLVMValueRef first = LLVMGetFirstInstruction(entry);
-    if (first) LLVMPositionBuilderBefore(e->B, first);
-    else LLVMPositionBuilderAtEnd(e->B, entry);
+    if (first)
+      LLVMPositionBuilderBefore(e->B, first);
+    else
+      LLVMPositionBuilderAtEnd(e->B, entry);
     slots = LLVMBuildArrayAlloca(e->B, e->i64, ci32(e, n), "print.slots");
     LLVMPositionBuilderAtEnd(e->B, cur);
   }
@@ -749,7 +844,8 @@ static void emit_print(E *e, const wf_inst *in) {
     LLVMValueRef x = e->v[in->args[i]], s;
     if (t && t->kind == WF_T_FLOAT) {
       kinds[i] = 'f';
-      s = LLVMBuildBitCast(e->B, t->bits == 64 ? x : LLVMBuildFPExt(e->B, x, e->f64, ""), e->i64, "");
+      s = LLVMBuildBitCast(e->B, t->bits == 64 ? x : LLVMBuildFPExt(e->B, x, e->f64, ""), e->i64,
+                           "");
     } else if (t && t->kind == WF_T_BOOL) {
       kinds[i] = 'b';
       s = LLVMBuildZExt(e->B, x, e->i64, "");
@@ -757,7 +853,8 @@ static void emit_print(E *e, const wf_inst *in) {
       int sg = t->kind == WF_T_INT && t->is_signed;
       kinds[i] = sg ? 'i' : 'u';
       s = t->kind == WF_T_INT && t->bits == 64 ? x
-          : sg ? LLVMBuildSExt(e->B, x, e->i64, "") : LLVMBuildZExt(e->B, x, e->i64, "");
+          : sg                                 ? LLVMBuildSExt(e->B, x, e->i64, "")
+                                               : LLVMBuildZExt(e->B, x, e->i64, "");
     } else {
       efail(e, in, "print takes scalar values, got %s", t && t->name ? t->name : "?");
       return;
@@ -784,17 +881,20 @@ static int is_agg_type(LLVMTypeRef t) {
 }
 
 static unsigned agg_len(LLVMTypeRef t) {
-  return LLVMGetTypeKind(t) == LLVMArrayTypeKind ? LLVMGetArrayLength(t) : LLVMCountStructElementTypes(t);
+  return LLVMGetTypeKind(t) == LLVMArrayTypeKind ? LLVMGetArrayLength(t)
+                                                 : LLVMCountStructElementTypes(t);
 }
 
 static LLVMTypeRef agg_elem(LLVMTypeRef t, unsigned i) {
-  return LLVMGetTypeKind(t) == LLVMArrayTypeKind ? LLVMGetElementType(t) : LLVMStructGetTypeAtIndex(t, i);
+  return LLVMGetTypeKind(t) == LLVMArrayTypeKind ? LLVMGetElementType(t)
+                                                 : LLVMStructGetTypeAtIndex(t, i);
 }
 
 static int leaf_count(LLVMTypeRef t) {
   if (!is_agg_type(t)) return 1;
   int n = 0;
-  for (unsigned i = 0; i < agg_len(t); i++) n += leaf_count(agg_elem(t, i));
+  for (unsigned i = 0; i < agg_len(t); i++)
+    n += leaf_count(agg_elem(t, i));
   return n;
 }
 
@@ -805,7 +905,8 @@ static void flatten(E *e, LLVMValueRef v, LLVMValueRef *out, int *n) {
     out[(*n)++] = v;
     return;
   }
-  for (unsigned i = 0; i < agg_len(t); i++) flatten(e, LLVMBuildExtractValue(e->B, v, i, ""), out, n);
+  for (unsigned i = 0; i < agg_len(t); i++)
+    flatten(e, LLVMBuildExtractValue(e->B, v, i, ""), out, n);
 }
 
 static void leaf_phis(E *e, LLVMTypeRef t, LLVMValueRef *out, int *n) {
@@ -813,7 +914,8 @@ static void leaf_phis(E *e, LLVMTypeRef t, LLVMValueRef *out, int *n) {
     out[(*n)++] = LLVMBuildPhi(e->B, t, "");
     return;
   }
-  for (unsigned i = 0; i < agg_len(t); i++) leaf_phis(e, agg_elem(t, i), out, n);
+  for (unsigned i = 0; i < agg_len(t); i++)
+    leaf_phis(e, agg_elem(t, i), out, n);
 }
 
 static LLVMValueRef rebuild(E *e, LLVMTypeRef t, LLVMValueRef *leaves, int *n) {
@@ -828,7 +930,7 @@ static LLVMValueRef rebuild(E *e, LLVMTypeRef t, LLVMValueRef *leaves, int *n) {
 typedef struct phiset {
   int nv, nleaves;
   LLVMTypeRef *types;
-  LLVMValueRef *phis;   /* nleaves */
+  LLVMValueRef *phis;    /* nleaves */
   LLVMValueRef *scratch; /* nleaves */
 } phiset;
 
@@ -836,7 +938,8 @@ static int phiset_init(E *e, phiset *ps, int nv, LLVMTypeRef *types) {
   ps->nv = nv;
   ps->types = types;
   ps->nleaves = 0;
-  for (int i = 0; i < nv; i++) ps->nleaves += leaf_count(types[i]);
+  for (int i = 0; i < nv; i++)
+    ps->nleaves += leaf_count(types[i]);
   ps->phis = malloc(sizeof(LLVMValueRef) * (size_t)(ps->nleaves + 1));
   ps->scratch = malloc(sizeof(LLVMValueRef) * (size_t)(ps->nleaves + 1));
   if (!ps->phis || !ps->scratch) {
@@ -847,18 +950,22 @@ static int phiset_init(E *e, phiset *ps, int nv, LLVMTypeRef *types) {
   return 0;
 }
 
-static void phiset_free(phiset *ps) { free(ps->phis), free(ps->scratch); }
+static void phiset_free(phiset *ps) {
+  free(ps->phis), free(ps->scratch);
+}
 
 /* Create the leaf phis at the builder (the top of the join block). */
 static void phiset_phis(E *e, phiset *ps) {
   int n = 0;
-  for (int i = 0; i < ps->nv; i++) leaf_phis(e, ps->types[i], ps->phis, &n);
+  for (int i = 0; i < ps->nv; i++)
+    leaf_phis(e, ps->types[i], ps->phis, &n);
 }
 
 /* The rebuilt values (after all phis of the block). */
 static void phiset_values(E *e, phiset *ps, LLVMValueRef *out) {
   int n = 0;
-  for (int i = 0; i < ps->nv; i++) out[i] = rebuild(e, ps->types[i], ps->phis, &n);
+  for (int i = 0; i < ps->nv; i++)
+    out[i] = rebuild(e, ps->types[i], ps->phis, &n);
 }
 
 /* Branch from the current block into `target` carrying vals: the leaves
@@ -866,20 +973,24 @@ static void phiset_values(E *e, phiset *ps, LLVMValueRef *out) {
 ** target (the builder ends there) with their first incoming edge. */
 static void phiset_enter(E *e, phiset *ps, LLVMValueRef *vals, LLVMBasicBlockRef target) {
   int n = 0;
-  for (int i = 0; i < ps->nv; i++) flatten(e, vals[i], ps->scratch, &n);
+  for (int i = 0; i < ps->nv; i++)
+    flatten(e, vals[i], ps->scratch, &n);
   LLVMBasicBlockRef bb = LLVMGetInsertBlock(e->B);
   LLVMBuildBr(e->B, target);
   LLVMPositionBuilderAtEnd(e->B, target);
   phiset_phis(e, ps);
-  for (int i = 0; i < n; i++) LLVMAddIncoming(ps->phis[i], &ps->scratch[i], &bb, 1);
+  for (int i = 0; i < n; i++)
+    LLVMAddIncoming(ps->phis[i], &ps->scratch[i], &bb, 1);
 }
 
 /* Incoming values from the current block (call before its branch). */
 static void phiset_incoming(E *e, phiset *ps, LLVMValueRef *vals) {
   int n = 0;
-  for (int i = 0; i < ps->nv; i++) flatten(e, vals[i], ps->scratch, &n);
+  for (int i = 0; i < ps->nv; i++)
+    flatten(e, vals[i], ps->scratch, &n);
   LLVMBasicBlockRef bb = LLVMGetInsertBlock(e->B);
-  for (int i = 0; i < n; i++) LLVMAddIncoming(ps->phis[i], &ps->scratch[i], &bb, 1);
+  for (int i = 0; i < n; i++)
+    LLVMAddIncoming(ps->phis[i], &ps->scratch[i], &bb, 1);
 }
 
 /* ---------------------------------------------------------------------
@@ -905,7 +1016,8 @@ static const wf_type *argt(E *e, const wf_inst *in, int i) {
 }
 
 /* Values a region block passes on (its terminator's operands from `skip`). */
-static void term_values(E *e, const wf_inst *term, int skip, int n, LLVMValueRef *out, const wf_inst *owner) {
+static void term_values(E *e, const wf_inst *term, int skip, int n, LLVMValueRef *out,
+                        const wf_inst *owner) {
   for (int i = 0; i < n; i++) {
     if (!term || skip + i >= term->nargs) {
       efail(e, owner, "'%s' region yields too few values", wf_op_name(owner->op));
@@ -929,7 +1041,8 @@ static void emit_if(E *e, wf_inst *in) {
     efail(e, in, "too many if results");
     return;
   }
-  for (int i = 0; i < n; i++) ty[i] = ltype(e, wf_vtype(e->fn, in->res[i]));
+  for (int i = 0; i < n; i++)
+    ty[i] = ltype(e, wf_vtype(e->fn, in->res[i]));
   phiset ps;
   if (phiset_init(e, &ps, n, ty)) return;
   LLVMPositionBuilderAtEnd(e->B, mb);
@@ -946,7 +1059,8 @@ static void emit_if(E *e, wf_inst *in) {
   LLVMBuildBr(e->B, mb);
   LLVMPositionBuilderAtEnd(e->B, mb);
   phiset_values(e, &ps, rv);
-  for (int i = 0; i < n; i++) e->v[in->res[i]] = rv[i];
+  for (int i = 0; i < n; i++)
+    e->v[in->res[i]] = rv[i];
   phiset_free(&ps);
 }
 
@@ -982,29 +1096,36 @@ static void emit_for(E *e, wf_inst *in) {
   LLVMValueRef cur[64];
   phiset_values(e, &ps, cur);
   LLVMValueRef iphi = cur[0];
-  for (int k = 0; k < nc; k++) e->v[in->res[k]] = cur[k + 1];
+  for (int k = 0; k < nc; k++)
+    e->v[in->res[k]] = cur[k + 1];
   /* inclusive Lua bounds: i <= hi for a positive step, i >= hi otherwise */
   LLVMValueRef cont;
   if (it && it->kind == WF_T_FLOAT) {
-    LLVMValueRef up = LLVMBuildFCmp(e->B, LLVMRealOGT, step, LLVMConstReal(LLVMTypeOf(step), 0), "");
+    LLVMValueRef up =
+        LLVMBuildFCmp(e->B, LLVMRealOGT, step, LLVMConstReal(LLVMTypeOf(step), 0), "");
     cont = LLVMBuildSelect(e->B, up, LLVMBuildFCmp(e->B, LLVMRealOLE, iphi, hi, ""),
                            LLVMBuildFCmp(e->B, LLVMRealOGE, iphi, hi, ""), "");
   } else if (it && it->kind == WF_T_INT && !it->is_signed) {
     cont = LLVMBuildICmp(e->B, LLVMIntULE, iphi, hi, "");
   } else {
-    LLVMValueRef up = LLVMBuildICmp(e->B, LLVMIntSGT, step, LLVMConstInt(LLVMTypeOf(step), 0, 0), "");
+    LLVMValueRef up =
+        LLVMBuildICmp(e->B, LLVMIntSGT, step, LLVMConstInt(LLVMTypeOf(step), 0, 0), "");
     cont = LLVMBuildSelect(e->B, up, LLVMBuildICmp(e->B, LLVMIntSLE, iphi, hi, ""),
                            LLVMBuildICmp(e->B, LLVMIntSGE, iphi, hi, ""), "");
   }
   LLVMBuildCondBr(e->B, cont, bb, xb);
   LLVMPositionBuilderAtEnd(e->B, bb);
   e->v[body->params[0]] = iphi;
-  for (int k = 0; k < nc; k++) e->v[body->params[k + 1]] = cur[k + 1];
+  for (int k = 0; k < nc; k++)
+    e->v[body->params[k + 1]] = cur[k + 1];
   wf_inst *term = emit_block(e, body);
   term_values(e, term, 0, nc, vals + 1, in);
-  if (it && it->kind == WF_T_FLOAT) vals[0] = LLVMBuildFAdd(e->B, iphi, step, "");
-  else if (it && it->kind == WF_T_INT && !it->is_signed) vals[0] = LLVMBuildNUWAdd(e->B, iphi, step, "");
-  else vals[0] = LLVMBuildNSWAdd(e->B, iphi, step, "");
+  if (it && it->kind == WF_T_FLOAT)
+    vals[0] = LLVMBuildFAdd(e->B, iphi, step, "");
+  else if (it && it->kind == WF_T_INT && !it->is_signed)
+    vals[0] = LLVMBuildNUWAdd(e->B, iphi, step, "");
+  else
+    vals[0] = LLVMBuildNSWAdd(e->B, iphi, step, "");
   phiset_incoming(e, &ps, vals);
   LLVMBuildBr(e->B, hb);
   phiset_free(&ps);
@@ -1036,7 +1157,8 @@ static void emit_while(E *e, wf_inst *in) {
   phiset_enter(e, &ps, vals, hb);
   LLVMValueRef cur[64];
   phiset_values(e, &ps, cur);
-  for (int k = 0; k < ni; k++) e->v[before->params[k]] = cur[k];
+  for (int k = 0; k < ni; k++)
+    e->v[before->params[k]] = cur[k];
   wf_inst *ct = emit_block(e, before);
   if (!ct || ct->op != WF_OP_COND || ct->nargs != nr + 1) {
     efail(e, in, "while: the before region must end with a condition passing %d values", nr);
@@ -1066,27 +1188,66 @@ static void emit_inst(E *e, wf_inst *in) {
   switch (in->op) {
   case WF_OP_CONST:
     if (!rt) break;
-    if (rt->kind == WF_T_FLOAT) r = cfloat(e, rt, in->fimm);
-    else if (rt->kind == WF_T_BOOL) r = LLVMConstInt(e->i1, in->imm != 0, 0);
-    else if (rt->kind == WF_T_INT || rt->kind == WF_T_RNG) r = cint(e, rt, in->imm);
-    else r = LLVMConstNull(ltype(e, rt));
+    if (rt->kind == WF_T_FLOAT)
+      r = cfloat(e, rt, in->fimm);
+    else if (rt->kind == WF_T_BOOL)
+      r = LLVMConstInt(e->i1, in->imm != 0, 0);
+    else if (rt->kind == WF_T_INT || rt->kind == WF_T_RNG)
+      r = cint(e, rt, in->imm);
+    else
+      r = LLVMConstNull(ltype(e, rt));
     break;
-  case WF_OP_UNDEF: r = LLVMConstNull(ltype(e, rt)); break;
+  case WF_OP_UNDEF:
+    r = LLVMConstNull(ltype(e, rt));
+    break;
   case WF_OP_PARAM:
     if (in->imm >= 0 && in->imm < e->fn->nparams) r = e->v[e->fn->params[in->imm]];
     break;
-  case WF_OP_ADD: case WF_OP_SUB: case WF_OP_MUL: case WF_OP_DIV: case WF_OP_MOD:
-  case WF_OP_FLOORDIV: case WF_OP_POW: case WF_OP_MIN: case WF_OP_MAX: case WF_OP_ATAN2:
-  case WF_OP_BAND: case WF_OP_BOR: case WF_OP_BXOR: case WF_OP_SHL: case WF_OP_SHR:
+  case WF_OP_ADD:
+  case WF_OP_SUB:
+  case WF_OP_MUL:
+  case WF_OP_DIV:
+  case WF_OP_MOD:
+  case WF_OP_FLOORDIV:
+  case WF_OP_POW:
+  case WF_OP_MIN:
+  case WF_OP_MAX:
+  case WF_OP_ATAN2:
+  case WF_OP_BAND:
+  case WF_OP_BOR:
+  case WF_OP_BXOR:
+  case WF_OP_SHL:
+  case WF_OP_SHR:
     r = binary(e, in, argt(e, in, 0), argv(e, in, 0), argv(e, in, 1));
     break;
-  case WF_OP_NEG: case WF_OP_ABS: case WF_OP_SIGN: case WF_OP_SQRT: case WF_OP_EXP:
-  case WF_OP_LOG: case WF_OP_SIN: case WF_OP_COS: case WF_OP_TAN: case WF_OP_ASIN:
-  case WF_OP_ACOS: case WF_OP_ATAN: case WF_OP_SINH: case WF_OP_COSH: case WF_OP_TANH:
-  case WF_OP_FLOOR: case WF_OP_CEIL: case WF_OP_ROUND: case WF_OP_NOT: case WF_OP_BNOT:
+  case WF_OP_NEG:
+  case WF_OP_ABS:
+  case WF_OP_SIGN:
+  case WF_OP_SQRT:
+  case WF_OP_EXP:
+  case WF_OP_LOG:
+  case WF_OP_SIN:
+  case WF_OP_COS:
+  case WF_OP_TAN:
+  case WF_OP_ASIN:
+  case WF_OP_ACOS:
+  case WF_OP_ATAN:
+  case WF_OP_SINH:
+  case WF_OP_COSH:
+  case WF_OP_TANH:
+  case WF_OP_FLOOR:
+  case WF_OP_CEIL:
+  case WF_OP_ROUND:
+  case WF_OP_NOT:
+  case WF_OP_BNOT:
     r = unary(e, in, argt(e, in, 0), argv(e, in, 0));
     break;
-  case WF_OP_EQ: case WF_OP_NE: case WF_OP_LT: case WF_OP_LE: case WF_OP_GT: case WF_OP_GE:
+  case WF_OP_EQ:
+  case WF_OP_NE:
+  case WF_OP_LT:
+  case WF_OP_LE:
+  case WF_OP_GT:
+  case WF_OP_GE:
     r = compare(e, in, argt(e, in, 0), in->op, argv(e, in, 0), argv(e, in, 1));
     break;
   case WF_OP_SELECT:
@@ -1099,15 +1260,19 @@ static void emit_inst(E *e, wf_inst *in) {
       e->adepth[in->res[0]] = e->adepth[in->args[1]];
     }
     break;
-  case WF_OP_CAST: r = cast(e, in, argv(e, in, 0), argt(e, in, 0), rt); break;
+  case WF_OP_CAST:
+    r = cast(e, in, argv(e, in, 0), argt(e, in, 0), rt);
+    break;
   case WF_OP_AGG: {
     int n = wf_t_arity(rt);
     if (n != in->nargs) {
-      efail(e, in, "agg of %s takes %d components, got %d", rt && rt->name ? rt->name : "?", n, in->nargs);
+      efail(e, in, "agg of %s takes %d components, got %d", rt && rt->name ? rt->name : "?", n,
+            in->nargs);
       break;
     }
     r = LLVMGetUndef(ltype(e, rt));
-    for (int i = 0; i < n; i++) r = LLVMBuildInsertValue(B, r, argv(e, in, i), (unsigned)i, "");
+    for (int i = 0; i < n; i++)
+      r = LLVMBuildInsertValue(B, r, argv(e, in, i), (unsigned)i, "");
     break;
   }
   case WF_OP_EXTRACT: {
@@ -1138,7 +1303,9 @@ static void emit_inst(E *e, wf_inst *in) {
     r = LLVMTypeOf(s) == ltype(e, rt) ? s : LLVMBuildTrunc(B, s, ltype(e, rt), "");
     break;
   }
-  case WF_OP_VIEW: r = view(e, in); break;
+  case WF_OP_VIEW:
+    r = view(e, in);
+    break;
   case WF_OP_LOAD: {
     LLVMValueRef p = elem_addr(e, in, in->nargs - 1);
     r = mload(e, rt, p);
@@ -1150,10 +1317,13 @@ static void emit_inst(E *e, wf_inst *in) {
     if (at && at->kind == WF_T_ARRAY) mstore(e, in, at->elem, p, argv(e, in, in->nargs - 1));
     break;
   }
-  case WF_OP_ATOMIC_ADD: case WF_OP_ATOMIC_MIN: case WF_OP_ATOMIC_MAX: {
+  case WF_OP_ATOMIC_ADD:
+  case WF_OP_ATOMIC_MIN:
+  case WF_OP_ATOMIC_MAX: {
     const wf_type *at = argt(e, in, 0);
     LLVMValueRef p = elem_addr(e, in, in->nargs - 2);
-    if (at && at->kind == WF_T_ARRAY) r = atomic_any(e, in, at->elem, p, argv(e, in, in->nargs - 1));
+    if (at && at->kind == WF_T_ARRAY)
+      r = atomic_any(e, in, at->elem, p, argv(e, in, in->nargs - 1));
     break;
   }
   case WF_OP_TID: {
@@ -1174,13 +1344,16 @@ static void emit_inst(E *e, wf_inst *in) {
     } else {
       val = LLVMBuildFMul(B, LLVMBuildUIToFP(B, LLVMBuildLShr(B, s, ci32(e, 8), ""), e->f32, ""),
                           LLVMConstReal(e->f32, 1.0 / 16777216.0), "");
-      if (rt && rt->kind == WF_T_FLOAT && rt->bits != 32) val = cast(e, in, val, wf_t_float(e->T, 32), rt);
+      if (rt && rt->kind == WF_T_FLOAT && rt->bits != 32)
+        val = cast(e, in, val, wf_t_float(e->T, 32), rt);
     }
     if (in->nres > 0) e->v[in->res[0]] = val;
     if (in->nres > 1) e->v[in->res[1]] = s;
     return;
   }
-  case WF_OP_PRINT: emit_print(e, in); return;
+  case WF_OP_PRINT:
+    emit_print(e, in);
+    return;
   case WF_OP_TRAP: {
     emit_trap(e, in, in->str ? in->str : "trap");
     LLVMBuildBr(B, e->exit_bb);
@@ -1190,11 +1363,21 @@ static void emit_inst(E *e, wf_inst *in) {
   case WF_OP_CALL:
     efail(e, in, "internal error: call to function %d was not inlined", (int)in->imm);
     return;
-  case WF_OP_IF: emit_if(e, in); return;
-  case WF_OP_FOR: emit_for(e, in); return;
-  case WF_OP_WHILE: emit_while(e, in); return;
-  case WF_OP_YIELD: case WF_OP_COND: case WF_OP_RET: return; /* handled by the owner */
-  case WF_OP__COUNT: break;
+  case WF_OP_IF:
+    emit_if(e, in);
+    return;
+  case WF_OP_FOR:
+    emit_for(e, in);
+    return;
+  case WF_OP_WHILE:
+    emit_while(e, in);
+    return;
+  case WF_OP_YIELD:
+  case WF_OP_COND:
+  case WF_OP_RET:
+    return; /* handled by the owner */
+  case WF_OP__COUNT:
+    break;
   }
   if (in->nres > 0) {
     if (!r) {
@@ -1232,7 +1415,8 @@ static int body_params(E *e, LLVMTypeRef *pt) {
     const wf_type *t = wf_vtype(e->fn, e->fn->params[i]);
     if (t->kind == WF_T_ARRAY) {
       pt[n++] = e->ptr;
-      for (int k = 0; k < 2 * t->ndim; k++) pt[n++] = e->i64;
+      for (int k = 0; k < 2 * t->ndim; k++)
+        pt[n++] = e->i64;
     } else {
       pt[n++] = ltype(e, t);
     }
@@ -1254,9 +1438,9 @@ static int count_body_params(const wf_func *fn) {
 
 static void set_target_attrs(E *e, LLVMValueRef f) {
   if (e->o->cpu && *e->o->cpu)
-    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
-                            LLVMCreateStringAttribute(e->C, "target-cpu", 10, e->o->cpu,
-                                                      (unsigned)strlen(e->o->cpu)));
+    LLVMAddAttributeAtIndex(
+        f, LLVMAttributeFunctionIndex,
+        LLVMCreateStringAttribute(e->C, "target-cpu", 10, e->o->cpu, (unsigned)strlen(e->o->cpu)));
   if (e->o->features && *e->o->features)
     LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
                             LLVMCreateStringAttribute(e->C, "target-features", 15, e->o->features,
@@ -1281,7 +1465,8 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
   set_target_attrs(e, F);
   e->F = F;
   e->contig = contig;
-  for (int i = 0; i < fn->nvals; i++) e->v[i] = NULL;
+  for (int i = 0; i < fn->nvals; i++)
+    e->v[i] = NULL;
 
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, F, "entry");
   e->exit_bb = LLVMAppendBasicBlockInContext(e->C, F, "exit");
@@ -1297,11 +1482,13 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
     const wf_type *t = wf_vtype(fn, pv);
     if (t->kind == WF_T_ARRAY) {
       int nd = t->ndim;
-      if (contig && noalias) LLVMAddAttributeAtIndex(F, k + 1, LLVMCreateEnumAttribute(e->C, noalias, 0));
+      if (contig && noalias)
+        LLVMAddAttributeAtIndex(F, k + 1, LLVMCreateEnumAttribute(e->C, noalias, 0));
       LLVMValueRef r = LLVMGetUndef(arr_ltype(e, nd));
       r = LLVMBuildInsertValue(e->B, r, LLVMGetParam(F, k++), 0, "");
       LLVMValueRef sh = LLVMGetUndef(LLVMArrayType(e->i64, (unsigned)nd)), st = sh;
-      for (int d = 0; d < nd; d++) sh = LLVMBuildInsertValue(e->B, sh, LLVMGetParam(F, k++), (unsigned)d, "");
+      for (int d = 0; d < nd; d++)
+        sh = LLVMBuildInsertValue(e->B, sh, LLVMGetParam(F, k++), (unsigned)d, "");
       for (int d = 0; d < nd; d++) {
         LLVMValueRef s = LLVMGetParam(F, k++);
         if (contig && d == nd - 1) s = ci64(e, t->elem->size);
@@ -1324,7 +1511,8 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
     dims[d] = LLVMBuildLoad2(B, e->i64, gep8(e, e->ctx, ci64(e, 8 * d)), "dim");
     LLVMSetAlignment(dims[d], 8);
   }
-  for (int d = 0; d < WF_MAXDIM; d++) e->tid[d] = NULL;
+  for (int d = 0; d < WF_MAXDIM; d++)
+    e->tid[d] = NULL;
 
   LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(e->C, F, "start");
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, begin, end, ""), start, e->exit_bb);
@@ -1356,7 +1544,8 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
         e->tid[0] = LLVMBuildTrunc(B, rem, e->i32, "tid0");
       } else {
         LLVMValueRef q = LLVMBuildSDiv(B, rem, dims[d], "");
-        e->tid[d] = LLVMBuildTrunc(B, LLVMBuildSub(B, rem, LLVMBuildMul(B, q, dims[d], ""), ""), e->i32, "");
+        e->tid[d] = LLVMBuildTrunc(B, LLVMBuildSub(B, rem, LLVMBuildMul(B, q, dims[d], ""), ""),
+                                   e->i32, "");
         rem = q;
       }
     }
@@ -1444,10 +1633,13 @@ static void emit_entry(E *e, LLVMValueRef fc, LLVMValueRef fg) {
       LLVMValueRef a = header_value(e, hdr, t->ndim);
       LLVMValueRef data = arr_get(e, a, 0, -1);
       cargs[n++] = data;
-      for (int d = 0; d < t->ndim; d++) cargs[n++] = arr_get(e, a, 1, d);
-      for (int d = 0; d < t->ndim; d++) cargs[n++] = arr_get(e, a, 2, d);
+      for (int d = 0; d < t->ndim; d++)
+        cargs[n++] = arr_get(e, a, 1, d);
+      for (int d = 0; d < t->ndim; d++)
+        cargs[n++] = arr_get(e, a, 2, d);
       LLVMValueRef inner = arr_get(e, a, 2, t->ndim - 1);
-      fast = LLVMBuildAnd(B, fast, LLVMBuildICmp(B, LLVMIntEQ, inner, ci64(e, t->elem->size), ""), "");
+      fast =
+          LLVMBuildAnd(B, fast, LLVMBuildICmp(B, LLVMIntEQ, inner, ci64(e, t->elem->size), ""), "");
       for (int q = 0; q < na; q++)
         fast = LLVMBuildAnd(B, fast, LLVMBuildICmp(B, LLVMIntNE, data, datas[q], ""), "");
       datas[na++] = data;
@@ -1479,7 +1671,8 @@ static void count_cost(const wf_block *bl, int64_t mult, int64_t *acc) {
     if (in->op == WF_OP_FOR || in->op == WF_OP_WHILE) m = mult * 16;
     if (in->op == WF_OP_PRINT) *acc += 2000 * mult;
     *acc += mult;
-    for (int b = 0; b < in->nblocks; b++) count_cost(in->blocks[b], m, acc);
+    for (int b = 0; b < in->nblocks; b++)
+      count_cost(in->blocks[b], m, acc);
     if (*acc > ((int64_t)1 << 40)) return;
   }
 }
@@ -1490,7 +1683,8 @@ int64_t wf_cpu_cost(const wf_func *fn) {
   return acc < 1 ? 1 : acc;
 }
 
-LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, char *err, size_t errsize) {
+LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, char *err,
+                           size_t errsize) {
   E e;
   memset(&e, 0, sizeof e);
   e.C = C;
@@ -1513,7 +1707,8 @@ LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, 
   for (int i = 0; i < fn->nparams; i++) {
     const wf_type *t = wf_vtype(fn, fn->params[i]);
     if (!t || t->kind == WF_T_VOID) {
-      snprintf(err, errsize, "kernel '%s': parameter %d has no type", fn->name ? fn->name : "?", i + 1);
+      snprintf(err, errsize, "kernel '%s': parameter %d has no type", fn->name ? fn->name : "?",
+               i + 1);
       return NULL;
     }
   }
@@ -1526,11 +1721,13 @@ LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, 
     snprintf(err, errsize, "out of memory");
     return NULL;
   }
-  for (size_t i = 0; i < nv; i++) e.aname[i] = -1;
+  for (size_t i = 0; i < nv; i++)
+    e.aname[i] = -1;
   e.M = LLVMModuleCreateWithNameInContext(fn->name ? fn->name : "kernel", C);
   e.B = LLVMCreateBuilderInContext(C);
   int has_arrays = 0;
-  for (int i = 0; i < fn->nparams; i++) has_arrays |= wf_vtype(fn, fn->params[i])->kind == WF_T_ARRAY;
+  for (int i = 0; i < fn->nparams; i++)
+    has_arrays |= wf_vtype(fn, fn->params[i])->kind == WF_T_ARRAY;
   LLVMValueRef fc = NULL, fg;
   if (has_arrays && !o->debug) fc = emit_body(&e, 1, "body.c");
   fg = emit_body(&e, 0, "body.g");
@@ -1543,8 +1740,8 @@ LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, 
   }
   char *msg = NULL;
   if (LLVMVerifyModule(e.M, LLVMReturnStatusAction, &msg)) {
-    snprintf(err, errsize, "internal error: invalid LLVM IR for kernel '%s': %s", fn->name ? fn->name : "?",
-             msg ? msg : "");
+    snprintf(err, errsize, "internal error: invalid LLVM IR for kernel '%s': %s",
+             fn->name ? fn->name : "?", msg ? msg : "");
     LLVMDisposeMessage(msg);
     LLVMDisposeModule(e.M);
     return NULL;

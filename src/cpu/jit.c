@@ -94,7 +94,8 @@ static uint64_t mix64(uint64_t x) {
 static void h_locs(h128 *h, const wf_block *bl) {
   for (const wf_inst *in = bl->first; in; in = in->next) {
     h_bytes(h, &in->loc, sizeof in->loc);
-    for (int b = 0; b < in->nblocks; b++) h_locs(h, in->blocks[b]);
+    for (int b = 0; b < in->nblocks; b++)
+      h_locs(h, in->blocks[b]);
   }
 }
 
@@ -181,7 +182,8 @@ static int jit_init(wf_jit *j, char *err, size_t es) {
   LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->jit);
   const wf_cpu_sym *syms = wf_cpu_symbols();
   size_t n = 0;
-  while (syms[n].name) n++;
+  while (syms[n].name)
+    n++;
   LLVMOrcCSymbolMapPairs pairs = calloc(n, sizeof *pairs);
   if (!pairs) {
     snprintf(err, es, "weft: out of memory");
@@ -190,7 +192,8 @@ static int jit_init(wf_jit *j, char *err, size_t es) {
   for (size_t i = 0; i < n; i++) {
     pairs[i].Name = LLVMOrcLLJITMangleAndIntern(j->jit, syms[i].name);
     pairs[i].Sym.Address = (LLVMOrcExecutorAddress)(uintptr_t)syms[i].addr;
-    pairs[i].Sym.Flags.GenericFlags = LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable;
+    pairs[i].Sym.Flags.GenericFlags =
+        LLVMJITSymbolGenericFlagsExported | LLVMJITSymbolGenericFlagsCallable;
     pairs[i].Sym.Flags.TargetFlags = 0;
   }
   LLVMOrcMaterializationUnitRef mu = LLVMOrcAbsoluteSymbols(pairs, n);
@@ -202,8 +205,8 @@ static int jit_init(wf_jit *j, char *err, size_t es) {
   }
   /* anything else the code generator may call (compiler-rt style helpers) */
   LLVMOrcDefinitionGeneratorRef gen;
-  if (!(er = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(&gen, LLVMOrcLLJITGetGlobalPrefix(j->jit),
-                                                                  NULL, NULL)))
+  if (!(er = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
+            &gen, LLVMOrcLLJITGetGlobalPrefix(j->jit), NULL, NULL)))
     LLVMOrcJITDylibAddGenerator(jd, gen);
   else
     LLVMConsumeError(er);
@@ -319,8 +322,8 @@ static int jit_tm(wf_jit *j, char *err, size_t es) {
     LLVMDisposeMessage(msg);
     return -1;
   }
-  j->tm = LLVMCreateTargetMachine(target, j->triple, j->cpu, j->features, LLVMCodeGenLevelAggressive,
-                                  LLVMRelocPIC, LLVMCodeModelSmall);
+  j->tm = LLVMCreateTargetMachine(target, j->triple, j->cpu, j->features,
+                                  LLVMCodeGenLevelAggressive, LLVMRelocPIC, LLVMCodeModelSmall);
   if (!j->tm) {
     snprintf(err, es, "weft: cannot create an LLVM target machine for %s", j->triple);
     return -1;
@@ -329,8 +332,8 @@ static int jit_tm(wf_jit *j, char *err, size_t es) {
 }
 
 /* IR -> optimized LLVM module (in C), or NULL with err. */
-static LLVMModuleRef build_module(wf_jit *j, LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, int optimize,
-                                  char *err, size_t es) {
+static LLVMModuleRef build_module(wf_jit *j, LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o,
+                                  int optimize, char *err, size_t es) {
   if (jit_tm(j, err, es) != 0) return NULL;
   LLVMModuleRef M = wf_llvm_emit(C, fn, o, err, es);
   if (!M) return NULL;
@@ -370,7 +373,8 @@ static h128 kernel_key(wf_jit *j, wf_func *fn, const wf_cpu_opts *o, const char 
   h_str(&h, j->features);
   h_str(&h, fn->name);
   h_str(&h, fn->chunk);
-  for (int i = 0; i < o->nnames; i++) h_str(&h, o->names[i]);
+  for (int i = 0; i < o->nnames; i++)
+    h_str(&h, o->names[i]);
   if (fn->body) h_locs(&h, fn->body);
   h_str(&h, irtext);
   h.a = mix64(h.a);
@@ -388,7 +392,8 @@ static LLVMMemoryBufferRef cache_read(wf_jit *j, const char *key) {
   uint64_t size = 0;
   LLVMMemoryBufferRef buf = NULL;
   if (fread(magic, 1, 8, f) == 8 && !memcmp(magic, CACHE_MAGIC, 8) && fread(k, 1, 32, f) == 32 &&
-      !memcmp(k, key, 32) && fread(&size, sizeof size, 1, f) == 1 && size > 0 && size < (1u << 30)) {
+      !memcmp(k, key, 32) && fread(&size, sizeof size, 1, f) == 1 && size > 0 &&
+      size < (1u << 30)) {
     char *data = malloc(size);
     if (data && fread(data, 1, size, f) == size && fgetc(f) == EOF)
       buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(data, size, key);
@@ -418,7 +423,8 @@ static void cache_write(wf_jit *j, const char *key, const char *data, size_t siz
 }
 
 /* Adds an object to the JIT (taking the buffer) and finds sym in it. */
-static void *add_and_lookup(wf_jit *j, LLVMMemoryBufferRef obj, const char *sym, char *err, size_t es) {
+static void *add_and_lookup(wf_jit *j, LLVMMemoryBufferRef obj, const char *sym, char *err,
+                            size_t es) {
   LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->jit);
   LLVMErrorRef er = LLVMOrcLLJITAddObjectFile(j->jit, jd, obj);
   if (er) {
@@ -492,7 +498,8 @@ static int compile_kernel(wf_jit *j, wf_func *fn, wf_cpu_opts *o, const char *ir
   LLVMContextDispose(C);
   j->compiles++;
   if (dump_time())
-    fprintf(stderr, "weft: kernel '%s': LLVM IR + O3 %.2f ms, code generation %.2f ms (thread CPU time)\n",
+    fprintf(stderr,
+            "weft: kernel '%s': LLVM IR + O3 %.2f ms, code generation %.2f ms (thread CPU time)\n",
             fn->name ? fn->name : "?", t1 - t0, now_ms() - t1);
   if (j->cache_on && strchr(sym + 4, '_') == NULL)
     cache_write(j, out->key, LLVMGetBufferStart(obj), LLVMGetBufferSize(obj));
@@ -609,7 +616,8 @@ static int l_cpu_compile(lua_State *L) {
   int st = compile_kernel(j, fn, &o, irtext, &res, err, sizeof err);
   free(irtext);
   if (st != 0) return luaL_error(L, "%s", err);
-  int64_t offs_buf[64], *offs = fn->nparams <= 64 ? offs_buf : malloc(sizeof(int64_t) * (size_t)fn->nparams);
+  int64_t offs_buf[64],
+      *offs = fn->nparams <= 64 ? offs_buf : malloc(sizeof(int64_t) * (size_t)fn->nparams);
   if (!offs) return luaL_error(L, "weft: out of memory");
   int64_t size = wf_cpu_arg_layout(fn, offs);
   lua_createtable(L, 0, 8);
@@ -683,8 +691,10 @@ static int l_cpu_stats(lua_State *L) {
   lua_setfield(L, -2, "disk_writes");
   lua_pushnumber(L, (lua_Number)j->mem_hits);
   lua_setfield(L, -2, "memory_hits");
-  if (j->cache_on) lua_pushstring(L, j->cachedir);
-  else lua_pushboolean(L, 0);
+  if (j->cache_on)
+    lua_pushstring(L, j->cachedir);
+  else
+    lua_pushboolean(L, 0);
   lua_setfield(L, -2, "cache_dir");
   lua_pushstring(L, j->cpu);
   lua_setfield(L, -2, "cpu");

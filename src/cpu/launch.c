@@ -39,11 +39,11 @@ int wf_cpu_launch(wf_rt *rt, void *fn, int ndim, const int64_t *dims, const void
   if (!rt) return WEFT_ERRARG;
   if (!fn) return wf_rt_seterr(rt, WEFT_ERRARG, "weft.launch: kernel has no CPU code");
   if (ndim < 1 || ndim > WF_MAXDIM || !dims)
-    return wf_rt_seterr(rt, WEFT_ERRARG, "weft.launch: dim must have 1 to 4 entries, got %d",
-                        ndim);
+    return wf_rt_seterr(rt, WEFT_ERRARG, "weft.launch: dim must have 1 to 4 entries, got %d", ndim);
   wf_launch_ctx ctx;
   int64_t total = 1;
-  for (int i = 0; i < WF_MAXDIM; i++) ctx.dims[i] = 1;
+  for (int i = 0; i < WF_MAXDIM; i++)
+    ctx.dims[i] = 1;
   for (int i = 0; i < ndim; i++) {
     if (dims[i] < 0 || dims[i] > INT32_MAX)
       return wf_rt_seterr(rt, WEFT_ERRARG,

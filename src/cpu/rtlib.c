@@ -15,12 +15,11 @@
 /* The first failing thread wins the message slot. */
 static int claim(wf_launch_ctx *ctx) {
   int32_t zero = 0;
-  return __atomic_compare_exchange_n(&ctx->error, &zero, 1, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_RELAXED);
+  return __atomic_compare_exchange_n(&ctx->error, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 }
 
-void wf_cpu_rt_oob(wf_launch_ctx *ctx, const char *where, int64_t index, int32_t axis,
-                   int64_t size, const char *array) {
+void wf_cpu_rt_oob(wf_launch_ctx *ctx, const char *where, int64_t index, int32_t axis, int64_t size,
+                   const char *array) {
   if (!claim(ctx)) return;
   snprintf(ctx->msg, sizeof ctx->msg,
            "%s: index %" PRId64 " out of bounds for axis %d with size %" PRId64 " in array '%s'",
@@ -68,10 +67,14 @@ static void pb_value(pbuf *b, const char *spec, char conv, char kind, int64_t bi
   memcpy(&d, &bits, sizeof d);
   int n = 0;
   if (conv == 's' || conv == 'v') {
-    if (kind == 'b') n = snprintf(out, sizeof out, "%s", bits ? "true" : "false");
-    else if (kind == 'f') n = snprintf(out, sizeof out, "%.14g", d);
-    else if (kind == 'u') n = snprintf(out, sizeof out, "%" PRIu64, (uint64_t)bits);
-    else n = snprintf(out, sizeof out, "%" PRId64, bits);
+    if (kind == 'b')
+      n = snprintf(out, sizeof out, "%s", bits ? "true" : "false");
+    else if (kind == 'f')
+      n = snprintf(out, sizeof out, "%.14g", d);
+    else if (kind == 'u')
+      n = snprintf(out, sizeof out, "%" PRIu64, (uint64_t)bits);
+    else
+      n = snprintf(out, sizeof out, "%" PRId64, bits);
     snprintf(fmt, sizeof fmt, "%ss", spec);
     char out2[256];
     int m = snprintf(out2, sizeof out2, fmt, out);
@@ -115,18 +118,22 @@ void wf_cpu_rt_print(const char *fmt, int32_t n, const char *kinds, const int64_
     }
     /* %[flags][width][.prec][length]conv */
     const char *r = q + 1;
-    while (*r && strchr("-+ #0", *r)) r++;
-    while (*r >= '0' && *r <= '9') r++;
+    while (*r && strchr("-+ #0", *r))
+      r++;
+    while (*r >= '0' && *r <= '9')
+      r++;
     if (*r == '.') {
       r++;
-      while (*r >= '0' && *r <= '9') r++;
+      while (*r >= '0' && *r <= '9')
+        r++;
     }
     char spec[32];
     size_t sl = (size_t)(r - q);
     if (sl >= sizeof spec) sl = sizeof spec - 1;
     memcpy(spec, q, sl);
     spec[sl] = '\0';
-    while (*r && strchr("hlLqjzt", *r)) r++;
+    while (*r && strchr("hlLqjzt", *r))
+      r++;
     char conv = *r;
     if (!conv || !strchr("diouxXcfeEgGaAsv", conv)) {
       pb_add(&b, q, (size_t)(r - q) + (conv ? 1 : 0));
@@ -159,19 +166,22 @@ static const wf_cpu_sym symbols[] = {
     {"wf_cpu_rt_oob", (void *)wf_cpu_rt_oob},
     {"wf_cpu_rt_trap", (void *)wf_cpu_rt_trap},
     {"wf_cpu_rt_print", (void *)wf_cpu_rt_print},
-#define F1(name) {#name, (void *)(double (*)(double))name}, {#name "f", (void *)(float (*)(float))name##f},
+#define F1(name)                                                                                   \
+  {#name, (void *)(double (*)(double))name}, {#name "f", (void *)(float (*)(float))name##f},
 #define F2(name)                                                                                   \
-  {#name, (void *)(double (*)(double, double))name},                                              \
+  {#name, (void *)(double (*)(double, double))name},                                               \
       {#name "f", (void *)(float (*)(float, float))name##f},
     F1(sin) F1(cos) F1(tan) F1(asin) F1(acos) F1(atan) F1(sinh) F1(cosh) F1(tanh) F1(exp) F1(exp2)
         F1(log) F1(log2) F1(log10) F1(sqrt) F1(floor) F1(ceil) F1(round) F1(trunc) F1(rint)
             F1(nearbyint) F1(fabs) F2(atan2) F2(pow) F2(fmod) F2(fmin) F2(fmax)
 #undef F1
 #undef F2
-    {"memcpy", (void *)memcpy},
+                {"memcpy", (void *)memcpy},
     {"memset", (void *)memset},
     {"memmove", (void *)memmove},
     {NULL, NULL},
 };
 
-const wf_cpu_sym *wf_cpu_symbols(void) { return symbols; }
+const wf_cpu_sym *wf_cpu_symbols(void) {
+  return symbols;
+}

@@ -73,6 +73,7 @@ static int addvar(wf_fstate *F, const char *name, wf_val v, const wf_type *t) {
   x->v = v;
   x->t = t;
   x->is_param = 0;
+  x->islit = 0;
   return F->nvars++;
 }
 
@@ -450,6 +451,21 @@ static wf_val undef_of(wf_fstate *F, const wf_type *t) {
   return wf_b_inst(&F->b, WF_OP_UNDEF, 0, NULL, 1, &t, 0)->res[0];
 }
 
+/* The value of local x where it merges into type t: its SSA value, its
+** literal as a constant of t, or undef when it never got a value. */
+static wf_val var_value(wf_fstate *F, wf_var *x, const wf_type *t) {
+  if (x->v != WF_NOVAL) return x->v;
+  if (x->islit) {
+    if (t->kind == WF_T_INT && x->num != floor(x->num))
+      wf_lo_err(F, F->b.loc.line, F->b.loc.col, "local '%s' holds the number %g here but %s elsewhere",
+                x->name, x->num, TN(t));
+    if (t->kind == WF_T_INT || t->kind == WF_T_FLOAT) return wf_lo_const(F, t, x->num);
+    wf_lo_err(F, F->b.loc.line, F->b.loc.col, "local '%s' holds a number here but %s elsewhere", x->name,
+              TN(t));
+  }
+  return undef_of(F, t);
+}
+
 /* Lower one branch into a new block; returns the block, fills snap/value. */
 static wf_block *lower_branch(wf_fstate *F, branch_fn fn, void *arg, snap s0, snap *out, wf_rv *val) {
   wf_block *blk = wf_b_newblock(F->fn, 0, NULL);
@@ -518,7 +534,7 @@ static wf_rv emit_if(wf_fstate *F, wf_val cond, branch_fn thenf, void *targ, bra
     if (want_value) ys[0] = wf_lo_value(F, vals[k], vt, at);
     for (int j = 0; j < nm; j++) {
       wf_var *x = &snaps[k]->v[idx[j]];
-      ys[off + j] = x->v != WF_NOVAL ? x->v : undef_of(F, types[off + j]);
+      ys[off + j] = var_value(F, x, types[off + j]);
     }
     wf_b_inst(&F->b, WF_OP_YIELD, off + nm, ys, 0, NULL, 0);
   }
@@ -531,6 +547,7 @@ static wf_rv emit_if(wf_fstate *F, wf_val cond, branch_fn thenf, void *targ, bra
   for (int j = 0; j < nm; j++) {
     F->vars[idx[j]].v = in->res[off + j];
     F->vars[idx[j]].t = types[off + j];
+    F->vars[idx[j]].islit = 0;
   }
   wf_rv r;
   memset(&r, 0, sizeof r);
@@ -710,7 +727,8 @@ static wf_rv index_array(wf_fstate *F, wf_rv arr, int nk, wf_rv *keys, wf_expr *
 static int field_index(const wf_type *t, const char *name) {
   if (t->kind == WF_T_VEC || t->kind == WF_T_QUAT) {
     int n = wf_t_arity(t);
-    if (n <= 4 && name[0] && !name[1]) {
+    /* x y z w name the first four components of vectors of any length */
+    if (name[0] && !name[1]) {
       const char *p = strchr("xyzw", name[0]);
       if (p && p - "xyzw" < n) return (int)(p - "xyzw");
     }
@@ -810,6 +828,7 @@ wf_rv wf_lo_expr(wf_fstate *F, wf_expr *e) {
     int vi = wf_lo_findvar(F, e->name);
     if (vi >= 0) {
       wf_var *x = &F->vars[vi];
+      if (x->islit) return mklit(x->num, x->litint);
       if (x->v == WF_NOVAL) ERR(e, "local '%s' is used before it has a value", e->name);
       return wf_lo_mkval(x->v, x->t);
     }
@@ -919,6 +938,7 @@ void wf_lo_assign_var(wf_fstate *F, int vi, wf_rv r, wf_expr *at) {
   wf_val v = wf_lo_value(F, &r, x->t, at);
   if (!x->t) x->t = wf_vtype(F->fn, v);
   F->vars[vi].v = v;
+  F->vars[vi].islit = 0;
 }
 
 /* Rebuild aggregate `agg` of type t with component c (const or dynamic
@@ -1094,6 +1114,14 @@ static void lower_local(wf_fstate *F, wf_stmt *s) {
       if (vals[i].kind == RV_LUA)
         wf_lo_err(F, src->line, src->col, "local '%s' cannot hold %s", s->names[i],
                   rvdesc(F, &vals[i]));
+      if (vals[i].kind == RV_LIT) {
+        /* an untyped literal local (see wf_var) */
+        int vi = addvar(F, s->names[i], WF_NOVAL, NULL);
+        F->vars[vi].islit = 1;
+        F->vars[vi].litint = vals[i].isint;
+        F->vars[vi].num = vals[i].num;
+        continue;
+      }
       v = wf_lo_value(F, &vals[i], NULL, src);
       t = wf_vtype(F->fn, v);
     }
@@ -1202,38 +1230,49 @@ static void while_probe_body(wf_fstate *F, void *arg, wf_val iv) {
   lower_stmts(F, &s->body, 0);
 }
 
-static void repeat_body(wf_fstate *F, void *arg, wf_val iv) {
-  (void)iv;
-  wf_stmt *s = ((whilearg *)arg)->s;
-  int scope = F->nvars;
-  /* the body's locals stay visible to the until condition */
+/* Lower the statements of a repeat body from `from` on, then its until
+** condition, which sees the body's locals. When a statement may exit
+** (break or return), the rest of the body and the condition go into the
+** `if not exiting` branch, whose value is the condition (true when
+** exiting: the loop stops through its flags anyway). Returns the bool. */
+typedef struct repeatarg {
+  wf_stmt *s;
+  int from;
+} repeatarg;
+
+static wf_val repeat_until(wf_fstate *F, wf_stmt *s, int from);
+
+static wf_rv br_repeat_rest(wf_fstate *F, void *arg) {
+  repeatarg *ra = arg;
+  return wf_lo_mkval(repeat_until(F, ra->s, ra->from), t_bool(F));
+}
+
+static wf_val repeat_until(wf_fstate *F, wf_stmt *s, int from) {
   wf_block_ast *b = &s->body;
-  int nb = F->nbreaks, nr = F->nreturns;
-  int guarded = 0;
-  for (int i = 0; i < b->n; i++) {
+  for (int i = from; i < b->n; i++) {
     int b0 = F->nbreaks, r0 = F->nreturns;
     lower_stmt(F, b->s[i]);
     if (b->s[i]->kind == S_BREAK || b->s[i]->kind == S_RETURN) break;
     if ((F->nbreaks != b0 || F->nreturns != r0) && i + 1 < b->n) {
-      restarg ra = {b, i + 1};
-      emit_if(F, continuing(F), br_rest, &ra, NULL, NULL, 0, NULL);
-      guarded = 1;
-      break;
+      F->b.loc = (wf_loc){b->s[i + 1]->line, b->s[i + 1]->col};
+      repeatarg ra = {s, i + 1};
+      return emit_if(F, continuing(F), br_repeat_rest, &ra, br_true, NULL, 1, s->conds[0]).v;
     }
   }
-  (void)nb;
-  (void)nr;
-  if (guarded) {
-    /* locals after the guard are out of scope for `until`: a limitation */
-  }
-  (void)scope;
+  wf_rv c = wf_lo_expr(F, s->conds[0]);
+  return as_bool(F, c, s->conds[0], "until condition");
+}
+
+static void repeat_body(wf_fstate *F, void *arg, wf_val iv) {
+  (void)iv;
+  repeat_until(F, ((whilearg *)arg)->s, 0);
 }
 
 /* Create the loop-carried bookkeeping: the initial values of idx[]. */
 static void carried_inits(wf_fstate *F, int n, const int *idx, const wf_type **types, wf_val *out) {
   for (int j = 0; j < n; j++) {
     wf_var *x = &F->vars[idx[j]];
-    out[j] = x->v != WF_NOVAL ? x->v : undef_of(F, types[j]);
+    out[j] = var_value(F, x, types[j]);
   }
 }
 
@@ -1242,13 +1281,14 @@ static void bind_params(wf_fstate *F, wf_block *blk, int off, int n, const int *
   for (int j = 0; j < n; j++) {
     F->vars[idx[j]].v = blk->params[off + j];
     F->vars[idx[j]].t = types[j];
+    F->vars[idx[j]].islit = 0;
   }
 }
 
 static void current_vals(wf_fstate *F, int n, const int *idx, const wf_type **types, wf_val *out) {
   for (int j = 0; j < n; j++) {
     wf_var *x = &F->vars[idx[j]];
-    out[j] = x->v != WF_NOVAL ? x->v : undef_of(F, types[j]);
+    out[j] = var_value(F, x, types[j]);
   }
 }
 
@@ -1419,10 +1459,8 @@ static void lower_while(wf_fstate *F, wf_stmt *s, int is_repeat) {
     }
   } else {
     int inner = F->nvars;
-    repeat_body(F, &wa, WF_NOVAL);
+    wf_val until = repeat_until(F, s, 0);
     wf_val ex = exit_flag(F, n, idx);
-    wf_rv c = wf_lo_expr(F, s->conds[0]);
-    wf_val until = as_bool(F, c, s->conds[0], "until condition");
     cont = wf_b_op1(&F->b, WF_OP_NOT, bt, until);
     if (ex != WF_NOVAL) cont = wf_b_op2(&F->b, WF_OP_BAND, bt, cont, wf_b_op1(&F->b, WF_OP_NOT, bt, ex));
     F->nvars = inner;
@@ -1553,7 +1591,7 @@ wf_func *wf_lo_function(wf_fctx *C, int fnref, const char *name, int is_kernel, 
   for (int i = 0; i < nret; i++) {
     wf_var *x = &F->vars[F->retvars[i]];
     rt[i] = x->t;
-    rv[i] = x->v != WF_NOVAL ? x->v : undef_of(F, x->t);
+    rv[i] = var_value(F, x, x->t);
   }
   wf_b_inst(&F->b, WF_OP_RET, nret, rv, 0, NULL, 0);
   F->fn->nret = nret;

@@ -39,9 +39,15 @@ typedef struct wf_rv {
 
 typedef struct wf_var {
   const char *name;
-  wf_val v; /* WF_NOVAL: declared without a value and never assigned */
+  wf_val v; /* WF_NOVAL: declared without a value and never assigned (or islit) */
   const wf_type *t;
   int is_param;
+  /* `local s = 0.0`: the local holds an untyped number literal (num) that
+  ** adapts to the other operand, like the literal itself, until it is
+  ** assigned; then it takes the assigned value's type. Where control flow
+  ** merges it with a typed value, it becomes a constant of that type. */
+  int islit, litint;
+  double num;
 } wf_var;
 
 #define WF_MAXRET 8

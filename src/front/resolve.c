@@ -186,6 +186,38 @@ static int has_mt(wf_fctx *C, int idx, const char *key) {
   return r;
 }
 
+/* Build a constant of type t from the flat list of scalars at stack
+** index ci (1-based position *k), depth first over the components. */
+static wf_val const_from(wf_fstate *F, const wf_type *t, int ci, int *k, wf_expr *at) {
+  lua_State *L = F->C->L;
+  if (wf_t_is_scalar(t)) {
+    lua_rawgeti(L, ci, (*k)++);
+    if (!lua_isnumber(L, -1)) ERR(at, "weft.constant: the value has too few components");
+    double v = lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    return wf_lo_const(F, t, v);
+  }
+  int n = wf_t_arity(t);
+  wf_val c[64];
+  if (n > 64) ERR(at, "weft.constant: %s has too many components", wf_lo_tname(F->C, t));
+  for (int i = 0; i < n; i++) c[i] = const_from(F, wf_t_component(F->C->T, t, i), ci, k, at);
+  return wf_b_agg(&F->b, t, n, c);
+}
+
+/* A weft.constant holding a typed host value: the Const table is below
+** its "type" field on the stack; both are popped. */
+static wf_rv typed_const(wf_fstate *F, const char *path, wf_expr *at) {
+  lua_State *L = F->C->L;
+  int ti = lua_gettop(L), ci = ti - 1;
+  const wf_type *t = wf_front_totype(F->C, ti);
+  if (!t) ERR(at, "'%s': the type of this weft.constant cannot be used in kernels", path);
+  lua_getfield(L, ci, "comps");
+  int k = 1;
+  wf_val v = const_from(F, t, lua_gettop(L), &k, at);
+  lua_pop(L, 3);
+  return wf_lo_mkval(v, t);
+}
+
 /* Classify the Lua value on top of the stack (popped) found under `path`. */
 static wf_rv classify(wf_fstate *F, const char *path, wf_expr *at) {
   wf_fctx *C = F->C;
@@ -236,6 +268,9 @@ static wf_rv classify(wf_fstate *F, const char *path, wf_expr *at) {
     return r;
   }
   if (has_mt(C, top, "const_mt")) {
+    lua_getfield(L, top, "type");
+    if (!lua_isnil(L, -1)) return typed_const(F, path, at);
+    lua_pop(L, 1);
     lua_getfield(L, top, "value");
     lua_remove(L, top);
     return classify(F, path, at);

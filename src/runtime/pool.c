@@ -40,10 +40,10 @@ struct wf_pool {
   int quit;
   _Atomic int64_t next;
   /* synchronisation words */
-  _Atomic uint32_t gen;      /* futex: bumped per job (and at shutdown) */
-  _Atomic int32_t sleepers;  /* workers inside futex_wait(gen) */
-  _Atomic uint32_t busy;     /* futex: workers still in the current job */
-  _Atomic int32_t waiting;   /* the caller is inside futex_wait(busy) */
+  _Atomic uint32_t gen;     /* futex: bumped per job (and at shutdown) */
+  _Atomic int32_t sleepers; /* workers inside futex_wait(gen) */
+  _Atomic uint32_t busy;    /* futex: workers still in the current job */
+  _Atomic int32_t waiting;  /* the caller is inside futex_wait(busy) */
 };
 
 static void futex_wait(_Atomic uint32_t *addr, uint32_t val) {
@@ -95,8 +95,7 @@ static void *worker_main(void *arg) {
     seen = wait_gen(p, seen);
     if (p->quit) return NULL;
     work(p);
-    if (atomic_fetch_sub(&p->busy, 1) == 1 && atomic_load(&p->waiting))
-      futex_wake(&p->busy, 1);
+    if (atomic_fetch_sub(&p->busy, 1) == 1 && atomic_load(&p->waiting)) futex_wake(&p->busy, 1);
   }
 }
 
@@ -121,7 +120,9 @@ wf_pool *wf_pool_new(int nthreads) {
   return p;
 }
 
-int wf_pool_size(const wf_pool *p) { return p ? p->nworkers + 1 : 1; }
+int wf_pool_size(const wf_pool *p) {
+  return p ? p->nworkers + 1 : 1;
+}
 
 /* Publish a job (or the quit request) and wake the sleepers. */
 static void publish(wf_pool *p) {
@@ -134,7 +135,8 @@ void wf_pool_free(void *pool) {
   if (!p) return;
   p->quit = 1;
   publish(p);
-  for (int i = 0; i < p->nworkers; i++) pthread_join(p->threads[i], NULL);
+  for (int i = 0; i < p->nworkers; i++)
+    pthread_join(p->threads[i], NULL);
   free(p->threads);
   free(p);
 }

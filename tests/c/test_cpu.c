@@ -16,7 +16,7 @@ static int failures;
 #define CHECK(c)                                                                                   \
   do {                                                                                             \
     if (!(c)) {                                                                                    \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                       \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                        \
       failures++;                                                                                  \
     }                                                                                              \
   } while (0)
@@ -41,7 +41,9 @@ static void k_func(K *k, const char *name, int np, const wf_type **pt) {
   wf_b_init(&k->b, k->fn, k->fn->body);
 }
 
-static wf_val P(K *k, int i) { return k->fn->params[i]; }
+static wf_val P(K *k, int i) {
+  return k->fn->params[i];
+}
 
 static wf_val tid(K *k, int d) {
   const wf_type *i32 = wf_t_int(k->T, 32, 1);
@@ -52,14 +54,16 @@ static wf_val tid(K *k, int d) {
 
 static wf_val load(K *k, wf_val arr, int n, const wf_val *idx) {
   wf_val args[5] = {arr};
-  for (int i = 0; i < n; i++) args[1 + i] = idx[i];
+  for (int i = 0; i < n; i++)
+    args[1 + i] = idx[i];
   const wf_type *et = wf_vtype(k->fn, arr)->elem;
   return wf_b_inst(&k->b, WF_OP_LOAD, 1 + n, args, 1, &et, 0)->res[0];
 }
 
 static void store(K *k, wf_val arr, int n, const wf_val *idx, wf_val v) {
   wf_val args[6] = {arr};
-  for (int i = 0; i < n; i++) args[1 + i] = idx[i];
+  for (int i = 0; i < n; i++)
+    args[1 + i] = idx[i];
   args[1 + n] = v;
   wf_b_inst(&k->b, WF_OP_STORE, 2 + n, args, 0, NULL, 0);
 }
@@ -75,7 +79,8 @@ static wf_array mkarr(int nd, const int64_t *shape, int elsize) {
   memset(&a, 0, sizeof a);
   a.ndim = nd;
   a.size = 1;
-  for (int i = 0; i < nd; i++) a.size *= shape[i];
+  for (int i = 0; i < nd; i++)
+    a.size *= shape[i];
   int64_t st = elsize;
   for (int i = nd - 1; i >= 0; i--) {
     a.shape[i] = shape[i];
@@ -121,7 +126,8 @@ static void test_saxpy(void) {
   int64_t n = 100003;
   wf_array x = mkarr(1, &n, 4), y = mkarr(1, &n, 4);
   float *xd = x.data, *yd = y.data;
-  for (int64_t j = 0; j < n; j++) xd[j] = (float)j, yd[j] = 1.0f;
+  for (int64_t j = 0; j < n; j++)
+    xd[j] = (float)j, yd[j] = 1.0f;
   int64_t offs[3];
   int64_t size = wf_cpu_arg_layout(k.fn, offs);
   CHECK(size == 24 && offs[0] == 0 && offs[1] == 8 && offs[2] == 16);
@@ -133,13 +139,15 @@ static void test_saxpy(void) {
   memcpy(args + 16, &a, 4);
   CHECK(wf_cpu_launch(RT, fn, 1, &n, args, wf_cpu_cost(k.fn)) == 0);
   int bad = 0;
-  for (int64_t j = 0; j < n; j++) bad += yd[j] != 2.0f * (float)j + 1.0f;
+  for (int64_t j = 0; j < n; j++)
+    bad += yd[j] != 2.0f * (float)j + 1.0f;
   CHECK(bad == 0);
   /* aliased: x passed as both, y = 2x + x */
   memcpy(args + 8, &px, 8);
   CHECK(wf_cpu_launch(RT, fn, 1, &n, args, 1) == 0);
   bad = 0;
-  for (int64_t j = 0; j < n; j++) bad += xd[j] != 3.0f * (float)j;
+  for (int64_t j = 0; j < n; j++)
+    bad += xd[j] != 3.0f * (float)j;
   CHECK(bad == 0);
   /* a strided view (every other element of a bigger buffer) */
   int64_t n2 = 1000;
@@ -147,15 +155,18 @@ static void test_saxpy(void) {
   s.strides[0] = 8;
   s.shape[0] = 500;
   float *sd = s.data;
-  for (int j = 0; j < 1000; j++) sd[j] = 1.0f;
+  for (int j = 0; j < 1000; j++)
+    sd[j] = 1.0f;
   wf_array *ps = &s;
   memcpy(args + 0, &ps, 8);
   memcpy(args + 8, &py, 8);
   int64_t n3 = 500;
-  for (int j = 0; j < 500; j++) yd[j] = 0;
+  for (int j = 0; j < 500; j++)
+    yd[j] = 0;
   CHECK(wf_cpu_launch(RT, fn, 1, &n3, args, 1) == 0);
   bad = 0;
-  for (int j = 0; j < 500; j++) bad += yd[j] != 2.0f;
+  for (int j = 0; j < 500; j++)
+    bad += yd[j] != 2.0f;
   CHECK(bad == 0);
   /* empty launch */
   int64_t zero = 0;
@@ -189,7 +200,8 @@ static void test_tids(void) {
     int32_t *od = o.data;
     if (nd == 2) {
       for (int i = 0; i < shape[0]; i++)
-        for (int j = 0; j < shape[1]; j++) bad += od[i * shape[1] + j] != i * 100 + j;
+        for (int j = 0; j < shape[1]; j++)
+          bad += od[i * shape[1] + j] != i * 100 + j;
     } else {
       for (int i = 0; i < shape[0]; i++)
         for (int j = 0; j < shape[1]; j++)
@@ -220,7 +232,8 @@ static void test_atomics(void) {
   atomic(&k, WF_OP_ATOMIC_ADD, P(&k, 1), z, wf_b_constf(&k.b, f32, 1.0));
   wf_val fi = wf_b_op1(&k.b, WF_OP_CAST, f32, i);
   atomic(&k, WF_OP_ATOMIC_MAX, P(&k, 1), one, fi);
-  atomic(&k, WF_OP_ATOMIC_MIN, P(&k, 1), wf_b_consti(&k.b, i32, 2), wf_b_op1(&k.b, WF_OP_NEG, f32, fi));
+  atomic(&k, WF_OP_ATOMIC_MIN, P(&k, 1), wf_b_consti(&k.b, i32, 2),
+         wf_b_op1(&k.b, WF_OP_NEG, f32, fi));
   atomic(&k, WF_OP_ATOMIC_ADD, P(&k, 2), z, wf_b_constf(&k.b, f64, 0.5));
   atomic(&k, WF_OP_ATOMIC_ADD, P(&k, 3), z, wf_b_consti(&k.b, u8, 1));
   atomic(&k, WF_OP_ATOMIC_ADD, P(&k, 4), z, wf_b_op1(&k.b, WF_OP_CAST, i64, i));
@@ -260,7 +273,8 @@ static void test_bounds(void) {
   wf_array *px = &x;
   int st = wf_cpu_launch(RT, fn, 1, &five, &px, 1);
   CHECK(st == WEFT_ERRRUN);
-  CHECK(strcmp(wf_rt_errmsg(RT), "test.lua:7: index 5 out of bounds for axis 0 with size 5 in array 'x'") == 0);
+  CHECK(strcmp(wf_rt_errmsg(RT),
+               "test.lua:7: index 5 out of bounds for axis 0 with size 5 in array 'x'") == 0);
   if (st) printf("  message: %s\n", wf_rt_errmsg(RT));
   /* threads before the failure wrote their values; nothing crashed */
   CHECK(((int32_t *)x.data)[3] == 0 && ((int32_t *)x.data)[4] == 1);
@@ -281,7 +295,8 @@ static void test_loops_arith(void) {
   k_func(&k, "loops", 2, pt);
   wf_val i = tid(&k, 0);
   /* s = sum_{q=0..i} q */
-  wf_val fa[4] = {wf_b_consti(&k.b, i32, 0), i, wf_b_consti(&k.b, i32, 1), wf_b_consti(&k.b, i32, 0)};
+  wf_val fa[4] = {wf_b_consti(&k.b, i32, 0), i, wf_b_consti(&k.b, i32, 1),
+                  wf_b_consti(&k.b, i32, 0)};
   wf_inst *f = wf_b_inst(&k.b, WF_OP_FOR, 4, fa, 1, &i32, 1);
   const wf_type *bp[2] = {i32, i32};
   wf_block *body = wf_b_newblock(k.fn, 2, bp);
@@ -397,13 +412,15 @@ static void test_vec3(void) {
   wf_val v = load(&k, P(&k, 0), 1, &i);
   wf_val c[3];
   for (int q = 0; q < 3; q++)
-    c[q] = wf_b_op2(&k.b, WF_OP_ADD, f32, wf_b_extract(&k.b, v, q), wf_b_extract(&k.b, P(&k, 1), 2 - q));
+    c[q] = wf_b_op2(&k.b, WF_OP_ADD, f32, wf_b_extract(&k.b, v, q),
+                    wf_b_extract(&k.b, P(&k, 1), 2 - q));
   store(&k, P(&k, 0), 1, &i, wf_b_agg(&k.b, v3, 3, c));
   void *fn = compile(&k, 0, 1, NULL, 0);
   int64_t n = 10;
   wf_array a = mkarr(1, &n, 12);
   float *d = a.data;
-  for (int q = 0; q < 30; q++) d[q] = (float)q;
+  for (int q = 0; q < 30; q++)
+    d[q] = (float)q;
   int64_t offs[2];
   CHECK(wf_cpu_arg_layout(k.fn, offs) == 24 && offs[1] == 8);
   unsigned char args[24];
@@ -413,7 +430,8 @@ static void test_vec3(void) {
   memcpy(args + 8, w, 12);
   CHECK(wf_cpu_launch(RT, fn, 1, &n, args, 1) == 0);
   int bad = 0;
-  for (int q = 0; q < 30; q++) bad += d[q] != (float)q + w[2 - q % 3];
+  for (int q = 0; q < 30; q++)
+    bad += d[q] != (float)q + w[2 - q % 3];
   CHECK(bad == 0);
   free(a.data);
   wf_module_free(k.m);
