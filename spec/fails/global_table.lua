@@ -1,0 +1,5 @@
+-- expect: 4: 'os.time' is a Lua function, not a builtin or a weft.func; it cannot be called in a kernel
+local weft = require "weft"
+return weft.kernel{ x = weft.array(weft.float32), function(x)
+  x[0] = os.time()
+end }
