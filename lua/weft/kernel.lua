@@ -174,6 +174,10 @@ return function(weft)
     local ok, res = pcall(core.compile, self._decl, argtypes)
     if not ok then error(res, 0) end
     self._cache[key] = res
+    -- Tools that need every compiled module (the PTX check of the whole
+    -- spec suite) register a hook in the registry.
+    local hook = debug.getregistry()["weft.module_hook"]
+    if hook then hook(self, res, key) end
     return res, key
   end
 
@@ -192,10 +196,17 @@ return function(weft)
     return f((self:_module(argtypes)))
   end
 
-  function Kernel:ptx(arch, argtypes)
-    local f = get_core().ptx
-    if not f then error("weft: PTX output is not available in this build", 2) end
-    return f((self:_module(argtypes)), arch)
+  -- One PTX module holding the forward entry and, unless opts.adjoint is
+  -- false, the adjoint entry (appended to the IR module once).
+  function Kernel:ptx(arch, argtypes, opts)
+    local c = get_core()
+    if not c.ptx then error("weft: PTX output is not available in this build", 2) end
+    local m = self:_module(argtypes)
+    if not (opts and opts.adjoint == false) then
+      local ok, err = pcall(c.adjoint, m)
+      if not ok then error(err, 2) end
+    end
+    return c.ptx(m, arch)
   end
 
   function Kernel:__tostring()

@@ -486,6 +486,14 @@ static wf_block *lower_branch(wf_fstate *F, branch_fn fn, void *arg, snap s0, sn
 
 static wf_rv emit_if(wf_fstate *F, wf_val cond, branch_fn thenf, void *targ, branch_fn elsef,
                      void *earg, int want_value, wf_expr *at) {
+  /* statements pass no expression: errors point at the statement */
+  wf_expr here;
+  if (!at) {
+    memset(&here, 0, sizeof here);
+    here.line = F->b.loc.line;
+    here.col = F->b.loc.col;
+    at = &here;
+  }
   snap s0 = take_snap(F);
   snap st, se;
   wf_rv tv, ev;
