@@ -247,6 +247,33 @@ describe("kernel atomics", function()
     end)
   end
 
+  it("atomics on small integer types and float16 wrap or round like their type", function()
+    for _, spec in ipairs { { weft.int8, -24 }, { weft.uint8, 232 }, { weft.int16, 1000 }, { weft.uint16, 1000 },
+                            { weft.float16, 1000 } } do
+      local t, sum = spec[1], spec[2]
+      local T = t
+      local k = weft.kernel{ function(s)
+        local i = weft.tid()
+        weft.atomic_add(s, 0, T(1))
+        weft.atomic_max(s, 1, T(i % 100))
+        weft.atomic_min(s, 2, T(i % 100 + 1))
+      end }
+      local s = weft.full(3, 50, t)
+      s[0] = 0
+      weft.launch(k, 1000, { s })
+      assert.are.same({ sum, 99, 1 }, s:totable(), t.name)
+    end
+  end)
+
+  it("atomic_add on arrays of matrices", function()
+    local k = weft.kernel{ m = A(weft.mat22d), function(m)
+      weft.atomic_add(m, 0, weft.mat22d(1, 2, 3, 4))
+    end }
+    local m = weft.zeros(1, weft.mat22d)
+    weft.launch(k, 100, { m })
+    assert.are.same({ { { 100, 200 }, { 300, 400 } } }, m:totable())
+  end)
+
   it("atomics on 2-d arrays take two indexes", function()
     local k = weft.kernel{ h = A(weft.int32, 2), function(h)
       local i = weft.tid()
@@ -308,6 +335,17 @@ describe("kernel random numbers", function()
     for _ in pairs(distinct) do nd = nd + 1 end
     assert.is_true(nd > n - 3, "threads draw distinct numbers")
     assert.is_true(math.abs(sum / n - 0.5) < 0.1, "mean near 1/2")
+  end)
+
+  it("randf with float64 bounds gives float64 values in range", function()
+    local k2 = weft.kernel{ o = A(weft.float64), function(o)
+      local i = weft.tid()
+      local st = weft.rand_init(3, i)
+      o[i] = weft.randf(st, weft.float64(10), 20.0)
+    end }
+    local o = weft.zeros(64, weft.float64)
+    weft.launch(k2, 64, { o })
+    for _, v in ipairs(o:totable()) do assert.is_true(v >= 10 and v < 20) end
   end)
 
   it("randi gives varied int32 values", function()

@@ -278,6 +278,33 @@ describe("kernel vectors", function()
     check(iv:totable(), { { 2, -2, 0 } })
   end)
 
+  it("components written with runtime indexes (v[k] = x, m[r][c] = x)", function()
+    local k = weft.kernel{ v = A(weft.vec4), m = A(weft.mat33d), function(v, m)
+      local i = weft.tid()
+      local a = weft.vec4()
+      a[i] = 5
+      a[(i + 1) % 4] = a[i] + 1
+      v[i] = a
+      local b = weft.identity(3, weft.float64)
+      b[i % 3][(i + 2) % 3] = 9
+      m[i] = b
+    end }
+    local v, m = weft.zeros(4, weft.vec4), weft.zeros(4, weft.mat33d)
+    weft.launch(k, 4, { v, m })
+    local wv, wm = {}, {}
+    for i = 0, 3 do
+      local a = { 0, 0, 0, 0 }
+      a[i + 1] = 5
+      a[(i + 1) % 4 + 1] = 6
+      wv[#wv + 1] = a
+      local b = { { 1, 0, 0 }, { 0, 1, 0 }, { 0, 0, 1 } }
+      b[i % 3 + 1][(i + 2) % 3 + 1] = 9
+      wm[#wm + 1] = b
+    end
+    check(v:totable(), wv)
+    check(m:totable(), wm)
+  end)
+
   it("vector parameters passed by value", function()
     local k = weft.kernel{ v = weft.vec3, o = A(weft.vec3), function(v, o)
       local i = weft.tid()
@@ -311,6 +338,7 @@ describe("kernel matrices", function()
 
   local MATS = {
     { weft.mat22, weft.vec2, 2, 1e-4 }, { weft.mat33, weft.vec3, 3, 1e-4 }, { weft.mat44, weft.vec4, 4, 1e-4 },
+    { weft.mat33h, weft.vec3h, 3, 3e-2 },
     { weft.mat22d, weft.vec2d, 2, 1e-11 }, { weft.mat33d, weft.vec3d, 3, 1e-11 }, { weft.mat44d, weft.vec4d, 4, 1e-11 },
   }
   for _, spec in ipairs(MATS) do

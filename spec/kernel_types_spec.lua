@@ -100,6 +100,65 @@ describe("kernel scalar types", function()
     end)
   end
 
+  it("unsigned comparisons, division and modulo use the unsigned value", function()
+    local k = weft.kernel{ function(a, b, o, c)
+      local i = weft.tid()
+      local x, y = a[i], b[i]
+      o[i * 2] = x / y
+      o[i * 2 + 1] = x % y
+      c[i * 3] = x > y
+      c[i * 3 + 1] = x <= y
+      c[i * 3 + 2] = weft.max(x, y) == x
+    end }
+    for _, t in ipairs { weft.uint8, weft.uint16, weft.uint32 } do
+      local top = 2 ^ t.bits - 1
+      local av, bv = { top, top - 1, 1, top }, { 2, 3, top, top }
+      local o, c = weft.zeros(8, t), weft.zeros(12, weft.bool)
+      weft.launch(k, 4, { A(av, t), A(bv, t), o, c })
+      local wo, wc = {}, {}
+      for n = 1, 4 do
+        local x, y = av[n], bv[n]
+        wo[#wo + 1] = math.floor(x / y)
+        wo[#wo + 1] = x % y
+        wc[#wc + 1] = x > y
+        wc[#wc + 1] = x <= y
+        wc[#wc + 1] = math.max(x, y) == x
+      end
+      assert.are.same(wo, o:totable(), t.name)
+      assert.are.same(wc, c:totable(), t.name)
+    end
+  end)
+
+  it("integer division by zero and INT_MIN / -1 do not crash", function()
+    local k = weft.kernel{ a = A(weft.int32), b = A(weft.int32), o = A(weft.int32), function(a, b, o)
+      local i = weft.tid()
+      o[i * 2] = a[i] / b[i]
+      o[i * 2 + 1] = a[i] % b[i]
+    end }
+    local o = weft.zeros(4, weft.int32)
+    weft.launch(k, 2, { A({ 7, -2147483648 }, weft.int32), A({ 0, -1 }, weft.int32), o })
+    assert.are.equal(4, #o:totable())
+  end)
+
+  it("float16 math: builtins compute in float16 precision", function()
+    local k = weft.kernel{ x = A(weft.float16), o = A(weft.float16), function(x, o)
+      local i = weft.tid()
+      o[i * 4] = weft.sqrt(x[i])
+      o[i * 4 + 1] = weft.sin(x[i]) + weft.exp(x[i])
+      o[i * 4 + 2] = weft.max(x[i], 0.75) * 2
+      o[i * 4 + 3] = weft.float16(weft.float32(x[i]) * 3)
+    end }
+    local o = weft.zeros(8, weft.float16)
+    weft.launch(k, 2, { A({ 0.5, 2 }, weft.float16), o })
+    local want = {}
+    for _, v in ipairs { 0.5, 2 } do
+      for _, w in ipairs { math.sqrt(v), math.sin(v) + math.exp(v), math.max(v, 0.75) * 2, v * 3 } do
+        want[#want + 1] = w
+      end
+    end
+    check_list(o:totable(), want, 2e-3, "float16")
+  end)
+
   it("wraps 64-bit integers at 2^63 and 2^64", function()
     local k = weft.kernel{ a = A(weft.int64), u = A(weft.uint64), function(a, u)
       a[1] = a[0] + 1

@@ -406,12 +406,18 @@ static int do_rand(wf_fstate *F, const char *name, wf_expr *call, wf_rv *out) {
   wf_inst *in = wf_b_inst(B, isf ? WF_OP_RANDF : WF_OP_RANDI, 1, &x->v, 2, rt, 0);
   F->vars[vi].v = in->res[1];
   wf_val r = in->res[0];
+  const wf_type *ft = rt[0];
   if (call->nargs == 3) {
-    const wf_type *f = t_f32(F);
-    wf_val l = val(F, &lo, f, call->args[1]), h = val(F, &hi, f, call->args[2]);
-    r = ADD(F, f, l, MUL(F, f, SUB(F, f, h, l), r));
+    /* the bounds' float type (float32 for literals) is the result's */
+    wf_expr *ae[2] = {call->args[1], call->args[2]};
+    wf_rv b2[2] = {lo, hi};
+    ft = unify(F, name, 2, b2, ae, 1);
+    if (ft->kind != WF_T_FLOAT) ERR(call, "randf: the bounds must be floats, got %s", TN(ft));
+    wf_val l = val(F, &lo, ft, call->args[1]), h = val(F, &hi, ft, call->args[2]);
+    if (ft != rt[0]) r = wf_b_op1(B, WF_OP_CAST, ft, r);
+    r = ADD(F, ft, l, MUL(F, ft, SUB(F, ft, h, l), r));
   }
-  out[0] = wf_lo_mkval(r, rt[0]);
+  out[0] = wf_lo_mkval(r, ft);
   return 1;
 }
 

@@ -123,7 +123,7 @@ static int eval_int(wf_op op, const wf_type *t, int64_t a, int64_t b, int64_t *o
     if (sg && a == minv) return 0;
     *out = sg && a < 0 ? -a : a;
     return 1;
-  case WF_OP_SIGN: *out = sg ? (a > 0) - (a < 0) : a != 0; return 1;
+  case WF_OP_SIGN: *out = (sg && a < 0) ? -1 : 1; return 1; /* Warp: sign(0) = 1 */
   case WF_OP_NOT: *out = !a; return 1;
   case WF_OP_BAND: *out = a & b; return 1;
   case WF_OP_BOR: *out = a | b; return 1;
@@ -156,7 +156,7 @@ static int eval_float(wf_op op, const wf_type *t, double a, double b, double *ou
   case WF_OP_ROUND: r = round(a); break;
   case WF_OP_SIGN:
     if (isnan(a)) return 0;
-    r = a > 0 ? 1.0 : a < 0 ? -1.0 : a;
+    r = a < 0 ? -1.0 : 1.0; /* Warp: sign(0) = 1, as the backends do */
     break;
   case WF_OP_MIN:
   case WF_OP_MAX:
