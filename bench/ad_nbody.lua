@@ -40,9 +40,6 @@ local pos = weft.array(ps, vec3, { requires_grad = true })
 local mass = weft.array(ms, f32, { requires_grad = true })
 local e = weft.zeros(1, f32, { requires_grad = true })
 
-local now = os.clock
-local ok, socket = pcall(require, "socket")
-if ok and socket.gettime then now = socket.gettime end
 local ffi = require "ffi"
 pcall(ffi.cdef, "int clock_gettime(int, void *);")
 local ts = ffi.new("int64_t[2]")
@@ -56,23 +53,23 @@ local tape = weft.Tape()
 tape:record(function() weft.launch(energy, n, { pos, mass }, { outputs = { e } }) end)
 tape:backward(e)
 
-local function best(f)
-  local b = math.huge
-  for _ = 1, reps do
-    local t0 = wall()
-    f()
-    b = math.min(b, wall() - t0)
-  end
-  return b
+-- Median times of the forward and backward launches over `reps`
+-- alternating runs (both see the same machine load).
+local function median(t)
+  table.sort(t)
+  local m = #t
+  return m % 2 == 1 and t[(m + 1) / 2] or (t[m / 2] + t[m / 2 + 1]) / 2
 end
-
-local tf = best(function()
+local tfs, tbs = {}, {}
+for r = 1, reps do
+  local t0 = wall()
   e:zero_()
   weft.launch(energy, n, { pos, mass }, { outputs = { e } })
-end)
-local tb = best(function()
+  local t1 = wall()
   tape:zero()
   tape:backward(e)
-end)
-print(string.format("n-body energy, n = %d: forward %.3f ms, backward %.3f ms, backward/forward = %.2f (target <= 3)",
+  tfs[r], tbs[r] = t1 - t0, wall() - t1
+end
+local tf, tb = median(tfs), median(tbs)
+print(string.format("n-body energy, n = %d: forward %.3f ms, backward %.3f ms (medians), backward/forward = %.2f (target <= 3)",
                     n, tf * 1e3, tb * 1e3, tb / tf))

@@ -1,7 +1,10 @@
 -- bench.lua: weft's CPU benchmarks, each against a baseline measured in the
 -- same run (medians of several runs). Run through `make bench`
 -- (scripts/run-bench), which builds the C baselines first:
---   luajit bench/bench.lua <libsaxpy_c.so> <libnbody_c.so>
+--   luajit bench/bench.lua <libsaxpy_c.so> <libnbody_c.so> [<libnbody_o3.so>]
+-- libnbody_c.so is bench/nbody.c built with gcc -O3 -march=native (GNU C
+-- contracts a*b+c into FMA there, which weft does not do: it keeps the
+-- rounding of the Lua expression); libnbody_o3.so with plain gcc -O3.
 -- The C baselines are loaded into this process and their runs alternate
 -- with weft's, so both see the same machine load.
 local ffi = require "ffi"
@@ -13,9 +16,11 @@ void bench_saxpy(long n, float a, const float *x, float *y);
 void bench_nbody(int n, const void *pos, void *acc);
 ]]
 local saxpy_c, nbody_c = ffi.load(arg[1]), ffi.load(arg[2])
+local nbody_o3 = arg[3] and ffi.load(arg[3]) or nil
 local now, median = clock.now, clock.median
 local fmt = string.format
 local rows = {}
+local weft_times = {} -- name -> weft seconds, for the Warp rows
 
 local function row(name, weft_s, base_s, base_name, target)
   local ratio = weft_s / base_s
@@ -57,6 +62,7 @@ do
   local tw, tc = alternate(21, function() weft.launch(saxpy, n, inputs) end,
                            function() saxpy_c.bench_saxpy(n, 1.0001, px, py) end)
   row("saxpy n=2^24 f32", tw, tc, "gcc -O3 -march=native", "<= 1.1")
+  weft_times.saxpy = tw
 end
 
 -- n-body O(n^2), vec3, n = 4096 -----------------------------------------------
@@ -89,13 +95,19 @@ do
     local a, b = acc[i], cacc[i]
     assert(math.abs(a.x - b.x) <= 1e-3 * math.max(1, math.abs(b.x)), "n-body results differ")
   end
-  row("n-body n=4096 vec3", tw, tc, "gcc -O3 (1 thread)", "<= 0.75")
+  row("n-body n=4096 vec3", tw, tc, "gcc -O3 -march=native", "<= 0.75")
+  weft_times.nbody = tw
+  if nbody_o3 then
+    tw, tc = alternate(7, function() weft.launch(nbody, n, inputs) end,
+                       function() nbody_o3.bench_nbody(n, pos.h.data, cacc.h.data) end)
+    row("n-body n=4096 vec3", tw, tc, "gcc -O3 (1 thread)", "<= 0.75")
+  end
   -- the same with one weft thread: code quality per core
   weft.config.num_threads = 1
   tw, tc = alternate(5, function() weft.launch(nbody, n, inputs) end,
                      function() nbody_c.bench_nbody(n, pos.h.data, cacc.h.data) end)
   weft.config.num_threads = nil
-  row("n-body, weft on 1 thread", tw, tc, "gcc -O3 (1 thread)", "info")
+  row("n-body, weft on 1 thread", tw, tc, "gcc -O3 -march=native", "info")
 end
 
 -- empty dim-1 launch from Lua ------------------------------------------------
@@ -142,6 +154,25 @@ do
 end
 
 -- NVIDIA Warp (warp-lang) on CPU: reference rows ----------------------------
--- TODO(warp): measure saxpy and n-body with `pip install warp-lang`
--- (wp.launch on device "cpu") in this same run and print them here.
-io.write("Warp CPU reference rows             TODO (warp-lang not measured yet)\n")
+-- scripts/run-bench sets WEFT_BENCH_PYTHON to a Python that has warp-lang
+-- (BUILD/venv); bench/warp_cpu.py times the same kernels on device "cpu"
+-- (warm launches + wp.synchronize, medians). The ratio is weft / Warp.
+do
+  local py = os.getenv("WEFT_BENCH_PYTHON")
+  if not py or py == "" then
+    io.write("Warp CPU reference rows             skipped: warp-lang is not installed " ..
+             "(make deps-bench, or WEFT_PY_PKGS=warp-lang scripts/install-deps)\n")
+  else
+    local p = assert(io.popen(py .. " bench/warp_cpu.py 21 5 2>/dev/null"))
+    local out = p:read("*a")
+    p:close()
+    local ws, wn = tonumber(out:match("\nsaxpy (%S+)") or out:match("^saxpy (%S+)")),
+                   tonumber(out:match("\nnbody (%S+)") or out:match("^nbody (%S+)"))
+    if not ws or not wn then
+      io.write("Warp CPU reference rows             skipped: bench/warp_cpu.py failed\n")
+    else
+      row("saxpy n=2^24 f32 vs Warp", weft_times.saxpy, ws, "Warp CPU", "info")
+      row("n-body n=4096 vec3 vs Warp", weft_times.nbody, wn, "Warp CPU", "info")
+    end
+  end
+end

@@ -1,13 +1,18 @@
 """Per-call cost of moving torch tensors in and out of weft, beside NVIDIA
 Warp's same operations (CPU tensors), in the same run.
 
-    WEFT_LIB=build/libweft.so build/venv/bin/python bench/interop_torch.py [iterations]
+    WEFT_LIB=build/libweft.so build/venv/bin/python bench/interop_torch.py [calls [rounds]]
 
-Prints microseconds per call and weft's speedup over Warp for: from_torch,
-passing a torch tensor straight to a launch, and to_torch. Target: weft's
-from_torch >= 5x faster than Warp's.
+For each operation, every round times `calls` calls of weft's version and
+then of Warp's, back to back, so both see the same machine load; the table
+gives the median over the rounds of each side's microseconds per call and
+of the per-round ratio. Operations: from_torch, to_torch, passing a torch
+tensor straight to a launch, and a launch with the library's own array.
+Target: weft's from_torch >= 5x faster than Warp's (build libweft in
+Release: a Debug build measures the C code unoptimized).
 """
 import os
+import statistics
 import sys
 import time
 
@@ -23,39 +28,35 @@ import torch  # noqa: E402
 import weft  # noqa: E402
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 20000
+ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 9
 
 
 def per_call(f, n=N):
-    """Best of 3 runs of n calls, in microseconds per call."""
-    f()
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            f()
-        best = min(best, (time.perf_counter() - t0) / n * 1e6)
-    return best
+    """Microseconds per call of f over n calls."""
+    t0 = time.perf_counter()
+    for _ in range(n):
+        f()
+    return (time.perf_counter() - t0) / n * 1e6
 
 
-def bench_weft(t):
+def weft_ops(t):
     rt = weft.runtime()
-    out = {"from_torch": per_call(lambda: weft.from_torch(t))}
     a = weft.from_torch(t)
-    out["to_torch"] = per_call(lambda: weft.to_torch(a))
+    ops = {"from_torch": lambda: weft.from_torch(t), "to_torch": lambda: weft.to_torch(a)}
     try:
         rt.exec("""
           inc = weft.kernel{ x = weft.array(weft.float32),
             function(x) local i = weft.tid(); x[i] = x[i] + 1.0 end }
         """)
         rt.launch("inc", 1, inputs=[t])
-        out["launch(torch tensor)"] = per_call(lambda: rt.launch("inc", 1, inputs=[t]))
-        out["launch(weft array)"] = per_call(lambda: rt.launch("inc", 1, inputs=[a]))
+        ops["launch(torch tensor)"] = lambda: rt.launch("inc", 1, inputs=[t])
+        ops["launch(own array)"] = lambda: rt.launch("inc", 1, inputs=[a])
     except weft.WeftError as e:
         print("weft: launch not measured:", str(e).splitlines()[0])
-    return out
+    return ops
 
 
-def bench_warp(t):
+def warp_ops(t):
     try:
         import warp as wp
     except ImportError:
@@ -69,29 +70,44 @@ def bench_warp(t):
         i = wp.tid()
         x[i] = x[i] + 1.0
 
-    out = {"from_torch": per_call(lambda: wp.from_torch(t))}
     w = wp.from_torch(t)
-    out["to_torch"] = per_call(lambda: wp.to_torch(w))
     wp.launch(inc, dim=1, inputs=[t], device="cpu")
-    out["launch(torch tensor)"] = per_call(lambda: wp.launch(inc, dim=1, inputs=[t], device="cpu"))
-    out["launch(weft array)"] = per_call(lambda: wp.launch(inc, dim=1, inputs=[w], device="cpu"))
-    return out
+    return {
+        "from_torch": lambda: wp.from_torch(t),
+        "to_torch": lambda: wp.to_torch(w),
+        "launch(torch tensor)": lambda: wp.launch(inc, dim=1, inputs=[t], device="cpu"),
+        "launch(own array)": lambda: wp.launch(inc, dim=1, inputs=[w], device="cpu"),
+    }
 
 
 def main():
     t = torch.zeros(1024, dtype=torch.float32)
-    print("libweft: %s; %d calls per measurement" % (weft.library_path, N))
-    ws = bench_weft(t)
-    wp = bench_warp(t)
+    print("libweft: %s; %d calls per measurement, %d rounds (medians)"
+          % (weft.library_path, N, ROUNDS))
+    ws, wp = weft_ops(t), warp_ops(t)
     print("%-24s %12s %12s %10s" % ("operation", "weft us", "warp us", "speedup"))
-    for k in ("from_torch", "to_torch", "launch(torch tensor)", "launch(weft array)"):
-        a, b = ws.get(k), wp.get(k)
-        ratio = "%.1fx" % (b / a) if a and b else "-"
-        print("%-24s %12s %12s %10s" % (k if k != "launch(weft array)" else "launch(own array)",
-                                         "%.2f" % a if a else "-", "%.2f" % b if b else "-",
-                                         ratio))
-    if ws.get("from_torch") and wp.get("from_torch"):
-        r = wp["from_torch"] / ws["from_torch"]
+    results = {}
+    for k in ("from_torch", "to_torch", "launch(torch tensor)", "launch(own array)"):
+        if k not in ws:
+            continue
+        fa, fb = ws[k], wp.get(k)
+        fa()
+        if fb:
+            fb()
+        a, b, r = [], [], []
+        for _ in range(ROUNDS):
+            a.append(per_call(fa))
+            if fb:
+                b.append(per_call(fb))
+                r.append(b[-1] / a[-1])
+        ma = statistics.median(a)
+        mb = statistics.median(b) if b else None
+        mr = statistics.median(r) if r else None
+        results[k] = mr
+        print("%-24s %12.2f %12s %10s" % (k, ma, "%.2f" % mb if mb else "-",
+                                           "%.1fx" % mr if mr else "-"))
+    if results.get("from_torch"):
+        r = results["from_torch"]
         print("from_torch target (>= 5x faster than warp): %s (%.1fx)"
               % ("met" if r >= 5 else "NOT met", r))
 

@@ -95,6 +95,43 @@ describe("autodiff: loops", function()
   end)
 end)
 
+describe("autodiff: loops sharing values", function()
+  it("a loop init that is also used inside the loop and as an inner loop's init", function()
+    local k = weft.kernel{ a = A(f64, 2), x = A(f64), p = A(f64), function(a, x, p)
+      local i = weft.tid()
+      local s0 = x[i] * 0.5
+      local s = s0
+      for r = 0, 2 do
+        local t = s0
+        for j = 0, 1 do t = t + a[r][j] * s0 * t end
+        s = s + t * s
+      end
+      p[i] = s
+    end }
+    local a = weft.array({ { 0.1, 0.2 }, { -0.3, 0.4 }, { 0.5, 0.6 } }, f64)
+    assert_grad(k, 2, { a, arr { 0.7, -0.4 } }, { weft.zeros(2, f64) })
+  end)
+
+  it("nested accumulations through weft.func taking array views", function()
+    local sum1 = weft.func(function(row)
+      local s = 0.0
+      for j = 0, #row - 1 do s = s + row[j] * row[j] end
+      return s
+    end)
+    local sum2 = weft.func(function(m)
+      local s = 0.0
+      for r = 0, m.shape[0] - 1 do s = s + sum1(m[r]) end
+      return s
+    end)
+    local k = weft.kernel{ a = A(f64, 3), p = A(f64), function(a, p)
+      local i = weft.tid()
+      p[i] = sum2(a[i])
+    end }
+    local a = weft.array({ { { 1, 2 }, { 3, 4 } }, { { 0.5, -1 }, { 2, 0.25 } } }, f64)
+    assert_grad(k, 2, { a }, { weft.zeros(2, f64) })
+  end)
+end)
+
 describe("autodiff: branches and functions", function()
   it("if/elseif/else with values and stores in branches", function()
     local k = weft.kernel{ x = A(f64), y = A(f64), z = A(f64), function(x, y, z)

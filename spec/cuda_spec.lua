@@ -111,6 +111,215 @@ K.rng = {
   function() return { weft.zeros(32), 42 } end,
 }
 
+
+local A = function(data, t) return weft.array(data, t) end
+
+local function seq(n, f)
+  local t = {}
+  for i = 1, n do t[i] = f(i) end
+  return t
+end
+
+K.mat33 = {
+  weft.kernel{ a = weft.array(weft.mat33), v = weft.array(weft.vec3), mo = weft.array(weft.mat33),
+               vo = weft.array(weft.vec3), so = weft.array(weft.float32),
+    function(a, v, mo, vo, so)
+      local i = weft.tid()
+      local m = a[i]
+      local n = weft.transpose(m)
+      mo[i * 3] = m * n + weft.identity(3, weft.float32)
+      mo[i * 3 + 1] = weft.inverse(m)
+      mo[i * 3 + 2] = weft.outer(v[i], v[i]) - m * 2.0
+      vo[i] = m * v[i] + m[1]
+      so[i] = weft.determinant(m) + m[2][1]
+    end },
+  4,
+  function()
+    local ms = seq(4, function(i)
+      return { { 2 + i, 1, 0.5 }, { -1, 3, 0.25 * i }, { 0.5, -i, 4 } }
+    end)
+    return { A(ms, weft.mat33), A(seq(4, function(i) return { i, 1 - i, 0.5 } end), weft.vec3),
+             weft.zeros(12, weft.mat33), weft.zeros(4, weft.vec3), weft.zeros(4) }
+  end,
+  { tol = 1e-5 },
+}
+
+K.quat = {
+  weft.kernel{ qs = weft.array(weft.quatd), v = weft.array(weft.vec3d), qo = weft.array(weft.quatd),
+               vo = weft.array(weft.vec3d), ts = weft.array(weft.transformd),
+    function(qs, v, qo, vo, ts)
+      local i = weft.tid()
+      local q = weft.normalize(qs[i])
+      qo[i * 2] = q * weft.quat_inverse(q) + weft.quat_from_axis_angle(weft.normalize(v[i]), 0.3)
+      qo[i * 2 + 1] = q * qs[i]
+      vo[i * 2] = weft.quat_rotate(q, v[i])
+      local t = weft.transformd(v[i], q)
+      vo[i * 2 + 1] = weft.transform_point(t, weft.vec3d(1.0, 2.0, 3.0))
+      ts[i] = t
+    end },
+  3,
+  function()
+    return { A(seq(3, function(i) return { 0.1 * i, 0.5, -0.25, 1 } end), weft.quatd),
+             A(seq(3, function(i) return { i, -1, 0.5 * i } end), weft.vec3d),
+             weft.zeros(6, weft.quatd), weft.zeros(6, weft.vec3d), weft.zeros(3, weft.transformd) }
+  end,
+  { tol = 1e-12 },
+}
+
+local Particle = weft.struct{ { "pos", weft.vec3 }, { "vel", weft.vec3 }, { "mass", weft.float32 },
+                              { "id", weft.int32 }, { "tag", weft.uint8 }, name = "CudaParticle" }
+K.structs = {
+  weft.kernel{ ps = weft.array(Particle), dt = weft.float32, g = weft.vec3, e = weft.array(weft.float64),
+    function(ps, dt, g, e)
+      local i = weft.tid()
+      local p = ps[i]
+      p.vel = p.vel + g * dt
+      p.pos = p.pos + p.vel * dt
+      p.id = p.id * 10 + i
+      p.tag = p.tag + weft.uint8(1)
+      ps[i] = p
+      ps[i].mass = ps[i].mass * 2.0
+      e[i] = weft.float64(0.5 * p.mass * weft.dot(p.vel, p.vel))
+    end },
+  5,
+  function()
+    local ps = seq(5, function(i)
+      return Particle{ pos = weft.vec3(i, 2 * i, 0), vel = weft.vec3(1, -1, 0.5), mass = i * 0.5, id = i,
+                       tag = 250 + i }
+    end)
+    return { A(ps, Particle), 0.125, weft.vec3(0, -9.8, 0), weft.zeros(5, weft.float64) }
+  end,
+  { tol = 1e-6 },
+}
+
+K.half = {
+  weft.kernel{ x = weft.array(weft.float16), o = weft.array(weft.float16), s = weft.array(weft.float16),
+    function(x, o, s)
+      local i = weft.tid()
+      local h = x[i]
+      o[i * 3] = h * h + weft.float16(0.5)
+      o[i * 3 + 1] = weft.sqrt(weft.abs(h)) - h / weft.float16(3)
+      o[i * 3 + 2] = weft.float16(weft.float32(h) * 1.5)
+      weft.atomic_add(s, 0, h)
+      weft.atomic_max(s, 1, h)
+    end },
+  6,
+  function()
+    return { A({ 0.5, -1.25, 3, 100, -0.1, 7.5 }, weft.float16), weft.zeros(18, weft.float16),
+             A({ 0, -1000 }, weft.float16) }
+  end,
+  { tol = 2e-3 },
+}
+
+K.grid3d = {
+  weft.kernel{ o = weft.array(weft.int32, 3), f = weft.array(weft.float32, 2),
+    function(o, f)
+      local i, j, l = weft.tid()
+      o[i][j][l] = i * 100 + j * 10 + l
+      if l == 0 then
+        local row = f[i]
+        row[j] = weft.float32(i - j) * 0.5 + weft.float32(row.shape[0])
+      end
+    end },
+  { 3, 4, 5 },
+  function() return { weft.zeros({ 3, 4, 5 }, weft.int32), weft.zeros({ 3, 4 }) } end,
+}
+
+K.intatomics = {
+  weft.kernel{ x = weft.array(weft.int32), a = weft.array(weft.int32), b = weft.array(weft.int8),
+               c = weft.array(weft.uint16), d = weft.array(weft.int64), v = weft.array(weft.vec3),
+    function(x, a, b, c, d, v)
+      local i = weft.tid()
+      local xi = x[i]
+      weft.atomic_add(a, 0, xi)
+      weft.atomic_min(a, 1, xi)
+      weft.atomic_max(a, 2, xi)
+      weft.atomic_add(b, i % 3, weft.int8(xi))
+      weft.atomic_max(b, 3, weft.int8(xi))
+      weft.atomic_add(c, 1, weft.uint16(i * 1000))
+      weft.atomic_min(d, 0, weft.int64(xi) * 1000000000)
+      weft.atomic_add(v, i % 2, weft.vec3(1.0, weft.float32(xi), 0.5))
+    end },
+  40,
+  function()
+    local x = seq(40, function(i) return (i * 37) % 41 - 20 end)
+    return { A(x, weft.int32), A({ 0, 1000, -1000 }, weft.int32), weft.zeros(4, weft.int8),
+             A({ 7, 65000, 9 }, weft.uint16), weft.zeros(1, weft.int64), weft.zeros(2, weft.vec3) }
+  end,
+}
+
+K.bits = {
+  weft.kernel{ x = weft.array(weft.int32), o = weft.array(weft.int64), f = weft.array(weft.float64),
+    function(x, o, f)
+      local i = weft.tid()
+      local v = x[i]
+      o[i * 4] = weft.int64(bit.band(v, 0xff) + bit.bxor(v, 0x0f0f))
+      o[i * 4 + 1] = weft.int64(bit.lshift(v, 3)) + weft.int64(bit.rshift(v, 2))
+      o[i * 4 + 2] = weft.int64(weft.select(v > 0, v * v, -v)) + weft.int64(weft.uint8(v))
+      o[i * 4 + 3] = weft.int64(weft.float32(v) * 0.37) + weft.int64(weft.int16(v * 1000))
+      local y = weft.float64(v)
+      f[i * 3] = weft.exp(y * 0.01) + weft.log(weft.abs(y) + 1.0) + weft.atan2(y, 3.0)
+      f[i * 3 + 1] = weft.pow(weft.abs(y), 0.5) + weft.tanh(y * 0.1) + weft.sign(y)
+      f[i * 3 + 2] = weft.clamp(y, -3.0, 4.0) + weft.round(y * 0.3) + weft.ceil(y * 0.3) + y % 3.5
+    end },
+  12,
+  function()
+    return { A({ 0, 1, -1, 7, -7, 255, 256, 1000, -1000, 123456, -99999, 2147483647 }, weft.int32),
+             weft.zeros(48, weft.int64), weft.zeros(36, weft.float64) }
+  end,
+  { tol = 1e-14 },
+}
+
+K.rand2 = {
+  weft.kernel{ o = weft.array(weft.float32, 2), r = weft.array(weft.int32), seed = weft.int32,
+    function(o, r, seed)
+      local i, j = weft.tid()
+      local st = weft.rand_init(seed, i * 7 + j)
+      o[i][j] = weft.randf(st, -1.0, 1.0)
+      if j == 0 then r[i] = weft.randi(st) end
+    end },
+  { 5, 7 },
+  function() return { weft.zeros({ 5, 7 }), weft.zeros(5, weft.int32), 1234 } end,
+}
+
+-- Adjoint kernels: { kernel, dim, make() -> args, adjoint arrays per arg }.
+local ADJ = {}
+
+ADJ.saxpy = { K.saxpy[1], 100, K.saxpy[3] }
+
+ADJ.math = {
+  weft.kernel{ x = weft.array(weft.float64), v = weft.array(weft.vec3d), o = weft.array(weft.float64),
+    function(x, v, o)
+      local i = weft.tid()
+      local a = x[i]
+      local s = 0.0
+      for k = 1, 3 do s = s + weft.sin(a * weft.float64(k)) * a end
+      if a > 0.5 then s = s + weft.sqrt(a) else s = s - a * a end
+      o[i] = s + weft.length(v[i] * a) + weft.dot(v[i], weft.cross(v[i], weft.vec3d(0.0, a, 1.0)))
+    end },
+  9,
+  function()
+    return { A(seq(9, function(i) return i * 0.2 - 0.3 end), weft.float64),
+             A(seq(9, function(i) return { i * 0.1, 1, -0.5 * i } end), weft.vec3d), weft.zeros(9, weft.float64) }
+  end,
+}
+
+ADJ.mat = {
+  weft.kernel{ a = weft.array(weft.mat22d), v = weft.array(weft.vec2d), o = weft.array(weft.vec2d),
+    function(a, v, o)
+      local i = weft.tid()
+      o[i] = weft.inverse(a[i]) * v[i] + weft.transpose(a[i]) * v[i] * weft.determinant(a[i])
+    end },
+  4,
+  function()
+    return { A(seq(4, function(i) return { { 2 + i, 1 }, { -0.5, 3 } } end), weft.mat22d),
+             A(seq(4, function(i) return { i, -i * 0.5 } end), weft.vec2d), weft.zeros(4, weft.vec2d) }
+  end,
+}
+
+local SHIM = { "saxpy", "loops", "intmath", "vec3", "atomics", "rng", "mat33", "quat", "structs", "half",
+               "grid3d", "intatomics", "bits", "rand2" }
+
 -- Compile what the front end accepts; a kernel it rejects is reported
 -- (pending) rather than failing this spec: it belongs to the front end's.
 local function module_of(k)
@@ -164,7 +373,7 @@ describe("cuda ptx", function()
     pending("NVRTC not found")
     return
   end
-  for _, name in ipairs { "saxpy", "loops", "intmath", "vec3", "atomics", "rng" } do
+  for _, name in ipairs { "saxpy", "loops", "intmath", "vec3", "atomics", "rng", "half", "intatomics" } do
     it(name .. " compiles for sm_75, sm_80, sm_90 and assembles", function()
       local m, err = module_of(K[name][1])
       if not m then
@@ -189,13 +398,39 @@ describe("cuda ptx", function()
   end)
 end)
 
-local function close(x, y)
+-- Equal within a relative tolerance (exactly when tol is nil).
+local function close(x, y, tol, path)
+  path = path or ""
   if type(x) == "table" then
-    assert.are.equal(#x, #y)
-    for j = 1, #x do close(x[j], y[j]) end
+    assert.are.equal(#x, #y, "length at " .. path)
+    for j = 1, #x do close(x[j], y[j], tol, path .. "[" .. j .. "]") end
+    for key, v in pairs(x) do
+      if type(key) == "string" then close(v, y[key], tol, path .. "." .. key) end
+    end
     return
   end
-  assert.is_true(math.abs(x - y) <= 1e-5 * math.max(1, math.abs(x)), x .. " ~= " .. y)
+  if type(x) ~= "number" or not tol or x == y then
+    assert.are.equal(x, y, "at " .. path)
+    return
+  end
+  assert.is_true(math.abs(x - y) <= tol * math.max(1, math.abs(x)),
+                 string.format("at %s: cpu %.17g, cuda C %.17g", path, x, y))
+end
+
+-- The elements of an array as Lua values (structs field by field).
+local function values(a)
+  local t = a:totable()
+  for i, v in ipairs(t) do
+    if type(v) == "cdata" then
+      local r = {}
+      for _, f in ipairs(a.dtype.fields) do
+        local x = v[f.name]
+        r[f.name] = type(x) == "cdata" and f.type.totable and f.type.totable(x) or tonumber(x)
+      end
+      t[i] = r
+    end
+  end
+  return t
 end
 
 describe("cuda C on the host matches the cpu backend", function()
@@ -203,9 +438,9 @@ describe("cuda C on the host matches the cpu backend", function()
     pending("no g++")
     return
   end
-  for _, name in ipairs { "saxpy", "loops", "intmath", "vec3", "atomics", "rng" } do
+  for _, name in ipairs(SHIM) do
     it(name, function()
-      local k, dim, make = K[name][1], K[name][2], K[name][3]
+      local k, dim, make, opts = K[name][1], K[name][2], K[name][3], K[name][4] or {}
       if not module_of(k) then
         pending("front end does not compile " .. name)
         return
@@ -213,21 +448,145 @@ describe("cuda C on the host matches the cpu backend", function()
       local a_cpu, a_gpu, a_init = make(), make(), make()
       weft.launch(k, dim, a_cpu)
       shim.run(weft, k, dim, a_gpu)
-      local last -- the output: the last array argument changed
-      for i, v in ipairs(a_cpu) do if weft.is_array(v) then last = i end end
-      assert.are_not.same(a_init[last]:totable(), a_gpu[last]:totable())
+      local changed = false
       for i, v in ipairs(a_cpu) do
         if weft.is_array(v) then
-          local x, y = v:totable(), a_gpu[i]:totable()
-          if name == "vec3" or name == "loops" then
-            close(x, y) -- libm and CUDA's sqrt/length may differ in the last bit
-          else
-            assert.are.same(x, y)
-          end
+          local x, y = values(v), values(a_gpu[i])
+          close(x, y, opts.tol, name .. " arg " .. i)
+          if not changed then changed = not pcall(close, values(a_init[i]), y) end
         end
       end
+      assert.is_true(changed, "the kernel changed no array")
     end)
   end
+end)
+
+describe("cuda C adjoint kernels on the host match the cpu backend", function()
+  if not shim.available() then
+    pending("no g++")
+    return
+  end
+  for _, name in ipairs { "saxpy", "math", "mat" } do
+    it(name, function()
+      local k, dim, make = ADJ[name][1], ADJ[name][2], ADJ[name][3]
+      -- adjoints: ones for the last array (the output), zeros elsewhere
+      local function adjs(args)
+        local out, last = {}, 0
+        for i, v in ipairs(args) do if weft.is_array(v) then last = i end end
+        for i, v in ipairs(args) do
+          if weft.is_array(v) then
+            out[i] = i == last and weft.ones(v.shape, v.dtype) or weft.zeros_like(v)
+          else
+            out[i] = false
+          end
+        end
+        return out
+      end
+      local a_cpu, a_gpu = make(), make()
+      local g_cpu, g_gpu = adjs(a_cpu), adjs(a_gpu)
+      local adj_in = {}
+      for i = 1, #a_cpu do adj_in[i] = g_cpu[i] or nil end
+      weft.launch(k, dim, a_cpu, { adjoint = true, adj_inputs = adj_in })
+      local args = {}
+      for _, v in ipairs(a_gpu) do args[#args + 1] = v end
+      for _, g in ipairs(g_gpu) do if g then args[#args + 1] = g end end
+      shim.run(weft, k, dim, args, { adjoint = true })
+      local some = false
+      for i, g in ipairs(g_cpu) do
+        if g then
+          local x, y = values(g), values(g_gpu[i])
+          close(x, y, 1e-6, name .. " adjoint of arg " .. i)
+          some = some or not pcall(close, x, values(weft.zeros_like(g)))
+        end
+      end
+      assert.is_true(some, "every adjoint stayed zero")
+    end)
+  end
+  it("passes a missing adjoint as the null header", function()
+    local k, make = ADJ.math[1], ADJ.math[3]
+    local a_cpu, a_gpu = make(), make()
+    local gx_cpu, go_cpu = weft.zeros(9, weft.float64), weft.ones(9, weft.float64)
+    weft.launch(k, 9, a_cpu, { adjoint = true, adj_inputs = { gx_cpu, nil, go_cpu } })
+    local gx, go = weft.zeros(9, weft.float64), weft.ones(9, weft.float64)
+    shim.run(weft, k, 9, { a_gpu[1], a_gpu[2], a_gpu[3], gx, false, go }, { adjoint = true })
+    close(gx_cpu:totable(), gx:totable(), 1e-12, "adjoint of x")
+    assert.are_not.equal(0, gx:totable()[1])
+  end)
+end)
+
+describe("cuda debug mode", function()
+  local oob_line = debug.getinfo(1, "l").currentline + 5 -- the line of row[1] = x[i + 1]
+  local oob = weft.kernel{ x = weft.array(weft.float32), o = weft.array(weft.float32, 2),
+    function(x, o)
+      local i = weft.tid()
+      local row = o[i]
+      row[1] = x[i + 1]
+    end }
+  local div = weft.kernel{ x = weft.array(weft.int32), d = weft.int32,
+    function(x, d)
+      local i = weft.tid()
+      x[i] = weft.floordiv(x[i], d) + x[i] % d
+    end }
+
+  it("emits no checks and no error slot in release mode", function()
+    local src = oob:source("cuda")
+    assert.is_nil(src:find("wf_oob", 1, true))
+    assert.is_nil(src:find("wf_err", 1, true))
+  end)
+
+  it("adds the error slot and a check per access", function()
+    local names = { "x", "o" }
+    local src = weft._core.cuda_source(oob:_module(), { debug = true, names = names })
+    assert.matches("wf_err *wf_e)", src, 1, true)
+    local n = 0
+    for _ in src:gmatch("if %(wf_oob%(") do n = n + 1 end
+    assert.are.equal(3, n) -- the view o[i], row[1], x[i + 1]
+  end)
+
+  if not shim.available() then
+    pending("no g++")
+    return
+  end
+
+  local function cpu_error(k, dim, args)
+    weft.config.mode = "debug"
+    local ok, err = pcall(weft.launch, k, dim, args)
+    weft.config.mode = "release"
+    assert.is_false(ok)
+    return tostring(err)
+  end
+
+  it("reports an out-of-bounds read with the Lua line, as the cpu does", function()
+    local x, o = weft.zeros(4), weft.zeros({ 4, 3 })
+    local _, msg = shim.run(weft, oob, 4, { x, o }, { debug = true })
+    assert.are.equal("spec/cuda_spec.lua:" .. oob_line .. ": index 4 out of bounds for axis 0 with size 4 in array 'x'", msg)
+    assert.matches(msg, cpu_error(oob, 4, { weft.zeros(4), weft.zeros({ 4, 3 }) }), 1, true)
+  end)
+
+  it("reports the axis and the array through views", function()
+    local x, o = weft.zeros(5), weft.zeros({ 4, 1 })
+    local _, msg = shim.run(weft, oob, 4, { x, o }, { debug = true })
+    assert.matches("index 1 out of bounds for axis 1 with size 1 in array 'o'", msg, 1, true)
+    assert.matches(msg, cpu_error(oob, 4, { weft.zeros(5), weft.zeros({ 4, 1 }) }), 1, true)
+  end)
+
+  it("runs in-bounds kernels unchanged", function()
+    local x, o = weft.array({ 1, 2, 3, 4, 5 }, weft.float32), weft.zeros({ 4, 2 })
+    local _, msg = shim.run(weft, oob, 4, { x, o }, { debug = true })
+    assert.is_nil(msg)
+    assert.are.same({ { 0, 2 }, { 0, 3 }, { 0, 4 }, { 0, 5 } }, o:totable())
+  end)
+
+  it("reports integer division by zero", function()
+    local x = weft.array({ 7, -7, 9 }, weft.int32)
+    local _, msg = shim.run(weft, div, 3, { x, 0 }, { debug = true })
+    assert.matches("^spec/cuda_spec%.lua:%d+: integer division by zero$", msg)
+    assert.matches(msg, cpu_error(div, 3, { weft.array({ 7, -7, 9 }, weft.int32), 0 }), 1, true)
+    local y = weft.array({ 7, -7, 9 }, weft.int32)
+    local _, ok = shim.run(weft, div, 3, { y, 2 }, { debug = true })
+    assert.is_nil(ok)
+    assert.are.same({ 4, -3, 5 }, y:totable())
+  end)
 end)
 
 describe("cuda on a GPU", function()
@@ -245,6 +604,18 @@ describe("cuda on a GPU", function()
     weft.launch(k, 100, { x, y, 2.5 }, { device = "cuda:0" })
     weft.synchronize()
     assert.are.same(cpu[2]:totable(), y:totable())
+  end)
+  it("reports out-of-bounds accesses in debug mode with the Lua line", function()
+    local k = weft.kernel{ x = weft.array(weft.float32), function(x)
+      local i = weft.tid()
+      x[i + 1] = 1.0
+    end }
+    local x = weft.zeros(8, weft.float32, { device = "cuda:0" })
+    weft.config.mode = "debug"
+    local ok, err = pcall(weft.launch, k, 8, { x }, { device = "cuda:0" })
+    weft.config.mode = "release"
+    assert.is_false(ok)
+    assert.matches("spec/cuda_spec.lua:%d+: index 8 out of bounds for axis 0 with size 8 in array 'x'", err)
   end)
   it("captures and replays a graph", function()
     local k, make = K.saxpy[1], K.saxpy[3]

@@ -1,5 +1,5 @@
 -- Devices: weft.init, weft.devices, weft.get_device / set_device,
--- weft.is_cuda_available, weft.synchronize, CUDA graph capture, and the
+-- weft.is_cuda_available, weft.synchronize, graph capture (CPU and CUDA), the
 -- CUDA launch path used by weft.launch for opts.device = "cuda:N"
 -- (weft._launch_device).
 --
@@ -82,16 +82,64 @@ return function(weft)
   end
 
   ---------------------------------------------------------------------------
-  -- graph capture (CUDA; CPU capture is not implemented yet)
+  -- graph capture
   ---------------------------------------------------------------------------
-  local capturing = nil -- device index being captured
+  -- CUDA: the driver's stream capture (capture_end returns a CUgraph made
+  -- executable). CPU: between capture_begin("cpu") and capture_end(),
+  -- weft.launch records each launch instead of running it: the arguments
+  -- are checked and the kernel compiled at once (a launch over an empty
+  -- grid of the same rank does both), so errors surface at the launch that
+  -- caused them, as with CUDA; capture_launch(g) replays the list in order.
+  -- Arrays are recorded by reference (a replay sees their current
+  -- contents, as a CUDA graph sees device memory), scalars by value.
+  -- Launches made through a local copy of weft.launch taken before
+  -- capture_begin are not recorded.
+  -- g.launches (cpu graphs): the recorded launches { k, dim, inputs, opts }.
+  local capturing = nil -- device index being captured (-1: the cpu)
   local Graph = {}
   Graph.__index = Graph
+  weft.Graph = Graph
+
+  local function copy(t)
+    if type(t) ~= "table" then return t end
+    local c = {}
+    for k, v in pairs(t) do c[k] = v end
+    return c
+  end
+
+  -- weft.launch while the cpu captures: check, compile, record.
+  local function recorder(list, launch)
+    return function(k, dim, inputs, opts)
+      if type(dim) == "table" then dim = copy(dim) end
+      local empty = 0
+      if type(dim) == "table" then
+        empty = {}
+        for i = 1, #dim do empty[i] = 0 end
+      end
+      local o = copy(opts)
+      if o then o.outputs, o.adj_inputs, o.adj_outputs = copy(o.outputs), copy(o.adj_inputs), copy(o.adj_outputs) end
+      local tape = weft._tape_active
+      weft._tape_active = nil -- the check launch is not a recorded step
+      local ok, err = pcall(launch, k, empty, inputs, o)
+      weft._tape_active = tape
+      if not ok then error(err, 0) end -- positioned at the user's call already
+      list[#list + 1] = { k = k, dim = dim, inputs = copy(inputs), opts = o }
+    end
+  end
 
   function weft.capture_begin(d)
     local n = parse("weft.capture_begin", d, 2)
-    if n < 0 then error("weft.capture_begin: capture on the cpu is not supported yet", 2) end
-    if capturing then error(fmt("weft.capture_begin: cuda:%d is already capturing", capturing), 2) end
+    if capturing then
+      error(fmt("weft.capture_begin: %s is already capturing",
+                capturing < 0 and "the cpu" or "cuda:" .. capturing), 2)
+    end
+    if n < 0 then
+      local list, launch = {}, weft.launch
+      weft._capture = { list = list, launch = launch }
+      weft.launch = recorder(list, launch)
+      capturing = -1
+      return
+    end
     weft._check(C.wf_cuda_capture_begin(rt, n), 2)
     capturing = n
   end
@@ -100,6 +148,12 @@ return function(weft)
     if not capturing then error("weft.capture_end: no capture in progress", 2) end
     local n = capturing
     capturing = nil
+    if n < 0 then
+      local cap = weft._capture
+      weft._capture = nil
+      weft.launch = cap.launch
+      return setmetatable({ device = -1, launches = cap.list }, Graph)
+    end
     local g = ffi.new("void *[1]")
     weft._check(C.wf_cuda_capture_end(rt, n, g), 2)
     local h = ffi.gc(g[0], function(p) C.wf_cuda_graph_free(rt, p) end)
@@ -108,7 +162,27 @@ return function(weft)
 
   function weft.capture_launch(g)
     if getmetatable(g) ~= Graph then error("weft.capture_launch: expected a graph from weft.capture_end", 2) end
+    if g.device < 0 then
+      if capturing then error("weft.capture_launch: cannot replay a cpu graph while capturing", 2) end
+      local launch = weft.launch
+      for _, l in ipairs(g.launches) do
+        local ok, err = pcall(launch, l.k, l.dim, l.inputs, l.opts)
+        if not ok then -- positioned at the capture_launch call, as a launch is
+          local msg = tostring(err)
+          local c = debug.getinfo(2, "Sl")
+          local at = c and c.currentline > 0 and c.short_src .. ":" .. c.currentline .. ":"
+          if at and msg:sub(1, #at) ~= at then error(msg, 2) end
+          error(msg, 0)
+        end
+      end
+      return
+    end
     weft._check(C.wf_cuda_graph_launch(rt, g.device, g.handle), 2)
+  end
+
+  function Graph:__tostring()
+    return self.device < 0 and fmt("weft.Graph (cpu, %d launches)", #self.launches)
+      or fmt("weft.Graph (cuda:%d)", self.device)
   end
 
   ---------------------------------------------------------------------------
@@ -117,13 +191,17 @@ return function(weft)
   -- Per kernel and device: the loaded module and its entry function.
   local loaded = setmetatable({}, { __mode = "k" })
 
-  local function load_kernel(k, n)
+  -- PTX for the device's architecture (compute_XX): NVRTC skips ptxas and
+  -- the driver JIT-compiles it at load (caching the result itself). Debug
+  -- mode compiles a second module with bounds checks and the error slot.
+  local function load_kernel(k, n, debug)
     local per = loaded[k]
     if not per then
       per = {}
       loaded[k] = per
     end
-    if per[n] then return per[n] end
+    local key = debug and -1 - n or n
+    if per[key] then return per[key] end
     for _, p in ipairs(k.params) do
       if not p.type then
         error(fmt("weft.launch: kernel '%s': generic parameter '%s' is not supported on CUDA yet; "
@@ -131,20 +209,43 @@ return function(weft)
       end
     end
     local mod = k:_module()
-    local arch = weft.cuda_device_info(n).arch
-    local image, entries = core.cuda_cubin(mod, arch)
+    local arch = weft.cuda_device_info(n).arch:gsub("^sm_", "compute_")
+    local names = {}
+    for i, p in ipairs(k.params) do names[i] = p.name end
+    local image, entries = core.cuda_ptx(mod, arch, { debug = debug, names = names })
     local m = ffi.new("void *[1]")
-    weft._check(C.wf_cuda_module_load(rt, n, image, #image, m), 4)
+    weft._check(C.wf_cuda_module_load(rt, n, image, #image + 1, m), 4)
     local f = ffi.new("void *[1]")
     weft._check(C.wf_cuda_module_function(rt, m[0], entries[1], f), 4)
-    per[n] = { module = m[0], fn = f[0], image = image }
-    return per[n]
+    per[key] = { module = m[0], fn = f[0], image = image }
+    return per[key]
+  end
+
+  -- Debug mode: the error slot of device n (WF_CUDA_ERRSLOT = 512 bytes:
+  -- int32 flag, then the message), zeroed before each launch.
+  local slots = {}
+  local function error_slot(n)
+    local s = slots[n]
+    if not s then
+      s = weft.zeros(512, weft.uint8, { device = "cuda:" .. n })
+      slots[n] = s
+    end
+    s:zero_()
+    return s
+  end
+
+  -- After a debug launch: the first failing thread's message, or nil.
+  local function slot_message(s)
+    local host = s:to("cpu")
+    local p = ffi.cast("const char *", host.h.data)
+    if ffi.cast("const int32_t *", p)[0] == 0 then return nil end
+    return ffi.string(p + 4)
   end
 
   -- One pointer per kernel parameter: arrays pass their header (the
   -- kernel reads its first 72 bytes), scalars a boxed copy.
   local function marshal(k, n, args)
-    local ptrs = ffi.new("void *[?]", #k.params)
+    local ptrs = ffi.new("void *[?]", #k.params + 1)
     local keep = {}
     for i, p in ipairs(k.params) do
       local v = args[i]
@@ -157,7 +258,10 @@ return function(weft)
       else
         local t = p.type
         local box = ffi.new(weft._array_ctype(t), 1)
-        box[0] = v
+        local err = t.store(box, 0, v)
+        if err then
+          error(fmt("weft.launch: kernel '%s': '%s' is %s", k.name, p.name, err), 4)
+        end
         keep[#keep + 1] = box
         ptrs[i - 1] = box
       end
@@ -175,13 +279,26 @@ return function(weft)
       error(fmt("weft.launch: kernel '%s' takes %d arguments (inputs then outputs), got %d", k.name,
                 #k.params, #args), 3)
     end
-    local ker = load_kernel(k, n)
+    local debug = weft.config.mode == "debug"
+    local ker = load_kernel(k, n, debug)
     local d = type(dim) == "table" and dim or { dim }
     local dims = ffi.new("int64_t[4]")
     for i = 1, #d do dims[i - 1] = d[i] end
     local ptrs, keep = marshal(k, n, args)
-    weft._check(C.wf_cuda_launch(rt, n, ker.fn, #d, dims, #k.params, ptrs, opts.block_dim or 0,
+    local nargs, slot = #k.params, nil
+    if debug then -- the error slot's device pointer, passed last
+      slot = error_slot(n)
+      local box = ffi.new("void *[1]", slot.h.data)
+      keep[#keep + 1] = box
+      ptrs[nargs] = box
+      nargs = nargs + 1
+    end
+    weft._check(C.wf_cuda_launch(rt, n, ker.fn, #d, dims, nargs, ptrs, opts.block_dim or 0,
                                  weft.config.verify_cuda and 1 or 0), 3)
+    if slot then
+      local msg = slot_message(slot)
+      if msg then error(msg, 3) end
+    end
     return keep
   end
 end

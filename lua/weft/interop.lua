@@ -158,34 +158,65 @@ return function(weft)
     return "other", t and t.name or type(v), nil
   end
 
-  -- weft.launch(k, dims, inputs [, {outputs = ...}]) with the first nin
-  -- arguments as inputs.
-  function I.launch(k, dims, nin, ...)
-    if not weft.launch then
+  -- weft.launch(k, dim, inputs [, {outputs = ...}]) with the first nin
+  -- arguments as inputs; dim is a number or a table of 1 to 4 numbers.
+  function I.launch(k, dim, nin, ...)
+    local launch = weft.launch
+    if not launch then
       raise("weft_launch: weft.launch is not available (the kernel compiler is not built in)")
     end
+    if type(dim) == "table" and #dim == 1 then dim = dim[1] end
     local n = select("#", ...)
-    local args = { ... }
-    local inputs, outputs = {}, {}
-    for i = 1, n do
-      if i <= nin then inputs[i] = args[i] else outputs[i - nin] = args[i] end
+    if n == nin then return launch(k, dim, { ... }) end
+    local args, outputs = { ... }, {}
+    for i = nin + 1, n do
+      outputs[i - nin] = args[i]
+      args[i] = nil
     end
-    local dim = #dims == 1 and dims[1] or dims
-    if n > nin then
-      return weft.launch(k, dim, inputs, { outputs = outputs })
-    end
-    return weft.launch(k, dim, inputs)
+    return launch(k, dim, args, { outputs = outputs })
   end
 
-  -- Element layout of a type name (for the Python package): scalar name,
-  -- DLPack code and bits, element size, trailing dimensions.
-  function I.typeinfo(name)
+  -- Scratch arrays of the Python fast launch (src/interop/pyapi.c): C
+  -- copies borrowed headers into them for the time of one launch. They own
+  -- no memory (no finalizer) and are cleared after the launch.
+  local reg = debug.getregistry()
+  local scratch = {}
+  reg["weft.interop.scratch"] = scratch
+  function I.scratch(k)
+    local a = ArrayCT()
+    scratch[k] = a
+    return a
+  end
+
+  -- A Lua array sharing the buffer of a C-owned header (pyapi.c's adopt):
+  -- it takes its own buffer reference.
+  local wf_array_ptr = ffi.typeof("wf_array *")
+  local HEADER_SIZE = ffi.sizeof("wf_array")
+  function I.adopt(p)
+    local a = ArrayCT()
+    ffi.copy(a.h, ffi.cast(wf_array_ptr, p), HEADER_SIZE)
+    C.wf_buffer_retain(a.h.buf)
+    return ffi.gc(a, finalize)
+  end
+
+  -- The type id of a type name (the fast paths keep ids of scalar types).
+  function I.type_id(name)
     local t = weft.type_from_name(name)
     if not t then raise("weft: unknown dtype '%s'", tostring(name)) end
+    return t.id
+  end
+
+  -- Element layout of a type (a name or an id) for the Python package:
+  -- scalar name, DLPack code and bits, element size, trailing dimensions,
+  -- id and name (structs: false for the scalar, which they lack).
+  function I.typeinfo(name)
+    local t
+    if type(name) == "number" then t = weft.types[name] else t = weft.type_from_name(name) end
+    if not t or t.kind == "array" then raise("weft: unknown dtype '%s'", tostring(name)) end
     local s, trail = layout(t)
-    if not s then return nil end
+    if not s then return false, 0, 0, t.size, 0, 0, 0, t.id, t.name end
     local code, bits = scalar_code(s)
-    return s.name, code, bits, t.size, #trail, trail[1] or 0, trail[2] or 0
+    return s.name, code, bits, t.size, #trail, trail[1] or 0, trail[2] or 0, t.id, t.name
   end
 
   function I.id(...) return ... end

@@ -19,6 +19,19 @@
 --   weft._tape_hook(k, dim, inputs, outputs, opts)
 -- and the active tape is weft._tape_active (nil when none).
 --
+-- Forward mode.
+--   weft.jvp(k, dim, inputs, tangents, outputs, out_tangents)
+-- runs "jvp_<name>" (core.jvp): the kernel itself plus the tangents of its
+-- outputs for the given input tangents (J v in one launch). Not recorded
+-- by tapes.
+--
+-- Debug mode (weft.config.mode = "debug"): building an adjoint first checks
+-- that the kernel never writes (store or atomic_add) an array element it
+-- read earlier at the same index (src/ad/check.c); such a kernel's
+-- gradients would be wrong, so backward raises "chunk:line: autodiff:
+-- kernel 'k' overwrites an element of array 'x' that it read earlier at
+-- line N; ...". Release mode does not check (as Warp by default).
+--
 -- Adjoint launches.
 --   weft._launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs)
 -- runs the adjoint kernel "adj_<name>" (appended to the kernel's IR module
@@ -66,28 +79,56 @@ return function(weft)
     return #dim
   end
 
-  -- Compiled adjoint of module mod: { fn, cost, size, offsets, buf }.
-  local function adjoint_code(k, mod, ndim, debug)
+  -- The transforms that append a derived kernel to a module: reverse mode
+  -- (core.adjoint, "adj_<name>") and forward mode (core.jvp, "jvp_<name>").
+  local transforms = { adj = "adjoint", jvp = "jvp" }
+
+  -- Compiled derived kernel (kind "adj" or "jvp") of module mod:
+  -- { fn, cost, offsets, buf }, per launch ndim and mode.
+  local function derived_code(kind, k, mod, types, ndim, debug)
     local per = codes[mod]
     if not per then
       per = {}
       codes[mod] = per
     end
-    local ckey = debug and ndim + 4 or ndim
-    local c = per[ckey]
-    if c then return c end
-    if not (core and core.adjoint) then raise("weft: autodiff is not available in this build") end
-    local name = per.name
-    if not name then
-      name = core.adjoint(mod, k.name)
-      per.name = name
+    local pk = per[kind]
+    if not pk then
+      pk = {}
+      per[kind] = pk
     end
+    local ckey = debug and ndim + 4 or ndim
+    local c = pk[ckey]
+    if c then return c end
+    local tf = core and core[transforms[kind]]
+    if not tf then raise("weft: autodiff is not available in this build") end
     local names = {}
     for i, p in ipairs(k.params) do names[i] = p.name end
+    -- with custom gradients, reverse mode starts from the front end's
+    -- module before inlining (its weft.func calls still visible)
+    if kind == "adj" and weft._custom_grads then
+      local raw = per.raw
+      if not raw then
+        local ok, res = pcall(core.compile, k._decl, types, { optimize = false })
+        if not ok then error(res, 0) end
+        raw = res
+        per.raw = raw
+      end
+      mod = raw
+    end
+    -- debug mode: the overwrite check runs first (a positioned error); it
+    -- concerns reverse mode only (forward mode reads tangents as it goes)
+    local check = debug and kind == "adj"
+    local name = pk.name
+    if not name or (check and not pk.checked) then
+      local ok, res = pcall(tf, mod, k.name, { debug = check, names = names })
+      if not ok then error(res, 0) end
+      name = res
+      pk.name, pk.checked = name, pk.checked or check
+    end
     local res = core.cpu_compile(mod, { ndim = ndim, debug = debug, name = name, names = names })
     c = { fn = ffi.cast("void *", res.fn), cost = res.cost, offsets = res.offsets,
           buf = ffi.new("int64_t[?]", math.max(1, math.ceil(res.size / 8))) }
-    per[ckey] = c
+    pk[ckey] = c
     return c
   end
 
@@ -118,13 +159,17 @@ return function(weft)
     return h
   end
 
-  function weft._launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs)
+  local what = { adj = "adjoint", jvp = "tangent" }
+
+  -- Launch of the derived kernel: primal arguments, then one derived array
+  -- (adjoint or tangent) per array parameter, from d_in / d_out.
+  local function launch_derived(kind, k, dim, inputs, outputs, d_in, d_out)
     inputs, outputs = inputs or {}, outputs or {}
-    adj_inputs, adj_outputs = adj_inputs or {}, adj_outputs or {}
+    d_in, d_out = d_in or {}, d_out or {}
     local nin, np = #inputs, #k.params
     if nin + #outputs ~= np then
-      raise("weft: adjoint launch of '%s': the kernel takes %d arguments, got %d", kname(k), np,
-            nin + #outputs)
+      raise("weft: %s launch of '%s': the kernel takes %d arguments, got %d", what[kind],
+            kname(k), np, nin + #outputs)
     end
     local types, args, adjs = {}, {}, {}
     for i, p in ipairs(k.params) do
@@ -132,15 +177,15 @@ return function(weft)
       args[i] = v
       types[i] = p.type or arg_type(v)
       if not types[i] then
-        raise("weft: adjoint launch of '%s': generic parameter '%s' cannot take %s", kname(k),
-              p.name, type(v))
+        raise("weft: %s launch of '%s': generic parameter '%s' cannot take %s", what[kind],
+              kname(k), p.name, type(v))
       end
       if types[i].kind == "array" then
-        local g = i <= nin and adj_inputs[i] or adj_outputs[i - nin]
+        local g = i <= nin and d_in[i] or d_out[i - nin]
         if g then
           if not is_array(g) or g.h.size ~= v.h.size or g.h.dtype ~= v.h.dtype then
-            raise("weft: adjoint launch of '%s': the adjoint of '%s' must be an array of the same "
-                  .. "type and shape", kname(k), p.name)
+            raise("weft: %s launch of '%s': the %s of '%s' must be an array of the same "
+                  .. "type and shape", what[kind], kname(k), what[kind], p.name)
           end
         else
           g = null_adjoint(v)
@@ -150,19 +195,72 @@ return function(weft)
     end
     local ndim = read_dims(k, dim)
     local mod = k:_module(types)
-    local c = adjoint_code(k, mod, ndim, weft.config.mode == "debug")
+    local c = derived_code(kind, k, mod, types, ndim, weft.config.mode == "debug")
     local base = ffi.cast(u8p, c.buf)
     for i = 1, np do put(base, c.offsets[i], types[i], args[i], k, k.params[i].name) end
-    for j, a in ipairs(adjs) do put(base, c.offsets[np + j], a.t, a.g, k, "adjoint") end
+    for j, a in ipairs(adjs) do put(base, c.offsets[np + j], a.t, a.g, k, what[kind]) end
     local total = 1
     for d = 0, ndim - 1 do total = total * tonumber(dims[d]) end
     if total == 0 then return end
     local status = C.wf_cpu_launch(weft._rt, c.fn, ndim, dims, c.buf, c.cost)
     -- keep the null headers alive until the launch is done
     adjs = nil
-    if status ~= 0 then error(ffi.string(C.wf_rt_errmsg(weft._rt)), 2) end
+    if status ~= 0 then error(ffi.string(C.wf_rt_errmsg(weft._rt)), 3) end
   end
 
+  function weft._launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs)
+    return launch_derived("adj", k, dim, inputs, outputs, adj_inputs, adj_outputs)
+  end
+
+  ---------------------------------------------------------------------------
+  -- custom gradients and replays of weft.func (Warp's func_grad, func_replay)
+  ---------------------------------------------------------------------------
+  -- f:grad(function(a1, ..., an, adj_r1, ..., adj_rm) return adj_a... end)
+  --   compiled like a weft.func for each specialization of f; it receives
+  --   f's arguments and the adjoints of f's results, and returns the
+  --   adjoints of f's float arguments (scalars, vectors, matrices...), in
+  --   order. Reverse mode then uses it instead of differentiating f's body;
+  --   forward launches and forward mode still run f's body.
+  -- f:replay(function(a1, ..., an) ... end)
+  --   replaces f in the adjoint kernel's forward replay (needed when f has
+  --   side effects such as stores or atomics, which must not run twice).
+  -- The IR-level mechanism is in src/ad (ad.h: "f$grad", "f$replay"); the
+  -- kernel compiler compiles these functions when it supports them
+  -- (core.front_custom_grad).
+  local Func = weft.Func
+  local function companion(f, field, fn, what)
+    if getmetatable(f) ~= Func then
+      raise("weft.func:%s: call it on a weft.func (f:%s(function ... end))", what, what)
+    end
+    if type(fn) ~= "function" then
+      raise("weft.func:%s: expected a function, got %s", what, type(fn))
+    end
+    if not (core and core.front_custom_grad) then
+      raise("weft.func:%s: custom gradients need the kernel compiler's support, which this "
+            .. "build lacks", what)
+    end
+    f[field] = fn
+    weft._custom_grads = true
+    return f
+  end
+  if Func then
+    function Func:grad(fn) return companion(self, "grad_fn", fn, "grad") end
+    function Func:replay(fn) return companion(self, "replay_fn", fn, "replay") end
+  end
+
+  -- Forward mode: runs the kernel (outputs are written as by weft.launch)
+  -- and its tangent kernel together. tangents[i] is the tangent (direction)
+  -- of inputs[i] (nil/false: zero); out_tangents[j] receives the tangent
+  -- of outputs[j] (nil/false: not wanted). Only array arguments carry
+  -- tangents. Elements of out_tangents that the kernel never stores keep
+  -- their values (zero them first, as outputs, when the kernel accumulates
+  -- with atomic_add).
+  function weft.jvp(k, dim, inputs, tangents, outputs, out_tangents)
+    if type(k) ~= "table" or type(k.params) ~= "table" or not k._module then
+      raise("weft.jvp: expected a kernel (made by weft.kernel), got %s", type(k))
+    end
+    return launch_derived("jvp", k, dim, inputs, outputs, tangents, out_tangents)
+  end
   ---------------------------------------------------------------------------
   -- the tape
   ---------------------------------------------------------------------------

@@ -84,13 +84,22 @@ class Runtime:
 
     def __init__(self):
         self._W = None
+        self._ctx = 0  # the C context of the fast paths (src/interop/pyapi.c)
         self._pending = []  # registry references dropped by __del__
         self._lock = threading.RLock()
+        self._descs = {}  # dtype name or id -> description (see _desc)
         W = L.weft_open()
         if not W:
             raise WeftError("weft: cannot open a runtime (the reason was printed to stderr)")
         self._W = W
-        self._res = L.Arg()  # the result slot of the fast paths
+        try:
+            self._ctx = _F.ctx_new(W, WeftError, Array, _LuaArray, _converters,
+                                   _launch_fallback)
+            for name in L.SCALARS:
+                self._desc(name)
+        except BaseException:
+            self.close()
+            raise
         _runtimes.add(self)
 
     # ---- lifetime ---------------------------------------------------------
@@ -98,7 +107,10 @@ class Runtime:
         """Close the Lua state. Tensors exported earlier stay valid."""
         with self._lock:
             W, self._W = self._W, None
+            ctx, self._ctx = self._ctx, 0
             self._pending = []
+            if ctx:
+                _F.ctx_free(ctx)
             if W:
                 L.weft_close(W)
 
@@ -186,27 +198,15 @@ class Runtime:
     def launch(self, kernel, dim, inputs=(), outputs=()):
         """weft.launch of the kernel at a global path over dim (an int or a
         tuple of up to 4), with weft Arrays, NumPy arrays, torch tensors,
-        JAX arrays or numbers as arguments (arrays shared without copies)."""
-        dims = (dim,) if isinstance(dim, numbers.Integral) else tuple(dim)
-        with self._lock:
-            W = self._state()
-            keep = []
-            nin, nout = len(inputs), len(outputs)
-            argv = (L.Arg * max(nin + nout, 1))()
-            try:
-                for k, v in enumerate(inputs):
-                    self._to_arg(v, argv[k], keep, "weft.Runtime.launch(%r) input %d" % (kernel, k))
-                for k, v in enumerate(outputs):
-                    self._to_arg(v, argv[nin + k], keep,
-                                 "weft.Runtime.launch(%r) output %d" % (kernel, k))
-            except BaseException:
-                _drop_dlpack(argv, nin + nout)
-                raise
-            dimv = (ctypes.c_int64 * 4)(*dims)
-            outp = ctypes.byref(argv, nin * ctypes.sizeof(L.Arg))
-            if L.weft_launch_io(W, kernel.encode(), len(dims), dimv, nin, argv, nout,
-                                ctypes.cast(outp, ctypes.POINTER(L.Arg))):
-                raise self._error()
+        JAX arrays or numbers as arguments (arrays shared without copies:
+        a tensor passed here is viewed for the time of the launch)."""
+        ctx = self._ctx
+        if not ctx:
+            raise WeftError("weft: the runtime is closed")
+        if self._pending:
+            self._state()
+        if _F.launch(ctx, self, kernel, dim, inputs, outputs):
+            raise self._error()
 
     # ---- conversions ---------------------------------------------------------
     def _helper(self, name, *args, nresults=1):
@@ -217,7 +217,7 @@ class Runtime:
         if isinstance(v, Array):
             if v._rt is self:
                 a.type = L.ARRAY
-                a.i = v._ref
+                a.i = v._lua()
                 return
             v = v.__dlpack__(max_version=(1, 0))  # another runtime: share through DLPack
         elif isinstance(v, LuaRef):
@@ -238,21 +238,10 @@ class Runtime:
             b = v.encode()
             keep.append(b)
             a.type, a.s = L.STRING, b
-        else:
-            self._capsule_arg(capsule_of(v, where), a, where)
-
-    def _capsule_arg(self, cap, a, where, dtype=None):
-        """Consume a DLPack capsule into Arg a (the tensor passes to weft)."""
-        kind = ctypes.c_int()
-        p = L.capsule_take(cap, ctypes.byref(kind))
-        if not p:
-            k = kind.value
-            raise ValueError("%s: %s" % (where, "the DLPack capsule was already consumed"
-                                         if k == -1 else "not a DLPack capsule"))
-        a.type = L.DLPACK_VERSIONED if kind.value == 1 else L.DLPACK
-        a.p = p
-        if dtype is not None:
-            a.s = dtype.encode()
+        else:  # anything with an array protocol: imported, then given to Lua
+            arr = self._import(capsule_of(v, where), None, where)
+            keep.append(arr)
+            a.type, a.i = L.ARRAY, arr._lua()
 
     def _from_arg(self, r):
         t = r.type
@@ -274,24 +263,83 @@ class Runtime:
 
     def import_dlpack(self, obj, dtype=None, where="weft.from_dlpack"):
         """A weft Array viewing obj (anything with __dlpack__, or a capsule)."""
+        cap = obj if type(obj) is _CapsuleType else capsule_of(obj, where)
+        return self._import(cap, dtype, where)
+
+    def _import(self, cap, dtype, where):
+        """An Array owning the tensor of DLPack capsule cap: a C-owned header,
+        no Lua object until Lua needs one."""
+        ctx = self._ctx
+        if not ctx:
+            raise WeftError("weft: the runtime is closed")
+        d = None
         if dtype is not None:
             if not isinstance(dtype, str):
                 dtype = getattr(dtype, "name", None) or str(dtype)
-            dtype = dtype.encode()
-        cap = obj if type(obj) is _CapsuleType else capsule_of(obj, where)
-        with self._lock:
-            W = self._W
-            if W is None or self._pending:
-                W = self._state()
-            res = self._res
-            st = L.py_import(W, cap, dtype, res)
-            if st:
-                if st == -1:
-                    raise ValueError("%s: the DLPack capsule was already consumed" % where)
-                if st == -2:
-                    raise ValueError("%s: not a DLPack capsule" % where)
-                raise self._error()
-            return Array._from_result(self, res)
+            d = self._descs.get(dtype) or self._desc(dtype)
+        a = _new(Array)
+        a._h = _F.import_(ctx, cap, d, where)
+        a._rt = self
+        a._ref = 0
+        a._dt = d
+        a._i = None
+        return a
+
+    def _desc(self, key):
+        """The description of a dtype (a name or a type id) that the C fast
+        paths read: (id, name, scalar index, ntrail, t0, t1, DLPack code,
+        bits); scalar index -1 for structs, which have no DLPack form."""
+        d = self._descs.get(key)
+        if d is None:
+            scalar, code, bits, _size, ntrail, t0, t1, tid, name = self._helper(
+                "typeinfo", key, nresults=9)
+            idx = L.SCALARS.index(scalar) if scalar else -1
+            d = (int(tid), name, idx, int(ntrail), int(t0), int(t1), int(code), int(bits))
+            self._descs[d[0]] = self._descs[name] = self._descs[key] = d
+        return d
+
+
+def _launch_fallback(v, rt, kernel, index, nin):
+    """What the C launch cannot convert by itself: a capsule for anything
+    with an array protocol, a plain value for numbers, (ref,) for a LuaRef.
+    Registers a fast converter for torch tensors and NumPy arrays."""
+    where = "weft.Runtime.launch(%r) %s %d" % (kernel, "input" if index < nin else "output",
+                                               index if index < nin else index - nin)
+    _register_converters(v)
+    if isinstance(v, Array):
+        return v.__dlpack__(max_version=(1, 0))  # another runtime
+    if isinstance(v, LuaRef):
+        if v._rt is not rt:
+            raise ValueError("%s: a LuaRef belongs to another runtime" % where)
+        return (v._ref,)
+    if isinstance(v, numbers.Number) and not hasattr(v, "__dlpack__"):
+        if isinstance(v, bool):
+            return bool(v)
+        if isinstance(v, numbers.Integral):
+            return int(v)
+        if isinstance(v, numbers.Real):
+            return float(v)
+    if isinstance(v, (str, bytes)):
+        raise TypeError("%s: a kernel cannot take a %s" % (where, type(v).__name__))
+    return capsule_of(v, where)
+
+
+def _register_converters(v):
+    """Teach the C launch the fast DLPack export of torch and NumPy (their
+    C-level exports, several times cheaper than calling __dlpack__)."""
+    t = type(v)
+    if t in _converters:
+        return
+    mod = getattr(t, "__module__", "")
+    if mod == "torch" and t.__name__ == "Tensor":
+        from torch.utils.dlpack import to_dlpack
+        _converters[t] = to_dlpack
+    elif mod == "numpy" and t.__name__ == "ndarray":
+        _converters[t] = t.__dlpack__
+
+
+_converters = {}  # type -> f(x) -> DLPack capsule, read by the C launch
+_new = object.__new__
 
 
 def _drop_dlpack(argv, n):
@@ -302,32 +350,21 @@ def _drop_dlpack(argv, n):
             argv[k].type = L.NIL
 
 
-_typeinfo_cache = {}
-
-
-def _typeinfo(rt, dtype):
-    """(scalar name, trailing dims, DLPack code, bits) of a weft dtype name."""
-    info = _typeinfo_cache.get(dtype)
-    if info is None:
-        r = rt._helper("typeinfo", dtype, nresults=7)
-        if r[0] is None:
-            raise TypeError("weft: arrays of %s (a struct) have no DLPack or array-interface form"
-                            % dtype)
-        ntrail = int(r[4])
-        info = (r[0], tuple(int(x) for x in r[5:5 + ntrail]), int(r[1]), int(r[2]), ntrail,
-                int(r[5]), int(r[6]))
-        _typeinfo_cache[dtype] = info
-    return info
-
-
 class Array:
-    """A weft array held by a Runtime (a zero-copy handle on a Lua array).
+    """A weft array held by a Runtime (a zero-copy handle).
 
     shape counts elements (10 vec3 -> (10,)); the DLPack, NumPy, torch and
     JAX views spell vector/matrix elements as trailing dimensions.
+
+    An array imported from Python (from_torch, from_numpy, ...) is a header
+    owned by C (_h: a capsule whose C destructor frees the header, which
+    holds the producer's tensor through a buffer reference). Lua gets its
+    own array only when Lua code needs it by name (rt["x"] = a,
+    rt.call(f, a)); from then on the object is a _LuaArray, _ref names the
+    Lua array and _h is its header's address. Arrays made by Lua are
+    _LuaArrays from the start.
     """
-    __slots__ = ("_rt", "_ref", "_ptr", "_h", "shape", "dtype", "_device", "_strides",
-                 "_elsize", "__weakref__")
+    __slots__ = ("_rt", "_h", "_ref", "_dt", "_i", "__weakref__")
 
     def __init__(self, *args, **kwargs):
         raise TypeError("weft.Array is made by a Runtime (rt['x'], weft.from_dlpack, "
@@ -335,26 +372,49 @@ class Array:
 
     @classmethod
     def _from_result(cls, rt, r):
-        a = cls.__new__(cls)
-        nd = r.ndim
-        a._rt, a._ref, a._ptr, a._h = rt, r.i, r.p or 0, r.handle
-        a.shape = tuple(r.shape[:nd])
-        a._strides = tuple(r.strides[:nd])
-        a.dtype = r.s.decode()
-        a._device, a._elsize = r.device, int(r.d)
+        a = _new(_LuaArray)
+        a._rt, a._h, a._ref, a._i = rt, r.handle, r.i, None
+        a._dt = rt._descs.get(r.s.decode()) or rt._desc(r.s.decode())
         return a
 
-    def _flags(self):
-        """The header's flags, read in place (the array is alive while we
-        hold its reference and the runtime is open)."""
-        if self._rt._W is None:
+    # ---- the header ----------------------------------------------------------
+    def _header(self):
+        """The header pointer, checking that a Lua-held one is still alive."""
+        if self._ref and self._rt._W is None:
             raise WeftError("weft: the runtime is closed")
-        return ctypes.c_int32.from_address(self._h + L.ARRAY_FLAGS_OFFSET).value
+        return self._h
 
-    def __del__(self):
-        rt = getattr(self, "_rt", None)
-        if rt is not None and rt._W is not None:
-            rt._pending.append(self._ref)
+    def _info(self):
+        """(data, shape, strides, device, elsize, dtype id, flags), read once:
+        all but the flags stay fixed for the array's life."""
+        i = self._i
+        if i is None:
+            i = self._i = _F.info(self._header())
+        return i
+
+    def _desc(self):
+        d = self._dt
+        if d is None:
+            d = self._dt = self._rt._desc(self._info()[5])
+        return d
+
+    def _flags(self):
+        return _F.flags(self._header())
+
+    def _lua(self):
+        """The registry reference of the Lua array, made on first need."""
+        ref = self._ref
+        if ref:
+            return ref
+        rt = self._rt
+        if not rt._ctx:
+            raise WeftError("weft: the runtime is closed")
+        r = _F.adopt(rt._ctx, self._h)
+        if r is None:
+            raise rt._error()
+        self._ref, self._h = r  # the C-owned header dies with its capsule
+        self.__class__ = _LuaArray
+        return self._ref
 
     # ---- properties --------------------------------------------------------
     @property
@@ -362,24 +422,42 @@ class Array:
         return self._rt
 
     @property
+    def _ptr(self):
+        return self._info()[0]
+
+    @property
+    def shape(self):
+        return self._info()[1]
+
+    @property
+    def dtype(self):
+        """The element type's name ("float32", "vec3f", ...)."""
+        return self._desc()[1]
+
+    @property
     def ndim(self):
-        return len(self.shape)
+        return len(self._info()[1])
 
     @property
     def size(self):
         n = 1
-        for s in self.shape:
+        for s in self._info()[1]:
             n *= s
         return n
 
     @property
     def strides(self):
         """Strides in bytes, one per element dimension."""
-        return self._strides
+        return self._info()[2]
+
+    @property
+    def _device(self):
+        return self._info()[3]
 
     @property
     def device(self):
-        return "cpu" if self._device < 0 else "cuda:%d" % self._device
+        d = self._info()[3]
+        return "cpu" if d < 0 else "cuda:%d" % d
 
     @property
     def readonly(self):
@@ -396,6 +474,8 @@ class Array:
     @property
     def grad(self):
         """The gradient array (None unless requires_grad)."""
+        if not self._ref and not self._flags() & L.ARRAY_REQUIRES_GRAD:
+            return None  # nothing in Lua can have given it one
         return self._rt._helper("grad", self)
 
     @grad.setter
@@ -403,30 +483,29 @@ class Array:
         self._rt._helper("set_grad", self, g)
 
     def __len__(self):
-        return self.shape[0]
+        return self._info()[1][0]
 
     def __repr__(self):
         return "weft.Array(shape=%s, dtype=%s, device=%s)" % (self.shape, self.dtype, self.device)
 
     # ---- DLPack --------------------------------------------------------------
     def __dlpack_device__(self):
-        return (1, 0) if self._device < 0 else (2, self._device)
+        d = self._info()[3]
+        return (1, 0) if d < 0 else (2, d)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """A DLPack capsule viewing this array (versioned when the consumer
         passes max_version >= (1, 0)); copy=True exports a copy."""
         versioned = max_version is not None and max_version[0] >= 1
+        h = self._header()
+        d = self._dt or self._desc()
+        if d[2] < 0:
+            raise TypeError("weft: arrays of %s (a struct) have no DLPack or array-interface form"
+                            % d[1])
+        dev = (self._i or self._info())[3]
+        if copy is None and dl_device is None and dev < 0:
+            return _F.export(h, versioned, d)  # the common case: no copy, host memory
         rt = self._rt
-        if rt._W is None:
-            raise WeftError("weft: the runtime is closed")
-        if copy is None and dl_device is None and self._device < 0:
-            # the common case in one C call: no copy, host memory
-            info = _typeinfo(rt, self.dtype)
-            try:
-                return L.py_export(self._h, versioned, info[2], info[3], info[4], info[5],
-                                   info[6], 0)
-            except ValueError:
-                raise BufferError("weft: cannot export this array through DLPack") from None
         src = self
         forced = False
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
@@ -441,7 +520,7 @@ class Array:
         with rt._lock:
             W = rt._state()
             a = L.Arg()
-            a.type, a.i = L.ARRAY, src._ref
+            a.type, a.i = L.ARRAY, src._lua()
             p = L.weft_export_value(W, ctypes.byref(a), int(versioned), int(bool(copy)))
             if not p:
                 raise rt._error()
@@ -451,14 +530,20 @@ class Array:
 
     # ---- array interfaces ----------------------------------------------------
     def _interface(self):
-        scalar, trail = _typeinfo(self._rt, self.dtype)[:2]
+        d = self._desc()
+        if d[2] < 0:
+            raise TypeError("weft: arrays of %s (a struct) have no DLPack or array-interface form"
+                            % d[1])
+        scalar = L.SCALARS[d[2]]
+        trail = (d[4], d[5])[:d[3]]
         sb = _SCALAR_BYTES[scalar]
-        shape = self.shape + trail
+        data, shape, strides = self._info()[:3]
+        shape = shape + trail
         inner, tstrides = sb, []
         for n in reversed(trail):
             tstrides.insert(0, inner)
             inner *= n
-        strides = self._strides + tuple(tstrides)
+        strides = strides + tuple(tstrides)
         compact, c = True, sb
         for n, s in zip(reversed(shape), reversed(strides)):
             if n != 1 and s != c:
@@ -467,7 +552,7 @@ class Array:
         return {
             "shape": shape,
             "typestr": _TYPESTR[scalar],
-            "data": (self._ptr, self.readonly),
+            "data": (data, self.readonly),
             "strides": None if compact else strides,
             "version": 3,
         }
@@ -499,6 +584,20 @@ class Array:
         return self._rt.call("weft._interop.to", self, device)
 
 
+class _LuaArray(Array):
+    """An Array that Lua holds: dropping it releases the registry reference
+    (later, on the runtime's next call: a finalizer must not enter Lua)."""
+    __slots__ = ()
+
+    def __del__(self):
+        try:
+            rt = self._rt
+            if rt._W is not None:
+                rt._pending.append(self._ref)
+        except Exception:  # interpreter shutdown
+            pass
+
+
 def _sync(self):
     """weft.synchronize() when the runtime has it (CUDA)."""
     try:
@@ -508,3 +607,4 @@ def _sync(self):
 
 
 Runtime._sync = _sync
+_F = L.fast

@@ -96,13 +96,6 @@ weft_launch_io = _fn("weft_launch_io", ctypes.c_int, _W, ctypes.c_char_p, ctypes
 weft_export_value = _fn("weft_export_value", ctypes.c_void_p, _W, _ArgP, ctypes.c_int,
                         ctypes.c_int)
 dlpack_delete = _fn("wf_dlpack_delete", None, ctypes.c_void_p, ctypes.c_int)
-capsule_take = _fn("wf_dlpack_capsule_take", ctypes.c_void_p, ctypes.py_object,
-                   ctypes.POINTER(ctypes.c_int))
-py_export = _fn("wf_py_export", ctypes.py_object, ctypes.c_void_p, ctypes.c_int, ctypes.c_int,
-                ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint64)
-py_import = _fn("wf_py_import", ctypes.c_int, _W, ctypes.py_object, ctypes.c_char_p, _ArgP)
-# wf_array.flags: the header is read in place (src/runtime/wf_rt.h layout)
-ARRAY_FLAGS_OFFSET = 92
 _capsule_name = _fn("wf_dlpack_capsule_name", ctypes.c_void_p, ctypes.c_int)
 
 # Static C strings owned by libweft: capsules keep the name pointer.
@@ -125,3 +118,20 @@ def make_capsule(managed, versioned):
 
 # The PyCapsule type, from a throwaway capsule with no destructor.
 CapsuleType = type(_PyCapsule_New(1, CAPSULE_NAMES[2], None))
+
+
+class _Fast:
+    """The fast paths: builtin functions written in C (src/interop/pyapi.c),
+    called without ctypes. See pyapi.c for what each does."""
+
+    def __init__(self):
+        _functions = _fn("wf_py_functions", ctypes.py_object)
+        for f in _functions():
+            setattr(self, f.__name__, f)
+
+
+fast = _Fast()
+
+# The scalar types in the order of their indices in C (src/interop/interop.h).
+SCALARS = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+           "float16", "float32", "float64")

@@ -146,6 +146,8 @@ static const wf_type *ptype(wf_adctx *A, wf_val v) {
   return A->pf->vals[v].type;
 }
 
+#define newblock wf_ad_newblock
+
 /* Switch emission into block bl; returns the block to come back to. */
 static wf_block *enter(wf_adctx *A, wf_block *bl) {
   wf_block *old = A->b.block;
@@ -153,7 +155,7 @@ static wf_block *enter(wf_adctx *A, wf_block *bl) {
   return old;
 }
 
-static wf_block *newblock(wf_adctx *A, wf_inst *owner, int k, int np, const wf_type *const *pt) {
+wf_block *wf_ad_newblock(wf_adctx *A, wf_inst *owner, int k, int np, const wf_type *const *pt) {
   wf_block *bl = wf_b_newblock(A->af, np, pt);
   if (!bl) oom(A);
   for (int i = 0; i < np; i++)
@@ -275,15 +277,116 @@ static int is_term(wf_op op) {
 
 /* Does this instance of a differentiable op carry adjoints? (float-typed
 ** result, or for stores and atomic adds, a float-typed value). */
-static int inst_diff(wf_adctx *A, const wf_inst *in) {
+int wf_ad_inst_diff(wf_adctx *A, const wf_inst *in) {
   if (in->op == WF_OP_STORE || in->op == WF_OP_ATOMIC_ADD)
     return in->nargs > 0 && wf_ad_difft(ptype(A, in->args[in->nargs - 1]));
   return in->nres > 0 && wf_ad_difft(ptype(A, in->res[0]));
 }
 
+#define inst_diff wf_ad_inst_diff
+
 /* Number of leading operands (array + indices) of a memory access. */
 static int mem_nidx(const wf_inst *in) {
   return in->op == WF_OP_LOAD ? in->nargs : in->nargs - 1;
+}
+
+/* ======================================================================
+** custom gradients of weft.func calls
+** ====================================================================== */
+/* Index of the module function named <callee name><suffix>, or -1. */
+static int companion(const wf_module *m, int callee, const char *suffix) {
+  if (callee < 0 || callee >= m->nfuncs) return -1;
+  char name[256];
+  snprintf(name, sizeof name, "%s%s", m->funcs[callee]->name, suffix);
+  return wf_module_find((wf_module *)m, name);
+}
+
+/* A call kept for differentiation: its callee has a custom gradient. */
+static int custom_call(wf_adctx *A, const wf_inst *in) {
+  return in->op == WF_OP_CALL && companion(A->m, (int)in->imm, WF_AD_GRAD_SUFFIX) >= 0;
+}
+
+static int has_effects(const wf_block *bl) {
+  for (const wf_inst *in = bl->first; in; in = in->next) {
+    if (in->op == WF_OP_STORE || in->op == WF_OP_ATOMIC_ADD || in->op == WF_OP_ATOMIC_MIN ||
+        in->op == WF_OP_ATOMIC_MAX || in->op == WF_OP_PRINT || in->op == WF_OP_CALL)
+      return 1;
+    for (int k = 0; k < in->nblocks; k++)
+      if (has_effects(in->blocks[k])) return 1;
+  }
+  return 0;
+}
+
+/* The function the replay calls: <f>$replay if given; else f itself,
+** which must then be free of side effects (the forward launch did them). */
+static int replay_callee(wf_adctx *A, const wf_inst *in) {
+  int r = companion(A->m, (int)in->imm, WF_AD_REPLAY_SUFFIX);
+  if (r >= 0) return r;
+  const wf_func *f = A->m->funcs[in->imm];
+  if (has_effects(f->body))
+    wf_ad_fail(A, in,
+               "autodiff: weft.func '%s' has a custom gradient and side effects (stores, atomics, "
+               "prints or calls): give it a replay function too",
+               f->name);
+  return (int)in->imm;
+}
+
+/* Checks the custom gradient's signature against the call: params = the
+** callee's params then one adjoint per result; results = the adjoints of
+** the callee's differentiable params, in order. */
+static const wf_func *grad_of(wf_adctx *A, const wf_inst *in) {
+  const wf_func *f = A->m->funcs[in->imm];
+  const wf_func *g = A->m->funcs[companion(A->m, (int)in->imm, WF_AD_GRAD_SUFFIX)];
+  int nd = 0, ok = g->nparams == f->nparams + f->nret;
+  for (int i = 0; ok && i < f->nparams; i++) {
+    const wf_type *t = f->vals[f->params[i]].type;
+    ok = g->vals[g->params[i]].type == t;
+    if (ok && wf_ad_difft(t)) ok = nd < g->nret && g->rettypes[nd++] == t;
+  }
+  for (int j = 0; ok && j < f->nret; j++)
+    ok = g->vals[g->params[f->nparams + j]].type == f->rettypes[j];
+  if (!ok || nd != g->nret)
+    wf_ad_fail(A, in,
+               "autodiff: the custom gradient of weft.func '%s' must take its arguments and the "
+               "adjoint of each result, and return the adjoint of each float argument in order",
+               f->name);
+  return g;
+}
+
+/* Replay of a kept call: call the replay function on the replayed args. */
+static void replay_call(wf_adctx *A, const wf_inst *in) {
+  int callee = replay_callee(A, in);
+  wf_val *a = wf_ad_scratch(A, sizeof(wf_val) * (size_t)(in->nargs + 1));
+  for (int k = 0; k < in->nargs; k++)
+    a[k] = wf_ad_primal(A, in->args[k]);
+  const wf_type **rt = wf_ad_scratch(A, sizeof(*rt) * (size_t)(in->nres + 1));
+  for (int j = 0; j < in->nres; j++)
+    rt[j] = ptype(A, in->res[j]);
+  wf_inst *c = wf_ad_emit(A, WF_OP_CALL, in->nargs, a, in->nres, rt, 0);
+  c->imm = callee;
+  for (int j = 0; j < in->nres; j++)
+    A->map[in->res[j]] = c->res[j];
+}
+
+/* Reverse of a kept call: <f>$grad(args..., adj(results)...) gives the
+** adjoints of the float args. */
+static void reverse_call(wf_adctx *A, const wf_inst *in) {
+  int any = 0;
+  for (int j = 0; j < in->nres; j++)
+    any |= A->adj[in->res[j]] >= 0;
+  if (!any) return;
+  const wf_func *g = grad_of(A, in);
+  int na = in->nargs + in->nres;
+  wf_val *a = wf_ad_scratch(A, sizeof(wf_val) * (size_t)(na + 1));
+  for (int k = 0; k < in->nargs; k++)
+    a[k] = wf_ad_primal(A, in->args[k]);
+  for (int j = 0; j < in->nres; j++)
+    a[in->nargs + j] = adjz(A, in->res[j]);
+  wf_inst *c = wf_ad_emit(A, WF_OP_CALL, na, a, g->nret, g->rettypes, 0);
+  c->imm = companion(A->m, (int)in->imm, WF_AD_GRAD_SUFFIX);
+  int r = 0;
+  for (int k = 0; k < in->nargs; k++)
+    if (wf_ad_difft(ptype(A, in->args[k]))) wf_ad_acc(A, in->args[k], c->res[r++]);
 }
 
 /* ======================================================================
@@ -336,7 +439,7 @@ static int need_inst(wf_adctx *A, wf_inst *in) {
   int ch = 0, any = 0;
   for (int j = 0; j < in->nres; j++)
     any |= A->need[in->res[j]];
-  if (any)
+  if (any || custom_call(A, in))
     for (int k = 0; k < in->nargs; k++)
       ch |= mark(A, in->args[k]);
   const wf_ad_rule *r = wf_ad_rule_of(in->op);
@@ -540,8 +643,11 @@ static void replay_inst(wf_adctx *A, const wf_inst *in) {
     }
     return;
   case WF_OP_CALL:
-    wf_ad_fail(A, in, "autodiff: call of function %d was not inlined before differentiation",
-               (int)in->imm);
+    if (!custom_call(A, in))
+      wf_ad_fail(A, in, "autodiff: call of function %d was not inlined before differentiation",
+                 (int)in->imm);
+    if (any_needed(A, in)) replay_call(A, in);
+    return;
   case WF_OP_IF:
   case WF_OP_FOR:
   case WF_OP_WHILE:
@@ -772,10 +878,12 @@ static void rev_for(wf_adctx *A, wf_inst *in) {
   wf_ad_emit(A, WF_OP_YIELD, nc, y, 0, NULL, 0);
   A->b.block = saved;
   A->b.loc = in->loc;
-  for (int d = 0; d < nd; d++)
-    wf_ad_acc(A, in->args[3 + di[d]], L->res[d]);
+  /* captured adjoints first: a loop init may also be captured (a constant
+  ** shared with an inner loop), and its adjoint is then the loop's result */
   for (int i = 0; i < cs.n; i++)
     A->adj[cs.v[i]] = L->res[nd + i];
+  for (int d = 0; d < nd; d++)
+    wf_ad_acc(A, in->args[3 + di[d]], L->res[d]);
 }
 
 /* Trip count of a while loop: a replay that counts the `after` runs. */
@@ -935,10 +1043,10 @@ static void rev_while(wf_adctx *A, wf_inst *in) {
   wf_ad_emit(A, WF_OP_YIELD, nc, ly, 0, NULL, 0);
   A->b.block = saved;
   A->b.loc = in->loc;
+  for (int i = 0; i < cs.n; i++) /* captured first, as in rev_for */
+    A->adj[cs.v[i]] = L->res[nds + i];
   for (int d = 0; d < nds; d++)
     wf_ad_acc(A, in->args[ds[d]], L->res[d]);
-  for (int i = 0; i < cs.n; i++)
-    A->adj[cs.v[i]] = L->res[nds + i];
 }
 
 static void reverse_inst(wf_adctx *A, wf_inst *in) {
@@ -952,6 +1060,9 @@ static void reverse_inst(wf_adctx *A, wf_inst *in) {
     return;
   case WF_OP_WHILE:
     rev_while(A, in);
+    return;
+  case WF_OP_CALL:
+    reverse_call(A, in);
     return;
   default:
     break;
@@ -974,7 +1085,7 @@ static void reverse_inst(wf_adctx *A, wf_inst *in) {
 ** ====================================================================== */
 static void check_calls(wf_adctx *A, const wf_block *bl) {
   for (const wf_inst *in = bl->first; in; in = in->next) {
-    if (in->op == WF_OP_CALL)
+    if (in->op == WF_OP_CALL && !custom_call(A, in))
       wf_ad_fail(A, in, "autodiff: call of function %d was not inlined before differentiation",
                  (int)in->imm);
     for (int k = 0; k < in->nblocks; k++)
@@ -1028,7 +1139,10 @@ static void ctx_free(wf_adctx *A) {
   free(A);
 }
 
-int wf_ad_kernel(wf_module *m, int kernel_index, char *err, size_t n) {
+/* Runs build(A, "<prefix><kernel name>") in a fresh context; see
+** ad_int.h. */
+int wf_ad_transform(wf_module *m, int kernel_index, const char *prefix, wf_ad_build_fn build_fn,
+                    char *err, size_t n) {
   if (!m || kernel_index < 0 || kernel_index >= m->nfuncs) {
     snprintf(err, n, "autodiff: no function %d in the module", kernel_index);
     return -1;
@@ -1038,7 +1152,7 @@ int wf_ad_kernel(wf_module *m, int kernel_index, char *err, size_t n) {
     snprintf(err, n, "autodiff: '%s' is not a kernel", pf->name);
     return -1;
   }
-  size_t nl = strlen(pf->name) + 5;
+  size_t nl = strlen(pf->name) + strlen(prefix) + 1;
   char *name = malloc(nl);
   wf_adctx *A = calloc(1, sizeof(*A));
   int32_t np = pf->nvals;
@@ -1050,7 +1164,7 @@ int wf_ad_kernel(wf_module *m, int kernel_index, char *err, size_t n) {
     snprintf(err, n, "autodiff: out of memory");
     return -1;
   }
-  snprintf(name, nl, "adj_%s", pf->name);
+  snprintf(name, nl, "%s%s", prefix, pf->name);
   if (wf_module_find(m, name) >= 0) {
     free(name);
     free(A);
@@ -1085,8 +1199,57 @@ int wf_ad_kernel(wf_module *m, int kernel_index, char *err, size_t n) {
     free(name);
     return -1;
   }
-  build(A, name);
+  build_fn(A, name);
   ctx_free(A);
   free(name);
   return 0;
+}
+
+/* ---- calls kept for custom gradients ----
+** A module straight from the front end (not optimized) still holds its
+** calls. Calls of functions with a custom gradient must reach the
+** transform; every other call is inlined first. The inline pass inlines
+** every CALL, so kept calls are hidden from it for its duration: their op
+** is switched to PRINT (which the pass copies as it is) and tagged through
+** `str` with a private marker, then switched back everywhere, including
+** copies made by inlining a function that holds one. */
+static const char kept_marker[] = "(weft autodiff: kept call)";
+
+static void hide_kept(wf_module *m, wf_block *bl, int hide) {
+  for (wf_inst *in = bl->first; in; in = in->next) {
+    if (hide && in->op == WF_OP_CALL && companion(m, (int)in->imm, WF_AD_GRAD_SUFFIX) >= 0) {
+      in->op = WF_OP_PRINT;
+      in->str = kept_marker;
+    } else if (!hide && in->op == WF_OP_PRINT && in->str == kept_marker) {
+      in->op = WF_OP_CALL;
+      in->str = NULL;
+    }
+    for (int k = 0; k < in->nblocks; k++)
+      hide_kept(m, in->blocks[k], hide);
+  }
+}
+
+static int has_calls(const wf_block *bl) {
+  for (const wf_inst *in = bl->first; in; in = in->next) {
+    if (in->op == WF_OP_CALL) return 1;
+    for (int k = 0; k < in->nblocks; k++)
+      if (has_calls(in->blocks[k])) return 1;
+  }
+  return 0;
+}
+
+int wf_ad_inline_plain(wf_module *m, char *err, size_t n) {
+  for (int f = 0; f < m->nfuncs; f++)
+    hide_kept(m, m->funcs[f]->body, 1);
+  int rc = wf_pass_inline(m, err, n);
+  for (int f = 0; f < m->nfuncs; f++)
+    hide_kept(m, m->funcs[f]->body, 0);
+  return rc;
+}
+
+int wf_ad_kernel(wf_module *m, int kernel_index, char *err, size_t n) {
+  if (m && kernel_index >= 0 && kernel_index < m->nfuncs &&
+      has_calls(m->funcs[kernel_index]->body) && wf_ad_inline_plain(m, err, n) != 0)
+    return -1;
+  return wf_ad_transform(m, kernel_index, "adj_", build, err, n);
 }

@@ -46,6 +46,31 @@ struct lua_State;
 ** is left as it was. */
 WF_IR_INTERNAL int wf_ad_kernel(wf_module *m, int kernel_index, char *err, size_t n);
 
+/* Custom gradients (Warp's func_grad / func_replay). The module may come
+** straight from the front end, with its calls: wf_ad_kernel first inlines
+** every call except those of a function f for which the module holds
+** "f$grad" (wf_ad_inline_plain). Such a kept call is replayed as a call of
+** "f$replay" (or of f itself, which must then have no side effects) and
+** reversed as
+**     adj_a1, ..., adj_ak = call @"f$grad"(a1, ..., an, adj_r1, ..., adj_rm)
+** where "f$grad" takes f's params then one adjoint per result (same
+** types) and returns the adjoints of f's float-typed params, in order.
+** wf_ir_optimize afterwards inlines these calls like any other. */
+WF_IR_INTERNAL int wf_ad_inline_plain(wf_module *m, char *err, size_t n);
+
+/* Appends the forward-mode (tangent) kernel "jvp_<name>" of
+** m->funcs[kernel_index] (see jvp.c): the primal parameters, then one
+** tangent array per array parameter. Same conventions as wf_ad_kernel. */
+WF_IR_INTERNAL int wf_ad_jvp(wf_module *m, int kernel_index, char *err, size_t n);
+
+/* The debug-mode check (check.c): 0 when no store or atomic_add writes an
+** element of a kernel array parameter that the kernel loaded earlier at
+** structurally equal indices; else -1 with "chunk:line: autodiff: ..."
+** naming the array (names[i]: parameter names, may be NULL) and the line
+** of the read. */
+WF_IR_INTERNAL int wf_ad_check_overwrite(const wf_func *fn, const char *const *names, char *err,
+                                         size_t n);
+
 /* Adds core.adjoint(moduleud [, kernel]) to the core table at index t. */
 WF_IR_INTERNAL void wf_ad_register(struct lua_State *L, int t);
 

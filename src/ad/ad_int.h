@@ -36,6 +36,12 @@ typedef struct wf_adctx {
   jmp_buf jb; /* errors unwind to wf_ad_kernel (never across FFI frames) */
 } wf_adctx;
 
+/* Custom gradients: a call of function f is kept (not inlined) for
+** differentiation when the module holds "<f>$grad"; "<f>$replay", if
+** present, replaces f in the adjoint's forward replay. */
+#define WF_AD_GRAD_SUFFIX "$grad"
+#define WF_AD_REPLAY_SUFFIX "$replay"
+
 /* What a derivative rule reads from the forward pass (the replay must have
 ** computed it): all args, the result, only arg 0, or array + indices. */
 /* Most indices of an array access (arrays have 1 to 4 dimensions). */
@@ -50,9 +56,14 @@ typedef struct wf_adctx {
 ** result k (never WF_NOVAL for value ops: the sweep skips those; memory
 ** rules with no result get NULL). */
 typedef void (*wf_ad_rule_fn)(wf_adctx *A, const wf_inst *in, const wf_val *g);
+/* A tangent rule (forward mode) returns the tangent of result 0 from the
+** operands' tangents t[k] (WF_NOVAL = zero; it returns WF_NOVAL for a zero
+** tangent). Memory rules also write the tangent arrays. */
+typedef wf_val (*wf_ad_tan_fn)(wf_adctx *A, const wf_inst *in, const wf_val *t);
 typedef struct wf_ad_rule {
   wf_ad_rule_fn fn;
   uint8_t reads;
+  wf_ad_tan_fn tan;
 } wf_ad_rule;
 
 /* The rule of op, or NULL when op is not differentiable. */
@@ -89,6 +100,21 @@ WF_IR_INTERNAL void wf_ad_if_begin(wf_adctx *A, wf_ad_if *s, wf_val cond, int nr
                                    const wf_type *const *rtypes);
 WF_IR_INTERNAL void wf_ad_if_else(wf_adctx *A, wf_ad_if *s, const wf_val *yt);
 WF_IR_INTERNAL void wf_ad_if_end(wf_adctx *A, wf_ad_if *s, const wf_val *ye);
+
+/* A new block, slot k of region instruction owner, with np params. */
+WF_IR_INTERNAL wf_block *wf_ad_newblock(wf_adctx *A, wf_inst *owner, int k, int np,
+                                        const wf_type *const *pt);
+/* Does this instance of a differentiable op carry adjoints/tangents (float
+** result, or for stores and atomic adds a float value)? */
+WF_IR_INTERNAL int wf_ad_inst_diff(wf_adctx *A, const wf_inst *in);
+
+/* Runs build_fn(A, name) on a fresh context for m->funcs[kernel_index],
+** name = prefix + kernel name (nothing if the module holds it already).
+** Errors raised by wf_ad_fail unwind here; the half-built function is
+** dropped. 0, or -1 with the message in err. */
+typedef void (*wf_ad_build_fn)(wf_adctx *A, const char *name);
+WF_IR_INTERNAL int wf_ad_transform(wf_module *m, int kernel_index, const char *prefix,
+                                   wf_ad_build_fn build_fn, char *err, size_t n);
 
 /* The adjoint array of a primal array value and its "given" flag. */
 WF_IR_INTERNAL wf_val wf_ad_shadow(wf_adctx *A, const wf_inst *at, wf_val arr);

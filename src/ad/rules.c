@@ -12,6 +12,11 @@
 ** min/max route the adjoint to the chosen operand (b on ties), abs uses
 ** sign(x) with +1 at 0, sign/floor/ceil/round have zero derivative.
 **
+** Forward mode (jvp.c) uses a second column: a tangent rule returns the
+** tangent of the op's result from the tangents of its operands (t[k];
+** WF_NOVAL stands for zero, and a rule returns WF_NOVAL when the result's
+** tangent is zero). Memory tangent rules read and write the tangent arrays.
+**
 ** The table is checked at compile time: the set of ops with a rule must be
 ** exactly the set of ops flagged WF_OPF_DIFF in WF_IRDEF (ir/ir.h).
 */
@@ -222,27 +227,229 @@ static void r_store(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   ACC(nv, s.in->res[0]);
 }
 
-/* ---- the table ---- */
+/* ======================================================================
+** tangent rules (forward mode)
+** ====================================================================== */
+#define TN(k) t[k]
+/* tangent arithmetic with WF_NOVAL as zero */
+static wf_val tadd(wf_adctx *A, const wf_type *t, wf_val x, wf_val y) {
+  if (x < 0) return y;
+  if (y < 0) return x;
+  return ADDV(x, y);
+}
+static wf_val tneg(wf_adctx *A, const wf_type *t, wf_val x) {
+  return x < 0 ? x : NEGV(x);
+}
+static wf_val tmul(wf_adctx *A, const wf_type *t, wf_val x, wf_val f) {
+  return x < 0 ? x : MUL(x, f);
+}
+static wf_val tdiv(wf_adctx *A, const wf_type *t, wf_val x, wf_val f) {
+  return x < 0 ? x : DIV(x, f);
+}
+/* tangent or a concrete zero of type ty */
+static wf_val tz(wf_adctx *A, const wf_type *ty, wf_val x) {
+  return x >= 0 ? x : wf_ad_zero(A, ty);
+}
+#define TADD(a, b) tadd(A, t_, a, b)
+#define TNEG(a) tneg(A, t_, a)
+#define TMUL(a, f) tmul(A, t_, a, f)
+#define TDIV(a, f) tdiv(A, t_, a, f)
+/* the rules name the result type t_ (t holds the operand tangents) */
+#define TRT const wf_type *t_ = RT(in)
+#define MUL_(a, b) wf_ad_op2(A, WF_OP_MUL, t_, a, b)
+#define ONE_ wf_ad_constf(A, t_, 1.0)
+
+static wf_val f_add(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  return TADD(TN(0), TN(1));
+}
+static wf_val f_sub(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  return TADD(TN(0), TNEG(TN(1)));
+}
+static wf_val f_neg(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  return TNEG(TN(0));
+}
+static wf_val f_mul(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  wf_val a = TN(0) >= 0 ? TMUL(TN(0), X(1)) : WF_NOVAL;
+  wf_val b = TN(1) >= 0 ? TMUL(TN(1), X(0)) : WF_NOVAL;
+  return TADD(a, b);
+}
+/* d(a/b) = (da - r db) / b */
+static wf_val f_div(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  wf_val a = TN(0) >= 0 ? TDIV(TN(0), X(1)) : WF_NOVAL;
+  wf_val b = TN(1) >= 0 ? TNEG(TDIV(TMUL(TN(1), R0), X(1))) : WF_NOVAL;
+  return TADD(a, b);
+}
+static wf_val f_mod(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  if (TN(1) < 0) return TN(0);
+  wf_val q = wf_ad_op1(A, WF_OP_FLOOR, t_, wf_ad_op2(A, WF_OP_DIV, t_, X(0), X(1)));
+  return TADD(TN(0), TNEG(TMUL(TN(1), q)));
+}
+static wf_val f_pow(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  wf_val a = WF_NOVAL, b = WF_NOVAL;
+  if (TN(0) >= 0) {
+    wf_val bm1 = wf_ad_op2(A, WF_OP_SUB, t_, X(1), ONE_);
+    a = TMUL(TN(0), MUL_(X(1), wf_ad_op2(A, WF_OP_POW, t_, X(0), bm1)));
+  }
+  if (TN(1) >= 0) {
+    wf_val db = MUL_(TMUL(TN(1), R0), wf_ad_op1(A, WF_OP_LOG, t_, X(0)));
+    wf_val pos = wf_ad_op2(A, WF_OP_GT, wf_t_bool(A->T), X(0), wf_ad_zero(A, t_));
+    b = wf_ad_op3(A, WF_OP_SELECT, t_, pos, db, wf_ad_zero(A, t_));
+  }
+  return TADD(a, b);
+}
+static wf_val froute(wf_adctx *A, const wf_inst *in, const wf_val *t, wf_op cmp) {
+  TRT;
+  if (TN(0) < 0 && TN(1) < 0) return WF_NOVAL;
+  wf_val c = wf_ad_op2(A, cmp, wf_t_bool(A->T), X(0), X(1));
+  return wf_ad_op3(A, WF_OP_SELECT, t_, c, tz(A, t_, TN(0)), tz(A, t_, TN(1)));
+}
+static wf_val f_min(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  return froute(A, in, t, WF_OP_LT);
+}
+static wf_val f_max(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  return froute(A, in, t, WF_OP_GT);
+}
+static wf_val f_abs(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  if (TN(0) < 0) return WF_NOVAL;
+  wf_val neg = wf_ad_op2(A, WF_OP_LT, wf_t_bool(A->T), X(0), wf_ad_zero(A, t_));
+  return wf_ad_op3(A, WF_OP_SELECT, t_, neg, TNEG(TN(0)), TN(0));
+}
+static wf_val f_zero(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  return WF_NOVAL;
+}
+/* unary f(x) with df = t0 * d(x): d computed only when t0 is nonzero */
+#define FUNARY(name, expr)                                                                         \
+  static wf_val name(wf_adctx *A, const wf_inst *in, const wf_val *t) {                            \
+    TRT;                                                                                           \
+    if (TN(0) < 0) return WF_NOVAL;                                                                \
+    return expr;                                                                                   \
+  }
+FUNARY(f_sqrt, TDIV(TMUL(TN(0), wf_ad_constf(A, t_, 0.5)), R0))
+FUNARY(f_exp, TMUL(TN(0), R0))
+FUNARY(f_log, TDIV(TN(0), X(0)))
+FUNARY(f_sin, TMUL(TN(0), wf_ad_op1(A, WF_OP_COS, t_, X(0))))
+FUNARY(f_cos, TNEG(TMUL(TN(0), wf_ad_op1(A, WF_OP_SIN, t_, X(0)))))
+FUNARY(f_tan, TMUL(TN(0), wf_ad_op2(A, WF_OP_ADD, t_, ONE_, MUL_(R0, R0))))
+FUNARY(f_asin, TDIV(TN(0), rsqrt1m(A, t_, X(0))))
+FUNARY(f_acos, TNEG(TDIV(TN(0), rsqrt1m(A, t_, X(0)))))
+FUNARY(f_atan, TDIV(TN(0), wf_ad_op2(A, WF_OP_ADD, t_, ONE_, MUL_(X(0), X(0)))))
+FUNARY(f_sinh, TMUL(TN(0), wf_ad_op1(A, WF_OP_COSH, t_, X(0))))
+FUNARY(f_cosh, TMUL(TN(0), wf_ad_op1(A, WF_OP_SINH, t_, X(0))))
+FUNARY(f_tanh, TMUL(TN(0), wf_ad_op2(A, WF_OP_SUB, t_, ONE_, MUL_(R0, R0))))
+/* r = atan2(y, x): dr = (x dy - y dx) / (x^2 + y^2) */
+static wf_val f_atan2(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  if (TN(0) < 0 && TN(1) < 0) return WF_NOVAL;
+  wf_val y = X(0), x = X(1);
+  wf_val num = TADD(TMUL(TN(0), x), TNEG(TMUL(TN(1), y)));
+  return TDIV(num, wf_ad_op2(A, WF_OP_ADD, t_, MUL_(x, x), MUL_(y, y)));
+}
+static wf_val f_select(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  if (TN(1) < 0 && TN(2) < 0) return WF_NOVAL;
+  return wf_ad_op3(A, WF_OP_SELECT, t_, X(0), tz(A, t_, TN(1)), tz(A, t_, TN(2)));
+}
+static wf_val f_cast(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  if (TN(0) < 0 || !wf_t_is_float(A->pf->vals[in->args[0]].type)) return WF_NOVAL;
+  return wf_ad_op1(A, WF_OP_CAST, t_, TN(0));
+}
+static wf_val f_agg(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  int any = 0;
+  for (int k = 0; k < in->nargs; k++)
+    any |= TN(k) >= 0;
+  if (!any) return WF_NOVAL;
+  wf_val *c = wf_ad_scratch(A, sizeof(wf_val) * (size_t)in->nargs);
+  for (int k = 0; k < in->nargs; k++)
+    c[k] = tz(A, A->pf->vals[in->args[k]].type, TN(k));
+  return wf_ad_emit(A, WF_OP_AGG, in->nargs, c, 1, &t_, 0)->res[0];
+}
+static wf_val f_extract(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  return TN(0) < 0 ? WF_NOVAL : wf_ad_extract(A, TN(0), (int)in->imm);
+}
+static wf_val f_insert(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  if (TN(0) < 0 && TN(1) < 0) return WF_NOVAL;
+  const wf_type *vt = A->pf->vals[in->args[1]].type;
+  return wf_ad_insert(A, tz(A, t_, TN(0)), (int)in->imm, tz(A, vt, TN(1)));
+}
+/* x = a[i...]: the tangent is ta[i...] when the tangent array is given. */
+static wf_val f_load(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  wf_val sh = wf_ad_shadow(A, in, in->args[0]);
+  wf_val pr = wf_ad_present(A, in, in->args[0]);
+  wf_ad_if s;
+  wf_ad_if_begin(A, &s, pr, 1, &t_);
+  wf_val args[WF_AD_MAXIDX + 1];
+  args[0] = sh;
+  for (int k = 1; k < in->nargs; k++)
+    args[k] = X(k);
+  wf_val l = wf_ad_emit(A, WF_OP_LOAD, in->nargs, args, 1, &t_, 0)->res[0];
+  wf_ad_if_else(A, &s, &l);
+  wf_val z = wf_ad_zero(A, t_);
+  wf_ad_if_end(A, &s, &z);
+  return s.in->res[0];
+}
+/* a[i...] = v: ta[i...] = tv; atomic_add(a, i..., v): atomic_add(ta, i..., tv)
+** (the old value returned by the atomic gets no tangent). */
+static wf_val f_store(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  int nv = in->nargs - 1;
+  const wf_type *vt = A->pf->vals[in->args[nv]].type;
+  if (!wf_ad_difft(vt) || (in->op == WF_OP_ATOMIC_ADD && TN(nv) < 0)) return WF_NOVAL;
+  wf_val sh = wf_ad_shadow(A, in, in->args[0]);
+  wf_val pr = wf_ad_present(A, in, in->args[0]);
+  wf_ad_if s;
+  wf_ad_if_begin(A, &s, pr, 0, NULL);
+  wf_val args[WF_AD_MAXIDX + 2];
+  args[0] = sh;
+  for (int k = 1; k < nv; k++)
+    args[k] = X(k);
+  args[nv] = tz(A, vt, TN(nv));
+  if (in->op == WF_OP_STORE)
+    wf_ad_emit(A, WF_OP_STORE, nv + 1, args, 0, NULL, 0);
+  else
+    wf_ad_emit(A, WF_OP_ATOMIC_ADD, nv + 1, args, 1, &vt, 0);
+  wf_ad_if_else(A, &s, NULL);
+  wf_ad_if_end(A, &s, NULL);
+  return WF_NOVAL;
+}
+
+/* ---- the table: op, reverse rule, what it reads, tangent rule ---- */
 /* clang-format off */
 #define WF_AD_RULES(_) \
-  _(ADD, r_add, 0) _(SUB, r_sub, 0) _(MUL, r_mul, WF_AD_RD_ARGS) \
-  _(DIV, r_div, WF_AD_RD_ARGS | WF_AD_RD_RES) _(MOD, r_mod, WF_AD_RD_ARGS) \
-  _(NEG, r_neg, 0) _(POW, r_pow, WF_AD_RD_ARGS | WF_AD_RD_RES) \
-  _(MIN, r_min, WF_AD_RD_ARGS) _(MAX, r_max, WF_AD_RD_ARGS) _(ABS, r_abs, WF_AD_RD_ARGS) \
-  _(SIGN, r_zero, 0) _(SQRT, r_sqrt, WF_AD_RD_RES) _(EXP, r_exp, WF_AD_RD_RES) \
-  _(LOG, r_log, WF_AD_RD_ARGS) _(SIN, r_sin, WF_AD_RD_ARGS) _(COS, r_cos, WF_AD_RD_ARGS) \
-  _(TAN, r_tan, WF_AD_RD_RES) _(ASIN, r_asin, WF_AD_RD_ARGS) _(ACOS, r_acos, WF_AD_RD_ARGS) \
-  _(ATAN, r_atan, WF_AD_RD_ARGS) _(ATAN2, r_atan2, WF_AD_RD_ARGS) \
-  _(SINH, r_sinh, WF_AD_RD_ARGS) _(COSH, r_cosh, WF_AD_RD_ARGS) _(TANH, r_tanh, WF_AD_RD_RES) \
-  _(FLOOR, r_zero, 0) _(CEIL, r_zero, 0) _(ROUND, r_zero, 0) \
-  _(SELECT, r_select, WF_AD_RD_ARG0) _(CAST, r_cast, 0) \
-  _(AGG, r_agg, 0) _(EXTRACT, r_extract, 0) _(INSERT, r_insert, 0) \
-  _(LOAD, r_load, WF_AD_RD_IDX) _(STORE, r_store, WF_AD_RD_IDX) \
-  _(ATOMIC_ADD, r_store, WF_AD_RD_IDX)
+  _(ADD, r_add, 0, f_add) _(SUB, r_sub, 0, f_sub) _(MUL, r_mul, WF_AD_RD_ARGS, f_mul) \
+  _(DIV, r_div, WF_AD_RD_ARGS | WF_AD_RD_RES, f_div) _(MOD, r_mod, WF_AD_RD_ARGS, f_mod) \
+  _(NEG, r_neg, 0, f_neg) _(POW, r_pow, WF_AD_RD_ARGS | WF_AD_RD_RES, f_pow) \
+  _(MIN, r_min, WF_AD_RD_ARGS, f_min) _(MAX, r_max, WF_AD_RD_ARGS, f_max) \
+  _(ABS, r_abs, WF_AD_RD_ARGS, f_abs) \
+  _(SIGN, r_zero, 0, f_zero) _(SQRT, r_sqrt, WF_AD_RD_RES, f_sqrt) \
+  _(EXP, r_exp, WF_AD_RD_RES, f_exp) \
+  _(LOG, r_log, WF_AD_RD_ARGS, f_log) _(SIN, r_sin, WF_AD_RD_ARGS, f_sin) \
+  _(COS, r_cos, WF_AD_RD_ARGS, f_cos) \
+  _(TAN, r_tan, WF_AD_RD_RES, f_tan) _(ASIN, r_asin, WF_AD_RD_ARGS, f_asin) \
+  _(ACOS, r_acos, WF_AD_RD_ARGS, f_acos) \
+  _(ATAN, r_atan, WF_AD_RD_ARGS, f_atan) _(ATAN2, r_atan2, WF_AD_RD_ARGS, f_atan2) \
+  _(SINH, r_sinh, WF_AD_RD_ARGS, f_sinh) _(COSH, r_cosh, WF_AD_RD_ARGS, f_cosh) \
+  _(TANH, r_tanh, WF_AD_RD_RES, f_tanh) \
+  _(FLOOR, r_zero, 0, f_zero) _(CEIL, r_zero, 0, f_zero) _(ROUND, r_zero, 0, f_zero) \
+  _(SELECT, r_select, WF_AD_RD_ARG0, f_select) _(CAST, r_cast, 0, f_cast) \
+  _(AGG, r_agg, 0, f_agg) _(EXTRACT, r_extract, 0, f_extract) \
+  _(INSERT, r_insert, 0, f_insert) \
+  _(LOAD, r_load, WF_AD_RD_IDX, f_load) _(STORE, r_store, WF_AD_RD_IDX, f_store) \
+  _(ATOMIC_ADD, r_store, WF_AD_RD_IDX, f_store)
 /* clang-format on */
 
 static const wf_ad_rule rules_tab[WF_OP__COUNT] = {
-#define WF_AD_RULE_ENTRY(op, fn, rd) [WF_OP_##op] = {fn, rd},
+#define WF_AD_RULE_ENTRY(op, fn, rd, tfn) [WF_OP_##op] = {fn, rd, tfn},
     WF_AD_RULES(WF_AD_RULE_ENTRY)
 #undef WF_AD_RULE_ENTRY
 };
@@ -254,13 +461,13 @@ _Static_assert(WF_OP__COUNT <= 128, "op bit sets hold 128 ops");
 #define WF_AD_BIT(op, half) (((op) >> 6) == (half) ? 1ULL << ((op)&63) : 0ULL)
 #define WF_AD_DIFF_LO(e, s, na, nr, fl) | (((fl)&WF_OPF_DIFF) ? WF_AD_BIT(WF_OP_##e, 0) : 0ULL)
 #define WF_AD_DIFF_HI(e, s, na, nr, fl) | (((fl)&WF_OPF_DIFF) ? WF_AD_BIT(WF_OP_##e, 1) : 0ULL)
-#define WF_AD_RULE_LO(op, fn, rd) | WF_AD_BIT(WF_OP_##op, 0)
-#define WF_AD_RULE_HI(op, fn, rd) | WF_AD_BIT(WF_OP_##op, 1)
+#define WF_AD_RULE_LO(op, fn, rd, tfn) | WF_AD_BIT(WF_OP_##op, 0)
+#define WF_AD_RULE_HI(op, fn, rd, tfn) | WF_AD_BIT(WF_OP_##op, 1)
 _Static_assert((0ULL WF_IRDEF(WF_AD_DIFF_LO)) == (0ULL WF_AD_RULES(WF_AD_RULE_LO)) &&
                    (0ULL WF_IRDEF(WF_AD_DIFF_HI)) == (0ULL WF_AD_RULES(WF_AD_RULE_HI)),
                "every WF_OPF_DIFF op needs a derivative rule in src/ad/rules.c (and only those)");
 
 const wf_ad_rule *wf_ad_rule_of(wf_op op) {
-  if ((unsigned)op >= WF_OP__COUNT || !rules_tab[op].fn) return NULL;
+  if ((unsigned)op >= WF_OP__COUNT || !rules_tab[op].fn || !rules_tab[op].tan) return NULL;
   return &rules_tab[op];
 }

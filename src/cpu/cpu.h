@@ -15,7 +15,7 @@
 #include "ir/ir.h"
 
 /* Bump when the generated code changes: part of the disk cache key. */
-#define WF_CPU_CODEGEN_VERSION 1
+#define WF_CPU_CODEGEN_VERSION 2
 
 typedef struct wf_cpu_opts {
   int debug;  /* bounds checks, division checks, error polling */
@@ -57,6 +57,15 @@ WF_INTERNAL void wf_cpu_rt_trap(wf_launch_ctx *ctx, const char *where, const cha
 ** slot holds a double's bits), 'b' bool. */
 WF_INTERNAL void wf_cpu_rt_print(const char *fmt, int32_t n, const char *kinds,
                                  const int64_t *vals);
+
+/* Private accumulation of atomic_add-only arrays (see rtlib.c). begin
+** returns 1 when the chunk runs the private variant with the data
+** pointers it wrote to data[] (then call end), 0 for the atomic one. */
+WF_INTERNAL int32_t wf_cpu_rt_priv_begin(wf_launch_ctx *ctx, int64_t nthreads, int64_t work,
+                                         int32_t n, wf_array *const *hdrs, void **data,
+                                         void **block);
+WF_INTERNAL void wf_cpu_rt_priv_end(wf_launch_ctx *ctx, int32_t n, wf_array *const *hdrs,
+                                    void *const *data, const int32_t *bits, void *block);
 
 typedef struct wf_cpu_sym {
   const char *name;

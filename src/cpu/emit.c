@@ -71,7 +71,9 @@ typedef struct E {
   LLVMValueRef ctx; /* its wf_launch_ctx pointer */
   LLVMValueRef tid[WF_MAXDIM];
   LLVMBasicBlockRef exit_bb, latch_bb;
-  int contig; /* emitting the noalias / compact-stride body */
+  int contig;         /* emitting the noalias / compact-stride body */
+  int privmode;       /* emitting body.p: atomic adds into priv[] params are plain */
+  const int8_t *priv; /* per parameter: only updated by atomic_add (see priv_scan) */
   LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, vd;
   char chunk[256]; /* chunk name as Lua shows it */
   char *err;
@@ -772,6 +774,34 @@ static LLVMValueRef atomic_any(E *e, const wf_inst *in, const wf_type *t, LLVMVa
   return r;
 }
 
+/* body.p: the parameter an atomic_add updates when it is a privatized
+** one (the chunk owns a private copy of it), else -1. */
+static int priv_target(E *e, const wf_inst *in) {
+  if (in->op != WF_OP_ATOMIC_ADD || !e->priv) return -1;
+  for (int i = 0; i < e->fn->nparams; i++)
+    if (e->priv[i] && e->fn->params[i] == in->args[0]) return i;
+  return -1;
+}
+
+/* A non-atomic `*p += v` on each float leaf (private copies only);
+** returns the old value, like the atomic. */
+static LLVMValueRef plain_add(E *e, const wf_type *t, LLVMValueRef p, LLVMValueRef v) {
+  LLVMValueRef old = mload(e, t, p);
+  if (wf_t_is_scalar(t)) {
+    mstore(e, NULL, t, p, LLVMBuildFAdd(e->B, old, v, ""));
+    return old;
+  }
+  int n = wf_t_arity(t);
+  uint32_t off = 0;
+  for (int i = 0; i < n; i++) {
+    const wf_type *ct = wf_t_component(e->T, t, i);
+    plain_add(e, ct, off ? gep8(e, p, ci64(e, off)) : p,
+              LLVMBuildExtractValue(e->B, v, (unsigned)i, ""));
+    off += ct->size;
+  }
+  return old;
+}
+
 static LLVMValueRef view(E *e, const wf_inst *in) {
   wf_val av = in->args[0];
   const wf_type *at = wf_vtype(e->fn, av);
@@ -1322,7 +1352,9 @@ static void emit_inst(E *e, wf_inst *in) {
   case WF_OP_ATOMIC_MAX: {
     const wf_type *at = argt(e, in, 0);
     LLVMValueRef p = elem_addr(e, in, in->nargs - 2);
-    if (at && at->kind == WF_T_ARRAY)
+    if (at && at->kind == WF_T_ARRAY && e->privmode && priv_target(e, in) >= 0)
+      r = plain_add(e, at->elem, p, argv(e, in, in->nargs - 1));
+    else if (at && at->kind == WF_T_ARRAY)
       r = atomic_any(e, in, at->elem, p, argv(e, in, in->nargs - 1));
     break;
   }
@@ -1589,6 +1621,118 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
   return F;
 }
 
+/* ---------------------------------------------------------------------
+** privatized atomics: an array parameter that the kernel only updates
+** with atomic_add (result unused) and otherwise only asks for its shape
+** -- the adjoint arrays of reverse mode -- can be accumulated by each
+** chunk of threads in a zeroed private copy with plain adds, then folded
+** into the shared array once (rtlib.c decides per launch). Atomic float
+** adds are compare-and-swap loops on x86, and contended ones cost tens of
+** nanoseconds; the n-body adjoint does four per pair of bodies.
+** --------------------------------------------------------------------- */
+
+/* Number of float leaves of t, all of one width (stored in *bits), packed
+** without padding; -1 otherwise. */
+static int float_leaves(wf_types *T, const wf_type *t, int *bits) {
+  if (t->kind == WF_T_FLOAT) {
+    if (t->bits != 32 && t->bits != 64) return -1;
+    if (*bits && *bits != t->bits) return -1;
+    *bits = t->bits;
+    return 1;
+  }
+  if (t->kind != WF_T_VEC && t->kind != WF_T_QUAT && t->kind != WF_T_MAT &&
+      t->kind != WF_T_TRANSFORM)
+    return -1;
+  int n = 0, a = wf_t_arity(t);
+  for (int i = 0; i < a; i++) {
+    int c = float_leaves(T, wf_t_component(T, t, i), bits);
+    if (c < 0) return -1;
+    n += c;
+  }
+  return (int64_t)n * (*bits / 8) == t->size ? n : -1;
+}
+
+typedef struct pscan {
+  wf_types *T;
+  const wf_func *fn;
+  int32_t *uses; /* per value */
+  int8_t *priv;  /* per param: 1 candidate, 0 not */
+  int8_t *hit;   /* per param: has an atomic_add */
+  int64_t work;  /* estimated private adds per thread */
+} pscan;
+
+static void count_uses(const wf_block *bl, int32_t *uses) {
+  for (const wf_inst *in = bl->first; in; in = in->next) {
+    for (int a = 0; a < in->nargs; a++)
+      if (in->args[a] >= 0) uses[in->args[a]]++;
+    for (int b = 0; b < in->nblocks; b++)
+      count_uses(in->blocks[b], uses);
+  }
+}
+
+static int param_index(const wf_func *fn, wf_val v) {
+  for (int i = 0; i < fn->nparams; i++)
+    if (fn->params[i] == v) return i;
+  return -1;
+}
+
+static void scan_block(pscan *ps, const wf_block *bl, int64_t mult) {
+  for (const wf_inst *in = bl->first; in; in = in->next) {
+    for (int a = 0; a < in->nargs; a++) {
+      int p = in->args[a] >= 0 ? param_index(ps->fn, in->args[a]) : -1;
+      if (p < 0 || !ps->priv[p]) continue;
+      if (a == 0 && in->op == WF_OP_SHAPE) continue;
+      if (a == 0 && in->op == WF_OP_ATOMIC_ADD && (in->nres == 0 || ps->uses[in->res[0]] == 0)) {
+        int bits = 0;
+        int n = float_leaves(ps->T, wf_vtype(ps->fn, in->args[0])->elem, &bits);
+        if (ps->work < ((int64_t)1 << 40)) ps->work += mult * (n > 0 ? n : 1);
+        ps->hit[p] = 1;
+        continue;
+      }
+      ps->priv[p] = 0; /* read, written, viewed or passed on */
+    }
+    int64_t m = in->op == WF_OP_FOR || in->op == WF_OP_WHILE ? mult * 16 : mult;
+    for (int b = 0; b < in->nblocks; b++)
+      scan_block(ps, in->blocks[b], m);
+  }
+}
+
+/* Fills priv[] (per parameter) and bits[] (float width of the private
+** ones); returns how many there are, with the per-thread work in *work. */
+static int priv_scan(E *e, int8_t *priv, int32_t *bits, int64_t *work) {
+  const wf_func *fn = e->fn;
+  int n = 0;
+  *work = 0;
+  for (int i = 0; i < fn->nparams; i++) {
+    const wf_type *t = wf_vtype(fn, fn->params[i]);
+    int b = 0;
+    priv[i] = t->kind == WF_T_ARRAY && float_leaves(e->T, t->elem, &b) > 0;
+    bits[i] = b;
+  }
+  if (!fn->body) return 0;
+  pscan ps = {e->T,
+              fn,
+              calloc((size_t)(fn->nvals > 0 ? fn->nvals : 1), sizeof(int32_t)),
+              priv,
+              calloc((size_t)fn->nparams + 1, 1),
+              0};
+  if (!ps.uses || !ps.hit) {
+    free(ps.uses), free(ps.hit);
+    return 0;
+  }
+  count_uses(fn->body, ps.uses);
+  scan_block(&ps, fn->body, 1);
+  free(ps.uses);
+  /* keep only parameters that are actually updated */
+  for (int i = 0; i < fn->nparams; i++)
+    priv[i] = priv[i] && ps.hit[i];
+  free(ps.hit);
+  *work = ps.work;
+  for (int i = 0; i < fn->nparams; i++)
+    n += priv[i];
+  return ps.work > 0 ? n : 0;
+}
+
 int64_t wf_cpu_arg_layout(const wf_func *fn, int64_t *offsets) {
   int64_t off = 0;
   for (int i = 0; i < fn->nparams; i++) {
@@ -1603,7 +1747,12 @@ int64_t wf_cpu_arg_layout(const wf_func *fn, int64_t *offsets) {
 }
 
 /* The exported entry: unpack arguments, pick the variant, call it. */
-static void emit_entry(E *e, LLVMValueRef fc, LLVMValueRef fg) {
+static void emit_priv_call(E *e, LLVMValueRef F, LLVMValueRef fc, LLVMValueRef fp,
+                           LLVMValueRef *cargs, int n, LLVMValueRef *hdrs, const int *dataidx,
+                           const int32_t *bits, int64_t work);
+
+static void emit_entry(E *e, LLVMValueRef fc, LLVMValueRef fg, LLVMValueRef fp, const int32_t *bits,
+                       int64_t work) {
   wf_func *fn = e->fn;
   LLVMTypeRef pt[4] = {e->ptr, e->i64, e->i64, e->ptr};
   LLVMValueRef F = LLVMAddFunction(e->M, e->o->symbol, LLVMFunctionType(e->vd, pt, 4, 0));
@@ -1615,9 +1764,11 @@ static void emit_entry(E *e, LLVMValueRef fc, LLVMValueRef fg) {
   int np = count_body_params(fn);
   LLVMValueRef *cargs = malloc(sizeof(*cargs) * (size_t)np);
   LLVMValueRef *datas = malloc(sizeof(*datas) * (size_t)(fn->nparams + 1));
+  LLVMValueRef *hdrs = malloc(sizeof(*hdrs) * (size_t)(fn->nparams + 1));
+  int *dataidx = malloc(sizeof(*dataidx) * (size_t)(fn->nparams + 1));
   int64_t *offs = malloc(sizeof(*offs) * (size_t)(fn->nparams + 1));
-  if (!cargs || !datas || !offs) {
-    free(cargs), free(datas), free(offs);
+  if (!cargs || !datas || !offs || !hdrs || !dataidx) {
+    free(cargs), free(datas), free(offs), free(hdrs), free(dataidx);
     efail(e, NULL, "out of memory");
     return;
   }
@@ -1632,6 +1783,8 @@ static void emit_entry(E *e, LLVMValueRef fc, LLVMValueRef fg) {
       LLVMSetAlignment(hdr, 8);
       LLVMValueRef a = header_value(e, hdr, t->ndim);
       LLVMValueRef data = arr_get(e, a, 0, -1);
+      hdrs[i] = hdr;
+      dataidx[i] = n;
       cargs[n++] = data;
       for (int d = 0; d < t->ndim; d++)
         cargs[n++] = arr_get(e, a, 1, d);
@@ -1644,6 +1797,8 @@ static void emit_entry(E *e, LLVMValueRef fc, LLVMValueRef fg) {
         fast = LLVMBuildAnd(B, fast, LLVMBuildICmp(B, LLVMIntNE, data, datas[q], ""), "");
       datas[na++] = data;
     } else {
+      hdrs[i] = NULL;
+      dataidx[i] = -1;
       cargs[n++] = mload(e, t, p);
     }
   }
@@ -1656,13 +1811,97 @@ static void emit_entry(E *e, LLVMValueRef fc, LLVMValueRef fg) {
     LLVMBasicBlockRef gb = LLVMAppendBasicBlockInContext(e->C, F, "general");
     LLVMBuildCondBr(B, fast, cb, gb);
     LLVMPositionBuilderAtEnd(B, cb);
-    LLVMBuildCall2(B, bt, fc, cargs, (unsigned)n, "");
-    LLVMBuildRetVoid(B);
+    if (fp) {
+      emit_priv_call(e, F, fc, fp, cargs, n, hdrs, dataidx, bits, work);
+    } else {
+      LLVMBuildCall2(B, bt, fc, cargs, (unsigned)n, "");
+      LLVMBuildRetVoid(B);
+    }
     LLVMPositionBuilderAtEnd(B, gb);
   }
   LLVMBuildCall2(B, bt, fg, cargs, (unsigned)n, "");
   LLVMBuildRetVoid(B);
-  free(cargs), free(datas), free(offs);
+  free(cargs), free(datas), free(offs), free(hdrs), free(dataidx);
+}
+
+/* An alloca of n pointers in the entry block of F. */
+static LLVMValueRef entry_alloca(E *e, LLVMValueRef F, int n, const char *name) {
+  LLVMBasicBlockRef cur = LLVMGetInsertBlock(e->B);
+  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(F);
+  LLVMValueRef first = LLVMGetFirstInstruction(entry);
+  if (first)
+    LLVMPositionBuilderBefore(e->B, first);
+  else
+    LLVMPositionBuilderAtEnd(e->B, entry);
+  LLVMValueRef a = LLVMBuildAlloca(e->B, LLVMArrayType(e->ptr, (unsigned)(n > 0 ? n : 1)), name);
+  LLVMPositionBuilderAtEnd(e->B, cur);
+  return a;
+}
+
+/* The compact, distinct-arrays path when some arrays are privatized:
+**   if (wf_cpu_rt_priv_begin(ctx, end - begin, work, np, hdrs, data, &blk))
+**     { body.p(... data[k] in place of the private arrays ...);
+**       wf_cpu_rt_priv_end(ctx, np, hdrs, data, bits, blk); }
+**   else body.c(...)                                               */
+static void emit_priv_call(E *e, LLVMValueRef F, LLVMValueRef fc, LLVMValueRef fp,
+                           LLVMValueRef *cargs, int n, LLVMValueRef *hdrs, const int *dataidx,
+                           const int32_t *bits, int64_t work) {
+  LLVMBuilderRef B = e->B;
+  wf_func *fn = e->fn;
+  int np = 0;
+  int32_t pbits[256];
+  int pidx[256];
+  for (int i = 0; i < fn->nparams && np < 256; i++)
+    if (e->priv[i]) pidx[np] = i, pbits[np++] = bits[i];
+  LLVMValueRef harr = entry_alloca(e, F, np, "priv.hdrs");
+  LLVMValueRef darr = entry_alloca(e, F, np, "priv.data");
+  LLVMValueRef blk = entry_alloca(e, F, 1, "priv.block");
+  for (int k = 0; k < np; k++) {
+    LLVMValueRef idx[2] = {ci64(e, 0), ci64(e, k)};
+    LLVMBuildStore(B, hdrs[pidx[k]],
+                   LLVMBuildInBoundsGEP2(B, LLVMArrayType(e->ptr, (unsigned)np), harr, idx, 2, ""));
+  }
+  LLVMValueRef begin = LLVMGetParam(F, 1), end = LLVMGetParam(F, 2), ctx = LLVMGetParam(F, 3);
+  LLVMTypeRef pt[7] = {e->ptr, e->i64, e->i64, e->i32, e->ptr, e->ptr, e->ptr};
+  LLVMValueRef a[7] = {ctx, LLVMBuildSub(B, end, begin, ""), ci64(e, work), ci32(e, np), harr, darr,
+                       blk};
+  LLVMValueRef m = call_ext(e, "wf_cpu_rt_priv_begin", e->i32, pt, 7, a);
+  LLVMBasicBlockRef pb = LLVMAppendBasicBlockInContext(e->C, F, "private");
+  LLVMBasicBlockRef ab = LLVMAppendBasicBlockInContext(e->C, F, "atomic");
+  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntNE, m, ci32(e, 0), ""), pb, ab);
+  LLVMTypeRef bt = LLVMGlobalGetValueType(fc);
+  LLVMPositionBuilderAtEnd(B, ab);
+  LLVMBuildCall2(B, bt, fc, cargs, (unsigned)n, "");
+  LLVMBuildRetVoid(B);
+  LLVMPositionBuilderAtEnd(B, pb);
+  LLVMValueRef *pargs = malloc(sizeof(*pargs) * (size_t)(n > 0 ? n : 1));
+  if (!pargs) {
+    efail(e, NULL, "out of memory");
+    LLVMBuildRetVoid(B);
+    return;
+  }
+  memcpy(pargs, cargs, sizeof(*pargs) * (size_t)n);
+  for (int k = 0; k < np; k++) {
+    LLVMValueRef idx[2] = {ci64(e, 0), ci64(e, k)};
+    LLVMValueRef d = LLVMBuildLoad2(
+        B, e->ptr, LLVMBuildInBoundsGEP2(B, LLVMArrayType(e->ptr, (unsigned)np), darr, idx, 2, ""),
+        "priv");
+    pargs[dataidx[pidx[k]]] = d;
+  }
+  LLVMBuildCall2(B, bt, fp, pargs, (unsigned)n, "");
+  free(pargs);
+  LLVMValueRef bv[256];
+  for (int k = 0; k < np; k++)
+    bv[k] = ci32(e, pbits[k]);
+  LLVMValueRef bconst = LLVMConstArray(e->i32, bv, (unsigned)np);
+  LLVMValueRef g = LLVMAddGlobal(e->M, LLVMTypeOf(bconst), "priv.bits");
+  LLVMSetInitializer(g, bconst);
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  LLVMTypeRef et[6] = {e->ptr, e->i32, e->ptr, e->ptr, e->ptr, e->ptr};
+  LLVMValueRef ea[6] = {ctx, ci32(e, np), harr, darr, g, LLVMBuildLoad2(B, e->ptr, blk, "")};
+  call_ext(e, "wf_cpu_rt_priv_end", e->vd, et, 6, ea);
+  LLVMBuildRetVoid(B);
 }
 
 static void count_cost(const wf_block *bl, int64_t mult, int64_t *acc) {
@@ -1681,6 +1920,12 @@ int64_t wf_cpu_cost(const wf_func *fn) {
   int64_t acc = 0;
   if (fn->body) count_cost(fn->body, 1, &acc);
   return acc < 1 ? 1 : acc;
+}
+
+/* An environment switch set to "0" or "off" (for measurements). */
+static int getenv_off(const char *name) {
+  const char *v = getenv(name);
+  return v && (!strcmp(v, "0") || !strcmp(v, "off"));
 }
 
 LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, char *err,
@@ -1728,10 +1973,33 @@ LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, 
   int has_arrays = 0;
   for (int i = 0; i < fn->nparams; i++)
     has_arrays |= wf_vtype(fn, fn->params[i])->kind == WF_T_ARRAY;
-  LLVMValueRef fc = NULL, fg;
+  LLVMValueRef fc = NULL, fg, fp = NULL;
+  int8_t pbuf[64];
+  int32_t bbuf[64];
+  int8_t *priv = fn->nparams <= 64 ? pbuf : malloc((size_t)fn->nparams);
+  int32_t *bits = fn->nparams <= 64 ? bbuf : malloc(sizeof(int32_t) * (size_t)fn->nparams);
+  int64_t work = 0;
+  int npriv = 0;
+  if (priv && bits && has_arrays && !o->debug && !getenv_off("WEFT_PRIVATIZE"))
+    npriv = priv_scan(&e, priv, bits, &work);
   if (has_arrays && !o->debug) fc = emit_body(&e, 1, "body.c");
+  if (npriv > 0) {
+    e.priv = priv;
+    e.privmode = 1;
+    fp = emit_body(&e, 1, "body.p");
+    e.privmode = 0;
+  }
   fg = emit_body(&e, 0, "body.g");
-  if (!e.failed) emit_entry(&e, fc, fg);
+  if (fc && fg) {
+    /* the general variant is the rare path (aliased or strided arrays):
+    ** kept small and out of line, it halves the optimizer's and the code
+    ** generator's work on a new kernel */
+    add_fn_attr(&e, fg, "noinline");
+    add_fn_attr(&e, fg, "optsize");
+  }
+  if (!e.failed) emit_entry(&e, fc, fg, fp, bits, work);
+  if (priv != pbuf) free(priv);
+  if (bits != bbuf) free(bits);
   LLVMDisposeBuilder(e.B);
   free(e.v), free(e.aname), free(e.adepth);
   if (e.failed) {

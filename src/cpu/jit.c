@@ -54,6 +54,13 @@ struct wf_jit {
   char cachedir[1024];
   int64_t compiles, disk_hits, disk_writes, mem_hits;
   int serial;
+  /* kernels already in the LLJIT (key -> entry): compiling the same
+  ** kernel again returns its code instead of defining the symbol twice */
+  struct jit_entry {
+    char key[33];
+    void *fn;
+  } * loaded;
+  int nloaded, caploaded;
 };
 
 /* ---------------------------------------------------------------------
@@ -116,6 +123,7 @@ static void errmsg_take(LLVMErrorRef er, char *err, size_t es, const char *what)
 }
 
 static void jit_release(wf_jit *j) {
+  free(j->loaded);
   if (j->jit) LLVMOrcDisposeLLJIT(j->jit);
   if (j->tm) LLVMDisposeTargetMachine(j->tm);
   LLVMDisposeMessage(j->triple);
@@ -364,9 +372,11 @@ static void key_hex(const h128 *h, char out[33]) {
 
 static h128 kernel_key(wf_jit *j, wf_func *fn, const wf_cpu_opts *o, const char *irtext) {
   h128 h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
-  char hdr[128];
-  snprintf(hdr, sizeof hdr, "weft-cpu %d weft %s llvm %s debug %d ndim %d", WF_CPU_CODEGEN_VERSION,
-           WEFT_VERSION, WEFT_LLVM_VERSION, o->debug, o->ndim);
+  char hdr[160];
+  const char *pv = getenv("WEFT_PRIVATIZE"); /* emit.c: "0"/"off" keeps every atomic */
+  snprintf(hdr, sizeof hdr, "weft-cpu %d weft %s llvm %s debug %d ndim %d priv %s",
+           WF_CPU_CODEGEN_VERSION, WEFT_VERSION, WEFT_LLVM_VERSION, o->debug, o->ndim,
+           pv ? pv : "");
   h_str(&h, hdr);
   h_str(&h, j->triple);
   h_str(&h, j->cpu);
@@ -439,6 +449,27 @@ static void *add_and_lookup(wf_jit *j, LLVMMemoryBufferRef obj, const char *sym,
   return (void *)(uintptr_t)addr;
 }
 
+/* The entry of a kernel this JIT already holds, or NULL. */
+static void *loaded_find(const wf_jit *j, const char *key) {
+  for (int i = 0; i < j->nloaded; i++)
+    if (!strcmp(j->loaded[i].key, key)) return j->loaded[i].fn;
+  return NULL;
+}
+
+/* Remembers a loaded kernel (when out of memory, a later compile of the
+** same kernel fails cleanly with the duplicate-symbol message). */
+static void loaded_add(wf_jit *j, const char *key, void *fn) {
+  if (j->nloaded == j->caploaded) {
+    int cap = j->caploaded ? 2 * j->caploaded : 16;
+    struct jit_entry *n = realloc(j->loaded, sizeof *n * (size_t)cap);
+    if (!n) return;
+    j->loaded = n;
+    j->caploaded = cap;
+  }
+  snprintf(j->loaded[j->nloaded].key, sizeof j->loaded[0].key, "%s", key);
+  j->loaded[j->nloaded++].fn = fn;
+}
+
 typedef struct cresult {
   void *fn;
   int from_disk;
@@ -455,6 +486,10 @@ static int compile_kernel(wf_jit *j, wf_func *fn, wf_cpu_opts *o, const char *ir
   o->cpu = j->cpu;
   o->features = j->features;
   int dump = dump_llvm();
+  if ((out->fn = loaded_find(j, out->key)) != NULL) {
+    j->mem_hits++;
+    return 0;
+  }
   if (j->cache_on && !dump) {
     LLVMMemoryBufferRef obj = cache_read(j, out->key);
     if (obj) {
@@ -463,6 +498,7 @@ static int compile_kernel(wf_jit *j, wf_func *fn, wf_cpu_opts *o, const char *ir
       if (out->fn) {
         out->from_disk = 1;
         j->disk_hits++;
+        loaded_add(j, out->key, out->fn);
         return 0;
       }
       /* a damaged file: drop it and compile under a new symbol */
@@ -504,6 +540,7 @@ static int compile_kernel(wf_jit *j, wf_func *fn, wf_cpu_opts *o, const char *ir
   if (j->cache_on && strchr(sym + 4, '_') == NULL)
     cache_write(j, out->key, LLVMGetBufferStart(obj), LLVMGetBufferSize(obj));
   out->fn = add_and_lookup(j, obj, sym, err, es);
+  if (out->fn) loaded_add(j, out->key, out->fn);
   return out->fn ? 0 : -1;
 }
 

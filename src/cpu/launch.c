@@ -58,10 +58,13 @@ int wf_cpu_launch(wf_rt *rt, void *fn, int ndim, const int64_t *dims, const void
   ctx.ndim = ndim;
   ctx.error = 0;
   ctx.msg[0] = '\0';
+  ctx.priv = 0;
+  ctx.lock = 0;
   if (cost < 1) cost = 1;
   int64_t work = total > INT64_MAX / cost ? INT64_MAX : total * cost;
   wf_kernel_fn kfn = (wf_kernel_fn)fn;
   wf_pool *pool = work < WF_INLINE_WORK ? NULL : get_pool(rt);
+  ctx.serial = pool == NULL;
   if (!pool) {
     kfn(args, 0, total, &ctx);
   } else {

@@ -162,10 +162,129 @@ void wf_cpu_rt_print(const char *fmt, int32_t n, const char *kinds, const int64_
   if (b.s != b.stack) free(b.s);
 }
 
+/* ---------------------------------------------------------------------
+** private accumulation (emit.c, "privatized atomics"): a chunk of threads
+** adds into zeroed private copies of the arrays that the kernel only
+** updates with atomic_add, then folds them into the shared arrays under
+** the launch's lock. One decision per launch (the first chunk's), so
+** chunks never mix atomics with the locked plain adds.
+** --------------------------------------------------------------------- */
+#define PRIV_MAX_BYTES ((int64_t)64 << 20) /* larger arrays keep the atomics */
+
+static void priv_lock(wf_launch_ctx *ctx) {
+  while (__atomic_exchange_n(&ctx->lock, 1, __ATOMIC_ACQUIRE)) {
+    while (__atomic_load_n(&ctx->lock, __ATOMIC_RELAXED)) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+  }
+}
+
+static void priv_unlock(wf_launch_ctx *ctx) {
+  __atomic_store_n(&ctx->lock, 0, __ATOMIC_RELEASE);
+}
+
+/* Compact row-major bytes of an array header, or -1 when it has gaps. */
+static int64_t compact_bytes(const wf_array *a) {
+  if (!a->data || a->size == 0) return 0;
+  int64_t s = a->elsize;
+  for (int d = a->ndim - 1; d >= 0; d--) {
+    if (a->shape[d] > 1 && a->strides[d] != s) return -1;
+    s *= a->shape[d];
+  }
+  return s;
+}
+
+/* The launch-wide decision, made by the first chunk from its own size:
+** privatizing costs about a zeroing and a plain add per element and chunk,
+** an atomic float add about ten plain ones. */
+static int32_t priv_decide(wf_launch_ctx *ctx, int64_t nthreads, int64_t work, int32_t n,
+                           wf_array *const *hdrs) {
+  int32_t d = __atomic_load_n(&ctx->priv, __ATOMIC_ACQUIRE);
+  if (d) return d;
+  int64_t bytes = 0;
+  int32_t want = 1;
+  for (int32_t k = 0; k < n && want == 1; k++) {
+    int64_t b = compact_bytes(hdrs[k]);
+    if (b < 0) want = 2;
+    bytes += b < 0 ? 0 : b;
+  }
+  if (bytes > PRIV_MAX_BYTES) want = 2;
+  int64_t atomics = nthreads > INT64_MAX / (work + 1) ? INT64_MAX : nthreads * work;
+  if (want == 1 && atomics < bytes / 32) want = 2;
+  int32_t zero = 0;
+  if (!__atomic_compare_exchange_n(&ctx->priv, &zero, want, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return zero;
+  return want;
+}
+
+int32_t wf_cpu_rt_priv_begin(wf_launch_ctx *ctx, int64_t nthreads, int64_t work, int32_t n,
+                             wf_array *const *hdrs, void **data, void **block) {
+  *block = NULL;
+  if (ctx->serial) {
+    /* one thread runs the whole launch: plain adds on the arrays */
+    for (int32_t k = 0; k < n; k++)
+      data[k] = hdrs[k]->data;
+    return 1;
+  }
+  if (priv_decide(ctx, nthreads, work, n, hdrs) != 1) return 0;
+  int64_t bytes = 0;
+  for (int32_t k = 0; k < n; k++)
+    bytes += (compact_bytes(hdrs[k]) + 63) / 64 * 64;
+  char *p = bytes > 0 ? aligned_alloc(64, (size_t)bytes) : NULL;
+  if (bytes > 0 && !p) {
+    /* no memory: run the chunk on the shared arrays, holding the lock */
+    priv_lock(ctx);
+    for (int32_t k = 0; k < n; k++)
+      data[k] = hdrs[k]->data;
+    *block = ctx;
+    return 1;
+  }
+  if (p) memset(p, 0, (size_t)bytes);
+  int64_t off = 0;
+  for (int32_t k = 0; k < n; k++) {
+    int64_t b = compact_bytes(hdrs[k]);
+    data[k] = b > 0 ? p + off : NULL;
+    off += (b + 63) / 64 * 64;
+  }
+  *block = p;
+  return 1;
+}
+
+void wf_cpu_rt_priv_end(wf_launch_ctx *ctx, int32_t n, wf_array *const *hdrs, void *const *data,
+                        const int32_t *bits, void *block) {
+  if (!block) return;
+  if (block == (void *)ctx) {
+    priv_unlock(ctx);
+    return;
+  }
+  priv_lock(ctx);
+  for (int32_t k = 0; k < n; k++) {
+    int64_t b = compact_bytes(hdrs[k]);
+    if (b <= 0 || !data[k]) continue;
+    if (bits[k] == 64) {
+      double *dst = hdrs[k]->data;
+      const double *src = data[k];
+      for (int64_t i = 0, m = b / 8; i < m; i++)
+        dst[i] += src[i];
+    } else {
+      float *dst = hdrs[k]->data;
+      const float *src = data[k];
+      for (int64_t i = 0, m = b / 4; i < m; i++)
+        dst[i] += src[i];
+    }
+  }
+  priv_unlock(ctx);
+  free(block);
+}
+
 static const wf_cpu_sym symbols[] = {
     {"wf_cpu_rt_oob", (void *)wf_cpu_rt_oob},
     {"wf_cpu_rt_trap", (void *)wf_cpu_rt_trap},
     {"wf_cpu_rt_print", (void *)wf_cpu_rt_print},
+    {"wf_cpu_rt_priv_begin", (void *)wf_cpu_rt_priv_begin},
+    {"wf_cpu_rt_priv_end", (void *)wf_cpu_rt_priv_end},
 #define F1(name)                                                                                   \
   {#name, (void *)(double (*)(double))name}, {#name "f", (void *)(float (*)(float))name##f},
 #define F2(name)                                                                                   \

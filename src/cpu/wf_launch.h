@@ -47,6 +47,9 @@
 **   32  int32_t ndim
 **   36  int32_t error        (atomic)
 **   40  char msg[WF_LAUNCH_MSGSIZE]
+**   552 int32_t serial       1: one thread runs the whole launch
+**   556 int32_t priv         private accumulation: 0 undecided, 1 on, 2 off
+**   560 int32_t lock         spinlock folding private copies (rtlib.c)
 */
 #ifndef WF_LAUNCH_H
 #define WF_LAUNCH_H
@@ -62,6 +65,10 @@ typedef struct wf_launch_ctx {
   int32_t ndim;
   int32_t error;
   char msg[WF_LAUNCH_MSGSIZE];
+  int32_t serial;
+  int32_t priv;
+  int32_t lock;
+  int32_t pad_;
 } wf_launch_ctx;
 
 typedef void (*wf_kernel_fn)(const void *args, int64_t begin, int64_t end, wf_launch_ctx *ctx);

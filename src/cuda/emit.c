@@ -115,6 +115,12 @@ typedef struct emitter {
   int last_line;
   const char *chunk; /* chunk name for #line (without '@') */
   const wf_func *fn;
+  /* debug mode: bounds and division checks report into the error slot */
+  int debug;
+  int nnames;
+  const char *const *names; /* parameter names of the forward kernel */
+  int16_t *aname;           /* per value: root array param index, -1 unknown */
+  int8_t *adepth;           /* per value: dimensions peeled off the root */
   char *err;
   size_t errsize;
   int failed;
@@ -254,9 +260,9 @@ static void emit_fconst(emitter *E, const wf_type *t, double x) {
   const char *wrap = t->bits == 16 ? "__double2half(" : "";
   sb_puts(b, wrap);
   if (isnan(x))
-    sb_puts(b, t->bits == 32 ? "__builtin_nanf(\"\")" : "__builtin_nan(\"\")");
+    sb_puts(b, t->bits == 32 ? "WF_NANF" : "WF_NAN");
   else if (isinf(x))
-    sb_printf(b, "%s%s", x < 0 ? "-" : "", t->bits == 32 ? "__builtin_huge_valf()" : "__builtin_huge_val()");
+    sb_printf(b, "%s%s", x < 0 ? "-" : "", t->bits == 32 ? "WF_INFF" : "WF_INF");
   else if (t->bits == 32)
     sb_printf(b, "%af", (double)(float)x);
   else
@@ -438,6 +444,64 @@ static void cast_agg(emitter *E, const wf_type *rt, const wf_type *st, int r, in
              path, plen + (size_t)w);
     path[plen] = 0;
   }
+}
+
+/* ---- debug checks ------------------------------------------------------ */
+/* "chunk:line" of an instruction as a C string literal (the position the
+** CPU backend's messages give). */
+static void where_lit(emitter *E, const wf_inst *in) {
+  char buf[320];
+  if (in && in->loc.line > 0 && E->chunk)
+    snprintf(buf, sizeof buf, "%s:%d", E->chunk, (int)in->loc.line);
+  else
+    snprintf(buf, sizeof buf, "%s", E->chunk ? E->chunk : "?");
+  sb_cstr(&E->body, buf);
+}
+
+/* The parameter name of the array a value was taken from ("?" unknown). */
+static const char *arr_name(emitter *E, wf_val v) {
+  int p = E->aname ? E->aname[v] : -1;
+  if (p >= 0 && p < E->nnames && E->names && E->names[p]) return E->names[p];
+  return "?";
+}
+
+/* Debug: index idx on axis k of array arr must be in [0, shape[k]), else
+** the thread records the message (as the CPU backend words it) and ends. */
+static void check_index(emitter *E, const wf_inst *in, wf_val arr, wf_val idx, int k) {
+  if (!E->debug) return;
+  sbuf *b = &E->body;
+  ind(E);
+  sb_printf(b, "if (wf_oob(wf_e, (long long)v%d, v%d.shape[%d], ", (int)idx, (int)arr, k);
+  where_lit(E, in);
+  sb_printf(b, ", %d, ", (E->aname ? E->adepth[arr] : 0) + k);
+  sb_cstr(b, arr_name(E, arr));
+  sb_puts(b, ")) return;\n");
+}
+
+/* Debug: every index of a LOAD/STORE/ATOMIC (args[1..nidx]). */
+static void check_indices(emitter *E, const wf_inst *in, int nidx) {
+  for (int k = 0; k < nidx; k++) check_index(E, in, in->args[0], in->args[1 + k], k);
+}
+
+/* Debug: an error message at this instruction, then the thread ends. */
+static void fail_here(emitter *E, const wf_inst *in, const char *msg) {
+  ind(E);
+  sb_puts(&E->body, "{ wf_fail(wf_e, ");
+  where_lit(E, in);
+  sb_puts(&E->body, ", ");
+  sb_cstr(&E->body, msg);
+  sb_puts(&E->body, "); return; }\n");
+}
+
+/* Debug: integer division and remainder by zero are errors (release mode
+** gives 0, as on the CPU). */
+static void check_divisor(emitter *E, const wf_inst *in) {
+  if (!E->debug) return;
+  ind(E);
+  sb_printf(&E->body, "if (v%d == 0)\n", (int)in->args[1]);
+  E->indent++;
+  fail_here(E, in, "integer division by zero");
+  E->indent--;
 }
 
 static void emit_cast(emitter *E, const wf_inst *in) {
@@ -710,13 +774,17 @@ static void emit_while(emitter *E, const wf_inst *in) {
 static void atomic_leaf(emitter *E, const wf_inst *in, const char *fn, const wf_type *t, int r,
                         int v, char *path, size_t plen) {
   if (wf_t_is_scalar(t)) {
-    if (t->kind == WF_T_BOOL || (t->kind == WF_T_INT && t->bits < 32)) {
+    if (t->kind == WF_T_BOOL) {
       fail(E, in, "%s on %s elements is not supported on CUDA", wf_op_name(in->op), t->name);
       return;
     }
     ind(E);
     if (r >= 0) sb_printf(&E->body, "v%d%s = ", r, path);
-    sb_printf(&E->body, "%s(&wf_p->v%s, v%d%s);\n", fn, path, v, path);
+    if (t->kind == WF_T_INT && t->bits < 32) /* CAS on the aligned 32-bit word */
+      sb_printf(&E->body, "wf_atomic_narrow(&wf_p->v%s, v%d%s, %d);\n", path, v, path,
+                in->op == WF_OP_ATOMIC_ADD ? 0 : in->op == WF_OP_ATOMIC_MIN ? 1 : 2);
+    else
+      sb_printf(&E->body, "%s(&wf_p->v%s, v%d%s);\n", fn, path, v, path);
     return;
   }
   int n = wf_t_arity(t);
@@ -743,6 +811,7 @@ static void emit_atomic(emitter *E, const wf_inst *in) {
     ind(E);
     sb_printf(&E->body, "%s v%d;\n", ctype(E, et), r);
   }
+  check_indices(E, in, nidx);
   /* a one-field wrapper so scalars and aggregates share the path syntax */
   ind(E);
   sb_printf(&E->body, "{ struct wf_w { %s v; } *wf_p = (struct wf_w *)", ctype(E, et));
@@ -796,6 +865,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     }
     /* fall through */
   case WF_OP_DIV:
+    if (t->kind == WF_T_INT && in->op == WF_OP_DIV) check_divisor(E, in);
     decl(E, in->res[0]);
     if (is_half(t)) {
       sb_printf(b, "__float2half(__half2float(v%d) %s __half2float(v%d));\n", a0, binop_sym(in->op), a1);
@@ -806,6 +876,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     break;
   case WF_OP_MOD: case WF_OP_FLOORDIV:
     if (t->kind == WF_T_INT) {
+      check_divisor(E, in);
       decl(E, in->res[0]);
       sb_printf(b, "%s(v%d, v%d);\n", in->op == WF_OP_MOD ? "wf_imod" : "wf_ifloordiv", a0, a1);
     } else
@@ -899,6 +970,11 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     sb_printf(b, "(%s)(v%d >> ((int)v%d & %d));\n", ctype(E, t), a0, a1, t->bits - 1);
     break;
   case WF_OP_SELECT:
+    if (E->aname && t->kind == WF_T_ARRAY) {
+      int a2 = (int)in->args[2], same = E->aname[a1] == E->aname[a2] && E->adepth[a1] == E->adepth[a2];
+      E->aname[in->res[0]] = same ? E->aname[a1] : -1;
+      E->adepth[in->res[0]] = E->adepth[a1];
+    }
     decl(E, in->res[0]);
     sb_printf(b, "v%d ? v%d : v%d;\n", a0, a1, (int)in->args[2]);
     break;
@@ -926,6 +1002,11 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     sb_printf(b, "(int)v%d.shape[%d];\n", a0, (int)in->imm);
     break;
   case WF_OP_VIEW:
+    check_index(E, in, in->args[0], in->args[1], 0);
+    if (E->aname) {
+      E->aname[in->res[0]] = E->aname[a0];
+      E->adepth[in->res[0]] = (int8_t)(E->adepth[a0] + 1);
+    }
     decl(E, in->res[0]);
     sb_printf(b, "wf_view(v%d, (long long)v%d);\n", a0, a1);
     break;
@@ -935,6 +1016,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
       fail(E, in, "load with %d indices on a %d-D array", in->nargs - 1, at->ndim);
       break;
     }
+    check_indices(E, in, in->nargs - 1);
     decl(E, in->res[0]);
     sb_puts(b, "*");
     emit_addr(E, in, in->nargs - 1, t);
@@ -948,6 +1030,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
       fail(E, in, "store with %d indices on a %d-D array", nidx, at->ndim);
       break;
     }
+    check_indices(E, in, nidx);
     ind(E);
     sb_puts(b, "*");
     emit_addr(E, in, nidx, vt(E, in->args[in->nargs - 1]));
@@ -972,6 +1055,10 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     break;
   case WF_OP_PRINT: emit_print(E, in); break;
   case WF_OP_TRAP:
+    if (E->debug) {
+      fail_here(E, in, in->str ? in->str : "trap");
+      break;
+    }
     ind(E);
     sb_puts(b, "wf_trap(");
     sb_cstr(b, in->str ? in->str : "trap");
@@ -1026,131 +1113,273 @@ static const char *chunk_display(const char *chunk) {
   return chunk;
 }
 
+/* Debug mode: the parameter names of kernel fn for messages. An adjoint
+** kernel "adj_<k>" takes k's parameters then one adjoint per array
+** parameter of k, named "adj_<name>" (kept in store, freed by the caller). */
+static int kernel_names(emitter *E, const wf_func *fn, const char **out, char (*store)[72]) {
+  const char *const *fw = E->names;
+  int nfw = E->nnames;
+  for (int i = 0; i < fn->nparams; i++) out[i] = i < nfw ? fw[i] : NULL;
+  if (strncmp(fn->name, "adj_", 4) != 0) return fn->nparams;
+  int p = wf_module_find(E->m, fn->name + 4);
+  if (p < 0) return fn->nparams;
+  const wf_func *pf = E->m->funcs[p];
+  int k = pf->nparams;
+  for (int i = 0; i < pf->nparams && k < fn->nparams && k < 64; i++) {
+    if (vt(E, fn->params[i])->kind != WF_T_ARRAY) continue;
+    snprintf(store[k], 72, "adj_%s", i < nfw && fw[i] ? fw[i] : "?");
+    out[k] = store[k];
+    k++;
+  }
+  return fn->nparams;
+}
+
 static void emit_kernel(emitter *E, wf_func *fn, const char *entry) {
   E->fn = fn;
   E->chunk = chunk_display(fn->chunk);
   E->last_line = -1;
   sbuf *b = &E->body;
+  const char *const *saved_names = E->names;
+  int saved_n = E->nnames;
+  const char *pnames[64];
+  char store[64][72];
+  if (E->debug) {
+    E->aname = malloc(sizeof *E->aname * (size_t)(fn->nvals > 0 ? fn->nvals : 1));
+    E->adepth = calloc((size_t)(fn->nvals > 0 ? fn->nvals : 1), sizeof *E->adepth);
+    if (!E->aname || !E->adepth) {
+      b->oom = 1;
+      goto done;
+    }
+    for (int i = 0; i < fn->nvals; i++) E->aname[i] = -1;
+    for (int i = 0; i < fn->nparams; i++)
+      if (vt(E, fn->params[i])->kind == WF_T_ARRAY) E->aname[fn->params[i]] = (int16_t)i;
+    if (fn->nparams <= 64) {
+      E->nnames = kernel_names(E, fn, pnames, store);
+      E->names = pnames;
+    }
+  }
   sb_printf(b, "\nextern \"C\" __global__ void %s(wf_dims wf_d", entry);
   for (int i = 0; i < fn->nparams; i++)
     sb_printf(b, ", %s v%d", ctype(E, vt(E, fn->params[i])), (int)fn->params[i]);
-  sb_puts(b, ") {\n");
+  /* debug: the error slot the host reads after the launch, last */
+  sb_puts(b, E->debug ? ", wf_err *wf_e) {\n" : ") {\n");
   sb_puts(b, "  for (long long wf_i = (long long)blockIdx.x * blockDim.x + threadIdx.x; wf_i < wf_d.n;\n"
              "       wf_i += (long long)blockDim.x * gridDim.x) {\n");
+  /* debug: stop once any thread failed (as the CPU backend's threads do) */
+  if (E->debug) sb_puts(b, "    if (*(volatile int *)&wf_e->flag) return;\n");
   E->indent = 2;
   emit_block(E, fn->body, NULL, 0, NULL);
   sb_puts(b, "  }\n}\n");
+done:
+  free(E->aname);
+  free(E->adepth);
+  E->aname = NULL;
+  E->adepth = NULL;
+  E->names = saved_names;
+  E->nnames = saved_n;
 }
 
 /* ---- preludes ----------------------------------------------------------- */
-static const char *device_prelude =
-    "#ifndef WF_HOST_SHIM\n"
-    "#define WF_FN static __device__ __forceinline__\n"
-    "WF_FN void wf_trap(const char *msg) { printf(\"weft: kernel trap: %s\\n\", msg); __trap(); }\n"
-    "WF_FN float wf_atomic_add(float *p, float v) { return atomicAdd(p, v); }\n"
-    "WF_FN double wf_atomic_add(double *p, double v) { return atomicAdd(p, v); }\n"
-    "WF_FN int wf_atomic_add(int *p, int v) { return atomicAdd(p, v); }\n"
-    "WF_FN unsigned int wf_atomic_add(unsigned int *p, unsigned int v) { return atomicAdd(p, v); }\n"
-    "WF_FN unsigned long long wf_atomic_add(unsigned long long *p, unsigned long long v) { return atomicAdd(p, v); }\n"
-    "WF_FN long long wf_atomic_add(long long *p, long long v) {\n"
-    "  return (long long)atomicAdd((unsigned long long *)p, (unsigned long long)v); }\n"
-    "WF_FN int wf_atomic_min(int *p, int v) { return atomicMin(p, v); }\n"
-    "WF_FN int wf_atomic_max(int *p, int v) { return atomicMax(p, v); }\n"
-    "WF_FN unsigned int wf_atomic_min(unsigned int *p, unsigned int v) { return atomicMin(p, v); }\n"
-    "WF_FN unsigned int wf_atomic_max(unsigned int *p, unsigned int v) { return atomicMax(p, v); }\n"
-    "WF_FN long long wf_atomic_min(long long *p, long long v) { return atomicMin(p, v); }\n"
-    "WF_FN long long wf_atomic_max(long long *p, long long v) { return atomicMax(p, v); }\n"
-    "WF_FN unsigned long long wf_atomic_min(unsigned long long *p, unsigned long long v) { return atomicMin(p, v); }\n"
-    "WF_FN unsigned long long wf_atomic_max(unsigned long long *p, unsigned long long v) { return atomicMax(p, v); }\n"
-    "/* float min/max: compare-and-swap on the bits until no smaller/larger */\n"
-    "WF_FN float wf_atomic_min(float *p, float v) {\n"
-    "  int *ip = (int *)p; int old = *ip, assumed;\n"
-    "  do { assumed = old; if (!(v < __int_as_float(assumed))) break;\n"
-    "       old = atomicCAS(ip, assumed, __float_as_int(v)); } while (old != assumed);\n"
-    "  return __int_as_float(old); }\n"
-    "WF_FN float wf_atomic_max(float *p, float v) {\n"
-    "  int *ip = (int *)p; int old = *ip, assumed;\n"
-    "  do { assumed = old; if (!(v > __int_as_float(assumed))) break;\n"
-    "       old = atomicCAS(ip, assumed, __float_as_int(v)); } while (old != assumed);\n"
-    "  return __int_as_float(old); }\n"
-    "WF_FN double wf_atomic_min(double *p, double v) {\n"
-    "  unsigned long long *ip = (unsigned long long *)p, old = *ip, assumed;\n"
-    "  do { assumed = old; if (!(v < __longlong_as_double((long long)assumed))) break;\n"
-    "       old = atomicCAS(ip, assumed, (unsigned long long)__double_as_longlong(v)); } while (old != assumed);\n"
-    "  return __longlong_as_double((long long)old); }\n"
-    "WF_FN double wf_atomic_max(double *p, double v) {\n"
-    "  unsigned long long *ip = (unsigned long long *)p, old = *ip, assumed;\n"
-    "  do { assumed = old; if (!(v > __longlong_as_double((long long)assumed))) break;\n"
-    "       old = atomicCAS(ip, assumed, (unsigned long long)__double_as_longlong(v)); } while (old != assumed);\n"
-    "  return __longlong_as_double((long long)old); }\n"
-    "#endif\n";
+/* The helpers a module needs, chosen by the names its code uses (fewer
+** lines for NVRTC to parse: a smaller cold compile). Pieces marked device
+** are skipped under WF_HOST_SHIM: tests/cuda/shim.h defines them for g++. */
+typedef struct piece {
+  int device;           /* inside #ifndef WF_HOST_SHIM */
+  const char *triggers; /* '|'-separated names; NULL = always */
+  const char *text;
+} piece;
 
-static const char *half_prelude =
-    "#ifndef WF_HOST_SHIM\n"
-    "WF_FN __half wf_atomic_add(__half *p, __half v) { return atomicAdd(p, v); }\n"
-    "WF_FN __half wf_atomic_min(__half *p, __half v) {\n"
-    "  unsigned short *ip = (unsigned short *)p, old = *ip, assumed;\n"
-    "  do { assumed = old; if (!(__half2float(v) < __half2float(__ushort_as_half(assumed)))) break;\n"
-    "       old = atomicCAS(ip, assumed, __half_as_ushort(v)); } while (old != assumed);\n"
-    "  return __ushort_as_half(old); }\n"
-    "WF_FN __half wf_atomic_max(__half *p, __half v) {\n"
-    "  unsigned short *ip = (unsigned short *)p, old = *ip, assumed;\n"
-    "  do { assumed = old; if (!(__half2float(v) > __half2float(__ushort_as_half(assumed)))) break;\n"
-    "       old = atomicCAS(ip, assumed, __half_as_ushort(v)); } while (old != assumed);\n"
-    "  return __ushort_as_half(old); }\n"
-    "#endif\n";
+static const piece pieces[] = {
+    {1, NULL,
+     "#define WF_FN static __device__ __forceinline__\n"
+     "#define WF_INFF __int_as_float(0x7f800000)\n"
+     "#define WF_NANF __int_as_float(0x7fffffff)\n"
+     "#define WF_INF __longlong_as_double(0x7ff0000000000000LL)\n"
+     "#define WF_NAN __longlong_as_double(0x7fffffffffffffffLL)\n"},
+    {1, "wf_trap(",
+     "WF_FN void wf_trap(const char *msg) { printf(\"weft: kernel trap: %s\\n\", msg); __trap(); }\n"},
+    {1, "wf_claim(|wf_e)",
+     "WF_FN bool wf_claim(int *flag) { return atomicCAS(flag, 0, 1) == 0; }\n"},
+    {1, "wf_atomic_narrow(", "WF_FN unsigned int wf_cas32(unsigned int *p, unsigned int c, unsigned int v) {\n"
+                             "  return atomicCAS(p, c, v); }\n"},
+    {1, "wf_atomic_add(|wf_atomic_min(|wf_atomic_max(",
+     "WF_FN float wf_atomic_add(float *p, float v) { return atomicAdd(p, v); }\n"
+     "WF_FN double wf_atomic_add(double *p, double v) { return atomicAdd(p, v); }\n"
+     "WF_FN int wf_atomic_add(int *p, int v) { return atomicAdd(p, v); }\n"
+     "WF_FN unsigned int wf_atomic_add(unsigned int *p, unsigned int v) { return atomicAdd(p, v); }\n"
+     "WF_FN unsigned long long wf_atomic_add(unsigned long long *p, unsigned long long v) { return atomicAdd(p, v); }\n"
+     "WF_FN long long wf_atomic_add(long long *p, long long v) {\n"
+     "  return (long long)atomicAdd((unsigned long long *)p, (unsigned long long)v); }\n"
+     "WF_FN int wf_atomic_min(int *p, int v) { return atomicMin(p, v); }\n"
+     "WF_FN int wf_atomic_max(int *p, int v) { return atomicMax(p, v); }\n"
+     "WF_FN unsigned int wf_atomic_min(unsigned int *p, unsigned int v) { return atomicMin(p, v); }\n"
+     "WF_FN unsigned int wf_atomic_max(unsigned int *p, unsigned int v) { return atomicMax(p, v); }\n"
+     "WF_FN long long wf_atomic_min(long long *p, long long v) { return atomicMin(p, v); }\n"
+     "WF_FN long long wf_atomic_max(long long *p, long long v) { return atomicMax(p, v); }\n"
+     "WF_FN unsigned long long wf_atomic_min(unsigned long long *p, unsigned long long v) { return atomicMin(p, v); }\n"
+     "WF_FN unsigned long long wf_atomic_max(unsigned long long *p, unsigned long long v) { return atomicMax(p, v); }\n"
+     "/* float min/max: compare-and-swap on the bits until no smaller/larger */\n"
+     "WF_FN float wf_atomic_min(float *p, float v) {\n"
+     "  int *ip = (int *)p; int old = *ip, assumed;\n"
+     "  do { assumed = old; if (!(v < __int_as_float(assumed))) break;\n"
+     "       old = atomicCAS(ip, assumed, __float_as_int(v)); } while (old != assumed);\n"
+     "  return __int_as_float(old); }\n"
+     "WF_FN float wf_atomic_max(float *p, float v) {\n"
+     "  int *ip = (int *)p; int old = *ip, assumed;\n"
+     "  do { assumed = old; if (!(v > __int_as_float(assumed))) break;\n"
+     "       old = atomicCAS(ip, assumed, __float_as_int(v)); } while (old != assumed);\n"
+     "  return __int_as_float(old); }\n"
+     "WF_FN double wf_atomic_min(double *p, double v) {\n"
+     "  unsigned long long *ip = (unsigned long long *)p, old = *ip, assumed;\n"
+     "  do { assumed = old; if (!(v < __longlong_as_double((long long)assumed))) break;\n"
+     "       old = atomicCAS(ip, assumed, (unsigned long long)__double_as_longlong(v)); } while (old != assumed);\n"
+     "  return __longlong_as_double((long long)old); }\n"
+     "WF_FN double wf_atomic_max(double *p, double v) {\n"
+     "  unsigned long long *ip = (unsigned long long *)p, old = *ip, assumed;\n"
+     "  do { assumed = old; if (!(v > __longlong_as_double((long long)assumed))) break;\n"
+     "       old = atomicCAS(ip, assumed, (unsigned long long)__double_as_longlong(v)); } while (old != assumed);\n"
+     "  return __longlong_as_double((long long)old); }\n"},
+    {2, "wf_atomic_add(|wf_atomic_min(|wf_atomic_max(", /* 2: only with halves */
+     "WF_FN __half wf_atomic_add(__half *p, __half v) { return atomicAdd(p, v); }\n"
+     "WF_FN __half wf_atomic_min(__half *p, __half v) {\n"
+     "  unsigned short *ip = (unsigned short *)p, old = *ip, assumed;\n"
+     "  do { assumed = old; if (!(__half2float(v) < __half2float(__ushort_as_half(assumed)))) break;\n"
+     "       old = atomicCAS(ip, assumed, __half_as_ushort(v)); } while (old != assumed);\n"
+     "  return __ushort_as_half(old); }\n"
+     "WF_FN __half wf_atomic_max(__half *p, __half v) {\n"
+     "  unsigned short *ip = (unsigned short *)p, old = *ip, assumed;\n"
+     "  do { assumed = old; if (!(__half2float(v) > __half2float(__ushort_as_half(assumed)))) break;\n"
+     "       old = atomicCAS(ip, assumed, __half_as_ushort(v)); } while (old != assumed);\n"
+     "  return __ushort_as_half(old); }\n"},
+    {0, NULL,
+     "struct wf_arr { char *data; long long shape[4]; long long strides[4]; };\n"
+     "struct wf_dims { long long n; long long dim[4]; long long div[4]; };\n"},
+    {0, "wf_view(",
+     "/* a[i] of an n-D array: the (n-1)-D array at row i */\n"
+     "WF_FN wf_arr wf_view(wf_arr a, long long i) {\n"
+     "  wf_arr r; r.data = a.data + i * a.strides[0];\n"
+     "  for (int k = 0; k < 3; k++) { r.shape[k] = a.shape[k + 1]; r.strides[k] = a.strides[k + 1]; }\n"
+     "  r.shape[3] = 1; r.strides[3] = 0; return r; }\n"},
+    {0, "wf_idiv(|wf_imod(|wf_ifloordiv(",
+     "/* integer division as the CPU backend: x / 0 = x % 0 = 0, MIN / -1 wraps;\n"
+     "** Lua semantics: a % b = a - floor(a / b) * b; // floors */\n"
+     "template <class T> WF_FN bool wf_neg1(T b) { return (T)-1 < (T)0 && b == (T)-1; }\n"
+     "template <class T> WF_FN T wf_idiv(T a, T b) {\n"
+     "  if (b == 0) return 0; if (wf_neg1(b)) return (T)(0 - (unsigned long long)a); return (T)(a / b); }\n"
+     "template <class T> WF_FN T wf_imod(T a, T b) {\n"
+     "  if (b == 0 || wf_neg1(b)) return 0; T r = (T)(a % b);\n"
+     "  if (r != 0 && ((r < (T)0) != (b < (T)0))) r = (T)(r + b); return r; }\n"
+     "template <class T> WF_FN T wf_ifloordiv(T a, T b) {\n"
+     "  if (b == 0) return 0; if (wf_neg1(b)) return (T)(0 - (unsigned long long)a);\n"
+     "  T q = (T)(a / b); if ((T)(a % b) != 0 && ((a < (T)0) != (b < (T)0))) q = (T)(q - 1); return q; }\n"},
+    {0, "wf_fptoi<",
+     "/* float -> int saturates, NaN -> 0 (as llvm.fptosi.sat) */\n"
+     "template <class I, class F> WF_FN I wf_fptoi(F x, double lo, double hi, I ilo, I ihi) {\n"
+     "  if (x != x) return 0; if ((double)x <= lo) return ilo; if ((double)x >= hi) return ihi; return (I)x; }\n"},
+    {0, "wf_fmin(|wf_fmax(",
+     "WF_FN float wf_fmin(float a, float b) { return a < b ? a : b; }\n"
+     "WF_FN double wf_fmin(double a, double b) { return a < b ? a : b; }\n"
+     "WF_FN float wf_fmax(float a, float b) { return a > b ? a : b; }\n"
+     "WF_FN double wf_fmax(double a, double b) { return a > b ? a : b; }\n"},
+    {0, "wf_iabs(", "template <class T> WF_FN T wf_iabs(T a) { return a < 0 ? (T)(0 - a) : a; }\n"},
+    {0, "wf_ipow(",
+     "template <class T> WF_FN T wf_ipow(T a, T b) {\n"
+     "  if (b < 0) return a == 1 ? (T)1 : a == (T)-1 ? ((b & 1) ? a : (T)1) : (T)0;\n"
+     "  T r = 1; while (b) { if (b & 1) r = (T)(r * a); a = (T)(a * a); b = (T)(b >> 1); } return r; }\n"},
+    {0, "wf_fmod(|wf_ffloordiv(",
+     "WF_FN float wf_fmod(float a, float b) { return a - floorf(a / b) * b; }\n"
+     "WF_FN double wf_fmod(double a, double b) { return a - floor(a / b) * b; }\n"
+     "WF_FN float wf_ffloordiv(float a, float b) { return floorf(a / b); }\n"
+     "WF_FN double wf_ffloordiv(double a, double b) { return floor(a / b); }\n"},
+    {0, "wf_fsign(",
+     "WF_FN float wf_fsign(float a) { return a < 0.0f ? -1.0f : 1.0f; }\n"
+     "WF_FN double wf_fsign(double a) { return a < 0.0 ? -1.0 : 1.0; }\n"},
+    {0, "wf_rng_init(|wf_randi(|wf_randf(",
+     "/* RNG: PCG hash (as the CPU backend) */\n"
+     "WF_FN unsigned int wf_pcg(unsigned int s) {\n"
+     "  unsigned int b = s * 747796405u + 2891336453u;\n"
+     "  unsigned int c = ((b >> ((b >> 28u) + 4u)) ^ b) * 277803737u;\n"
+     "  return (c >> 22u) ^ c; }\n"
+     "WF_FN unsigned int wf_rng_init(unsigned int seed, unsigned int offset) {\n"
+     "  return wf_pcg(seed + wf_pcg(offset)); }\n"
+     "WF_FN int wf_randi(unsigned int *s) { *s = wf_pcg(*s); return (int)*s; }\n"
+     "WF_FN float wf_randf(unsigned int *s) { *s = wf_pcg(*s); return (float)(*s >> 8) * (1.0f / 16777216.0f); }\n"},
+    {0, "wf_atomic_narrow(",
+     "/* 8/16-bit integer atomics: compare-and-swap on the aligned 32-bit word\n"
+     "** holding the element (little-endian); op 0 add, 1 min, 2 max */\n"
+     "template <class T> WF_FN T wf_atomic_narrow(T *p, T v, int op) {\n"
+     "  unsigned int *w = (unsigned int *)((unsigned long long)p & ~3ULL);\n"
+     "  unsigned int sh = (unsigned int)((unsigned long long)p & 3ULL) * 8u;\n"
+     "  unsigned int mask = (sizeof(T) == 1 ? 0xffu : 0xffffu) << sh, old = *w, assumed;\n"
+     "  do { assumed = old; T cur = (T)((assumed & mask) >> sh);\n"
+     "       T nv = op == 0 ? (T)(cur + v) : op == 1 ? (v < cur ? v : cur) : (v > cur ? v : cur);\n"
+     "       unsigned int nw = (assumed & ~mask) | (((unsigned int)nv << sh) & mask);\n"
+     "       if (nw == assumed) return cur;\n"
+     "       old = wf_cas32(w, assumed, nw); } while (old != assumed);\n"
+     "  return (T)((old & mask) >> sh); }\n"},
+    {0, "wf_e)",
+     "/* debug mode: the first failing thread writes its message here; the\n"
+     "** host reads the slot after the launch (512 bytes, zeroed before) */\n"
+     "struct wf_err { int flag; char msg[508]; };\n"
+     "WF_FN void wf_put(wf_err *e, int *k, const char *s) { while (*s && *k < 507) e->msg[(*k)++] = *s++; }\n"
+     "WF_FN void wf_putll(wf_err *e, int *k, long long v) {\n"
+     "  char t[24]; int n = 0; unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;\n"
+     "  do { t[n++] = (char)('0' + (int)(u % 10u)); u /= 10u; } while (u);\n"
+     "  if (v < 0) t[n++] = '-'; while (n && *k < 507) e->msg[(*k)++] = t[--n]; }\n"
+     "WF_FN void wf_fail(wf_err *e, const char *where, const char *msg) {\n"
+     "  if (!wf_claim(&e->flag)) return; int k = 0;\n"
+     "  wf_put(e, &k, where); wf_put(e, &k, \": \"); wf_put(e, &k, msg); e->msg[k] = 0; }\n"
+     "WF_FN bool wf_oob(wf_err *e, long long i, long long n, const char *where, int axis, const char *arr) {\n"
+     "  if ((unsigned long long)i < (unsigned long long)n) return false;\n"
+     "  if (!wf_claim(&e->flag)) return true; int k = 0;\n"
+     "  wf_put(e, &k, where); wf_put(e, &k, \": index \"); wf_putll(e, &k, i);\n"
+     "  wf_put(e, &k, \" out of bounds for axis \"); wf_putll(e, &k, axis);\n"
+     "  wf_put(e, &k, \" with size \"); wf_putll(e, &k, n); wf_put(e, &k, \" in array '\");\n"
+     "  wf_put(e, &k, arr); wf_put(e, &k, \"'\"); e->msg[k] = 0; return true; }\n"},
+};
 
-static const char *portable_prelude =
-    "struct wf_arr { char *data; long long shape[4]; long long strides[4]; };\n"
-    "struct wf_dims { long long n; long long dim[4]; long long div[4]; };\n"
-    "/* a[i] of an n-D array: the (n-1)-D array at row i */\n"
-    "WF_FN wf_arr wf_view(wf_arr a, long long i) {\n"
-    "  wf_arr r; r.data = a.data + i * a.strides[0];\n"
-    "  for (int k = 0; k < 3; k++) { r.shape[k] = a.shape[k + 1]; r.strides[k] = a.strides[k + 1]; }\n"
-    "  r.shape[3] = 1; r.strides[3] = 0; return r; }\n"
-    "/* Lua semantics: a % b = a - floor(a / b) * b; // floors */\n"
-    "/* integer division as the CPU backend: x / 0 = x % 0 = 0, MIN / -1 wraps */\n"
-    "template <class T> WF_FN bool wf_neg1(T b) { return (T)-1 < (T)0 && b == (T)-1; }\n"
-    "template <class T> WF_FN T wf_idiv(T a, T b) {\n"
-    "  if (b == 0) return 0; if (wf_neg1(b)) return (T)(0 - (unsigned long long)a); return (T)(a / b); }\n"
-    "template <class T> WF_FN T wf_imod(T a, T b) {\n"
-    "  if (b == 0 || wf_neg1(b)) return 0; T r = (T)(a % b);\n"
-    "  if (r != 0 && ((r < (T)0) != (b < (T)0))) r = (T)(r + b); return r; }\n"
-    "template <class T> WF_FN T wf_ifloordiv(T a, T b) {\n"
-    "  if (b == 0) return 0; if (wf_neg1(b)) return (T)(0 - (unsigned long long)a);\n"
-    "  T q = (T)(a / b); if ((T)(a % b) != 0 && ((a < (T)0) != (b < (T)0))) q = (T)(q - 1); return q; }\n"
-    "/* float -> int saturates, NaN -> 0 (as llvm.fptosi.sat) */\n"
-    "template <class I, class F> WF_FN I wf_fptoi(F x, double lo, double hi, I ilo, I ihi) {\n"
-    "  if (x != x) return 0; if ((double)x <= lo) return ilo; if ((double)x >= hi) return ihi; return (I)x; }\n"
-    "WF_FN float wf_fmin(float a, float b) { return a < b ? a : b; }\n"
-    "WF_FN double wf_fmin(double a, double b) { return a < b ? a : b; }\n"
-    "WF_FN float wf_fmax(float a, float b) { return a > b ? a : b; }\n"
-    "WF_FN double wf_fmax(double a, double b) { return a > b ? a : b; }\n"
-    "template <class T> WF_FN T wf_iabs(T a) { return a < 0 ? (T)(0 - a) : a; }\n"
-    "template <class T> WF_FN T wf_ipow(T a, T b) {\n"
-    "  if (b < 0) return a == 1 ? (T)1 : a == (T)-1 ? ((b & 1) ? a : (T)1) : (T)0;\n"
-    "  T r = 1; while (b) { if (b & 1) r = (T)(r * a); a = (T)(a * a); b = (T)(b >> 1); } return r; }\n"
-    "WF_FN float wf_fmod(float a, float b) { return a - floorf(a / b) * b; }\n"
-    "WF_FN double wf_fmod(double a, double b) { return a - floor(a / b) * b; }\n"
-    "WF_FN float wf_ffloordiv(float a, float b) { return floorf(a / b); }\n"
-    "WF_FN double wf_ffloordiv(double a, double b) { return floor(a / b); }\n"
-    "WF_FN float wf_fsign(float a) { return a < 0.0f ? -1.0f : 1.0f; }\n"
-    "WF_FN double wf_fsign(double a) { return a < 0.0 ? -1.0 : 1.0; }\n"
-    "/* RNG: PCG hash (as the CPU backend) */\n"
-    "WF_FN unsigned int wf_pcg(unsigned int s) {\n"
-    "  unsigned int b = s * 747796405u + 2891336453u;\n"
-    "  unsigned int c = ((b >> ((b >> 28u) + 4u)) ^ b) * 277803737u;\n"
-    "  return (c >> 22u) ^ c; }\n"
-    "WF_FN unsigned int wf_rng_init(unsigned int seed, unsigned int offset) {\n"
-    "  return wf_pcg(seed + wf_pcg(offset)); }\n"
-    "WF_FN int wf_randi(unsigned int *s) { *s = wf_pcg(*s); return (int)*s; }\n"
-    "WF_FN float wf_randf(unsigned int *s) { *s = wf_pcg(*s); return (float)(*s >> 8) * (1.0f / 16777216.0f); }\n";
+/* Does code use any of the '|'-separated names in triggers? */
+static int used(const char *code, const char *triggers) {
+  if (!triggers) return 1;
+  char name[64];
+  while (*triggers) {
+    size_t n = strcspn(triggers, "|");
+    snprintf(name, sizeof name, "%.*s", (int)n, triggers);
+    if (strstr(code, name)) return 1;
+    triggers += n + (triggers[n] == '|');
+  }
+  return 0;
+}
+
+/* The preludes the code needs, device pieces grouped under one guard. */
+static void put_preludes(sbuf *all, const char *code, int uses_half) {
+  int open = 0;
+  for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
+    const piece *pc = &pieces[i];
+    if ((pc->device == 2 && !uses_half) || !used(code, pc->triggers)) continue;
+    if (pc->device && !open) sb_puts(all, "#ifndef WF_HOST_SHIM\n");
+    if (!pc->device && open) sb_puts(all, "#endif\n");
+    open = pc->device != 0;
+    sb_puts(all, pc->text);
+  }
+  if (open) sb_puts(all, "#endif\n");
+}
 
 int wf_cuda_emit(wf_module *m, wf_cuda_src *out, char *err, size_t errsize) {
+  return wf_cuda_emit_opts(m, NULL, out, err, errsize);
+}
+
+int wf_cuda_emit_opts(wf_module *m, const wf_cuda_opts *o, wf_cuda_src *out, char *err,
+                      size_t errsize) {
   memset(out, 0, sizeof *out);
   emitter E;
   memset(&E, 0, sizeof E);
   E.m = m;
+  if (o) {
+    E.debug = o->debug;
+    E.nnames = o->nnames;
+    E.names = o->names;
+  }
   E.err = err;
   E.errsize = errsize;
   if (errsize) err[0] = 0;
@@ -1182,9 +1411,7 @@ int wf_cuda_emit(wf_module *m, wf_cuda_src *out, char *err, size_t errsize) {
   sbuf all = {0};
   sb_puts(&all, "/* generated by weft: CUDA C for NVRTC */\n");
   if (E.uses_half) sb_puts(&all, "#ifndef WF_HOST_SHIM\n#include <cuda_fp16.h>\n#endif\n");
-  sb_puts(&all, device_prelude);
-  if (E.uses_half) sb_puts(&all, half_prelude);
-  sb_puts(&all, portable_prelude);
+  put_preludes(&all, E.body.p ? E.body.p : "", E.uses_half);
   if (E.types.p) sb_puts(&all, E.types.p);
   if (E.body.p) sb_puts(&all, E.body.p);
   int oom = all.oom || E.types.oom || E.body.oom;

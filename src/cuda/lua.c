@@ -1,14 +1,17 @@
 /*
 ** lua.c -- the CUDA functions of the core table (wf_cuda_register):
 **
-**   core.cuda_source(mod)              -> CUDA C text, {entry names}
-**   core.cuda_ptx(mod [, arch])        -> PTX text (arch "sm_80", "compute_80"
+**   core.cuda_source(mod [, opts])     -> CUDA C text, {entry names}
+**   core.cuda_ptx(mod [, arch [, opts]]) -> PTX text (arch "sm_80", "compute_80"
 **                                         or "80"; default sm_80), {entries},
 **                                         from_cache (core.ptx is the same)
-**   core.cuda_cubin(mod, arch)         -> CUBIN bytes, {entries}
+**   core.cuda_cubin(mod, arch [, opts]) -> CUBIN bytes, {entries}
 **   core.cuda_compile(src, arch [, half]) -> image, from_cache (raw CUDA C)
 **   core.cuda_assemble(ptx, arch)      -> CUBIN size (nvJitLink check)
 **   core.cuda_nvrtc_version()          -> e.g. 13000, or nil, message
+**
+** opts: { debug = bool, names = { parameter names } } -- debug adds the
+** bounds/division checks and the error slot parameter (wf_cuda.h).
 **
 ** The NVRTC loader lives in a userdata shared as an upvalue by these
 ** functions (no global state): it is loaded on first use and closed when
@@ -48,13 +51,40 @@ static wf_nvrtc *get_nvrtc(lua_State *L, int raise) {
   return u->nv;
 }
 
-/* Optimize (inline calls) when the pass pipeline is linked in, then emit.
-** Raises with the emitter's message; nothing is left allocated then. */
-static void emit_module(lua_State *L, int idx, wf_cuda_src *src) {
+/* Options table at index oi (may be absent) into o; the names stay
+** referenced by the table, which is on the stack for the whole call. */
+static void read_opts(lua_State *L, int oi, wf_cuda_opts *o, const char **names, int max) {
+  memset(o, 0, sizeof *o);
+  if (!lua_istable(L, oi)) return;
+  lua_getfield(L, oi, "debug");
+  o->debug = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, oi, "names");
+  if (lua_istable(L, -1)) {
+    int n = (int)lua_objlen(L, -1);
+    if (n > max) n = max;
+    for (int i = 0; i < n; i++) {
+      lua_rawgeti(L, -1, i + 1);
+      names[i] = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+      lua_pop(L, 1);
+    }
+    o->nnames = n;
+    o->names = names;
+  }
+  lua_pop(L, 1);
+}
+
+/* Optimize (inline calls) when the pass pipeline is linked in, then emit
+** with the options at index oi. Raises with the emitter's message; nothing
+** is left allocated then. */
+static void emit_module(lua_State *L, int idx, int oi, wf_cuda_src *src) {
   wf_module *m = wf_core_checkmodule(L, idx);
   char err[1024];
+  const char *names[64];
+  wf_cuda_opts o;
+  read_opts(L, oi, &o, names, 64);
   if (wf_ir_optimize && wf_ir_optimize(m, err, sizeof err) != 0) luaL_error(L, "%s", err);
-  if (wf_cuda_emit(m, src, err, sizeof err) != 0) luaL_error(L, "%s", err);
+  if (wf_cuda_emit_opts(m, &o, src, err, sizeof err) != 0) luaL_error(L, "%s", err);
 }
 
 static void push_entries(lua_State *L, const wf_cuda_src *s) {
@@ -67,7 +97,7 @@ static void push_entries(lua_State *L, const wf_cuda_src *s) {
 
 static int l_cuda_source(lua_State *L) {
   wf_cuda_src s;
-  emit_module(L, 1, &s);
+  emit_module(L, 1, 2, &s);
   lua_pushlstring(L, s.text, s.len);
   push_entries(L, &s);
   wf_cuda_src_free(&s);
@@ -84,7 +114,7 @@ static int compile_module(lua_State *L, int want_cubin) {
   snprintf(target, sizeof target, "%s_%s", want_cubin ? "sm" : "compute", digits);
   wf_nvrtc *nv = get_nvrtc(L, 1);
   wf_cuda_src s;
-  emit_module(L, 1, &s);
+  emit_module(L, 1, 3, &s);
   wf_cuda_image img;
   char err[4096];
   int rc = wf_nvrtc_compile(nv, s.text, "weft.cu", target, s.uses_half, &img, err, sizeof err);

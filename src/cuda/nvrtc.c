@@ -305,10 +305,13 @@ int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name, const char
     return -1;
   }
   snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", target);
-  /* -w: the log then holds only errors (the preludes define helpers that
-  ** most kernels never call) */
-  const char *opts[4] = {archopt, "-std=c++17", "-w", NULL};
+  /* -w: the log then holds only errors. --minimal (NVRTC 12.4+) leaves out
+  ** the runtime API declarations, textures and device-side launches, which
+  ** the emitted code never uses: a few ms less per cold compile. No
+  ** -lineinfo: it only feeds profilers. */
+  const char *opts[5] = {archopt, "-std=c++17", "-w", NULL, NULL};
   int nopts = 3;
+  if (nv->major * 100 + nv->minor >= 1204) opts[nopts++] = "--minimal";
   if (uses_half) {
     if (!nv->incdir[0]) {
       snprintf(err, errsize, "weft: float16 kernels need cuda_fp16.h: set CUDA_HOME to the toolkit");
@@ -321,8 +324,11 @@ int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name, const char
   char dir[600], path[700], key[33];
   int cache = wf_cuda_cache_dir(dir, sizeof dir);
   if (cache) {
-    char optstr[700];
-    snprintf(optstr, sizeof optstr, "%s %s %s %s", opts[0], opts[1], opts[2], uses_half ? "half" : "");
+    char optstr[700] = "";
+    for (int i = 0; i < nopts; i++) {
+      size_t l = strlen(optstr);
+      snprintf(optstr + l, sizeof optstr - l, "%s ", opts[i]);
+    }
     cache_key(nv, src, target, optstr, key);
     snprintf(path, sizeof path, "%s/%s.%s", dir, key, cubin ? "cubin" : "ptx");
     if (read_file(path, &out->data, &out->size) == 0) {

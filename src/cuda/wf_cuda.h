@@ -46,6 +46,20 @@ typedef struct wf_cuda_src {
 /* Emit every kernel function of m. 0 on success; else writes err
 ** ("chunk:line: message" when the failing instruction has a location). */
 WF_INTERNAL int wf_cuda_emit(wf_module *m, wf_cuda_src *out, char *err, size_t errsize);
+/* Emission options. debug: bounds checks on every array access and
+** integer division checks; a failing thread writes "chunk:line: message"
+** into the error slot, an extra last kernel parameter `wf_err *` (512
+** bytes: int flag, then the NUL-terminated message; the host zeroes it
+** before the launch and reads it after). names: the forward kernel's
+** parameter names, for those messages. */
+typedef struct wf_cuda_opts {
+  int debug;
+  int nnames;
+  const char *const *names;
+} wf_cuda_opts;
+#define WF_CUDA_ERRSLOT 512
+WF_INTERNAL int wf_cuda_emit_opts(wf_module *m, const wf_cuda_opts *o, wf_cuda_src *out,
+                                  char *err, size_t errsize);
 WF_INTERNAL void wf_cuda_src_free(wf_cuda_src *s);
 /* The C identifier of a kernel's entry point (sanitized name). */
 WF_INTERNAL void wf_cuda_entry_name(const char *fname, char *buf, size_t n);

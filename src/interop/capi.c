@@ -53,6 +53,8 @@ static void push_helper(lua_State *L, const char *name) {
   lua_remove(L, -2);
 }
 
+void wf_interop_push_helper(lua_State *L, const char *name) { push_helper(L, name); }
+
 /* Push the value at a dotted global path ("sim.step"); an intermediate
 ** that is not a table is an error naming the path. */
 static void get_path(lua_State *L, const char *path) {
@@ -76,6 +78,8 @@ static void get_path(lua_State *L, const char *path) {
     p = dot + 1;
   }
 }
+
+void wf_interop_get_path(lua_State *L, const char *path) { get_path(L, path); }
 
 /* Assign the value on top to the dotted global path (pops it). */
 static void set_path(lua_State *L, const char *path) {

@@ -127,18 +127,19 @@ void wf_dlpack_delete(void *managed, int versioned) {
 static void import_release_legacy(wf_buffer *b) { wf_dlpack_delete(b->ctx, 0); }
 static void import_release_versioned(wf_buffer *b) { wf_dlpack_delete(b->ctx, 1); }
 
-/* The weft scalar type of a DLPack dtype, or NULL. */
-static const char *scalar_name(DLDataType t) {
-  static const char *const ints[] = {"int8", "int16", "int32", "int64"};
-  static const char *const uints[] = {"uint8", "uint16", "uint32", "uint64"};
-  static const char *const floats[] = {"float16", "float32", "float64"};
-  int k = t.bits == 8 ? 0 : t.bits == 16 ? 1 : t.bits == 32 ? 2 : t.bits == 64 ? 3 : -1;
-  switch (t.code) {
-  case WF_kDLInt: return k >= 0 ? ints[k] : NULL;
-  case WF_kDLUInt: return k >= 0 ? uints[k] : NULL;
-  case WF_kDLFloat: return (k >= 1 && k <= 3) ? floats[k - 1] : NULL;
-  case WF_kDLBool: return t.bits == 8 ? "bool" : NULL;
-  default: return NULL;
+/* The weft scalar types in the order of their indices (interop.h). */
+const char *const wf_dlpack_scalars[WF_NSCALARS] = {
+    "bool",   "int8",   "int16",  "int32",   "int64",   "uint8",
+    "uint16", "uint32", "uint64", "float16", "float32", "float64"};
+
+int wf_dlpack_scalar_index(int code, int bits) {
+  int k = bits == 8 ? 0 : bits == 16 ? 1 : bits == 32 ? 2 : bits == 64 ? 3 : -1;
+  switch (code) {
+  case WF_kDLInt: return k >= 0 ? 1 + k : -1;
+  case WF_kDLUInt: return k >= 0 ? 5 + k : -1;
+  case WF_kDLFloat: return k >= 1 ? 8 + k : -1;
+  case WF_kDLBool: return bits == 8 ? 0 : -1;
+  default: return -1;
   }
 }
 
@@ -194,14 +195,14 @@ static int check_trailing(wf_rt *rt, const DLTensor *t, int ntrail, const int64_
 
 /* Validate the tensor and fill the array header (buffer not yet made). */
 static int import_header(wf_rt *rt, const DLTensor *t, int ntrail, const int64_t *trail,
-                         wf_array *a, const char **scalar) {
+                         wf_array *a, int *scalar) {
   int st;
   if (t->dtype.lanes != 1)
     return wf_rt_seterr(rt, WEFT_ERRARG,
                         "weft: from_dlpack: vector dtypes (lanes = %d) are not supported",
                         (int)t->dtype.lanes);
-  *scalar = scalar_name(t->dtype);
-  if (!*scalar)
+  *scalar = wf_dlpack_scalar_index(t->dtype.code, t->dtype.bits);
+  if (*scalar < 0)
     return wf_rt_seterr(rt, WEFT_ERRARG, "weft: from_dlpack: dtype %s%d is not supported",
                         dtype_code_name(t->dtype.code), (int)t->dtype.bits);
   if ((st = import_device(rt, t->device, &a->device)) != WEFT_OK) return st;
@@ -246,29 +247,37 @@ static void span_of(const wf_array *a, char **lo, size_t *nbytes) {
   *nbytes = a->size == 0 ? 0 : (size_t)(max - min + a->elsize);
 }
 
-int wf_dlpack_import(wf_rt *rt, void *managed, int versioned, int ntrail,
-                     const int64_t *trail, wf_array *out, const char **scalar) {
+int wf_dlpack_header(wf_rt *rt, void *managed, int versioned, int ntrail,
+                     const int64_t *trail, wf_array *out, int *scalar) {
   memset(out, 0, sizeof *out);
-  *scalar = NULL;
+  *scalar = -1;
   if (!managed) return wf_rt_seterr(rt, WEFT_ERRARG, "weft: from_dlpack: NULL tensor");
   const DLTensor *t;
   int readonly = 0;
   if (versioned) {
     DLManagedTensorVersioned *m = managed;
-    if (m->version.major > WF_DLPACK_MAJOR) {
-      int st = wf_rt_seterr(rt, WEFT_ERRARG,
-                            "weft: from_dlpack: DLPack version %u.%u is not supported (weft "
-                            "reads major version %d)",
-                            m->version.major, m->version.minor, WF_DLPACK_MAJOR);
-      wf_dlpack_delete(managed, versioned);
-      return st;
-    }
+    if (m->version.major > WF_DLPACK_MAJOR)
+      return wf_rt_seterr(rt, WEFT_ERRARG,
+                          "weft: from_dlpack: DLPack version %u.%u is not supported (weft "
+                          "reads major version %d)",
+                          m->version.major, m->version.minor, WF_DLPACK_MAJOR);
     readonly = (m->flags & WF_DLPACK_FLAG_READ_ONLY) != 0;
     t = &m->dl_tensor;
   } else {
     t = &((DLManagedTensor *)managed)->dl_tensor;
   }
   int st = import_header(rt, t, ntrail, trail, out, scalar);
+  if (st != WEFT_OK) {
+    memset(out, 0, sizeof *out);
+    return st;
+  }
+  out->flags = readonly ? WF_ARR_READONLY : 0;
+  return WEFT_OK;
+}
+
+int wf_dlpack_import_k(wf_rt *rt, void *managed, int versioned, int ntrail,
+                       const int64_t *trail, wf_array *out, int *scalar) {
+  int st = wf_dlpack_header(rt, managed, versioned, ntrail, trail, out, scalar);
   wf_buffer *buf = NULL;
   if (st == WEFT_OK) {
     char *lo;
@@ -284,6 +293,13 @@ int wf_dlpack_import(wf_rt *rt, void *managed, int versioned, int ntrail,
     return st;
   }
   out->buf = buf;
-  out->flags = readonly ? WF_ARR_READONLY : 0;
   return WEFT_OK;
+}
+
+int wf_dlpack_import(wf_rt *rt, void *managed, int versioned, int ntrail,
+                     const int64_t *trail, wf_array *out, const char **scalar) {
+  int k = -1;
+  int st = wf_dlpack_import_k(rt, managed, versioned, ntrail, trail, out, &k);
+  *scalar = st == WEFT_OK ? wf_dlpack_scalars[k] : NULL;
+  return st;
 }

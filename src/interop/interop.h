@@ -17,6 +17,8 @@
 #ifndef WF_INTEROP_H
 #define WF_INTEROP_H
 
+#include <lua.h>
+
 #include "interop/dlpack.h"
 #include "runtime/wf_rt.h"
 
@@ -40,27 +42,43 @@ WF_FFI int wf_dlpack_import(wf_rt *rt, void *managed, int versioned, int ntrail,
 /* Call a DLPack tensor's deleter (if any): for consumers that are done. */
 WF_FFI void wf_dlpack_delete(void *managed, int versioned);
 
+/* ---- scalar types and header-only import (internal) ------------------ */
+#define WF_NSCALARS 12
+/* "bool", "int8" .. "int64", "uint8" .. "uint64", "float16" .. "float64":
+** the index of a scalar type names it between C and the Lua layer. */
+WF_INTERNAL extern const char *const wf_dlpack_scalars[WF_NSCALARS];
+/* The scalar index of a DLPack (code, bits), or -1. */
+WF_INTERNAL int wf_dlpack_scalar_index(int code, int bits);
+/* Validate `managed` and fill *out like wf_dlpack_import, but make no
+** buffer and keep no ownership (out->buf is NULL, out->dtype 0): for a
+** caller that holds the tensor for as long as it uses the header. *scalar
+** is the scalar index. The tensor is never deleted here. */
+WF_INTERNAL int wf_dlpack_header(wf_rt *rt, void *managed, int versioned, int ntrail,
+                                 const int64_t *trail, wf_array *out, int *scalar);
+/* wf_dlpack_import with the scalar index in *scalar. */
+WF_INTERNAL int wf_dlpack_import_k(wf_rt *rt, void *managed, int versioned, int ntrail,
+                                   const int64_t *trail, wf_array *out, int *scalar);
+
 /* ---- Python capsules (FFI, used by python/weft through ctypes) --------- */
 /* Static capsule names: 0 "dltensor", 1 "dltensor_versioned",
 ** 2 "used_dltensor", 3 "used_dltensor_versioned" (capsules keep the pointer,
 ** so names must live forever). */
 WF_FFI const char *wf_dlpack_capsule_name(int which);
 /* A PyCapsule destructor: calls the tensor's deleter only if the capsule
-** still has its original name (nobody consumed it). Finds the Python C API
-** with dlsym at call time: libweft does not link Python. */
+** still has its original name (nobody consumed it). Uses the Python C API
+** of the running process (src/interop/pyc.h): libweft does not link Python. */
 WF_FFI void wf_dlpack_capsule_destructor(void *capsule);
-/* Consume a DLPack capsule: return its tensor and rename it "used_...".
-** *versioned is 0 or 1; NULL with *versioned = -1 when the capsule was
-** already consumed, -2 when it is not a DLPack capsule, -3 when Python's C
-** API cannot be found. Must be called with the GIL held. */
-WF_FFI void *wf_dlpack_capsule_take(void *capsule, int *versioned);
 
-/* ---- one-call fast paths for python/weft (pyapi.c; GIL held) ---------- */
-/* A new PyCapsule reference viewing header h (NULL on failure). */
-WF_FFI void *wf_py_export(const wf_array *h, int versioned, int code, int bits, int ntrail,
-                          int64_t t0, int64_t t1, uint64_t flags);
-/* Import a DLPack capsule into W as an array result (see weft_call);
-** -1: capsule already consumed, -2: not a DLPack capsule. */
-WF_FFI int wf_py_import(weft_State *W, void *capsule, const char *dtype, weft_Arg *res);
+/* ---- Python fast paths (pyapi.c) ---------------------------------------- */
+/* A tuple of builtin functions (a new reference) implemented in C, called
+** by python/weft without ctypes: see pyapi.c. NULL (with a Python
+** exception set, or none when Python is not in the process) on failure. */
+WF_FFI void *wf_py_functions(void);
+
+/* ---- helpers shared by capi.c and pyapi.c (internal) ------------------- */
+/* Push weft._interop[name] (loading the interop layer if needed). */
+WF_INTERNAL void wf_interop_push_helper(lua_State *L, const char *name);
+/* Push the value at a dotted global path ("sim.step"). */
+WF_INTERNAL void wf_interop_get_path(lua_State *L, const char *path);
 
 #endif

@@ -427,6 +427,207 @@ static const char *call_ir = "func @f(%0:f64) -> f64 {\n"
                              "  ret\n"
                              "}\n";
 
+/* ---- forward mode: J v against central differences ---- */
+
+/* Parse, jvp, optimize, verify, compile the primal and jvp_ kernels. */
+static int prep_jvp(const char *ir, adk *k, char *err, size_t n) {
+  memset(k, 0, sizeof *k);
+  k->m = wf_ir_parse(ir, NULL, err, n);
+  if (!k->m) return -1;
+  int ki = -1;
+  for (int i = 0; i < k->m->nfuncs; i++)
+    if (k->m->funcs[i]->is_kernel) ki = i;
+  if (wf_ad_jvp(k->m, ki, err, n) != 0) return -1;
+  if (wf_ir_optimize(k->m, err, n) != 0) return -3;
+  if (wf_ir_verify(k->m, err, n) != 0) return -4;
+  k->pf = k->m->funcs[ki];
+  k->af = k->m->funcs[k->m->nfuncs - 1];
+  k->text = wf_ir_to_string(k->m);
+  k->pk = jit(k->pf);
+  k->ak = jit(k->af);
+  return k->pk && k->ak ? 0 : -5;
+}
+
+static const char *last_jvp_ir;
+static adk last_jvp;
+
+/* Runs jvp_ with random input directions v; compares w . (J v) with the
+** central difference of the weighted loss along v. Worst relative error. */
+static double jvpcheck(const gspec *g) {
+  char err[1024];
+  /* the JIT compiles one function once: keep the last prepared kernel */
+  if (g->ir != last_jvp_ir) {
+    if (last_jvp_ir) adk_free(&last_jvp);
+    last_jvp_ir = NULL;
+    if (prep_jvp(g->ir, &last_jvp, err, sizeof err) != 0) {
+      fprintf(stderr, "%s: %s\n", g->name, err);
+      adk_free(&last_jvp);
+      return INFINITY;
+    }
+    last_jvp_ir = g->ir;
+    if (getenv("AD_DUMP")) fputs(last_jvp.text, stderr);
+  }
+  adk k = last_jvp;
+  unsigned seed = 4242;
+  double *in[6] = {0}, *w[6] = {0}, *tan[6] = {0}, *out[6] = {0}, *v[6] = {0};
+  wf_array a[12];
+  wf_array *pa[12];
+  for (int i = 0; i < g->narr; i++) {
+    size_t len = (size_t)g->len[i];
+    in[i] = calloc(len, 8), w[i] = calloc(len, 8), tan[i] = calloc(len, 8);
+    out[i] = calloc(len, 8), v[i] = calloc(len, 8);
+    for (size_t j = 0; j < len; j++) {
+      if (i < g->nin) {
+        in[i][j] = urand(&seed, g->lo, g->hi);
+        v[i][j] = tan[i][j] = urand(&seed, -1, 1);
+      } else {
+        w[i][j] = urand(&seed, -1, 1);
+      }
+    }
+    memcpy(out[i], in[i], len * 8);
+    a[i] = mkarr(g->len[i], out[i]);
+    a[g->narr + i] = mkarr(g->len[i], tan[i]);
+  }
+  for (int i = 0; i < 2 * g->narr; i++)
+    pa[i] = &a[i];
+  launch(k.af, k.ak, g->nthreads, pa, g->ints);
+  double dot = 0;
+  for (int i = g->nin; i < g->narr; i++)
+    for (int64_t j = 0; j < g->len[i]; j++)
+      dot += w[i][j] * tan[i][j];
+  /* the primal outputs written by the jvp kernel equal the primal's */
+  double L0 = loss(&k, g, in, w), Lj = 0;
+  for (int i = g->nin; i < g->narr; i++)
+    for (int64_t j = 0; j < g->len[i]; j++)
+      Lj += w[i][j] * out[i][j];
+  const double h = 1e-6;
+  double *xp[6], *xm[6];
+  for (int i = 0; i < g->nin; i++) {
+    xp[i] = calloc((size_t)g->len[i], 8), xm[i] = calloc((size_t)g->len[i], 8);
+    for (int64_t j = 0; j < g->len[i]; j++) {
+      xp[i][j] = in[i][j] + h * v[i][j];
+      xm[i][j] = in[i][j] - h * v[i][j];
+    }
+  }
+  double fd = (loss(&k, g, xp, w) - loss(&k, g, xm, w)) / (2 * h);
+  double e = fabs(fd - dot) / (1e-6 + fabs(fd));
+  if (fabs(L0 - Lj) > 1e-12 * (1 + fabs(L0))) e = INFINITY;
+  if (e > 1e-5) fprintf(stderr, "%s: J v %.12g, differences %.12g (outputs %g vs %g)\n", g->name, dot, fd, Lj, L0);
+  for (int i = 0; i < g->nin; i++)
+    free(xp[i]), free(xm[i]);
+  for (int i = 0; i < g->narr; i++)
+    free(in[i]), free(w[i]), free(tan[i]), free(out[i]), free(v[i]);
+  return e;
+}
+
+#define JVPCHECK(...)                                                                              \
+  do {                                                                                             \
+    gspec g_ = {__VA_ARGS__};                                                                      \
+    double e_ = jvpcheck(&g_);                                                                     \
+    irt_checks++;                                                                                  \
+    if (!(e_ < 1e-5)) {                                                                            \
+      irt_failures++;                                                                              \
+      fprintf(stderr, "%s:%d: jvp check '%s' failed (relative error %g)\n", __FILE__, __LINE__,   \
+              g_.name, e_);                                                                        \
+    }                                                                                              \
+  } while (0)
+
+static void test_jvp(void) {
+  char *ir = ops_kernel();
+  JVPCHECK("jvp ops", ir, 16, 3, 2, {16, 16, 16 * 27}, 0.15, 0.85, {0});
+  free(ir);
+  JVPCHECK("jvp powloop n=5", powloop_ir, 8, 2, 1, {8, 8}, 0.5, 1.5, {5});
+  JVPCHECK("jvp powloop n=0", powloop_ir, 8, 2, 1, {8, 8}, 0.5, 1.5, {0});
+  JVPCHECK("jvp accum", accum_ir, 12, 3, 2, {12, 12, 12}, -1, 1, {0});
+  JVPCHECK("jvp while", while_ir, 16, 3, 2, {16, 16, 16}, 0.2, 3.0, {0});
+  JVPCHECK("jvp nested", nested_ir, 6, 2, 1, {6, 6}, 0.1, 1.0, {3});
+  JVPCHECK("jvp if", if_ir, 16, 4, 2, {16, 16, 16, 16}, 0.0, 1.0, {0});
+  JVPCHECK("jvp agg", agg_ir, 16, 3, 2, {16, 16, 1}, -1, 1, {0});
+  /* structure: one tangent array per array param; loops carry tangents */
+  char err[512];
+  wf_module *m = wf_ir_parse(powloop_ir, NULL, err, sizeof err);
+  CHECK(m && wf_ad_jvp(m, 0, err, sizeof err) == 0 && m->nfuncs == 2);
+  CHECK(m && wf_ir_verify(m, err, sizeof err) == 0);
+  wf_func *jf = m ? m->funcs[m->nfuncs - 1] : NULL;
+  CHECK_STR(jf ? jf->name : NULL, "jvp_powloop");
+  CHECK(jf && jf->nparams == 5 && jf->is_kernel);
+  /* the loop carries the product and its tangent: two f64 results */
+  char *text = m ? wf_ir_to_string(m) : NULL;
+  CHECK_HAS(text, ":f64, %");
+  free(text);
+  CHECK(m && wf_ad_jvp(m, 0, err, sizeof err) == 0 && m->nfuncs == 2);
+  wf_module_free(m);
+  if (last_jvp_ir) adk_free(&last_jvp);
+}
+
+/* ---- the debug-mode overwrite check ---- */
+static const char *overwrite_ir =
+    "kernel @ow(%0:array<f64,2>, %1:array<i32,1>) chunk \"@spec/ow.lua\" {\n"
+    "  %2:i32 = tid 0\n"
+    "  %3:array<f64,1> = view %0, %2 !3:1\n"
+    "  %4:i32 = const 1\n"
+    "  %5:f64 = load %3, %4 !4:7\n"
+    "  %6:i32 = load %1, %2 !5:1\n"
+    "  %7:i32 = add %6, %4\n"
+    "  store %1, %2, %7 !6:1\n"
+    "  %8:i32 = const 1\n"
+    "  %9:f64 = add %5, %5\n"
+    "  store %0, %2, %8, %9 !9:3\n"
+    "  ret\n"
+    "}\n";
+
+static const char *no_overwrite_ir =
+    "kernel @ok(%0:array<f64,1>, %1:array<f64,1>) {\n"
+    "  %2:i32 = tid 0\n"
+    "  %3:f64 = const 2.0\n"
+    "  store %0, %2, %3\n"
+    "  %4:f64 = load %0, %2\n"
+    "  %5:i32 = const 1\n"
+    "  %6:i32 = add %2, %5\n"
+    "  %7:f64 = load %1, %6\n"
+    "  store %1, %2, %4\n"
+    "  %8:i32 = add %2, %5\n"
+    "  atomic_add %0, %8, %7\n"
+    "  ret\n"
+    "}\n";
+
+static void test_overwrite(void) {
+  char err[512];
+  wf_module *m = wf_ir_parse(overwrite_ir, NULL, err, sizeof err);
+  CHECK(m != NULL);
+  const char *names[] = {"m", "count"};
+  CHECK(m && wf_ad_check_overwrite(m->funcs[0], names, err, sizeof err) == -1);
+  CHECK_STR(err, "spec/ow.lua:9: autodiff: kernel 'ow' overwrites an element of array 'm' that it "
+                 "read earlier at line 4; the adjoint would replay the new value, so gradients "
+                 "would be wrong (write the result to another array)");
+  CHECK(m && wf_ad_check_overwrite(m->funcs[0], NULL, err, sizeof err) == -1);
+  CHECK_HAS(err, "array 'parameter 1'");
+  wf_module_free(m);
+  /* x[i] written before it is read; x[i+1] read then x[i] written (the
+  ** static check does not see other threads); atomic_add at i + 1 (a
+  ** separately computed, structurally equal index) after reading x[i+1]
+  ** in ANOTHER array: all accepted */
+  m = wf_ir_parse(no_overwrite_ir, NULL, err, sizeof err);
+  CHECK(m && wf_ad_check_overwrite(m->funcs[0], NULL, err, sizeof err) == 0);
+  wf_module_free(m);
+  /* the same index computed twice is recognized */
+  static const char *twice_ir = "kernel @tw(%0:array<f64,1>) {\n"
+                                "  %1:i32 = tid 0\n"
+                                "  %2:i32 = const 1\n"
+                                "  %3:i32 = add %1, %2\n"
+                                "  %4:f64 = load %0, %3 !2:1\n"
+                                "  %5:i32 = const 1\n"
+                                "  %6:i32 = add %1, %5\n"
+                                "  %7:f64 = atomic_add %0, %6, %4 !3:1\n"
+                                "  ret\n"
+                                "}\n";
+  m = wf_ir_parse(twice_ir, NULL, err, sizeof err);
+  CHECK(m && wf_ad_check_overwrite(m->funcs[0], NULL, err, sizeof err) == -1);
+  CHECK_HAS(err, "?:3: autodiff: kernel 'tw' atomically updates an element of array 'parameter 1' "
+                 "that it read earlier at line 2");
+  wf_module_free(m);
+}
+
 static void test_ops(void) {
   char *ir = ops_kernel();
   GRADCHECK("ops", ir, 16, 3, 2, {16, 16, 16 * 27}, 0.15, 0.85, {0});
@@ -470,18 +671,168 @@ static void test_structure(void) {
   adk_free(&k);
 }
 
-static void test_errors(void) {
+/* A weft.func call left in the kernel (no custom gradient): inlined by
+** the transform itself, then differentiated as usual. */
+static void test_calls_inlined(void) {
   adk k;
   char err[512];
-  CHECK(prep(call_ir, &k, err, sizeof err) == -1);
-  CHECK_STR(err, "spec/k_spec.lua:12: autodiff: call of function 0 was not inlined before "
-                 "differentiation");
-  CHECK(k.m && k.m->nfuncs == 2); /* the half-built adjoint is gone */
+  CHECK(prep(call_ir, &k, err, sizeof err) == 0);
+  CHECK(k.text && !strstr(k.text, "call @"));
   adk_free(&k);
   wf_module *m = wf_ir_parse(call_ir, NULL, err, sizeof err);
   CHECK(m && wf_ad_kernel(m, 0, err, sizeof err) == -1);
   CHECK_STR(err, "autodiff: 'f' is not a kernel");
   wf_module_free(m);
+}
+
+/* ---- custom gradients: "f$grad" and "f$replay" ---- */
+/* y = sq(x) + x with a custom gradient of sq that is NOT its derivative
+** (10 adj), so the test sees which one was used: dy/dx = 11. */
+static const char *custom_ir = "func @sq(%0:f64) -> f64 {\n"
+                               "  %1:f64 = mul %0, %0\n"
+                               "  ret %1\n"
+                               "}\n"
+                               "func @\"sq$grad\"(%0:f64, %1:f64) -> f64 {\n"
+                               "  %2:f64 = const 10.0\n"
+                               "  %3:f64 = mul %1, %2\n"
+                               "  ret %3\n"
+                               "}\n"
+                               "kernel @cg(%0:array<f64,1>, %1:array<f64,1>) chunk \"@cg.lua\" {\n"
+                               "  %2:i32 = tid 0\n"
+                               "  %3:f64 = load %0, %2\n"
+                               "  %4:f64 = call @sq(%3) !7:3\n"
+                               "  %5:f64 = add %4, %3\n"
+                               "  store %1, %2, %5\n"
+                               "  ret\n"
+                               "}\n";
+
+/* y = x; for 1..n: y = cube(y) * 0.9 + sin(y), with the true derivative
+** of cube as its custom gradient: checked against differences. */
+static const char *custom_loop_ir = "func @cube(%0:f64) -> f64 {\n"
+                                    "  %1:f64 = mul %0, %0\n"
+                                    "  %2:f64 = mul %1, %0\n"
+                                    "  ret %2\n"
+                                    "}\n"
+                                    "func @\"cube$grad\"(%0:f64, %1:f64) -> f64 {\n"
+                                    "  %2:f64 = const 3.0\n"
+                                    "  %3:f64 = mul %0, %0\n"
+                                    "  %4:f64 = mul %3, %2\n"
+                                    "  %5:f64 = mul %4, %1\n"
+                                    "  ret %5\n"
+                                    "}\n"
+                                    "kernel @cl(%0:array<f64,1>, %1:array<f64,1>, %2:i32) {\n"
+                                    "  %3:i32 = tid 0\n"
+                                    "  %4:f64 = load %0, %3\n"
+                                    "  %5:f64 = const 0.9\n"
+                                    "  %6:i32 = const 1\n"
+                                    "  %7:f64 = for %6, %2, %6 iter(%4) {\n"
+                                    "  ^(%8:i32, %9:f64):\n"
+                                    "    %10:f64 = call @cube(%9)\n"
+                                    "    %11:f64 = mul %10, %5\n"
+                                    "    %12:f64 = sin %9\n"
+                                    "    %13:f64 = add %11, %12\n"
+                                    "    yield %13\n"
+                                    "  }\n"
+                                    "  store %1, %3, %7\n"
+                                    "  ret\n"
+                                    "}\n";
+
+/* A func with a side effect (a store) and a custom gradient: needs a
+** replay function, which the adjoint's replay calls instead. */
+static const char *effects_funcs =
+    "func @put(%0:array<f64,1>, %1:i32, %2:f64) -> f64 {\n"
+    "  store %0, %1, %2\n"
+    "  %3:f64 = mul %2, %2\n"
+    "  ret %3\n"
+    "}\n"
+    "func @\"put$grad\"(%0:array<f64,1>, %1:i32, %2:f64, %3:f64) -> f64 {\n"
+    "  %4:f64 = add %2, %2\n"
+    "  %5:f64 = mul %4, %3\n"
+    "  ret %5\n"
+    "}\n";
+static const char *effects_kernel =
+    "kernel @fx(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) chunk \"@fx.lua\" {\n"
+    "  %3:i32 = tid 0\n"
+    "  %4:f64 = load %0, %3\n"
+    "  %5:f64 = call @put(%2, %3, %4) !8:3\n"
+    "  %6:f64 = mul %5, %5\n"
+    "  store %1, %3, %6\n"
+    "  ret\n"
+    "}\n";
+static const char *put_replay = "func @\"put$replay\"(%0:array<f64,1>, %1:i32, %2:f64) -> f64 {\n"
+                                "  %3:f64 = mul %2, %2\n"
+                                "  ret %3\n"
+                                "}\n";
+
+static void test_custom_grad(void) {
+  char err[1024];
+  /* the adjoint calls sq$grad (visible before optimize), then runs */
+  wf_module *m = wf_ir_parse(custom_ir, NULL, err, sizeof err);
+  CHECK(m && wf_ad_kernel(m, 2, err, sizeof err) == 0);
+  char *text = m ? wf_ir_to_string(m) : NULL;
+  CHECK_HAS(text, "= call @\"sq$grad\"(");
+  free(text);
+  wf_module_free(m);
+  adk k;
+  CHECK(prep(custom_ir, &k, err, sizeof err) == 0);
+  CHECK(k.text && !strstr(k.text, "call @"));
+  if (k.pk && k.ak) {
+    double x[4] = {0.5, -1, 2, 3}, y[4] = {0}, gx[4] = {0}, gy[4] = {1, 2, 3, 4};
+    wf_array a[4] = {mkarr(4, x), mkarr(4, y), mkarr(4, gx), mkarr(4, gy)};
+    wf_array *pa[4] = {&a[0], &a[1], &a[2], &a[3]};
+    launch(k.pf, k.pk, 4, pa, NULL);
+    launch(k.af, k.ak, 4, pa, NULL);
+    for (int i = 0; i < 4; i++) {
+      CHECK(fabs(y[i] - (x[i] * x[i] + x[i])) < 1e-12);
+      CHECK(fabs(gx[i] - 11 * gy[i]) < 1e-12);
+    }
+  }
+  adk_free(&k);
+  GRADCHECK("custom grad in a loop", custom_loop_ir, 6, 2, 1, {6, 6}, 0.1, 0.9, {3});
+  /* side effects without a replay function: a positioned error */
+  char ir[2048];
+  snprintf(ir, sizeof ir, "%s%s", effects_funcs, effects_kernel);
+  CHECK(prep(ir, &k, err, sizeof err) == -1);
+  CHECK_STR(err, "fx.lua:8: autodiff: weft.func 'put' has a custom gradient and side effects "
+                 "(stores, atomics, prints or calls): give it a replay function too");
+  adk_free(&k);
+  /* with one: y = x^4 (and z = x); gradient from put$grad: 2 x adj(r),
+  ** adj(r) = 2 r = 2 x^2 */
+  snprintf(ir, sizeof ir, "%s%s%s", effects_funcs, put_replay, effects_kernel);
+  CHECK(prep(ir, &k, err, sizeof err) == 0);
+  if (k.pk && k.ak) {
+    double x[3] = {0.5, -1, 2}, y[3] = {0}, z[3] = {0}, gx[3] = {0}, gy[3] = {1, 1, 1},
+           gz[3] = {0};
+    wf_array a[6] = {mkarr(3, x), mkarr(3, y), mkarr(3, z), mkarr(3, gx), mkarr(3, gy),
+                     mkarr(3, gz)};
+    wf_array *pa[6] = {&a[0], &a[1], &a[2], &a[3], &a[4], &a[5]};
+    launch(k.pf, k.pk, 3, pa, NULL);
+    launch(k.af, k.ak, 3, pa, NULL);
+    for (int i = 0; i < 3; i++) {
+      CHECK(z[i] == x[i] && y[i] == x[i] * x[i] * x[i] * x[i]);
+      CHECK(fabs(gx[i] - 4 * x[i] * x[i] * x[i]) < 1e-12);
+    }
+  }
+  adk_free(&k);
+  /* a gradient with the wrong signature */
+  static const char *bad_ir = "func @h(%0:f64, %1:i32) -> f64 {\n"
+                              "  ret %0\n"
+                              "}\n"
+                              "func @\"h$grad\"(%0:f64, %1:i32, %2:f64) -> f64, f64 {\n"
+                              "  ret %2, %2\n"
+                              "}\n"
+                              "kernel @bh(%0:array<f64,1>) chunk \"@bh.lua\" {\n"
+                              "  %1:i32 = tid 0\n"
+                              "  %2:f64 = load %0, %1\n"
+                              "  %3:f64 = call @h(%2, %1) !5:2\n"
+                              "  store %0, %1, %3\n"
+                              "  ret\n"
+                              "}\n";
+  CHECK(prep(bad_ir, &k, err, sizeof err) == -1);
+  CHECK_STR(err, "bh.lua:5: autodiff: the custom gradient of weft.func 'h' must take its "
+                 "arguments and the adjoint of each result, and return the adjoint of each float "
+                 "argument in order");
+  adk_free(&k);
 }
 
 int main(void) {
@@ -493,10 +844,13 @@ int main(void) {
     return 1;
   }
   test_structure();
-  test_errors();
+  test_calls_inlined();
+  test_custom_grad();
   test_loops();
   test_branches_aggs();
   test_ops();
+  test_jvp();
+  test_overwrite();
   if (last_ir) adk_free(&last_k);
   wf_jit_free(J);
   wf_rt_free(RT);

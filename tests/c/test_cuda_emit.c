@@ -293,21 +293,99 @@ static void test_host_shim(const wf_cuda_src *s) {
   CHECK_INT(system(cmd), 0);
 }
 
-/* Emitter errors name the Lua line. */
-static void test_emit_errors(void) {
-  const char *text = "kernel @k(%0:array<i8,1>) chunk \"@spec/bad.lua\" {\n"
-                     "  %1:i32 = tid 0\n"
-                     "  %2:i8 = const 1\n"
-                     "  %3:i8 = atomic_add %0, %1, %2 !7:3\n"
-                     "  ret\n"
-                     "}\n";
+static wf_module *parse_or_null(const char *text) {
   char err[512];
   wf_module *m = wf_ir_parse(text, NULL, err, sizeof err);
+  if (!m) fprintf(stderr, "parse: %s\n", err);
+  return m;
+}
+
+/* Emitter errors name the Lua line. */
+static void test_emit_errors(void) {
+  wf_module *m = parse_or_null("kernel @k(%0:array<bool,1>) chunk \"@spec/bad.lua\" {\n"
+                               "  %1:i32 = tid 0\n"
+                               "  %2:bool = const true\n"
+                               "  %3:bool = atomic_add %0, %1, %2 !7:3\n"
+                               "  ret\n"
+                               "}\n");
   CHECK(m != NULL);
   if (!m) return;
+  char err[512];
   wf_cuda_src s;
   CHECK(wf_cuda_emit(m, &s, err, sizeof err) != 0);
-  CHECK_STR(err, "spec/bad.lua:7: cuda: atomic_add on i8 elements is not supported on CUDA");
+  CHECK_STR(err, "spec/bad.lua:7: cuda: atomic_add on bool elements is not supported on CUDA");
+  wf_module_free(m);
+}
+
+/* 8/16-bit atomics: a CAS on the 32-bit word; infinities as macros both
+** NVRTC and the shim define; only the helpers the code uses. */
+static void test_emit_narrow_and_constants(void) {
+  wf_module *m = parse_or_null("kernel @k(%0:array<i8,1>, %1:array<f32,1>) chunk \"@spec/n.lua\" {\n"
+                               "  %2:i32 = tid 0\n"
+                               "  %3:i8 = const 1\n"
+                               "  %4:i8 = atomic_max %0, %2, %3 !3:1\n"
+                               "  %5:f32 = const inf\n"
+                               "  store %1, %2, %5 !4:1\n"
+                               "  ret\n"
+                               "}\n");
+  CHECK(m != NULL);
+  if (!m) return;
+  char err[512];
+  wf_cuda_src s;
+  int rc = wf_cuda_emit(m, &s, err, sizeof err);
+  if (rc) fprintf(stderr, "emit: %s\n", err);
+  CHECK_INT(rc, 0);
+  if (rc == 0) {
+    CHECK_HAS(s.text, "wf_atomic_narrow(&wf_p->v, v3, 2)");
+    CHECK_HAS(s.text, "template <class T> WF_FN T wf_atomic_narrow(");
+    CHECK_HAS(s.text, "WF_INFF");
+    CHECK(strstr(s.text, "wf_rng_init") == NULL); /* unused helpers are left out */
+    CHECK(strstr(s.text, "wf_atomic_add") == NULL);
+    CHECK(strstr(s.text, "wf_oob") == NULL);
+    wf_cuda_src_free(&s);
+  }
+  wf_module_free(m);
+}
+
+/* Debug mode: an error slot parameter, a check per index, division checks,
+** and the parameter names in the messages. */
+static void test_emit_debug(void) {
+  wf_module *m = parse_or_null("kernel @k(%0:array<f32,2>, %1:array<i32,1>, %2:i32) chunk \"@spec/d.lua\" {\n"
+                               "  %3:i32 = tid 0\n"
+                               "  %4:array<f32,1> = view %0, %3 !5:2\n"
+                               "  %5:f32 = load %4, %2 !6:2\n"
+                               "  %6:i32 = load %1, %3 !7:2\n"
+                               "  %7:i32 = div %6, %2 !8:2\n"
+                               "  store %1, %3, %7 !8:2\n"
+                               "  ret\n"
+                               "}\n");
+  CHECK(m != NULL);
+  if (!m) return;
+  char err[512];
+  wf_cuda_src s;
+  const char *names[3] = {"grid", "counts", "d"};
+  wf_cuda_opts o = {1, 3, names};
+  int rc = wf_cuda_emit_opts(m, &o, &s, err, sizeof err);
+  if (rc) fprintf(stderr, "emit: %s\n", err);
+  CHECK_INT(rc, 0);
+  if (rc == 0) {
+    CHECK_HAS(s.text, "int v2, wf_err *wf_e) {");
+    CHECK_HAS(s.text, "if (*(volatile int *)&wf_e->flag) return;");
+    CHECK_HAS(s.text, "if (wf_oob(wf_e, (long long)v3, v0.shape[0], \"spec/d.lua:5\", 0, \"grid\")) return;");
+    CHECK_HAS(s.text, "if (wf_oob(wf_e, (long long)v2, v4.shape[0], \"spec/d.lua:6\", 1, \"grid\")) return;");
+    CHECK_HAS(s.text, "\"spec/d.lua:7\", 0, \"counts\")) return;");
+    CHECK_HAS(s.text, "{ wf_fail(wf_e, \"spec/d.lua:8\", \"integer division by zero\"); return; }");
+    CHECK_HAS(s.text, "struct wf_err { int flag; char msg[508]; };");
+    wf_cuda_src_free(&s);
+  }
+  /* release mode: none of it */
+  rc = wf_cuda_emit(m, &s, err, sizeof err);
+  CHECK_INT(rc, 0);
+  if (rc == 0) {
+    CHECK(strstr(s.text, "wf_e") == NULL);
+    CHECK(strstr(s.text, "wf_oob") == NULL);
+    wf_cuda_src_free(&s);
+  }
   wf_module_free(m);
 }
 
@@ -339,6 +417,8 @@ int main(void) {
     wf_cuda_src_free(&s);
   }
   test_emit_errors();
+  test_emit_narrow_and_constants();
+  test_emit_debug();
   wf_module_free(m);
   IRT_DONE();
 }

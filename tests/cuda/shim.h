@@ -6,7 +6,8 @@
 **   - __global__/__device__ vanish; threadIdx/blockIdx/blockDim/gridDim are
 **     plain globals that WF_SHIM_LAUNCH sets while it loops over the grid
 **     (a small grid, so the kernels' grid-stride loops take several turns)
-**   - atomics are host atomics (__atomic builtins, CAS loops for floats)
+**   - atomics are host atomics (__atomic builtins, CAS loops for floats);
+**     wf_cas32 and wf_claim (narrow atomics, the debug error slot) too
 **   - __half is _Float16 with CUDA's conversion functions
 **   - wf_trap throws wf_shim_trap, which WF_SHIM_LAUNCH catches and reports
 ** Tests compile <shim.h> + <emitted .cu> + a driver that calls
@@ -30,6 +31,20 @@ struct wf_shim_dim3 {
   unsigned int x, y, z;
 };
 static wf_shim_dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+/* ---- constants and the debug error slot's claim ---- */
+#define WF_INFF __builtin_huge_valf()
+#define WF_NANF __builtin_nanf("")
+#define WF_INF __builtin_huge_val()
+#define WF_NAN __builtin_nan("")
+static inline bool wf_claim(int *flag) {
+  int zero = 0;
+  return __atomic_compare_exchange_n(flag, &zero, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+static inline unsigned int wf_cas32(unsigned int *p, unsigned int c, unsigned int v) {
+  __atomic_compare_exchange_n(p, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return c; /* the old value, as atomicCAS returns */
+}
 
 /* ---- half ---- */
 typedef _Float16 __half;

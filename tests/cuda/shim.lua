@@ -2,12 +2,19 @@
 --
 --   local shim = dofile("tests/cuda/shim.lua")
 --   shim.available()                     -> true if g++ can build the shim
---   shim.run(weft, k, dim, args)         -> runs k over dim on the host:
+--   shim.run(weft, k, dim, args [, opts]) -> runs k over dim on the host:
 --       arrays in args (compact, on the cpu) are written to files, a C++
 --       driver (tests/cuda/shim.h + the CUDA C + a generated main) loads
 --       them, launches through WF_SHIM_LAUNCH and writes them back; the
---       arrays in args are updated in place. Returns the program's stdout.
--- Scalars are written into the driver as literals of the kernel's C types.
+--       arrays in args are updated in place. Returns the program's stdout
+--       and the debug error message (or nil).
+--   opts.adjoint  run the adjoint entry: args are the primal arguments then
+--                 one adjoint array per array parameter (false: no gradient,
+--                 passed as the null header a CPU adjoint launch passes)
+--   opts.debug    emit with bounds/division checks; the error slot's
+--                 message is returned (nil when no thread failed)
+--   opts.types    argument types, for kernels with generic parameters
+-- Scalars and aggregates are passed as the bytes of their C layout.
 local ffi = require "ffi"
 
 local M = {}
@@ -40,38 +47,60 @@ local function param_ctypes(src, entry)
   local sig = src:match('extern "C" __global__ void ' .. entry .. "%((.-)%)")
   local out = {}
   for p in sig:gmatch("[^,]+") do
-    local ty = p:match("^%s*(.-)%s+[%w_]+%s*$")
+    local ty = p:match("^%s*(.-)%s*[%w_]+%s*$")
     out[#out + 1] = ty
   end
   table.remove(out, 1) -- wf_dims
   return out
 end
 
-local function literal(ctype, v)
-  if ctype == "bool" then return v and "true" or "false" end
-  if ctype == "float" or ctype == "double" then
-    return string.format("(%s)%.17g", ctype, v)
-  end
-  if ctype == "__half" then return string.format("(__half)%.17g", v) end
-  return string.format("(%s)%dLL", ctype, v)
+-- A C initializer list of the bytes at p.
+local function bytes(p, n)
+  local b = ffi.cast("const uint8_t *", p)
+  local t = {}
+  for i = 0, n - 1 do t[#t + 1] = tostring(b[i]) end
+  return "{" .. table.concat(t, ",") .. "}"
 end
 
-function M.run(weft, k, dim, args)
-  local src, entries = weft._core.cuda_source(k:_module())
-  local entry = entries[1]
+-- The module of k (with its adjoint entry when asked) and the entry to run.
+local function module_entry(weft, k, opts)
+  local core = weft._core
+  local m = k:_module(opts.types)
+  local want = "weft_" .. tostring(k.name):gsub("[^%w_]", "_")
+  if opts.adjoint then
+    local name = core.adjoint(m, k.name)
+    want = "weft_" .. name:gsub("[^%w_]", "_")
+  end
+  local names = {}
+  for i, p in ipairs(k.params) do names[i] = p.name end
+  local src, entries = core.cuda_source(m, { debug = opts.debug, names = names })
+  for _, e in ipairs(entries) do
+    if e == want then return src, e end
+  end
+  error("shim: no entry " .. want .. " in the module")
+end
+
+function M.run(weft, k, dim, args, opts)
+  opts = opts or {}
+  local src, entry = module_entry(weft, k, opts)
   local ctypes = param_ctypes(src, entry)
   local dir = os.tmpname()
   os.remove(dir)
   assert(sh("mkdir -p " .. dir))
   local main = { "int main() {" }
   local launch_args = {}
-  for i, v in ipairs(args) do
-    if weft.is_array(v) then
+  local nargs = #ctypes - (opts.debug and 1 or 0)
+  for i = 1, nargs do
+    local v = args[i]
+    if v == false or v == nil then -- a null adjoint header
+      main[#main + 1] = string.format("  wf_arr A%d; memset(&A%d, 0, sizeof A%d);", i, i, i)
+      launch_args[#launch_args + 1] = "A" .. i
+    elseif weft.is_array(v) then
       local h = v.h
       local nbytes = tonumber(h.size) * h.elsize
       writeall(dir .. "/a" .. i .. ".bin", ffi.string(h.data, nbytes))
       main[#main + 1] = string.format(
-        '  static char b%d[%d + 1]; { FILE *f = fopen("%s/a%d.bin", "rb"); if (fread(b%d, 1, %d, f) != %d) return 2; fclose(f); }',
+        '  alignas(64) static char b%d[%d + 1]; { FILE *f = fopen("%s/a%d.bin", "rb"); if (fread(b%d, 1, %d, f) != %d) return 2; fclose(f); }',
         i, nbytes, dir, i, i, nbytes, nbytes)
       main[#main + 1] = string.format("  wf_arr A%d; A%d.data = b%d;", i, i, i)
       for d = 0, 3 do
@@ -81,8 +110,20 @@ function M.run(weft, k, dim, args)
       end
       launch_args[#launch_args + 1] = "A" .. i
     else
-      launch_args[#launch_args + 1] = literal(ctypes[i], v)
+      local t = (opts.types and opts.types[i]) or k.params[i].type
+      local box = ffi.new(weft._array_ctype(t), 1)
+      local err = t.store(box, 0, v)
+      if err then error("shim: argument " .. i .. " is " .. err) end
+      local n = ffi.sizeof(box) -- one element
+      main[#main + 1] = string.format(
+        "  static const unsigned char s%db[] = %s; %s S%d; static_assert(sizeof S%d == %d, \"arg %d\"); memcpy(&S%d, s%db, %d);",
+        i, bytes(box, n), ctypes[i], i, i, n, i, i, i, n)
+      launch_args[#launch_args + 1] = "S" .. i
     end
+  end
+  if opts.debug then
+    main[#main + 1] = "  static wf_err E; memset(&E, 0, sizeof E);"
+    launch_args[#launch_args + 1] = "&E"
   end
   local d = type(dim) == "table" and dim or { dim }
   local dl = {}
@@ -90,8 +131,13 @@ function M.run(weft, k, dim, args)
   main[#main + 1] = string.format("  long long dims[4] = {%s};", table.concat(dl, ", "))
   main[#main + 1] = string.format("  WF_SHIM_LAUNCH(%s, %d, dims, %s);", entry, #d,
                                   table.concat(launch_args, ", "))
-  for i, v in ipairs(args) do
-    if weft.is_array(v) then
+  if opts.debug then
+    main[#main + 1] = string.format(
+      '  { FILE *f = fopen("%s/err.txt", "wb"); if (E.flag) fputs(E.msg, f); fclose(f); }', dir)
+  end
+  for i = 1, nargs do
+    local v = args[i]
+    if v and weft.is_array(v) then
       local nbytes = tonumber(v.h.size) * v.h.elsize
       main[#main + 1] = string.format(
         '  { FILE *f = fopen("%s/a%d.bin", "wb"); fwrite(b%d, 1, %d, f); fclose(f); }', dir, i, i, nbytes)
@@ -102,18 +148,26 @@ function M.run(weft, k, dim, args)
   local cmd = string.format("g++ -std=c++17 -O1 -w -include %s/tests/cuda/shim.h %s/k.cpp -o %s/k 2> %s/cc.log",
                             root, dir, dir, dir)
   if not sh(cmd) then
-    error("shim: g++ failed:\n" .. readall(dir .. "/cc.log"))
+    local log = readall(dir .. "/cc.log")
+    sh("rm -rf " .. dir)
+    error("shim: g++ failed:\n" .. log)
   end
   assert(sh(string.format("%s/k > %s/out.txt", dir, dir)), "shim: the program failed")
   local out = readall(dir .. "/out.txt")
-  for i, v in ipairs(args) do
-    if weft.is_array(v) then
+  local err
+  if opts.debug then
+    err = readall(dir .. "/err.txt")
+    if err == "" then err = nil end
+  end
+  for i = 1, nargs do
+    local v = args[i]
+    if v and weft.is_array(v) then
       local s = readall(dir .. "/a" .. i .. ".bin")
       ffi.copy(v.h.data, s, #s)
     end
   end
   sh("rm -rf " .. dir)
-  return out
+  return out, err
 end
 
 return M

@@ -1,0 +1,221 @@
+-- Runs last (busted sorts spec files by path): every kernel module the
+-- suite compiled (collected by spec/helpers/ptx_collect.lua, installed by
+-- spec/aa_ptx_collect_spec.lua) is emitted as CUDA C with its adjoint entry
+-- (where autodiff applies), compiled to PTX for sm_75, sm_80 and sm_90 by
+-- NVRTC with the options a launch uses, and each PTX is assembled for its
+-- architecture by ptxas.
+--
+-- Speed (the suite holds ~260 modules, ~3 MB of CUDA C with the adjoints):
+--  * modules are compiled in batches: each module's CUDA C in a namespace
+--    of its own, its entries renamed apart (weft_b<N>_...), one NVRTC
+--    program per batch and architecture;
+--  * ptxas runs as a separate process on the PTX of one batch while NVRTC
+--    compiles the next (two cores busy); without the ptxas program,
+--    nvJitLink assembles in-process;
+--  * identical modules (same IR text) are checked once; PTX comes from the
+--    disk cache (WEFT_CACHE_DIR) when it holds it.
+-- A batch that fails is redone module by module (core.cuda_ptx, as a launch
+-- compiles it, and nvJitLink), so every failure names its kernel and the
+-- Lua position.
+local weft = require "weft"
+local collect = dofile("spec/helpers/ptx_collect.lua")
+
+local core = weft._core
+local have_nvrtc = core.cuda_nvrtc_version and core.cuda_nvrtc_version() ~= nil
+local ARCHS = { "75", "80", "90" }
+local BATCH = 16
+
+-- Kernels the CUDA backend rejects on purpose, by message: each must fail
+-- when emitted, with a positioned message ("chunk:line: cuda: ...").
+local EXPECTED = {
+  "elements is not supported on CUDA", -- atomics on bool arrays
+}
+
+local function expected(msg)
+  for _, pat in ipairs(EXPECTED) do
+    if tostring(msg):find(pat, 1, true) then return pat end
+  end
+  return nil
+end
+
+local function readall(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("*a")
+  f:close()
+  return s
+end
+
+local function writeall(path, s)
+  local f = assert(io.open(path, "wb"))
+  f:write(s)
+  f:close()
+end
+
+-- The ptxas program of the toolkit, or nil.
+local function find_ptxas()
+  for _, home in ipairs { os.getenv("CUDA_HOME") or "", "/usr/local/cuda" } do
+    local p = home .. "/bin/ptxas"
+    if home ~= "" and os.execute(p .. " --version > /dev/null 2>&1") == 0 then return p end
+  end
+  return nil
+end
+
+-- The unique modules of the suite, with the first kernel that made each.
+local function unique_modules(list)
+  local seen, out = {}, {}
+  for _, e in ipairs(list) do
+    local ok, text = pcall(core.ir, e.module)
+    if ok and not seen[text] then
+      seen[text] = true
+      out[#out + 1] = e
+    end
+  end
+  return out
+end
+
+local function label(e)
+  return string.format("kernel '%s' (%s)%s", e.name, e.where, e.sig ~= "" and " [" .. e.sig .. "]" or "")
+end
+
+-- One CUDA C program holding the modules of a batch, each in a namespace
+-- with its entries renamed apart. Returns the source, whether it needs
+-- cuda_fp16.h, and the entry names to find in the PTX.
+local function batch_source(items, id)
+  local parts, half, entries = {}, false, {}
+  for n, it in ipairs(items) do
+    local ns = "b" .. id .. "_" .. n
+    local s = it.src
+    if s:find("#include <cuda_fp16.h>", 1, true) then
+      half = true
+      s = s:gsub("#include <cuda_fp16.h>\n", "")
+    end
+    for _, e in ipairs(it.entries) do
+      local renamed = "weft_" .. ns .. "_" .. e:gsub("^weft_", "")
+      s = s:gsub("__global__ void " .. e .. "%(", "__global__ void " .. renamed .. "(")
+      entries[#entries + 1] = renamed
+    end
+    parts[#parts + 1] = "namespace wf_" .. ns .. " {\n" .. s .. "\n}\n"
+  end
+  if half then table.insert(parts, 1, "#include <cuda_fp16.h>\n") end
+  return table.concat(parts), half, entries
+end
+
+-- One module as a launch compiles it; nil on success, else a message.
+local function check_module(src, half, arch)
+  local ok, ptx = pcall(core.cuda_compile, src, "compute_" .. arch, half)
+  if not ok then return tostring(ptx) end
+  local ok2, err = pcall(core.cuda_assemble, ptx, "sm_" .. arch)
+  if not ok2 then return "assembly: " .. tostring(err) end
+  return nil
+end
+
+describe("every kernel of the suite on CUDA", function()
+  if not have_nvrtc then
+    pending("NVRTC not found")
+    return
+  end
+  local list = collect.list()
+  if not list or #list == 0 then
+    pending("no kernels collected: run the whole suite (busted spec/)")
+    return
+  end
+
+  local mods = unique_modules(list)
+  local result -- filled by the first test, read by the second
+
+  it("compiles to PTX for sm_75, sm_80, sm_90 and assembles (" .. #mods .. " modules of "
+     .. #list .. " compiled)", function()
+    result = { failures = {}, rejected = {}, adjoints = 0, entries = 0 }
+    local function failed(msg) result.failures[#result.failures + 1] = msg end
+
+    -- emit: the forward module first (a failed adjoint may leave the module
+    -- unusable), then with the adjoint entry when autodiff succeeds
+    local items = {}
+    for _, e in ipairs(mods) do
+      local ok, src, entries = pcall(core.cuda_source, e.module)
+      if not ok then
+        if expected(src) then
+          result.rejected[#result.rejected + 1] = { label = label(e), msg = tostring(src) }
+        else
+          failed(label(e) .. ": " .. tostring(src))
+        end
+      else
+        if pcall(core.adjoint, e.module) then
+          local ok2, src2, entries2 = pcall(core.cuda_source, e.module)
+          if ok2 then
+            src, entries = src2, entries2
+            result.adjoints = result.adjoints + 1
+          else
+            failed(label(e) .. " (with its adjoint): " .. tostring(src2))
+          end
+        end
+        items[#items + 1] = { e = e, src = src, entries = entries,
+                              half = src:find("#include <cuda_fp16.h>", 1, true) ~= nil }
+        result.entries = result.entries + #entries
+      end
+    end
+
+    -- compile batches; assemble each batch's PTX while the next compiles
+    local ptxas = find_ptxas()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir) == 0)
+    local jobs, pending_jobs = {}, {}
+    local function redo(job) -- module by module, to name the culprits
+      for _, it in ipairs(job.batch) do
+        local err = check_module(it.src, it.half, job.arch)
+        if err then failed(string.format("%s sm_%s: %s", label(it.e), job.arch, err)) end
+      end
+    end
+    local function finish(job)
+      local rc
+      repeat
+        rc = readall(job.base .. ".rc")
+        if not rc or not rc:find("\n") then os.execute("sleep 0.02") end
+      until rc and rc:find("\n")
+      if tonumber(rc) ~= 0 then redo(job) end
+    end
+    local nb = 0
+    for first = 1, #items, BATCH do
+      nb = nb + 1
+      local batch = {}
+      for i = first, math.min(first + BATCH - 1, #items) do batch[#batch + 1] = items[i] end
+      local src, half, entries = batch_source(batch, nb)
+      for _, arch in ipairs(ARCHS) do
+        local job = { batch = batch, arch = arch, base = string.format("%s/b%d_%s", dir, nb, arch) }
+        local ok, ptx = pcall(core.cuda_compile, src, "compute_" .. arch, half)
+        local missing
+        for _, e in ipairs(ok and entries or {}) do
+          if not ptx:find(".entry " .. e .. "(", 1, true) then missing = e end
+        end
+        if not ok or missing then
+          redo(job)
+        elseif ptxas then
+          writeall(job.base .. ".ptx", ptx)
+          os.execute(string.format("(%s -arch=sm_%s %s.ptx -o /dev/null > %s.log 2>&1; echo $? > %s.rc.tmp; mv %s.rc.tmp %s.rc) &",
+                                   ptxas, arch, job.base, job.base, job.base, job.base, job.base))
+          pending_jobs[#pending_jobs + 1] = job
+          if #pending_jobs > 1 then finish(table.remove(pending_jobs, 1)) end
+        elseif not pcall(core.cuda_assemble, ptx, "sm_" .. arch) then
+          redo(job)
+        end
+        jobs[#jobs + 1] = job
+      end
+    end
+    for _, job in ipairs(pending_jobs) do finish(job) end
+    os.execute("rm -rf " .. dir)
+    if #result.failures > 0 then
+      error(#result.failures .. " failure(s):\n" .. table.concat(result.failures, "\n"), 0)
+    end
+    assert.is_true(result.entries >= #items and #jobs == nb * #ARCHS)
+  end)
+
+  it("rejects only the listed kernels, each with a positioned message", function()
+    assert.is_table(result, "the compile test did not run")
+    for _, r in ipairs(result.rejected) do
+      assert.matches("^[^:\n]+:%d+: cuda: ", r.msg, nil, false, r.label .. ": " .. r.msg)
+    end
+    assert.is_true(#result.rejected <= 4, "the list of rejected kernels grew: " .. #result.rejected)
+  end)
+end)
