@@ -73,8 +73,18 @@ describe("weft.launch user errors", function()
     end
   end)
 
-  -- Messages that could be clearer (launch.lua is H4's; reported there).
-  pending("a non-integer for an int32 parameter names the value: 'got 1.5 (not an integer)'")
-  pending("an int32 parameter rejects numbers out of its range (2^40 is accepted now)")
+  it("integer parameters name the value: not an integer, or out of range", function()
+    expect("kernel 'k': parameter 'n' expects int32, got 1.5 (not an integer)", k, 4, { x, 1.5, V, true })
+    expect("kernel 'k': parameter 'n' expects int32, got 1099511627776 (out of range for int32)",
+           k, 4, { x, 2 ^ 40, V, true })
+    expect("kernel 'k': parameter 'n' expects int32, got -2147483649 (out of range for int32)",
+           k, 4, { x, -2 ^ 31 - 1, V, true })
+    local u = weft.kernel{ n = weft.uint8, function(n) end }
+    expect("kernel 'u': parameter 'n' expects uint8, got -1 (out of range for uint8)", u, 1, { -1 })
+    expect("kernel 'u': parameter 'n' expects uint8, got 256 (out of range for uint8)", u, 1, { 256 })
+    weft.launch(u, 1, { 255 })
+    weft.launch(k, 1, { x, -2 ^ 31, V, true })
+  end)
+
   pending("an array on another device names the device (needs a GPU to test)")
 end)

@@ -20,6 +20,7 @@ local fmt = string.format
 return function(weft)
   local C, rt, core = cdef.C, weft._rt, weft._core
   local raise, describe = weft._raise or error, weft._describe or tostring
+  local fmtnum = weft._fmtnum or tostring
   local is_array = weft.is_array
   local config = weft.config
 
@@ -53,8 +54,20 @@ return function(weft)
       raise("weft.launch: kernel '%s': %s '%s' is on device %s, but the launch runs on the cpu",
             kname(k), where, p.name, tostring(v.device))
     end
+    local t = p.type
+    if t and t.kind == "int" and type(v) == "number" then
+      raise("weft.launch: kernel '%s': parameter '%s' expects %s, got %s (%s)", kname(k), p.name,
+            t.name, fmtnum(v), v % 1 ~= 0 and "not an integer" or "out of range for " .. t.name)
+    end
     raise("weft.launch: kernel '%s': parameter '%s' expects %s, got %s", kname(k), p.name,
           p.type and p.type.name or "?", typename(v))
+  end
+
+  -- The range of an integer type as Lua numbers (64-bit ends are rounded to
+  -- doubles, which only matters beyond 2^53 where numbers are inexact anyway).
+  local function int_range(t)
+    if t.signed then return -2 ^ (t.bits - 1), 2 ^ (t.bits - 1) - 1 end
+    return 0, 2 ^ t.bits - 1
   end
 
   ---------------------------------------------------------------------------
@@ -74,8 +87,9 @@ return function(weft)
       out[#out + 1] = fmt("%s[0] = v and 1 or 0", pn)
     elseif t.kind == "int" then
       env[pn .. "t"] = ffi.typeof(t.ffiname .. " *")
-      out[#out + 1] = fmt("if type(v) == 'number' then if v %% 1 ~= 0 then return bad(k, %d, v, nin) end " ..
-                          "elseif not (type(v) == 'cdata' and (ffi.istype('int64_t', v) or ffi.istype('uint64_t', v))) then return bad(k, %d, v, nin) end", i, i)
+      local lo, hi = int_range(t)
+      out[#out + 1] = fmt("if type(v) == 'number' then if v %% 1 ~= 0 or v < %.17g or v > %.17g then return bad(k, %d, v, nin) end " ..
+                          "elseif not (type(v) == 'cdata' and (ffi.istype('int64_t', v) or ffi.istype('uint64_t', v))) then return bad(k, %d, v, nin) end", lo, hi, i, i)
       out[#out + 1] = fmt("%s[0] = v", pn)
     elseif t.kind == "float" then
       if t.bits == 16 then
