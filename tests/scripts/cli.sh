@@ -29,4 +29,12 @@ if "$W" --bogus 2>/dev/null; then fail "bad option exit"; fi
 
 # no script and no terminal: the script comes from stdin
 [ "$(echo 'print(weft.version)' | "$W")" = "0.1.0" ] || fail "stdin"
+# a REPL on a terminal (script(1) gives it one): expressions print their
+# value, errors are reported and the session goes on
+if command -v script >/dev/null; then
+  out=$(printf '1 + 2\nx = = 1\nprint("still " .. "ok")\n' | script -q -c "$W" /dev/null 2>&1)
+  echo "$out" | grep -q "^> 3" || fail "repl expression: $out"
+  echo "$out" | grep -q "unexpected symbol" || fail "repl error: $out"
+  echo "$out" | grep -q "still ok" || fail "repl goes on: $out"
+fi
 echo ok
