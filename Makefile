@@ -7,6 +7,8 @@ BUILD := build-asan
 CMAKE_FLAGS += -DWEFT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 endif
 export BUILD_DIR := $(BUILD)
+# One Python venv (6 GB with torch) serves every build directory.
+export WEFT_VENV ?= $(CURDIR)/build/venv
 # Python packages for the interop tests (pytest) and, for bench, NVIDIA Warp.
 PY_TEST_PKGS ?= numpy pytest torch jax
 PY_BENCH_PKGS ?= warp-lang
