@@ -229,6 +229,13 @@ static int dump_wanted(const char *what) {
 
 static int l_compile(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 3);
+  int optimize = 1; /* opts.optimize = false: the module as lowered, calls kept (autodiff) */
+  if (lua_istable(L, 3)) {
+    lua_getfield(L, 3, "optimize");
+    optimize = lua_isnil(L, -1) || lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
   lua_settop(L, 2);
   wf_fctx C;
   memset(&C, 0, sizeof C);
@@ -252,7 +259,7 @@ static int l_compile(lua_State *L) {
     return lua_error(L);
   }
   char err[512];
-  if (wf_ir_optimize(C.mod, err, sizeof err)) {
+  if (optimize && wf_ir_optimize(C.mod, err, sizeof err)) {
     char *text = wf_ir_to_string(C.mod);
     if (text && getenv("WEFT_DEBUG_IR")) fprintf(stderr, "%s\n", text);
     free(text);
@@ -300,4 +307,6 @@ void wf_front_register(lua_State *L, int t) {
   lua_setfield(L, t, "ir");
   lua_pushcfunction(L, l_front_setup);
   lua_setfield(L, t, "front_setup");
+  lua_pushboolean(L, 1); /* f:grad / f:replay are compiled (lua/weft/tape.lua) */
+  lua_setfield(L, t, "front_custom_grad");
 }

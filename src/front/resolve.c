@@ -427,6 +427,43 @@ static wf_func *specialize(wf_fstate *F, int di, const char *fname, int n, const
   return fn;
 }
 
+/* Custom gradient / replay of a weft.func (src/ad/ad.h): the Lua function
+** in field `field` of the func object at oi (f:grad / f:replay), compiled
+** once per specialization fn as "<fn>$grad" (params: fn's params, then one
+** adjoint per result) or "<fn>$replay" (fn's params). */
+static void companion_func(wf_fstate *F, int oi, const char *field, const wf_func *fn,
+                           const char *suffix, wf_expr *at) {
+  wf_fctx *C = F->C;
+  lua_State *L = C->L;
+  lua_getfield(L, oi, field);
+  int gi = lua_gettop(L);
+  char name[160];
+  snprintf(name, sizeof name, "%s%s", fn->name, suffix);
+  if (!lua_isfunction(L, gi) || wf_module_find(C->mod, name) >= 0) {
+    lua_pop(L, 1);
+    return;
+  }
+  int is_grad = strcmp(suffix, "$grad") == 0;
+  int n = fn->nparams + (is_grad ? fn->nret : 0);
+  const char **names;
+  int np = param_names(C, gi, &names);
+  if (np != n || n > 64)
+    ERR(at, "the %s function of '%s' must take %d parameters (%s)", is_grad ? "grad" : "replay",
+        fn->name, n, is_grad ? "its arguments, then the adjoint of each result" : "its arguments");
+  const wf_type *pt[64];
+  for (int i = 0; i < fn->nparams; i++) pt[i] = fn->vals[fn->params[i]].type;
+  for (int j = 0; is_grad && j < fn->nret; j++) pt[fn->nparams + j] = fn->rettypes[j];
+  wf_src src;
+  wf_front_getsrc(C, gi, &src);
+  lua_pushvalue(L, gi);
+  int ref = wf_res_keep(C);
+  lua_pop(L, 1);
+  wf_fstate *saved = C->cur;
+  C->cur = F;
+  wf_lo_function(C, ref, name, 0, n, pt, names, &src);
+  C->cur = saved;
+}
+
 int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *out) {
   wf_fctx *C = F->C;
   lua_State *L = C->L;
@@ -521,6 +558,8 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
   lua_rawgeti(L, dsi, best);
   int index;
   wf_func *fn = specialize(F, lua_gettop(L), fname, na, ptypes, bestnames, &index, call);
+  companion_func(F, oi, "grad_fn", fn, "$grad", call);
+  companion_func(F, oi, "replay_fn", fn, "$replay", call);
   lua_settop(L, oi - 1);
   F->b.loc = (wf_loc){call->line, call->col};
   wf_inst *in = wf_b_inst(&F->b, WF_OP_CALL, na, vals, fn->nret, fn->rettypes, 0);
