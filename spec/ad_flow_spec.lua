@@ -186,6 +186,24 @@ describe("autodiff: vectors, matrices and structs in arrays", function()
     assert_grad(k, 3, { p, v }, { weft.zeros(3, f64) })
   end)
 
+  it("the n-body energy of bench/ad_nbody.lua (pairs loop, x / sqrt, atomic loss)", function()
+    local k = weft.kernel{ pos = A(weft.vec3d), mass = A(f64), e = A(f64), function(pos, mass, e)
+      local i = weft.tid()
+      local pi = pos[i]
+      local acc = 0.0
+      for j = 0, #pos - 1 do
+        if j ~= i then
+          local d = pos[j] - pi
+          acc = acc + mass[j] / weft.sqrt(weft.dot(d, d) + 0.01)
+        end
+      end
+      weft.atomic_add(e, 0, -0.5 * mass[i] * acc)
+    end }
+    local pos = weft.array({ { 0, 0, 0 }, { 1, 0.5, -0.2 }, { -0.3, 0.8, 0.4 }, { 0.6, -0.7, 0.9 } },
+                           weft.vec3d)
+    assert_grad(k, 4, { pos, arr { 1.0, 0.7, 1.3, 0.9 } }, { weft.zeros(1, f64) })
+  end)
+
   it("matrices in and out", function()
     local k = weft.kernel{ m = A(weft.mat22d), o = A(weft.vec2d), function(m, o)
       local i = weft.tid()

@@ -52,6 +52,11 @@ describe("autodiff: scalar operators", function()
     { "a + b", -2, 2 }, { "a - b", -2, 2 }, { "a * b", -2, 2 }, { "a / b", 0.5, 2 },
     { "-a * b", -2, 2 }, { "a % b", 0.3, 3 }, { "a ^ b", 0.5, 2 }, { "(a * b) ^ 2", -2, 2 },
     { "a ^ 3.0", -2, 2 }, { "a * 2 + 1 - b / 4", -2, 2 },
+    -- the division rule multiplies by a shared 1 / b and reuses a replayed
+    -- quotient when there is one: divisor shared with sqrt, quotient read
+    -- by another rule, divisor depending on the numerator, chained divides
+    { "a / weft.sqrt(a * a + b * b + 0.01)", -2, 2 }, { "(a / b) * (a / b)", 0.5, 2 },
+    { "a / (a * b + 1)", 0.2, 2 }, { "b / a / a", 0.5, 2 }, { "a / a", 0.5, 2 },
   }
   for _, c in ipairs(cases) do
     it(c[1], function() check(c[1], c[2], c[3]) end)

@@ -126,6 +126,7 @@ describe("every kernel of the suite on CUDA", function()
 
   it("compiles to PTX for sm_75, sm_80, sm_90 and assembles (" .. #mods .. " modules of "
      .. #list .. " compiled)", function()
+    local cpu0, wall0 = os.clock(), os.time()
     result = { failures = {}, rejected = {}, adjoints = 0, entries = 0 }
     local function failed(msg) result.failures[#result.failures + 1] = msg end
 
@@ -205,6 +206,12 @@ describe("every kernel of the suite on CUDA", function()
     end
     for _, job in ipairs(pending_jobs) do finish(job) end
     os.execute("rm -rf " .. dir)
+    if os.getenv("WEFT_PTX_SUITE_STATS") then -- what the check covered (no timing is asserted)
+      io.stderr:write(string.format("\nptx suite: %d modules (%d with adjoints), %d entries, %d batches x %d "
+                                    .. "archs, ptxas %s, %.1f s CPU in this process, ~%d s wall\n", #items,
+                                    result.adjoints, result.entries, nb, #ARCHS, ptxas or "in-process",
+                                    os.clock() - cpu0, os.time() - wall0))
+    end
     if #result.failures > 0 then
       error(#result.failures .. " failure(s):\n" .. table.concat(result.failures, "\n"), 0)
     end

@@ -56,45 +56,52 @@ def from_numpy(arr, dtype=None, runtime=None):
     return _rt(runtime).import_dlpack(arr, dtype, "weft.from_numpy")
 
 
-class _Torch:
-    """torch, imported on first use, and the functions the hot paths call."""
-    Tensor = None
+# torch, imported on first use, and the functions the hot paths call
+_torch = _Tensor = _torch_to_dlpack = _torch_from_capsule = None
 
-    @classmethod
-    def load(cls):
-        import torch
-        from torch.utils import dlpack
-        cls.torch = torch
-        cls.to_dlpack = staticmethod(dlpack.to_dlpack)  # torch's C-level legacy export
-        # torch's C-level import of a capsule (torch.from_dlpack adds ~1 us
-        # of Python around it)
-        cls.from_capsule = staticmethod(getattr(torch._C, "_from_dlpack", dlpack.from_dlpack))
-        cls.Tensor = torch.Tensor
-        return cls
+
+def _load_torch():
+    global _torch, _Tensor, _torch_to_dlpack, _torch_from_capsule
+    import torch
+    from torch.utils import dlpack
+    _torch_to_dlpack = dlpack.to_dlpack  # torch's C-level legacy export
+    # torch's C-level import of a capsule (torch.from_dlpack adds ~1 us of
+    # Python around it)
+    _torch_from_capsule = getattr(torch._C, "_from_dlpack", dlpack.from_dlpack)
+    _torch, _Tensor = torch, torch.Tensor
 
 
 def from_torch(t, dtype=None, requires_grad=None, runtime=None):
     """A weft Array viewing torch tensor t. When t requires grad (or
     requires_grad=True), the array's gradient views t.grad (made as zeros if
     missing), so gradients weft computes land in t.grad."""
-    T = _Torch if _Torch.Tensor is not None else _Torch.load()
-    if not isinstance(t, T.Tensor):
+    if _Tensor is None:
+        _load_torch()
+    if not isinstance(t, _Tensor):
         raise TypeError("weft.from_torch: expected a torch.Tensor, got %s" % type(t).__name__)
     rt = runtime if runtime is not None else _default if _default is not None and \
         _default._ctx else _rt(None)
     rg = t.requires_grad
     if not rg and not requires_grad:  # the hot path: one torch call, one C call
         try:
-            cap = T.to_dlpack(t)
+            cap = _torch_to_dlpack(t)
         except (RuntimeError, BufferError, TypeError) as e:
             raise BufferError("weft.from_torch: cannot share this tensor: %s" % e) from None
+        ctx = rt._ctx
+        if dtype is None and ctx:  # Runtime._import, inlined
+            a = _new(Array)
+            a._h = _F.import_(ctx, cap, None, "weft.from_torch")
+            a._rt = rt
+            a._ref = 0
+            a._dt = a._i = None
+            return a
         return rt._import(cap, dtype, "weft.from_torch")
     a = rt._import(_to_dlpack(t.detach() if rg else t), dtype, "weft.from_torch")
     if requires_grad is None:
         requires_grad = rg
     if requires_grad:
         if t.grad is None:
-            t.grad = T.torch.zeros_like(t)
+            t.grad = _torch.zeros_like(t)
         a.grad = rt._import(_to_dlpack(t.grad), dtype, "weft.from_torch (grad)")
     return a
 
@@ -103,7 +110,7 @@ def _to_dlpack(t):
     """torch's C-level legacy export (the Python-level __dlpack__ costs ~8x
     more), with a clear error for what it refuses."""
     try:
-        return _Torch.to_dlpack(t)
+        return _torch_to_dlpack(t)
     except (RuntimeError, BufferError, TypeError) as e:
         raise BufferError("weft.from_torch: cannot share this tensor: %s" % e) from None
 
@@ -111,22 +118,23 @@ def _to_dlpack(t):
 def to_torch(a, requires_grad=None):
     """A torch tensor viewing weft Array a. If a requires grad, the tensor
     requires grad too and its .grad views a.grad."""
-    T = _Torch if _Torch.Tensor is not None else _Torch.load()
+    if _Tensor is None:
+        _load_torch()
     if not isinstance(a, Array):
         raise TypeError("weft.to_torch: expected a weft.Array, got %s" % type(a).__name__)
     h = a._header()
     d = a._dt or a._desc()
     if (a._i or a._info())[3] < 0 and d[2] >= 0:  # host memory: export in one C call
-        t = T.from_capsule(_F.export(h, 0, d))
+        t = _torch_from_capsule(_F.export(h, 0, d))
     else:
-        t = T.torch.from_dlpack(a)
+        t = _torch.from_dlpack(a)
     if requires_grad is None:
         requires_grad = _F.flags(h) & 1
     if requires_grad:
         t.requires_grad_(True)
         g = a.grad
         if g is not None:
-            t.grad = T.torch.from_dlpack(g)
+            t.grad = _torch.from_dlpack(g)
     return t
 
 
@@ -146,3 +154,4 @@ def to_jax(a):
 
 
 _F = _lib.fast
+_new = object.__new__

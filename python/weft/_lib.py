@@ -10,6 +10,11 @@ the loaded path so the Lua layer (lua/weft/cdef.lua) binds the same file.
 All functions are called through a PyDLL handle: the GIL stays held, which
 serializes every entry into a runtime's Lua state, and lets the capsule
 helpers use the Python C API.
+
+The hot paths (imports, exports, launches: `fast` below) are not ctypes
+calls: libweft makes builtin functions of its own (src/interop/pyapi.c,
+through the Python C API of this process), which take Python objects
+directly and cost about as much as any builtin call.
 """
 import ctypes
 import os

@@ -220,19 +220,48 @@ static wf_val tmap(wf_adctx *A, wf_val v) {
   return A->need[v] ? wf_ad_primal(A, v) : wf_ad_zero(A, ptype(A, v));
 }
 
-/* x + y for adjoints of type t (WF_NOVAL is zero); componentwise for
-** aggregates; non-float components are left as they are (zero). */
+/* Is adjoint-function value v a zero placeholder (wf_ad_zero)? Adding it
+** is skipped: no `x + 0` is left for the backend, which may not fold it
+** (x + 0.0 is not x for x = -0.0; an adjoint's sign of zero is moot). */
+static int is_zero(wf_adctx *A, wf_val v) {
+  const wf_inst *d = v >= 0 && v < A->af->nvals ? A->af->vals[v].def : NULL;
+  return d && d->op == WF_OP_UNDEF;
+}
+
+/* Component i of aggregate adjoint x without new code when x is a zero,
+** an agg or an insert (WF_NOVAL for a zero component); else an extract. */
+static wf_val comp(wf_adctx *A, wf_val x, int i) {
+  for (;;) {
+    const wf_inst *d = x >= 0 && x < A->af->nvals ? A->af->vals[x].def : NULL;
+    if (!d) break;
+    if (d->op == WF_OP_UNDEF) return WF_NOVAL;
+    if (d->op == WF_OP_AGG && i < d->nargs) return is_zero(A, d->args[i]) ? WF_NOVAL : d->args[i];
+    if (d->op != WF_OP_INSERT) break;
+    if (d->imm == i) return is_zero(A, d->args[1]) ? WF_NOVAL : d->args[1];
+    x = d->args[0];
+  }
+  return wf_ad_extract(A, x, i);
+}
+
+/* x + y for adjoints of type t (WF_NOVAL and zero placeholders are zero);
+** componentwise for aggregates; non-float components are left as they
+** are in x (zero). */
 static wf_val addv(wf_adctx *A, const wf_type *t, wf_val x, wf_val y) {
-  if (x < 0) return y;
-  if (y < 0) return x;
+  if (x < 0 || is_zero(A, x)) return y < 0 ? x : y;
+  if (y < 0 || is_zero(A, y)) return x;
   if (t->kind == WF_T_FLOAT) return wf_ad_op2(A, WF_OP_ADD, t, x, y);
   int n = wf_t_arity(t);
   if (n == 0 || !wf_ad_difft(t)) return x;
   wf_val *c = wf_ad_scratch(A, sizeof(wf_val) * (size_t)n);
   for (int i = 0; i < n; i++) {
     const wf_type *ct = wf_t_component(A->T, t, i);
-    wf_val xi = wf_ad_extract(A, x, i);
-    c[i] = wf_ad_difft(ct) ? addv(A, ct, xi, wf_ad_extract(A, y, i)) : xi;
+    wf_val xi = comp(A, x, i);
+    if (!wf_ad_difft(ct)) {
+      c[i] = xi >= 0 ? xi : wf_ad_zero(A, ct);
+      continue;
+    }
+    wf_val s = addv(A, ct, xi, comp(A, y, i));
+    c[i] = s >= 0 ? s : wf_ad_zero(A, ct);
   }
   return ok(A, wf_b_agg(&A->b, t, n, c));
 }

@@ -54,11 +54,31 @@ static void r_mul(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   ACC(0, MUL(g[0], X(1)));
   ACC(1, MUL(g[0], X(0)));
 }
-/* r = a / b: da = g / b, db = -g r / b */
+/* 1 / x for a replayed x. Rules that divide by a value go through its
+** reciprocal: the instructions they emit for the same x are equal, so CSE
+** keeps one divide per divisor (in x / sqrt(y), the div and sqrt rules
+** share 1 / sqrt(y)) and the rest are multiplies. g * (1 / x) differs from
+** g / x by rounding only (it overflows to inf only for subnormal x). */
+static wf_val recip(wf_adctx *A, const wf_type *t, wf_val x) {
+  return DIV(ONE, x);
+}
+/* The replayed result of `in` if the replay computes it anyway (a rule
+** that can do without it does not force the replay to keep it), else
+** WF_NOVAL. Results are replayed in their own block, whose replay
+** always runs before its sweep, so a mapping is in scope. */
+static wf_val res_if_replayed(wf_adctx *A, const wf_inst *in) {
+  return A->map[in->res[0]];
+}
+/* r = a / b, q = g / b computed as g * (1/b): da = q, db = -q r, with r
+** the replayed quotient when there is one, else a * (1/b). One divide,
+** shared with other rules dividing by b. */
 static void r_div(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   const wf_type *t = RT(in);
-  ACC(0, DIV(g[0], X(1)));
-  ACC(1, NEGV(DIV(MUL(g[0], R0), X(1))));
+  wf_val inv = recip(A, t, X(1));
+  wf_val q = MUL(g[0], inv);
+  ACC(0, q);
+  wf_val r = res_if_replayed(A, in);
+  ACC(1, NEGV(MUL(q, r >= 0 ? r : MUL(X(0), inv))));
 }
 /* Lua %: r = a - floor(a / b) * b */
 static void r_mod(wf_adctx *A, const wf_inst *in, const wf_val *g) {
@@ -100,9 +120,10 @@ static void r_abs(wf_adctx *A, const wf_inst *in, const wf_val *g) {
 static void r_zero(wf_adctx *A, const wf_inst *in, const wf_val *g) {}
 
 /* ---- elementary functions ---- */
+/* r = sqrt(x): dx = (g / 2) / r, through the shared reciprocal of r. */
 static void r_sqrt(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   const wf_type *t = RT(in);
-  ACC(0, DIV(MUL(g[0], wf_ad_constf(A, t, 0.5)), R0));
+  ACC(0, MUL(MUL(g[0], wf_ad_constf(A, t, 0.5)), recip(A, t, R0)));
 }
 static void r_exp(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   const wf_type *t = RT(in);
@@ -277,12 +298,12 @@ static wf_val f_mul(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   wf_val b = TN(1) >= 0 ? TMUL(TN(1), X(0)) : WF_NOVAL;
   return TADD(a, b);
 }
-/* d(a/b) = (da - r db) / b */
+/* d(a/b) = (da - r db) / b: one multiply by the shared 1/b */
 static wf_val f_div(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   TRT;
-  wf_val a = TN(0) >= 0 ? TDIV(TN(0), X(1)) : WF_NOVAL;
-  wf_val b = TN(1) >= 0 ? TNEG(TDIV(TMUL(TN(1), R0), X(1))) : WF_NOVAL;
-  return TADD(a, b);
+  if (TN(0) < 0 && TN(1) < 0) return WF_NOVAL;
+  wf_val num = TADD(TN(0), TN(1) >= 0 ? TNEG(TMUL(TN(1), R0)) : WF_NOVAL);
+  return MUL_(num, recip(A, t_, X(1)));
 }
 static wf_val f_mod(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   TRT;
@@ -332,7 +353,7 @@ static wf_val f_zero(wf_adctx *A, const wf_inst *in, const wf_val *t) {
     if (TN(0) < 0) return WF_NOVAL;                                                                \
     return expr;                                                                                   \
   }
-FUNARY(f_sqrt, TDIV(TMUL(TN(0), wf_ad_constf(A, t_, 0.5)), R0))
+FUNARY(f_sqrt, MUL_(TMUL(TN(0), wf_ad_constf(A, t_, 0.5)), recip(A, t_, R0)))
 FUNARY(f_exp, TMUL(TN(0), R0))
 FUNARY(f_log, TDIV(TN(0), X(0)))
 FUNARY(f_sin, TMUL(TN(0), wf_ad_op1(A, WF_OP_COS, t_, X(0))))
@@ -427,7 +448,7 @@ static wf_val f_store(wf_adctx *A, const wf_inst *in, const wf_val *t) {
 /* clang-format off */
 #define WF_AD_RULES(_) \
   _(ADD, r_add, 0, f_add) _(SUB, r_sub, 0, f_sub) _(MUL, r_mul, WF_AD_RD_ARGS, f_mul) \
-  _(DIV, r_div, WF_AD_RD_ARGS | WF_AD_RD_RES, f_div) _(MOD, r_mod, WF_AD_RD_ARGS, f_mod) \
+  _(DIV, r_div, WF_AD_RD_ARGS, f_div) _(MOD, r_mod, WF_AD_RD_ARGS, f_mod) \
   _(NEG, r_neg, 0, f_neg) _(POW, r_pow, WF_AD_RD_ARGS | WF_AD_RD_RES, f_pow) \
   _(MIN, r_min, WF_AD_RD_ARGS, f_min) _(MAX, r_max, WF_AD_RD_ARGS, f_max) \
   _(ABS, r_abs, WF_AD_RD_ARGS, f_abs) \

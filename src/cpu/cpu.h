@@ -15,11 +15,12 @@
 #include "ir/ir.h"
 
 /* Bump when the generated code changes: part of the disk cache key. */
-#define WF_CPU_CODEGEN_VERSION 2
+#define WF_CPU_CODEGEN_VERSION 4
 
 typedef struct wf_cpu_opts {
   int debug;  /* bounds checks, division checks, error polling */
   int ndim;   /* launch dimensionality the code is made for (1-4) */
+  int simd;   /* vectorize across threads where safe (emit.c; WEFT_SIMD=off: 0) */
   int nnames; /* parameter names for messages (may be 0) */
   const char *const *names;
   const char *symbol; /* name of the exported kernel function */

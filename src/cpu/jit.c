@@ -29,6 +29,7 @@
 
 #include <llvm-c/Core.h>
 #include <llvm-c/Error.h>
+#include <llvm-c/Support.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
 #include <llvm-c/Target.h>
@@ -112,8 +113,36 @@ static void h_locs(h128 *h, const wf_block *bl) {
 static pthread_once_t llvm_once = PTHREAD_ONCE_INIT;
 static int llvm_init_failed;
 
+/* Also turns on the loop vectorizer's VPlan native path, which widens
+** outer loops -- the thread loops emit.c marks with
+** llvm.loop.vectorize.enable (see "SIMD across threads" there). It is a
+** process-wide LLVM option, set once here; it acts only on outer loops
+** that carry that hint, so other LLVM users in the process are unaffected.
+** (Since LLVM 15 an option given twice is not an error, so another
+** library setting it as well is harmless.) */
 static void llvm_init(void) {
   if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter()) llvm_init_failed = 1;
+  const char *argv[] = {"weft", "-enable-vplan-native-path"};
+  LLVMParseCommandLineOptions(2, argv, NULL);
+}
+
+/* WEFT_SIMD=0/off: no vectorization across threads (part of the key). */
+static int simd_on(void) {
+  const char *v = getenv("WEFT_SIMD");
+  return !(v && (!strcmp(v, "0") || !strcmp(v, "off")));
+}
+
+/* Diagnostics of an LLVM context: dropped. Failures come back as errors;
+** what remains are remarks and the warning "loop not vectorized" for a
+** thread loop the vectorizer declined, which is not the user's concern. */
+static void diag_ignore(LLVMDiagnosticInfoRef di, void *ud) {
+  (void)di, (void)ud;
+}
+
+static LLVMContextRef context_new(void) {
+  LLVMContextRef C = LLVMContextCreate();
+  LLVMContextSetDiagnosticHandler(C, diag_ignore, NULL);
+  return C;
 }
 
 static void errmsg_take(LLVMErrorRef er, char *err, size_t es, const char *what) {
@@ -339,6 +368,249 @@ static int jit_tm(wf_jit *j, char *err, size_t es) {
   return 0;
 }
 
+/* ---------------------------------------------------------------------
+** uniform gathers. The VPlan native path (emit.c, "SIMD across threads")
+** widens every instruction of the outer loop, the induction of an inner
+** loop too: a load of pos[j] becomes a gather from 8 equal addresses.
+** After O3, each gather with an all-true mask whose address vector is
+** provably uniform (all lanes equal) becomes a scalar load of lane 0 and a
+** broadcast. Uniformity is the greatest fixpoint over the vector
+** instructions: a splat shuffle or splat constant is uniform, and so is a
+** phi, arithmetic, comparison, cast, select or GEP whose vector operands
+** are all uniform.
+** --------------------------------------------------------------------- */
+typedef struct uvec {
+  LLVMValueRef *v;  /* the vector instructions of the function */
+  int8_t *u;        /* uniform? */
+  LLVMValueRef *sc; /* scalar version of a uniform one, once built */
+  int n, cap;
+  LLVMBuilderRef B;
+  LLVMTypeRef i32;
+} uvec;
+
+static int uvec_find(const uvec *s, LLVMValueRef v) {
+  for (int i = 0; i < s->n; i++)
+    if (s->v[i] == v) return i;
+  return -1;
+}
+
+static int is_vector(LLVMValueRef v) {
+  return LLVMGetTypeKind(LLVMTypeOf(v)) == LLVMVectorTypeKind;
+}
+
+/* A constant vector with all lanes the same (uniqued constants compare
+** by pointer). */
+static int const_splat(LLVMValueRef c) {
+  if (LLVMIsAConstantAggregateZero(c)) return 1;
+  unsigned n = LLVMGetVectorSize(LLVMTypeOf(c));
+  if (!LLVMIsAConstantDataVector(c) && !LLVMIsAConstantVector(c)) return 0;
+  LLVMValueRef e0 = LLVMGetAggregateElement(c, 0);
+  for (unsigned i = 1; i < n; i++)
+    if (LLVMGetAggregateElement(c, i) != e0) return 0;
+  return e0 && !LLVMIsUndef(e0);
+}
+
+/* Is operand v uniform under the current assumptions? */
+static int operand_uniform(const uvec *s, LLVMValueRef v) {
+  if (!is_vector(v)) return 1; /* scalars are broadcast */
+  if (LLVMIsAInstruction(v)) {
+    int i = uvec_find(s, v);
+    return i >= 0 && s->u[i];
+  }
+  return LLVMIsAConstant(v) && const_splat(v);
+}
+
+static int inst_uniform(const uvec *s, LLVMValueRef I) {
+  LLVMOpcode op = LLVMGetInstructionOpcode(I);
+  if (op == LLVMShuffleVector) {
+    unsigned n = LLVMGetNumMaskElements(I);
+    int m0 = LLVMGetMaskValue(I, 0);
+    if (m0 == LLVMGetUndefMaskElem()) return 0;
+    for (unsigned i = 1; i < n; i++)
+      if (LLVMGetMaskValue(I, i) != m0) return 0;
+    return 1;
+  }
+  int ok = op == LLVMPHI || op == LLVMSelect || op == LLVMGetElementPtr || op == LLVMICmp ||
+           op == LLVMFCmp || op == LLVMFNeg || (op >= LLVMAdd && op <= LLVMXor) ||
+           (op >= LLVMTrunc && op <= LLVMAddrSpaceCast);
+  int n = LLVMGetNumOperands(I);
+  for (int i = 0; ok && i < n; i++)
+    ok = operand_uniform(s, LLVMGetOperand(I, i));
+  return ok;
+}
+
+static int uvec_push(uvec *s, LLVMValueRef v) {
+  if (s->n == s->cap) {
+    int cap = s->cap ? 2 * s->cap : 64;
+    LLVMValueRef *nv = realloc(s->v, sizeof *nv * (size_t)cap);
+    if (!nv) return -1;
+    s->v = nv;
+    int8_t *nu = realloc(s->u, (size_t)cap);
+    if (!nu) return -1;
+    s->u = nu;
+    LLVMValueRef *ns = realloc(s->sc, sizeof *ns * (size_t)cap);
+    if (!ns) return -1;
+    s->sc = ns;
+    s->cap = cap;
+  }
+  s->v[s->n] = v;
+  s->sc[s->n] = NULL;
+  s->u[s->n++] = 1;
+  return 0;
+}
+
+/* Is v a call of llvm.masked.gather.* with an all-true constant mask? */
+static int plain_gather(LLVMValueRef v) {
+  if (!LLVMIsACallInst(v) || LLVMGetNumArgOperands(v) != 4) return 0;
+  LLVMValueRef f = LLVMGetCalledValue(v);
+  size_t len = 0;
+  const char *nm = f && LLVMIsAFunction(f) ? LLVMGetValueName2(f, &len) : NULL;
+  if (!nm || strncmp(nm, "llvm.masked.gather.", 19)) return 0;
+  LLVMValueRef mask = LLVMGetOperand(v, 2);
+  if (!LLVMIsAConstant(mask)) return 0;
+  if (LLVMIsAConstantVector(mask) || LLVMIsAConstantDataVector(mask)) {
+    unsigned n = LLVMGetVectorSize(LLVMTypeOf(mask));
+    for (unsigned i = 0; i < n; i++) {
+      LLVMValueRef e = LLVMGetAggregateElement(mask, i);
+      if (!LLVMIsAConstantInt(e) || LLVMConstIntGetZExtValue(e) != 1) return 0;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+/* The scalar value of uniform (or scalar) v: built next to the vector
+** instruction it replaces (before it, so it dominates the same uses),
+** memoized; phis first, so cycles close. */
+static LLVMValueRef scal(uvec *s, LLVMValueRef v) {
+  if (!is_vector(v)) return v;
+  LLVMTypeRef et = LLVMGetElementType(LLVMTypeOf(v));
+  if (!LLVMIsAInstruction(v)) /* a splat constant */
+    return LLVMIsAConstantAggregateZero(v) ? LLVMConstNull(et) : LLVMGetAggregateElement(v, 0);
+  int k = uvec_find(s, v);
+  if (s->sc[k]) return s->sc[k];
+  LLVMOpcode op = LLVMGetInstructionOpcode(v);
+  LLVMValueRef r = NULL, ops[8];
+  int n = LLVMGetNumOperands(v);
+  if (op == LLVMPHI) {
+    LLVMPositionBuilderBefore(s->B, v);
+    r = s->sc[k] = LLVMBuildPhi(s->B, et, "");
+    unsigned ni = LLVMCountIncoming(v);
+    for (unsigned i = 0; i < ni; i++) {
+      LLVMValueRef in = scal(s, LLVMGetIncomingValue(v, i));
+      LLVMBasicBlockRef bb = LLVMGetIncomingBlock(v, i);
+      LLVMAddIncoming(r, &in, &bb, 1);
+    }
+    return r;
+  }
+  if (op == LLVMShuffleVector) {
+    int m = LLVMGetMaskValue(v, 0);
+    LLVMValueRef src = LLVMGetOperand(v, 0);
+    int n0 = (int)LLVMGetVectorSize(LLVMTypeOf(src));
+    if (m >= n0) src = LLVMGetOperand(v, 1), m -= n0;
+    LLVMValueRef idx = LLVMIsAInsertElementInst(src) ? LLVMGetOperand(src, 2) : NULL;
+    if (idx && LLVMIsAConstantInt(idx) && LLVMConstIntGetZExtValue(idx) == (unsigned long long)m) {
+      r = LLVMGetOperand(src, 1);
+    } else if (operand_uniform(s, src)) {
+      r = scal(s, src);
+    } else {
+      LLVMPositionBuilderBefore(s->B, v);
+      r = LLVMBuildExtractElement(s->B, src, LLVMConstInt(s->i32, (unsigned long long)m, 0), "");
+    }
+    return s->sc[k] = r;
+  }
+  if (n > 8) return NULL;
+  for (int i = 0; i < n; i++)
+    if (!(ops[i] = scal(s, LLVMGetOperand(v, i)))) return NULL;
+  LLVMPositionBuilderBefore(s->B, v);
+  if (op == LLVMGetElementPtr) {
+    r = LLVMBuildGEP2(s->B, LLVMGetGEPSourceElementType(v), ops[0], ops + 1, (unsigned)n - 1, "");
+    if (LLVMIsAGetElementPtrInst(r)) LLVMSetIsInBounds(r, LLVMIsInBounds(v));
+  } else if (op == LLVMICmp) {
+    r = LLVMBuildICmp(s->B, LLVMGetICmpPredicate(v), ops[0], ops[1], "");
+  } else if (op == LLVMFCmp) {
+    r = LLVMBuildFCmp(s->B, LLVMGetFCmpPredicate(v), ops[0], ops[1], "");
+  } else if (op == LLVMSelect) {
+    r = LLVMBuildSelect(s->B, ops[0], ops[1], ops[2], "");
+  } else if (op == LLVMFNeg) {
+    r = LLVMBuildFNeg(s->B, ops[0], "");
+  } else if (op >= LLVMTrunc && op <= LLVMAddrSpaceCast) {
+    r = LLVMBuildCast(s->B, op, ops[0], et, "");
+  } else if (op >= LLVMAdd && op <= LLVMXor) {
+    r = LLVMBuildBinOp(s->B, op, ops[0], ops[1], "");
+  }
+  return s->sc[k] = r;
+}
+
+/* Rewrites the uniform gathers of one function; returns how many. */
+static int fix_gathers_fn(LLVMContextRef C, LLVMValueRef F) {
+  uvec s = {0};
+  int ngather = 0, done = 0;
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(F); bb; bb = LLVMGetNextBasicBlock(bb))
+    for (LLVMValueRef I = LLVMGetFirstInstruction(bb); I; I = LLVMGetNextInstruction(I)) {
+      if (plain_gather(I)) ngather++;
+      if (is_vector(I) && uvec_push(&s, I) != 0) goto out;
+    }
+  if (ngather == 0) goto out;
+  for (int changed = 1; changed;) {
+    changed = 0;
+    for (int i = 0; i < s.n; i++)
+      if (s.u[i] && !inst_uniform(&s, s.v[i])) s.u[i] = 0, changed = 1;
+  }
+  s.B = LLVMCreateBuilderInContext(C);
+  s.i32 = LLVMInt32TypeInContext(C);
+  unsigned ks = LLVMGetMDKindIDInContext(C, "alias.scope", 11),
+           kn = LLVMGetMDKindIDInContext(C, "noalias", 7);
+  int n0 = s.n; /* scalar clones are not vectors: s.v does not grow */
+  for (int i = 0; i < n0; i++) {
+    LLVMValueRef g = s.v[i];
+    if (!g || !plain_gather(g) || !operand_uniform(&s, LLVMGetOperand(g, 0))) continue;
+    LLVMValueRef p = scal(&s, LLVMGetOperand(g, 0));
+    if (!p) continue;
+    LLVMTypeRef vt = LLVMTypeOf(g);
+    LLVMPositionBuilderBefore(s.B, g);
+    LLVMValueRef l = LLVMBuildLoad2(s.B, LLVMGetElementType(vt), p, "uniform");
+    LLVMSetAlignment(l, (unsigned)LLVMConstIntGetZExtValue(LLVMGetOperand(g, 1)));
+    if (LLVMGetMetadata(g, ks)) LLVMSetMetadata(l, ks, LLVMGetMetadata(g, ks));
+    if (LLVMGetMetadata(g, kn)) LLVMSetMetadata(l, kn, LLVMGetMetadata(g, kn));
+    LLVMValueRef one = LLVMBuildInsertElement(s.B, LLVMGetPoison(vt), l, LLVMConstInt(s.i32, 0, 0), "");
+    LLVMValueRef splat = LLVMBuildShuffleVector(
+        s.B, one, LLVMGetPoison(vt), LLVMConstNull(LLVMVectorType(s.i32, LLVMGetVectorSize(vt))), "");
+    LLVMReplaceAllUsesWith(g, splat);
+    LLVMInstructionEraseFromParent(g);
+    s.v[i] = NULL;
+    done++;
+  }
+  /* a lane read out of a uniform vector (the inner loop's exit test) */
+  if (done)
+    for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(F); bb; bb = LLVMGetNextBasicBlock(bb))
+      for (LLVMValueRef I = LLVMGetFirstInstruction(bb); I; I = LLVMGetNextInstruction(I)) {
+        if (!LLVMIsAExtractElementInst(I) || !operand_uniform(&s, LLVMGetOperand(I, 0))) continue;
+        LLVMValueRef x = scal(&s, LLVMGetOperand(I, 0));
+        if (x) LLVMReplaceAllUsesWith(I, x);
+      }
+  LLVMDisposeBuilder(s.B);
+out:
+  free(s.v);
+  free(s.u);
+  free(s.sc);
+  return done;
+}
+
+/* All functions of M; when a gather changed, a short cleanup pipeline
+** folds the now-dead vector address arithmetic. */
+static LLVMErrorRef fix_gathers(LLVMModuleRef M, LLVMTargetMachineRef tm) {
+  int n = 0;
+  LLVMContextRef C = LLVMGetModuleContext(M);
+  for (LLVMValueRef F = LLVMGetFirstFunction(M); F; F = LLVMGetNextFunction(F))
+    if (LLVMCountBasicBlocks(F) > 0) n += fix_gathers_fn(C, F);
+  if (n == 0) return NULL;
+  LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
+  LLVMErrorRef er = LLVMRunPasses(M, "function(instcombine,early-cse,adce,simplifycfg)", tm, po);
+  LLVMDisposePassBuilderOptions(po);
+  return er;
+}
+
 /* IR -> optimized LLVM module (in C), or NULL with err. */
 static LLVMModuleRef build_module(wf_jit *j, LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o,
                                   int optimize, char *err, size_t es) {
@@ -357,6 +629,7 @@ static LLVMModuleRef build_module(wf_jit *j, LLVMContextRef C, wf_func *fn, cons
     LLVMPassBuilderOptionsSetLoopInterleaving(po, 1);
     LLVMErrorRef er = LLVMRunPasses(M, "default<O3>", j->tm, po);
     LLVMDisposePassBuilderOptions(po);
+    if (!er && o->simd) er = fix_gathers(M, j->tm);
     if (er) {
       errmsg_take(er, err, es, "weft: LLVM optimization failed");
       LLVMDisposeModule(M);
@@ -374,9 +647,9 @@ static h128 kernel_key(wf_jit *j, wf_func *fn, const wf_cpu_opts *o, const char 
   h128 h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
   char hdr[160];
   const char *pv = getenv("WEFT_PRIVATIZE"); /* emit.c: "0"/"off" keeps every atomic */
-  snprintf(hdr, sizeof hdr, "weft-cpu %d weft %s llvm %s debug %d ndim %d priv %s",
+  snprintf(hdr, sizeof hdr, "weft-cpu %d weft %s llvm %s debug %d ndim %d priv %s simd %d",
            WF_CPU_CODEGEN_VERSION, WEFT_VERSION, WEFT_LLVM_VERSION, o->debug, o->ndim,
-           pv ? pv : "");
+           pv ? pv : "", simd_on());
   h_str(&h, hdr);
   h_str(&h, j->triple);
   h_str(&h, j->cpu);
@@ -485,6 +758,7 @@ static int compile_kernel(wf_jit *j, wf_func *fn, wf_cpu_opts *o, const char *ir
   o->symbol = sym;
   o->cpu = j->cpu;
   o->features = j->features;
+  o->simd = simd_on();
   int dump = dump_llvm();
   if ((out->fn = loaded_find(j, out->key)) != NULL) {
     j->mem_hits++;
@@ -509,7 +783,7 @@ static int compile_kernel(wf_jit *j, wf_func *fn, wf_cpu_opts *o, const char *ir
     }
   }
   double t0 = now_ms();
-  LLVMContextRef C = LLVMContextCreate();
+  LLVMContextRef C = context_new();
   LLVMModuleRef M = build_module(j, C, fn, o, 1, err, es);
   if (!M) {
     LLVMContextDispose(C);
@@ -700,8 +974,9 @@ static int l_llvm_ir(lua_State *L) {
   o.symbol = sym;
   o.cpu = j->cpu;
   o.features = j->features;
+  o.simd = simd_on();
   char err[1024];
-  LLVMContextRef C = LLVMContextCreate();
+  LLVMContextRef C = context_new();
   LLVMModuleRef M = build_module(j, C, fn, &o, optimize, err, sizeof err);
   if (!M) {
     LLVMContextDispose(C);

@@ -1040,8 +1040,12 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
   case WF_OP_ATOMIC_ADD: case WF_OP_ATOMIC_MIN: case WF_OP_ATOMIC_MAX: emit_atomic(E, in); break;
   case WF_OP_TID:
     decl(E, in->res[0]);
-    sb_printf(b, "(%s)((wf_i / wf_d.div[%d]) %% wf_d.dim[%d]);\n", ctype(E, t), (int)in->imm,
-              (int)in->imm);
+    /* axis 0 needs no modulo: wf_i < n = dim[0] * div[0] */
+    if (in->imm == 0)
+      sb_printf(b, "(%s)(wf_i / wf_d.div[0]);\n", ctype(E, t));
+    else
+      sb_printf(b, "(%s)((wf_i / wf_d.div[%d]) %% wf_d.dim[%d]);\n", ctype(E, t), (int)in->imm,
+                (int)in->imm);
     break;
   case WF_OP_RNG_INIT:
     decl(E, in->res[0]);

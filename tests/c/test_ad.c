@@ -671,6 +671,51 @@ static void test_structure(void) {
   adk_free(&k);
 }
 
+/* Occurrences of `needle` in the adjoint function's text (from its header). */
+static int count_in_adjoint(const adk *k, const char *needle) {
+  const char *p = k->text ? strstr(k->text, "kernel @adj_") : NULL;
+  int n = 0;
+  for (; p && (p = strstr(p, needle)) != NULL; p += strlen(needle))
+    n++;
+  return n;
+}
+
+/* The division rule divides once (1 / b, then multiplies), and x / sqrt(y)
+** shares that reciprocal with the sqrt rule: one div and one sqrt in the
+** whole adjoint. Gradients are checked against central differences. */
+static const char *div_ir = "kernel @dv(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) {\n"
+                            "  %3:i32 = tid 0\n"
+                            "  %4:f64 = load %0, %3\n"
+                            "  %5:f64 = load %1, %3\n"
+                            "  %6:f64 = div %4, %5\n"
+                            "  store %2, %3, %6\n"
+                            "  ret\n"
+                            "}\n";
+static const char *divsqrt_ir = "kernel @ds(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) {\n"
+                                "  %3:i32 = tid 0\n"
+                                "  %4:f64 = load %0, %3\n"
+                                "  %5:f64 = load %1, %3\n"
+                                "  %6:f64 = mul %5, %5\n"
+                                "  %7:f64 = sqrt %6\n"
+                                "  %8:f64 = div %4, %7\n"
+                                "  store %2, %3, %8\n"
+                                "  ret\n"
+                                "}\n";
+
+static void test_div_rule(void) {
+  adk k;
+  char err[512];
+  CHECK(prep(div_ir, &k, err, sizeof err) == 0);
+  CHECK(count_in_adjoint(&k, " = div ") == 1);
+  adk_free(&k);
+  CHECK(prep(divsqrt_ir, &k, err, sizeof err) == 0);
+  CHECK(count_in_adjoint(&k, " = div ") == 1);
+  CHECK(count_in_adjoint(&k, " = sqrt ") == 1);
+  adk_free(&k);
+  GRADCHECK("div", div_ir, 8, 3, 2, {8, 8, 8}, 0.5, 2.0, {0});
+  GRADCHECK("div sqrt", divsqrt_ir, 8, 3, 2, {8, 8, 8}, 0.5, 2.0, {0});
+}
+
 /* A weft.func call left in the kernel (no custom gradient): inlined by
 ** the transform itself, then differentiated as usual. */
 static void test_calls_inlined(void) {
@@ -844,6 +889,7 @@ int main(void) {
     return 1;
   }
   test_structure();
+  test_div_rule();
   test_calls_inlined();
   test_custom_grad();
   test_loops();

@@ -412,8 +412,42 @@ static void test_wrap(void) {
   weft_close(W);
 }
 
+/* The header-only import of the launch fast path: validates and fills the
+** header, but makes no buffer and never deletes the tensor. */
+static void test_header_only(wf_rt *rt) {
+  CHECK(wf_dlpack_scalar_index(WF_kDLFloat, 32) == 10);
+  CHECK(strcmp(wf_dlpack_scalars[wf_dlpack_scalar_index(WF_kDLUInt, 16)], "uint16") == 0);
+  CHECK(strcmp(wf_dlpack_scalars[wf_dlpack_scalar_index(WF_kDLBool, 8)], "bool") == 0);
+  CHECK(wf_dlpack_scalar_index(WF_kDLFloat, 8) == -1);
+  CHECK(wf_dlpack_scalar_index(WF_kDLBfloat, 16) == -1);
+
+  static producer p;
+  int64_t shape[2] = {4, 3};
+  make_tensor(&p, 2, shape, NULL);
+  p.v.flags = WF_DLPACK_FLAG_READ_ONLY;
+  wf_array a;
+  int k = -1;
+  CHECK(wf_dlpack_header(rt, &p.v, 1, 1, (int64_t[]){3, 0}, &a, &k) == WEFT_OK);
+  CHECK(k == 10 && a.buf == NULL && a.data == p.data && a.ndim == 1 && a.shape[0] == 4);
+  CHECK(a.elsize == 12 && a.strides[0] == 12 && (a.flags & WF_ARR_READONLY));
+  CHECK(p.deleted == 0);
+
+  p.v.dl_tensor.dtype.code = WF_kDLComplex;
+  CHECK(wf_dlpack_header(rt, &p.v, 1, 0, NULL, &a, &k) == WEFT_ERRARG);
+  CHECK_MSG(wf_rt_errmsg(rt), "dtype complex32 is not supported");
+  CHECK(p.deleted == 0 && a.data == NULL && k == -1);
+
+  /* the owning import hands the tensor back at the last release */
+  p.v.dl_tensor.dtype.code = WF_kDLFloat;
+  CHECK(wf_dlpack_import_k(rt, &p.legacy, 0, 0, NULL, &a, &k) == WEFT_OK);
+  CHECK(k == 10 && a.buf != NULL && a.ndim == 2 && p.deleted == 0);
+  wf_array_release(&a);
+  CHECK(p.deleted == 1);
+}
+
 int main(void) {
   wf_rt *rt = wf_rt_new();
+  test_header_only(rt);
   test_export_layouts(rt);
   test_export_errors(rt);
   test_import_roundtrip(rt);
