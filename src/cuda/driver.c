@@ -113,28 +113,50 @@ struct wf_cudrv {
 ** answers every call with CUDA_ERROR_STUB_LIBRARY). */
 static const char *fallback_name(int r) {
   switch (r) {
-  case 1: return "CUDA_ERROR_INVALID_VALUE";
-  case 2: return "CUDA_ERROR_OUT_OF_MEMORY";
-  case 3: return "CUDA_ERROR_NOT_INITIALIZED";
-  case 34: return "CUDA_ERROR_STUB_LIBRARY";
-  case 35: return "CUDA_ERROR_INSUFFICIENT_DRIVER";
-  case 100: return "CUDA_ERROR_NO_DEVICE";
-  case 101: return "CUDA_ERROR_INVALID_DEVICE";
-  case 200: return "CUDA_ERROR_INVALID_IMAGE";
-  case 201: return "CUDA_ERROR_INVALID_CONTEXT";
-  case 209: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
-  case 218: return "CUDA_ERROR_INVALID_PTX";
-  case 222: return "CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
-  case 400: return "CUDA_ERROR_INVALID_HANDLE";
-  case 500: return "CUDA_ERROR_NOT_FOUND";
-  case 700: return "CUDA_ERROR_ILLEGAL_ADDRESS";
-  case 701: return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
-  case 710: return "CUDA_ERROR_ASSERT";
-  case 719: return "CUDA_ERROR_LAUNCH_FAILED";
-  case 900: return "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
-  case 901: return "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
-  case 999: return "CUDA_ERROR_UNKNOWN";
-  default: return NULL;
+  case 1:
+    return "CUDA_ERROR_INVALID_VALUE";
+  case 2:
+    return "CUDA_ERROR_OUT_OF_MEMORY";
+  case 3:
+    return "CUDA_ERROR_NOT_INITIALIZED";
+  case 34:
+    return "CUDA_ERROR_STUB_LIBRARY";
+  case 35:
+    return "CUDA_ERROR_INSUFFICIENT_DRIVER";
+  case 100:
+    return "CUDA_ERROR_NO_DEVICE";
+  case 101:
+    return "CUDA_ERROR_INVALID_DEVICE";
+  case 200:
+    return "CUDA_ERROR_INVALID_IMAGE";
+  case 201:
+    return "CUDA_ERROR_INVALID_CONTEXT";
+  case 209:
+    return "CUDA_ERROR_NO_BINARY_FOR_GPU";
+  case 218:
+    return "CUDA_ERROR_INVALID_PTX";
+  case 222:
+    return "CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
+  case 400:
+    return "CUDA_ERROR_INVALID_HANDLE";
+  case 500:
+    return "CUDA_ERROR_NOT_FOUND";
+  case 700:
+    return "CUDA_ERROR_ILLEGAL_ADDRESS";
+  case 701:
+    return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
+  case 710:
+    return "CUDA_ERROR_ASSERT";
+  case 719:
+    return "CUDA_ERROR_LAUNCH_FAILED";
+  case 900:
+    return "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
+  case 901:
+    return "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
+  case 999:
+    return "CUDA_ERROR_UNKNOWN";
+  default:
+    return NULL;
   }
 }
 
@@ -171,14 +193,14 @@ static void *load_lib(char *err, size_t errsize) {
 /* Resolve every entry point; the error names the first one missing. */
 static int resolve(wf_cudrv *d, char *err, size_t errsize) {
   void *p;
-#define WF_CU_RESOLVE(f, ty, sym, alt)                                                            \
-  p = dlsym(d->lib, sym);                                                                       \
-  if (!p && alt) p = dlsym(d->lib, alt ? alt : sym);                                            \
-  if (!p) {                                                                                     \
-    snprintf(err, errsize, "weft: CUDA is not available: the driver lacks %s (driver too old)", \
-             sym);                                                                              \
-    return -1;                                                                                  \
-  }                                                                                             \
+#define WF_CU_RESOLVE(f, ty, sym, alt)                                                             \
+  p = dlsym(d->lib, sym);                                                                          \
+  if (!p && alt) p = dlsym(d->lib, alt ? alt : sym);                                               \
+  if (!p) {                                                                                        \
+    snprintf(err, errsize, "weft: CUDA is not available: the driver lacks %s (driver too old)",    \
+             sym);                                                                                 \
+    return -1;                                                                                     \
+  }                                                                                                \
   memcpy(&d->fn.f, &p, sizeof p);
   WF_CU_FUNCS(WF_CU_RESOLVE)
 #undef WF_CU_RESOLVE
@@ -226,7 +248,9 @@ void wf_cudrv_release(wf_cudrv *d) {
   free(d);
 }
 
-static void cudrv_free_cb(void *ctx) { wf_cudrv_release(ctx); }
+static void cudrv_free_cb(void *ctx) {
+  wf_cudrv_release(ctx);
+}
 
 /* The driver of rt, or NULL with the runtime message set. */
 static wf_cudrv *drv_of(wf_rt *rt) {
@@ -249,8 +273,9 @@ static wf_cudrv *drv_of(wf_rt *rt) {
 ** stream on first use). */
 static int use_dev(wf_rt *rt, wf_cudrv *d, int32_t dev) {
   if (dev < 0 || dev >= d->ndev)
-    return wf_rt_seterr(rt, WEFT_ERRDEVICE, "weft: device 'cuda:%d' is not available (%d CUDA device%s)",
-                        (int)dev, d->ndev, d->ndev == 1 ? "" : "s");
+    return wf_rt_seterr(rt, WEFT_ERRDEVICE,
+                        "weft: device 'cuda:%d' is not available (%d CUDA device%s)", (int)dev,
+                        d->ndev, d->ndev == 1 ? "" : "s");
   wf_cudev *v = &d->dev[dev];
   CUresult r;
   if (!v->ctx) {
@@ -389,7 +414,8 @@ static int ops_fill(wf_rt *rt, int32_t dev, void *dst, size_t count, const void 
       r = d->fn.MemsetD2D16(p + w, elsize, u, 1, count);
     }
   } else {
-    for (size_t w = 0; w < elsize && !r; w++) r = d->fn.MemsetD2D8(p + w, elsize, v[w], 1, count);
+    for (size_t w = 0; w < elsize && !r; w++)
+      r = d->fn.MemsetD2D8(p + w, elsize, v[w], 1, count);
   }
   return r ? cuerr(rt, d, r, "fill") : WEFT_OK;
 }
@@ -417,13 +443,16 @@ int wf_cuda_attach(wf_rt *rt) {
 int wf_cuda_device_count(void *ctx, char *err, size_t n) {
   wf_rt *rt = ctx;
   int c = wf_device_count(rt);
-  if (c == 0 && err && n) snprintf(err, n, "%s", rt->cuda_ctx ? "no CUDA device" : WF_CUDA_NODRIVER);
+  if (c == 0 && err && n)
+    snprintf(err, n, "%s", rt->cuda_ctx ? "no CUDA device" : WF_CUDA_NODRIVER);
   return c;
 }
 
 /* ---- FFI entry points ------------------------------------------------- */
 
-int wf_cuda_available(wf_rt *rt) { return wf_device_count(rt) > 0; }
+int wf_cuda_available(wf_rt *rt) {
+  return wf_device_count(rt) > 0;
+}
 
 int wf_cuda_device_info(wf_rt *rt, int32_t dev, char *name, size_t namelen, int *cc_major,
                         int *cc_minor, size_t *total_mem) {
@@ -465,7 +494,8 @@ int wf_cuda_module_function(wf_rt *rt, void *module, const char *name, void **fn
   if (r) {
     char e[400];
     wf_cudrv_errstr(d, r, e, sizeof e);
-    return wf_rt_seterr(rt, WEFT_ERRDEVICE, "weft: CUDA kernel '%s' not found in module: %s", name, e);
+    return wf_rt_seterr(rt, WEFT_ERRDEVICE, "weft: CUDA kernel '%s' not found in module: %s", name,
+                        e);
   }
   *fn = f;
   return WEFT_OK;
@@ -514,7 +544,8 @@ int wf_cuda_launch(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *di
   void **params = malloc(sizeof(void *) * (size_t)(nargs + 1));
   if (!params) return wf_rt_seterr(rt, WEFT_ERRMEM, "weft: out of memory");
   params[0] = &wd;
-  for (int i = 0; i < nargs; i++) params[i + 1] = args[i];
+  for (int i = 0; i < nargs; i++)
+    params[i + 1] = args[i];
   wf_cudev *v = &d->dev[dev];
   CUresult r = d->fn.LaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)block_size, 1, 1, 0,
                                   v->stream, params, NULL);
@@ -538,7 +569,8 @@ int wf_cuda_capture_begin(wf_rt *rt, int32_t dev) {
   if (!d) return WEFT_ERRDEVICE;
   wf_cudev *v = &d->dev[dev];
   if (v->capturing)
-    return wf_rt_seterr(rt, WEFT_ERRARG, "weft: capture_begin: cuda:%d is already capturing", (int)dev);
+    return wf_rt_seterr(rt, WEFT_ERRARG, "weft: capture_begin: cuda:%d is already capturing",
+                        (int)dev);
   CUresult r = d->fn.StreamBeginCapture(v->stream, CU_CAPTURE_MODE_GLOBAL);
   if (r) return cuerr(rt, d, r, "capture_begin");
   v->capturing = 1;
@@ -559,7 +591,8 @@ int wf_cuda_capture_end(wf_rt *rt, int32_t dev, void **graph) {
   if (!d) return WEFT_ERRDEVICE;
   wf_cudev *v = &d->dev[dev];
   if (!v->capturing)
-    return wf_rt_seterr(rt, WEFT_ERRARG, "weft: capture_end: no capture in progress on cuda:%d", (int)dev);
+    return wf_rt_seterr(rt, WEFT_ERRARG, "weft: capture_end: no capture in progress on cuda:%d",
+                        (int)dev);
   v->capturing = 0;
   CUgraph g = NULL;
   CUresult r = d->fn.StreamEndCapture(v->stream, &g);

@@ -38,7 +38,8 @@ static void sb_putn(sbuf *b, const char *s, size_t n) {
   if (b->oom) return;
   if (b->len + n + 1 > b->cap) {
     size_t nc = b->cap ? b->cap : 4096;
-    while (nc < b->len + n + 1) nc *= 2;
+    while (nc < b->len + n + 1)
+      nc *= 2;
     char *np = realloc(b->p, nc);
     if (!np) {
       b->oom = 1;
@@ -52,7 +53,9 @@ static void sb_putn(sbuf *b, const char *s, size_t n) {
   b->p[b->len] = 0;
 }
 
-static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+static void sb_puts(sbuf *b, const char *s) {
+  sb_putn(b, s, strlen(s));
+}
 
 static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void sb_printf(sbuf *b, const char *fmt, ...) {
@@ -105,8 +108,8 @@ typedef struct agg_name {
 
 typedef struct emitter {
   wf_module *m;
-  sbuf types; /* struct definitions, in dependency order */
-  sbuf body;  /* kernels */
+  sbuf types;      /* struct definitions, in dependency order */
+  sbuf body;       /* kernels */
   agg_name **aggs; /* each allocated apart: names stay put */
   int naggs, capaggs;
   int nloops; /* numbering of loop-carried locals */
@@ -144,19 +147,28 @@ static void fail(emitter *E, const wf_inst *in, const char *fmt, ...) {
 }
 
 static void ind(emitter *E) {
-  for (int i = 0; i < E->indent; i++) sb_puts(&E->body, "  ");
+  for (int i = 0; i < E->indent; i++)
+    sb_puts(&E->body, "  ");
 }
 
 /* ---- types ------------------------------------------------------------ */
-static int is_half(const wf_type *t) { return t->kind == WF_T_FLOAT && t->bits == 16; }
-static int is_sint(const wf_type *t) { return t->kind == WF_T_INT && t->is_signed; }
+static int is_half(const wf_type *t) {
+  return t->kind == WF_T_FLOAT && t->bits == 16;
+}
+static int is_sint(const wf_type *t) {
+  return t->kind == WF_T_INT && t->is_signed;
+}
 
 static const char *int_ctype(int bits, int is_signed) {
   switch (bits) {
-  case 8: return is_signed ? "signed char" : "unsigned char";
-  case 16: return is_signed ? "short" : "unsigned short";
-  case 32: return is_signed ? "int" : "unsigned int";
-  default: return is_signed ? "long long" : "unsigned long long";
+  case 8:
+    return is_signed ? "signed char" : "unsigned char";
+  case 16:
+    return is_signed ? "short" : "unsigned short";
+  case 32:
+    return is_signed ? "int" : "unsigned int";
+  default:
+    return is_signed ? "long long" : "unsigned long long";
   }
 }
 
@@ -172,7 +184,8 @@ static const char *agg_ctype(emitter *E, const wf_type *t) {
     fail(E, NULL, "aggregate %s has too many components", t->name ? t->name : "?");
     return "int";
   }
-  for (int i = 0; i < n; i++) fields[i] = ctype(E, wf_t_component(E->m->types, t, i));
+  for (int i = 0; i < n; i++)
+    fields[i] = ctype(E, wf_t_component(E->m->types, t, i));
   if (E->naggs == E->capaggs) {
     int nc = E->capaggs ? E->capaggs * 2 : 16;
     agg_name **na = realloc(E->aggs, sizeof *na * (size_t)nc);
@@ -222,23 +235,31 @@ static const char *agg_ctype(emitter *E, const wf_type *t) {
 
 static const char *ctype(emitter *E, const wf_type *t) {
   switch (t->kind) {
-  case WF_T_VOID: return "void";
-  case WF_T_BOOL: return "bool";
-  case WF_T_INT: return int_ctype(t->bits, t->is_signed);
+  case WF_T_VOID:
+    return "void";
+  case WF_T_BOOL:
+    return "bool";
+  case WF_T_INT:
+    return int_ctype(t->bits, t->is_signed);
   case WF_T_FLOAT:
     if (t->bits == 16) {
       E->uses_half = 1;
       return "__half";
     }
     return t->bits == 32 ? "float" : "double";
-  case WF_T_RNG: return "unsigned int";
-  case WF_T_ARRAY: return "wf_arr";
-  default: return agg_ctype(E, t);
+  case WF_T_RNG:
+    return "unsigned int";
+  case WF_T_ARRAY:
+    return "wf_arr";
+  default:
+    return agg_ctype(E, t);
   }
 }
 
 /* ---- values ----------------------------------------------------------- */
-static const wf_type *vt(emitter *E, wf_val v) { return E->fn->vals[v].type; }
+static const wf_type *vt(emitter *E, wf_val v) {
+  return E->fn->vals[v].type;
+}
 
 /* `T vN = ` : the start of a result's declaration. */
 static void decl(emitter *E, wf_val r) {
@@ -293,49 +314,87 @@ static void emit_iconst(emitter *E, const wf_type *t, int64_t v) {
 /* ---- instructions ------------------------------------------------------ */
 static const char *math_name(wf_op op) {
   switch (op) {
-  case WF_OP_SQRT: return "sqrt";
-  case WF_OP_EXP: return "exp";
-  case WF_OP_LOG: return "log";
-  case WF_OP_SIN: return "sin";
-  case WF_OP_COS: return "cos";
-  case WF_OP_TAN: return "tan";
-  case WF_OP_ASIN: return "asin";
-  case WF_OP_ACOS: return "acos";
-  case WF_OP_ATAN: return "atan";
-  case WF_OP_SINH: return "sinh";
-  case WF_OP_COSH: return "cosh";
-  case WF_OP_TANH: return "tanh";
-  case WF_OP_FLOOR: return "floor";
-  case WF_OP_CEIL: return "ceil";
-  case WF_OP_ROUND: return "round";
-  case WF_OP_ATAN2: return "atan2";
-  case WF_OP_POW: return "pow";
-  case WF_OP_MIN: return "wf_fmin";
-  case WF_OP_MAX: return "wf_fmax";
-  case WF_OP_ABS: return "fabs";
-  case WF_OP_MOD: return "wf_fmod";
-  case WF_OP_FLOORDIV: return "wf_ffloordiv";
-  case WF_OP_SIGN: return "wf_fsign";
-  default: return NULL;
+  case WF_OP_SQRT:
+    return "sqrt";
+  case WF_OP_EXP:
+    return "exp";
+  case WF_OP_LOG:
+    return "log";
+  case WF_OP_SIN:
+    return "sin";
+  case WF_OP_COS:
+    return "cos";
+  case WF_OP_TAN:
+    return "tan";
+  case WF_OP_ASIN:
+    return "asin";
+  case WF_OP_ACOS:
+    return "acos";
+  case WF_OP_ATAN:
+    return "atan";
+  case WF_OP_SINH:
+    return "sinh";
+  case WF_OP_COSH:
+    return "cosh";
+  case WF_OP_TANH:
+    return "tanh";
+  case WF_OP_FLOOR:
+    return "floor";
+  case WF_OP_CEIL:
+    return "ceil";
+  case WF_OP_ROUND:
+    return "round";
+  case WF_OP_ATAN2:
+    return "atan2";
+  case WF_OP_POW:
+    return "pow";
+  case WF_OP_MIN:
+    return "wf_fmin";
+  case WF_OP_MAX:
+    return "wf_fmax";
+  case WF_OP_ABS:
+    return "fabs";
+  case WF_OP_MOD:
+    return "wf_fmod";
+  case WF_OP_FLOORDIV:
+    return "wf_ffloordiv";
+  case WF_OP_SIGN:
+    return "wf_fsign";
+  default:
+    return NULL;
   }
 }
 
 static const char *binop_sym(wf_op op) {
   switch (op) {
-  case WF_OP_ADD: return "+";
-  case WF_OP_SUB: return "-";
-  case WF_OP_MUL: return "*";
-  case WF_OP_DIV: return "/";
-  case WF_OP_EQ: return "==";
-  case WF_OP_NE: return "!=";
-  case WF_OP_LT: return "<";
-  case WF_OP_LE: return "<=";
-  case WF_OP_GT: return ">";
-  case WF_OP_GE: return ">=";
-  case WF_OP_BAND: return "&";
-  case WF_OP_BOR: return "|";
-  case WF_OP_BXOR: return "^";
-  default: return NULL;
+  case WF_OP_ADD:
+    return "+";
+  case WF_OP_SUB:
+    return "-";
+  case WF_OP_MUL:
+    return "*";
+  case WF_OP_DIV:
+    return "/";
+  case WF_OP_EQ:
+    return "==";
+  case WF_OP_NE:
+    return "!=";
+  case WF_OP_LT:
+    return "<";
+  case WF_OP_LE:
+    return "<=";
+  case WF_OP_GT:
+    return ">";
+  case WF_OP_GE:
+    return ">=";
+  case WF_OP_BAND:
+    return "&";
+  case WF_OP_BOR:
+    return "|";
+  case WF_OP_BXOR:
+    return "^";
+  default:
+    return NULL;
   }
 }
 
@@ -417,8 +476,8 @@ static void cast_expr(emitter *E, const wf_type *rt, const wf_type *st, const ch
     int_limits(rt, lo, hi, sizeof lo);
     double dlo = rt->is_signed ? -ldexp(1.0, rt->bits - 1) : -1.0;
     double dhi = ldexp(1.0, rt->is_signed ? rt->bits - 1 : rt->bits);
-    sb_printf(b, "wf_fptoi<%s>(%s%s%s, %a, %a, %s, %s)", rty, is_half(st) ? "__half2float(" : "",
-              x, is_half(st) ? ")" : "", dlo, dhi, lo, hi);
+    sb_printf(b, "wf_fptoi<%s>(%s%s%s, %a, %a, %s, %s)", rty, is_half(st) ? "__half2float(" : "", x,
+              is_half(st) ? ")" : "", dlo, dhi, lo, hi);
   } else if (is_half(st))
     sb_printf(b, "(%s)__half2float(%s)", rty, x);
   else
@@ -440,8 +499,8 @@ static void cast_agg(emitter *E, const wf_type *rt, const wf_type *st, int r, in
   int n = wf_t_arity(rt);
   for (int i = 0; i < n && plen < 100; i++) {
     int w = snprintf(path + plen, 128 - plen, ".f%d", i);
-    cast_agg(E, wf_t_component(E->m->types, rt, i), wf_t_component(E->m->types, st, i), r, a,
-             path, plen + (size_t)w);
+    cast_agg(E, wf_t_component(E->m->types, rt, i), wf_t_component(E->m->types, st, i), r, a, path,
+             plen + (size_t)w);
     path[plen] = 0;
   }
 }
@@ -480,7 +539,8 @@ static void check_index(emitter *E, const wf_inst *in, wf_val arr, wf_val idx, i
 
 /* Debug: every index of a LOAD/STORE/ATOMIC (args[1..nidx]). */
 static void check_indices(emitter *E, const wf_inst *in, int nidx) {
-  for (int k = 0; k < nidx; k++) check_index(E, in, in->args[0], in->args[1 + k], k);
+  for (int k = 0; k < nidx; k++)
+    check_index(E, in, in->args[0], in->args[1 + k], k);
 }
 
 /* Debug: an error message at this instruction, then the thread ends. */
@@ -564,7 +624,8 @@ static void print_value(emitter *E, sbuf *fmt, sbuf *args, const char *spec, siz
   if (conv == 's' || conv == 'v') {
     /* keep flags and width; the value's own text format */
     size_t k = 0;
-    while (k < speclen && spec[k] != '.') k++;
+    while (k < speclen && spec[k] != '.')
+      k++;
     sb_putn(fmt, spec, k);
     if (t->kind == WF_T_BOOL) {
       sb_puts(fmt, "s");
@@ -606,17 +667,22 @@ static void emit_print(emitter *E, const wf_inst *in) {
       continue;
     }
     const char *r = q + 1;
-    while (*r && strchr("-+ #0", *r)) r++;
-    while (*r >= '0' && *r <= '9') r++;
+    while (*r && strchr("-+ #0", *r))
+      r++;
+    while (*r >= '0' && *r <= '9')
+      r++;
     if (*r == '.') {
       r++;
-      while (*r >= '0' && *r <= '9') r++;
+      while (*r >= '0' && *r <= '9')
+        r++;
     }
     size_t speclen = (size_t)(r - q);
-    while (*r && strchr("hlLqjzt", *r)) r++;
+    while (*r && strchr("hlLqjzt", *r))
+      r++;
     char conv = *r;
     if (!conv || !strchr("diouxXcfeEgGaAsv", conv)) { /* not a conversion: literal text */
-      for (const char *c = q; c < r + (conv ? 1 : 0); c++) sb_puts(&fmt, *c == '%' ? "%%" : (char[2]){*c, 0});
+      for (const char *c = q; c < r + (conv ? 1 : 0); c++)
+        sb_puts(&fmt, *c == '%' ? "%%" : (char[2]){*c, 0});
       p = conv ? r + 1 : r;
       continue;
     }
@@ -699,9 +765,11 @@ static void emit_for(emitter *E, const wf_inst *in) {
               (int)in->args[3 + k]);
   }
   ind(E);
-  sb_printf(&E->body, "for (%s i%d = v%d, h%d = v%d, s%d = v%d; s%d > 0 ? i%d <= h%d : i%d >= h%d; i%d += s%d) {\n",
-            ity, id, (int)in->args[0], id, (int)in->args[1], id, (int)in->args[2], id, id, id, id,
-            id, id, id);
+  sb_printf(
+      &E->body,
+      "for (%s i%d = v%d, h%d = v%d, s%d = v%d; s%d > 0 ? i%d <= h%d : i%d >= h%d; i%d += s%d) {\n",
+      ity, id, (int)in->args[0], id, (int)in->args[1], id, (int)in->args[2], id, id, id, id, id, id,
+      id);
   E->indent++;
   if (body->nparams > 0) {
     ind(E);
@@ -731,7 +799,8 @@ static void emit_while(emitter *E, const wf_inst *in) {
   snprintf(prefix, sizeof prefix, "c%d_", id);
   for (int k = 0; k < in->nargs; k++) {
     ind(E);
-    sb_printf(&E->body, "%s c%d_%d = v%d;\n", ctype(E, vt(E, in->args[k])), id, k, (int)in->args[k]);
+    sb_printf(&E->body, "%s c%d_%d = v%d;\n", ctype(E, vt(E, in->args[k])), id, k,
+              (int)in->args[k]);
   }
   for (int k = 0; k < in->nres; k++) {
     ind(E);
@@ -757,8 +826,8 @@ static void emit_while(emitter *E, const wf_inst *in) {
   E->indent++;
   for (int k = 0; k < after->nparams && k < in->nres; k++) {
     ind(E);
-    sb_printf(&E->body, "%s v%d = v%d;\n", ctype(E, vt(E, after->params[k])),
-              (int)after->params[k], (int)in->res[k]);
+    sb_printf(&E->body, "%s v%d = v%d;\n", ctype(E, vt(E, after->params[k])), (int)after->params[k],
+              (int)in->res[k]);
   }
   emit_block(E, after, NULL, in->nargs, prefix);
   E->indent--;
@@ -782,7 +851,9 @@ static void atomic_leaf(emitter *E, const wf_inst *in, const char *fn, const wf_
     if (r >= 0) sb_printf(&E->body, "v%d%s = ", r, path);
     if (t->kind == WF_T_INT && t->bits < 32) /* CAS on the aligned 32-bit word */
       sb_printf(&E->body, "wf_atomic_narrow(&wf_p->v%s, v%d%s, %d);\n", path, v, path,
-                in->op == WF_OP_ATOMIC_ADD ? 0 : in->op == WF_OP_ATOMIC_MIN ? 1 : 2);
+                in->op == WF_OP_ATOMIC_ADD   ? 0
+                : in->op == WF_OP_ATOMIC_MIN ? 1
+                                             : 2);
     else
       sb_printf(&E->body, "%s(&wf_p->v%s, v%d%s);\n", fn, path, v, path);
     return;
@@ -803,7 +874,7 @@ static void emit_atomic(emitter *E, const wf_inst *in) {
     fail(E, in, "%s with %d indices on a %d-D array", wf_op_name(in->op), nidx, at->ndim);
     return;
   }
-  const char *fn = in->op == WF_OP_ATOMIC_ADD ? "wf_atomic_add"
+  const char *fn = in->op == WF_OP_ATOMIC_ADD   ? "wf_atomic_add"
                    : in->op == WF_OP_ATOMIC_MIN ? "wf_atomic_min"
                                                 : "wf_atomic_max";
   int r = in->nres > 0 ? (int)in->res[0] : -1;
@@ -853,12 +924,16 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
       sb_puts(b, "{}");
     sb_puts(b, ";\n");
     break;
-  case WF_OP_PARAM: fail(E, in, "unexpected param instruction"); break;
+  case WF_OP_PARAM:
+    fail(E, in, "unexpected param instruction");
+    break;
   case WF_OP_UNDEF:
     ind(E);
     sb_printf(b, "%s v%d = {};\n", ctype(E, t), (int)in->res[0]);
     break;
-  case WF_OP_ADD: case WF_OP_SUB: case WF_OP_MUL:
+  case WF_OP_ADD:
+  case WF_OP_SUB:
+  case WF_OP_MUL:
     if (t->kind == WF_T_INT) {
       emit_iarith(E, in, binop_sym(in->op));
       break;
@@ -868,13 +943,15 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     if (t->kind == WF_T_INT && in->op == WF_OP_DIV) check_divisor(E, in);
     decl(E, in->res[0]);
     if (is_half(t)) {
-      sb_printf(b, "__float2half(__half2float(v%d) %s __half2float(v%d));\n", a0, binop_sym(in->op), a1);
+      sb_printf(b, "__float2half(__half2float(v%d) %s __half2float(v%d));\n", a0, binop_sym(in->op),
+                a1);
     } else if (t->kind == WF_T_INT && in->op == WF_OP_DIV) {
       sb_printf(b, "wf_idiv(v%d, v%d);\n", a0, a1);
     } else
       sb_printf(b, "v%d %s v%d;\n", a0, binop_sym(in->op), a1);
     break;
-  case WF_OP_MOD: case WF_OP_FLOORDIV:
+  case WF_OP_MOD:
+  case WF_OP_FLOORDIV:
     if (t->kind == WF_T_INT) {
       check_divisor(E, in);
       decl(E, in->res[0]);
@@ -891,21 +968,38 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     else
       sb_printf(b, "(%s)(-v%d);\n", ctype(E, t), a0);
     break;
-  case WF_OP_POW: case WF_OP_MIN: case WF_OP_MAX: case WF_OP_ABS: case WF_OP_SIGN:
+  case WF_OP_POW:
+  case WF_OP_MIN:
+  case WF_OP_MAX:
+  case WF_OP_ABS:
+  case WF_OP_SIGN:
     if (t->kind == WF_T_INT) {
       decl(E, in->res[0]);
       if (in->op == WF_OP_POW) sb_printf(b, "wf_ipow(v%d, v%d);\n", a0, a1);
       if (in->op == WF_OP_MIN) sb_printf(b, "v%d < v%d ? v%d : v%d;\n", a0, a1, a0, a1);
       if (in->op == WF_OP_MAX) sb_printf(b, "v%d > v%d ? v%d : v%d;\n", a0, a1, a0, a1);
       if (in->op == WF_OP_ABS) sb_printf(b, "wf_iabs(v%d);\n", a0);
-      if (in->op == WF_OP_SIGN) sb_printf(b, "(%s)(v%d < (%s)0 ? -1 : 1);\n", ctype(E, t), a0, ctype(E, t));
+      if (in->op == WF_OP_SIGN)
+        sb_printf(b, "(%s)(v%d < (%s)0 ? -1 : 1);\n", ctype(E, t), a0, ctype(E, t));
       break;
     }
     emit_fmath(E, in);
     break;
-  case WF_OP_SQRT: case WF_OP_EXP: case WF_OP_LOG: case WF_OP_SIN: case WF_OP_COS:
-  case WF_OP_TAN: case WF_OP_ASIN: case WF_OP_ACOS: case WF_OP_ATAN: case WF_OP_ATAN2:
-  case WF_OP_SINH: case WF_OP_COSH: case WF_OP_TANH: case WF_OP_FLOOR: case WF_OP_CEIL:
+  case WF_OP_SQRT:
+  case WF_OP_EXP:
+  case WF_OP_LOG:
+  case WF_OP_SIN:
+  case WF_OP_COS:
+  case WF_OP_TAN:
+  case WF_OP_ASIN:
+  case WF_OP_ACOS:
+  case WF_OP_ATAN:
+  case WF_OP_ATAN2:
+  case WF_OP_SINH:
+  case WF_OP_COSH:
+  case WF_OP_TANH:
+  case WF_OP_FLOOR:
+  case WF_OP_CEIL:
   case WF_OP_ROUND:
     if (t->kind == WF_T_INT && in->op >= WF_OP_FLOOR) { /* identity on integers */
       decl(E, in->res[0]);
@@ -926,7 +1020,12 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     }
     emit_fmath(E, in);
     break;
-  case WF_OP_EQ: case WF_OP_NE: case WF_OP_LT: case WF_OP_LE: case WF_OP_GT: case WF_OP_GE:
+  case WF_OP_EQ:
+  case WF_OP_NE:
+  case WF_OP_LT:
+  case WF_OP_LE:
+  case WF_OP_GT:
+  case WF_OP_GE:
     if (!wf_t_is_scalar(vt(E, in->args[0])) && vt(E, in->args[0])->kind != WF_T_RNG) {
       if (in->op != WF_OP_EQ && in->op != WF_OP_NE) {
         fail(E, in, "cannot order values of type %s", vt(E, in->args[0])->name);
@@ -949,7 +1048,9 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     decl(E, in->res[0]);
     sb_printf(b, "!v%d;\n", a0);
     break;
-  case WF_OP_BAND: case WF_OP_BOR: case WF_OP_BXOR:
+  case WF_OP_BAND:
+  case WF_OP_BOR:
+  case WF_OP_BXOR:
     decl(E, in->res[0]);
     sb_printf(b, "(%s)(v%d %s v%d);\n", ctype(E, t), a0, binop_sym(in->op), a1);
     break;
@@ -971,14 +1072,17 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     break;
   case WF_OP_SELECT:
     if (E->aname && t->kind == WF_T_ARRAY) {
-      int a2 = (int)in->args[2], same = E->aname[a1] == E->aname[a2] && E->adepth[a1] == E->adepth[a2];
+      int a2 = (int)in->args[2],
+          same = E->aname[a1] == E->aname[a2] && E->adepth[a1] == E->adepth[a2];
       E->aname[in->res[0]] = same ? E->aname[a1] : -1;
       E->adepth[in->res[0]] = E->adepth[a1];
     }
     decl(E, in->res[0]);
     sb_printf(b, "v%d ? v%d : v%d;\n", a0, a1, (int)in->args[2]);
     break;
-  case WF_OP_CAST: emit_cast(E, in); break;
+  case WF_OP_CAST:
+    emit_cast(E, in);
+    break;
   case WF_OP_AGG:
     ind(E);
     sb_printf(b, "%s v%d;\n", ctype(E, t), (int)in->res[0]);
@@ -1037,7 +1141,11 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     sb_printf(b, " = v%d;\n", (int)in->args[in->nargs - 1]);
     break;
   }
-  case WF_OP_ATOMIC_ADD: case WF_OP_ATOMIC_MIN: case WF_OP_ATOMIC_MAX: emit_atomic(E, in); break;
+  case WF_OP_ATOMIC_ADD:
+  case WF_OP_ATOMIC_MIN:
+  case WF_OP_ATOMIC_MAX:
+    emit_atomic(E, in);
+    break;
   case WF_OP_TID:
     decl(E, in->res[0]);
     /* axis 0 needs no modulo: wf_i < n = dim[0] * div[0] */
@@ -1051,13 +1159,16 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     decl(E, in->res[0]);
     sb_printf(b, "wf_rng_init((unsigned int)v%d, (unsigned int)v%d);\n", a0, a1);
     break;
-  case WF_OP_RANDF: case WF_OP_RANDI:
+  case WF_OP_RANDF:
+  case WF_OP_RANDI:
     ind(E);
     sb_printf(b, "unsigned int v%d = v%d;\n", (int)in->res[1], a0);
     decl(E, in->res[0]);
     sb_printf(b, "%s(&v%d);\n", in->op == WF_OP_RANDF ? "wf_randf" : "wf_randi", (int)in->res[1]);
     break;
-  case WF_OP_PRINT: emit_print(E, in); break;
+  case WF_OP_PRINT:
+    emit_print(E, in);
+    break;
   case WF_OP_TRAP:
     if (E->debug) {
       fail_here(E, in, in->str ? in->str : "trap");
@@ -1071,9 +1182,15 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
   case WF_OP_CALL:
     fail(E, in, "call to function %d was not inlined (run wf_ir_optimize first)", (int)in->imm);
     break;
-  case WF_OP_IF: emit_if(E, in); break;
-  case WF_OP_FOR: emit_for(E, in); break;
-  case WF_OP_WHILE: emit_while(E, in); break;
+  case WF_OP_IF:
+    emit_if(E, in);
+    break;
+  case WF_OP_FOR:
+    emit_for(E, in);
+    break;
+  case WF_OP_WHILE:
+    emit_while(E, in);
+    break;
   case WF_OP_YIELD:
     if (carry)
       emit_assign(E, targets, in->nargs, in->args, carry);
@@ -1081,7 +1198,8 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
       emit_assign(E, targets, in->nargs < ntargets ? in->nargs : ntargets, in->args, NULL);
     break;
   case WF_OP_COND:
-    emit_assign(E, targets, in->nargs - 1 < ntargets ? in->nargs - 1 : ntargets, in->args + 1, NULL);
+    emit_assign(E, targets, in->nargs - 1 < ntargets ? in->nargs - 1 : ntargets, in->args + 1,
+                NULL);
     ind(E);
     sb_printf(b, "if (!v%d) break;\n", a0);
     break;
@@ -1092,7 +1210,9 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
       sb_puts(b, "continue;\n");
     }
     break;
-  default: fail(E, in, "op %s is not supported by the CUDA backend", wf_op_name(in->op)); break;
+  default:
+    fail(E, in, "op %s is not supported by the CUDA backend", wf_op_name(in->op));
+    break;
   }
 }
 
@@ -1101,7 +1221,8 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
 void wf_cuda_entry_name(const char *fname, char *buf, size_t n) {
   size_t k = 0;
   if (n == 0) return;
-  for (const char *p = "weft_"; *p && k + 1 < n; p++) buf[k++] = *p;
+  for (const char *p = "weft_"; *p && k + 1 < n; p++)
+    buf[k++] = *p;
   for (const char *s = fname ? fname : ""; *s && k + 1 < n; s++) {
     char c = *s;
     int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
@@ -1123,7 +1244,8 @@ static const char *chunk_display(const char *chunk) {
 static int kernel_names(emitter *E, const wf_func *fn, const char **out, char (*store)[72]) {
   const char *const *fw = E->names;
   int nfw = E->nnames;
-  for (int i = 0; i < fn->nparams; i++) out[i] = i < nfw ? fw[i] : NULL;
+  for (int i = 0; i < fn->nparams; i++)
+    out[i] = i < nfw ? fw[i] : NULL;
   if (strncmp(fn->name, "adj_", 4) != 0) return fn->nparams;
   int p = wf_module_find(E->m, fn->name + 4);
   if (p < 0) return fn->nparams;
@@ -1154,7 +1276,8 @@ static void emit_kernel(emitter *E, wf_func *fn, const char *entry) {
       b->oom = 1;
       goto done;
     }
-    for (int i = 0; i < fn->nvals; i++) E->aname[i] = -1;
+    for (int i = 0; i < fn->nvals; i++)
+      E->aname[i] = -1;
     for (int i = 0; i < fn->nparams; i++)
       if (vt(E, fn->params[i])->kind == WF_T_ARRAY) E->aname[fn->params[i]] = (int16_t)i;
     if (fn->nparams <= 64) {
@@ -1167,8 +1290,10 @@ static void emit_kernel(emitter *E, wf_func *fn, const char *entry) {
     sb_printf(b, ", %s v%d", ctype(E, vt(E, fn->params[i])), (int)fn->params[i]);
   /* debug: the error slot the host reads after the launch, last */
   sb_puts(b, E->debug ? ", wf_err *wf_e) {\n" : ") {\n");
-  sb_puts(b, "  for (long long wf_i = (long long)blockIdx.x * blockDim.x + threadIdx.x; wf_i < wf_d.n;\n"
-             "       wf_i += (long long)blockDim.x * gridDim.x) {\n");
+  sb_puts(
+      b,
+      "  for (long long wf_i = (long long)blockIdx.x * blockDim.x + threadIdx.x; wf_i < wf_d.n;\n"
+      "       wf_i += (long long)blockDim.x * gridDim.x) {\n");
   /* debug: stop once any thread failed (as the CPU backend's threads do) */
   if (E->debug) sb_puts(b, "    if (*(volatile int *)&wf_e->flag) return;\n");
   E->indent = 2;
@@ -1201,27 +1326,35 @@ static const piece pieces[] = {
      "#define WF_INF __longlong_as_double(0x7ff0000000000000LL)\n"
      "#define WF_NAN __longlong_as_double(0x7fffffffffffffffLL)\n"},
     {1, "wf_trap(",
-     "WF_FN void wf_trap(const char *msg) { printf(\"weft: kernel trap: %s\\n\", msg); __trap(); }\n"},
+     "WF_FN void wf_trap(const char *msg) { printf(\"weft: kernel trap: %s\\n\", msg); __trap(); "
+     "}\n"},
     {1, "wf_claim(|wf_e)",
      "WF_FN bool wf_claim(int *flag) { return atomicCAS(flag, 0, 1) == 0; }\n"},
-    {1, "wf_atomic_narrow(", "WF_FN unsigned int wf_cas32(unsigned int *p, unsigned int c, unsigned int v) {\n"
-                             "  return atomicCAS(p, c, v); }\n"},
+    {1, "wf_atomic_narrow(",
+     "WF_FN unsigned int wf_cas32(unsigned int *p, unsigned int c, unsigned int v) {\n"
+     "  return atomicCAS(p, c, v); }\n"},
     {1, "wf_atomic_add(|wf_atomic_min(|wf_atomic_max(",
      "WF_FN float wf_atomic_add(float *p, float v) { return atomicAdd(p, v); }\n"
      "WF_FN double wf_atomic_add(double *p, double v) { return atomicAdd(p, v); }\n"
      "WF_FN int wf_atomic_add(int *p, int v) { return atomicAdd(p, v); }\n"
-     "WF_FN unsigned int wf_atomic_add(unsigned int *p, unsigned int v) { return atomicAdd(p, v); }\n"
-     "WF_FN unsigned long long wf_atomic_add(unsigned long long *p, unsigned long long v) { return atomicAdd(p, v); }\n"
+     "WF_FN unsigned int wf_atomic_add(unsigned int *p, unsigned int v) { return atomicAdd(p, v); "
+     "}\n"
+     "WF_FN unsigned long long wf_atomic_add(unsigned long long *p, unsigned long long v) { return "
+     "atomicAdd(p, v); }\n"
      "WF_FN long long wf_atomic_add(long long *p, long long v) {\n"
      "  return (long long)atomicAdd((unsigned long long *)p, (unsigned long long)v); }\n"
      "WF_FN int wf_atomic_min(int *p, int v) { return atomicMin(p, v); }\n"
      "WF_FN int wf_atomic_max(int *p, int v) { return atomicMax(p, v); }\n"
-     "WF_FN unsigned int wf_atomic_min(unsigned int *p, unsigned int v) { return atomicMin(p, v); }\n"
-     "WF_FN unsigned int wf_atomic_max(unsigned int *p, unsigned int v) { return atomicMax(p, v); }\n"
+     "WF_FN unsigned int wf_atomic_min(unsigned int *p, unsigned int v) { return atomicMin(p, v); "
+     "}\n"
+     "WF_FN unsigned int wf_atomic_max(unsigned int *p, unsigned int v) { return atomicMax(p, v); "
+     "}\n"
      "WF_FN long long wf_atomic_min(long long *p, long long v) { return atomicMin(p, v); }\n"
      "WF_FN long long wf_atomic_max(long long *p, long long v) { return atomicMax(p, v); }\n"
-     "WF_FN unsigned long long wf_atomic_min(unsigned long long *p, unsigned long long v) { return atomicMin(p, v); }\n"
-     "WF_FN unsigned long long wf_atomic_max(unsigned long long *p, unsigned long long v) { return atomicMax(p, v); }\n"
+     "WF_FN unsigned long long wf_atomic_min(unsigned long long *p, unsigned long long v) { return "
+     "atomicMin(p, v); }\n"
+     "WF_FN unsigned long long wf_atomic_max(unsigned long long *p, unsigned long long v) { return "
+     "atomicMax(p, v); }\n"
      "/* float min/max: compare-and-swap on the bits until no smaller/larger */\n"
      "WF_FN float wf_atomic_min(float *p, float v) {\n"
      "  int *ip = (int *)p; int old = *ip, assumed;\n"
@@ -1236,23 +1369,27 @@ static const piece pieces[] = {
      "WF_FN double wf_atomic_min(double *p, double v) {\n"
      "  unsigned long long *ip = (unsigned long long *)p, old = *ip, assumed;\n"
      "  do { assumed = old; if (!(v < __longlong_as_double((long long)assumed))) break;\n"
-     "       old = atomicCAS(ip, assumed, (unsigned long long)__double_as_longlong(v)); } while (old != assumed);\n"
+     "       old = atomicCAS(ip, assumed, (unsigned long long)__double_as_longlong(v)); } while "
+     "(old != assumed);\n"
      "  return __longlong_as_double((long long)old); }\n"
      "WF_FN double wf_atomic_max(double *p, double v) {\n"
      "  unsigned long long *ip = (unsigned long long *)p, old = *ip, assumed;\n"
      "  do { assumed = old; if (!(v > __longlong_as_double((long long)assumed))) break;\n"
-     "       old = atomicCAS(ip, assumed, (unsigned long long)__double_as_longlong(v)); } while (old != assumed);\n"
+     "       old = atomicCAS(ip, assumed, (unsigned long long)__double_as_longlong(v)); } while "
+     "(old != assumed);\n"
      "  return __longlong_as_double((long long)old); }\n"},
     {2, "wf_atomic_add(|wf_atomic_min(|wf_atomic_max(", /* 2: only with halves */
      "WF_FN __half wf_atomic_add(__half *p, __half v) { return atomicAdd(p, v); }\n"
      "WF_FN __half wf_atomic_min(__half *p, __half v) {\n"
      "  unsigned short *ip = (unsigned short *)p, old = *ip, assumed;\n"
-     "  do { assumed = old; if (!(__half2float(v) < __half2float(__ushort_as_half(assumed)))) break;\n"
+     "  do { assumed = old; if (!(__half2float(v) < __half2float(__ushort_as_half(assumed)))) "
+     "break;\n"
      "       old = atomicCAS(ip, assumed, __half_as_ushort(v)); } while (old != assumed);\n"
      "  return __ushort_as_half(old); }\n"
      "WF_FN __half wf_atomic_max(__half *p, __half v) {\n"
      "  unsigned short *ip = (unsigned short *)p, old = *ip, assumed;\n"
-     "  do { assumed = old; if (!(__half2float(v) > __half2float(__ushort_as_half(assumed)))) break;\n"
+     "  do { assumed = old; if (!(__half2float(v) > __half2float(__ushort_as_half(assumed)))) "
+     "break;\n"
      "       old = atomicCAS(ip, assumed, __half_as_ushort(v)); } while (old != assumed);\n"
      "  return __ushort_as_half(old); }\n"},
     {0, NULL,
@@ -1262,24 +1399,28 @@ static const piece pieces[] = {
      "/* a[i] of an n-D array: the (n-1)-D array at row i */\n"
      "WF_FN wf_arr wf_view(wf_arr a, long long i) {\n"
      "  wf_arr r; r.data = a.data + i * a.strides[0];\n"
-     "  for (int k = 0; k < 3; k++) { r.shape[k] = a.shape[k + 1]; r.strides[k] = a.strides[k + 1]; }\n"
+     "  for (int k = 0; k < 3; k++) { r.shape[k] = a.shape[k + 1]; r.strides[k] = a.strides[k + "
+     "1]; }\n"
      "  r.shape[3] = 1; r.strides[3] = 0; return r; }\n"},
     {0, "wf_idiv(|wf_imod(|wf_ifloordiv(",
      "/* integer division as the CPU backend: x / 0 = x % 0 = 0, MIN / -1 wraps;\n"
      "** Lua semantics: a % b = a - floor(a / b) * b; // floors */\n"
      "template <class T> WF_FN bool wf_neg1(T b) { return (T)-1 < (T)0 && b == (T)-1; }\n"
      "template <class T> WF_FN T wf_idiv(T a, T b) {\n"
-     "  if (b == 0) return 0; if (wf_neg1(b)) return (T)(0 - (unsigned long long)a); return (T)(a / b); }\n"
+     "  if (b == 0) return 0; if (wf_neg1(b)) return (T)(0 - (unsigned long long)a); return (T)(a "
+     "/ b); }\n"
      "template <class T> WF_FN T wf_imod(T a, T b) {\n"
      "  if (b == 0 || wf_neg1(b)) return 0; T r = (T)(a % b);\n"
      "  if (r != 0 && ((r < (T)0) != (b < (T)0))) r = (T)(r + b); return r; }\n"
      "template <class T> WF_FN T wf_ifloordiv(T a, T b) {\n"
      "  if (b == 0) return 0; if (wf_neg1(b)) return (T)(0 - (unsigned long long)a);\n"
-     "  T q = (T)(a / b); if ((T)(a % b) != 0 && ((a < (T)0) != (b < (T)0))) q = (T)(q - 1); return q; }\n"},
+     "  T q = (T)(a / b); if ((T)(a % b) != 0 && ((a < (T)0) != (b < (T)0))) q = (T)(q - 1); "
+     "return q; }\n"},
     {0, "wf_fptoi<",
      "/* float -> int saturates, NaN -> 0 (as llvm.fptosi.sat) */\n"
      "template <class I, class F> WF_FN I wf_fptoi(F x, double lo, double hi, I ilo, I ihi) {\n"
-     "  if (x != x) return 0; if ((double)x <= lo) return ilo; if ((double)x >= hi) return ihi; return (I)x; }\n"},
+     "  if (x != x) return 0; if ((double)x <= lo) return ilo; if ((double)x >= hi) return ihi; "
+     "return (I)x; }\n"},
     {0, "wf_fmin(|wf_fmax(",
      "WF_FN float wf_fmin(float a, float b) { return a < b ? a : b; }\n"
      "WF_FN double wf_fmin(double a, double b) { return a < b ? a : b; }\n"
@@ -1289,7 +1430,8 @@ static const piece pieces[] = {
     {0, "wf_ipow(",
      "template <class T> WF_FN T wf_ipow(T a, T b) {\n"
      "  if (b < 0) return a == 1 ? (T)1 : a == (T)-1 ? ((b & 1) ? a : (T)1) : (T)0;\n"
-     "  T r = 1; while (b) { if (b & 1) r = (T)(r * a); a = (T)(a * a); b = (T)(b >> 1); } return r; }\n"},
+     "  T r = 1; while (b) { if (b & 1) r = (T)(r * a); a = (T)(a * a); b = (T)(b >> 1); } return "
+     "r; }\n"},
     {0, "wf_fmod(|wf_ffloordiv(",
      "WF_FN float wf_fmod(float a, float b) { return a - floorf(a / b) * b; }\n"
      "WF_FN double wf_fmod(double a, double b) { return a - floor(a / b) * b; }\n"
@@ -1307,7 +1449,8 @@ static const piece pieces[] = {
      "WF_FN unsigned int wf_rng_init(unsigned int seed, unsigned int offset) {\n"
      "  return wf_pcg(seed + wf_pcg(offset)); }\n"
      "WF_FN int wf_randi(unsigned int *s) { *s = wf_pcg(*s); return (int)*s; }\n"
-     "WF_FN float wf_randf(unsigned int *s) { *s = wf_pcg(*s); return (float)(*s >> 8) * (1.0f / 16777216.0f); }\n"},
+     "WF_FN float wf_randf(unsigned int *s) { *s = wf_pcg(*s); return (float)(*s >> 8) * (1.0f / "
+     "16777216.0f); }\n"},
     {0, "wf_atomic_narrow(",
      "/* 8/16-bit integer atomics: compare-and-swap on the aligned 32-bit word\n"
      "** holding the element (little-endian); op 0 add, 1 min, 2 max */\n"
@@ -1325,15 +1468,18 @@ static const piece pieces[] = {
      "/* debug mode: the first failing thread writes its message here; the\n"
      "** host reads the slot after the launch (512 bytes, zeroed before) */\n"
      "struct wf_err { int flag; char msg[508]; };\n"
-     "WF_FN void wf_put(wf_err *e, int *k, const char *s) { while (*s && *k < 507) e->msg[(*k)++] = *s++; }\n"
+     "WF_FN void wf_put(wf_err *e, int *k, const char *s) { while (*s && *k < 507) e->msg[(*k)++] "
+     "= *s++; }\n"
      "WF_FN void wf_putll(wf_err *e, int *k, long long v) {\n"
-     "  char t[24]; int n = 0; unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;\n"
+     "  char t[24]; int n = 0; unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : "
+     "(unsigned long long)v;\n"
      "  do { t[n++] = (char)('0' + (int)(u % 10u)); u /= 10u; } while (u);\n"
      "  if (v < 0) t[n++] = '-'; while (n && *k < 507) e->msg[(*k)++] = t[--n]; }\n"
      "WF_FN void wf_fail(wf_err *e, const char *where, const char *msg) {\n"
      "  if (!wf_claim(&e->flag)) return; int k = 0;\n"
      "  wf_put(e, &k, where); wf_put(e, &k, \": \"); wf_put(e, &k, msg); e->msg[k] = 0; }\n"
-     "WF_FN bool wf_oob(wf_err *e, long long i, long long n, const char *where, int axis, const char *arr) {\n"
+     "WF_FN bool wf_oob(wf_err *e, long long i, long long n, const char *where, int axis, const "
+     "char *arr) {\n"
      "  if ((unsigned long long)i < (unsigned long long)n) return false;\n"
      "  if (!wf_claim(&e->flag)) return true; int k = 0;\n"
      "  wf_put(e, &k, where); wf_put(e, &k, \": index \"); wf_putll(e, &k, i);\n"
@@ -1388,7 +1534,8 @@ int wf_cuda_emit_opts(wf_module *m, const wf_cuda_opts *o, wf_cuda_src *out, cha
   E.errsize = errsize;
   if (errsize) err[0] = 0;
   int nk = 0;
-  for (int i = 0; i < m->nfuncs; i++) nk += m->funcs[i]->is_kernel != 0;
+  for (int i = 0; i < m->nfuncs; i++)
+    nk += m->funcs[i]->is_kernel != 0;
   out->entries = calloc((size_t)(nk ? nk : 1), sizeof(char *));
   if (!out->entries) {
     snprintf(err, errsize, "cuda: out of memory");
@@ -1421,7 +1568,8 @@ int wf_cuda_emit_opts(wf_module *m, const wf_cuda_opts *o, wf_cuda_src *out, cha
   int oom = all.oom || E.types.oom || E.body.oom;
   free(E.types.p);
   free(E.body.p);
-  for (int i = 0; i < E.naggs; i++) free(E.aggs[i]);
+  for (int i = 0; i < E.naggs; i++)
+    free(E.aggs[i]);
   free(E.aggs);
   if (E.failed || oom) {
     if (oom && !E.failed) snprintf(err, errsize, "cuda: out of memory emitting CUDA C");
@@ -1437,7 +1585,8 @@ int wf_cuda_emit_opts(wf_module *m, const wf_cuda_opts *o, wf_cuda_src *out, cha
 
 void wf_cuda_src_free(wf_cuda_src *s) {
   if (!s) return;
-  for (int i = 0; i < s->nentries; i++) free(s->entries[i]);
+  for (int i = 0; i < s->nentries; i++)
+    free(s->entries[i]);
   free(s->entries);
   free(s->text);
   memset(s, 0, sizeof *s);

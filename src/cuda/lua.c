@@ -108,8 +108,10 @@ static int l_cuda_source(lua_State *L) {
 static int compile_module(lua_State *L, int want_cubin) {
   const char *arch = luaL_optstring(L, 2, "sm_80");
   const char *digits = arch;
-  if (strncmp(arch, "sm_", 3) == 0) digits = arch + 3;
-  else if (strncmp(arch, "compute_", 8) == 0) digits = arch + 8;
+  if (strncmp(arch, "sm_", 3) == 0)
+    digits = arch + 3;
+  else if (strncmp(arch, "compute_", 8) == 0)
+    digits = arch + 8;
   char target[40];
   snprintf(target, sizeof target, "%s_%s", want_cubin ? "sm" : "compute", digits);
   wf_nvrtc *nv = get_nvrtc(L, 1);
@@ -130,8 +132,12 @@ static int compile_module(lua_State *L, int want_cubin) {
   return 3;
 }
 
-static int l_cuda_ptx(lua_State *L) { return compile_module(L, 0); }
-static int l_cuda_cubin(lua_State *L) { return compile_module(L, 1); }
+static int l_cuda_ptx(lua_State *L) {
+  return compile_module(L, 0);
+}
+static int l_cuda_cubin(lua_State *L) {
+  return compile_module(L, 1);
+}
 
 static int l_cuda_compile(lua_State *L) {
   const char *src = luaL_checkstring(L, 1);
@@ -154,7 +160,8 @@ static int l_cuda_assemble(lua_State *L) {
   wf_nvrtc *nv = get_nvrtc(L, 1);
   char err[4096];
   size_t size = 0;
-  if (wf_nvrtc_assemble(nv, ptx, arch, &size, err, sizeof err) != 0) return luaL_error(L, "%s", err);
+  if (wf_nvrtc_assemble(nv, ptx, arch, &size, err, sizeof err) != 0)
+    return luaL_error(L, "%s", err);
   lua_pushinteger(L, (lua_Integer)size);
   return 1;
 }
@@ -172,11 +179,14 @@ static int l_nvrtc_version(lua_State *L) {
 }
 
 void wf_cuda_register(lua_State *L, int t) {
-  static const luaL_Reg fns[] = {
-      {"cuda_source", l_cuda_source},   {"cuda_ptx", l_cuda_ptx}, {"ptx", l_cuda_ptx},
-      {"cuda_cubin", l_cuda_cubin},     {"cuda_compile", l_cuda_compile},
-      {"cuda_assemble", l_cuda_assemble}, {"cuda_nvrtc_version", l_nvrtc_version},
-      {NULL, NULL}};
+  static const luaL_Reg fns[] = {{"cuda_source", l_cuda_source},
+                                 {"cuda_ptx", l_cuda_ptx},
+                                 {"ptx", l_cuda_ptx},
+                                 {"cuda_cubin", l_cuda_cubin},
+                                 {"cuda_compile", l_cuda_compile},
+                                 {"cuda_assemble", l_cuda_assemble},
+                                 {"cuda_nvrtc_version", l_nvrtc_version},
+                                 {NULL, NULL}};
   for (int i = 0; fns[i].name; i++) {
     nvud *u = NULL;
     if (i == 0) {

@@ -36,8 +36,8 @@ struct wf_nvrtc {
   int major, minor;
   char incdir[512]; /* holds cuda_fp16.h; "" if not found */
   nvrtcResult (*Version)(int *, int *);
-  nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int,
-                               const char *const *, const char *const *);
+  nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int, const char *const *,
+                               const char *const *);
   nvrtcResult (*DestroyProgram)(nvrtcProgram *);
   nvrtcResult (*CompileProgram)(nvrtcProgram, int, const char *const *);
   nvrtcResult (*GetPTXSize)(nvrtcProgram, size_t *);
@@ -96,14 +96,14 @@ static void find_incdir(wf_nvrtc *nv) {
   nv->incdir[0] = 0;
 }
 
-#define SYM(lib, field, name)                                \
-  do {                                                       \
-    void *p_ = dlsym(lib, name);                             \
-    if (!p_) {                                               \
-      snprintf(err, errsize, "weft: %s is missing %s", #lib, name); \
-      goto fail;                                             \
-    }                                                        \
-    memcpy(&nv->field, &p_, sizeof p_);                      \
+#define SYM(lib, field, name)                                                                      \
+  do {                                                                                             \
+    void *p_ = dlsym(lib, name);                                                                   \
+    if (!p_) {                                                                                     \
+      snprintf(err, errsize, "weft: %s is missing %s", #lib, name);                                \
+      goto fail;                                                                                   \
+    }                                                                                              \
+    memcpy(&nv->field, &p_, sizeof p_);                                                            \
   } while (0)
 
 wf_nvrtc *wf_nvrtc_open(char *err, size_t errsize) {
@@ -146,7 +146,9 @@ void wf_nvrtc_close(wf_nvrtc *nv) {
   free(nv);
 }
 
-int wf_nvrtc_version(wf_nvrtc *nv) { return nv->major * 1000 + nv->minor * 10; }
+int wf_nvrtc_version(wf_nvrtc *nv) {
+  return nv->major * 1000 + nv->minor * 10;
+}
 
 /* ---- arch names --------------------------------------------------------- */
 /* "80" -> compute_80, "sm_80" stays (CUBIN), "compute_80" stays (PTX).
@@ -162,7 +164,8 @@ static int norm_arch(const char *arch, char *out, size_t n) {
     digits = arch + 8;
   }
   size_t k = 0;
-  while (digits[k] >= '0' && digits[k] <= '9') k++;
+  while (digits[k] >= '0' && digits[k] <= '9')
+    k++;
   if (k < 2 || k > 3) return -1;
   if (digits[k] && !((digits[k] == 'a' || digits[k] == 'f') && !digits[k + 1])) return -1;
   snprintf(out, n, "%s_%s", cubin ? "sm" : "compute", digits);
@@ -179,7 +182,8 @@ void wf_nvrtc_map_log(const char *log, char *out, size_t n) {
     size_t len = eol ? (size_t)(eol - log) : strlen(log);
     const char *lp = memchr(log, '(', len);
     size_t d = lp ? 1 : 0;
-    while (lp && lp + d < log + len && lp[d] >= '0' && lp[d] <= '9') d++;
+    while (lp && lp + d < log + len && lp[d] >= '0' && lp[d] <= '9')
+      d++;
     if (lp && d > 1 && lp + d + 1 < log + len && lp[d] == ')' && lp[d + 1] == ':') {
       /* file ":" digits ":" rest */
       int w = snprintf(out + k, n - k, "%.*s:%.*s%.*s", (int)(lp - log), log, (int)(d - 1), lp + 1,
@@ -314,7 +318,8 @@ int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name, const char
   if (nv->major * 100 + nv->minor >= 1204) opts[nopts++] = "--minimal";
   if (uses_half) {
     if (!nv->incdir[0]) {
-      snprintf(err, errsize, "weft: float16 kernels need cuda_fp16.h: set CUDA_HOME to the toolkit");
+      snprintf(err, errsize,
+               "weft: float16 kernels need cuda_fp16.h: set CUDA_HOME to the toolkit");
       return -1;
     }
     snprintf(incopt, sizeof incopt, "-I%s", nv->incdir);
@@ -391,14 +396,14 @@ void wf_cuda_image_free(wf_cuda_image *img) {
 
 /* ---- nvJitLink ------------------------------------------------------------ */
 #undef SYM
-#define SYM(lib, field, name)                                         \
-  do {                                                                \
-    void *p_ = dlsym(lib, name);                                      \
-    if (!p_) {                                                        \
-      snprintf(err, errsize, "weft: nvJitLink is missing %s", name);  \
-      return -1;                                                      \
-    }                                                                 \
-    memcpy(&nv->field, &p_, sizeof p_);                               \
+#define SYM(lib, field, name)                                                                      \
+  do {                                                                                             \
+    void *p_ = dlsym(lib, name);                                                                   \
+    if (!p_) {                                                                                     \
+      snprintf(err, errsize, "weft: nvJitLink is missing %s", name);                               \
+      return -1;                                                                                   \
+    }                                                                                              \
+    memcpy(&nv->field, &p_, sizeof p_);                                                            \
   } while (0)
 
 static int open_jitlink(wf_nvrtc *nv, char *err, size_t errsize) {
@@ -441,7 +446,8 @@ int wf_nvrtc_assemble(wf_nvrtc *nv, const char *ptx, const char *sm_arch, size_t
   if (r) {
     size_t ls = 0;
     char *log = NULL;
-    if (nv->JLErrorLogSize(h, &ls) == 0 && ls > 1 && (log = malloc(ls + 1)) && nv->JLErrorLog(h, log) == 0) {
+    if (nv->JLErrorLogSize(h, &ls) == 0 && ls > 1 && (log = malloc(ls + 1)) &&
+        nv->JLErrorLog(h, log) == 0) {
       log[ls] = 0;
       snprintf(err, errsize, "weft: PTX assembly for %s failed: %s", opt + 6, log);
     } else {

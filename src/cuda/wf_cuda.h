@@ -36,7 +36,7 @@
 ** emitter
 ** ====================================================================== */
 typedef struct wf_cuda_src {
-  char *text;    /* malloc'd CUDA C source */
+  char *text; /* malloc'd CUDA C source */
   size_t len;
   int uses_half; /* needs cuda_fp16.h (NVRTC: -I<cuda>/include) */
   int nentries;  /* kernel entry points, in module order */
@@ -58,8 +58,8 @@ typedef struct wf_cuda_opts {
   const char *const *names;
 } wf_cuda_opts;
 #define WF_CUDA_ERRSLOT 512
-WF_INTERNAL int wf_cuda_emit_opts(wf_module *m, const wf_cuda_opts *o, wf_cuda_src *out,
-                                  char *err, size_t errsize);
+WF_INTERNAL int wf_cuda_emit_opts(wf_module *m, const wf_cuda_opts *o, wf_cuda_src *out, char *err,
+                                  size_t errsize);
 WF_INTERNAL void wf_cuda_src_free(wf_cuda_src *s);
 /* The C identifier of a kernel's entry point (sanitized name). */
 WF_INTERNAL void wf_cuda_entry_name(const char *fname, char *buf, size_t n);
@@ -76,7 +76,7 @@ WF_INTERNAL void wf_nvrtc_close(wf_nvrtc *nv);
 WF_INTERNAL int wf_nvrtc_version(wf_nvrtc *nv);
 
 typedef struct wf_cuda_image {
-  char *data; /* PTX text (NUL-terminated) or CUBIN bytes; malloc'd */
+  char *data;  /* PTX text (NUL-terminated) or CUBIN bytes; malloc'd */
   size_t size; /* bytes (PTX: without the NUL) */
   int is_cubin;
   int from_cache;
@@ -86,9 +86,8 @@ typedef struct wf_cuda_image {
 ** shorthand "80" (PTX for compute_80). name is the program name shown in
 ** messages. NVRTC errors are rewritten so "chunk(line): error" reads
 ** "chunk:line: error". Uses the disk cache unless WEFT_CACHE_DIR is "off". */
-WF_INTERNAL int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name,
-                                 const char *arch, int uses_half, wf_cuda_image *out,
-                                 char *err, size_t errsize);
+WF_INTERNAL int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name, const char *arch,
+                                 int uses_half, wf_cuda_image *out, char *err, size_t errsize);
 WF_INTERNAL void wf_cuda_image_free(wf_cuda_image *img);
 /* Assemble PTX for sm_XX with nvJitLink (a validity check without a GPU).
 ** 0 on success; else err holds the linker log. cubin_size (may be NULL)
@@ -116,13 +115,13 @@ WF_INTERNAL int wf_cuda_device_count(void *ctx, char *err, size_t n);
 WF_INTERNAL void wf_cudrv_errstr(wf_cudrv *d, int res, char *buf, size_t n);
 
 /* The message every use of a cuda device gives without a driver. */
-#define WF_CUDA_NODRIVER \
+#define WF_CUDA_NODRIVER                                                                           \
   "weft: CUDA is not available: libcuda.so.1 could not be loaded (no NVIDIA driver)"
 
 /* ---- FFI: modules, launches, streams, graphs (declared in cdef.lua) ---- */
 WF_FFI int wf_cuda_available(wf_rt *rt);
-WF_FFI int wf_cuda_device_info(wf_rt *rt, int32_t dev, char *name, size_t namelen,
-                               int *cc_major, int *cc_minor, size_t *total_mem);
+WF_FFI int wf_cuda_device_info(wf_rt *rt, int32_t dev, char *name, size_t namelen, int *cc_major,
+                               int *cc_minor, size_t *total_mem);
 WF_FFI int wf_cuda_module_load(wf_rt *rt, int32_t dev, const void *image, size_t size,
                                void **module);
 WF_FFI int wf_cuda_module_unload(wf_rt *rt, int32_t dev, void *module);

@@ -60,7 +60,9 @@ static void sadd(str *s, const char *fmt, ...) {
 }
 
 /* ---- reference semantics (the CPU backend's, see src/cpu/emit.c) ---- */
-static int32_t r_div(int32_t a, int32_t b) { return b == 0 ? 0 : b == -1 ? (int32_t)(0u - (uint32_t)a) : a / b; }
+static int32_t r_div(int32_t a, int32_t b) {
+  return b == 0 ? 0 : b == -1 ? (int32_t)(0u - (uint32_t)a) : a / b;
+}
 static int32_t r_mod(int32_t a, int32_t b) {
   if (b == 0 || b == -1) return 0;
   int32_t r = a % b;
@@ -86,7 +88,8 @@ static int32_t r_sat_i32(float x) {
 
 static void expected_output(str *e) {
   float x[100], y[100];
-  for (int i = 0; i < 100; i++) x[i] = i * 0.5f, y[i] = 1.0f - i;
+  for (int i = 0; i < 100; i++)
+    x[i] = i * 0.5f, y[i] = 1.0f - i;
   for (int i = 0; i < 100; i++) {
     float t = 2.5f * x[i];
     sadd(e, "saxpy %d %.9g\n", i, t + y[i]);
@@ -94,9 +97,11 @@ static void expected_output(str *e) {
   for (int i = 0; i < 7; i++)
     for (int j = 0; j < 5; j++) {
       int32_t a = i - 3, b = j - 2;
-      sadd(e, "intops %d %d %d %d %d %d\n", i, j, r_div(a, b), r_mod(a, b), r_floordiv(a, b), a >> (j & 31));
+      sadd(e, "intops %d %d %d %d %d %d\n", i, j, r_div(a, b), r_mod(a, b), r_floordiv(a, b),
+           a >> (j & 31));
     }
-  float xs[12] = {-3.25f, -1.0f, -0.5f, 0.0f, 0.75f, 2.5f, 4.0f, 7.125f, 100.0f, -2.5e-3f, 3.0f, -7.0f};
+  float xs[12] = {-3.25f, -1.0f,  -0.5f,  0.0f,     0.75f, 2.5f,
+                  4.0f,   7.125f, 100.0f, -2.5e-3f, 3.0f,  -7.0f};
   float sum = 0, mx = -1e30f, mn = 1e30f;
   for (int i = 0; i < 12; i++) {
     float v = xs[i], acc = 0;
@@ -106,7 +111,8 @@ static void expected_output(str *e) {
     }
     float w = fabsf(v);
     int cnt = 0;
-    while (w > 1.0f) w = w / 2.0f, cnt++;
+    while (w > 1.0f)
+      w = w / 2.0f, cnt++;
     float q = floorf(v / -1.5f);
     float t = q * -1.5f;
     float md = v - t;
@@ -118,8 +124,8 @@ static void expected_output(str *e) {
     s = pcg(s);
     int32_t ri = (int32_t)s;
     float big = v * 1e9f;
-    sadd(e, "floats %d %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", i, acc, (float)cnt, md, fd, iff, rf,
-         (float)r_sat_i32(big), (float)ri);
+    sadd(e, "floats %d %.9g %.9g %.9g %.9g %.9g %.9g %.9g %.9g\n", i, acc, (float)cnt, md, fd, iff,
+         rf, (float)r_sat_i32(big), (float)ri);
     sum += v;
     mx = v > mx ? v : mx;
     mn = v < mn ? v : mn;
@@ -130,7 +136,8 @@ static void expected_output(str *e) {
   for (int i = 0; i < 5; i++) {
     int pal = v[i][0] == v[i][2];
     sadd(e, "aggs %d %.17g\n", i, pal ? 1000.0 : (double)v[i][2]);
-    for (int k = 0; k < 3; k++) s3[k] += v[i][2 - k];
+    for (int k = 0; k < 3; k++)
+      s3[k] += v[i][2 - k];
   }
   sadd(e, "aggsum %.9g %.9g %.9g\n", s3[0], s3[1], s3[2]);
   _Float16 h[4] = {(_Float16)1.5f, (_Float16)-2.25f, (_Float16)0.1f, (_Float16)1000.0f};
@@ -142,7 +149,8 @@ static void expected_output(str *e) {
   sadd(e, "tids bad 0\n");
   for (int i = 0; i < 4; i++) {
     float acc = 0;
-    for (int j = 0; j < 6; j++) acc += (float)(i * 10 + j);
+    for (int j = 0; j < 6; j++)
+      acc += (float)(i * 10 + j);
     sadd(e, "views %d %.9g\n", i, acc);
   }
   sadd(e, "i=0 x=1.5\ttrue\ni=1 x=1.5\ttrue\n");
@@ -164,7 +172,9 @@ static wf_module *load_kernels(void) {
 static void test_emit_text(const wf_cuda_src *s) {
   CHECK_INT(s->nentries, 8);
   CHECK_STR(s->entries[0], "weft_saxpy");
-  CHECK_HAS(s->text, "extern \"C\" __global__ void weft_saxpy(wf_dims wf_d, wf_arr v0, wf_arr v1, float v2)");
+  CHECK_HAS(
+      s->text,
+      "extern \"C\" __global__ void weft_saxpy(wf_dims wf_d, wf_arr v0, wf_arr v1, float v2)");
   CHECK_HAS(s->text, "#line 4 \"spec/cuda_demo.lua\"");
   CHECK_HAS(s->text, "wf_i += (long long)blockDim.x * gridDim.x");
   CHECK_HAS(s->text, "#include <cuda_fp16.h>");
@@ -204,8 +214,8 @@ static void test_nvrtc(wf_nvrtc *nv, const wf_cuda_src *s) {
     wf_cuda_image_free(&img);
   }
   /* an assembler error comes back as a message */
-  CHECK(wf_nvrtc_assemble(nv, ".version 9.0\n.target sm_80\n.address_size 64\nbogus;\n", "sm_80", NULL, err,
-                          sizeof err) != 0);
+  CHECK(wf_nvrtc_assemble(nv, ".version 9.0\n.target sm_80\n.address_size 64\nbogus;\n", "sm_80",
+                          NULL, err, sizeof err) != 0);
   CHECK_HAS(err, "PTX assembly for sm_80 failed");
 }
 
@@ -246,7 +256,8 @@ static void test_cache(wf_nvrtc *nv) {
   wf_cuda_image_free(&a);
   wf_cuda_image_free(&b);
   char cmd[256];
-  snprintf(cmd, sizeof cmd, "test $(ls %s/cuda | wc -l) -eq 2 && ! ls %s/cuda/.tmp-* 2>/dev/null", dir, dir);
+  snprintf(cmd, sizeof cmd, "test $(ls %s/cuda | wc -l) -eq 2 && ! ls %s/cuda/.tmp-* 2>/dev/null",
+           dir, dir);
   CHECK_INT(system(cmd), 0);
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
   CHECK_INT(system(cmd), 0);
@@ -320,14 +331,15 @@ static void test_emit_errors(void) {
 /* 8/16-bit atomics: a CAS on the 32-bit word; infinities as macros both
 ** NVRTC and the shim define; only the helpers the code uses. */
 static void test_emit_narrow_and_constants(void) {
-  wf_module *m = parse_or_null("kernel @k(%0:array<i8,1>, %1:array<f32,1>) chunk \"@spec/n.lua\" {\n"
-                               "  %2:i32 = tid 0\n"
-                               "  %3:i8 = const 1\n"
-                               "  %4:i8 = atomic_max %0, %2, %3 !3:1\n"
-                               "  %5:f32 = const inf\n"
-                               "  store %1, %2, %5 !4:1\n"
-                               "  ret\n"
-                               "}\n");
+  wf_module *m =
+      parse_or_null("kernel @k(%0:array<i8,1>, %1:array<f32,1>) chunk \"@spec/n.lua\" {\n"
+                    "  %2:i32 = tid 0\n"
+                    "  %3:i8 = const 1\n"
+                    "  %4:i8 = atomic_max %0, %2, %3 !3:1\n"
+                    "  %5:f32 = const inf\n"
+                    "  store %1, %2, %5 !4:1\n"
+                    "  ret\n"
+                    "}\n");
   CHECK(m != NULL);
   if (!m) return;
   char err[512];
@@ -350,15 +362,16 @@ static void test_emit_narrow_and_constants(void) {
 /* Debug mode: an error slot parameter, a check per index, division checks,
 ** and the parameter names in the messages. */
 static void test_emit_debug(void) {
-  wf_module *m = parse_or_null("kernel @k(%0:array<f32,2>, %1:array<i32,1>, %2:i32) chunk \"@spec/d.lua\" {\n"
-                               "  %3:i32 = tid 0\n"
-                               "  %4:array<f32,1> = view %0, %3 !5:2\n"
-                               "  %5:f32 = load %4, %2 !6:2\n"
-                               "  %6:i32 = load %1, %3 !7:2\n"
-                               "  %7:i32 = div %6, %2 !8:2\n"
-                               "  store %1, %3, %7 !8:2\n"
-                               "  ret\n"
-                               "}\n");
+  wf_module *m =
+      parse_or_null("kernel @k(%0:array<f32,2>, %1:array<i32,1>, %2:i32) chunk \"@spec/d.lua\" {\n"
+                    "  %3:i32 = tid 0\n"
+                    "  %4:array<f32,1> = view %0, %3 !5:2\n"
+                    "  %5:f32 = load %4, %2 !6:2\n"
+                    "  %6:i32 = load %1, %3 !7:2\n"
+                    "  %7:i32 = div %6, %2 !8:2\n"
+                    "  store %1, %3, %7 !8:2\n"
+                    "  ret\n"
+                    "}\n");
   CHECK(m != NULL);
   if (!m) return;
   char err[512];
@@ -371,8 +384,12 @@ static void test_emit_debug(void) {
   if (rc == 0) {
     CHECK_HAS(s.text, "int v2, wf_err *wf_e) {");
     CHECK_HAS(s.text, "if (*(volatile int *)&wf_e->flag) return;");
-    CHECK_HAS(s.text, "if (wf_oob(wf_e, (long long)v3, v0.shape[0], \"spec/d.lua:5\", 0, \"grid\")) return;");
-    CHECK_HAS(s.text, "if (wf_oob(wf_e, (long long)v2, v4.shape[0], \"spec/d.lua:6\", 1, \"grid\")) return;");
+    CHECK_HAS(
+        s.text,
+        "if (wf_oob(wf_e, (long long)v3, v0.shape[0], \"spec/d.lua:5\", 0, \"grid\")) return;");
+    CHECK_HAS(
+        s.text,
+        "if (wf_oob(wf_e, (long long)v2, v4.shape[0], \"spec/d.lua:6\", 1, \"grid\")) return;");
     CHECK_HAS(s.text, "\"spec/d.lua:7\", 0, \"counts\")) return;");
     CHECK_HAS(s.text, "{ wf_fail(wf_e, \"spec/d.lua:8\", \"integer division by zero\"); return; }");
     CHECK_HAS(s.text, "struct wf_err { int flag; char msg[508]; };");
