@@ -27,77 +27,26 @@
 
 #include "cuda/wf_cuda.h"
 
-/* ---- output buffer ---------------------------------------------------- */
-typedef struct sbuf {
-  char *p;
-  size_t len, cap;
-  int oom;
-} sbuf;
-
-static void sb_putn(sbuf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->len + n + 1 > b->cap) {
-    size_t nc = b->cap ? b->cap : 4096;
-    while (nc < b->len + n + 1)
-      nc *= 2;
-    char *np = realloc(b->p, nc);
-    if (!np) {
-      b->oom = 1;
-      return;
-    }
-    b->p = np;
-    b->cap = nc;
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = 0;
-}
-
-static void sb_puts(sbuf *b, const char *s) {
-  sb_putn(b, s, strlen(s));
-}
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-  char tmp[512];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if ((size_t)n < sizeof tmp) {
-    sb_putn(b, tmp, (size_t)n);
-    return;
-  }
-  char *big = malloc((size_t)n + 1);
-  if (!big) {
-    b->oom = 1;
-    return;
-  }
-  va_start(ap, fmt);
-  vsnprintf(big, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  sb_putn(b, big, (size_t)n);
-  free(big);
-}
+#include "runtime/sbuf.h"
+typedef wf_sbuf sbuf;
 
 /* A C string literal for s (escapes quotes, backslashes, controls). */
 static void sb_cstr(sbuf *b, const char *s) {
-  sb_puts(b, "\"");
+  wf_sb_puts(b, "\"");
   for (; s && *s; s++) {
     unsigned char c = (unsigned char)*s;
     if (c == '"' || c == '\\')
-      sb_printf(b, "\\%c", c);
+      wf_sb_printf(b, "\\%c", c);
     else if (c == '\n')
-      sb_puts(b, "\\n");
+      wf_sb_puts(b, "\\n");
     else if (c == '\t')
-      sb_puts(b, "\\t");
+      wf_sb_puts(b, "\\t");
     else if (c < 32 || c >= 127)
-      sb_printf(b, "\\%03o", c);
+      wf_sb_printf(b, "\\%03o", c);
     else
-      sb_putn(b, (const char *)&c, 1);
+      wf_sb_putn(b, (const char *)&c, 1);
   }
-  sb_puts(b, "\"");
+  wf_sb_puts(b, "\"");
 }
 
 /* ---- emitter state ---------------------------------------------------- */
@@ -148,7 +97,7 @@ static void fail(emitter *E, const wf_inst *in, const char *fmt, ...) {
 
 static void ind(emitter *E) {
   for (int i = 0; i < E->indent; i++)
-    sb_puts(&E->body, "  ");
+    wf_sb_puts(&E->body, "  ");
 }
 
 /* ---- types ------------------------------------------------------------ */
@@ -214,21 +163,21 @@ static const char *agg_ctype(emitter *E, const wf_type *t) {
            E->naggs);
   const char *name = a->name;
   sbuf *b = &E->types;
-  sb_printf(b, "struct %s { /* %s */\n", name, t->name ? t->name : "");
+  wf_sb_printf(b, "struct %s { /* %s */\n", name, t->name ? t->name : "");
   uint32_t pos = 0;
   for (int i = 0; i < n; i++) {
     const wf_type *ft = wf_t_component(E->m->types, t, i);
     uint32_t al = ft->align ? ft->align : 1;
     pos = (pos + al - 1) / al * al;
     if (t->kind == WF_T_STRUCT && t->fields[i].offset > pos) {
-      sb_printf(b, "  char pad%d[%u];\n", i, t->fields[i].offset - pos);
+      wf_sb_printf(b, "  char pad%d[%u];\n", i, t->fields[i].offset - pos);
       pos = t->fields[i].offset;
     }
-    sb_printf(b, "  %s f%d;\n", fields[i], i);
+    wf_sb_printf(b, "  %s f%d;\n", fields[i], i);
     pos += ft->size;
   }
-  sb_puts(b, "};\n");
-  sb_printf(b, "static_assert(sizeof(%s) == %u, \"layout of %s\");\n", name, t->size,
+  wf_sb_puts(b, "};\n");
+  wf_sb_printf(b, "static_assert(sizeof(%s) == %u, \"layout of %s\");\n", name, t->size,
             t->name ? t->name : "");
   return name;
 }
@@ -264,51 +213,51 @@ static const wf_type *vt(emitter *E, wf_val v) {
 /* `T vN = ` : the start of a result's declaration. */
 static void decl(emitter *E, wf_val r) {
   ind(E);
-  sb_printf(&E->body, "%s v%d = ", ctype(E, vt(E, r)), (int)r);
+  wf_sb_printf(&E->body, "%s v%d = ", ctype(E, vt(E, r)), (int)r);
 }
 
 /* A float scalar operand as float (half widened), for math on halves. */
 static void fl(emitter *E, wf_val v) {
   if (is_half(vt(E, v)))
-    sb_printf(&E->body, "__half2float(v%d)", (int)v);
+    wf_sb_printf(&E->body, "__half2float(v%d)", (int)v);
   else
-    sb_printf(&E->body, "v%d", (int)v);
+    wf_sb_printf(&E->body, "v%d", (int)v);
 }
 
 /* Emit a float constant exactly (hex float; inf/nan via builtins). */
 static void emit_fconst(emitter *E, const wf_type *t, double x) {
   sbuf *b = &E->body;
   const char *wrap = t->bits == 16 ? "__double2half(" : "";
-  sb_puts(b, wrap);
+  wf_sb_puts(b, wrap);
   if (isnan(x))
-    sb_puts(b, t->bits == 32 ? "WF_NANF" : "WF_NAN");
+    wf_sb_puts(b, t->bits == 32 ? "WF_NANF" : "WF_NAN");
   else if (isinf(x))
-    sb_printf(b, "%s%s", x < 0 ? "-" : "", t->bits == 32 ? "WF_INFF" : "WF_INF");
+    wf_sb_printf(b, "%s%s", x < 0 ? "-" : "", t->bits == 32 ? "WF_INFF" : "WF_INF");
   else if (t->bits == 32)
-    sb_printf(b, "%af", (double)(float)x);
+    wf_sb_printf(b, "%af", (double)(float)x);
   else
-    sb_printf(b, "%a", x);
-  if (*wrap) sb_puts(b, ")");
+    wf_sb_printf(b, "%a", x);
+  if (*wrap) wf_sb_puts(b, ")");
 }
 
 static void emit_iconst(emitter *E, const wf_type *t, int64_t v) {
   sbuf *b = &E->body;
   if (t->kind == WF_T_BOOL) {
-    sb_puts(b, v ? "true" : "false");
+    wf_sb_puts(b, v ? "true" : "false");
     return;
   }
   if (t->bits == 64 && !t->is_signed)
-    sb_printf(b, "%" PRIu64 "ULL", (uint64_t)v);
+    wf_sb_printf(b, "%" PRIu64 "ULL", (uint64_t)v);
   else if (t->bits == 64 && v == INT64_MIN)
-    sb_puts(b, "(-9223372036854775807LL - 1)");
+    wf_sb_puts(b, "(-9223372036854775807LL - 1)");
   else if (t->bits == 64)
-    sb_printf(b, "%" PRId64 "LL", v);
+    wf_sb_printf(b, "%" PRId64 "LL", v);
   else if (!t->is_signed)
-    sb_printf(b, "(%s)%" PRIu64 "u", ctype(E, t), (uint64_t)v & 0xffffffffu);
+    wf_sb_printf(b, "(%s)%" PRIu64 "u", ctype(E, t), (uint64_t)v & 0xffffffffu);
   else if (v == INT32_MIN)
-    sb_puts(b, "(-2147483647 - 1)");
+    wf_sb_puts(b, "(-2147483647 - 1)");
   else
-    sb_printf(b, "(%s)%" PRId64, ctype(E, t), v);
+    wf_sb_printf(b, "(%s)%" PRId64, ctype(E, t), v);
 }
 
 /* ---- instructions ------------------------------------------------------ */
@@ -406,13 +355,13 @@ static void emit_fmath(emitter *E, const wf_inst *in) {
   int helper = strncmp(nm, "wf_", 3) == 0;
   sbuf *b = &E->body;
   decl(E, in->res[0]);
-  if (is_half(t)) sb_puts(b, "__float2half(");
-  sb_printf(b, "%s%s(", nm, !helper && t->bits != 64 ? "f" : "");
+  if (is_half(t)) wf_sb_puts(b, "__float2half(");
+  wf_sb_printf(b, "%s%s(", nm, !helper && t->bits != 64 ? "f" : "");
   for (int i = 0; i < in->nargs; i++) {
-    if (i) sb_puts(b, ", ");
+    if (i) wf_sb_puts(b, ", ");
     fl(E, in->args[i]);
   }
-  sb_puts(b, is_half(t) ? "));\n" : ");\n");
+  wf_sb_puts(b, is_half(t) ? "));\n" : ");\n");
 }
 
 /* Integer arithmetic that wraps like LLVM's add/sub/mul (no signed
@@ -423,10 +372,10 @@ static void emit_iarith(emitter *E, const wf_inst *in, const char *sym) {
   decl(E, in->res[0]);
   if (is_sint(t) && t->bits >= 32) {
     const char *u = int_ctype(t->bits, 0);
-    sb_printf(&E->body, "(%s)((%s)v%d %s (%s)v%d);\n", ty, u, (int)in->args[0], sym, u,
+    wf_sb_printf(&E->body, "(%s)((%s)v%d %s (%s)v%d);\n", ty, u, (int)in->args[0], sym, u,
               (int)in->args[1]);
   } else {
-    sb_printf(&E->body, "(%s)(v%d %s v%d);\n", ty, (int)in->args[0], sym, (int)in->args[1]);
+    wf_sb_printf(&E->body, "(%s)(v%d %s v%d);\n", ty, (int)in->args[0], sym, (int)in->args[1]);
   }
 }
 
@@ -434,10 +383,10 @@ static void emit_iarith(emitter *E, const wf_inst *in, const char *sym) {
 static void emit_addr(emitter *E, const wf_inst *in, int nidx, const wf_type *elem) {
   sbuf *b = &E->body;
   int a = (int)in->args[0];
-  sb_printf(b, "((%s *)(v%d.data", ctype(E, elem), a);
+  wf_sb_printf(b, "((%s *)(v%d.data", ctype(E, elem), a);
   for (int k = 0; k < nidx; k++)
-    sb_printf(b, " + (long long)v%d * v%d.strides[%d]", (int)in->args[1 + k], a, k);
-  sb_puts(b, "))");
+    wf_sb_printf(b, " + (long long)v%d * v%d.strides[%d]", (int)in->args[1 + k], a, k);
+  wf_sb_puts(b, "))");
 }
 
 /* The smallest / largest value of an integer type as C literals. */
@@ -464,24 +413,24 @@ static void cast_expr(emitter *E, const wf_type *rt, const wf_type *st, const ch
   if (st->kind == WF_T_RNG) st = wf_t_int(E->m->types, 32, 0);
   if (rt->kind == WF_T_RNG) rt = wf_t_int(E->m->types, 32, 0);
   if (rt == st)
-    sb_printf(b, "%s", x);
+    wf_sb_printf(b, "%s", x);
   else if (rt->kind == WF_T_BOOL)
-    is_half(st) ? sb_printf(b, "(__half2float(%s) != 0.0f)", x) : sb_printf(b, "(%s != 0)", x);
+    is_half(st) ? wf_sb_printf(b, "(__half2float(%s) != 0.0f)", x) : wf_sb_printf(b, "(%s != 0)", x);
   else if (is_half(rt) && st->kind == WF_T_FLOAT && st->bits == 64)
-    sb_printf(b, "__double2half(%s)", x);
+    wf_sb_printf(b, "__double2half(%s)", x);
   else if (is_half(rt))
-    sb_printf(b, "__float2half((float)%s)", x);
+    wf_sb_printf(b, "__float2half((float)%s)", x);
   else if (st->kind == WF_T_FLOAT && rt->kind == WF_T_INT) {
     char lo[64], hi[64];
     int_limits(rt, lo, hi, sizeof lo);
     double dlo = rt->is_signed ? -ldexp(1.0, rt->bits - 1) : -1.0;
     double dhi = ldexp(1.0, rt->is_signed ? rt->bits - 1 : rt->bits);
-    sb_printf(b, "wf_fptoi<%s>(%s%s%s, %a, %a, %s, %s)", rty, is_half(st) ? "__half2float(" : "", x,
+    wf_sb_printf(b, "wf_fptoi<%s>(%s%s%s, %a, %a, %s, %s)", rty, is_half(st) ? "__half2float(" : "", x,
               is_half(st) ? ")" : "", dlo, dhi, lo, hi);
   } else if (is_half(st))
-    sb_printf(b, "(%s)__half2float(%s)", rty, x);
+    wf_sb_printf(b, "(%s)__half2float(%s)", rty, x);
   else
-    sb_printf(b, "(%s)%s", rty, x);
+    wf_sb_printf(b, "(%s)%s", rty, x);
 }
 
 /* Aggregates convert component by component (paths like .f0.f2). */
@@ -491,9 +440,9 @@ static void cast_agg(emitter *E, const wf_type *rt, const wf_type *st, int r, in
     char x[160];
     snprintf(x, sizeof x, "v%d%s", a, path);
     ind(E);
-    sb_printf(&E->body, "v%d%s = ", r, path);
+    wf_sb_printf(&E->body, "v%d%s = ", r, path);
     cast_expr(E, rt, st, x);
-    sb_puts(&E->body, ";\n");
+    wf_sb_puts(&E->body, ";\n");
     return;
   }
   int n = wf_t_arity(rt);
@@ -530,11 +479,11 @@ static void check_index(emitter *E, const wf_inst *in, wf_val arr, wf_val idx, i
   if (!E->debug) return;
   sbuf *b = &E->body;
   ind(E);
-  sb_printf(b, "if (wf_oob(wf_e, (long long)v%d, v%d.shape[%d], ", (int)idx, (int)arr, k);
+  wf_sb_printf(b, "if (wf_oob(wf_e, (long long)v%d, v%d.shape[%d], ", (int)idx, (int)arr, k);
   where_lit(E, in);
-  sb_printf(b, ", %d, ", (E->aname ? E->adepth[arr] : 0) + k);
+  wf_sb_printf(b, ", %d, ", (E->aname ? E->adepth[arr] : 0) + k);
   sb_cstr(b, arr_name(E, arr));
-  sb_puts(b, ")) return;\n");
+  wf_sb_puts(b, ")) return;\n");
 }
 
 /* Debug: every index of a LOAD/STORE/ATOMIC (args[1..nidx]). */
@@ -546,11 +495,11 @@ static void check_indices(emitter *E, const wf_inst *in, int nidx) {
 /* Debug: an error message at this instruction, then the thread ends. */
 static void fail_here(emitter *E, const wf_inst *in, const char *msg) {
   ind(E);
-  sb_puts(&E->body, "{ wf_fail(wf_e, ");
+  wf_sb_puts(&E->body, "{ wf_fail(wf_e, ");
   where_lit(E, in);
-  sb_puts(&E->body, ", ");
+  wf_sb_puts(&E->body, ", ");
   sb_cstr(&E->body, msg);
-  sb_puts(&E->body, "); return; }\n");
+  wf_sb_puts(&E->body, "); return; }\n");
 }
 
 /* Debug: integer division and remainder by zero are errors (release mode
@@ -558,7 +507,7 @@ static void fail_here(emitter *E, const wf_inst *in, const char *msg) {
 static void check_divisor(emitter *E, const wf_inst *in) {
   if (!E->debug) return;
   ind(E);
-  sb_printf(&E->body, "if (v%d == 0)\n", (int)in->args[1]);
+  wf_sb_printf(&E->body, "if (v%d == 0)\n", (int)in->args[1]);
   E->indent++;
   fail_here(E, in, "integer division by zero");
   E->indent--;
@@ -573,7 +522,7 @@ static void emit_cast(emitter *E, const wf_inst *in) {
       return;
     }
     ind(E);
-    sb_printf(&E->body, "%s v%d;\n", ctype(E, rt), (int)in->res[0]);
+    wf_sb_printf(&E->body, "%s v%d;\n", ctype(E, rt), (int)in->res[0]);
     char path[128] = "";
     cast_agg(E, rt, st, (int)in->res[0], a, path, 0);
     return;
@@ -582,27 +531,27 @@ static void emit_cast(emitter *E, const wf_inst *in) {
   snprintf(x, sizeof x, "v%d", a);
   decl(E, in->res[0]);
   cast_expr(E, rt, st, x);
-  sb_puts(&E->body, ";\n");
+  wf_sb_puts(&E->body, ";\n");
 }
 
 /* Equality of two values of one type: aggregates compare every scalar. */
 static void eq_expr(emitter *E, const wf_type *t, int a, int c, char *path, size_t plen) {
   if (wf_t_is_scalar(t) || t->kind == WF_T_RNG) {
     if (is_half(t))
-      sb_printf(&E->body, "(__half2float(v%d%s) == __half2float(v%d%s))", a, path, c, path);
+      wf_sb_printf(&E->body, "(__half2float(v%d%s) == __half2float(v%d%s))", a, path, c, path);
     else
-      sb_printf(&E->body, "(v%d%s == v%d%s)", a, path, c, path);
+      wf_sb_printf(&E->body, "(v%d%s == v%d%s)", a, path, c, path);
     return;
   }
   int n = wf_t_arity(t);
-  sb_puts(&E->body, "(true");
+  wf_sb_puts(&E->body, "(true");
   for (int i = 0; i < n && plen < 100; i++) {
     int w = snprintf(path + plen, 128 - plen, ".f%d", i);
-    sb_puts(&E->body, " && ");
+    wf_sb_puts(&E->body, " && ");
     eq_expr(E, wf_t_component(E->m->types, t, i), a, c, path, plen + (size_t)w);
     path[plen] = 0;
   }
-  sb_puts(&E->body, ")");
+  wf_sb_puts(&E->body, ")");
 }
 
 /* One value for a printf conversion, formatted as the CPU backend's
@@ -626,26 +575,26 @@ static void print_value(emitter *E, sbuf *fmt, sbuf *args, const char *spec, siz
     size_t k = 0;
     while (k < speclen && spec[k] != '.')
       k++;
-    sb_putn(fmt, spec, k);
+    wf_sb_putn(fmt, spec, k);
     if (t->kind == WF_T_BOOL) {
-      sb_puts(fmt, "s");
-      sb_printf(args, ", v%d ? \"true\" : \"false\"", (int)v);
+      wf_sb_puts(fmt, "s");
+      wf_sb_printf(args, ", v%d ? \"true\" : \"false\"", (int)v);
     } else {
-      sb_puts(fmt, isf ? ".14g" : isu ? "llu" : "lld");
-      sb_printf(args, ", %s", x);
+      wf_sb_puts(fmt, isf ? ".14g" : isu ? "llu" : "lld");
+      wf_sb_printf(args, ", %s", x);
     }
   } else if (strchr("feEgGaA", conv)) {
-    sb_putn(fmt, spec, speclen);
-    sb_putn(fmt, &conv, 1);
-    sb_printf(args, ", (double)%s", x);
+    wf_sb_putn(fmt, spec, speclen);
+    wf_sb_putn(fmt, &conv, 1);
+    wf_sb_printf(args, ", (double)%s", x);
   } else if (conv == 'c') {
-    sb_putn(fmt, spec, speclen);
-    sb_puts(fmt, "c");
-    sb_printf(args, ", (int)%s", x);
+    wf_sb_putn(fmt, spec, speclen);
+    wf_sb_puts(fmt, "c");
+    wf_sb_printf(args, ", (int)%s", x);
   } else {
-    sb_putn(fmt, spec, speclen);
-    sb_printf(fmt, "ll%c", conv);
-    sb_printf(args, ", (long long)%s", x);
+    wf_sb_putn(fmt, spec, speclen);
+    wf_sb_printf(fmt, "ll%c", conv);
+    wf_sb_printf(args, ", (long long)%s", x);
   }
 }
 
@@ -653,16 +602,16 @@ static void emit_print(emitter *E, const wf_inst *in) {
   sbuf fmt = {0}, args = {0};
   int next = 0;
   const char *p = in->str ? in->str : "";
-  sb_puts(&fmt, "");
+  wf_sb_puts(&fmt, "");
   while (*p) {
     const char *q = strchr(p, '%');
     if (!q) {
-      sb_puts(&fmt, p);
+      wf_sb_puts(&fmt, p);
       break;
     }
-    sb_putn(&fmt, p, (size_t)(q - p));
+    wf_sb_putn(&fmt, p, (size_t)(q - p));
     if (q[1] == '%') {
-      sb_puts(&fmt, "%%");
+      wf_sb_puts(&fmt, "%%");
       p = q + 2;
       continue;
     }
@@ -682,7 +631,7 @@ static void emit_print(emitter *E, const wf_inst *in) {
     char conv = *r;
     if (!conv || !strchr("diouxXcfeEgGaAsv", conv)) { /* not a conversion: literal text */
       for (const char *c = q; c < r + (conv ? 1 : 0); c++)
-        sb_puts(&fmt, *c == '%' ? "%%" : (char[2]){*c, 0});
+        wf_sb_puts(&fmt, *c == '%' ? "%%" : (char[2]){*c, 0});
       p = conv ? r + 1 : r;
       continue;
     }
@@ -690,15 +639,15 @@ static void emit_print(emitter *E, const wf_inst *in) {
     p = r + 1;
   }
   for (; next < in->nargs; next++) { /* extra values: tab-separated, like Lua's print */
-    if (fmt.len > 0 && fmt.p[fmt.len - 1] != '\n') sb_puts(&fmt, "\t");
+    if (fmt.len > 0 && fmt.p[fmt.len - 1] != '\n') wf_sb_puts(&fmt, "\t");
     print_value(E, &fmt, &args, "%", 1, 's', in->args[next]);
   }
-  if (fmt.len == 0 || fmt.p[fmt.len - 1] != '\n') sb_puts(&fmt, "\n");
+  if (fmt.len == 0 || fmt.p[fmt.len - 1] != '\n') wf_sb_puts(&fmt, "\n");
   ind(E);
-  sb_puts(&E->body, "printf(");
+  wf_sb_puts(&E->body, "printf(");
   sb_cstr(&E->body, fmt.p ? fmt.p : "\n");
-  if (args.p) sb_puts(&E->body, args.p);
-  sb_puts(&E->body, ");\n");
+  if (args.p) wf_sb_puts(&E->body, args.p);
+  wf_sb_puts(&E->body, ");\n");
   if (fmt.oom || args.oom) E->body.oom = 1;
   free(fmt.p);
   free(args.p);
@@ -711,9 +660,9 @@ static void emit_block(emitter *E, const wf_block *bl, const wf_val *targets, in
 static void emit_line(emitter *E, const wf_inst *in) {
   if (in->loc.line <= 0 || in->loc.line == E->last_line || !E->chunk) return;
   E->last_line = in->loc.line;
-  sb_printf(&E->body, "#line %d ", (int)in->loc.line);
+  wf_sb_printf(&E->body, "#line %d ", (int)in->loc.line);
   sb_cstr(&E->body, E->chunk);
-  sb_puts(&E->body, "\n");
+  wf_sb_puts(&E->body, "\n");
 }
 
 /* Assign yielded values to the region's targets. */
@@ -722,31 +671,31 @@ static void emit_assign(emitter *E, const wf_val *targets, int n, const wf_val *
   for (int i = 0; i < n; i++) {
     ind(E);
     if (prefix)
-      sb_printf(&E->body, "%s%d = v%d;\n", prefix, i, (int)vals[i]);
+      wf_sb_printf(&E->body, "%s%d = v%d;\n", prefix, i, (int)vals[i]);
     else
-      sb_printf(&E->body, "v%d = v%d;\n", (int)targets[i], (int)vals[i]);
+      wf_sb_printf(&E->body, "v%d = v%d;\n", (int)targets[i], (int)vals[i]);
   }
 }
 
 static void emit_if(emitter *E, const wf_inst *in) {
   for (int i = 0; i < in->nres; i++) {
     ind(E);
-    sb_printf(&E->body, "%s v%d = {};\n", ctype(E, vt(E, in->res[i])), (int)in->res[i]);
+    wf_sb_printf(&E->body, "%s v%d = {};\n", ctype(E, vt(E, in->res[i])), (int)in->res[i]);
   }
   ind(E);
-  sb_printf(&E->body, "if (v%d) {\n", (int)in->args[0]);
+  wf_sb_printf(&E->body, "if (v%d) {\n", (int)in->args[0]);
   E->indent++;
   emit_block(E, in->blocks[0], in->res, in->nres, NULL);
   E->indent--;
   if (in->nblocks > 1 && in->blocks[1] && in->blocks[1]->first) {
     ind(E);
-    sb_puts(&E->body, "} else {\n");
+    wf_sb_puts(&E->body, "} else {\n");
     E->indent++;
     emit_block(E, in->blocks[1], in->res, in->nres, NULL);
     E->indent--;
   }
   ind(E);
-  sb_puts(&E->body, "}\n");
+  wf_sb_puts(&E->body, "}\n");
 }
 
 /* Lua's inclusive numeric for: the step's sign picks the test. Carried
@@ -761,11 +710,11 @@ static void emit_for(emitter *E, const wf_inst *in) {
   snprintf(prefix, sizeof prefix, "c%d_", id);
   for (int k = 0; k < ncar; k++) {
     ind(E);
-    sb_printf(&E->body, "%s c%d_%d = v%d;\n", ctype(E, vt(E, in->args[3 + k])), id, k,
+    wf_sb_printf(&E->body, "%s c%d_%d = v%d;\n", ctype(E, vt(E, in->args[3 + k])), id, k,
               (int)in->args[3 + k]);
   }
   ind(E);
-  sb_printf(
+  wf_sb_printf(
       &E->body,
       "for (%s i%d = v%d, h%d = v%d, s%d = v%d; s%d > 0 ? i%d <= h%d : i%d >= h%d; i%d += s%d) {\n",
       ity, id, (int)in->args[0], id, (int)in->args[1], id, (int)in->args[2], id, id, id, id, id, id,
@@ -773,20 +722,20 @@ static void emit_for(emitter *E, const wf_inst *in) {
   E->indent++;
   if (body->nparams > 0) {
     ind(E);
-    sb_printf(&E->body, "%s v%d = i%d;\n", ity, (int)body->params[0], id);
+    wf_sb_printf(&E->body, "%s v%d = i%d;\n", ity, (int)body->params[0], id);
   }
   for (int k = 0; k < ncar && k + 1 < body->nparams; k++) {
     ind(E);
-    sb_printf(&E->body, "%s v%d = c%d_%d;\n", ctype(E, vt(E, body->params[k + 1])),
+    wf_sb_printf(&E->body, "%s v%d = c%d_%d;\n", ctype(E, vt(E, body->params[k + 1])),
               (int)body->params[k + 1], id, k);
   }
   emit_block(E, body, NULL, ncar, prefix);
   E->indent--;
   ind(E);
-  sb_puts(&E->body, "}\n");
+  wf_sb_puts(&E->body, "}\n");
   for (int k = 0; k < in->nres; k++) {
     ind(E);
-    sb_printf(&E->body, "%s v%d = c%d_%d;\n", ctype(E, vt(E, in->res[k])), (int)in->res[k], id, k);
+    wf_sb_printf(&E->body, "%s v%d = c%d_%d;\n", ctype(E, vt(E, in->res[k])), (int)in->res[k], id, k);
   }
 }
 
@@ -799,43 +748,43 @@ static void emit_while(emitter *E, const wf_inst *in) {
   snprintf(prefix, sizeof prefix, "c%d_", id);
   for (int k = 0; k < in->nargs; k++) {
     ind(E);
-    sb_printf(&E->body, "%s c%d_%d = v%d;\n", ctype(E, vt(E, in->args[k])), id, k,
+    wf_sb_printf(&E->body, "%s c%d_%d = v%d;\n", ctype(E, vt(E, in->args[k])), id, k,
               (int)in->args[k]);
   }
   for (int k = 0; k < in->nres; k++) {
     ind(E);
-    sb_printf(&E->body, "%s v%d = {};\n", ctype(E, vt(E, in->res[k])), (int)in->res[k]);
+    wf_sb_printf(&E->body, "%s v%d = {};\n", ctype(E, vt(E, in->res[k])), (int)in->res[k]);
   }
   ind(E);
-  sb_puts(&E->body, "for (;;) {\n");
+  wf_sb_puts(&E->body, "for (;;) {\n");
   E->indent++;
   ind(E);
-  sb_puts(&E->body, "{\n");
+  wf_sb_puts(&E->body, "{\n");
   E->indent++;
   for (int k = 0; k < before->nparams; k++) {
     ind(E);
-    sb_printf(&E->body, "%s v%d = c%d_%d;\n", ctype(E, vt(E, before->params[k])),
+    wf_sb_printf(&E->body, "%s v%d = c%d_%d;\n", ctype(E, vt(E, before->params[k])),
               (int)before->params[k], id, k);
   }
   emit_block(E, before, in->res, in->nres, NULL);
   E->indent--;
   ind(E);
-  sb_puts(&E->body, "}\n");
+  wf_sb_puts(&E->body, "}\n");
   ind(E);
-  sb_puts(&E->body, "{\n");
+  wf_sb_puts(&E->body, "{\n");
   E->indent++;
   for (int k = 0; k < after->nparams && k < in->nres; k++) {
     ind(E);
-    sb_printf(&E->body, "%s v%d = v%d;\n", ctype(E, vt(E, after->params[k])), (int)after->params[k],
+    wf_sb_printf(&E->body, "%s v%d = v%d;\n", ctype(E, vt(E, after->params[k])), (int)after->params[k],
               (int)in->res[k]);
   }
   emit_block(E, after, NULL, in->nargs, prefix);
   E->indent--;
   ind(E);
-  sb_puts(&E->body, "}\n");
+  wf_sb_puts(&E->body, "}\n");
   E->indent--;
   ind(E);
-  sb_puts(&E->body, "}\n");
+  wf_sb_puts(&E->body, "}\n");
 }
 
 /* One atomic per scalar component (as the CPU backend and Warp do):
@@ -848,14 +797,14 @@ static void atomic_leaf(emitter *E, const wf_inst *in, const char *fn, const wf_
       return;
     }
     ind(E);
-    if (r >= 0) sb_printf(&E->body, "v%d%s = ", r, path);
+    if (r >= 0) wf_sb_printf(&E->body, "v%d%s = ", r, path);
     if (t->kind == WF_T_INT && t->bits < 32) /* CAS on the aligned 32-bit word */
-      sb_printf(&E->body, "wf_atomic_narrow(&wf_p->v%s, v%d%s, %d);\n", path, v, path,
+      wf_sb_printf(&E->body, "wf_atomic_narrow(&wf_p->v%s, v%d%s, %d);\n", path, v, path,
                 in->op == WF_OP_ATOMIC_ADD   ? 0
                 : in->op == WF_OP_ATOMIC_MIN ? 1
                                              : 2);
     else
-      sb_printf(&E->body, "%s(&wf_p->v%s, v%d%s);\n", fn, path, v, path);
+      wf_sb_printf(&E->body, "%s(&wf_p->v%s, v%d%s);\n", fn, path, v, path);
     return;
   }
   int n = wf_t_arity(t);
@@ -880,20 +829,20 @@ static void emit_atomic(emitter *E, const wf_inst *in) {
   int r = in->nres > 0 ? (int)in->res[0] : -1;
   if (r >= 0) {
     ind(E);
-    sb_printf(&E->body, "%s v%d;\n", ctype(E, et), r);
+    wf_sb_printf(&E->body, "%s v%d;\n", ctype(E, et), r);
   }
   check_indices(E, in, nidx);
   /* a one-field wrapper so scalars and aggregates share the path syntax */
   ind(E);
-  sb_printf(&E->body, "{ struct wf_w { %s v; } *wf_p = (struct wf_w *)", ctype(E, et));
+  wf_sb_printf(&E->body, "{ struct wf_w { %s v; } *wf_p = (struct wf_w *)", ctype(E, et));
   emit_addr(E, in, nidx, et);
-  sb_puts(&E->body, ";\n");
+  wf_sb_puts(&E->body, ";\n");
   E->indent++;
   char path[128] = "";
   atomic_leaf(E, in, fn, et, r, (int)in->args[in->nargs - 1], path, 0);
   E->indent--;
   ind(E);
-  sb_puts(&E->body, "}\n");
+  wf_sb_puts(&E->body, "}\n");
 }
 
 static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int ntargets,
@@ -921,15 +870,15 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     else if (t->kind == WF_T_INT || t->kind == WF_T_BOOL || t->kind == WF_T_RNG)
       emit_iconst(E, t->kind == WF_T_RNG ? wf_t_int(E->m->types, 32, 0) : t, in->imm);
     else
-      sb_puts(b, "{}");
-    sb_puts(b, ";\n");
+      wf_sb_puts(b, "{}");
+    wf_sb_puts(b, ";\n");
     break;
   case WF_OP_PARAM:
     fail(E, in, "unexpected param instruction");
     break;
   case WF_OP_UNDEF:
     ind(E);
-    sb_printf(b, "%s v%d = {};\n", ctype(E, t), (int)in->res[0]);
+    wf_sb_printf(b, "%s v%d = {};\n", ctype(E, t), (int)in->res[0]);
     break;
   case WF_OP_ADD:
   case WF_OP_SUB:
@@ -943,30 +892,30 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     if (t->kind == WF_T_INT && in->op == WF_OP_DIV) check_divisor(E, in);
     decl(E, in->res[0]);
     if (is_half(t)) {
-      sb_printf(b, "__float2half(__half2float(v%d) %s __half2float(v%d));\n", a0, binop_sym(in->op),
+      wf_sb_printf(b, "__float2half(__half2float(v%d) %s __half2float(v%d));\n", a0, binop_sym(in->op),
                 a1);
     } else if (t->kind == WF_T_INT && in->op == WF_OP_DIV) {
-      sb_printf(b, "wf_idiv(v%d, v%d);\n", a0, a1);
+      wf_sb_printf(b, "wf_idiv(v%d, v%d);\n", a0, a1);
     } else
-      sb_printf(b, "v%d %s v%d;\n", a0, binop_sym(in->op), a1);
+      wf_sb_printf(b, "v%d %s v%d;\n", a0, binop_sym(in->op), a1);
     break;
   case WF_OP_MOD:
   case WF_OP_FLOORDIV:
     if (t->kind == WF_T_INT) {
       check_divisor(E, in);
       decl(E, in->res[0]);
-      sb_printf(b, "%s(v%d, v%d);\n", in->op == WF_OP_MOD ? "wf_imod" : "wf_ifloordiv", a0, a1);
+      wf_sb_printf(b, "%s(v%d, v%d);\n", in->op == WF_OP_MOD ? "wf_imod" : "wf_ifloordiv", a0, a1);
     } else
       emit_fmath(E, in);
     break;
   case WF_OP_NEG:
     decl(E, in->res[0]);
     if (is_half(t))
-      sb_printf(b, "__float2half(-__half2float(v%d));\n", a0);
+      wf_sb_printf(b, "__float2half(-__half2float(v%d));\n", a0);
     else if (is_sint(t) && t->bits >= 32)
-      sb_printf(b, "(%s)(0 - (%s)v%d);\n", ctype(E, t), int_ctype(t->bits, 0), a0);
+      wf_sb_printf(b, "(%s)(0 - (%s)v%d);\n", ctype(E, t), int_ctype(t->bits, 0), a0);
     else
-      sb_printf(b, "(%s)(-v%d);\n", ctype(E, t), a0);
+      wf_sb_printf(b, "(%s)(-v%d);\n", ctype(E, t), a0);
     break;
   case WF_OP_POW:
   case WF_OP_MIN:
@@ -975,12 +924,12 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
   case WF_OP_SIGN:
     if (t->kind == WF_T_INT) {
       decl(E, in->res[0]);
-      if (in->op == WF_OP_POW) sb_printf(b, "wf_ipow(v%d, v%d);\n", a0, a1);
-      if (in->op == WF_OP_MIN) sb_printf(b, "v%d < v%d ? v%d : v%d;\n", a0, a1, a0, a1);
-      if (in->op == WF_OP_MAX) sb_printf(b, "v%d > v%d ? v%d : v%d;\n", a0, a1, a0, a1);
-      if (in->op == WF_OP_ABS) sb_printf(b, "wf_iabs(v%d);\n", a0);
+      if (in->op == WF_OP_POW) wf_sb_printf(b, "wf_ipow(v%d, v%d);\n", a0, a1);
+      if (in->op == WF_OP_MIN) wf_sb_printf(b, "v%d < v%d ? v%d : v%d;\n", a0, a1, a0, a1);
+      if (in->op == WF_OP_MAX) wf_sb_printf(b, "v%d > v%d ? v%d : v%d;\n", a0, a1, a0, a1);
+      if (in->op == WF_OP_ABS) wf_sb_printf(b, "wf_iabs(v%d);\n", a0);
       if (in->op == WF_OP_SIGN)
-        sb_printf(b, "(%s)(v%d < (%s)0 ? -1 : 1);\n", ctype(E, t), a0, ctype(E, t));
+        wf_sb_printf(b, "(%s)(v%d < (%s)0 ? -1 : 1);\n", ctype(E, t), a0, ctype(E, t));
       break;
     }
     emit_fmath(E, in);
@@ -1003,7 +952,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
   case WF_OP_ROUND:
     if (t->kind == WF_T_INT && in->op >= WF_OP_FLOOR) { /* identity on integers */
       decl(E, in->res[0]);
-      sb_printf(b, "v%d;\n", a0);
+      wf_sb_printf(b, "v%d;\n", a0);
       break;
     }
     if (t->kind == WF_T_INT) { /* math on an integer: in double, converted back */
@@ -1011,7 +960,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
       snprintf(x, sizeof x, "%s((double)v%d)", math_name(in->op), a0);
       decl(E, in->res[0]);
       cast_expr(E, t, wf_t_float(E->m->types, 64), x);
-      sb_puts(b, ";\n");
+      wf_sb_puts(b, ";\n");
       break;
     }
     if (t->kind != WF_T_FLOAT) {
@@ -1033,42 +982,42 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
       }
       char path[128] = "";
       decl(E, in->res[0]);
-      sb_puts(b, in->op == WF_OP_NE ? "!" : "");
+      wf_sb_puts(b, in->op == WF_OP_NE ? "!" : "");
       eq_expr(E, vt(E, in->args[0]), a0, a1, path, 0);
-      sb_puts(b, ";\n");
+      wf_sb_puts(b, ";\n");
       break;
     }
     decl(E, in->res[0]);
     fl(E, in->args[0]);
-    sb_printf(b, " %s ", binop_sym(in->op));
+    wf_sb_printf(b, " %s ", binop_sym(in->op));
     fl(E, in->args[1]);
-    sb_puts(b, ";\n");
+    wf_sb_puts(b, ";\n");
     break;
   case WF_OP_NOT:
     decl(E, in->res[0]);
-    sb_printf(b, "!v%d;\n", a0);
+    wf_sb_printf(b, "!v%d;\n", a0);
     break;
   case WF_OP_BAND:
   case WF_OP_BOR:
   case WF_OP_BXOR:
     decl(E, in->res[0]);
-    sb_printf(b, "(%s)(v%d %s v%d);\n", ctype(E, t), a0, binop_sym(in->op), a1);
+    wf_sb_printf(b, "(%s)(v%d %s v%d);\n", ctype(E, t), a0, binop_sym(in->op), a1);
     break;
   case WF_OP_BNOT:
     decl(E, in->res[0]);
     if (t->kind == WF_T_BOOL)
-      sb_printf(b, "!v%d;\n", a0);
+      wf_sb_printf(b, "!v%d;\n", a0);
     else
-      sb_printf(b, "(%s)~v%d;\n", ctype(E, t), a0);
+      wf_sb_printf(b, "(%s)~v%d;\n", ctype(E, t), a0);
     break;
   case WF_OP_SHL:
     decl(E, in->res[0]);
-    sb_printf(b, "(%s)((%s)v%d << ((int)v%d & %d));\n", ctype(E, t),
+    wf_sb_printf(b, "(%s)((%s)v%d << ((int)v%d & %d));\n", ctype(E, t),
               int_ctype(t->bits < 32 ? 32 : t->bits, 0), a0, a1, t->bits - 1);
     break;
   case WF_OP_SHR:
     decl(E, in->res[0]);
-    sb_printf(b, "(%s)(v%d >> ((int)v%d & %d));\n", ctype(E, t), a0, a1, t->bits - 1);
+    wf_sb_printf(b, "(%s)(v%d >> ((int)v%d & %d));\n", ctype(E, t), a0, a1, t->bits - 1);
     break;
   case WF_OP_SELECT:
     if (E->aname && t->kind == WF_T_ARRAY) {
@@ -1078,32 +1027,32 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
       E->adepth[in->res[0]] = E->adepth[a1];
     }
     decl(E, in->res[0]);
-    sb_printf(b, "v%d ? v%d : v%d;\n", a0, a1, (int)in->args[2]);
+    wf_sb_printf(b, "v%d ? v%d : v%d;\n", a0, a1, (int)in->args[2]);
     break;
   case WF_OP_CAST:
     emit_cast(E, in);
     break;
   case WF_OP_AGG:
     ind(E);
-    sb_printf(b, "%s v%d;\n", ctype(E, t), (int)in->res[0]);
+    wf_sb_printf(b, "%s v%d;\n", ctype(E, t), (int)in->res[0]);
     for (int i = 0; i < in->nargs; i++) {
       ind(E);
-      sb_printf(b, "v%d.f%d = v%d;\n", (int)in->res[0], i, (int)in->args[i]);
+      wf_sb_printf(b, "v%d.f%d = v%d;\n", (int)in->res[0], i, (int)in->args[i]);
     }
     break;
   case WF_OP_EXTRACT:
     decl(E, in->res[0]);
-    sb_printf(b, "v%d.f%d;\n", a0, (int)in->imm);
+    wf_sb_printf(b, "v%d.f%d;\n", a0, (int)in->imm);
     break;
   case WF_OP_INSERT:
     decl(E, in->res[0]);
-    sb_printf(b, "v%d;\n", a0);
+    wf_sb_printf(b, "v%d;\n", a0);
     ind(E);
-    sb_printf(b, "v%d.f%d = v%d;\n", (int)in->res[0], (int)in->imm, a1);
+    wf_sb_printf(b, "v%d.f%d = v%d;\n", (int)in->res[0], (int)in->imm, a1);
     break;
   case WF_OP_SHAPE:
     decl(E, in->res[0]);
-    sb_printf(b, "(int)v%d.shape[%d];\n", a0, (int)in->imm);
+    wf_sb_printf(b, "(int)v%d.shape[%d];\n", a0, (int)in->imm);
     break;
   case WF_OP_VIEW:
     check_index(E, in, in->args[0], in->args[1], 0);
@@ -1112,7 +1061,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
       E->adepth[in->res[0]] = (int8_t)(E->adepth[a0] + 1);
     }
     decl(E, in->res[0]);
-    sb_printf(b, "wf_view(v%d, (long long)v%d);\n", a0, a1);
+    wf_sb_printf(b, "wf_view(v%d, (long long)v%d);\n", a0, a1);
     break;
   case WF_OP_LOAD: {
     const wf_type *at = vt(E, in->args[0]);
@@ -1122,9 +1071,9 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     }
     check_indices(E, in, in->nargs - 1);
     decl(E, in->res[0]);
-    sb_puts(b, "*");
+    wf_sb_puts(b, "*");
     emit_addr(E, in, in->nargs - 1, t);
-    sb_puts(b, ";\n");
+    wf_sb_puts(b, ";\n");
     break;
   }
   case WF_OP_STORE: {
@@ -1136,9 +1085,9 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     }
     check_indices(E, in, nidx);
     ind(E);
-    sb_puts(b, "*");
+    wf_sb_puts(b, "*");
     emit_addr(E, in, nidx, vt(E, in->args[in->nargs - 1]));
-    sb_printf(b, " = v%d;\n", (int)in->args[in->nargs - 1]);
+    wf_sb_printf(b, " = v%d;\n", (int)in->args[in->nargs - 1]);
     break;
   }
   case WF_OP_ATOMIC_ADD:
@@ -1150,21 +1099,21 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     decl(E, in->res[0]);
     /* axis 0 needs no modulo: wf_i < n = dim[0] * div[0] */
     if (in->imm == 0)
-      sb_printf(b, "(%s)(wf_i / wf_d.div[0]);\n", ctype(E, t));
+      wf_sb_printf(b, "(%s)(wf_i / wf_d.div[0]);\n", ctype(E, t));
     else
-      sb_printf(b, "(%s)((wf_i / wf_d.div[%d]) %% wf_d.dim[%d]);\n", ctype(E, t), (int)in->imm,
+      wf_sb_printf(b, "(%s)((wf_i / wf_d.div[%d]) %% wf_d.dim[%d]);\n", ctype(E, t), (int)in->imm,
                 (int)in->imm);
     break;
   case WF_OP_RNG_INIT:
     decl(E, in->res[0]);
-    sb_printf(b, "wf_rng_init((unsigned int)v%d, (unsigned int)v%d);\n", a0, a1);
+    wf_sb_printf(b, "wf_rng_init((unsigned int)v%d, (unsigned int)v%d);\n", a0, a1);
     break;
   case WF_OP_RANDF:
   case WF_OP_RANDI:
     ind(E);
-    sb_printf(b, "unsigned int v%d = v%d;\n", (int)in->res[1], a0);
+    wf_sb_printf(b, "unsigned int v%d = v%d;\n", (int)in->res[1], a0);
     decl(E, in->res[0]);
-    sb_printf(b, "%s(&v%d);\n", in->op == WF_OP_RANDF ? "wf_randf" : "wf_randi", (int)in->res[1]);
+    wf_sb_printf(b, "%s(&v%d);\n", in->op == WF_OP_RANDF ? "wf_randf" : "wf_randi", (int)in->res[1]);
     break;
   case WF_OP_PRINT:
     emit_print(E, in);
@@ -1175,9 +1124,9 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
       break;
     }
     ind(E);
-    sb_puts(b, "wf_trap(");
+    wf_sb_puts(b, "wf_trap(");
     sb_cstr(b, in->str ? in->str : "trap");
-    sb_puts(b, ");\n");
+    wf_sb_puts(b, ");\n");
     break;
   case WF_OP_CALL:
     fail(E, in, "call to function %d was not inlined (run wf_ir_optimize first)", (int)in->imm);
@@ -1201,13 +1150,13 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     emit_assign(E, targets, in->nargs - 1 < ntargets ? in->nargs - 1 : ntargets, in->args + 1,
                 NULL);
     ind(E);
-    sb_printf(b, "if (!v%d) break;\n", a0);
+    wf_sb_printf(b, "if (!v%d) break;\n", a0);
     break;
   case WF_OP_RET:
     if (in->nargs > 0) fail(E, in, "kernels return no values");
     if (in->next || in->parent != E->fn->body) {
       ind(E);
-      sb_puts(b, "continue;\n");
+      wf_sb_puts(b, "continue;\n");
     }
     break;
   default:
@@ -1285,20 +1234,20 @@ static void emit_kernel(emitter *E, wf_func *fn, const char *entry) {
       E->names = pnames;
     }
   }
-  sb_printf(b, "\nextern \"C\" __global__ void %s(wf_dims wf_d", entry);
+  wf_sb_printf(b, "\nextern \"C\" __global__ void %s(wf_dims wf_d", entry);
   for (int i = 0; i < fn->nparams; i++)
-    sb_printf(b, ", %s v%d", ctype(E, vt(E, fn->params[i])), (int)fn->params[i]);
+    wf_sb_printf(b, ", %s v%d", ctype(E, vt(E, fn->params[i])), (int)fn->params[i]);
   /* debug: the error slot the host reads after the launch, last */
-  sb_puts(b, E->debug ? ", wf_err *wf_e) {\n" : ") {\n");
-  sb_puts(
+  wf_sb_puts(b, E->debug ? ", wf_err *wf_e) {\n" : ") {\n");
+  wf_sb_puts(
       b,
       "  for (long long wf_i = (long long)blockIdx.x * blockDim.x + threadIdx.x; wf_i < wf_d.n;\n"
       "       wf_i += (long long)blockDim.x * gridDim.x) {\n");
   /* debug: stop once any thread failed (as the CPU backend's threads do) */
-  if (E->debug) sb_puts(b, "    if (*(volatile int *)&wf_e->flag) return;\n");
+  if (E->debug) wf_sb_puts(b, "    if (*(volatile int *)&wf_e->flag) return;\n");
   E->indent = 2;
   emit_block(E, fn->body, NULL, 0, NULL);
-  sb_puts(b, "  }\n}\n");
+  wf_sb_puts(b, "  }\n}\n");
 done:
   free(E->aname);
   free(E->adepth);
@@ -1507,12 +1456,12 @@ static void put_preludes(sbuf *all, const char *code, int uses_half) {
   for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
     const piece *pc = &pieces[i];
     if ((pc->device == 2 && !uses_half) || !used(code, pc->triggers)) continue;
-    if (pc->device && !open) sb_puts(all, "#ifndef WF_HOST_SHIM\n");
-    if (!pc->device && open) sb_puts(all, "#endif\n");
+    if (pc->device && !open) wf_sb_puts(all, "#ifndef WF_HOST_SHIM\n");
+    if (!pc->device && open) wf_sb_puts(all, "#endif\n");
     open = pc->device != 0;
-    sb_puts(all, pc->text);
+    wf_sb_puts(all, pc->text);
   }
-  if (open) sb_puts(all, "#endif\n");
+  if (open) wf_sb_puts(all, "#endif\n");
 }
 
 int wf_cuda_emit(wf_module *m, wf_cuda_src *out, char *err, size_t errsize) {
@@ -1560,11 +1509,11 @@ int wf_cuda_emit_opts(wf_module *m, const wf_cuda_opts *o, wf_cuda_src *out, cha
     emit_kernel(&E, fn, entry);
   }
   sbuf all = {0};
-  sb_puts(&all, "/* generated by weft: CUDA C for NVRTC */\n");
-  if (E.uses_half) sb_puts(&all, "#ifndef WF_HOST_SHIM\n#include <cuda_fp16.h>\n#endif\n");
+  wf_sb_puts(&all, "/* generated by weft: CUDA C for NVRTC */\n");
+  if (E.uses_half) wf_sb_puts(&all, "#ifndef WF_HOST_SHIM\n#include <cuda_fp16.h>\n#endif\n");
   put_preludes(&all, E.body.p ? E.body.p : "", E.uses_half);
-  if (E.types.p) sb_puts(&all, E.types.p);
-  if (E.body.p) sb_puts(&all, E.body.p);
+  if (E.types.p) wf_sb_puts(&all, E.types.p);
+  if (E.body.p) wf_sb_puts(&all, E.body.p);
   int oom = all.oom || E.types.oom || E.body.oom;
   free(E.types.p);
   free(E.body.p);

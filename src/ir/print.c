@@ -14,55 +14,8 @@
 
 #include "ir/ir.h"
 
-/* A growable string; `oom` set on allocation failure (output truncated). */
-typedef struct sbuf {
-  char *p;
-  size_t len, cap;
-  int oom;
-} sbuf;
-
-static void sb_put(sbuf *s, const char *t, size_t n) {
-  if (s->oom) return;
-  if (s->len + n + 1 > s->cap) {
-    size_t nc = s->cap ? s->cap * 2 : 256;
-    while (nc < s->len + n + 1) nc *= 2;
-    char *np = realloc(s->p, nc);
-    if (!np) {
-      s->oom = 1;
-      return;
-    }
-    s->p = np;
-    s->cap = nc;
-  }
-  memcpy(s->p + s->len, t, n);
-  s->len += n;
-  s->p[s->len] = 0;
-}
-
-static void sb_puts(sbuf *s, const char *t) { sb_put(s, t, strlen(t)); }
-
-__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *s, const char *fmt, ...) {
-  char tmp[512];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if ((size_t)n < sizeof tmp) {
-    sb_put(s, tmp, (size_t)n);
-    return;
-  }
-  char *big = malloc((size_t)n + 1);
-  if (!big) {
-    s->oom = 1;
-    return;
-  }
-  va_start(ap, fmt);
-  vsnprintf(big, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  sb_put(s, big, (size_t)n);
-  free(big);
-}
+#include "runtime/sbuf.h"
+typedef wf_sbuf sbuf;
 
 /* Printing context: the numbering (NULL: raw indices). */
 typedef struct pctx {
@@ -89,21 +42,21 @@ static void number_block(pctx *c, const wf_block *bl) {
 }
 
 static void put_val(pctx *c, wf_val v) {
-  if (v < 0 || v >= c->fn->nvals) sb_printf(c->s, "%%!%d", (int)v);
-  else if (!c->num) sb_printf(c->s, "%%%d", (int)v);
-  else if (c->num[v] < 0) sb_printf(c->s, "%%!%d", (int)v); /* defined nowhere */
-  else sb_printf(c->s, "%%%d", (int)c->num[v]);
+  if (v < 0 || v >= c->fn->nvals) wf_sb_printf(c->s, "%%!%d", (int)v);
+  else if (!c->num) wf_sb_printf(c->s, "%%%d", (int)v);
+  else if (c->num[v] < 0) wf_sb_printf(c->s, "%%!%d", (int)v); /* defined nowhere */
+  else wf_sb_printf(c->s, "%%%d", (int)c->num[v]);
 }
 
 static void put_type(sbuf *s, const wf_type *t) {
   char buf[320];
   wf_t_snprint(t, buf, sizeof buf);
-  sb_puts(s, buf);
+  wf_sb_puts(s, buf);
 }
 
 static void put_typed(pctx *c, wf_val v) {
   put_val(c, v);
-  sb_puts(c->s, ":");
+  wf_sb_puts(c->s, ":");
   put_type(c->s, v >= 0 && v < c->fn->nvals ? c->fn->vals[v].type : NULL);
 }
 
@@ -112,11 +65,11 @@ static void put_typed(pctx *c, wf_val v) {
 static void put_double(sbuf *s, double d) {
   char buf[64];
   if (isnan(d)) {
-    sb_puts(s, "nan");
+    wf_sb_puts(s, "nan");
     return;
   }
   if (isinf(d)) {
-    sb_puts(s, d < 0 ? "-inf" : "inf");
+    wf_sb_puts(s, d < 0 ? "-inf" : "inf");
     return;
   }
   for (int p = 1; p <= 17; p++) {
@@ -124,25 +77,25 @@ static void put_double(sbuf *s, double d) {
     if (strtod(buf, NULL) == d) break;
   }
   if (!strpbrk(buf, ".e")) strcat(buf, ".0");
-  sb_puts(s, buf);
+  wf_sb_puts(s, buf);
 }
 
 /* C-style quoted string; non-printable bytes as 3-digit octal escapes. */
 static void put_str(sbuf *s, const char *t) {
-  sb_puts(s, "\"");
+  wf_sb_puts(s, "\"");
   for (const unsigned char *p = (const unsigned char *)(t ? t : ""); *p; p++) {
     switch (*p) {
-    case '\\': sb_puts(s, "\\\\"); break;
-    case '"': sb_puts(s, "\\\""); break;
-    case '\n': sb_puts(s, "\\n"); break;
-    case '\t': sb_puts(s, "\\t"); break;
-    case '\r': sb_puts(s, "\\r"); break;
+    case '\\': wf_sb_puts(s, "\\\\"); break;
+    case '"': wf_sb_puts(s, "\\\""); break;
+    case '\n': wf_sb_puts(s, "\\n"); break;
+    case '\t': wf_sb_puts(s, "\\t"); break;
+    case '\r': wf_sb_puts(s, "\\r"); break;
     default:
-      if (*p < 32 || *p >= 127) sb_printf(s, "\\%03o", *p);
-      else sb_put(s, (const char *)p, 1);
+      if (*p < 32 || *p >= 127) wf_sb_printf(s, "\\%03o", *p);
+      else wf_sb_putn(s, (const char *)p, 1);
     }
   }
-  sb_puts(s, "\"");
+  wf_sb_puts(s, "\"");
 }
 
 /* A function or struct name: bare when it is an identifier, else quoted. */
@@ -151,7 +104,7 @@ static void put_name(sbuf *s, const char *nm) {
   for (const char *p = nm; bare && *p; p++)
     bare = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
            *p == '_' || *p == '.';
-  if (bare) sb_puts(s, nm);
+  if (bare) wf_sb_puts(s, nm);
   else put_str(s, nm);
 }
 
@@ -163,7 +116,7 @@ static int uses_imm(wf_op op) {
 
 static void put_args(pctx *c, const wf_inst *in, int from, int to) {
   for (int k = from; k < to; k++) {
-    if (k > from) sb_puts(c->s, ", ");
+    if (k > from) wf_sb_puts(c->s, ", ");
     put_val(c, in->args[k]);
   }
 }
@@ -173,8 +126,8 @@ static void put_const(pctx *c, const wf_inst *in) {
                          ? c->fn->vals[in->res[0]].type
                          : NULL;
   if (t && t->kind == WF_T_FLOAT) put_double(c->s, in->fimm);
-  else if (t && t->kind == WF_T_BOOL) sb_puts(c->s, in->imm ? "true" : "false");
-  else sb_printf(c->s, "%lld", (long long)in->imm);
+  else if (t && t->kind == WF_T_BOOL) wf_sb_puts(c->s, in->imm ? "true" : "false");
+  else wf_sb_printf(c->s, "%lld", (long long)in->imm);
 }
 
 /* The operand part of an instruction line (after the op name). */
@@ -182,42 +135,42 @@ static void put_operands(pctx *c, const wf_inst *in) {
   sbuf *s = c->s;
   switch (in->op) {
   case WF_OP_CONST:
-    sb_puts(s, " ");
+    wf_sb_puts(s, " ");
     put_const(c, in);
     return;
   case WF_OP_CALL: {
     const wf_module *m = c->fn->mod;
-    sb_puts(s, " @");
+    wf_sb_puts(s, " @");
     if (m && in->imm >= 0 && in->imm < m->nfuncs) put_name(s, m->funcs[in->imm]->name);
-    else sb_printf(s, "#%lld", (long long)in->imm);
-    sb_puts(s, "(");
+    else wf_sb_printf(s, "#%lld", (long long)in->imm);
+    wf_sb_puts(s, "(");
     put_args(c, in, 0, in->nargs);
-    sb_puts(s, ")");
+    wf_sb_puts(s, ")");
     return;
   }
   case WF_OP_PRINT:
   case WF_OP_TRAP:
-    sb_puts(s, " ");
+    wf_sb_puts(s, " ");
     put_str(s, in->str);
-    if (in->nargs) sb_puts(s, ", ");
+    if (in->nargs) wf_sb_puts(s, ", ");
     put_args(c, in, 0, in->nargs);
     return;
   case WF_OP_FOR:
   case WF_OP_WHILE: {
     int fixed = in->op == WF_OP_FOR ? (in->nargs < 3 ? in->nargs : 3) : 0;
-    if (fixed) sb_puts(s, " ");
+    if (fixed) wf_sb_puts(s, " ");
     put_args(c, in, 0, fixed);
     if (in->nargs > fixed) {
-      sb_puts(s, " iter(");
+      wf_sb_puts(s, " iter(");
       put_args(c, in, fixed, in->nargs);
-      sb_puts(s, ")");
+      wf_sb_puts(s, ")");
     }
     return;
   }
   default:
-    if (in->nargs) sb_puts(s, " ");
+    if (in->nargs) wf_sb_puts(s, " ");
     put_args(c, in, 0, in->nargs);
-    if (uses_imm(in->op) || in->imm != 0) sb_printf(s, "%s%lld", in->nargs ? ", " : " ", (long long)in->imm);
+    if (uses_imm(in->op) || in->imm != 0) wf_sb_printf(s, "%s%lld", in->nargs ? ", " : " ", (long long)in->imm);
     return;
   }
 }
@@ -225,17 +178,17 @@ static void put_operands(pctx *c, const wf_inst *in) {
 /* One instruction line without nested blocks (and without newline). */
 static void put_inst_head(pctx *c, const wf_inst *in) {
   for (int k = 0; k < in->nres; k++) {
-    if (k) sb_puts(c->s, ", ");
+    if (k) wf_sb_puts(c->s, ", ");
     put_typed(c, in->res[k]);
   }
-  if (in->nres) sb_puts(c->s, " = ");
-  sb_puts(c->s, (unsigned)in->op < WF_OP__COUNT ? wf_op_name(in->op) : "?");
+  if (in->nres) wf_sb_puts(c->s, " = ");
+  wf_sb_puts(c->s, (unsigned)in->op < WF_OP__COUNT ? wf_op_name(in->op) : "?");
   put_operands(c, in);
-  if (in->loc.line || in->loc.col) sb_printf(c->s, " !%d:%d", (int)in->loc.line, (int)in->loc.col);
+  if (in->loc.line || in->loc.col) wf_sb_printf(c->s, " !%d:%d", (int)in->loc.line, (int)in->loc.col);
 }
 
 static void indent(sbuf *s, int depth) {
-  for (int i = 0; i < depth; i++) sb_puts(s, "  ");
+  for (int i = 0; i < depth; i++) wf_sb_puts(s, "  ");
 }
 
 static void put_block(pctx *c, const wf_block *bl, int depth);
@@ -244,13 +197,13 @@ static void put_inst(pctx *c, const wf_inst *in, int depth) {
   indent(c->s, depth);
   put_inst_head(c, in);
   for (int k = 0; k < in->nblocks; k++) {
-    if (k) sb_puts(c->s, in->op == WF_OP_WHILE ? " do" : " else");
-    sb_puts(c->s, " {\n");
+    if (k) wf_sb_puts(c->s, in->op == WF_OP_WHILE ? " do" : " else");
+    wf_sb_puts(c->s, " {\n");
     put_block(c, in->blocks[k], depth);
     indent(c->s, depth);
-    sb_puts(c->s, "}");
+    wf_sb_puts(c->s, "}");
   }
-  sb_puts(c->s, "\n");
+  wf_sb_puts(c->s, "\n");
 }
 
 /* Block params line (at the owner's depth), then the body one level in. */
@@ -258,12 +211,12 @@ static void put_block(pctx *c, const wf_block *bl, int depth) {
   if (!bl) return;
   if (bl->nparams) {
     indent(c->s, depth);
-    sb_puts(c->s, "^(");
+    wf_sb_puts(c->s, "^(");
     for (int i = 0; i < bl->nparams; i++) {
-      if (i) sb_puts(c->s, ", ");
+      if (i) wf_sb_puts(c->s, ", ");
       put_typed(c, bl->params[i]);
     }
-    sb_puts(c->s, "):\n");
+    wf_sb_puts(c->s, "):\n");
   }
   for (const wf_inst *in = bl->first; in; in = in->next) put_inst(c, in, depth + 1);
 }
@@ -278,25 +231,25 @@ static void put_func(sbuf *s, const wf_func *fn) {
   for (int i = 0; i < fn->nvals; i++) c.num[i] = -1;
   for (int i = 0; i < fn->nparams; i++) number_val(&c, fn->params[i]);
   number_block(&c, fn->body);
-  sb_puts(s, fn->is_kernel ? "kernel @" : "func @");
+  wf_sb_puts(s, fn->is_kernel ? "kernel @" : "func @");
   put_name(s, fn->name);
-  sb_puts(s, "(");
+  wf_sb_puts(s, "(");
   for (int i = 0; i < fn->nparams; i++) {
-    if (i) sb_puts(s, ", ");
+    if (i) wf_sb_puts(s, ", ");
     put_typed(&c, fn->params[i]);
   }
-  sb_puts(s, ")");
+  wf_sb_puts(s, ")");
   for (int i = 0; i < fn->nret; i++) {
-    sb_puts(s, i ? ", " : " -> ");
+    wf_sb_puts(s, i ? ", " : " -> ");
     put_type(s, fn->rettypes[i]);
   }
   if (fn->chunk) {
-    sb_puts(s, " chunk ");
+    wf_sb_puts(s, " chunk ");
     put_str(s, fn->chunk);
   }
-  sb_puts(s, " {\n");
+  wf_sb_puts(s, " {\n");
   put_block(&c, fn->body, 0);
-  sb_puts(s, "}\n");
+  wf_sb_puts(s, "}\n");
   free(c.num);
 }
 
@@ -324,17 +277,17 @@ static void decl_struct(sbuf *s, tset *ts, const wf_type *t) {
   }
   ts->v[ts->n++] = t;
   for (int i = 0; i < t->nfields; i++) collect_type(s, ts, t->fields[i].type);
-  sb_puts(s, "struct ");
+  wf_sb_puts(s, "struct ");
   put_name(s, t->name);
-  sb_puts(s, " {");
+  wf_sb_puts(s, " {");
   for (int i = 0; i < t->nfields; i++) {
-    sb_puts(s, i ? ", " : " ");
+    wf_sb_puts(s, i ? ", " : " ");
     put_name(s, t->fields[i].name);
-    sb_puts(s, ": ");
+    wf_sb_puts(s, ": ");
     put_type(s, t->fields[i].type);
-    sb_printf(s, " @%u", (unsigned)t->fields[i].offset);
+    wf_sb_printf(s, " @%u", (unsigned)t->fields[i].offset);
   }
-  sb_puts(s, t->nfields ? " }\n" : "}\n");
+  wf_sb_puts(s, t->nfields ? " }\n" : "}\n");
 }
 
 static void collect_type(sbuf *s, tset *ts, const wf_type *t) {
@@ -349,14 +302,14 @@ static void collect_structs(sbuf *s, const wf_module *m) {
     for (int i = 0; i < fn->nvals; i++) collect_type(s, &ts, fn->vals[i].type);
     for (int i = 0; i < fn->nret; i++) collect_type(s, &ts, fn->rettypes[i]);
   }
-  if (ts.n) sb_puts(s, "\n");
+  if (ts.n) wf_sb_puts(s, "\n");
   free(ts.v);
 }
 
 static void put_module(sbuf *s, const wf_module *m) {
   collect_structs(s, m);
   for (int f = 0; f < m->nfuncs; f++) {
-    if (f) sb_puts(s, "\n");
+    if (f) wf_sb_puts(s, "\n");
     put_func(s, m->funcs[f]);
   }
 }
@@ -364,7 +317,7 @@ static void put_module(sbuf *s, const wf_module *m) {
 char *wf_ir_to_string(const wf_module *m) {
   sbuf s = {0};
   put_module(&s, m);
-  if (!s.p && !s.oom) sb_puts(&s, "");
+  if (!s.p && !s.oom) wf_sb_puts(&s, "");
   if (s.oom) {
     free(s.p);
     return NULL;
@@ -389,7 +342,7 @@ int wf_ir_snprint_inst(const wf_func *fn, const wf_inst *in, char *buf, size_t n
   sbuf s = {0};
   pctx c = {&s, fn, NULL, 0};
   put_inst_head(&c, in);
-  if (in->nblocks) sb_puts(&s, " {...}");
+  if (in->nblocks) wf_sb_puts(&s, " {...}");
   int len = (int)s.len;
   if (n) snprintf(buf, n, "%s", s.p ? s.p : "");
   free(s.p);
