@@ -44,6 +44,10 @@
 ** for loop, about n^2 for a while loop). A for loop whose reverse reads
 ** no carried value (accumulations such as s = s + f(x[i]), the common
 ** case) is reversed without recomputation: O(n) with i_k = lo + k*step.
+** When code after such a loop also reads its result (so the replay runs
+** the loop once more) and the carried adjoints are loop invariant, the
+** replay is fused into the reverse loop, which then runs in forward order
+** (see try_fuse): one loop instead of two.
 ** Nested loops multiply. Trip counts are int32.
 **
 ** Errors (unsupported constructs) are positioned "chunk:line: autodiff:
@@ -854,7 +858,9 @@ static uint8_t *local_need(wf_adctx *A, wf_block *B) {
 ** invariant) can run its reverse iterations in forward order. Its replay
 ** (which code after the loop reads, e.g. `m * acc`) is then fused into
 ** that loop: one loop computes the primal slots and does the reverse work
-** of each iteration. The fused loop F is emitted speculatively; it is kept
+** of each iteration. Captured adjoints start at zero in F and the adjoint
+** accumulated before F is added after it (inside a loop they are only
+** summed into). The fused loop F is emitted speculatively; it is kept
 ** only when (a) every carried adjoint is invariant, (b) F's inits and body
 ** read no value computed from the replay loop R (the seed of acc must not
 ** depend on acc: loss = acc*acc falls back), and (c) moving the code
@@ -966,9 +972,9 @@ static wf_inst *emit_fused(wf_adctx *A, wf_inst *in, capset cs, int nd, const in
     ct[ns + d] = ptype(A, in->res[di[d]]);
     a[3 + ns + d] = adjz(A, in->res[di[d]]);
   }
-  for (int i = 0; i < cs.n; i++) {
+  for (int i = 0; i < cs.n; i++) { /* from zero: the caller adds the adjoint so far */
     ct[ns + nd + i] = ptype(A, cs.v[i]);
-    a[3 + ns + nd + i] = A->adj[cs.v[i]];
+    a[3 + ns + nd + i] = wf_ad_zero(A, ct[ns + nd + i]);
   }
   wf_inst *F = wf_ad_emit(A, WF_OP_FOR, 3 + nc, a, nc, ct, 1);
   const wf_type **bt = wf_ad_scratch(A, sizeof(*bt) * (size_t)(nc + 1));
@@ -1032,7 +1038,8 @@ static int try_fuse(wf_adctx *A, wf_inst *in, capset cs) {
   int nS = 0;
   wf_inst **S = wf_ad_scratch(A, sizeof(wf_inst *) * (size_t)nt);
   memacc ms = {0}, mo = {0};
-  for (wf_inst *x = R->next; ok && x && x != F; x = x->next) {
+  wf_inst *x = R->next;
+  for (; ok && x && x != F; x = x->next) {
     if (uses_tainted(x, taint, nt)) {
       for (int j = 0; j < x->nres; j++)
         taint[x->res[j]] = 1;
@@ -1042,7 +1049,7 @@ static int try_fuse(wf_adctx *A, wf_inst *in, capset cs) {
       mem_collect(A, x, &mo);
     }
   }
-  ok = ok && !uses_tainted(F, taint, nt);
+  ok = ok && x == F && !uses_tainted(F, taint, nt);
   /* (c) S moves after F; F's iterations run in the other order */
   if (ok) {
     memacc mf = {0};
@@ -1068,8 +1075,12 @@ static int try_fuse(wf_adctx *A, wf_inst *in, capset cs) {
       wf_block_append(F->parent, S[s]);
   }
   wf_inst_unlink(R);
-  for (int i = 0; i < cs.n; i++) /* captured first, as in rev_for */
-    A->adj[cs.v[i]] = F->res[ns + nd + i];
+  /* captured first, as in rev_for; their adjoints so far (which may read
+  ** acc, as S does) are added after F: captured adjoints only accumulate */
+  for (int i = 0; i < cs.n; i++) {
+    A->adj[cs.v[i]] = saved_cap[i];
+    wf_ad_acc(A, cs.v[i], F->res[ns + nd + i]);
+  }
   for (int d = 0; d < nd; d++)
     wf_ad_acc(A, in->args[3 + di[d]], F->res[ns + d]);
   return 1;

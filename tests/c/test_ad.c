@@ -649,6 +649,120 @@ static void test_branches_aggs(void) {
   GRADCHECK("agg", agg_ir, 16, 3, 2, {16, 16, 1}, -1, 1, {0});
 }
 
+/* n-body-like pair sum, y[i] = -0.5 * x[i] * sum_{j != i} z[j] / sqrt((x[j] -
+** x[i])^2 + 0.01): the accumulator's seed does not depend on it, so the
+** replay of the loop is fused into its reverse (one loop in the adjoint). */
+static const char *fused_ir =
+    "kernel @fuse(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) chunk \"@fuse.lua\" {\n"
+    "  %3:i32 = tid 0\n"
+    "  %4:f64 = load %0, %3\n"
+    "  %5:f64 = const 0.0\n"
+    "  %6:i32 = const 0\n"
+    "  %7:i32 = shape %0, 0\n"
+    "  %8:i32 = const 1\n"
+    "  %9:i32 = sub %7, %8\n"
+    "  %10:f64 = for %6, %9, %8 iter(%5) {\n"
+    "  ^(%11:i32, %12:f64):\n"
+    "    %13:bool = ne %11, %3\n"
+    "    %14:f64 = if %13 {\n"
+    "      %15:f64 = load %0, %11\n"
+    "      %16:f64 = sub %15, %4\n"
+    "      %17:f64 = mul %16, %16\n"
+    "      %18:f64 = const 0.01\n"
+    "      %19:f64 = add %17, %18\n"
+    "      %20:f64 = sqrt %19\n"
+    "      %21:f64 = load %1, %11\n"
+    "      %22:f64 = div %21, %20\n"
+    "      %23:f64 = add %12, %22\n"
+    "      yield %23\n"
+    "    } else {\n"
+    "      yield %12\n"
+    "    }\n"
+    "    yield %14\n"
+    "  }\n"
+    "  %24:f64 = const -0.5\n"
+    "  %25:f64 = mul %24, %4\n"
+    "  %26:f64 = mul %25, %10\n"
+    "  store %2, %3, %26\n"
+    "  ret\n"
+    "}\n";
+
+/* y[i] = acc * acc, acc = sum_j z[j] * x[i]: the seed of acc (2 acc y')
+** depends on acc, so the loop must not be fused (replay, then reverse). */
+static const char *nofuse_ir =
+    "kernel @nofuse(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) {\n"
+    "  %3:i32 = tid 0\n"
+    "  %4:f64 = load %0, %3\n"
+    "  %5:f64 = const 0.0\n"
+    "  %6:i32 = const 0\n"
+    "  %7:i32 = shape %0, 0\n"
+    "  %8:i32 = const 1\n"
+    "  %9:i32 = sub %7, %8\n"
+    "  %10:f64 = for %6, %9, %8 iter(%5) {\n"
+    "  ^(%11:i32, %12:f64):\n"
+    "    %13:f64 = load %1, %11\n"
+    "    %14:f64 = mul %13, %4\n"
+    "    %15:f64 = add %12, %14\n"
+    "    yield %15\n"
+    "  }\n"
+    "  %16:f64 = mul %10, %10\n"
+    "  store %2, %3, %16\n"
+    "  ret\n"
+    "}\n";
+
+/* y[i] = x[i] * acc, acc = z[j] - acc each step (an alternating sum): the
+** reverse reads no carried value but the carried adjoint flips sign every
+** iteration, so the reverse must run backwards (not fused). */
+static const char *flip_ir =
+    "kernel @flip(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) {\n"
+    "  %3:i32 = tid 0\n"
+    "  %4:f64 = load %0, %3\n"
+    "  %5:f64 = const 0.0\n"
+    "  %6:i32 = const 0\n"
+    "  %7:i32 = shape %0, 0\n"
+    "  %8:i32 = const 1\n"
+    "  %9:i32 = sub %7, %8\n"
+    "  %10:f64 = for %6, %9, %8 iter(%5) {\n"
+    "  ^(%11:i32, %12:f64):\n"
+    "    %13:f64 = load %1, %11\n"
+    "    %14:f64 = sin %13\n"
+    "    %15:f64 = sub %14, %12\n"
+    "    yield %15\n"
+    "  }\n"
+    "  %16:f64 = mul %10, %4\n"
+    "  store %2, %3, %16\n"
+    "  ret\n"
+    "}\n";
+
+/* Occurrences of `needle` in the adjoint function's text (from its header). */
+static int count_in_adjoint(const adk *k, const char *needle);
+
+/* Fusion of a summing loop's replay into its reverse: a single loop in the
+** adjoint where it applies, the ordinary replay + reverse where the seed
+** depends on the loop's result; gradients match central differences. */
+static void test_fusion(void) {
+  adk k;
+  char err[512];
+  CHECK(prep(fused_ir, &k, err, sizeof err) == 0);
+  CHECK(count_in_adjoint(&k, "= for ") == 1);
+  CHECK(count_in_adjoint(&k, "while") == 0);
+  adk_free(&k);
+  CHECK(prep(accum_after_ir, &k, err, sizeof err) == 0);
+  CHECK(count_in_adjoint(&k, "= for ") == 1);
+  adk_free(&k);
+  CHECK(prep(nofuse_ir, &k, err, sizeof err) == 0);
+  CHECK(count_in_adjoint(&k, "= for ") >= 2);
+  CHECK(count_in_adjoint(&k, "while") == 0);
+  adk_free(&k);
+  GRADCHECK("fused pair sum", fused_ir, 10, 3, 2, {10, 10, 10}, -1, 1, {0});
+  GRADCHECK("fused, read after", accum_after_ir, 8, 3, 2, {8, 8, 8}, -1, 1, {0});
+  GRADCHECK("not fused, acc*acc", nofuse_ir, 9, 3, 2, {9, 9, 9}, -1, 1, {0});
+  CHECK(prep(flip_ir, &k, err, sizeof err) == 0);
+  CHECK(count_in_adjoint(&k, "= for ") >= 2);
+  adk_free(&k);
+  GRADCHECK("not fused, alternating sum", flip_ir, 8, 3, 2, {8, 8, 8}, -1, 1, {0});
+}
+
 /* The loop reverse without recomputation is O(n) (checked on the IR: the
 ** accumulator loop holds no recompute while loop), with recompute otherwise. */
 static void test_structure(void) {
@@ -894,6 +1008,7 @@ int main(void) {
   test_custom_grad();
   test_loops();
   test_branches_aggs();
+  test_fusion();
   test_ops();
   test_jvp();
   test_overwrite();
