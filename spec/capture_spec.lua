@@ -3,7 +3,9 @@
 -- CUDA capture without a driver fails cleanly.
 local weft = require "weft"
 
-local NODRIVER = "weft: CUDA is not available: libcuda.so.1 could not be loaded (no NVIDIA driver)"
+-- every use of a cuda device without a driver names the function, the
+-- device and the missing driver
+local NODRIVER = "CUDA is not available: libcuda.so.1 could not be loaded (no NVIDIA driver)"
 
 local axpy = weft.kernel{ x = weft.array(weft.float32), y = weft.array(weft.float32), a = weft.float32,
   function(x, y, a)
@@ -149,8 +151,12 @@ describe("cuda graph capture without a driver", function()
     return
   end
   it("raises NODRIVER and leaves no capture open", function()
-    assert.has_error(function() weft.capture_begin("cuda:0") end, NODRIVER)
-    assert.has_error(function() weft.capture_begin("cuda:3") end, NODRIVER)
+    for _, d in ipairs { "cuda:0", "cuda:3" } do
+      local ok, err = pcall(weft.capture_begin, d)
+      assert.is_false(ok)
+      assert.matches("spec/capture_spec.lua:%d+: weft.capture_begin: device '" .. d .. "': ", err)
+      assert.matches(NODRIVER, err, 1, true)
+    end
     assert.has_error(function() weft.capture_end() end, "weft.capture_end: no capture in progress")
     assert.has_error(function() weft.capture_begin("tpu") end)
   end)

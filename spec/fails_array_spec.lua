@@ -37,9 +37,9 @@ describe("array errors", function()
       "weft.zeros: unknown device 'tpu' (expected \"cpu\" or \"cuda:N\")")
     if weft._C.wf_device_count(weft._rt) == 0 then
       errat(function() weft.zeros(3, nil, { device = "cuda:0" }) end,
-        "weft.zeros: device 'cuda:0' is not available: CUDA needs libcuda.so.1, which could not be loaded (no NVIDIA driver)")
+        "weft.zeros: device 'cuda:0': CUDA is not available: libcuda.so.1 could not be loaded (no NVIDIA driver)")
       errat(function() weft.zeros(3):to("cuda:1") end,
-        "a:to: device 'cuda:1' is not available: CUDA needs libcuda.so.1, which could not be loaded (no NVIDIA driver)")
+        "a:to: device 'cuda:1': CUDA is not available: libcuda.so.1 could not be loaded (no NVIDIA driver)")
     end
   end)
 

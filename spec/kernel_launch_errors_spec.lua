@@ -66,7 +66,7 @@ describe("weft.launch user errors", function()
   end)
 
   it("devices: an unknown device, and CUDA without a driver", function()
-    expect('unknown device gpu (expected "cpu" or "cuda:N")', k, 4, { x, 1, V, true }, { device = "gpu" })
+    expect([[unknown device 'gpu' (expected "cpu" or "cuda:N")]], k, 4, { x, 1, V, true }, { device = "gpu" })
     if not weft.is_cuda_available() then
       local e = err_of(k, 4, { x, 1, V, true }, { device = "cuda:0" })
       assert.truthy(e:find("CUDA is not available", 1, true), e)

@@ -130,26 +130,30 @@ return function(weft)
     return "cuda:" .. tonumber(dev)
   end
 
-  -- "cpu", "cuda", "cuda:N" (or the index: -1 cpu, N >= 0 cuda) -> index
+  -- "cpu", "cuda", "cuda:N" (or the index: -1 cpu, N >= 0 cuda) -> index,
+  -- name. The one device parser: device.lua uses it too (weft._parse_device).
+  local NODRIVER = "CUDA is not available: libcuda.so.1 could not be loaded (no NVIDIA driver)"
   local function parse_device(fname, d)
     if d == nil then d = weft._default_device or "cpu" end
     if type(d) == "table" and d.name then d = d.name end
     local n
-    if d == "cpu" or d == DEVICE_CPU then return DEVICE_CPU end
+    if d == "cpu" or d == DEVICE_CPU then return DEVICE_CPU, "cpu" end
     if type(d) == "string" then
       if d == "cuda" then n = 0 else n = tonumber(d:match("^cuda:(%d+)$")) end
     elseif type(d) == "number" and d >= 0 and d == floor(d) then
-      n, d = d, "cuda:" .. d
+      n = d
     end
     if not n then raise("%s: unknown device %s (expected \"cpu\" or \"cuda:N\")", fname,
         type(d) == "string" and ("'" .. d .. "'") or describe(d)) end
+    local name = "cuda:" .. n
     local count = C.wf_device_count(rt)
-    if count == 0 then raise("%s: device '%s' is not available: CUDA needs libcuda.so.1, which could not be loaded (no NVIDIA driver)", fname, d) end
+    if count == 0 then raise("%s: device '%s': %s", fname, name, NODRIVER) end
     if n >= count then
-      raise("%s: device '%s' is not available (%d CUDA device%s)", fname, d, count, count == 1 and "" or "s")
+      raise("%s: device '%s' is not available (%d CUDA device%s)", fname, name, count, count == 1 and "" or "s")
     end
-    return n
+    return n, name
   end
+  weft._parse_device = parse_device
 
   local EMPTY = {}
   local function parse_opts(fname, o, allowed)

@@ -5,44 +5,22 @@
 --
 -- Everything CUDA goes through src/cuda (libcuda is loaded with dlopen on
 -- first use). Without a driver, weft.devices() is { "cpu" } and every use
--- of a cuda device raises NODRIVER.
+-- of a cuda device raises "CUDA is not available: libcuda.so.1 could not be
+-- loaded (no NVIDIA driver)" with the function and device named.
 local ffi = require "ffi"
 local cdef = require "weft.cdef"
 
 local fmt = string.format
 
-local NODRIVER = "weft: CUDA is not available: libcuda.so.1 could not be loaded (no NVIDIA driver)"
 
 return function(weft)
   local C, rt, core = cdef.C, weft._rt, weft._core
 
   local function count() return tonumber(C.wf_device_count(rt)) end
 
-  -- "cpu" -> -1, "cuda" / "cuda:N" / N -> N; raises on anything else.
-  local function parse(fname, d, level)
-    level = (level or 1) + 1
-    if d == nil then d = weft.get_device() end
-    if d == "cpu" or d == -1 then return -1, "cpu" end
-    local n
-    if type(d) == "number" and d >= 0 and d == math.floor(d) then
-      n = d
-    elseif d == "cuda" then
-      n = 0
-    elseif type(d) == "string" then
-      n = tonumber(d:match("^cuda:(%d+)$"))
-    end
-    if not n then
-      error(fmt("%s: unknown device %s (expected \"cpu\" or \"cuda:N\")", fname, tostring(d)), level)
-    end
-    local c = count()
-    if c == 0 then error(NODRIVER, level) end
-    if n >= c then
-      error(fmt("%s: device 'cuda:%d' is not available (%d CUDA device%s)", fname, n, c,
-                c == 1 and "" or "s"), level)
-    end
-    return n, "cuda:" .. n
-  end
-  weft._parse_device = parse
+  -- "cpu" -> -1, "cuda" / "cuda:N" / N -> N, and the name; raises on
+  -- anything else (the parser of lua/weft/array.lua).
+  local function parse(fname, d) return weft._parse_device(fname, d) end
 
   function weft.init()
     count()
@@ -60,13 +38,13 @@ return function(weft)
   function weft.get_device() return weft._default_device or "cpu" end
 
   function weft.set_device(d)
-    local _, name = parse("weft.set_device", d, 2)
+    local _, name = parse("weft.set_device", d)
     weft._default_device = name
   end
 
   -- Properties of cuda:N: name, arch ("sm_86"), memory (bytes).
   function weft.cuda_device_info(d)
-    local n = parse("weft.cuda_device_info", d or "cuda:0", 2)
+    local n = parse("weft.cuda_device_info", d or "cuda:0")
     if n < 0 then error("weft.cuda_device_info: not a CUDA device", 2) end
     local name = ffi.new("char[256]")
     local maj, min, mem = ffi.new("int[1]"), ffi.new("int[1]"), ffi.new("size_t[1]")
@@ -128,7 +106,7 @@ return function(weft)
   end
 
   function weft.capture_begin(d)
-    local n = parse("weft.capture_begin", d, 2)
+    local n = parse("weft.capture_begin", d)
     if capturing then
       error(fmt("weft.capture_begin: %s is already capturing",
                 capturing < 0 and "the cpu" or "cuda:" .. capturing), 2)
@@ -270,7 +248,7 @@ return function(weft)
   end
 
   function weft._launch_device(k, dim, inputs, opts)
-    local n = parse("weft.launch", opts.device, 3)
+    local n = parse("weft.launch", opts.device)
     if n < 0 then return weft.launch(k, dim, inputs, { outputs = opts.outputs }) end
     local args = {}
     for _, v in ipairs(inputs or {}) do args[#args + 1] = v end

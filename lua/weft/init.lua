@@ -39,13 +39,7 @@ function weft._check(status, level)
 end
 
 for _, part in ipairs { "types", "array", "builtins", "kernel", "launch", "tape", "device", "interop", "info" } do
-  local name = "weft." .. part
-  local ok, mod = pcall(require, name)
-  if ok then
-    mod(weft)
-  elseif not tostring(mod):find("module '" .. name .. "' not found", 1, true) then
-    error(mod, 0)
-  end
+  require("weft." .. part)(weft)
 end
 
 return weft

@@ -285,11 +285,8 @@ return function(weft)
       end
       local dev = opts.device
       if dev ~= nil and dev ~= "cpu" then
-        if weft._launch_device then
-          if weft._tape_active then weft._tape_hook(k, dim, inputs, opts.outputs, opts) end
-          return weft._launch_device(k, dim, inputs, opts)
-        end
-        raise("weft.launch: kernel '%s': device '%s' is not supported for launches", kname(k), tostring(dev))
+        if weft._tape_active then weft._tape_hook(k, dim, inputs, opts.outputs, opts) end
+        return weft._launch_device(k, dim, inputs, opts)
       end
       outs = opts.outputs or empty
       if type(outs) ~= "table" then

@@ -5,9 +5,6 @@
 */
 #include "runtime/core.h"
 
-/* interop has no Lua C functions of its own yet */
-__attribute__((weak)) void wf_interop_register(lua_State *L, int t);
-
 int luaopen_weft_core(lua_State *L) {
   lua_newtable(L);
   int t = lua_gettop(L);
@@ -15,7 +12,6 @@ int luaopen_weft_core(lua_State *L) {
   wf_cpu_register(L, t);
   wf_cuda_register(L, t);
   wf_ad_register(L, t);
-  if (wf_interop_register) wf_interop_register(L, t);
   wf_info_register(L, t);
   lua_pushinteger(L, WEFT_ABI_VERSION);
   lua_setfield(L, t, "abi");

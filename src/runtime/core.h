@@ -6,7 +6,6 @@
 **   front (src/front):  compile, ir, ...        wf_front_register
 **   cpu   (src/cpu):    cpu_compile, llvm_ir... wf_cpu_register
 **   cuda  (src/cuda):   cuda_source, ptx, ...   wf_cuda_register
-**   interop:            dlpack helpers          wf_interop_register
 ** Lua C functions here may raise Lua errors (they are called through the
 ** Lua C API, not the FFI) but must free what they allocated first.
 */
@@ -22,7 +21,6 @@
 WF_INTERNAL void wf_front_register(lua_State *L, int t);
 WF_INTERNAL void wf_cpu_register(lua_State *L, int t);
 WF_INTERNAL void wf_cuda_register(lua_State *L, int t);
-WF_INTERNAL void wf_interop_register(lua_State *L, int t);
 WF_INTERNAL void wf_ad_register(lua_State *L, int t);       /* src/ad */
 WF_INTERNAL void wf_info_register(lua_State *L, int t); /* info.c */
 
