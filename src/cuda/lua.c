@@ -17,6 +17,7 @@
 ** functions (no global state): it is loaded on first use and closed when
 ** the core table is collected.
 */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +86,9 @@ static void emit_module(lua_State *L, int idx, int oi, wf_cuda_src *src) {
   read_opts(L, oi, &o, names, 64);
   if (wf_ir_optimize && wf_ir_optimize(m, err, sizeof err) != 0) luaL_error(L, "%s", err);
   if (wf_cuda_emit_opts(m, &o, src, err, sizeof err) != 0) luaL_error(L, "%s", err);
+  /* WEFT_DUMP=cuda: the emitted CUDA C on stderr, like the other stages */
+  const char *d = getenv("WEFT_DUMP");
+  if (d && strstr(d, "cuda")) fprintf(stderr, "; ---- cuda ----\n%s\n", src->text);
 }
 
 static void push_entries(lua_State *L, const wf_cuda_src *s) {

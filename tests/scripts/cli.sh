@@ -27,6 +27,23 @@ if "$W" -e 'x = = 1' 2>/dev/null; then fail "syntax error exit"; fi
 if "$W" /nonexistent.lua 2>/dev/null; then fail "missing file exit"; fi
 if "$W" --bogus 2>/dev/null; then fail "bad option exit"; fi
 
+# WEFT_DUMP prints each stage of a kernel on stderr: IR, adjoint, LLVM, CUDA C
+cat > "$tmp/dump.lua" <<'LUA'
+local k = weft.kernel{ x = weft.array(weft.float32), function(x)
+  local i = weft.tid(); x[i] = x[i] * 2.0 end }
+local x = weft.ones(4, weft.float32, { requires_grad = true })
+local tape = weft.Tape()
+tape:record(function() weft.launch(k, 4, { x }) end)
+tape:backward{ grads = { [x] = weft.ones(4) } }
+k:source("cuda")
+LUA
+WEFT_CACHE_DIR=off WEFT_DUMP=ir,ad,llvm,cuda "$W" "$tmp/dump.lua" 2> "$tmp/dump.txt" || fail "dump run"
+grep -q "kernel @k(" "$tmp/dump.txt" || fail "WEFT_DUMP=ir"
+grep -q "kernel @adj_k(" "$tmp/dump.txt" || fail "WEFT_DUMP=ad"
+grep -q "^define " "$tmp/dump.txt" || fail "WEFT_DUMP=llvm"
+grep -q '__global__ void weft_k' "$tmp/dump.txt" || fail "WEFT_DUMP=cuda"
+[ -z "$(WEFT_CACHE_DIR=off "$W" "$tmp/dump.lua" 2>&1)" ] || fail "nothing on stderr without WEFT_DUMP"
+
 # no script and no terminal: the script comes from stdin
 [ "$(echo 'print(weft.version)' | "$W")" = "0.1.0" ] || fail "stdin"
 # a REPL on a terminal (script(1) gives it one): expressions print their
