@@ -514,6 +514,70 @@ describe("cuda C adjoint kernels on the host match the cpu backend", function()
   end)
 end)
 
+describe("cuda C derived kernels on the host: custom gradients and forward mode", function()
+  if not shim.available() then
+    pending("no g++")
+    return
+  end
+  local f64 = weft.float64
+  -- deliberately not the derivative of the body: the result shows which is used
+  local sq = weft.func(function(v) return v * v end)
+  sq:grad(function(v, adj) return 4321.0 * adj end)
+  local k = weft.kernel{ x = weft.array(f64), y = weft.array(f64),
+    function(x, y)
+      local i = weft.tid()
+      y[i] = sq(x[i]) + weft.sin(x[i])
+    end }
+  local xs = { 0.5, -1, 2, 0.25 }
+
+  it("the adjoint entry applies f:grad, as the cpu adjoint does", function()
+    local gx_cpu = weft.zeros(4, f64)
+    weft.launch(k, 4, { weft.array(xs, f64) }, { adjoint = true, outputs = { weft.zeros(4, f64) },
+      adj_inputs = { gx_cpu }, adj_outputs = { weft.array({ 1, 2, 3, 4 }, f64) } })
+    local gx = weft.zeros(4, f64)
+    shim.run(weft, k, 4, { weft.array(xs, f64), weft.zeros(4, f64), gx, weft.array({ 1, 2, 3, 4 }, f64) },
+      { adjoint = true })
+    close(gx_cpu:totable(), gx:totable(), 1e-12, "adjoint of x")
+    for i, x in ipairs(xs) do
+      close(i * (4321 + math.cos(x)), gx:totable()[i], 1e-12, "custom gradient " .. i)
+    end
+  end)
+
+  it("k:ptx's adjoint entry holds the custom gradient", function()
+    if not have_nvrtc then
+      pending("NVRTC not found")
+      return
+    end
+    -- 4321.0 as a PTX double immediate
+    assert.matches("0d40B0E10000000000", k:ptx("sm_80"), 1, true)
+    assert.is_nil(k:ptx("sm_80", nil, { adjoint = false }):find("0d40B0E10000000000", 1, true))
+  end)
+
+  it("the tangent entry (weft.jvp) matches the cpu", function()
+    local g = weft.kernel{ x = weft.array(f64), v = weft.array(weft.vec3d), o = weft.array(f64),
+      function(x, v, o)
+        local i = weft.tid()
+        local acc = 0.0
+        for j = 1, 3 do acc = acc + weft.exp(x[i] * weft.float64(j)) * v[i][j] end
+        o[i] = acc / (1.0 + weft.length(v[i]))
+      end }
+    local function make()
+      return weft.array({ 0.1, -0.4, 0.7 }, f64),
+             weft.array({ { 1, 2, 3 }, { -1, 0.5, 2 }, { 0, 0, 1 } }, weft.vec3d)
+    end
+    local x, v = make()
+    local tx, tv = weft.array({ 1, 0.5, -2 }, f64), weft.array({ { 0, 1, 0 }, { 1, 1, 1 }, { -1, 0, 2 } }, weft.vec3d)
+    local o, to = weft.zeros(3, f64), weft.zeros(3, f64)
+    weft.jvp(g, 3, { x, v }, { tx, tv }, { o }, { to })
+    local x2, v2 = make()
+    local o2, to2 = weft.zeros(3, f64), weft.zeros(3, f64)
+    shim.run(weft, g, 3, { x2, v2, o2, weft.clone(tx), weft.clone(tv), to2 }, { jvp = true })
+    close(o:totable(), o2:totable(), 1e-12, "primal")
+    close(to:totable(), to2:totable(), 1e-12, "tangent")
+    assert.are_not.equal(0, to2:totable()[1])
+  end)
+end)
+
 describe("cuda debug mode", function()
   local oob_line = debug.getinfo(1, "l").currentline + 5 -- the line of row[1] = x[i + 1]
   local oob = weft.kernel{ x = weft.array(weft.float32), o = weft.array(weft.float32, 2),
@@ -629,5 +693,41 @@ describe("cuda on a GPU", function()
     weft.synchronize()
     local xs, ys = a[1]:totable(), y:totable()
     for i = 1, 100 do assert.are.equal(a[2]:totable()[i] + 3 * xs[i], ys[i]) end
+  end)
+  it("runs adjoints on the device: the tape, explicit adjoint launches, custom gradients", function()
+    for _, name in ipairs { "saxpy", "math", "mat" } do
+      local k, dim, make = ADJ[name][1], ADJ[name][2], ADJ[name][3]
+      local function grads(args, dev)
+        local ai, last = {}, 0
+        for i, v in ipairs(args) do if weft.is_array(v) then last = i end end
+        for i, v in ipairs(args) do
+          ai[i] = weft.is_array(v) and (i == last and weft.ones(v.shape, v.dtype, { device = dev })
+                                        or weft.zeros(v.shape, v.dtype, { device = dev })) or false
+        end
+        return ai
+      end
+      local a_cpu, a_dev = make(), make()
+      for i, v in ipairs(a_dev) do if weft.is_array(v) then a_dev[i] = v:to("cuda:0") end end
+      local g_cpu, g_dev = grads(a_cpu, "cpu"), grads(a_dev, "cuda:0")
+      weft.launch(k, dim, a_cpu, { adjoint = true, adj_inputs = g_cpu })
+      weft.launch(k, dim, a_dev, { adjoint = true, adj_inputs = g_dev, device = "cuda:0" })
+      weft.synchronize()
+      for i, g in ipairs(g_cpu) do
+        if g then close(values(g), values(g_dev[i]:to("cpu")), 1e-6, name .. " adjoint " .. i) end
+      end
+    end
+    -- the tape with .grad on the device, through a custom gradient
+    local sq = weft.func(function(v) return v * v end)
+    sq:grad(function(v, adj) return 4321.0 * adj end)
+    local k = weft.kernel{ x = weft.array(weft.float64), y = weft.array(weft.float64),
+      function(x, y) local i = weft.tid(); y[i] = sq(x[i]) end }
+    local x = weft.array({ 1, 2, 3 }, weft.float64, { device = "cuda:0", requires_grad = true })
+    local y = weft.zeros(3, weft.float64, { device = "cuda:0", requires_grad = true })
+    local tape = weft.Tape()
+    tape:record(function() weft.launch(k, 3, { x }, { outputs = { y }, device = "cuda:0" }) end)
+    tape:backward{ grads = { [y] = weft.array({ 1, 2, 3 }, weft.float64, { device = "cuda:0" }) } }
+    weft.synchronize()
+    assert.are.same({ 1, 4, 9 }, y:totable())
+    assert.are.same({ 4321, 8642, 12963 }, x.grad:totable())
   end)
 end)

@@ -86,5 +86,52 @@ describe("weft.launch user errors", function()
     weft.launch(k, 1, { x, -2 ^ 31, V, true })
   end)
 
-  pending("an array on another device names the device (needs a GPU to test)")
+  -- A cpu array whose header claims cuda:0: enough to reach the device
+  -- checks, which must refuse it before touching its memory. The header's
+  -- device is put back before the array can be collected (its buffer
+  -- knows where it lives).
+  local function on_cuda0(a, fn)
+    a.h.device = 0
+    local ok, e = pcall(fn, a)
+    a.h.device = -1
+    assert.is_false(ok, "the launch should fail")
+    return tostring(e)
+  end
+
+  it("an array on another device names the device", function()
+    local e = on_cuda0(weft.zeros(4), function(a) weft.launch(k, 4, { a, 1, V, true }) end)
+    assert.are.equal("spec/kernel_launch_errors_spec.lua:" .. (debug.getinfo(1, "l").currentline - 1)
+      .. ": weft.launch: kernel 'k': input 'x' is on device cuda:0, but the launch runs on the cpu", e)
+  end)
+
+  it("adjoint and tangent launches follow their arrays' device, and refuse a mix", function()
+    local sq = weft.kernel{ x = weft.array(weft.float32), y = weft.array(weft.float32),
+      function(x, y) local i = weft.tid(); y[i] = x[i] * x[i] end }
+    local x, y, gy = weft.ones(4), weft.zeros(4), weft.ones(4)
+    -- all on cuda:0: the CUDA path, which needs the driver
+    local e = on_cuda0(x, function(a)
+      y.h.device, gy.h.device = 0, 0
+      local ok, err = pcall(weft.launch, sq, 4, { a }, { adjoint = true, outputs = { y }, adj_outputs = { gy } })
+      y.h.device, gy.h.device = -1, -1
+      error(err, 0)
+    end)
+    assert.matches("device 'cuda:0': CUDA is not available", e, 1, true)
+    -- a mix: named, nothing runs
+    e = on_cuda0(gy, function(a)
+      weft.launch(sq, 4, { x }, { adjoint = true, outputs = { y }, adj_outputs = { a } })
+    end)
+    assert.matches("weft: adjoint launch of 'sq': 'adjoint of y' is on cuda:0, but 'x' is on cpu", e, 1, true)
+    e = on_cuda0(x, function(a) weft.jvp(sq, 4, { a }, { weft.ones(4) }, { y }, { weft.zeros(4) }) end)
+    assert.matches("weft: tangent launch of 'sq': 'tangent of x' is on cpu, but 'x' is on cuda:0", e, 1, true)
+    -- opts.device = "cpu" with an array on cuda:0
+    e = on_cuda0(x, function(a)
+      weft.launch(sq, 4, { a }, { adjoint = true, device = "cpu", outputs = { y }, adj_outputs = { gy } })
+    end)
+    assert.matches("weft: adjoint launch of 'sq': 'x' is on cuda:0, but the launch runs on cpu", e, 1, true)
+    -- and the cpu adjoint still runs afterwards
+    local gx = weft.zeros(4)
+    weft.launch(sq, 4, { weft.full(4, 3.0) }, { adjoint = true, outputs = { y }, adj_inputs = { gx },
+                                               adj_outputs = { gy } })
+    assert.are.same({ 6, 6, 6, 6 }, gx:totable())
+  end)
 end)

@@ -35,4 +35,38 @@ describe("k:ptx", function()
     weft.launch(k2, 3, { x })
     assert.same({ 6, 6, 6 }, x:totable())
   end)
+
+  it("compiles at the configured fast-compile level; full optimization is one option away", function()
+    local k3 = weft.kernel{
+      x = weft.array(weft.float32), n = weft.int32,
+      function(x, n)
+        local i = weft.tid()
+        local acc = 0.0
+        for j = 1, n do acc = acc + weft.sin(x[i] * weft.float32(j)) end
+        x[i] = acc
+      end,
+    }
+    assert.equal("min", weft.config.cuda_fast_compile)
+    local fast = k3:ptx("sm_80", nil, { adjoint = false })
+    local full = k3:ptx("sm_80", nil, { adjoint = false, fast_compile = "0" })
+    local full2 = k3:ptx("sm_80", nil, { adjoint = false, fast_compile = false })
+    assert.equal(full, full2)
+    -- both are complete modules; NVVM's full pipeline gives different code
+    for _, p in ipairs { fast, full } do assert.same({ "weft_k3" }, entries(p)) end
+    assert.are_not.equal(fast, full)
+    local old = weft.config.cuda_fast_compile
+    weft.config.cuda_fast_compile = "0"
+    local ok, via_config = pcall(k3.ptx, k3, "sm_80", nil, { adjoint = false })
+    weft.config.cuda_fast_compile = old
+    assert.is_true(ok)
+    assert.equal(full, via_config)
+  end)
+
+  it("rejects a bad fast-compile level with the accepted ones", function()
+    assert.has_error(function() k:ptx("sm_80", nil, { fast_compile = "fastest" }) end,
+      "weft: bad fast-compile level 'fastest' (expected 0, min, mid or max)")
+    local ok, err = pcall(k.ptx, k, "sm_80", nil, { fast_compile = {} })
+    assert.is_false(ok)
+    assert.matches('fast_compile must be "min", "mid", "max" or "0", got a table', err, 1, true)
+  end)
 end)

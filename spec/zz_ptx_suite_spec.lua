@@ -83,17 +83,13 @@ local function label(e)
 end
 
 -- One CUDA C program holding the modules of a batch, each in a namespace
--- with its entries renamed apart. Returns the source, whether it needs
--- cuda_fp16.h, and the entry names to find in the PTX.
+-- with its entries renamed apart. Returns the source and the entry names
+-- to find in the PTX.
 local function batch_source(items, id)
-  local parts, half, entries = {}, false, {}
+  local parts, entries = {}, {}
   for n, it in ipairs(items) do
     local ns = "b" .. id .. "_" .. n
     local s = it.src
-    if s:find("#include <cuda_fp16.h>", 1, true) then
-      half = true
-      s = s:gsub("#include <cuda_fp16.h>\n", "")
-    end
     for _, e in ipairs(it.entries) do
       local renamed = "weft_" .. ns .. "_" .. e:gsub("^weft_", "")
       s = s:gsub("__global__ void " .. e .. "%(", "__global__ void " .. renamed .. "(")
@@ -101,13 +97,12 @@ local function batch_source(items, id)
     end
     parts[#parts + 1] = "namespace wf_" .. ns .. " {\n" .. s .. "\n}\n"
   end
-  if half then table.insert(parts, 1, "#include <cuda_fp16.h>\n") end
-  return table.concat(parts), half, entries
+  return table.concat(parts), entries
 end
 
 -- One module as a launch compiles it; nil on success, else a message.
-local function check_module(src, half, arch)
-  local ok, ptx = pcall(core.cuda_compile, src, "compute_" .. arch, half)
+local function check_module(src, arch)
+  local ok, ptx = pcall(core.cuda_compile, src, "compute_" .. arch)
   if not ok then return tostring(ptx) end
   local ok2, err = pcall(core.cuda_assemble, ptx, "sm_" .. arch)
   if not ok2 then return "assembly: " .. tostring(err) end
@@ -159,8 +154,7 @@ describe("every kernel of the suite on CUDA", function()
             failed(label(e) .. " (with its adjoint): " .. tostring(src2))
           end
         end
-        items[#items + 1] = { e = e, src = src, entries = entries,
-                              half = src:find("#include <cuda_fp16.h>", 1, true) ~= nil }
+        items[#items + 1] = { e = e, src = src, entries = entries }
         result.entries = result.entries + #entries
       end
     end
@@ -173,7 +167,7 @@ describe("every kernel of the suite on CUDA", function()
     local jobs, pending_jobs, waits = {}, {}, 0
     local function redo(job) -- module by module, to name the culprits
       for _, it in ipairs(job.batch) do
-        local err = check_module(it.src, it.half, job.arch)
+        local err = check_module(it.src, job.arch)
         if err then failed(string.format("%s sm_%s: %s", label(it.e), job.arch, err)) end
       end
     end
@@ -193,10 +187,10 @@ describe("every kernel of the suite on CUDA", function()
       nb = nb + 1
       local batch = {}
       for i = first, math.min(first + BATCH - 1, #items) do batch[#batch + 1] = items[i] end
-      local src, half, entries = batch_source(batch, nb)
+      local src, entries = batch_source(batch, nb)
       for _, arch in ipairs(ARCHS) do
         local job = { batch = batch, arch = arch, base = string.format("%s/b%d_%s", dir, nb, arch) }
-        local ok, ptx = pcall(core.cuda_compile, src, "compute_" .. arch, half)
+        local ok, ptx = pcall(core.cuda_compile, src, "compute_" .. arch)
         local missing
         for _, e in ipairs(ok and entries or {}) do
           if not ptx:find(".entry " .. e .. "(", 1, true) then missing = e end

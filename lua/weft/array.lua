@@ -129,6 +129,7 @@ return function(weft)
     if dev == DEVICE_CPU then return "cpu" end
     return "cuda:" .. tonumber(dev)
   end
+  weft._device_name = device_name
 
   -- "cpu", "cuda", "cuda:N" (or the index: -1 cpu, N >= 0 cuda) -> index,
   -- name. The one device parser: device.lua uses it too (weft._parse_device).

@@ -172,29 +172,49 @@ return function(weft)
   -- PTX for the device's architecture (compute_XX): NVRTC skips ptxas and
   -- the driver JIT-compiles it at load (caching the result itself). Debug
   -- mode compiles a second module with bounds checks and the error slot.
-  local function load_kernel(k, n, debug)
+  -- kind nil: the forward entry; "adj" / "jvp": the derived entry, from the
+  -- module autodiff appends it to (lua/weft/tape.lua). lvl: the error level
+  -- of the launch's caller, counted from here.
+  local function load_kernel(k, n, debug, kind, lvl)
     local per = loaded[k]
     if not per then
       per = {}
       loaded[k] = per
     end
-    local key = debug and -1 - n or n
+    local key = (kind or "") .. (debug and -1 - n or n)
     if per[key] then return per[key] end
     for _, p in ipairs(k.params) do
       if not p.type then
         error(fmt("weft.launch: kernel '%s': generic parameter '%s' is not supported on CUDA yet; "
-                  .. "give it a type", k.name, p.name), 4)
+                  .. "give it a type", k.name, p.name), lvl)
       end
     end
-    local mod = k:_module()
+    local mod, want = k:_module(), nil
+    if kind then
+      local ok, m, name = pcall(weft._derived_module, kind, k, mod, nil, debug)
+      if not ok then error(m, lvl) end
+      mod, want = m, "weft_" .. name:gsub("[^%w_]", "_")
+    end
     local arch = weft.cuda_device_info(n).arch:gsub("^sm_", "compute_")
     local names = {}
     for i, p in ipairs(k.params) do names[i] = p.name end
-    local image, entries = core.cuda_ptx(mod, arch, { debug = debug, names = names })
+    local ok, image, entries = pcall(core.cuda_ptx, mod, arch, {
+      debug = debug, names = names, fast_compile = weft.config.cuda_fast_compile })
+    if not ok then error(image, lvl) end
+    local entry = entries[1]
+    if want then
+      entry = nil
+      for _, e in ipairs(entries) do
+        if e == want then entry = e end
+      end
+      if not entry then
+        error(fmt("weft: kernel '%s': no CUDA entry '%s' in its module", k.name, want), lvl)
+      end
+    end
     local m = ffi.new("void *[1]")
-    weft._check(C.wf_cuda_module_load(rt, n, image, #image + 1, m), 4)
+    weft._check(C.wf_cuda_module_load(rt, n, image, #image + 1, m), lvl)
     local f = ffi.new("void *[1]")
-    weft._check(C.wf_cuda_module_function(rt, m[0], entries[1], f), 4)
+    weft._check(C.wf_cuda_module_function(rt, m[0], entry, f), lvl)
     per[key] = { module = m[0], fn = f[0], image = image }
     return per[key]
   end
@@ -221,16 +241,19 @@ return function(weft)
   end
 
   -- One pointer per kernel parameter: arrays pass their header (the
-  -- kernel reads its first 72 bytes), scalars a boxed copy.
-  local function marshal(k, n, args)
-    local ptrs = ffi.new("void *[?]", #k.params + 1)
+  -- kernel reads its first 72 bytes), scalars a boxed copy; then the
+  -- headers of extra (a derived kernel's adjoint/tangent arrays), and one
+  -- free slot for debug mode's error slot.
+  local function marshal(k, n, args, extra, lvl)
+    local np = #k.params
+    local ptrs = ffi.new("void *[?]", np + #extra + 1)
     local keep = {}
     for i, p in ipairs(k.params) do
       local v = args[i]
       if weft.is_array and weft.is_array(v) then
         if v.h.device ~= n then
           error(fmt("weft.launch: kernel '%s': array '%s' is on %s, but the launch runs on cuda:%d",
-                    k.name, p.name, tostring(v.device), n), 4)
+                    k.name, p.name, tostring(v.device), n), lvl)
         end
         ptrs[i - 1] = ffi.cast("void *", v)
       else
@@ -238,13 +261,43 @@ return function(weft)
         local box = ffi.new(weft._array_ctype(t), 1)
         local err = t.store(box, 0, v)
         if err then
-          error(fmt("weft.launch: kernel '%s': '%s' is %s", k.name, p.name, err), 4)
+          error(fmt("weft.launch: kernel '%s': '%s' is %s", k.name, p.name, err), lvl)
         end
         keep[#keep + 1] = box
         ptrs[i - 1] = box
       end
     end
+    for j, g in ipairs(extra) do
+      keep[#keep + 1] = g
+      ptrs[np + j - 1] = ffi.cast("void *", g)
+    end
     return ptrs, keep
+  end
+
+  -- Launch k (kind nil) or its derived kernel on cuda:n with block_dim
+  -- threads per block (nil: the runtime's choice); lvl counts from here.
+  local function launch_on(k, n, kind, dim, args, extra, lvl, block_dim)
+    local debug = weft.config.mode == "debug"
+    local ker = load_kernel(k, n, debug, kind, lvl + 1)
+    local d = type(dim) == "table" and dim or { dim }
+    local dims = ffi.new("int64_t[4]")
+    for i = 1, #d do dims[i - 1] = d[i] end
+    local ptrs, keep = marshal(k, n, args, extra, lvl + 1)
+    local nargs, slot = #k.params + #extra, nil
+    if debug then -- the error slot's device pointer, passed last
+      slot = error_slot(n)
+      local box = ffi.new("void *[1]", slot.h.data)
+      keep[#keep + 1] = box
+      ptrs[nargs] = box
+      nargs = nargs + 1
+    end
+    weft._check(C.wf_cuda_launch(rt, n, ker.fn, #d, dims, nargs, ptrs, block_dim or 0,
+                                 weft.config.verify_cuda and 1 or 0), lvl)
+    if slot then
+      local msg = slot_message(slot)
+      if msg then error(msg, lvl) end
+    end
+    return keep
   end
 
   function weft._launch_device(k, dim, inputs, opts)
@@ -257,26 +310,13 @@ return function(weft)
       error(fmt("weft.launch: kernel '%s' takes %d arguments (inputs then outputs), got %d", k.name,
                 #k.params, #args), 3)
     end
-    local debug = weft.config.mode == "debug"
-    local ker = load_kernel(k, n, debug)
-    local d = type(dim) == "table" and dim or { dim }
-    local dims = ffi.new("int64_t[4]")
-    for i = 1, #d do dims[i - 1] = d[i] end
-    local ptrs, keep = marshal(k, n, args)
-    local nargs, slot = #k.params, nil
-    if debug then -- the error slot's device pointer, passed last
-      slot = error_slot(n)
-      local box = ffi.new("void *[1]", slot.h.data)
-      keep[#keep + 1] = box
-      ptrs[nargs] = box
-      nargs = nargs + 1
-    end
-    weft._check(C.wf_cuda_launch(rt, n, ker.fn, #d, dims, nargs, ptrs, opts.block_dim or 0,
-                                 weft.config.verify_cuda and 1 or 0), 3)
-    if slot then
-      local msg = slot_message(slot)
-      if msg then error(msg, 3) end
-    end
-    return keep
+    return launch_on(k, n, nil, dim, args, {}, 4, opts.block_dim)
+  end
+
+  -- The derived kernel (kind "adj" or "jvp") of k on cuda:n: args are the
+  -- primal arguments, extra one adjoint/tangent array per array parameter
+  -- (a header with a null data pointer for none). lvl as for error().
+  function weft._launch_device_derived(kind, k, n, dim, args, extra, lvl)
+    return launch_on(k, n, kind, dim, args, extra, (lvl or 1) + 2)
   end
 end

@@ -6,7 +6,9 @@ local cdef = require "weft.cdef"
 
 local weft = {
   version = "0.1.0",
-  config = { mode = "release", verify_cuda = false },
+  -- cuda_fast_compile: NVRTC's --Ofast-compile level for CUDA kernels
+  -- ("min", "mid", "max", or "0" for NVVM's full optimization)
+  config = { mode = "release", verify_cuda = false, cuda_fast_compile = "min" },
 }
 weft._C = cdef.C
 weft._libpath = cdef.libpath

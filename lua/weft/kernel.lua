@@ -197,16 +197,25 @@ return function(weft)
   end
 
   -- One PTX module holding the forward entry and, unless opts.adjoint is
-  -- false, the adjoint entry (appended to the IR module once).
+  -- false, the adjoint entry (appended to the IR module once, with the
+  -- custom gradients and replays of the weft.func it calls).
+  -- opts.fast_compile overrides weft.config.cuda_fast_compile.
   function Kernel:ptx(arch, argtypes, opts)
     local c = get_core()
     if not c.ptx then error("weft: PTX output is not available in this build", 2) end
     local m = self:_module(argtypes)
     if not (opts and opts.adjoint == false) then
-      local ok, err = pcall(c.adjoint, m)
-      if not ok then error(err, 2) end
+      -- the module autodiff appends the adjoint to (custom gradients of
+      -- weft.func included), as adjoint launches use it
+      local ok, dm = pcall(weft._derived_module, "adj", self, m, argtypes, false)
+      if not ok then error(dm, 2) end
+      m = dm
     end
-    return c.ptx(m, arch)
+    local fast = weft.config.cuda_fast_compile
+    if opts and opts.fast_compile ~= nil then fast = opts.fast_compile end
+    local ok, ptx, entries, cached = pcall(c.ptx, m, arch, { fast_compile = fast })
+    if not ok then error(ptx, 2) end
+    return ptx, entries, cached
   end
 
   function Kernel:__tostring()

@@ -280,8 +280,9 @@ return function(weft)
         raise("weft.launch: kernel '%s': opts must be a table, got %s", kname(k), describe(opts))
       end
       if opts.adjoint then
+        local dev = opts.device ~= nil and weft._parse_device("weft.launch", opts.device) or nil
         return weft._launch_adjoint(k, dim, inputs, opts.outputs or empty, opts.adj_inputs or empty,
-                                    opts.adj_outputs or empty)
+                                    opts.adj_outputs or empty, dev)
       end
       local dev = opts.device
       if dev ~= nil and dev ~= "cpu" then

@@ -83,9 +83,12 @@ return function(weft)
   -- (core.adjoint, "adj_<name>") and forward mode (core.jvp, "jvp_<name>").
   local transforms = { adj = "adjoint", jvp = "jvp" }
 
-  -- Compiled derived kernel (kind "adj" or "jvp") of module mod:
-  -- { fn, cost, offsets, buf }, per launch ndim and mode.
-  local function derived_code(kind, k, mod, types, ndim, debug)
+  -- The module holding k's derived kernel (kind "adj" or "jvp") and the
+  -- kernel's name: the transform appends it to mod once, or, for reverse
+  -- mode with custom gradients, to the front end's module before inlining
+  -- (its weft.func calls still visible). check: run debug mode's overwrite
+  -- check first (reverse mode). Also returns the per-kind cache table.
+  local function derived_module(kind, k, mod, types, check)
     local per = codes[mod]
     if not per then
       per = {}
@@ -96,15 +99,8 @@ return function(weft)
       pk = {}
       per[kind] = pk
     end
-    local ckey = debug and ndim + 4 or ndim
-    local c = pk[ckey]
-    if c then return c end
     local tf = core and core[transforms[kind]]
     if not tf then raise("weft: autodiff is not available in this build") end
-    local names = {}
-    for i, p in ipairs(k.params) do names[i] = p.name end
-    -- with custom gradients, reverse mode starts from the front end's
-    -- module before inlining (its weft.func calls still visible)
     if kind == "adj" and weft._custom_grads then
       local raw = per.raw
       if not raw then
@@ -115,17 +111,30 @@ return function(weft)
       end
       mod = raw
     end
-    -- debug mode: the overwrite check runs first (a positioned error); it
-    -- concerns reverse mode only (forward mode reads tangents as it goes)
-    local check = debug and kind == "adj"
+    check = check and kind == "adj"
     local name = pk.name
     if not name or (check and not pk.checked) then
+      local names = {}
+      for i, p in ipairs(k.params) do names[i] = p.name end
       local ok, res = pcall(tf, mod, k.name, { debug = check, names = names })
       if not ok then error(res, 0) end
       name = res
       pk.name, pk.checked = name, pk.checked or check
     end
-    local res = core.cpu_compile(mod, { ndim = ndim, debug = debug, name = name, names = names })
+    return mod, name, pk
+  end
+  weft._derived_module = derived_module
+
+  -- Compiled derived kernel (kind "adj" or "jvp") of module mod:
+  -- { fn, cost, offsets, buf }, per launch ndim and mode.
+  local function derived_code(kind, k, mod, types, ndim, debug)
+    local dmod, name, pk = derived_module(kind, k, mod, types, debug)
+    local ckey = debug and ndim + 4 or ndim
+    local c = pk[ckey]
+    if c then return c end
+    local names = {}
+    for i, p in ipairs(k.params) do names[i] = p.name end
+    local res = core.cpu_compile(dmod, { ndim = ndim, debug = debug, name = name, names = names })
     c = { fn = ffi.cast("void *", res.fn), cost = res.cost, offsets = res.offsets,
           buf = ffi.new("int64_t[?]", math.max(1, math.ceil(res.size / 8))) }
     pk[ckey] = c
@@ -163,7 +172,7 @@ return function(weft)
 
   -- Launch of the derived kernel: primal arguments, then one derived array
   -- (adjoint or tangent) per array parameter, from d_in / d_out.
-  local function launch_derived(kind, k, dim, inputs, outputs, d_in, d_out)
+  local function launch_derived(kind, k, dim, inputs, outputs, d_in, d_out, device)
     inputs, outputs = inputs or {}, outputs or {}
     d_in, d_out = d_in or {}, d_out or {}
     local nin, np = #inputs, #k.params
@@ -193,6 +202,32 @@ return function(weft)
         adjs[#adjs + 1] = { g = g, t = types[i] }
       end
     end
+    -- the device: opts.device of the launch, else the arrays' own (all on
+    -- one device); cuda:N runs the derived entry of the CUDA module
+    local dev, first = device, nil
+    local function on(a, pname)
+      local d = a.h.device
+      if dev == nil then dev, first = d, pname end
+      if d ~= dev then
+        raise("weft: %s launch of '%s': '%s' is on %s, but %s", what[kind], kname(k), pname,
+              a.device, first and fmt("'%s' is on %s", first, weft._device_name(dev))
+                or "the launch runs on " .. weft._device_name(dev))
+      end
+    end
+    local j = 0
+    for i, p in ipairs(k.params) do
+      if types[i].kind == "array" then
+        j = j + 1
+        on(args[i], p.name)
+        local g = adjs[j].g
+        if g.h.data ~= nil then on(g, what[kind] .. " of " .. p.name) end
+      end
+    end
+    if dev and dev >= 0 then
+      local garr = {}
+      for i, a in ipairs(adjs) do garr[i] = a.g end
+      return weft._launch_device_derived(kind, k, dev, dim, args, garr, 3)
+    end
     local ndim = read_dims(k, dim)
     local mod = k:_module(types)
     local c = derived_code(kind, k, mod, types, ndim, weft.config.mode == "debug")
@@ -208,8 +243,10 @@ return function(weft)
     if status ~= 0 then error(ffi.string(C.wf_rt_errmsg(weft._rt)), 3) end
   end
 
-  function weft._launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs)
-    return launch_derived("adj", k, dim, inputs, outputs, adj_inputs, adj_outputs)
+  -- device (optional): -1 (the cpu) or N (cuda:N), from the launch's
+  -- opts.device; otherwise the device of the arrays.
+  function weft._launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs, device)
+    return launch_derived("adj", k, dim, inputs, outputs, adj_inputs, adj_outputs, device)
   end
 
   ---------------------------------------------------------------------------

@@ -193,7 +193,7 @@ static const char *ctype(emitter *E, const wf_type *t) {
   case WF_T_FLOAT:
     if (t->bits == 16) {
       E->uses_half = 1;
-      return "__half";
+      return "wf_half";
     }
     return t->bits == 32 ? "float" : "double";
   case WF_T_RNG:
@@ -219,7 +219,7 @@ static void decl(emitter *E, wf_val r) {
 /* A float scalar operand as float (half widened), for math on halves. */
 static void fl(emitter *E, wf_val v) {
   if (is_half(vt(E, v)))
-    wf_sb_printf(&E->body, "__half2float(v%d)", (int)v);
+    wf_sb_printf(&E->body, "wf_h2f(v%d)", (int)v);
   else
     wf_sb_printf(&E->body, "v%d", (int)v);
 }
@@ -227,7 +227,7 @@ static void fl(emitter *E, wf_val v) {
 /* Emit a float constant exactly (hex float; inf/nan via builtins). */
 static void emit_fconst(emitter *E, const wf_type *t, double x) {
   sbuf *b = &E->body;
-  const char *wrap = t->bits == 16 ? "__double2half(" : "";
+  const char *wrap = t->bits == 16 ? "wf_d2h(" : "";
   wf_sb_puts(b, wrap);
   if (isnan(x))
     wf_sb_puts(b, t->bits == 32 ? "WF_NANF" : "WF_NAN");
@@ -355,7 +355,7 @@ static void emit_fmath(emitter *E, const wf_inst *in) {
   int helper = strncmp(nm, "wf_", 3) == 0;
   sbuf *b = &E->body;
   decl(E, in->res[0]);
-  if (is_half(t)) wf_sb_puts(b, "__float2half(");
+  if (is_half(t)) wf_sb_puts(b, "wf_f2h(");
   wf_sb_printf(b, "%s%s(", nm, !helper && t->bits != 64 ? "f" : "");
   for (int i = 0; i < in->nargs; i++) {
     if (i) wf_sb_puts(b, ", ");
@@ -415,20 +415,20 @@ static void cast_expr(emitter *E, const wf_type *rt, const wf_type *st, const ch
   if (rt == st)
     wf_sb_printf(b, "%s", x);
   else if (rt->kind == WF_T_BOOL)
-    is_half(st) ? wf_sb_printf(b, "(__half2float(%s) != 0.0f)", x) : wf_sb_printf(b, "(%s != 0)", x);
+    is_half(st) ? wf_sb_printf(b, "(wf_h2f(%s) != 0.0f)", x) : wf_sb_printf(b, "(%s != 0)", x);
   else if (is_half(rt) && st->kind == WF_T_FLOAT && st->bits == 64)
-    wf_sb_printf(b, "__double2half(%s)", x);
+    wf_sb_printf(b, "wf_d2h(%s)", x);
   else if (is_half(rt))
-    wf_sb_printf(b, "__float2half((float)%s)", x);
+    wf_sb_printf(b, "wf_f2h((float)%s)", x);
   else if (st->kind == WF_T_FLOAT && rt->kind == WF_T_INT) {
     char lo[64], hi[64];
     int_limits(rt, lo, hi, sizeof lo);
     double dlo = rt->is_signed ? -ldexp(1.0, rt->bits - 1) : -1.0;
     double dhi = ldexp(1.0, rt->is_signed ? rt->bits - 1 : rt->bits);
-    wf_sb_printf(b, "wf_fptoi<%s>(%s%s%s, %a, %a, %s, %s)", rty, is_half(st) ? "__half2float(" : "", x,
+    wf_sb_printf(b, "wf_fptoi<%s>(%s%s%s, %a, %a, %s, %s)", rty, is_half(st) ? "wf_h2f(" : "", x,
               is_half(st) ? ")" : "", dlo, dhi, lo, hi);
   } else if (is_half(st))
-    wf_sb_printf(b, "(%s)__half2float(%s)", rty, x);
+    wf_sb_printf(b, "(%s)wf_h2f(%s)", rty, x);
   else
     wf_sb_printf(b, "(%s)%s", rty, x);
 }
@@ -538,7 +538,7 @@ static void emit_cast(emitter *E, const wf_inst *in) {
 static void eq_expr(emitter *E, const wf_type *t, int a, int c, char *path, size_t plen) {
   if (wf_t_is_scalar(t) || t->kind == WF_T_RNG) {
     if (is_half(t))
-      wf_sb_printf(&E->body, "(__half2float(v%d%s) == __half2float(v%d%s))", a, path, c, path);
+      wf_sb_printf(&E->body, "(wf_h2f(v%d%s) == wf_h2f(v%d%s))", a, path, c, path);
     else
       wf_sb_printf(&E->body, "(v%d%s == v%d%s)", a, path, c, path);
     return;
@@ -562,7 +562,7 @@ static void print_value(emitter *E, sbuf *fmt, sbuf *args, const char *spec, siz
   const wf_type *t = vt(E, v);
   char x[64];
   if (is_half(t))
-    snprintf(x, sizeof x, "(double)__half2float(v%d)", (int)v);
+    snprintf(x, sizeof x, "(double)wf_h2f(v%d)", (int)v);
   else if (t->kind == WF_T_FLOAT)
     snprintf(x, sizeof x, "(double)v%d", (int)v);
   else if (t->kind == WF_T_INT && !t->is_signed)
@@ -892,7 +892,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     if (t->kind == WF_T_INT && in->op == WF_OP_DIV) check_divisor(E, in);
     decl(E, in->res[0]);
     if (is_half(t)) {
-      wf_sb_printf(b, "__float2half(__half2float(v%d) %s __half2float(v%d));\n", a0, binop_sym(in->op),
+      wf_sb_printf(b, "wf_f2h(wf_h2f(v%d) %s wf_h2f(v%d));\n", a0, binop_sym(in->op),
                 a1);
     } else if (t->kind == WF_T_INT && in->op == WF_OP_DIV) {
       wf_sb_printf(b, "wf_idiv(v%d, v%d);\n", a0, a1);
@@ -911,7 +911,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
   case WF_OP_NEG:
     decl(E, in->res[0]);
     if (is_half(t))
-      wf_sb_printf(b, "__float2half(-__half2float(v%d));\n", a0);
+      wf_sb_printf(b, "wf_f2h(-wf_h2f(v%d));\n", a0);
     else if (is_sint(t) && t->bits >= 32)
       wf_sb_printf(b, "(%s)(0 - (%s)v%d);\n", ctype(E, t), int_ctype(t->bits, 0), a0);
     else
@@ -1274,6 +1274,16 @@ static const piece pieces[] = {
      "#define WF_NANF __int_as_float(0x7fffffff)\n"
      "#define WF_INF __longlong_as_double(0x7ff0000000000000LL)\n"
      "#define WF_NAN __longlong_as_double(0x7fffffffffffffffLL)\n"},
+    /* float16 without cuda_fp16.h (a third of a cold compile): the bits,
+    ** converted by PTX's cvt (round to nearest even, as on the CPU) */
+    {2, NULL,
+     "struct __align__(2) wf_half { unsigned short x; };\n"
+     "WF_FN float wf_h2f(wf_half h) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : "
+     "\"h\"(h.x)); return f; }\n"
+     "WF_FN wf_half wf_f2h(float f) { wf_half h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h.x) : "
+     "\"f\"(f)); return h; }\n"
+     "WF_FN wf_half wf_d2h(double d) { wf_half h; asm(\"cvt.rn.f16.f64 %0, %1;\" : \"=h\"(h.x) : "
+     "\"d\"(d)); return h; }\n"},
     {1, "wf_trap(",
      "WF_FN void wf_trap(const char *msg) { printf(\"weft: kernel trap: %s\\n\", msg); __trap(); "
      "}\n"},
@@ -1328,19 +1338,20 @@ static const piece pieces[] = {
      "(old != assumed);\n"
      "  return __longlong_as_double((long long)old); }\n"},
     {2, "wf_atomic_add(|wf_atomic_min(|wf_atomic_max(", /* 2: only with halves */
-     "WF_FN __half wf_atomic_add(__half *p, __half v) { return atomicAdd(p, v); }\n"
-     "WF_FN __half wf_atomic_min(__half *p, __half v) {\n"
+     "WF_FN wf_half wf_atomic_add(wf_half *p, wf_half v) {\n"
+     "  wf_half o; asm volatile(\"atom.add.noftz.f16 %0, [%1], %2;\" : \"=h\"(o.x) : \"l\"(p), "
+     "\"h\"(v.x) : \"memory\");\n"
+     "  return o; }\n"
+     "WF_FN wf_half wf_atomic_min(wf_half *p, wf_half v) {\n"
      "  unsigned short *ip = (unsigned short *)p, old = *ip, assumed;\n"
-     "  do { assumed = old; if (!(__half2float(v) < __half2float(__ushort_as_half(assumed)))) "
-     "break;\n"
-     "       old = atomicCAS(ip, assumed, __half_as_ushort(v)); } while (old != assumed);\n"
-     "  return __ushort_as_half(old); }\n"
-     "WF_FN __half wf_atomic_max(__half *p, __half v) {\n"
+     "  do { assumed = old; if (!(wf_h2f(v) < wf_h2f(wf_half{assumed}))) break;\n"
+     "       old = atomicCAS(ip, assumed, v.x); } while (old != assumed);\n"
+     "  return wf_half{old}; }\n"
+     "WF_FN wf_half wf_atomic_max(wf_half *p, wf_half v) {\n"
      "  unsigned short *ip = (unsigned short *)p, old = *ip, assumed;\n"
-     "  do { assumed = old; if (!(__half2float(v) > __half2float(__ushort_as_half(assumed)))) "
-     "break;\n"
-     "       old = atomicCAS(ip, assumed, __half_as_ushort(v)); } while (old != assumed);\n"
-     "  return __ushort_as_half(old); }\n"},
+     "  do { assumed = old; if (!(wf_h2f(v) > wf_h2f(wf_half{assumed}))) break;\n"
+     "       old = atomicCAS(ip, assumed, v.x); } while (old != assumed);\n"
+     "  return wf_half{old}; }\n"},
     {0, NULL,
      "struct wf_arr { char *data; long long shape[4]; long long strides[4]; };\n"
      "struct wf_dims { long long n; long long dim[4]; long long div[4]; };\n"},
@@ -1510,7 +1521,6 @@ int wf_cuda_emit_opts(wf_module *m, const wf_cuda_opts *o, wf_cuda_src *out, cha
   }
   sbuf all = {0};
   wf_sb_puts(&all, "/* generated by weft: CUDA C for NVRTC */\n");
-  if (E.uses_half) wf_sb_puts(&all, "#ifndef WF_HOST_SHIM\n#include <cuda_fp16.h>\n#endif\n");
   put_preludes(&all, E.body.p ? E.body.p : "", E.uses_half);
   if (E.types.p) wf_sb_puts(&all, E.types.p);
   if (E.body.p) wf_sb_puts(&all, E.body.p);

@@ -6,12 +6,15 @@
 **                                         or "80"; default sm_80), {entries},
 **                                         from_cache (core.ptx is the same)
 **   core.cuda_cubin(mod, arch [, opts]) -> CUBIN bytes, {entries}
-**   core.cuda_compile(src, arch [, half]) -> image, from_cache (raw CUDA C)
+**   core.cuda_compile(src, arch [, half [, fast]]) -> image, from_cache
+**                                      (raw CUDA C; fast as fast_compile)
 **   core.cuda_assemble(ptx, arch)      -> CUBIN size (nvJitLink check)
 **   core.cuda_nvrtc_version()          -> e.g. 13000, or nil, message
 **
-** opts: { debug = bool, names = { parameter names } } -- debug adds the
-** bounds/division checks and the error slot parameter (wf_cuda.h).
+** opts: { debug = bool, names = { parameter names }, fast_compile = level }
+** -- debug adds the bounds/division checks and the error slot parameter
+** (wf_cuda.h); fast_compile is NVRTC's --Ofast-compile level: "min" (the
+** default), "mid", "max", or "0"/false for full optimization.
 **
 ** The NVRTC loader lives in a userdata shared as an upvalue by these
 ** functions (no global state): it is loaded on first use and closed when
@@ -52,11 +55,30 @@ static wf_nvrtc *get_nvrtc(lua_State *L, int raise) {
   return u->nv;
 }
 
+/* A fast-compile level at index i: absent/nil -> "min", false -> "0". */
+static const char *fast_level(lua_State *L, int i) {
+  if (lua_isnoneornil(L, i)) return "min";
+  if (lua_isboolean(L, i)) return lua_toboolean(L, i) ? "min" : "0";
+  if (lua_isnumber(L, i) && lua_tonumber(L, i) == 0) return "0";
+  if (lua_type(L, i) != LUA_TSTRING)
+    luaL_error(L, "weft: fast_compile must be \"min\", \"mid\", \"max\" or \"0\", got a %s",
+               luaL_typename(L, i));
+  return lua_tostring(L, i);
+}
+
 /* Options table at index oi (may be absent) into o; the names stay
-** referenced by the table, which is on the stack for the whole call. */
-static void read_opts(lua_State *L, int oi, wf_cuda_opts *o, const char **names, int max) {
+** referenced by the table, which is on the stack for the whole call.
+** *fast (may be NULL) receives the fast-compile level. */
+static void read_opts(lua_State *L, int oi, wf_cuda_opts *o, const char **names, int max,
+                      const char **fast) {
   memset(o, 0, sizeof *o);
+  if (fast) *fast = "min";
   if (!lua_istable(L, oi)) return;
+  if (fast) {
+    lua_getfield(L, oi, "fast_compile");
+    *fast = fast_level(L, -1);
+    lua_pop(L, 1); /* the string stays alive in the table */
+  }
   lua_getfield(L, oi, "debug");
   o->debug = lua_toboolean(L, -1);
   lua_pop(L, 1);
@@ -78,12 +100,12 @@ static void read_opts(lua_State *L, int oi, wf_cuda_opts *o, const char **names,
 /* Optimize (inline calls) when the pass pipeline is linked in, then emit
 ** with the options at index oi. Raises with the emitter's message; nothing
 ** is left allocated then. */
-static void emit_module(lua_State *L, int idx, int oi, wf_cuda_src *src) {
+static void emit_module(lua_State *L, int idx, int oi, wf_cuda_src *src, const char **fast) {
   wf_module *m = wf_core_checkmodule(L, idx);
   char err[1024];
   const char *names[64];
   wf_cuda_opts o;
-  read_opts(L, oi, &o, names, 64);
+  read_opts(L, oi, &o, names, 64, fast);
   if (wf_ir_optimize && wf_ir_optimize(m, err, sizeof err) != 0) luaL_error(L, "%s", err);
   if (wf_cuda_emit_opts(m, &o, src, err, sizeof err) != 0) luaL_error(L, "%s", err);
   /* WEFT_DUMP=cuda: the emitted CUDA C on stderr, like the other stages */
@@ -101,7 +123,7 @@ static void push_entries(lua_State *L, const wf_cuda_src *s) {
 
 static int l_cuda_source(lua_State *L) {
   wf_cuda_src s;
-  emit_module(L, 1, 2, &s);
+  emit_module(L, 1, 2, &s, NULL);
   lua_pushlstring(L, s.text, s.len);
   push_entries(L, &s);
   wf_cuda_src_free(&s);
@@ -120,10 +142,12 @@ static int compile_module(lua_State *L, int want_cubin) {
   snprintf(target, sizeof target, "%s_%s", want_cubin ? "sm" : "compute", digits);
   wf_nvrtc *nv = get_nvrtc(L, 1);
   wf_cuda_src s;
-  emit_module(L, 1, 3, &s);
+  const char *fast;
+  emit_module(L, 1, 3, &s, &fast);
   wf_cuda_image img;
   char err[4096];
-  int rc = wf_nvrtc_compile(nv, s.text, "weft.cu", target, s.uses_half, &img, err, sizeof err);
+  /* 0: emitted code defines its float16 type, no cuda_fp16.h to include */
+  int rc = wf_nvrtc_compile(nv, s.text, "weft.cu", target, 0, fast, &img, err, sizeof err);
   if (rc != 0) {
     wf_cuda_src_free(&s);
     return luaL_error(L, "%s", err);
@@ -147,10 +171,11 @@ static int l_cuda_compile(lua_State *L) {
   const char *src = luaL_checkstring(L, 1);
   const char *arch = luaL_optstring(L, 2, "compute_80");
   int half = lua_toboolean(L, 3);
+  const char *fast = fast_level(L, 4);
   wf_nvrtc *nv = get_nvrtc(L, 1);
   wf_cuda_image img;
   char err[4096];
-  if (wf_nvrtc_compile(nv, src, "weft.cu", arch, half, &img, err, sizeof err) != 0)
+  if (wf_nvrtc_compile(nv, src, "weft.cu", arch, half, fast, &img, err, sizeof err) != 0)
     return luaL_error(L, "%s", err);
   lua_pushlstring(L, img.data, img.size);
   lua_pushboolean(L, img.from_cache);

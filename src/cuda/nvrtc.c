@@ -299,7 +299,8 @@ static void nv_fail(wf_nvrtc *nv, nvrtcResult r, const char *what, char *err, si
 }
 
 int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name, const char *arch,
-                     int uses_half, wf_cuda_image *out, char *err, size_t errsize) {
+                     int uses_half, const char *fast, wf_cuda_image *out, char *err,
+                     size_t errsize) {
   memset(out, 0, sizeof *out);
   char target[32], archopt[64], incopt[560] = "";
   int cubin = norm_arch(arch, target, sizeof target);
@@ -313,9 +314,24 @@ int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name, const char
   ** the runtime API declarations, textures and device-side launches, which
   ** the emitted code never uses: a few ms less per cold compile. No
   ** -lineinfo: it only feeds profilers. */
-  const char *opts[5] = {archopt, "-std=c++17", "-w", NULL, NULL};
+  const char *opts[6] = {archopt, "-std=c++17", "-w", NULL, NULL, NULL};
   int nopts = 3;
   if (nv->major * 100 + nv->minor >= 1204) opts[nopts++] = "--minimal";
+  /* --Ofast-compile (NVRTC 12.8+): NVVM's optimizer is most of a cold
+  ** compile of a small kernel (~18 of ~30 ms for saxpy); "min" skips only
+  ** its expensive passes, and ptxas still optimizes the PTX. */
+  char fastopt[40];
+  if (fast && strcmp(fast, "0") != 0) {
+    if (strcmp(fast, "min") && strcmp(fast, "mid") && strcmp(fast, "max")) {
+      snprintf(err, errsize, "weft: bad fast-compile level '%.12s' (expected 0, min, mid or max)",
+               fast);
+      return -1;
+    }
+    if (nv->major * 100 + nv->minor >= 1208) {
+      snprintf(fastopt, sizeof fastopt, "--Ofast-compile=%s", fast);
+      opts[nopts++] = fastopt;
+    }
+  }
   if (uses_half) {
     if (!nv->incdir[0]) {
       snprintf(err, errsize,

@@ -38,7 +38,7 @@
 typedef struct wf_cuda_src {
   char *text; /* malloc'd CUDA C source */
   size_t len;
-  int uses_half; /* needs cuda_fp16.h (NVRTC: -I<cuda>/include) */
+  int uses_half; /* has float16 values (wf_half, defined by the source itself) */
   int nentries;  /* kernel entry points, in module order */
   char **entries;
 } wf_cuda_src;
@@ -86,8 +86,11 @@ typedef struct wf_cuda_image {
 ** shorthand "80" (PTX for compute_80). name is the program name shown in
 ** messages. NVRTC errors are rewritten so "chunk(line): error" reads
 ** "chunk:line: error". Uses the disk cache unless WEFT_CACHE_DIR is "off". */
+/* fast is NVRTC's --Ofast-compile level ("min", "mid", "max"), or NULL or
+** "0" for full optimization; ignored by NVRTC before 12.8. */
 WF_INTERNAL int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name, const char *arch,
-                                 int uses_half, wf_cuda_image *out, char *err, size_t errsize);
+                                 int uses_half, const char *fast, wf_cuda_image *out, char *err,
+                                 size_t errsize);
 WF_INTERNAL void wf_cuda_image_free(wf_cuda_image *img);
 /* Assemble PTX for sm_XX with nvJitLink (a validity check without a GPU).
 ** 0 on success; else err holds the linker log. cubin_size (may be NULL)

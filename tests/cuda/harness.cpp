@@ -54,7 +54,7 @@ int main() {
     printf("aggsum %.9g %.9g %.9g\n", sum[0][0], sum[0][1], sum[0][2]);
   }
   { // float16
-    __half h[4] = {(__half)1.5f, (__half)-2.25f, (__half)0.1f, (__half)1000.0f};
+    wf_half h[4] = {(wf_half)1.5f, (wf_half)-2.25f, (wf_half)0.1f, (wf_half)1000.0f};
     long long n = 4;
     WF_SHIM_LAUNCH(weft_halfk, 1, &n, mkarr(h, 1, &n, 2));
     for (int i = 0; i < 4; i++) printf("half %d %.9g\n", i, (double)(float)h[i]);

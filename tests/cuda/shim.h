@@ -8,7 +8,7 @@
 **     (a small grid, so the kernels' grid-stride loops take several turns)
 **   - atomics are host atomics (__atomic builtins, CAS loops for floats);
 **     wf_cas32 and wf_claim (narrow atomics, the debug error slot) too
-**   - __half is _Float16 with CUDA's conversion functions
+**   - wf_half is _Float16 with the emitter's conversion functions
 **   - wf_trap throws wf_shim_trap, which WF_SHIM_LAUNCH catches and reports
 ** Tests compile <shim.h> + <emitted .cu> + a driver that calls
 ** WF_SHIM_LAUNCH(kernel, ndim, dims, args...) and prints the results.
@@ -47,10 +47,10 @@ static inline unsigned int wf_cas32(unsigned int *p, unsigned int c, unsigned in
 }
 
 /* ---- half ---- */
-typedef _Float16 __half;
-static inline float __half2float(__half h) { return (float)h; }
-static inline __half __float2half(float f) { return (__half)f; }
-static inline __half __double2half(double d) { return (__half)d; }
+typedef _Float16 wf_half;
+static inline float wf_h2f(wf_half h) { return (float)h; }
+static inline wf_half wf_f2h(float f) { return (wf_half)f; }
+static inline wf_half wf_d2h(double d) { return (wf_half)d; }
 
 /* ---- atomics: host atomics; float min/max as CAS loops on the value ---- */
 template <class T> static inline T wf_atomic_add(T *p, T v) {
@@ -74,9 +74,9 @@ static inline double wf_atomic_add(double *p, double v) {
   while (!__atomic_compare_exchange(p, &old, &nv, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
   return old;
 }
-static inline __half wf_atomic_add(__half *p, __half v) {
-  __half old = *p; /* the shim runs one thread at a time */
-  *p = (__half)((float)old + (float)v);
+static inline wf_half wf_atomic_add(wf_half *p, wf_half v) {
+  wf_half old = *p; /* the shim runs one thread at a time */
+  *p = (wf_half)((float)old + (float)v);
   return old;
 }
 template <class T> static inline T wf_atomic_min(T *p, T v) {

@@ -11,6 +11,8 @@
 --   opts.adjoint  run the adjoint entry: args are the primal arguments then
 --                 one adjoint array per array parameter (false: no gradient,
 --                 passed as the null header a CPU adjoint launch passes)
+--   opts.jvp      run the forward-mode (tangent) entry, arguments as for
+--                 opts.adjoint with tangents in place of adjoints
 --   opts.debug    emit with bounds/division checks; the error slot's
 --                 message is returned (nil when no thread failed)
 --   opts.types    argument types, for kernels with generic parameters
@@ -67,9 +69,10 @@ local function module_entry(weft, k, opts)
   local core = weft._core
   local m = k:_module(opts.types)
   local want = "weft_" .. tostring(k.name):gsub("[^%w_]", "_")
-  if opts.adjoint then
-    local name = core.adjoint(m, k.name)
-    want = "weft_" .. name:gsub("[^%w_]", "_")
+  local kind = opts.adjoint and "adj" or opts.jvp and "jvp" or nil
+  if kind then -- the module a CUDA launch of the derived kernel compiles
+    local dm, name = weft._derived_module(kind, k, m, opts.types, false)
+    m, want = dm, "weft_" .. name:gsub("[^%w_]", "_")
   end
   local names = {}
   for i, p in ipairs(k.params) do names[i] = p.name end
