@@ -327,6 +327,13 @@ local function module_of(k)
   return ok and m or nil, m
 end
 
+-- The error a call raises (it must raise).
+local function msg(f, ...)
+  local ok, e = pcall(f, ...)
+  assert.is_false(ok)
+  return e
+end
+
 describe("cuda without a driver", function()
   if have_gpu then
     it("has a device", function() assert.is_true(#weft.devices() >= 2) end)
@@ -338,11 +345,6 @@ describe("cuda without a driver", function()
     assert.are.equal("cpu", weft.get_device())
   end)
   it("raises NODRIVER on every cuda entry point", function()
-    local function msg(f, ...)
-      local ok, e = pcall(f, ...)
-      assert.is_false(ok)
-      return e
-    end
     assert.matches("weft.set_device: device 'cuda:0': " .. NODRIVER, msg(weft.set_device, "cuda:0"), 1, true)
     assert.matches("weft.capture_begin: device 'cuda:0': " .. NODRIVER, msg(weft.capture_begin, "cuda:0"), 1, true)
     assert.matches("weft.cuda_device_info: device 'cuda:0': " .. NODRIVER, msg(weft.cuda_device_info, "cuda:0"), 1, true)
@@ -350,6 +352,33 @@ describe("cuda without a driver", function()
     assert.matches("weft.launch: device 'cuda:0': " .. NODRIVER, msg(weft.launch, k, 4, K.saxpy[3](), { device = "cuda:0" }), 1, true)
     assert.matches("cuda:0", msg(weft.zeros, 4, weft.float32, { device = "cuda:0" }), 1, true)
     assert.matches("unknown device", msg(weft.set_device, "gpu7"), 1, true)
+  end)
+  it("streams, events and pinned memory: clear errors, and pinned falls back to ordinary memory", function()
+    local line = debug.getinfo(1, "l").currentline + 1
+    local e = msg(function() local s = weft.Stream("cuda:0"); return s end)
+    assert.are.equal("spec/cuda_spec.lua:" .. line .. ": weft.Stream: device 'cuda:0': " .. NODRIVER, e)
+    assert.matches("weft.Event: device 'cuda:0': " .. NODRIVER, msg(weft.Event, "cuda:0", { enable_timing = true }), 1, true)
+    assert.matches("weft.get_stream: device 'cuda:0': " .. NODRIVER, msg(weft.get_stream, "cuda:0"), 1, true)
+    assert.matches("weft.Stream: streams and events are for CUDA devices, got 'cpu'", msg(weft.Stream, "cpu"), 1, true)
+    assert.matches("weft.Stream: streams and events are for CUDA devices, got 'cpu'", msg(weft.Stream), 1, true)
+    assert.matches("weft.Event: streams and events are for CUDA devices, got 'cpu'", msg(weft.Event, "cpu"), 1, true)
+    assert.matches("weft.set_stream: expected a weft.Stream, got number", msg(weft.set_stream, 5), 1, true)
+    assert.matches("weft.synchronize_event: expected a weft.Event, got table", msg(weft.synchronize_event, {}), 1, true)
+    assert.matches("weft.get_event_elapsed_time: expected a weft.Event, got nil", msg(weft.get_event_elapsed_time), 1, true)
+    assert.matches("weft.ScopedStream: expected a weft.Stream, got string", msg(weft.ScopedStream, "s", print), 1, true)
+    local k = K.saxpy[1]
+    line = debug.getinfo(1, "l").currentline + 1
+    e = msg(function() weft.launch(k, 4, K.saxpy[3](), { stream = 3 }); return 1 end)
+    assert.are.equal("spec/cuda_spec.lua:" .. line .. ": weft.launch: kernel '" .. k.name .. "': opts.stream must be a weft.Stream, got number", e)
+    -- pinned: host memory, usable as any cpu array; page-locked only with a driver
+    local p = weft.full(5, 2.5, weft.float32, { pinned = true })
+    assert.is_false(p.pinned)
+    assert.are.equal("cpu", p.device)
+    assert.are.same({ 2.5, 2.5, 2.5, 2.5, 2.5 }, p:totable())
+    assert.is_false(weft.zeros(3).pinned)
+    assert.matches("weft.zeros: device 'cuda:0'", msg(weft.zeros, 4, weft.float32, { pinned = true, device = "cuda:0" }), 1, true)
+    assert.matches("weft.array: copy = false wraps the memory as it is; pinned needs a copy",
+                   msg(weft.array, require("ffi").new("float[4]"), weft.float32, { copy = false, pinned = true }), 1, true)
   end)
   it("keeps the cpu working", function()
     weft.set_device("cpu")
@@ -693,6 +722,47 @@ describe("cuda on a GPU", function()
     weft.synchronize()
     local xs, ys = a[1]:totable(), y:totable()
     for i = 1, 100 do assert.are.equal(a[2]:totable()[i] + 3 * xs[i], ys[i]) end
+  end)
+  it("streams: launches on a named stream, events order two streams and time them", function()
+    local k, make = K.saxpy[1], K.saxpy[3]
+    local a = make()
+    local x, y = a[1]:to("cuda:0"), a[2]:to("cuda:0")
+    local s1, s2 = weft.Stream("cuda:0"), weft.Stream("cuda:0")
+    assert.is_true(weft.is_stream(s1))
+    local t0, t1 = weft.Event("cuda:0", { enable_timing = true }), weft.Event("cuda:0", { enable_timing = true })
+    s1:record_event(t0)
+    for _ = 1, 10 do weft.launch(k, 100, { x, y, 1.0 }, { stream = s1 }) end
+    s1:record_event(t1)
+    s2:wait_event(t1) -- s2's launch runs after the ten on s1
+    weft.launch(k, 100, { x, y, 1.0 }, { stream = s2 })
+    s2:synchronize()
+    local xs, y0, ys = a[1]:totable(), a[2]:totable(), y:totable()
+    for i = 1, 100 do assert.are.equal(y0[i] + 11 * xs[i], ys[i]) end
+    weft.synchronize_event(t1)
+    assert.is_true(weft.get_event_elapsed_time(t0, t1) >= 0)
+    -- the current stream: set, scoped, restored
+    assert.is_nil(weft.get_stream("cuda:0").handle)
+    weft.ScopedStream(s2, function()
+      assert.are.equal(s2, weft.get_stream("cuda:0"))
+      weft.launch(k, 100, { x, y, 1.0 }, { device = "cuda:0" })
+    end)
+    assert.is_nil(weft.get_stream("cuda:0").handle)
+    weft.synchronize_stream(s2)
+    assert.are.equal(y0[1] + 12 * xs[1], y:totable()[1])
+    -- a stream of another device is refused
+    local ok, err = pcall(weft.launch, k, 100, { x, y, 1.0 }, { device = "cpu", stream = s1 })
+    assert.is_false(ok)
+    assert.matches("opts.stream is on cuda:0, but the launch runs on cpu", err, 1, true)
+  end)
+  it("pinned host arrays are page-locked and copy both ways", function()
+    local p = weft.array({ 1, 2, 3, 4 }, weft.float32, { pinned = true })
+    assert.is_true(p.pinned)
+    local d = p:to("cuda:0")
+    local back = weft.zeros(4, weft.float32, { pinned = true })
+    weft.copy(back, d)
+    assert.are.same({ 1, 2, 3, 4 }, back:totable())
+    assert.is_true(weft.clone(back).pinned)
+    assert.is_false(weft.clone(back, { pinned = false }).pinned)
   end)
   it("runs adjoints on the device: the tape, explicit adjoint launches, custom gradients", function()
     for _, name in ipairs { "saxpy", "math", "mat" } do

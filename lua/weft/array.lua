@@ -165,8 +165,8 @@ return function(weft)
     end
     return o
   end
-  local OPTS = { device = true, requires_grad = true }
-  local ARRAY_OPTS = { device = true, requires_grad = true, copy = true, shape = true }
+  local OPTS = { device = true, requires_grad = true, pinned = true }
+  local ARRAY_OPTS = { device = true, requires_grad = true, copy = true, shape = true, pinned = true }
 
   local function shape_str(h)
     local parts = {}
@@ -196,15 +196,25 @@ return function(weft)
     return size
   end
 
-  -- A new array with undefined contents.
-  local function alloc(fname, shape, t, dev)
+  -- A new array with undefined contents. pinned (cpu only): page-locked
+  -- memory from the CUDA driver, for asynchronous copies; without a driver
+  -- ordinary memory (a.pinned tells which).
+  local function alloc(fname, shape, t, dev, pinned)
+    if pinned and dev ~= DEVICE_CPU then
+      raise("%s: pinned memory is host memory: the device must be 'cpu', got '%s'", fname,
+            device_name(dev))
+    end
     local a = ArrayCT()
     local h = a.h
     local size = set_layout(h, shape, t, dev)
     local nbytes = size * t.size
     if nbytes >= 2 ^ 53 then raise("%s: shape %s is too large", fname, shape_str(h)) end
     local bp = bufp_ct()
-    ccheck(fname, C.wf_buffer_new(rt, dev, nbytes, bp))
+    if pinned and C.wf_cuda_available(rt) ~= 0 then
+      ccheck(fname, C.wf_cuda_host_alloc(rt, nbytes, bp))
+    else
+      ccheck(fname, C.wf_buffer_new(rt, dev, nbytes, bp))
+    end
     h.buf = bp[0]
     h.data = bp[0].ptr
     ffi.gc(a, finalize)
@@ -261,14 +271,15 @@ return function(weft)
     shape = parse_shape("weft.empty", shape)
     local t = parse_dtype("weft.empty", dtype)
     opts = parse_opts("weft.empty", opts, OPTS)
-    return finish(alloc("weft.empty", shape, t, parse_device("weft.empty", opts.device)), opts)
+    return finish(alloc("weft.empty", shape, t, parse_device("weft.empty", opts.device), opts.pinned),
+                  opts)
   end
 
   function weft.zeros(shape, dtype, opts)
     shape = parse_shape("weft.zeros", shape)
     local t = parse_dtype("weft.zeros", dtype)
     opts = parse_opts("weft.zeros", opts, OPTS)
-    local a = alloc("weft.zeros", shape, t, parse_device("weft.zeros", opts.device))
+    local a = alloc("weft.zeros", shape, t, parse_device("weft.zeros", opts.device), opts.pinned)
     ccheck("weft.zeros", C.wf_array_fill(rt, a.h, zero_value(t)))
     return finish(a, opts)
   end
@@ -284,7 +295,7 @@ return function(weft)
 
   local function filled(fname, shape, t, value, opts)
     local buf = encode(fname, t, value)
-    local a = alloc(fname, shape, t, parse_device(fname, opts.device))
+    local a = alloc(fname, shape, t, parse_device(fname, opts.device), opts.pinned)
     ccheck(fname, C.wf_array_fill(rt, a.h, buf))
     return finish(a, opts)
   end
@@ -314,11 +325,18 @@ return function(weft)
     return filled("weft.full", shape, t, value, opts)
   end
 
+  -- opts.pinned, else the source's when the copy stays on its device
+  local function pinned_like(a, dev, opts)
+    if opts.pinned ~= nil then return opts.pinned end
+    return dev == a.h.device and a.h.buf ~= nil and bit.band(a.h.buf.flags, 1) ~= 0
+  end
+
   function weft.empty_like(a, opts)
     if not is_array(a) then raise("weft.empty_like: expected an array, got %s", describe(a)) end
     opts = parse_opts("weft.empty_like", opts, OPTS)
     local dev = opts.device ~= nil and parse_device("weft.empty_like", opts.device) or a.h.device
-    return finish(alloc("weft.empty_like", impl.shape(a), types[a.h.dtype], dev), opts)
+    return finish(alloc("weft.empty_like", impl.shape(a), types[a.h.dtype], dev, pinned_like(a, dev, opts)),
+                  opts)
   end
 
   function weft.zeros_like(a, opts)
@@ -326,14 +344,14 @@ return function(weft)
     opts = parse_opts("weft.zeros_like", opts, OPTS)
     local t = types[a.h.dtype]
     local dev = opts.device ~= nil and parse_device("weft.zeros_like", opts.device) or a.h.device
-    local z = alloc("weft.zeros_like", impl.shape(a), t, dev)
+    local z = alloc("weft.zeros_like", impl.shape(a), t, dev, pinned_like(a, dev, opts))
     ccheck("weft.zeros_like", C.wf_array_fill(rt, z.h, zero_value(t)))
     return finish(z, opts)
   end
 
   -- Copy into a new array on dev; keeps requires_grad.
-  local function clone_to(fname, a, dev)
-    local c = alloc(fname, impl.shape(a), types[a.h.dtype], dev)
+  local function clone_to(fname, a, dev, pinned)
+    local c = alloc(fname, impl.shape(a), types[a.h.dtype], dev, pinned)
     ccheck(fname, C.wf_array_copy(rt, c.h, a.h))
     if bit.band(a.h.flags, FLAG_REQUIRES_GRAD) ~= 0 then set_requires_grad(c, true) end
     return c
@@ -343,7 +361,7 @@ return function(weft)
     if not is_array(a) then raise("weft.clone: expected an array, got %s", describe(a)) end
     opts = parse_opts("weft.clone", opts, OPTS)
     local dev = opts.device ~= nil and parse_device("weft.clone", opts.device) or a.h.device
-    local c = clone_to("weft.clone", a, dev)
+    local c = clone_to("weft.clone", a, dev, pinned_like(a, dev, opts))
     if opts.requires_grad ~= nil then set_requires_grad(c, opts.requires_grad) end
     return c
   end
@@ -436,7 +454,7 @@ return function(weft)
       local t = parse_dtype("weft.array", dtype, types[data.h.dtype])
       if t.id == data.h.dtype then
         if opts.copy == false and dev == data.h.device then return data end
-        result = clone_to("weft.array", data, dev)
+        result = clone_to("weft.array", data, dev, opts.pinned)
       else
         return weft.array(impl.totable(data), t, { device = opts.device, requires_grad = opts.requires_grad })
       end
@@ -453,10 +471,11 @@ return function(weft)
       end
       shape = parse_shape("weft.array", shape)
       if opts.copy == false then
+        if opts.pinned then raise("weft.array: copy = false wraps the memory as it is; pinned needs a copy") end
         result = wrap("weft.array", data, shape, t, dev, data)
       else
         local src = wrap("weft.array", data, shape, t, DEVICE_CPU, data)
-        result = alloc("weft.array", shape, t, dev)
+        result = alloc("weft.array", shape, t, dev, opts.pinned)
         ccheck("weft.array", C.wf_array_copy(rt, result.h, src.h))
       end
     elseif type(data) == "table" then
@@ -471,7 +490,8 @@ return function(weft)
       t = parse_dtype("weft.array", t)
       local shape = infer_shape(data, t)
       shape = parse_shape("weft.array", shape)
-      local host = alloc("weft.array", shape, t, DEVICE_CPU)
+      if opts.pinned and dev ~= DEVICE_CPU then alloc("weft.array", {}, t, dev, true) end -- raises
+      local host = alloc("weft.array", shape, t, DEVICE_CPU, opts.pinned)
       fill_from_table("weft.array", ffi.cast(t.ptrct, host.h.data), t, data, shape)
       if dev == DEVICE_CPU then
         result = host
@@ -517,6 +537,7 @@ return function(weft)
       return s
     end,
     is_contiguous = function(a) return C.wf_array_is_contiguous(a.h) ~= 0 end,
+    pinned = function(a) return a.h.buf ~= nil and bit.band(a.h.buf.flags, 1) ~= 0 end,
   }
   local methods = {}
 

@@ -14,7 +14,7 @@ struct wf_buffer {
   void *ptr;
   size_t nbytes;
   int32_t device;
-  int32_t pad_;
+  int32_t flags;
   void (*release)(wf_buffer *b);
   void *ctx;
 };
@@ -72,7 +72,18 @@ int wf_cuda_module_load(wf_rt *rt, int32_t dev, const void *image, size_t size, 
 int wf_cuda_module_unload(wf_rt *rt, int32_t dev, void *module);
 int wf_cuda_module_function(wf_rt *rt, void *module, const char *name, void **fn);
 int wf_cuda_launch(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *dims,
-                   int nargs, void **args, int block_size, int verify);
+                   int nargs, void **args, int block_size, int verify, void *stream);
+int wf_cuda_stream_new(wf_rt *rt, int32_t dev, void **out);
+void wf_cuda_stream_release(void *s);
+int wf_cuda_stream_synchronize(wf_rt *rt, void *s);
+int wf_cuda_stream_wait_event(wf_rt *rt, void *s, void *e);
+int wf_cuda_set_stream(wf_rt *rt, int32_t dev, void *s);
+int wf_cuda_event_new(wf_rt *rt, int32_t dev, int timing, void **out);
+void wf_cuda_event_release(void *e);
+int wf_cuda_event_record(wf_rt *rt, void *e, void *s);
+int wf_cuda_event_synchronize(wf_rt *rt, void *e);
+int wf_cuda_event_elapsed(wf_rt *rt, void *start, void *end, float *ms);
+int wf_cuda_host_alloc(wf_rt *rt, size_t nbytes, wf_buffer **out);
 int wf_cuda_synchronize(wf_rt *rt, int32_t dev);
 int wf_cuda_capture_begin(wf_rt *rt, int32_t dev);
 int wf_cuda_capture_end(wf_rt *rt, int32_t dev, void **graph);

@@ -15,6 +15,11 @@ local fmt = string.format
 
 return function(weft)
   local C, rt, core = cdef.C, weft._rt, weft._core
+  -- errors point at the first caller outside weft's Lua files
+  local raise = weft._raise
+  local function check(status)
+    if status ~= 0 then raise(ffi.string(C.wf_rt_errmsg(rt))) end
+  end
 
   local function count() return tonumber(C.wf_device_count(rt)) end
 
@@ -45,10 +50,10 @@ return function(weft)
   -- Properties of cuda:N: name, arch ("sm_86"), memory (bytes).
   function weft.cuda_device_info(d)
     local n = parse("weft.cuda_device_info", d or "cuda:0")
-    if n < 0 then error("weft.cuda_device_info: not a CUDA device", 2) end
+    if n < 0 then raise("weft.cuda_device_info: not a CUDA device") end
     local name = ffi.new("char[256]")
     local maj, min, mem = ffi.new("int[1]"), ffi.new("int[1]"), ffi.new("size_t[1]")
-    weft._check(C.wf_cuda_device_info(rt, n, name, 256, maj, min, mem), 2)
+    check(C.wf_cuda_device_info(rt, n, name, 256, maj, min, mem))
     return { name = ffi.string(name), arch = fmt("sm_%d%d", maj[0], min[0]),
              memory = tonumber(mem[0]) }
   end
@@ -56,7 +61,166 @@ return function(weft)
   -- Waits for the work queued on every CUDA device (the CPU backend runs
   -- launches synchronously).
   function weft.synchronize()
-    for i = 0, count() - 1 do weft._check(C.wf_cuda_synchronize(rt, i), 2) end
+    for i = 0, count() - 1 do check(C.wf_cuda_synchronize(rt, i)) end
+  end
+
+  ---------------------------------------------------------------------------
+  -- streams and events (CUDA; Warp's names)
+  ---------------------------------------------------------------------------
+  -- weft.Stream(device) is a new stream; each device also has its own
+  -- default stream (the Stream object weft.get_stream returns until
+  -- weft.set_stream picks another). Launches on a device go to its
+  -- current stream unless opts.stream names one; captures and graph
+  -- launches use the current stream. Copies are synchronous (ordered after
+  -- the work queued on every stream of the device).
+  -- weft.Event(device [, { enable_timing = true }]); stream:record_event,
+  -- stream:wait_event, stream:wait_stream; weft.synchronize_stream,
+  -- weft.synchronize_event, weft.get_event_elapsed_time (milliseconds).
+  local Stream, Event = {}, {}
+  Stream.__index, Event.__index = Stream, Event
+
+  -- The device index of d (default: the current device), which must be
+  -- a CUDA device.
+  local function cuda_index(fname, d)
+    local n, name = parse(fname, d)
+    if n < 0 then raise(fmt("%s: streams and events are for CUDA devices, got '%s'", fname, name)) end
+    return n, name
+  end
+
+  local defaults, current = {}, {} -- per device index: its own stream, the current one
+  local function default_stream(n)
+    local st = defaults[n]
+    if not st then
+      st = setmetatable({ device = "cuda:" .. n, _n = n, handle = nil }, Stream)
+      defaults[n] = st
+    end
+    return st
+  end
+
+  function weft.Stream(device)
+    local n, name = cuda_index("weft.Stream", device)
+    local h = ffi.new("void *[1]")
+    check(C.wf_cuda_stream_new(rt, n, h))
+    return setmetatable({ device = name, _n = n, handle = ffi.gc(h[0], C.wf_cuda_stream_release) },
+                        Stream)
+  end
+  function weft.is_stream(v) return getmetatable(v) == Stream end
+
+  -- Argument checks: v must be a Stream / an Event.
+  local function expect(mt, what)
+    return function(fname, v)
+      if getmetatable(v) ~= mt then raise("%s: expected a %s, got %s", fname, what, type(v)) end
+      return v
+    end
+  end
+  local check_stream, check_event = expect(Stream, "weft.Stream"), expect(Event, "weft.Event")
+
+  function weft.Event(device, opts)
+    local n, name = cuda_index("weft.Event", device)
+    if opts ~= nil and type(opts) ~= "table" then
+      raise(fmt("weft.Event: opts must be a table, got %s", type(opts)))
+    end
+    local timing = opts and opts.enable_timing and 1 or 0
+    local h = ffi.new("void *[1]")
+    check(C.wf_cuda_event_new(rt, n, timing, h))
+    return setmetatable({ device = name, _n = n, enable_timing = timing == 1,
+                          handle = ffi.gc(h[0], C.wf_cuda_event_release) }, Event)
+  end
+  function weft.is_event(v) return getmetatable(v) == Event end
+
+  -- The current stream of a device (default: the current device).
+  function weft.get_stream(device)
+    local n = cuda_index("weft.get_stream", device)
+    return current[n] or default_stream(n)
+  end
+
+  -- Makes st the current stream of its device.
+  function weft.set_stream(st)
+    check_stream("weft.set_stream", st)
+    check(C.wf_cuda_set_stream(rt, st._n, st.handle))
+    current[st._n] = st.handle and st or nil
+  end
+
+  -- Runs fn with st as the current stream of its device, then restores the
+  -- previous one (also when fn raises); returns fn's results.
+  function weft.ScopedStream(st, fn)
+    check_stream("weft.ScopedStream", st)
+    if type(fn) ~= "function" then raise("weft.ScopedStream: expected a function") end
+    local prev = current[st._n] or default_stream(st._n)
+    weft.set_stream(st)
+    local function finish(ok, ...)
+      weft.set_stream(prev)
+      if not ok then error((...), 0) end
+      return ...
+    end
+    return finish(pcall(fn))
+  end
+
+  function Stream:synchronize()
+    if self.handle then
+      check(C.wf_cuda_stream_synchronize(rt, self.handle))
+    else
+      check(C.wf_cuda_synchronize(rt, self._n))
+    end
+  end
+  function weft.synchronize_stream(st)
+    check_stream("weft.synchronize_stream", st)
+    return st:synchronize()
+  end
+
+  -- Records e (a new event when nil) at this point of the stream; returns it.
+  function Stream:record_event(e)
+    if e == nil then
+      e = weft.Event(self.device)
+    else
+      check_event("stream:record_event", e)
+    end
+    check(C.wf_cuda_event_record(rt, e.handle, self.handle))
+    return e
+  end
+
+  -- Work queued on this stream after this call waits for e.
+  function Stream:wait_event(e)
+    check_event("stream:wait_event", e)
+    check(C.wf_cuda_stream_wait_event(rt, self.handle, e.handle))
+  end
+
+  -- Work queued on this stream after this call waits for the work queued
+  -- on other so far.
+  function Stream:wait_stream(other)
+    check_stream("stream:wait_stream", other)
+    self:wait_event(other:record_event())
+  end
+
+  function Stream:__tostring()
+    return fmt("weft.Stream (%s%s)", self.device, self.handle and "" or ", default")
+  end
+
+  -- On the current stream of the event's device.
+  function weft.record_event(e)
+    check_event("weft.record_event", e)
+    return weft.get_stream(e.device):record_event(e)
+  end
+  function weft.wait_event(e)
+    check_event("weft.wait_event", e)
+    weft.get_stream(e.device):wait_event(e)
+  end
+
+  function weft.synchronize_event(e)
+    check_event("weft.synchronize_event", e)
+    check(C.wf_cuda_event_synchronize(rt, e.handle))
+  end
+
+  function weft.get_event_elapsed_time(a, b)
+    check_event("weft.get_event_elapsed_time", a)
+    check_event("weft.get_event_elapsed_time", b)
+    local ms = ffi.new("float[1]")
+    check(C.wf_cuda_event_elapsed(rt, a.handle, b.handle, ms))
+    return tonumber(ms[0])
+  end
+
+  function Event:__tostring()
+    return fmt("weft.Event (%s)", self.device)
   end
 
   ---------------------------------------------------------------------------
@@ -70,8 +234,8 @@ return function(weft)
   -- caused them, as with CUDA; capture_launch(g) replays the list in order.
   -- Arrays are recorded by reference (a replay sees their current
   -- contents, as a CUDA graph sees device memory), scalars by value.
-  -- Launches made through a local copy of weft.launch taken before
-  -- capture_begin are not recorded.
+  -- weft.launch hands launches to weft._capture_cpu.record while it is set
+  -- (a hook like the tape's), so local copies of weft.launch record too.
   -- g.launches (cpu graphs): the recorded launches { k, dim, inputs, opts }.
   local capturing = nil -- device index being captured (-1: the cpu)
   local Graph = {}
@@ -85,8 +249,9 @@ return function(weft)
     return c
   end
 
-  -- weft.launch while the cpu captures: check, compile, record.
-  local function recorder(list, launch)
+  -- weft.launch while the cpu captures: check, compile, record. cap.busy
+  -- lets the check launch through the hook.
+  local function recorder(cap, list)
     return function(k, dim, inputs, opts)
       if type(dim) == "table" then dim = copy(dim) end
       local empty = 0
@@ -98,7 +263,9 @@ return function(weft)
       if o then o.outputs, o.adj_inputs, o.adj_outputs = copy(o.outputs), copy(o.adj_inputs), copy(o.adj_outputs) end
       local tape = weft._tape_active
       weft._tape_active = nil -- the check launch is not a recorded step
-      local ok, err = pcall(launch, k, empty, inputs, o)
+      cap.busy = true
+      local ok, err = pcall(weft.launch, k, empty, inputs, o)
+      cap.busy = false
       weft._tape_active = tape
       if not ok then error(err, 0) end -- positioned at the user's call already
       list[#list + 1] = { k = k, dim = dim, inputs = copy(inputs), opts = o }
@@ -108,40 +275,39 @@ return function(weft)
   function weft.capture_begin(d)
     local n = parse("weft.capture_begin", d)
     if capturing then
-      error(fmt("weft.capture_begin: %s is already capturing",
-                capturing < 0 and "the cpu" or "cuda:" .. capturing), 2)
+      raise(fmt("weft.capture_begin: %s is already capturing",
+                capturing < 0 and "the cpu" or "cuda:" .. capturing))
     end
     if n < 0 then
-      local list, launch = {}, weft.launch
-      weft._capture = { list = list, launch = launch }
-      weft.launch = recorder(list, launch)
+      local cap = { list = {}, busy = false }
+      cap.record = recorder(cap, cap.list)
+      weft._capture_cpu = cap
       capturing = -1
       return
     end
-    weft._check(C.wf_cuda_capture_begin(rt, n), 2)
+    check(C.wf_cuda_capture_begin(rt, n))
     capturing = n
   end
 
   function weft.capture_end()
-    if not capturing then error("weft.capture_end: no capture in progress", 2) end
+    if not capturing then raise("weft.capture_end: no capture in progress") end
     local n = capturing
     capturing = nil
     if n < 0 then
-      local cap = weft._capture
-      weft._capture = nil
-      weft.launch = cap.launch
+      local cap = weft._capture_cpu
+      weft._capture_cpu = nil
       return setmetatable({ device = -1, launches = cap.list }, Graph)
     end
     local g = ffi.new("void *[1]")
-    weft._check(C.wf_cuda_capture_end(rt, n, g), 2)
+    check(C.wf_cuda_capture_end(rt, n, g))
     local h = ffi.gc(g[0], function(p) C.wf_cuda_graph_free(rt, p) end)
     return setmetatable({ handle = h, device = n }, Graph)
   end
 
   function weft.capture_launch(g)
-    if getmetatable(g) ~= Graph then error("weft.capture_launch: expected a graph from weft.capture_end", 2) end
+    if getmetatable(g) ~= Graph then raise("weft.capture_launch: expected a graph from weft.capture_end") end
     if g.device < 0 then
-      if capturing then error("weft.capture_launch: cannot replay a cpu graph while capturing", 2) end
+      if capturing then raise("weft.capture_launch: cannot replay a cpu graph while capturing") end
       local launch = weft.launch
       for _, l in ipairs(g.launches) do
         local ok, err = pcall(launch, l.k, l.dim, l.inputs, l.opts)
@@ -155,7 +321,7 @@ return function(weft)
       end
       return
     end
-    weft._check(C.wf_cuda_graph_launch(rt, g.device, g.handle), 2)
+    check(C.wf_cuda_graph_launch(rt, g.device, g.handle))
   end
 
   function Graph:__tostring()
@@ -173,9 +339,8 @@ return function(weft)
   -- the driver JIT-compiles it at load (caching the result itself). Debug
   -- mode compiles a second module with bounds checks and the error slot.
   -- kind nil: the forward entry; "adj" / "jvp": the derived entry, from the
-  -- module autodiff appends it to (lua/weft/tape.lua). lvl: the error level
-  -- of the launch's caller, counted from here.
-  local function load_kernel(k, n, debug, kind, lvl)
+  -- module autodiff appends it to (lua/weft/tape.lua).
+  local function load_kernel(k, n, debug, kind)
     local per = loaded[k]
     if not per then
       per = {}
@@ -185,14 +350,14 @@ return function(weft)
     if per[key] then return per[key] end
     for _, p in ipairs(k.params) do
       if not p.type then
-        error(fmt("weft.launch: kernel '%s': generic parameter '%s' is not supported on CUDA yet; "
-                  .. "give it a type", k.name, p.name), lvl)
+        raise(fmt("weft.launch: kernel '%s': generic parameter '%s' is not supported on CUDA yet; "
+                  .. "give it a type", k.name, p.name))
       end
     end
     local mod, want = k:_module(), nil
     if kind then
       local ok, m, name = pcall(weft._derived_module, kind, k, mod, nil, debug)
-      if not ok then error(m, lvl) end
+      if not ok then error(m, 0) end
       mod, want = m, "weft_" .. name:gsub("[^%w_]", "_")
     end
     local arch = weft.cuda_device_info(n).arch:gsub("^sm_", "compute_")
@@ -200,7 +365,7 @@ return function(weft)
     for i, p in ipairs(k.params) do names[i] = p.name end
     local ok, image, entries = pcall(core.cuda_ptx, mod, arch, {
       debug = debug, names = names, fast_compile = weft.config.cuda_fast_compile })
-    if not ok then error(image, lvl) end
+    if not ok then error(image, 0) end
     local entry = entries[1]
     if want then
       entry = nil
@@ -208,13 +373,13 @@ return function(weft)
         if e == want then entry = e end
       end
       if not entry then
-        error(fmt("weft: kernel '%s': no CUDA entry '%s' in its module", k.name, want), lvl)
+        raise(fmt("weft: kernel '%s': no CUDA entry '%s' in its module", k.name, want))
       end
     end
     local m = ffi.new("void *[1]")
-    weft._check(C.wf_cuda_module_load(rt, n, image, #image + 1, m), lvl)
+    check(C.wf_cuda_module_load(rt, n, image, #image + 1, m))
     local f = ffi.new("void *[1]")
-    weft._check(C.wf_cuda_module_function(rt, m[0], entry, f), lvl)
+    check(C.wf_cuda_module_function(rt, m[0], entry, f))
     per[key] = { module = m[0], fn = f[0], image = image }
     return per[key]
   end
@@ -244,7 +409,7 @@ return function(weft)
   -- kernel reads its first 72 bytes), scalars a boxed copy; then the
   -- headers of extra (a derived kernel's adjoint/tangent arrays), and one
   -- free slot for debug mode's error slot.
-  local function marshal(k, n, args, extra, lvl)
+  local function marshal(k, n, args, extra)
     local np = #k.params
     local ptrs = ffi.new("void *[?]", np + #extra + 1)
     local keep = {}
@@ -252,8 +417,8 @@ return function(weft)
       local v = args[i]
       if weft.is_array and weft.is_array(v) then
         if v.h.device ~= n then
-          error(fmt("weft.launch: kernel '%s': array '%s' is on %s, but the launch runs on cuda:%d",
-                    k.name, p.name, tostring(v.device), n), lvl)
+          raise(fmt("weft.launch: kernel '%s': array '%s' is on %s, but the launch runs on cuda:%d",
+                    k.name, p.name, tostring(v.device), n))
         end
         ptrs[i - 1] = ffi.cast("void *", v)
       else
@@ -261,7 +426,7 @@ return function(weft)
         local box = ffi.new(weft._array_ctype(t), 1)
         local err = t.store(box, 0, v)
         if err then
-          error(fmt("weft.launch: kernel '%s': '%s' is %s", k.name, p.name, err), lvl)
+          raise(fmt("weft.launch: kernel '%s': '%s' is %s", k.name, p.name, err))
         end
         keep[#keep + 1] = box
         ptrs[i - 1] = box
@@ -275,14 +440,15 @@ return function(weft)
   end
 
   -- Launch k (kind nil) or its derived kernel on cuda:n with block_dim
-  -- threads per block (nil: the runtime's choice); lvl counts from here.
-  local function launch_on(k, n, kind, dim, args, extra, lvl, block_dim)
+  -- threads per block (nil: the runtime's choice), on stream (a stream
+  -- handle; nil: the device's current stream).
+  local function launch_on(k, n, kind, dim, args, extra, block_dim, stream)
     local debug = weft.config.mode == "debug"
-    local ker = load_kernel(k, n, debug, kind, lvl + 1)
+    local ker = load_kernel(k, n, debug, kind)
     local d = type(dim) == "table" and dim or { dim }
     local dims = ffi.new("int64_t[4]")
     for i = 1, #d do dims[i - 1] = d[i] end
-    local ptrs, keep = marshal(k, n, args, extra, lvl + 1)
+    local ptrs, keep = marshal(k, n, args, extra)
     local nargs, slot = #k.params + #extra, nil
     if debug then -- the error slot's device pointer, passed last
       slot = error_slot(n)
@@ -291,32 +457,41 @@ return function(weft)
       ptrs[nargs] = box
       nargs = nargs + 1
     end
-    weft._check(C.wf_cuda_launch(rt, n, ker.fn, #d, dims, nargs, ptrs, block_dim or 0,
-                                 weft.config.verify_cuda and 1 or 0), lvl)
+    check(C.wf_cuda_launch(rt, n, ker.fn, #d, dims, nargs, ptrs, block_dim or 0,
+                                 weft.config.verify_cuda and 1 or 0, stream))
     if slot then
       local msg = slot_message(slot)
-      if msg then error(msg, lvl) end
+      if msg then error(msg, 0) end -- positioned at the kernel's line
     end
     return keep
   end
 
   function weft._launch_device(k, dim, inputs, opts)
-    local n = parse("weft.launch", opts.device)
+    local st = opts.stream
+    if st ~= nil and getmetatable(st) ~= Stream then
+      raise(fmt("weft.launch: kernel '%s': opts.stream must be a weft.Stream, got %s", k.name,
+                type(st)))
+    end
+    local n = st and opts.device == nil and st._n or parse("weft.launch", opts.device)
+    if st and st._n ~= n then
+      raise(fmt("weft.launch: kernel '%s': opts.stream is on %s, but the launch runs on %s", k.name,
+                st.device, weft._device_name(n)))
+    end
     if n < 0 then return weft.launch(k, dim, inputs, { outputs = opts.outputs }) end
     local args = {}
     for _, v in ipairs(inputs or {}) do args[#args + 1] = v end
     for _, v in ipairs(opts.outputs or {}) do args[#args + 1] = v end
     if #args ~= #k.params then
-      error(fmt("weft.launch: kernel '%s' takes %d arguments (inputs then outputs), got %d", k.name,
-                #k.params, #args), 3)
+      raise(fmt("weft.launch: kernel '%s' takes %d arguments (inputs then outputs), got %d", k.name,
+                #k.params, #args))
     end
-    return launch_on(k, n, nil, dim, args, {}, 4, opts.block_dim)
+    return launch_on(k, n, nil, dim, args, {}, opts.block_dim, st and st.handle)
   end
 
   -- The derived kernel (kind "adj" or "jvp") of k on cuda:n: args are the
   -- primal arguments, extra one adjoint/tangent array per array parameter
-  -- (a header with a null data pointer for none). lvl as for error().
-  function weft._launch_device_derived(kind, k, n, dim, args, extra, lvl)
-    return launch_on(k, n, kind, dim, args, extra, (lvl or 1) + 2)
+  -- (a header with a null data pointer for none).
+  function weft._launch_device_derived(kind, k, n, dim, args, extra)
+    return launch_on(k, n, kind, dim, args, extra)
   end
 end

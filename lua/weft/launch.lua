@@ -272,6 +272,8 @@ return function(weft)
   end
 
   function weft.launch(k, dim, inputs, opts)
+    local cap = weft._capture_cpu -- set between capture_begin("cpu") and capture_end
+    if cap and not cap.busy then return cap.record(k, dim, inputs, opts) end
     local st = states[k] or kernel_state(k)
     local ndim, total = read_dims(k, dim)
     local outs = empty
@@ -285,7 +287,7 @@ return function(weft)
                                     opts.adj_outputs or empty, dev)
       end
       local dev = opts.device
-      if dev ~= nil and dev ~= "cpu" then
+      if (dev ~= nil and dev ~= "cpu") or opts.stream ~= nil then
         if weft._tape_active then weft._tape_hook(k, dim, inputs, opts.outputs, opts) end
         return weft._launch_device(k, dim, inputs, opts)
       end

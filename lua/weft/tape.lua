@@ -47,9 +47,7 @@ local fmt = string.format
 return function(weft)
   local C, core = cdef.C, weft._core
   local is_array = weft.is_array
-  local function raise(msg, ...)
-    error(select("#", ...) > 0 and fmt(msg, ...) or msg, 3)
-  end
+  local raise = weft._raise -- positioned at the first caller outside weft's files
 
   ---------------------------------------------------------------------------
   -- adjoint launches
@@ -226,7 +224,7 @@ return function(weft)
     if dev and dev >= 0 then
       local garr = {}
       for i, a in ipairs(adjs) do garr[i] = a.g end
-      return weft._launch_device_derived(kind, k, dev, dim, args, garr, 3)
+      return weft._launch_device_derived(kind, k, dev, dim, args, garr)
     end
     local ndim = read_dims(k, dim)
     local mod = k:_module(types)

@@ -10,7 +10,7 @@
 **   wf_cudrv  +------------------------------------------+
 **   (refcnt)  | lib (dlopen handle), fn table             |
 **             | ndev; per device: primary ctx, stream,    |
-**             |   capturing flag                          |
+**             |   current user stream, capturing flag     |
 **             +------------------------------------------+
 **
 ** The runtime holds one reference (rt->cuda_ctx); every device buffer
@@ -52,6 +52,7 @@ typedef unsigned long long CUdeviceptr;
   _(StreamCreate, CUresult (*)(CUstream *, unsigned), "cuStreamCreate", NULL) \
   _(StreamDestroy, CUresult (*)(CUstream), "cuStreamDestroy_v2", "cuStreamDestroy") \
   _(StreamSynchronize, CUresult (*)(CUstream), "cuStreamSynchronize", NULL) \
+  _(StreamWaitEvent, CUresult (*)(CUstream, CUevent, unsigned), "cuStreamWaitEvent", NULL) \
   _(EventCreate, CUresult (*)(CUevent *, unsigned), "cuEventCreate", NULL) \
   _(EventRecord, CUresult (*)(CUevent, CUstream), "cuEventRecord", NULL) \
   _(EventSynchronize, CUresult (*)(CUevent), "cuEventSynchronize", NULL) \
@@ -95,9 +96,13 @@ typedef struct wf_cufns {
 #undef WF_CU_FIELD
 } wf_cufns;
 
+typedef struct wf_custream wf_custream;
+
 typedef struct wf_cudev {
   CUcontext ctx; /* primary context, NULL until first use */
-  CUstream stream;
+  CUstream stream;  /* the device's own stream */
+  wf_custream *cur; /* the current stream set by the user (retained), or NULL */
+  CUstream cap;     /* the stream being captured */
   int capturing;
 } wf_cudev;
 
@@ -248,8 +253,18 @@ void wf_cudrv_release(wf_cudrv *d) {
   free(d);
 }
 
+static void stream_unref(wf_custream *st);
+
+/* The runtime's reference goes: the current streams it set go with it
+** (each holds a driver reference, which would otherwise keep it alive). */
 static void cudrv_free_cb(void *ctx) {
-  wf_cudrv_release(ctx);
+  wf_cudrv *d = ctx;
+  for (int i = 0; i < d->ndev; i++) {
+    wf_custream *st = d->dev[i].cur;
+    d->dev[i].cur = NULL;
+    stream_unref(st);
+  }
+  wf_cudrv_release(d);
 }
 
 /* The driver of rt, or NULL with the runtime message set. */
@@ -299,6 +314,211 @@ static wf_cudrv *enter(wf_rt *rt, int32_t dev) {
   return d;
 }
 
+/* ---- streams and events ------------------------------------------------ */
+struct wf_custream {
+  int64_t refcount; /* __atomic builtins only */
+  wf_cudrv *d;      /* a driver reference */
+  int32_t dev;
+  CUstream s;
+};
+
+typedef struct wf_cuevent {
+  wf_cudrv *d; /* a driver reference */
+  int32_t dev;
+  int timing;
+  int recorded;
+  CUevent e;
+} wf_cuevent;
+
+/* The stream work goes to when none is named. */
+static CUstream cur_stream(wf_cudev *v) {
+  return v->cur ? v->cur->s : v->stream;
+}
+
+static void stream_unref(wf_custream *st) {
+  if (!st || __atomic_sub_fetch(&st->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  wf_cudrv *d = st->d;
+  if (d->dev[st->dev].ctx) {
+    d->fn.CtxSetCurrent(d->dev[st->dev].ctx);
+    d->fn.StreamDestroy(st->s);
+  }
+  free(st);
+  wf_cudrv_release(d);
+}
+
+int wf_cuda_stream_new(wf_rt *rt, int32_t dev, void **out) {
+  *out = NULL;
+  wf_cudrv *d = enter(rt, dev);
+  if (!d) return WEFT_ERRDEVICE;
+  wf_custream *st = calloc(1, sizeof *st);
+  if (!st) return wf_rt_seterr(rt, WEFT_ERRMEM, "weft: out of memory");
+  CUresult r = d->fn.StreamCreate(&st->s, 0);
+  if (r) {
+    free(st);
+    return cuerr(rt, d, r, "stream creation");
+  }
+  __atomic_fetch_add(&d->refcount, 1, __ATOMIC_RELAXED);
+  st->refcount = 1;
+  st->d = d;
+  st->dev = dev;
+  *out = st;
+  return WEFT_OK;
+}
+
+void wf_cuda_stream_release(void *s) {
+  stream_unref(s);
+}
+
+int wf_cuda_stream_synchronize(wf_rt *rt, void *s) {
+  wf_custream *st = s;
+  if (!st) return wf_rt_seterr(rt, WEFT_ERRARG, "weft: synchronize_stream: no stream");
+  wf_cudrv *d = enter(rt, st->dev);
+  if (!d) return WEFT_ERRDEVICE;
+  CUresult r = d->fn.StreamSynchronize(st->s);
+  return r ? cuerr(rt, d, r, "synchronize_stream") : WEFT_OK;
+}
+
+int wf_cuda_set_stream(wf_rt *rt, int32_t dev, void *s) {
+  wf_cudrv *d = enter(rt, dev);
+  if (!d) return WEFT_ERRDEVICE;
+  wf_custream *st = s;
+  if (st && st->dev != dev)
+    return wf_rt_seterr(rt, WEFT_ERRARG, "weft: set_stream: the stream is on cuda:%d, not cuda:%d",
+                        (int)st->dev, (int)dev);
+  if (d->dev[dev].capturing)
+    return wf_rt_seterr(rt, WEFT_ERRARG, "weft: set_stream: cuda:%d is capturing a graph",
+                        (int)dev);
+  if (st) __atomic_fetch_add(&st->refcount, 1, __ATOMIC_RELAXED);
+  wf_custream *old = d->dev[dev].cur;
+  d->dev[dev].cur = st;
+  stream_unref(old);
+  return WEFT_OK;
+}
+
+int wf_cuda_event_new(wf_rt *rt, int32_t dev, int timing, void **out) {
+  *out = NULL;
+  wf_cudrv *d = enter(rt, dev);
+  if (!d) return WEFT_ERRDEVICE;
+  wf_cuevent *ev = calloc(1, sizeof *ev);
+  if (!ev) return wf_rt_seterr(rt, WEFT_ERRMEM, "weft: out of memory");
+  /* CU_EVENT_DISABLE_TIMING (2) unless timing is asked for */
+  CUresult r = d->fn.EventCreate(&ev->e, timing ? 0 : 2);
+  if (r) {
+    free(ev);
+    return cuerr(rt, d, r, "event creation");
+  }
+  __atomic_fetch_add(&d->refcount, 1, __ATOMIC_RELAXED);
+  ev->d = d;
+  ev->dev = dev;
+  ev->timing = timing != 0;
+  *out = ev;
+  return WEFT_OK;
+}
+
+void wf_cuda_event_release(void *e) {
+  wf_cuevent *ev = e;
+  if (!ev) return;
+  wf_cudrv *d = ev->d;
+  if (d->dev[ev->dev].ctx) {
+    d->fn.CtxSetCurrent(d->dev[ev->dev].ctx);
+    d->fn.EventDestroy(ev->e);
+  }
+  free(ev);
+  wf_cudrv_release(d);
+}
+
+int wf_cuda_event_record(wf_rt *rt, void *e, void *s) {
+  wf_cuevent *ev = e;
+  wf_custream *st = s;
+  if (!ev) return wf_rt_seterr(rt, WEFT_ERRARG, "weft: record_event: no event");
+  if (st && st->dev != ev->dev)
+    return wf_rt_seterr(rt, WEFT_ERRARG,
+                        "weft: record_event: the event is on cuda:%d, the stream on cuda:%d",
+                        (int)ev->dev, (int)st->dev);
+  wf_cudrv *d = enter(rt, ev->dev);
+  if (!d) return WEFT_ERRDEVICE;
+  CUresult r = d->fn.EventRecord(ev->e, st ? st->s : d->dev[ev->dev].stream);
+  if (r) return cuerr(rt, d, r, "record_event");
+  ev->recorded = 1;
+  return WEFT_OK;
+}
+
+int wf_cuda_stream_wait_event(wf_rt *rt, void *s, void *e) {
+  wf_custream *st = s;
+  wf_cuevent *ev = e;
+  if (!ev) return wf_rt_seterr(rt, WEFT_ERRARG, "weft: wait_event: no event");
+  wf_cudrv *d = enter(rt, st ? st->dev : ev->dev);
+  if (!d) return WEFT_ERRDEVICE;
+  CUresult r = d->fn.StreamWaitEvent(st ? st->s : d->dev[ev->dev].stream, ev->e, 0);
+  return r ? cuerr(rt, d, r, "wait_event") : WEFT_OK;
+}
+
+int wf_cuda_event_synchronize(wf_rt *rt, void *e) {
+  wf_cuevent *ev = e;
+  if (!ev) return wf_rt_seterr(rt, WEFT_ERRARG, "weft: synchronize_event: no event");
+  wf_cudrv *d = enter(rt, ev->dev);
+  if (!d) return WEFT_ERRDEVICE;
+  CUresult r = d->fn.EventSynchronize(ev->e);
+  return r ? cuerr(rt, d, r, "synchronize_event") : WEFT_OK;
+}
+
+int wf_cuda_event_elapsed(wf_rt *rt, void *start, void *end, float *ms) {
+  wf_cuevent *a = start, *b = end;
+  *ms = 0;
+  if (!a || !b) return wf_rt_seterr(rt, WEFT_ERRARG, "weft: get_event_elapsed_time: no event");
+  if (!a->timing || !b->timing)
+    return wf_rt_seterr(rt, WEFT_ERRARG,
+                        "weft: get_event_elapsed_time: both events need enable_timing = true");
+  if (!a->recorded || !b->recorded)
+    return wf_rt_seterr(rt, WEFT_ERRARG,
+                        "weft: get_event_elapsed_time: both events must be recorded first");
+  wf_cudrv *d = enter(rt, a->dev);
+  if (!d) return WEFT_ERRDEVICE;
+  CUresult r = d->fn.EventElapsedTime(ms, a->e, b->e);
+  return r ? cuerr(rt, d, r, "get_event_elapsed_time") : WEFT_OK;
+}
+
+/* ---- pinned host memory ------------------------------------------------ */
+static void pinned_release(wf_buffer *b) {
+  wf_cudrv *d = b->ctx;
+  /* any context of the process frees it; the first one retained will do */
+  for (int i = 0; i < d->ndev; i++)
+    if (d->dev[i].ctx) {
+      d->fn.CtxSetCurrent(d->dev[i].ctx);
+      break;
+    }
+  d->fn.MemFreeHost(b->ptr);
+  free(b);
+  wf_cudrv_release(d);
+}
+
+int wf_cuda_host_alloc(wf_rt *rt, size_t nbytes, wf_buffer **out) {
+  *out = NULL;
+  wf_cudrv *d = enter(rt, 0);
+  if (!d) return WEFT_ERRDEVICE;
+  wf_buffer *b = malloc(sizeof *b);
+  if (!b) return wf_rt_seterr(rt, WEFT_ERRMEM, "weft: out of memory");
+  void *p = NULL;
+  CUresult r = d->fn.MemAllocHost(&p, nbytes ? nbytes : 1);
+  if (r) {
+    free(b);
+    char e[400];
+    wf_cudrv_errstr(d, r, e, sizeof e);
+    return wf_rt_seterr(rt, WEFT_ERRMEM, "weft: cannot allocate %zu bytes of pinned memory: %s",
+                        nbytes, e);
+  }
+  __atomic_fetch_add(&d->refcount, 1, __ATOMIC_RELAXED);
+  b->refcount = 1;
+  b->ptr = p;
+  b->nbytes = nbytes;
+  b->device = WF_DEVICE_CPU;
+  b->flags = WF_BUF_PINNED;
+  b->release = pinned_release;
+  b->ctx = d;
+  *out = b;
+  return WEFT_OK;
+}
+
 /* ---- the device table ------------------------------------------------ */
 
 static int ops_count(wf_rt *rt) {
@@ -338,7 +558,7 @@ static int ops_buffer_new(wf_rt *rt, int32_t dev, size_t nbytes, wf_buffer **out
   b->ptr = (void *)(uintptr_t)p;
   b->nbytes = nbytes;
   b->device = dev;
-  b->pad_ = 0;
+  b->flags = 0;
   b->release = cuda_buffer_release;
   b->ctx = d;
   *out = b;
@@ -528,7 +748,7 @@ static int make_dims(wf_rt *rt, int ndim, const int64_t *dims, wf_dims *out) {
 }
 
 int wf_cuda_launch(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *dims, int nargs,
-                   void **args, int block_size, int verify) {
+                   void **args, int block_size, int verify, void *stream) {
   wf_dims wd;
   int st = make_dims(rt, ndim, dims, &wd);
   if (st != WEFT_OK) return st;
@@ -547,11 +767,22 @@ int wf_cuda_launch(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *di
   for (int i = 0; i < nargs; i++)
     params[i + 1] = args[i];
   wf_cudev *v = &d->dev[dev];
-  CUresult r = d->fn.LaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)block_size, 1, 1, 0,
-                                  v->stream, params, NULL);
+  CUstream cs = cur_stream(v);
+  if (stream) {
+    wf_custream *st = stream;
+    if (st->dev != dev) {
+      free(params);
+      return wf_rt_seterr(rt, WEFT_ERRARG,
+                          "weft: the stream is on cuda:%d, but the launch runs on cuda:%d",
+                          (int)st->dev, (int)dev);
+    }
+    cs = st->s;
+  }
+  CUresult r = d->fn.LaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)block_size, 1, 1, 0, cs,
+                                  params, NULL);
   free(params);
   if (r) return cuerr(rt, d, r, "kernel launch");
-  if (verify && !v->capturing && (r = d->fn.StreamSynchronize(v->stream)) != 0)
+  if (verify && !v->capturing && (r = d->fn.StreamSynchronize(cs)) != 0)
     return cuerr(rt, d, r, "kernel execution (verify_cuda)");
   return WEFT_OK;
 }
@@ -559,7 +790,7 @@ int wf_cuda_launch(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *di
 int wf_cuda_synchronize(wf_rt *rt, int32_t dev) {
   wf_cudrv *d = enter(rt, dev);
   if (!d) return WEFT_ERRDEVICE;
-  CUresult r = d->fn.StreamSynchronize(d->dev[dev].stream);
+  CUresult r = d->fn.StreamSynchronize(cur_stream(&d->dev[dev]));
   if (!r) r = d->fn.CtxSynchronize();
   return r ? cuerr(rt, d, r, "synchronize") : WEFT_OK;
 }
@@ -571,7 +802,8 @@ int wf_cuda_capture_begin(wf_rt *rt, int32_t dev) {
   if (v->capturing)
     return wf_rt_seterr(rt, WEFT_ERRARG, "weft: capture_begin: cuda:%d is already capturing",
                         (int)dev);
-  CUresult r = d->fn.StreamBeginCapture(v->stream, CU_CAPTURE_MODE_GLOBAL);
+  v->cap = cur_stream(v);
+  CUresult r = d->fn.StreamBeginCapture(v->cap, CU_CAPTURE_MODE_GLOBAL);
   if (r) return cuerr(rt, d, r, "capture_begin");
   v->capturing = 1;
   return WEFT_OK;
@@ -595,7 +827,7 @@ int wf_cuda_capture_end(wf_rt *rt, int32_t dev, void **graph) {
                         (int)dev);
   v->capturing = 0;
   CUgraph g = NULL;
-  CUresult r = d->fn.StreamEndCapture(v->stream, &g);
+  CUresult r = d->fn.StreamEndCapture(v->cap, &g);
   if (r) return cuerr(rt, d, r, "capture_end");
   CUgraphExec ex = NULL;
   if ((r = d->fn.GraphInstantiate(&ex, g, 0)) != 0) {
@@ -623,7 +855,7 @@ int wf_cuda_graph_launch(wf_rt *rt, int32_t dev, void *graph) {
   if (dev < 0) dev = cg->dev;
   wf_cudrv *d = enter(rt, dev);
   if (!d) return WEFT_ERRDEVICE;
-  CUresult r = d->fn.GraphLaunch(cg->exec, d->dev[dev].stream);
+  CUresult r = d->fn.GraphLaunch(cg->exec, cur_stream(&d->dev[dev]));
   return r ? cuerr(rt, d, r, "graph launch") : WEFT_OK;
 }
 

@@ -130,13 +130,32 @@ WF_FFI int wf_cuda_module_load(wf_rt *rt, int32_t dev, const void *image, size_t
 WF_FFI int wf_cuda_module_unload(wf_rt *rt, int32_t dev, void *module);
 WF_FFI int wf_cuda_module_function(wf_rt *rt, void *module, const char *name, void **fn);
 /* Launch fn over dims[0..ndim) with args (one pointer per kernel
-** parameter, the wf_dims first is made here). block_size 0 = 256. */
+** parameter, the wf_dims first is made here). block_size 0 = 256.
+** stream: a stream of dev from wf_cuda_stream_new, or NULL for the
+** device's current stream. */
 WF_FFI int wf_cuda_launch(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *dims,
-                          int nargs, void **args, int block_size, int verify);
+                          int nargs, void **args, int block_size, int verify, void *stream);
 WF_FFI int wf_cuda_synchronize(wf_rt *rt, int32_t dev);
 WF_FFI int wf_cuda_capture_begin(wf_rt *rt, int32_t dev);
 WF_FFI int wf_cuda_capture_end(wf_rt *rt, int32_t dev, void **graph);
 WF_FFI int wf_cuda_graph_launch(wf_rt *rt, int32_t dev, void *graph);
 WF_FFI void wf_cuda_graph_free(wf_rt *rt, void *graph);
+/* Streams and events: refcounted handles, each holding a driver reference
+** (usable after weft_close until released). A device's current stream
+** (wf_cuda_set_stream; NULL = its own default stream) takes launches,
+** captures and graph launches that name no stream. */
+WF_FFI int wf_cuda_stream_new(wf_rt *rt, int32_t dev, void **out);
+WF_FFI void wf_cuda_stream_release(void *s);
+WF_FFI int wf_cuda_stream_synchronize(wf_rt *rt, void *s);
+WF_FFI int wf_cuda_stream_wait_event(wf_rt *rt, void *s, void *e);
+WF_FFI int wf_cuda_set_stream(wf_rt *rt, int32_t dev, void *s);
+WF_FFI int wf_cuda_event_new(wf_rt *rt, int32_t dev, int timing, void **out);
+WF_FFI void wf_cuda_event_release(void *e);
+/* s NULL (record, wait): the own stream of the event's device */
+WF_FFI int wf_cuda_event_record(wf_rt *rt, void *e, void *s);
+WF_FFI int wf_cuda_event_synchronize(wf_rt *rt, void *e);
+WF_FFI int wf_cuda_event_elapsed(wf_rt *rt, void *start, void *end, float *ms);
+/* Page-locked host memory (device -1, flags WF_BUF_PINNED). */
+WF_FFI int wf_cuda_host_alloc(wf_rt *rt, size_t nbytes, wf_buffer **out);
 
 #endif

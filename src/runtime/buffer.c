@@ -38,7 +38,7 @@ int wf_buffer_wrap(wf_rt *rt, int32_t device, void *ptr, size_t nbytes,
   w->b.ptr = ptr;
   w->b.nbytes = nbytes;
   w->b.device = device;
-  w->b.pad_ = 0;
+  w->b.flags = 0;
   w->b.release = wrapped_release;
   w->b.ctx = ctx;
   w->user_release = release_fn;

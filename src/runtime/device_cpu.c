@@ -34,7 +34,7 @@ static int cpu_buffer_new(wf_rt *rt, int32_t dev, size_t nbytes, wf_buffer **out
   b->ptr = p;
   b->nbytes = nbytes;
   b->device = WF_DEVICE_CPU;
-  b->pad_ = 0;
+  b->flags = 0;
   b->release = cpu_release;
   b->ctx = NULL;
   *out = b;

@@ -46,13 +46,15 @@
 #define WF_ARR_READONLY 4
 #define WF_ARR_VIEW 8 /* a view into another array's buffer */
 
+#define WF_BUF_PINNED 1 /* page-locked host memory (cuMemAllocHost) */
+
 typedef struct wf_buffer wf_buffer;
 struct wf_buffer {
   int64_t refcount; /* touched with __atomic builtins only */
   void *ptr;
   size_t nbytes;
   int32_t device;
-  int32_t pad_;
+  int32_t flags;                 /* WF_BUF_PINNED */
   void (*release)(wf_buffer *b); /* frees ptr and b itself */
   void *ctx;                     /* owner data: DLPack tensor, CUDA context... */
 };

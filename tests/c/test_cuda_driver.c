@@ -38,7 +38,26 @@ static void test_no_driver(void) {
   CHECK_INT(wf_cuda_capture_end(rt, 0, &graph), WEFT_ERRDEVICE);
   CHECK(graph == NULL);
   int64_t dims[1] = {10};
-  CHECK_INT(wf_cuda_launch(rt, 0, NULL, 1, dims, 0, NULL, 0, 0), WEFT_ERRDEVICE);
+  CHECK_INT(wf_cuda_launch(rt, 0, NULL, 1, dims, 0, NULL, 0, 0, NULL), WEFT_ERRDEVICE);
+  /* streams, events, pinned memory: the same message, nothing allocated */
+  void *st = (void *)1, *ev = (void *)1;
+  CHECK_INT(wf_cuda_stream_new(rt, 0, &st), WEFT_ERRDEVICE);
+  CHECK(st == NULL);
+  CHECK_STR(wf_rt_errmsg(rt), WF_CUDA_NODRIVER);
+  CHECK_INT(wf_cuda_event_new(rt, 0, 1, &ev), WEFT_ERRDEVICE);
+  CHECK(ev == NULL);
+  CHECK_INT(wf_cuda_set_stream(rt, 0, NULL), WEFT_ERRDEVICE);
+  CHECK_INT(wf_cuda_stream_synchronize(rt, NULL), WEFT_ERRARG);
+  CHECK_INT(wf_cuda_event_record(rt, NULL, NULL), WEFT_ERRARG);
+  float ms = -1;
+  CHECK_INT(wf_cuda_event_elapsed(rt, NULL, NULL, &ms), WEFT_ERRARG);
+  CHECK(ms == 0);
+  wf_cuda_stream_release(NULL);
+  wf_cuda_event_release(NULL);
+  wf_buffer *pb = (wf_buffer *)1;
+  CHECK_INT(wf_cuda_host_alloc(rt, 64, &pb), WEFT_ERRDEVICE);
+  CHECK(pb == NULL);
+  CHECK_STR(wf_rt_errmsg(rt), WF_CUDA_NODRIVER);
   /* buffers on cuda:0 go through the runtime's device table */
   wf_buffer *b = (wf_buffer *)1;
   CHECK(wf_buffer_new(rt, 0, 64, &b) != WEFT_OK);
