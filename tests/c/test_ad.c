@@ -16,7 +16,7 @@
 #include "ad/ad.h"
 #include "cpu/cpu.h"
 #include "runtime/rt.h"
-#include "irtest.h"
+#include "wtest.h"
 
 static wf_jit *J;
 static wf_rt *RT;
@@ -210,9 +210,9 @@ static double gradcheck(const gspec *g) {
   do {                                                                                             \
     gspec g_ = {__VA_ARGS__};                                                                      \
     double e_ = gradcheck(&g_);                                                                    \
-    irt_checks++;                                                                                  \
+    wtest_checks++;                                                                                  \
     if (!(e_ < 1e-5)) {                                                                            \
-      irt_failures++;                                                                              \
+      wtest_failures++;                                                                              \
       fprintf(stderr, "%s:%d: gradient check '%s' failed (worst relative error %g)\n", __FILE__,   \
               __LINE__, g_.name, e_);                                                              \
     }                                                                                              \
@@ -524,9 +524,9 @@ static double jvpcheck(const gspec *g) {
   do {                                                                                             \
     gspec g_ = {__VA_ARGS__};                                                                      \
     double e_ = jvpcheck(&g_);                                                                     \
-    irt_checks++;                                                                                  \
+    wtest_checks++;                                                                                  \
     if (!(e_ < 1e-5)) {                                                                            \
-      irt_failures++;                                                                              \
+      wtest_failures++;                                                                              \
       fprintf(stderr, "%s:%d: jvp check '%s' failed (relative error %g)\n", __FILE__, __LINE__,   \
               g_.name, e_);                                                                        \
     }                                                                                              \
@@ -1015,5 +1015,5 @@ int main(void) {
   if (last_ir) adk_free(&last_k);
   wf_jit_free(J);
   wf_rt_free(RT);
-  IRT_DONE();
+  WTEST_DONE();
 }

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cuda/wf_cuda.h"
-#include "irtest.h"
+#include "wtest.h"
 #include "runtime/rt.h"
 
 static int have_driver(void) {
@@ -107,5 +107,5 @@ int main(void) {
     test_stub_library();
   }
   test_errstr();
-  IRT_DONE();
+  WTEST_DONE();
 }

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cuda/wf_cuda.h"
-#include "irtest.h"
+#include "wtest.h"
 
 static char *read_path(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -411,7 +411,7 @@ static void test_emit_debug(void) {
 int main(void) {
   setenv("WEFT_CACHE_DIR", "off", 1);
   wf_module *m = load_kernels();
-  if (!m) IRT_DONE();
+  if (!m) WTEST_DONE();
   wf_cuda_src s;
   char err[1024];
   int rc = wf_cuda_emit(m, &s, err, sizeof err);
@@ -439,5 +439,5 @@ int main(void) {
   test_emit_narrow_and_constants();
   test_emit_debug();
   wf_module_free(m);
-  IRT_DONE();
+  WTEST_DONE();
 }

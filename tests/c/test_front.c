@@ -41,22 +41,22 @@ static void test_ok(weft_State *W) {
   lua_State *L = weft_lua(W);
   lua_getglobal(L, "ir_text");
   const char *ir = lua_tostring(L, -1);
-  CHECK_CONTAINS(ir, "tid 0");
-  CHECK_CONTAINS(ir, "store %0");
+  CHECK_HAS(ir, "tid 0");
+  CHECK_HAS(ir, "store %0");
   lua_pop(L, 1);
 }
 
 static void test_errors(weft_State *W) {
   CHECK_INT(compile(W, "x[0] = a + undefined_thing"), WEFT_ERRRUN);
-  CHECK_CONTAINS(errbuf, ":3: undefined name 'undefined_thing'");
-  CHECK_CONTAINS(errbuf, "x[0] = a + undefined_thing\n           ^");
+  CHECK_HAS(errbuf, ":3: undefined name 'undefined_thing'");
+  CHECK_HAS(errbuf, "x[0] = a + undefined_thing\n           ^");
   CHECK_INT(compile(W, "x[0] = a + weft.int32(1)"), WEFT_ERRRUN);
-  CHECK_CONTAINS(errbuf, ":3: cannot add float32 and int32");
+  CHECK_HAS(errbuf, ":3: cannot add float32 and int32");
   CHECK_INT(compile(W, "a = 1.0"), WEFT_ERRRUN);
-  CHECK_CONTAINS(errbuf, ":3: cannot assign to parameter 'a' of type float32");
+  CHECK_HAS(errbuf, ":3: cannot assign to parameter 'a' of type float32");
   CHECK_INT(compile(W, "local v = weft.vec3(1, 2, 3)\nfor i = 0, 10 do\n  v = v + a\nend"),
             WEFT_ERRRUN);
-  CHECK_CONTAINS(errbuf, ":5: cannot add vec3f and float32");
+  CHECK_HAS(errbuf, ":5: cannot add vec3f and float32");
 }
 
 static void test_repeat(weft_State *W) {
@@ -71,10 +71,10 @@ static void test_repeat(weft_State *W) {
 int main(void) {
   weft_State *W = weft_open();
   CHECK(W != NULL);
-  if (!W) return wtest_report("test_front");
+  if (!W) WTEST_DONE();
   test_ok(W);
   test_errors(W);
   test_repeat(W);
   weft_close(W);
-  return wtest_report("test_front");
+  WTEST_DONE();
 }

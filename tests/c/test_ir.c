@@ -2,7 +2,7 @@
 ** test_ir.c -- types, the builder, editing and the printer.
 */
 #include "ir/ir.h"
-#include "irtest.h"
+#include "wtest.h"
 
 static char *tname(const wf_type *t) {
   static char buf[8][128];
@@ -243,5 +243,5 @@ int main(void) {
   test_builder();
   test_regions();
   test_optable();
-  IRT_DONE();
+  WTEST_DONE();
 }

@@ -15,7 +15,7 @@
 ** must verify (the passes keep the IR valid).
 */
 #include "ir/ir.h"
-#include "irtest.h"
+#include "wtest.h"
 
 static char *read_file(const char *rel) {
   char path[1024];
@@ -58,18 +58,18 @@ static void mutate(const char *file, const char *name, const char *input) {
     ln = next;
     err[0] = 0;
     wf_module *m = wf_ir_parse(buf, NULL, err, sizeof err);
-    irt_checks++;
+    wtest_checks++;
     if (!m) {
-      if (!err[0]) irt_failures++;
+      if (!err[0]) wtest_failures++;
       continue;
     }
     if (wf_ir_verify(m, err, sizeof err) != 0) {
       if (strncmp(err, "in @", 4) != 0) {
-        irt_failures++;
+        wtest_failures++;
         fprintf(stderr, "%s: case '%s': bad verifier message: %s\n", file, name, err);
       }
     } else if (wf_ir_optimize(m, err, sizeof err) == 0 && wf_ir_verify(m, err, sizeof err) != 0) {
-      irt_failures++;
+      wtest_failures++;
       fprintf(stderr, "%s: case '%s' with a line deleted: optimized IR does not verify: %s\n%s",
               file, name, err, buf);
     }
@@ -82,14 +82,14 @@ static void run_case(const char *file, const char *name, char *passes, const cha
                      const char *expect, const char *error) {
   char err[512] = "";
   wf_module *m = wf_ir_parse(input, NULL, err, sizeof err);
-  irt_checks++;
+  wtest_checks++;
   if (!m) {
-    irt_failures++;
+    wtest_failures++;
     fprintf(stderr, "%s: case '%s': input does not parse: %s\n", file, name, err);
     return;
   }
   if (!error && wf_ir_verify(m, err, sizeof err)) {
-    irt_failures++;
+    wtest_failures++;
     fprintf(stderr, "%s: case '%s': input does not verify: %s\n", file, name, err);
     wf_module_free(m);
     return;
@@ -98,26 +98,26 @@ static void run_case(const char *file, const char *name, char *passes, const cha
   int rc = 0;
   for (char *p = strtok(passes, " \t"); p && !rc; p = strtok(NULL, " \t"))
     rc = run_pass(m, p, err, sizeof err);
-  irt_checks++;
+  wtest_checks++;
   if (error) {
     if (!rc || strcmp(err, error) != 0) {
-      irt_failures++;
+      wtest_failures++;
       fprintf(stderr, "%s: case '%s': expected error\n  %s\ngot (rc %d)\n  %s\n", file, name,
               error, rc, err);
     }
   } else if (rc) {
-    irt_failures++;
+    wtest_failures++;
     fprintf(stderr, "%s: case '%s': failed: %s\n", file, name, err);
   } else {
     char *out = wf_ir_to_string(m);
     if (!out || strcmp(out, expect) != 0) {
-      irt_failures++;
+      wtest_failures++;
       fprintf(stderr, "%s: case '%s':\n--- got:\n%s--- expected:\n%s", file, name,
               out ? out : "(null)\n", expect);
     }
-    irt_checks++;
+    wtest_checks++;
     if (wf_ir_verify(m, err, sizeof err)) {
-      irt_failures++;
+      wtest_failures++;
       fprintf(stderr, "%s: case '%s': output does not verify: %s\n", file, name, err);
     }
     free(out);
@@ -130,7 +130,7 @@ static int run_file(const char *rel) {
   char *text = read_file(rel);
   if (!text) {
     fprintf(stderr, "cannot read %s\n", rel);
-    irt_failures++;
+    wtest_failures++;
     return 0;
   }
   int ncases = 0;
@@ -161,7 +161,7 @@ static int run_file(const char *rel) {
     }
     if (!sep || (!expect && !error)) {
       fprintf(stderr, "%s: case '%s' has no '---- expect' or '---- error'\n", rel, name);
-      irt_failures++;
+      wtest_failures++;
     } else {
       run_case(rel, name, passes, input, expect, error);
     }
@@ -181,5 +181,5 @@ int main(void) {
   printf("%d pass cases, %d verifier cases\n", n, v);
   CHECK(n > 10);
   CHECK(v > 10);
-  IRT_DONE();
+  WTEST_DONE();
 }

@@ -5,7 +5,7 @@
 #include <math.h>
 
 #include "ir/ir.h"
-#include "irtest.h"
+#include "wtest.h"
 
 static char *read_file(const char *rel) {
   char path[1024];
@@ -253,5 +253,5 @@ int main(void) {
   test_canonical();
   test_types_roundtrip();
   test_parse_errors();
-  IRT_DONE();
+  WTEST_DONE();
 }
