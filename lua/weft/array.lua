@@ -552,18 +552,21 @@ return function(weft)
     raise("weft: index %s out of bounds for dimension 0 of an array of shape %s", tostring(i), shape_str(h))
   end
 
-  -- a[i] of an n-D array: an (n-1)-D array sharing the memory.
-  local function row_view(a, i)
+  -- A view of a's memory: data at byte offset off, the given shape and
+  -- byte strides (Lua lists). Shares (retains) a's buffer.
+  local function make_view(a, off, shape, strides)
     local h = a.h
     local v = ArrayCT()
     local vh = v.h
-    vh.data = ffi.cast(charp, h.data) + i * h.strides[0]
-    for d = 1, h.ndim - 1 do
-      vh.shape[d - 1] = h.shape[d]
-      vh.strides[d - 1] = h.strides[d]
+    vh.data = ffi.cast(charp, h.data) + off
+    local size = 1
+    for d = 1, #shape do
+      vh.shape[d - 1] = shape[d]
+      vh.strides[d - 1] = strides[d]
+      size = size * shape[d]
     end
-    vh.ndim = h.ndim - 1
-    vh.size = h.size / h.shape[0]
+    vh.ndim = #shape
+    vh.size = size
     vh.dtype, vh.device, vh.elsize = h.dtype, h.device, h.elsize
     vh.flags = bit.bor(bit.band(h.flags, FLAG_BORROWED), FLAG_VIEW)
     vh.buf = h.buf
@@ -572,6 +575,22 @@ return function(weft)
     local owner = anchors[a]
     anchors[v] = owner ~= nil and owner or (h.buf == nil and a or nil)
     return v
+  end
+
+  local function dims_of(h)
+    local shape, strides = {}, {}
+    for d = 0, h.ndim - 1 do
+      shape[d + 1], strides[d + 1] = tonumber(h.shape[d]), tonumber(h.strides[d])
+    end
+    return shape, strides
+  end
+
+  -- a[i] of an n-D array: an (n-1)-D array sharing the memory.
+  local function row_view(a, i)
+    local shape, strides = dims_of(a.h)
+    table.remove(shape, 1)
+    local s0 = table.remove(strides, 1)
+    return make_view(a, i * s0, shape, strides)
   end
 
   function impl.index(a, k)
@@ -660,6 +679,92 @@ return function(weft)
     local dev = parse_device("a:to", device)
     if dev == a.h.device then return a end
     return clone_to("a:to", a, dev)
+  end
+
+  -- {2, -1} for a list of numbers, else describe(v)
+  local function list_str(v)
+    if type(v) == "number" then return tostring(v) end
+    if type(v) ~= "table" then return describe(v) end
+    local parts = {}
+    for i = 1, #v do parts[i] = tostring(v[i]) end
+    return "{" .. table.concat(parts, ", ") .. "}"
+  end
+
+  -- a:reshape(shape): the same elements in row-major order under another
+  -- shape (one entry may be -1: inferred), sharing the memory; a must be
+  -- contiguous (a:contiguous() makes a copy when it is not).
+  function methods.reshape(a, shape)
+    if not is_array(a) then raise("a:reshape: expected an array, got %s", describe(a)) end
+    if type(shape) == "number" then shape = { shape } end
+    if type(shape) ~= "table" or #shape < 1 or #shape > 4 then
+      raise("a:reshape: shape must be an integer or a table of 1 to 4 integers, got %s", list_str(shape))
+    end
+    local h = a.h
+    local n, known, infer = tonumber(h.size), 1, nil
+    local s = {}
+    for d = 1, #shape do
+      local x = shape[d]
+      if x == -1 and not infer then
+        infer = d
+      elseif type(x) ~= "number" or x < 0 or x ~= floor(x) then
+        raise("a:reshape: dimension %d must be a non-negative integer (or one -1), got %s", d, list_str(x))
+      else
+        known = known * x
+      end
+      s[d] = x
+    end
+    if infer then
+      if known == 0 or n % known ~= 0 then
+        raise("a:reshape: cannot infer dimension %d: %d elements into shape %s", infer, n,
+              list_str(shape))
+      end
+      s[infer] = n / known
+      known = n
+    end
+    if known ~= n then
+      raise("a:reshape: %d elements cannot take shape {%s}", n, table.concat(s, ", "))
+    end
+    if C.wf_array_is_contiguous(h) == 0 then
+      raise("a:reshape: the array is not contiguous (a:contiguous() copies it)")
+    end
+    local strides, st = {}, tonumber(h.elsize)
+    for d = #s, 1, -1 do
+      strides[d] = st
+      st = st * s[d]
+    end
+    return make_view(a, 0, s, strides)
+  end
+
+  function methods.flatten(a) return methods.reshape(a, { tonumber(a.h.size) }) end
+
+  -- a:transpose([axes]): the axes permuted (default: reversed), a view.
+  function methods.transpose(a, axes)
+    if not is_array(a) then raise("a:transpose: expected an array, got %s", describe(a)) end
+    local shape, strides = dims_of(a.h)
+    local nd = #shape
+    if axes == nil then
+      axes = {}
+      for d = 1, nd do axes[d] = nd - d end
+    end
+    if type(axes) ~= "table" or #axes ~= nd then
+      raise("a:transpose: axes must list the %d axes (0-based), got %s", nd, list_str(axes))
+    end
+    local seen, ns, nst = {}, {}, {}
+    for d = 1, nd do
+      local x = axes[d]
+      if type(x) ~= "number" or x ~= floor(x) or x < 0 or x >= nd or seen[x] then
+        raise("a:transpose: axes must be a permutation of 0..%d, got %s", nd - 1, list_str(axes))
+      end
+      seen[x] = true
+      ns[d], nst[d] = shape[x + 1], strides[x + 1]
+    end
+    return make_view(a, 0, ns, nst)
+  end
+
+  -- a itself when contiguous, else a contiguous copy.
+  function methods.contiguous(a)
+    if C.wf_array_is_contiguous(a.h) ~= 0 then return a end
+    return weft.clone(a)
   end
 
   function methods.zero_(a)
