@@ -7,6 +7,10 @@
 -- compile runs first so loading NVRTC's builtins is not counted. Kernels
 -- compile at weft's default --Ofast-compile=min; the "full" column is the
 -- same cold compile with NVVM's full optimization (fast_compile = "0").
+-- With warp-lang in the bench venv (WEFT_BENCH_PYTHON, set by
+-- scripts/run-bench), bench/warp_cuda_compile.py compiles the same saxpy and
+-- loop kernels to PTX with Warp in the same run: the ratio rows compare
+-- weft's cold PTX compile with Warp's.
 --   WEFT_LIB=build/libweft.so LUA_PATH="lua/?.lua;lua/?/init.lua;;" luajit bench/cuda_compile.lua
 local weft = require "weft"
 local clock = dofile("bench/clock.lua")
@@ -51,6 +55,7 @@ end
 local dir = os.tmpname()
 os.remove(dir)
 local RUNS = 7
+local ptx_cold = {} -- kernel -> weft's cold PTX compile, ms
 
 -- Median seconds of f over RUNS runs: wall clock, process CPU time.
 local function time(f)
@@ -94,7 +99,28 @@ for _, name in ipairs { "saxpy", "loop", "half" } do
       local warm = time(function() local _, _, hit = f(m, target); assert(hit) end)
       print(string.format("%-8s %-10s %10.2f %10.2f %10.2f %10.3f %8d", name, target, cold * 1e3,
                           cold_cpu * 1e3, full * 1e3, warm * 1e3, #src))
+      if target == "compute_80" then ptx_cold[name] = cold * 1e3 end
     end
   end
 end
 os.execute("rm -rf " .. dir)
+
+-- Warp's compile of the same kernels, measured now (see the header)
+local py = os.getenv("WEFT_BENCH_PYTHON")
+if py and py ~= "" then
+  local p = io.popen(py .. " bench/warp_cuda_compile.py 5 2>/dev/null")
+  local out = p and p:read("*a") or ""
+  if p then p:close() end
+  local any = false
+  for name, ms, runs in out:gmatch("(%w+) ([%d.]+) (%d+)") do
+    local w = ptx_cold[name]
+    if w then
+      any = true
+      print(string.format("%-8s PTX cold: weft %.2f ms, Warp %.2f ms (median of %s)   ratio %.3f   (target: <= 30 ms)",
+                          name, w, tonumber(ms), runs, w / tonumber(ms)))
+    end
+  end
+  if not any then print("Warp compile rows skipped: bench/warp_cuda_compile.py gave no result") end
+else
+  print("Warp compile rows skipped: warp-lang not in the bench venv (make deps-bench)")
+end
