@@ -128,6 +128,10 @@ describe("weft.launch user errors", function()
       weft.launch(sq, 4, { a }, { adjoint = true, device = "cpu", outputs = { y }, adj_outputs = { gy } })
     end)
     assert.matches("weft: adjoint launch of 'sq': 'x' is on cuda:0, but the launch runs on cpu", e, 1, true)
+    -- a number for an array parameter is named, not indexed
+    local ok, err = pcall(weft.launch, sq, 4, { 3 }, { adjoint = true, outputs = { y } })
+    assert.is_false(ok)
+    assert.matches("weft: adjoint launch of 'sq': 'x' expects " .. weft.array(weft.float32).name .. ", got number", err, 1, true)
     -- and the cpu adjoint still runs afterwards
     local gx = weft.zeros(4)
     weft.launch(sq, 4, { weft.full(4, 3.0) }, { adjoint = true, outputs = { y }, adj_inputs = { gx },

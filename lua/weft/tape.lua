@@ -188,6 +188,10 @@ return function(weft)
               kname(k), p.name, type(v))
       end
       if types[i].kind == "array" then
+        if not is_array(v) then
+          raise("weft: %s launch of '%s': '%s' expects %s, got %s", what[kind], kname(k), p.name,
+                types[i].name, type(v))
+        end
         local g = i <= nin and d_in[i] or d_out[i - nin]
         if g then
           if not is_array(g) or g.h.size ~= v.h.size or g.h.dtype ~= v.h.dtype then
