@@ -277,6 +277,13 @@ describe("forward mode: aggregates and the API", function()
     end, "weft: tangent launch of 'k': the tangent of 'x' must be an array of the same type and shape")
     assert.has_error(function() weft.jvp(42, 2, {}, {}, {}, {}) end,
                      "weft.jvp: expected a kernel (made by weft.kernel), got number")
+    -- weft.jacobian names bad argument lists
+    assert.has_error(function() weft.jacobian(k, 2, nil, {}) end,
+                     "weft.jacobian: inputs must be a table of launch arguments, got nil")
+    assert.has_error(function() weft.jacobian(k, 2, { arr { 1, 2 }, 3.0 }, weft.zeros(2, f64)) end,
+                     "weft.jacobian: outputs must be a table of launch arguments, got an array")
+    assert.has_error(function() weft.jacobian(k, 2, { arr { 1, 2 }, 3.0 }, { weft.zeros(2, f64) }, 2) end,
+                     "weft.jacobian: inputs[2] is not an array")
   end)
 
   it("the tangent kernel is appended once to the kernel's module", function()

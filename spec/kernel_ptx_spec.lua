@@ -62,6 +62,12 @@ describe("k:ptx", function()
     assert.equal(full, via_config)
   end)
 
+  it("names bad arguments", function()
+    assert.has_error(function() k:ptx(80) end, 'k:ptx: arch must be a string such as "sm_80", got number')
+    assert.has_error(function() k:ptx("sm_80", 5) end, "k:ptx: argtypes must be a table of types, got number")
+    assert.has_error(function() k:ptx("sm_80", nil, true) end, "k:ptx: opts must be a table, got boolean")
+  end)
+
   it("rejects a bad fast-compile level with the accepted ones", function()
     assert.has_error(function() k:ptx("sm_80", nil, { fast_compile = "fastest" }) end,
       "weft: bad fast-compile level 'fastest' (expected 0, min, mid or max)")

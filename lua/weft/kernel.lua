@@ -201,6 +201,15 @@ return function(weft)
   -- custom gradients and replays of the weft.func it calls).
   -- opts.fast_compile overrides weft.config.cuda_fast_compile.
   function Kernel:ptx(arch, argtypes, opts)
+    if arch ~= nil and type(arch) ~= "string" then
+      error(fmt("k:ptx: arch must be a string such as \"sm_80\", got %s", type(arch)), 2)
+    end
+    if argtypes ~= nil and type(argtypes) ~= "table" then
+      error(fmt("k:ptx: argtypes must be a table of types, got %s", type(argtypes)), 2)
+    end
+    if opts ~= nil and type(opts) ~= "table" then
+      error(fmt("k:ptx: opts must be a table, got %s", type(opts)), 2)
+    end
     local c = get_core()
     if not c.ptx then error("weft: PTX output is not available in this build", 2) end
     local m = self:_module(argtypes)

@@ -446,14 +446,18 @@ return function(weft)
   end
 
   local function pick(list, idx, what)
+    if type(list) ~= "table" or is_array(list) then
+      raise("weft.jacobian: %s must be a table of launch arguments, got %s", what,
+            is_array(list) and "an array" or type(list))
+    end
     if idx == nil then
       for i, a in ipairs(list) do
         if is_array(a) then return a, i end
       end
-      error(fmt("weft.jacobian: no array among the %s", what), 3)
+      raise("weft.jacobian: no array among the %s", what)
     end
     local a = list[idx]
-    if not is_array(a) then error(fmt("weft.jacobian: %s[%s] is not an array", what, tostring(idx)), 3) end
+    if not is_array(a) then raise("weft.jacobian: %s[%s] is not an array", what, tostring(idx)) end
     return a, idx
   end
 
