@@ -35,23 +35,30 @@ describe("the public Lua functions under random arguments", function()
   table.sort(names) -- a fixed order: the same calls on every run
 
   it("raise weft's own messages", function()
-    math.randomseed(7)
     local internal, calls = {}, 0
-    for _, name in ipairs(names) do
-      for _ = 1, 60 do
-        local args, na = {}, math.random(0, 4)
-        for i = 1, na do args[i] = vals[math.random(#vals)] end
-        local ok, err = pcall(fns[name], unpack(args, 1, na))
-        pcall(weft.capture_end)
-        weft.config.mode = "release"
-        calls = calls + 1
-        err = tostring(err)
-        if not ok and (err:find("attempt to") or err:find("bad argument") or err:find("lua/weft/", 1, true)) then
-          internal[#internal + 1] = name .. ": " .. err
+    for seed = 1, 8 do
+      math.randomseed(seed)
+      for _, name in ipairs(names) do
+        for _ = 1, 60 do
+          local args, na = {}, math.random(0, 4)
+          for i = 1, na do args[i] = vals[math.random(#vals)] end
+          local d = {}
+          for i = 1, na do d[i] = type(args[i]) == "table" and "{#" .. #args[i] .. "}" or tostring(args[i]) end
+          local call = name .. "(" .. table.concat(d, ", ") .. ")"
+          local ok, err = pcall(fns[name], unpack(args, 1, na))
+          pcall(weft.capture_end)
+          weft.config.mode = "release"
+          calls = calls + 1
+          local okt, text = pcall(tostring, err) -- results must print too
+          if not okt then internal[#internal + 1] = call .. " (printing its result): " .. tostring(text) end
+          err = okt and text or ""
+          if not ok and (err:find("attempt to") or err:find("bad argument") or err:find("lua/weft/", 1, true)) then
+            internal[#internal + 1] = call .. ": " .. err
+          end
         end
       end
     end
-    assert.are.equal(#names * 60, calls)
+    assert.are.equal(8 * #names * 60, calls)
     assert.are.same({}, internal)
   end)
 end)

@@ -106,6 +106,7 @@ return function(weft)
       end
       if v ~= floor(v) then raise("%s: shape dimension %d is %s, expected an integer", fname, d, tostring(v)) end
       if v < 0 then raise("%s: shape dimension %d is %d, expected a size >= 0", fname, d, v) end
+      if v >= 2 ^ 53 then raise("%s: shape dimension %d is %s, too large", fname, d, tostring(v)) end
       out[d] = v
     end
     return out
@@ -596,7 +597,7 @@ return function(weft)
   function impl.index(a, k)
     if type(k) == "number" then
       local h = a.h
-      if k ~= floor(k) or k < 0 or k >= h.shape[0] then bad_index(h, k) end
+      if k ~= floor(k) or k < 0 or k >= tonumber(h.shape[0]) then bad_index(h, k) end
       if h.ndim == 1 then
         check_host("a[i]", h)
         local t = types[h.dtype]
@@ -626,7 +627,7 @@ return function(weft)
   function impl.newindex(a, k, x)
     if type(k) == "number" then
       local h = a.h
-      if k ~= floor(k) or k < 0 or k >= h.shape[0] then bad_index(h, k) end
+      if k ~= floor(k) or k < 0 or k >= tonumber(h.shape[0]) then bad_index(h, k) end
       if h.ndim > 1 then return assign_row(row_view(a, k), x) end
       check_host("a[i] = v", h)
       local t = types[h.dtype]

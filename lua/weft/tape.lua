@@ -65,16 +65,22 @@ return function(weft)
     return weft.dtype_of and weft.dtype_of(v)
   end
 
-  local function read_dims(k, dim)
-    if type(dim) == "number" then
-      dims[0] = dim
-      return 1
+  -- dim (an integer or 1 to 4 of them, each in 0 .. 2^31-1, as a forward
+  -- launch takes) into dims; returns the count. what: "adjoint" / "tangent".
+  local function read_dims(k, dim, what)
+    local list = type(dim) == "number" and { dim } or dim
+    if type(list) ~= "table" or #list < 1 or #list > 4 then
+      raise("weft: %s launch of '%s': dim must be an integer or 1 to 4 integers", what, kname(k))
     end
-    if type(dim) ~= "table" or #dim < 1 or #dim > 4 then
-      raise("weft: adjoint launch of '%s': dim must be an integer or 1 to 4 integers", kname(k))
+    for i = 1, #list do
+      local d = list[i]
+      if type(d) ~= "number" or d ~= math.floor(d) or d < 0 or d > 2 ^ 31 - 1 then
+        raise("weft: %s launch of '%s': dim%s must be an integer in 0 .. 2^31-1, got %s", what,
+              kname(k), type(dim) == "table" and "[" .. i .. "]" or "", tostring(d))
+      end
+      dims[i - 1] = d
     end
-    for i = 1, #dim do dims[i - 1] = dim[i] end
-    return #dim
+    return #list
   end
 
   -- The transforms that append a derived kernel to a module: reverse mode
@@ -173,6 +179,14 @@ return function(weft)
   local function launch_derived(kind, k, dim, inputs, outputs, d_in, d_out, device)
     inputs, outputs = inputs or {}, outputs or {}
     d_in, d_out = d_in or {}, d_out or {}
+    local lists = { inputs = inputs, outputs = outputs, [what[kind] .. "s of the inputs"] = d_in,
+                    [what[kind] .. "s of the outputs"] = d_out }
+    for lname, l in pairs(lists) do
+      if type(l) ~= "table" or is_array(l) then
+        raise("weft: %s launch of '%s': the %s must be a table, got %s", what[kind], kname(k), lname,
+              is_array(l) and "an array" or type(l))
+      end
+    end
     local nin, np = #inputs, #k.params
     if nin + #outputs ~= np then
       raise("weft: %s launch of '%s': the kernel takes %d arguments, got %d", what[kind],
@@ -230,7 +244,7 @@ return function(weft)
       for i, a in ipairs(adjs) do garr[i] = a.g end
       return weft._launch_device_derived(kind, k, dev, dim, args, garr)
     end
-    local ndim = read_dims(k, dim)
+    local ndim = read_dims(k, dim, what[kind])
     local mod = k:_module(types)
     local c = derived_code(kind, k, mod, types, ndim, weft.config.mode == "debug")
     local base = ffi.cast(u8p, c.buf)

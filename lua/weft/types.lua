@@ -160,6 +160,35 @@ return function(weft)
     if ex == 31 then return mant == 0 and sign * huge or 0 / 0 end
     return sign * (1024 + mant) * 2 ^ (ex - 25)
   end
+  -- Floats read from C memory. The LuaJIT here (Debian 12's 2.1) keeps the
+  -- bits of a NaN it loads, and some NaN payloads then pass for other Lua
+  -- values: float32 0xff9701b5 crashed the process, float64
+  -- 0xffff000000000000 read as `false`. So floats are read through their
+  -- bits first and every NaN comes back as the NaN of 0/0. p is a pointer
+  -- to (or an array of) float/double.
+  local u32p, u8ptr = typeof("const uint32_t *"), typeof("uint8_t *")
+  local NAN = 0 / 0
+  local HI = ffi.abi("le") and 1 or 0
+  local function load_f32(p, i)
+    local u = ffi.cast(u32p, p)[i]
+    if u >= 0x80000000 then u = u - 0x80000000 end
+    if u > 0x7f800000 then return NAN end
+    return p[i]
+  end
+  local function load_f64(p, i)
+    local q = ffi.cast(u32p, p)
+    local hi = q[2 * i + HI]
+    if hi >= 0x80000000 then hi = hi - 0x80000000 end
+    if hi >= 0x7ff00000 and (hi > 0x7ff00000 or q[2 * i + 1 - HI] ~= 0) then return NAN end
+    return p[i]
+  end
+  local function raw_load(p, i) return p[i] end
+  -- The element reader for a scalar type name.
+  local function loader(sname)
+    return sname == "float32" and load_f32 or sname == "float64" and load_f64 or raw_load
+  end
+  weft._load_f32, weft._load_f64 = load_f32, load_f64
+
   -- The ctype of `count` elements of t (fill scratch buffers).
   function weft._array_ctype(t) return typeof(t.ffiname .. "[?]") end
   weft._half_from_number = half_from_number
@@ -245,7 +274,7 @@ return function(weft)
         -- Lua numbers on the host (exact up to 2^53); a:ptr() gives the bits.
         t.load = function(p, i) return tonumber(p[i]) end
       else
-        t.load = function(p, i) return p[i] end
+        t.load = loader(name)
       end
       if kind == "int" and bits < 64 then
         -- Through a cast so out-of-range values wrap like C (uint8 300 -> 44).
@@ -360,7 +389,8 @@ return function(weft)
       get = function(v, i) return half_to_number(v.v[i]) end
       set = function(v, i, x) v.v[i] = half_from_number(x) end
     else
-      get = function(v, i) return v.v[i] end
+      local load = loader(st.name)
+      get = function(v, i) return load(v.v, i) end
       set = function(v, i, x) v.v[i] = x end
     end
     t._get, t._set = get, set
@@ -527,7 +557,8 @@ return function(weft)
       get = function(m, i, j) return half_to_number(m.m[i][j]) end
       set = function(m, i, j, x) m.m[i][j] = half_from_number(x) end
     else
-      get = function(m, i, j) return m.m[i][j] end
+      local load = loader(st.name)
+      get = function(m, i, j) return load(m.m[i], j) end
       set = function(m, i, j, x) m.m[i][j] = x end
     end
     t._mget, t._mset = get, set
@@ -992,6 +1023,9 @@ return function(weft)
     end
     local function fieldval(s, f)
       if f.type == half then return half_to_number(s[f.cfield]) end
+      if f.type == S.float32 or f.type == S.float64 then -- through the bits (NaNs)
+        return f.type.load(ffi.cast(f.type.ptrct, ffi.cast(u8ptr, s) + f.offset), 0)
+      end
       return s[f.name]
     end
     mt.__tostring = function(s)
