@@ -85,7 +85,7 @@ return function(weft)
     local lvl = 3
     while true do
       local info = debug.getinfo(lvl, "S")
-      if not info then return 2 end
+      if not info then return 0 end -- called from C (the embedding API): no position
       local src = info.source
       if info.what ~= "C" and src:sub(1, #dir) ~= dir then return lvl - 1 end
       lvl = lvl + 1

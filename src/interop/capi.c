@@ -344,6 +344,11 @@ static int do_call(lua_State *L) {
   lua_pop(L, 1);
   get_path(L, o->path);
   if (lua_isnil(L, -1)) luaL_error(L, "weft_call: no function named '%s'", o->path);
+  if (!lua_isfunction(L, -1)) { /* tables and cdata may be callable */
+    if (!luaL_getmetafield(L, -1, "__call"))
+      luaL_error(L, "weft_call: '%s' is a %s, not a function", o->path, luaL_typename(L, -1));
+    lua_pop(L, 1);
+  }
   int base = lua_gettop(L);
   push_args(L, o);
   lua_call(L, o->nargs, LUA_MULTRET);

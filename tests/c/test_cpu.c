@@ -12,14 +12,7 @@
 #include "cpu/cpu.h"
 #include "runtime/rt.h"
 
-static int failures;
-#define CHECK(c)                                                                                   \
-  do {                                                                                             \
-    if (!(c)) {                                                                                    \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                        \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
+#include "wtest.h"
 
 /* ---- helpers ---- */
 typedef struct K {
@@ -569,10 +562,5 @@ int main(void) {
   test_disk_cache();
   wf_rt_free(RT); /* joins the pool */
   wf_jit_free(J);
-  if (failures) {
-    fprintf(stderr, "test_cpu: %d failure(s)\n", failures);
-    return 1;
-  }
-  printf("test_cpu: ok\n");
-  return 0;
+  WTEST_DONE();
 }

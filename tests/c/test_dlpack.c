@@ -12,22 +12,7 @@
 #include "runtime/state.h"
 #include "weft.h"
 
-static int failures = 0;
-#define CHECK(c)                                                          \
-  do {                                                                    \
-    if (!(c)) {                                                           \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-      failures++;                                                         \
-    }                                                                     \
-  } while (0)
-#define CHECK_MSG(msg, sub)                                                          \
-  do {                                                                               \
-    if (!strstr((msg), (sub))) {                                                     \
-      fprintf(stderr, "%s:%d: message \"%s\" lacks \"%s\"\n", __FILE__, __LINE__, (msg), \
-              (sub));                                                                \
-      failures++;                                                                    \
-    }                                                                                \
-  } while (0)
+#include "wtest.h"
 
 /* ---- a producer: tensors made here, with deleters that count ---------- */
 
@@ -142,10 +127,10 @@ static void test_export_errors(wf_rt *rt) {
   /* element size 4 is not 3 floats */
   CHECK(wf_dlpack_export(rt, &a, 1, WF_kDLFloat, 32, 1, trail, 0, &p) != 0);
   CHECK(p == NULL);
-  CHECK_MSG(wf_rt_errmsg(rt), "element size");
+  CHECK_HAS(wf_rt_errmsg(rt), "element size");
   a.strides[0] = 6; /* not a whole number of float32 */
   CHECK(wf_dlpack_export(rt, &a, 0, WF_kDLFloat, 32, 0, NULL, 0, &p) != 0);
-  CHECK_MSG(wf_rt_errmsg(rt), "not a whole number");
+  CHECK_HAS(wf_rt_errmsg(rt), "not a whole number");
   wf_array_release(&a);
   CHECK(o.released == 1);
 }
@@ -237,7 +222,7 @@ static void expect_import_error(wf_rt *rt, producer *p, int versioned, int ntrai
   CHECK(wf_dlpack_import(rt, m, versioned, ntrail, trail, &a, &scalar) != 0);
   CHECK(a.buf == NULL && a.data == NULL);
   CHECK(p->deleted == 1);
-  CHECK_MSG(wf_rt_errmsg(rt), sub);
+  CHECK_HAS(wf_rt_errmsg(rt), sub);
 }
 
 static void test_import_errors(wf_rt *rt) {
@@ -359,22 +344,22 @@ static void test_state_import(void) {
   make_tensor(&q, 1, shape, NULL);
   q.v.dl_tensor.dtype = (DLDataType){WF_kDLBfloat, 16, 1};
   CHECK(weft_import_dlpack(W, "z", &q.v, 1) != 0);
-  CHECK_MSG(weft_errmsg(W), "bfloat16 is not supported");
+  CHECK_HAS(weft_errmsg(W), "bfloat16 is not supported");
   CHECK(q.deleted == 1);
   make_tensor(&q, 1, shape, NULL);
   a.p = &q.v;
   a.s = "no_such_type";
   CHECK(weft_set(W, "z", &a) != 0);
-  CHECK_MSG(weft_errmsg(W), "no_such_type");
+  CHECK_HAS(weft_errmsg(W), "no_such_type");
   CHECK(q.deleted == 1);
   make_tensor(&q, 2, shape, NULL);
   a.s = "vec3d"; /* float64 elements over float32 data */
   CHECK(weft_set(W, "z", &a) != 0);
-  CHECK_MSG(weft_errmsg(W), "float32 values, vec3d needs float64");
+  CHECK_HAS(weft_errmsg(W), "float32 values, vec3d needs float64");
   CHECK(q.deleted == 1);
   make_tensor(&q, 1, shape, NULL);
   CHECK(weft_import_dlpack(W, "bad.path", &q.legacy, 0) != 0); /* 'bad' is nil */
-  CHECK_MSG(weft_errmsg(W), "'bad' is not a table");
+  CHECK_HAS(weft_errmsg(W), "'bad' is not a table");
   CHECK(weft_dostring(W, "collectgarbage(); collectgarbage()") == 0); /* the orphan array */
   CHECK(q.deleted == 1);
   CHECK(weft_import_dlpack(NULL, "x", &q.legacy, 0) != 0);
@@ -382,7 +367,7 @@ static void test_state_import(void) {
 
   /* exports of things that are not arrays */
   CHECK(weft_export_dlpack(W, "nothing", 0) == NULL);
-  CHECK_MSG(weft_errmsg(W), "only arrays can be exported");
+  CHECK_HAS(weft_errmsg(W), "only arrays can be exported");
 
   /* closing the state drops the last references: r's deleter runs */
   CHECK(p.deleted == 0);
@@ -401,10 +386,10 @@ static void test_wrap(void) {
   CHECK(weft_dostring(W, "assert(#pos == 2 and pos[1].z == 6); pos[0] = weft.vec3(7, 8, 9)") == 0);
   CHECK(pos[0] == 7 && pos[2] == 9);
   CHECK(weft_wrap(W, "bad", pos, "vec9", 1, shape, NULL) != 0);
-  CHECK_MSG(weft_errmsg(W), "unknown dtype 'vec9'");
+  CHECK_HAS(weft_errmsg(W), "unknown dtype 'vec9'");
   CHECK(weft_wrap(W, "bad", pos, "float32", 5, shape, NULL) == WEFT_ERRARG);
   CHECK(weft_wrap(W, "bad", pos, "float32", 1, shape, "tpu") == WEFT_ERRARG);
-  CHECK_MSG(weft_errmsg(W), "unknown device 'tpu'");
+  CHECK_HAS(weft_errmsg(W), "unknown device 'tpu'");
   /* export of wrapped memory views the host buffer */
   DLManagedTensor *m = weft_export_dlpack(W, "pos", 0);
   CHECK(m && m->dl_tensor.data == pos && m->dl_tensor.shape[1] == 3);
@@ -434,7 +419,7 @@ static void test_header_only(wf_rt *rt) {
 
   p.v.dl_tensor.dtype.code = WF_kDLComplex;
   CHECK(wf_dlpack_header(rt, &p.v, 1, 0, NULL, &a, &k) == WEFT_ERRARG);
-  CHECK_MSG(wf_rt_errmsg(rt), "dtype complex32 is not supported");
+  CHECK_HAS(wf_rt_errmsg(rt), "dtype complex32 is not supported");
   CHECK(p.deleted == 0 && a.data == NULL && k == -1);
 
   /* the owning import hands the tensor back at the last release */
@@ -457,10 +442,5 @@ int main(void) {
   test_state_export_outlives_close();
   test_state_import();
   test_wrap();
-  if (failures) {
-    fprintf(stderr, "test_dlpack: %d failure(s)\n", failures);
-    return 1;
-  }
-  printf("test_dlpack: ok\n");
-  return 0;
+  WTEST_DONE();
 }
