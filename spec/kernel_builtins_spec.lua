@@ -365,20 +365,7 @@ describe("kernel random numbers", function()
 end)
 
 describe("kernel print", function()
-  -- run a script in a child process and return its stdout
-  local function run_child(code)
-    local path = os.tmpname()
-    local f = assert(io.open(path, "w"))
-    f:write("package.path = 'lua/?.lua;lua/?/init.lua;' .. package.path\n", code)
-    f:close()
-    local lib = os.getenv("WEFT_LIB")
-    local cmd = (lib and ("WEFT_LIB='" .. lib .. "' ") or "") .. "luajit " .. path .. " 2>&1"
-    local p = assert(io.popen(cmd))
-    local out = p:read("*a")
-    p:close()
-    os.remove(path)
-    return out
-  end
+  local run_child = dofile("spec/helpers/run_child.lua")
 
   it("prints scalars, vectors, strings and printf formats from a kernel", function()
     local out = run_child([[
@@ -393,7 +380,7 @@ describe("kernel print", function()
       io.stdout:flush()
     ]])
     assert.are.equal(
-      "value\t1.5\t7\t1\n" ..
+      "value\t1.5\t7\ttrue\n" ..
       "0: 1.500|    7|ff\n" ..
       "[1, 2.5, 3]\t-5\t200\t0.1\n", out)
   end)

@@ -140,13 +140,7 @@ function core_ir_has(k, types, s)
   return weft._core.ir(k:_module(types)):find(s, 1, true) ~= nil
 end
 
-local have_launch = weft.launch ~= nil
-
 describe("kernel front end: values", function()
-  if not have_launch then
-    pending("weft.launch is not available")
-    return
-  end
 
   it("arithmetic on floats and ints (int / truncates, % is Lua's)", function()
     local k = weft.kernel{ a = A(i32), b = A(i32), fo = A(f32), io = A(i32), function(a, b, fo, io)

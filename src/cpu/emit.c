@@ -1864,7 +1864,10 @@ static void scan_block(pscan *ps, const wf_block *bl, int64_t mult) {
       }
       ps->priv[p] = 0; /* read, written, viewed or passed on */
     }
-    int64_t m = in->op == WF_OP_FOR || in->op == WF_OP_WHILE ? mult * 16 : mult;
+    /* 16 per loop level, saturating (deep nests would overflow int64) */
+    int64_t m = (in->op == WF_OP_FOR || in->op == WF_OP_WHILE) && mult < ((int64_t)1 << 40)
+                    ? mult * 16
+                    : mult;
     for (int b = 0; b < in->nblocks; b++)
       scan_block(ps, in->blocks[b], m);
   }
@@ -2080,7 +2083,8 @@ static void emit_priv_call(E *e, LLVMValueRef F, LLVMValueRef fc, LLVMValueRef f
 static void count_cost(const wf_block *bl, int64_t mult, int64_t *acc) {
   for (const wf_inst *in = bl->first; in; in = in->next) {
     int64_t m = mult;
-    if (in->op == WF_OP_FOR || in->op == WF_OP_WHILE) m = mult * 16;
+    /* 16 per loop level, saturating (deep nests would overflow int64) */
+    if ((in->op == WF_OP_FOR || in->op == WF_OP_WHILE) && mult < ((int64_t)1 << 40)) m = mult * 16;
     if (in->op == WF_OP_PRINT) *acc += 2000 * mult;
     *acc += mult;
     for (int b = 0; b < in->nblocks; b++)

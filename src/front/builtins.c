@@ -49,7 +49,7 @@ static const wf_type *unify(wf_fstate *F, const char *name, int n, wf_rv *a, wf_
     if (a[i].kind == RV_VAL) {
       if (t && a[i].t != t) ERR(ae[i], "%s: arguments have different types: %s and %s", name, TN(t), TN(a[i].t));
       t = a[i].t;
-    } else if (a[i].kind != RV_LIT) {
+    } else if (!wf_lo_isnum(&a[i])) {
       wf_lo_value(F, &a[i], NULL, ae[i]);
     }
   }
@@ -82,8 +82,8 @@ static int unary_math(wf_fstate *F, const char *name, wf_op op, int float_only, 
                       wf_rv *out) {
   wf_rv a[1];
   getargs(F, name, call, 1, 1, a);
-  const wf_type *t = a[0].kind == RV_LIT ? t_f32(F) : NULL;
-  if (a[0].kind == RV_LIT && (op == WF_OP_ABS || op == WF_OP_SIGN) && a[0].isint) t = t_i32(F);
+  const wf_type *t = wf_lo_isnum(&a[0]) ? t_f32(F) : NULL;
+  if (wf_lo_isnum(&a[0]) && (op == WF_OP_ABS || op == WF_OP_SIGN) && a[0].isint) t = t_i32(F);
   wf_val v = val(F, &a[0], t, call->args[0]);
   t = wf_vtype(F->fn, v);
   const wf_type *st = scalar_of(t);
@@ -269,9 +269,19 @@ typedef struct pconv {
 
 /* Append the conversion for scalar v of type t and its (promoted or
 ** converted) vararg. A float printed with %d is converted to int64, an
-** integer printed with %f to float64, as the format asks. */
+** integer printed with %f to float64, as the format asks; a bool without
+** a conversion of the user's prints as true or false, with %d as 1 or 0. */
 static void print_scalar(wf_fstate *F, wf_val v, const wf_type *t, pconv pc, char **buf, size_t *len,
                          size_t *cap, wf_val *args, int *na) {
+  if (t->kind == WF_T_BOOL && !pc.conv) {
+    /* true / false as Lua's print shows them: both backends print a bool
+    ** given to %s as its Lua text (rtlib.c, cuda/emit.c) */
+    char f[48];
+    snprintf(f, sizeof f, "%%%ss", pc.spec);
+    args[(*na)++] = v;
+    fmt_append(F, buf, len, cap, f);
+    return;
+  }
   const wf_type *pt = t;
   wf_val pv = promote(F, v, &pt);
   char c = pc.conv;
@@ -423,7 +433,7 @@ static int do_rand(wf_fstate *F, const char *name, wf_expr *call, wf_rv *out) {
 
 /* An int32 value from an int argument (other int types are converted). */
 static wf_val int32_arg(wf_fstate *F, wf_rv *r, wf_expr *at, const char *name) {
-  if (r->kind == RV_LIT) return val(F, r, t_i32(F), at);
+  if (wf_lo_isnum(r)) return val(F, r, t_i32(F), at);
   wf_val v = val(F, r, NULL, at);
   const wf_type *t = wf_vtype(F->fn, v);
   if (t->kind != WF_T_INT) ERR(at, "%s expects an integer, got %s", name, TN(t));
@@ -545,9 +555,14 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     if (a[0].kind != RV_VAL || a[0].t->kind != WF_T_BOOL)
       ERR(call->args[0], "%s expects a bool condition, got %s", name,
           a[0].kind == RV_VAL ? TN(a[0].t) : "a number");
+    int warp = !strcmp(name, "select");
+    if (wf_lo_isnum(&a[1]) && wf_lo_isnum(&a[2])) {
+      /* two untyped numbers: weak, like `c and x or y` */
+      out[0] = wf_lo_weak_select(F, a[0].v, &a[warp ? 2 : 1], &a[warp ? 1 : 2]);
+      return 1;
+    }
     const wf_type *t = unify(F, name, 2, a + 1, call->args + 1, 0);
     wf_val x = val(F, &a[1], t, call->args[1]), y = val(F, &a[2], t, call->args[2]);
-    int warp = !strcmp(name, "select");
     out[0] = wf_lo_mkval(wf_b_op3(B, WF_OP_SELECT, t, a[0].v, warp ? y : x, warp ? x : y), t);
     return 1;
   }
@@ -833,11 +848,9 @@ int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out) {
       return 1;
     }
     if (n != 1) ERR(call, "%s expects 1 argument, got %d", tn, n);
-    if (a[0].kind == RV_LIT) {
-      double v = a[0].num;
-      if (t->kind == WF_T_INT) v = trunc(v);
-      if (t->kind == WF_T_BOOL) v = v != 0;
-      out[0] = wf_lo_mkval(wf_lo_const(F, t, v), t);
+    if (wf_lo_isnum(&a[0])) {
+      /* a literal (or `c and 1 or 0`) converted directly to t */
+      out[0] = wf_lo_mkval(wf_lo_num_cast(F, &a[0], t, call->args[0]), t);
       return 1;
     }
     wf_val v = val(F, &a[0], NULL, call->args[0]);

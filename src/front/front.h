@@ -134,6 +134,7 @@ struct wf_stmt {
   wf_block_ast *blocks;
   int has_else;
   wf_block_ast body; /* S_FORNUM, S_WHILE, S_REPEAT, S_DO */
+  struct wf_loopmemo *memo; /* loops: what the body changes, per incoming bindings (lower.c) */
 };
 
 typedef struct wf_funcast {

@@ -2,12 +2,15 @@
 ** lower.c -- typed lowering of the kernel AST into SSA IR.
 **
 ** Typing and emission happen in one walk: every expression lowers to a
-** wf_rv (a typed IR value, an untyped number literal, or a compile-time
-** Lua value such as a type or a builtin). Statements rebind locals (see
-** lower.h); `if` merges changed bindings through the if's results; loops
-** are lowered twice: once into a scratch block to learn which bindings the
-** body changes (and their types), then for real with those bindings carried
-** as block parameters.
+** wf_rv (a typed IR value, an untyped number literal or conditional of
+** literals, or a compile-time Lua value such as a type or a builtin).
+** Statements rebind locals (see lower.h); `if` merges changed bindings
+** through the if's results; a loop body is first probed (lowered into a
+** scratch block) to learn which bindings it changes (and their types), then
+** lowered for real with those bindings carried as block parameters. A loop
+** met during a probe is only probed itself, and probes are remembered per
+** loop and incoming binding types, so a nest of depth d costs O(d) body
+** lowerings in the usual case, not 2^d.
 **
 ** Early exits: `break` sets the loop's "(break)" flag and `return` sets
 ** "(ret)" (plus the return values); the statements after one that may exit
@@ -74,6 +77,7 @@ static int addvar(wf_fstate *F, const char *name, wf_val v, const wf_type *t) {
   x->t = t;
   x->is_param = 0;
   x->islit = 0;
+  x->weak = NULL;
   return F->nvars++;
 }
 
@@ -152,8 +156,10 @@ static int is_agg(const wf_type *t) {
 /* Materialize a literal as a constant of type t, checking it fits. */
 static wf_val lit_as(wf_fstate *F, wf_rv *r, const wf_type *t, wf_expr *at) {
   if (t->kind == WF_T_INT) {
-    if (r->num != floor(r->num))
+    if (!isfinite(r->num) || r->num != floor(r->num))
       ERR(at, "cannot use the number %g as %s (not an integer)", r->num, TN(t));
+    if (!(r->num >= -0x1p63 && r->num < 0x1p63))
+      ERR(at, "cannot use the number %g as %s (out of range)", r->num, TN(t));
     return wf_b_consti(&F->b, t, (int64_t)r->num);
   }
   if (t->kind == WF_T_FLOAT) return wf_b_constf(&F->b, t, r->num);
@@ -167,7 +173,7 @@ static const char *rvdesc(wf_fstate *F, wf_rv *r) {
   switch (r->kind) {
   case RV_NONE: return "no value";
   case RV_VAL: return TN(r->t);
-  case RV_LIT: return r->isint ? "a number" : "a number";
+  case RV_LIT: case RV_WEAK: return "a number";
   case RV_STR: return "a string";
   case RV_SHAPE: return "a shape";
   case RV_LUA:
@@ -179,6 +185,8 @@ static const char *rvdesc(wf_fstate *F, wf_rv *r) {
   return "?";
 }
 
+static wf_val weak_as(wf_fstate *F, const wf_weak *w, const wf_type *t, wf_expr *at);
+
 wf_val wf_lo_value(wf_fstate *F, wf_rv *r, const wf_type *want, wf_expr *at) {
   switch (r->kind) {
   case RV_VAL:
@@ -187,6 +195,11 @@ wf_val wf_lo_value(wf_fstate *F, wf_rv *r, const wf_type *want, wf_expr *at) {
   case RV_LIT:
     if (!want) want = r->isint ? t_i32(F) : t_f32(F);
     return lit_as(F, r, want, at);
+  case RV_WEAK:
+    if (!want) want = r->isint ? t_i32(F) : t_f32(F);
+    if (want->kind != WF_T_INT && want->kind != WF_T_FLOAT)
+      ERR(at, "cannot use a number as %s", TN(want));
+    return weak_as(F, r->weak, want, at);
   case RV_NONE: ERR(at, "expression has no value");
   case RV_STR: ERR(at, "strings are only supported as print's format argument");
   case RV_SHAPE: ERR(at, "x.shape must be indexed with a constant: x.shape[0]");
@@ -324,6 +337,227 @@ static wf_rv fold_lits(int op, wf_rv a, wf_rv b) {
   return mklit(r, isint);
 }
 
+/* ======================================================================
+** weak numbers: conditionals of literals (see wf_weak in lower.h)
+** ====================================================================== */
+#define WEAK_MAXLEAVES 64 /* folding literals leaf by leaf stops here */
+
+static wf_weak *weak_new(wf_fstate *F) {
+  wf_weak *w = wf_front_alloc(F->C, sizeof *w);
+  w->cond = WF_NOVAL;
+  w->dyn = WF_NOVAL;
+  w->loc = F->b.loc;
+  return w;
+}
+
+static const wf_weak *weak_leaf(wf_fstate *F, double num, int isint) {
+  wf_weak *w = weak_new(F);
+  w->num = num;
+  w->isint = isint;
+  w->integral = isfinite(num) && num == floor(num);
+  return w;
+}
+
+static const wf_weak *weak_node(wf_fstate *F, wf_val cond, const wf_weak *a, const wf_weak *b) {
+  wf_weak *w = weak_new(F);
+  w->cond = cond;
+  w->isint = a->isint && b->isint;
+  w->integral = a->integral && b->integral;
+  w->a = a;
+  w->b = b;
+  return w;
+}
+
+static const wf_weak *weak_dyn(wf_fstate *F, wf_val v, int isint, int integral) {
+  wf_weak *w = weak_new(F);
+  w->dyn = v;
+  w->isint = isint;
+  w->integral = integral;
+  return w;
+}
+
+/* a op b (b NULL for op 'n', negation), done at the type of the use. */
+static const wf_weak *weak_opnode(wf_fstate *F, int op, const wf_weak *a, const wf_weak *b) {
+  wf_weak *w = weak_new(F);
+  w->op = op;
+  w->a = a;
+  w->b = b;
+  int keeps = op == 'n' || op == '+' || op == '-' || op == '*' || op == '%';
+  w->isint = keeps && a->isint && (!b || b->isint);
+  w->integral = keeps && a->integral && (!b || b->integral);
+  return w;
+}
+
+/* The weak number of an RV_LIT or RV_WEAK. */
+static const wf_weak *weak_of(wf_fstate *F, const wf_rv *r) {
+  return r->kind == RV_WEAK ? r->weak : weak_leaf(F, r->num, r->isint);
+}
+
+static int weak_isleaf(const wf_weak *w) { return w->cond == WF_NOVAL && !w->op; }
+
+/* An expression result for w (a literal leaf is a plain RV_LIT). */
+static wf_rv weak_rv(const wf_weak *w) {
+  if (weak_isleaf(w) && w->dyn == WF_NOVAL) return mklit(w->num, w->isint);
+  wf_rv r;
+  memset(&r, 0, sizeof r);
+  r.kind = RV_WEAK;
+  r.weak = w;
+  r.isint = w->isint;
+  return r;
+}
+
+wf_rv wf_lo_weak_select(wf_fstate *F, wf_val cond, const wf_rv *x, const wf_rv *y) {
+  return weak_rv(weak_node(F, cond, weak_of(F, x), weak_of(F, y)));
+}
+
+/* Literal leaves under w when it is only conditionals of literals, else a
+** number above any limit. */
+static int weak_leaves(const wf_weak *w) {
+  if (w->op || w->dyn != WF_NOVAL) return WEAK_MAXLEAVES + 1;
+  if (w->cond == WF_NOVAL) return 1;
+  int n = weak_leaves(w->a) + weak_leaves(w->b);
+  return n > WEAK_MAXLEAVES ? WEAK_MAXLEAVES + 1 : n;
+}
+
+static int is_num_type(const wf_type *t) { return t->kind == WF_T_INT || t->kind == WF_T_FLOAT; }
+
+/* w as a value of scalar type t: SELECTs of constants of t, arithmetic
+** on dyn leaves done in t. */
+static wf_val weak_as1(wf_fstate *F, const wf_weak *w, const wf_type *t, wf_expr *at) {
+  if (w->cond != WF_NOVAL) {
+    wf_val a = weak_as1(F, w->a, t, at), b = weak_as1(F, w->b, t, at);
+    return wf_b_op3(&F->b, WF_OP_SELECT, t, w->cond, a, b);
+  }
+  if (!w->op && w->dyn == WF_NOVAL) {
+    wf_rv r = mklit(w->num, w->isint);
+    return lit_as(F, &r, t, at);
+  }
+  if (t->kind == WF_T_INT && !w->integral)
+    ERR(at, "cannot use a number that is not always an integer as %s", TN(t));
+  if (!is_num_type(t)) ERR(at, "cannot use a number as %s", TN(t));
+  if (w->op) {
+    wf_val a = weak_as1(F, w->a, t, at);
+    if (w->op == 'n') return wf_b_op1(&F->b, WF_OP_NEG, t, a);
+    wf_val b = weak_as1(F, w->b, t, at);
+    wf_rv r = wf_lo_arith(F, w->op, wf_lo_mkval(a, t), wf_lo_mkval(b, t), at);
+    if (r.t != t) ERR(at, "cannot use a number as %s", TN(t));
+    return r.v;
+  }
+  if (t == wf_vtype(F->fn, w->dyn)) return w->dyn;
+  return wf_b_op1(&F->b, WF_OP_CAST, t, w->dyn);
+}
+
+/* The ops that build a weak number where it is used carry the position
+** of the conditional (or arithmetic) that made it, not of the use. */
+static wf_loc weak_at(wf_fstate *F, const wf_weak *w) {
+  wf_loc saved = F->b.loc;
+  if (w->loc.line > 0) F->b.loc = w->loc;
+  return saved;
+}
+
+static wf_val weak_as(wf_fstate *F, const wf_weak *w, const wf_type *t, wf_expr *at) {
+  wf_loc saved = weak_at(F, w);
+  wf_val v = weak_as1(F, w, t, at);
+  F->b.loc = saved;
+  return v;
+}
+
+/* w as a bool (leaves are 0 or 1: folded comparisons). */
+static wf_val weak_bool1(wf_fstate *F, const wf_weak *w) {
+  if (w->cond == WF_NOVAL) return wf_b_consti(&F->b, t_bool(F), w->num != 0);
+  wf_val a = weak_bool1(F, w->a), b = weak_bool1(F, w->b);
+  return wf_b_op3(&F->b, WF_OP_SELECT, t_bool(F), w->cond, a, b);
+}
+
+static wf_val weak_bool(wf_fstate *F, const wf_weak *w) {
+  wf_loc saved = weak_at(F, w);
+  wf_val v = weak_bool1(F, w);
+  F->b.loc = saved;
+  return v;
+}
+
+int wf_lo_num_integral(const wf_rv *r) {
+  if (r->kind == RV_WEAK) return r->weak->integral;
+  return r->kind == RV_LIT && isfinite(r->num) && r->num == floor(r->num);
+}
+
+/* Convert as weft.T(x) does: truncate to ints, x ~= 0 for bool. */
+static wf_val weak_cast1(wf_fstate *F, const wf_weak *w, const wf_type *t, wf_expr *at) {
+  if (w->cond != WF_NOVAL) {
+    wf_val a = weak_cast1(F, w->a, t, at), b = weak_cast1(F, w->b, t, at);
+    return wf_b_op3(&F->b, WF_OP_SELECT, t, w->cond, a, b);
+  }
+  if (!w->op && w->dyn == WF_NOVAL) {
+    double v = w->num;
+    if (t->kind == WF_T_INT && !(v >= -0x1p63 && v < 0x1p63))
+      ERR(at, "cannot convert the number %g to %s", v, TN(t));
+    if (t->kind == WF_T_INT) v = trunc(v);
+    if (t->kind == WF_T_BOOL) v = v != 0;
+    return wf_lo_const(F, t, v);
+  }
+  if (t->kind == WF_T_FLOAT) return weak_as1(F, w, t, at);
+  /* through float64, which holds every literal exactly */
+  const wf_type *dt = wf_t_float(F->C->T, 64);
+  wf_val d = weak_as1(F, w, dt, at);
+  if (t->kind == WF_T_BOOL) return wf_b_op2(&F->b, WF_OP_NE, t, d, wf_b_constf(&F->b, dt, 0));
+  return wf_b_op1(&F->b, WF_OP_CAST, t, d);
+}
+
+wf_val wf_lo_num_cast(wf_fstate *F, const wf_rv *r, const wf_type *t, wf_expr *at) {
+  const wf_weak *w = weak_of(F, r);
+  wf_loc saved = weak_at(F, w);
+  wf_val v = weak_cast1(F, w, t, at);
+  F->b.loc = saved;
+  return v;
+}
+
+/* A comparison of two literals (bool as 0 or 1). */
+static wf_rv fold_cmp(int op, double x, double y) {
+  int r = 0;
+  switch (op) {
+  case TK_EQ: r = x == y; break;
+  case TK_NE: r = x != y; break;
+  case '<': r = x < y; break;
+  case TK_LE: r = x <= y; break;
+  case '>': r = x > y; break;
+  case TK_GE: r = x >= y; break;
+  }
+  return mklit(r, 1);
+}
+
+static int is_arith(int op) { return op && strchr("+-*/%^", op) != NULL; }
+
+/* a op b leaf by leaf (arithmetic, or a comparison giving 0/1 leaves) for
+** conditionals of literals (weak_leaves bounds the size). */
+static const wf_weak *weak_fold(wf_fstate *F, int op, const wf_weak *a, const wf_weak *b) {
+  if (a->cond != WF_NOVAL || b->cond != WF_NOVAL) {
+    const wf_weak *n = a->cond != WF_NOVAL ? a : b;
+    const wf_weak *x = weak_fold(F, op, n == a ? a->a : a, n == b ? b->a : b);
+    const wf_weak *y = weak_fold(F, op, n == a ? a->b : a, n == b ? b->b : b);
+    return weak_node(F, n->cond, x, y);
+  }
+  wf_rv r = is_arith(op) ? fold_lits(op, mklit(a->num, a->isint), mklit(b->num, b->isint))
+                         : fold_cmp(op, a->num, b->num);
+  return weak_leaf(F, r.num, r.isint);
+}
+
+/* a op b for two untyped numbers, one of them weak: folded when small,
+** else (arithmetic) an op done at the type of the use; NULL for a
+** comparison that cannot be folded. */
+static const wf_weak *weak_binop(wf_fstate *F, int op, const wf_rv *a, const wf_rv *b) {
+  const wf_weak *wa = weak_of(F, a), *wb = weak_of(F, b);
+  int na = weak_leaves(wa), nb = weak_leaves(wb);
+  if (na <= WEAK_MAXLEAVES && nb <= WEAK_MAXLEAVES && na * nb <= WEAK_MAXLEAVES)
+    return weak_fold(F, op, wa, wb);
+  return is_arith(op) ? weak_opnode(F, op, wa, wb) : NULL;
+}
+
+static const wf_weak *weak_neg(wf_fstate *F, const wf_weak *w) {
+  if (weak_leaves(w) > WEAK_MAXLEAVES) return weak_opnode(F, 'n', w, NULL);
+  if (w->cond != WF_NOVAL) return weak_node(F, w->cond, weak_neg(F, w->a), weak_neg(F, w->b));
+  return weak_leaf(F, -w->num, w->isint);
+}
+
 static wf_op arith_op(int op) {
   switch (op) {
   case '+': return WF_OP_ADD;
@@ -343,8 +577,10 @@ static const wf_type *pow_type(wf_fstate *F, const wf_type *t) {
 
 wf_rv wf_lo_arith(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at) {
   if (a.kind == RV_LIT && b.kind == RV_LIT) return fold_lits(op, a, b);
-  if (a.kind != RV_LIT && a.kind != RV_VAL) wf_lo_value(F, &a, NULL, at);
-  if (b.kind != RV_LIT && b.kind != RV_VAL) wf_lo_value(F, &b, NULL, at);
+  /* a weak number stays weak: `(c and 1 or 0) * 0.5` */
+  if (wf_lo_isnum(&a) && wf_lo_isnum(&b)) return weak_rv(weak_binop(F, op, &a, &b));
+  if (!wf_lo_isnum(&a) && a.kind != RV_VAL) wf_lo_value(F, &a, NULL, at);
+  if (!wf_lo_isnum(&b) && b.kind != RV_VAL) wf_lo_value(F, &b, NULL, at);
   const wf_type *ta = a.kind == RV_VAL ? a.t : NULL, *tb = b.kind == RV_VAL ? b.t : NULL;
   /* scalar op scalar (a literal adapts to the typed side) */
   const wf_type *sa = ta ? ta : tb, *sb = tb ? tb : ta;
@@ -355,8 +591,8 @@ wf_rv wf_lo_arith(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at) {
       /* a float power: a literal operand is taken as the float type
       ** directly (`i ^ 0.5` on an int), typed ints are converted */
       const wf_type *ft = pow_type(F, sa);
-      wf_val va = a.kind == RV_LIT ? lit_as(F, &a, ft, at) : a.v;
-      wf_val vb = b.kind == RV_LIT ? lit_as(F, &b, ft, at) : b.v;
+      wf_val va = wf_lo_isnum(&a) ? wf_lo_value(F, &a, ft, at) : a.v;
+      wf_val vb = wf_lo_isnum(&b) ? wf_lo_value(F, &b, ft, at) : b.v;
       if (a.kind == RV_VAL && ft != sa) va = wf_b_op1(&F->b, WF_OP_CAST, ft, va);
       if (b.kind == RV_VAL && ft != sa) vb = wf_b_op1(&F->b, WF_OP_CAST, ft, vb);
       return wf_lo_mkval(wf_b_op2(&F->b, WF_OP_POW, ft, va, vb), ft);
@@ -412,8 +648,16 @@ static wf_rv compare(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at) {
     }
     return wf_lo_mkval(wf_b_consti(&F->b, t_bool(F), r), t_bool(F));
   }
-  if (a.kind != RV_LIT && a.kind != RV_VAL) wf_lo_value(F, &a, NULL, at);
-  if (b.kind != RV_LIT && b.kind != RV_VAL) wf_lo_value(F, &b, NULL, at);
+  if (wf_lo_isnum(&a) && wf_lo_isnum(&b)) {
+    /* compared leaf by leaf, in double precision as Lua would */
+    const wf_weak *w = weak_binop(F, op, &a, &b);
+    if (w) return wf_lo_mkval(weak_bool(F, w), t_bool(F));
+    /* in float64, which holds every literal exactly, as Lua compares */
+    const wf_type *dt = wf_t_float(F->C->T, 64);
+    a = wf_lo_mkval(wf_lo_value(F, &a, dt, at), dt);
+  }
+  if (!wf_lo_isnum(&a) && a.kind != RV_VAL) wf_lo_value(F, &a, NULL, at);
+  if (!wf_lo_isnum(&b) && b.kind != RV_VAL) wf_lo_value(F, &b, NULL, at);
   const wf_type *t = a.kind == RV_VAL ? a.t : b.t;
   const wf_type *ta = a.kind == RV_VAL ? a.t : NULL, *tb = b.kind == RV_VAL ? b.t : NULL;
   if (ta && tb && ta != tb) ERR(at, "cannot compare %s and %s", TN(ta), TN(tb));
@@ -434,8 +678,8 @@ static wf_rv compare(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at) {
 
 static wf_val as_bool(wf_fstate *F, wf_rv r, wf_expr *at, const char *what) {
   if (r.kind == RV_VAL && r.t->kind == WF_T_BOOL) return r.v;
-  if (r.kind == RV_VAL || r.kind == RV_LIT)
-    ERR(at, "%s must be a bool, got %s", what, r.kind == RV_LIT ? "a number" : TN(r.t));
+  if (r.kind == RV_VAL || wf_lo_isnum(&r))
+    ERR(at, "%s must be a bool, got %s", what, r.kind == RV_VAL ? TN(r.t) : "a number");
   return wf_lo_value(F, &r, t_bool(F), at);
 }
 
@@ -455,6 +699,20 @@ static wf_val undef_of(wf_fstate *F, const wf_type *t) {
 ** literal as a constant of t, or undef when it never got a value. */
 static wf_val var_value(wf_fstate *F, wf_var *x, const wf_type *t) {
   if (x->v != WF_NOVAL) return x->v;
+  if (x->islit && x->weak) {
+    if (t->kind == WF_T_INT && !x->weak->integral)
+      wf_lo_err(F, F->b.loc.line, F->b.loc.col,
+                "local '%s' holds a number that is not always an integer here but %s elsewhere",
+                x->name, TN(t));
+    if (t->kind != WF_T_INT && t->kind != WF_T_FLOAT)
+      wf_lo_err(F, F->b.loc.line, F->b.loc.col, "local '%s' holds a number here but %s elsewhere",
+                x->name, TN(t));
+    wf_expr here;
+    memset(&here, 0, sizeof here);
+    here.line = F->b.loc.line;
+    here.col = F->b.loc.col;
+    return weak_as(F, x->weak, t, &here);
+  }
   if (x->islit) {
     if (t->kind == WF_T_INT && x->num != floor(x->num))
       wf_lo_err(F, F->b.loc.line, F->b.loc.col, "local '%s' holds the number %g here but %s elsewhere",
@@ -501,6 +759,7 @@ static wf_rv emit_if(wf_fstate *F, wf_val cond, branch_fn thenf, void *targ, bra
   wf_block *be = lower_branch(F, elsef, earg, s0, &se, want_value ? &ev : NULL);
   /* result type of the value */
   const wf_type *vt = NULL;
+  int weak = 0;
   if (want_value) {
     if (tv.kind == RV_VAL) vt = tv.t;
     if (ev.kind == RV_VAL) {
@@ -508,12 +767,21 @@ static wf_rv emit_if(wf_fstate *F, wf_val cond, branch_fn thenf, void *targ, bra
         ERR(at, "the two branches give different types: %s and %s", TN(vt), TN(ev.t));
       vt = ev.t;
     }
-    if (!vt && tv.kind == RV_LIT && ev.kind == RV_LIT)
-      vt = (tv.isint && ev.isint) ? t_i32(F) : t_f32(F);
-    if (!vt) {
-      wf_rv *bad = (tv.kind != RV_VAL && tv.kind != RV_LIT) ? &tv : &ev;
+    if (!vt && wf_lo_isnum(&tv) && wf_lo_isnum(&ev)) {
+      if (want_value == 2) {
+        /* a weak value (see wf_weak): two literals need no result; else
+        ** the branches yield the number as float64, exact for literals */
+        weak = tv.kind == RV_LIT && ev.kind == RV_LIT ? 1 : 2;
+        vt = weak == 2 ? wf_t_float(F->C->T, 64) : NULL;
+      } else {
+        vt = (tv.isint && ev.isint) ? t_i32(F) : t_f32(F);
+      }
+    }
+    if (!vt && !weak) {
+      wf_rv *bad = (tv.kind != RV_VAL && !wf_lo_isnum(&tv)) ? &tv : &ev;
       wf_lo_value(F, bad, NULL, at);
     }
+    if (weak == 1) want_value = 0;
   }
   /* bindings changed in either branch */
   int nm = 0;
@@ -556,9 +824,15 @@ static wf_rv emit_if(wf_fstate *F, wf_val cond, branch_fn thenf, void *targ, bra
     F->vars[idx[j]].v = in->res[off + j];
     F->vars[idx[j]].t = types[off + j];
     F->vars[idx[j]].islit = 0;
+    F->vars[idx[j]].weak = NULL;
   }
   wf_rv r;
   memset(&r, 0, sizeof r);
+  if (weak) F->b.loc = (wf_loc){at->line, at->col};
+  if (weak == 1) return weak_rv(weak_node(F, cond, weak_of(F, &tv), weak_of(F, &ev)));
+  if (weak == 2)
+    return weak_rv(weak_dyn(F, in->res[0], tv.isint && ev.isint,
+                            wf_lo_num_integral(&tv) && wf_lo_num_integral(&ev)));
   if (want_value) r = wf_lo_mkval(in->res[0], vt);
   return r;
 }
@@ -611,6 +885,12 @@ static wf_rv lower_andor(wf_fstate *F, wf_expr *e) {
       wf_rv x = wf_lo_expr(F, e->a->b);
       if (!(x.kind == RV_VAL && x.t->kind == WF_T_BOOL)) {
         wf_rv y = wf_lo_expr(F, e->b);
+        /* two untyped numbers: a weak number that takes its type from
+        ** where it is used, as a literal does */
+        if (wf_lo_isnum(&x) && wf_lo_isnum(&y)) {
+          F->b.loc = (wf_loc){e->line, e->col};
+          return wf_lo_weak_select(F, cv, &x, &y);
+        }
         const wf_type *t = x.kind == RV_VAL ? x.t : y.kind == RV_VAL ? y.t : NULL;
         if (x.kind == RV_VAL && y.kind == RV_VAL && x.t != y.t)
           ERR(e, "'c and x or y' gives different types: %s and %s", TN(x.t), TN(y.t));
@@ -641,7 +921,7 @@ static wf_rv lower_andor(wf_fstate *F, wf_expr *e) {
       restore_snap(F, s0);
     }
     if (!(probe.kind == RV_VAL && probe.t->kind == WF_T_BOOL))
-      return emit_if(F, cv, br_expr, e->a->b, br_expr, e->b, 1, e);
+      return emit_if(F, cv, br_expr, e->a->b, br_expr, e->b, 2, e);
     wf_rv ab = emit_if(F, cv, br_boolexpr, e->a->b, br_false, NULL, 1, e->a);
     return emit_if(F, ab.v, br_true, NULL, br_boolexpr, e->b, 1, e);
   }
@@ -664,6 +944,10 @@ wf_val wf_lo_index_key(wf_fstate *F, wf_rv k, wf_expr *at) {
   if (k.kind == RV_LIT) {
     if (!k.isint && k.num != floor(k.num)) ERR(at, "index must be an integer, got %g", k.num);
     return wf_b_consti(&F->b, t_i32(F), (int64_t)k.num);
+  }
+  if (k.kind == RV_WEAK) {
+    if (!k.weak->integral) ERR(at, "index must be an integer, got a number that may not be one");
+    return wf_lo_value(F, &k, t_i32(F), at);
   }
   if (k.kind != RV_VAL) wf_lo_value(F, &k, NULL, at);
   if (k.t->kind != WF_T_INT) ERR(at, "index must be an integer, got %s", TN(k.t));
@@ -836,7 +1120,7 @@ wf_rv wf_lo_expr(wf_fstate *F, wf_expr *e) {
     int vi = wf_lo_findvar(F, e->name);
     if (vi >= 0) {
       wf_var *x = &F->vars[vi];
-      if (x->islit) return mklit(x->num, x->litint);
+      if (x->islit) return x->weak ? weak_rv(x->weak) : mklit(x->num, x->litint);
       if (x->v == WF_NOVAL) ERR(e, "local '%s' is used before it has a value", e->name);
       return wf_lo_mkval(x->v, x->t);
     }
@@ -873,6 +1157,7 @@ wf_rv wf_lo_expr(wf_fstate *F, wf_expr *e) {
     F->b.loc = (wf_loc){e->line, e->col};
     if (e->op == '-') {
       if (a.kind == RV_LIT) return mklit(-a.num, a.isint);
+      if (a.kind == RV_WEAK) return weak_rv(weak_neg(F, a.weak));
       wf_val v = wf_lo_value(F, &a, NULL, e->a);
       if (a.t->kind == WF_T_BOOL || a.t->kind == WF_T_ARRAY || a.t->kind == WF_T_STRUCT ||
           a.t->kind == WF_T_RNG)
@@ -947,6 +1232,7 @@ void wf_lo_assign_var(wf_fstate *F, int vi, wf_rv r, wf_expr *at) {
   if (!x->t) x->t = wf_vtype(F->fn, v);
   F->vars[vi].v = v;
   F->vars[vi].islit = 0;
+  F->vars[vi].weak = NULL;
 }
 
 /* Rebuild aggregate `agg` of type t with component c (const or dynamic
@@ -1122,12 +1408,13 @@ static void lower_local(wf_fstate *F, wf_stmt *s) {
       if (vals[i].kind == RV_LUA)
         wf_lo_err(F, src->line, src->col, "local '%s' cannot hold %s", s->names[i],
                   rvdesc(F, &vals[i]));
-      if (vals[i].kind == RV_LIT) {
-        /* an untyped literal local (see wf_var) */
+      if (wf_lo_isnum(&vals[i])) {
+        /* an untyped literal local (see wf_var), possibly weak */
         int vi = addvar(F, s->names[i], WF_NOVAL, NULL);
         F->vars[vi].islit = 1;
         F->vars[vi].litint = vals[i].isint;
         F->vars[vi].num = vals[i].num;
+        F->vars[vi].weak = vals[i].kind == RV_WEAK ? vals[i].weak : NULL;
         continue;
       }
       v = wf_lo_value(F, &vals[i], NULL, src);
@@ -1183,35 +1470,191 @@ static wf_rv br_ifchain(wf_fstate *F, void *arg) {
 
 /* ---- loops ---- */
 
-/* Pass 1: lower body() into a scratch block; report which of the vars
-** [0, n) it changes (their types are left in types[]), and whether it
-** may break or return. Restores all state. */
+/* What a loop body does to the bindings visible before it: the vars it
+** changes (idx[], their types after the body in types[]), whether it may
+** break or return, and how many return statements it lowers (nreturns
+** grows by that much whenever the loop is lowered). idx and types have
+** room for every var visible at the loop (cap). */
+typedef struct loopinfo {
+  int n, cap;
+  int *idx;
+  const wf_type **types;
+  int exits, dret;
+} loopinfo;
+
+/* What a probe depends on, per visible var: its type, its literal state
+** and which earlier var holds the same SSA value (a body "changes" a var
+** when its value differs afterwards), but not the values themselves. So
+** the probe of an inner loop made while probing the enclosing one also
+** serves the enclosing loop's real lowering, where the carried vars are
+** block parameters of the same types: each body of a nest is lowered a
+** bounded number of times instead of twice per nesting level. */
+typedef struct sigvar {
+  const wf_type *t;
+  const wf_weak *weak;
+  double num;
+  int flags; /* 1 literal, 2 integer literal, 4 no value, 8 parameter */
+  int alias; /* the first var holding the same value, or -1 */
+} sigvar;
+
+struct wf_loopmemo {
+  wf_fstate *F;
+  int nsig;
+  sigvar *sig;
+  loopinfo li;
+  struct wf_loopmemo *next;
+};
+
+static sigvar *loop_sig(wf_fstate *F) {
+  int n = F->nvars;
+  sigvar *sg = wf_front_alloc(F->C, sizeof(sigvar) * (size_t)(n ? n : 1));
+  /* first var holding each value: an open-addressing table of var indices */
+  int hn = 16;
+  while (hn < 2 * n) hn *= 2;
+  int *h = wf_front_alloc(F->C, sizeof(int) * (size_t)hn);
+  for (int k = 0; k < hn; k++) h[k] = -1;
+  for (int i = 0; i < n; i++) {
+    wf_var *x = &F->vars[i];
+    sg[i].t = x->t;
+    sg[i].weak = x->islit ? x->weak : NULL;
+    sg[i].num = x->islit ? x->num : 0;
+    sg[i].flags = (x->islit ? 1 : 0) | (x->islit && x->litint ? 2 : 0) |
+                  (x->v == WF_NOVAL ? 4 : 0) | (x->is_param ? 8 : 0);
+    sg[i].alias = -1;
+    if (x->v == WF_NOVAL) continue;
+    unsigned k = ((unsigned)x->v * 2654435761u) & (unsigned)(hn - 1);
+    while (h[k] >= 0 && F->vars[h[k]].v != x->v) k = (k + 1) & (unsigned)(hn - 1);
+    if (h[k] >= 0) sg[i].alias = h[k];
+    else h[k] = i;
+  }
+  return sg;
+}
+
+/* Same shape and leaves (the conditions' values do not matter). */
+static int weak_same(const wf_weak *a, const wf_weak *b) {
+  if (!a || !b) return a == b;
+  if ((a->cond == WF_NOVAL) != (b->cond == WF_NOVAL)) return 0;
+  if (a->op != b->op) return 0;
+  if (a->cond == WF_NOVAL && !a->op)
+    return (a->dyn == WF_NOVAL) == (b->dyn == WF_NOVAL) && a->isint == b->isint &&
+           a->integral == b->integral && !memcmp(&a->num, &b->num, sizeof a->num);
+  return weak_same(a->a, b->a) && weak_same(a->b, b->b);
+}
+
+static int sig_same(const sigvar *a, int na, const sigvar *b, int nb) {
+  if (na != nb) return 0;
+  for (int i = 0; i < na; i++)
+    if (a[i].t != b[i].t || a[i].flags != b[i].flags || a[i].alias != b[i].alias ||
+        memcmp(&a[i].num, &b[i].num, sizeof a[i].num) || !weak_same(a[i].weak, b[i].weak))
+      return 0;
+  return 1;
+}
+
 typedef void (*loop_body_fn)(wf_fstate *F, void *arg, wf_val iv);
 
-static int probe_loop(wf_fstate *F, loop_body_fn body, void *arg, const wf_type *ivt, int *idx,
-                      const wf_type **types, int *exits) {
+/* Lower body() into a scratch block with the current bindings and fill li
+** with what it changed. Restores all state. Loops met inside are not
+** lowered for real (F->probing): only their effect is applied. */
+static void probe_loop(wf_fstate *F, loop_body_fn body, void *arg, const wf_type *ivt,
+                       loopinfo *li) {
   snap s0 = take_snap(F);
   int nb = F->nbreaks, nr = F->nreturns;
   wf_block *scratch = wf_b_newblock(F->fn, ivt ? 1 : 0, ivt ? &ivt : NULL);
   wf_block *saved = F->b.block;
   wf_loc loc = F->b.loc;
   F->b.block = scratch;
+  F->probing++;
   body(F, arg, ivt ? scratch->params[0] : WF_NOVAL);
+  F->probing--;
   F->nvars = s0.n;
-  int n = 0;
+  li->cap = s0.n + 1;
+  li->idx = wf_front_alloc(F->C, sizeof(int) * (size_t)li->cap);
+  li->types = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)li->cap);
+  li->n = 0;
   for (int i = 0; i < s0.n; i++)
     if (F->vars[i].v != s0.v[i].v) {
-      idx[n] = i;
-      types[n] = F->vars[i].t;
-      n++;
+      li->idx[li->n] = i;
+      li->types[li->n] = F->vars[i].t;
+      li->n++;
     }
-  *exits = F->nbreaks != nb || F->nreturns != nr;
+  li->exits = F->nbreaks != nb || F->nreturns != nr;
+  li->dret = F->nreturns - nr;
   restore_snap(F, s0);
   F->nbreaks = nb;
   F->nreturns = nr;
   F->b.block = saved;
   F->b.loc = loc;
-  return n;
+}
+
+/* What loop statement s changes from the current bindings: remembered
+** from an earlier probe with the same signature, else probed now. li gets
+** its own arrays (the real lowering may add to them). */
+static void loop_info(wf_fstate *F, wf_stmt *s, loop_body_fn body, void *arg, const wf_type *ivt,
+                      loopinfo *li) {
+  sigvar *sg = loop_sig(F);
+  struct wf_loopmemo *m;
+  for (m = s->memo; m; m = m->next)
+    if (m->F == F && sig_same(m->sig, m->nsig, sg, F->nvars)) break;
+  if (!m) {
+    m = wf_front_alloc(F->C, sizeof *m);
+    m->F = F;
+    m->nsig = F->nvars;
+    m->sig = sg;
+    probe_loop(F, body, arg, ivt, &m->li);
+    m->next = s->memo;
+    s->memo = m;
+  }
+  *li = m->li;
+  li->cap = F->nvars + 1;
+  li->idx = wf_front_alloc(F->C, sizeof(int) * (size_t)li->cap);
+  li->types = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)li->cap);
+  memcpy(li->idx, m->li.idx, sizeof(int) * (size_t)m->li.n);
+  memcpy(li->types, m->li.types, sizeof(wf_type *) * (size_t)m->li.n);
+}
+
+/* While an enclosing loop is probed, a loop only needs its effect: the
+** vars it changes hold values of their new types after it. */
+static void loop_effect(wf_fstate *F, const loopinfo *li) {
+  for (int j = 0; j < li->n; j++) {
+    wf_var *x = &F->vars[li->idx[j]];
+    x->v = undef_of(F, li->types[j]);
+    x->t = li->types[j];
+    x->islit = 0;
+    x->weak = NULL;
+  }
+  F->nreturns += li->dret;
+}
+
+/* Index of a var in idx[], or -1. */
+static int find_idx(int n, const int *idx, int vi) {
+  for (int j = 0; j < n; j++)
+    if (idx[j] == vi) return j;
+  return -1;
+}
+
+/* Check a real lowering against its probe: vars the body changed that are
+** not carried (a probe sees two vars holding one value where the real
+** bindings are two block parameters, and `a = b` then changes a only for
+** real) are added to li. Returns how many; the caller lowers again. */
+static int extra_changes(wf_fstate *F, snap entry, loopinfo *li) {
+  int added = 0;
+  for (int i = 0; i < entry.n; i++) {
+    if (F->vars[i].v == entry.v[i].v || find_idx(li->n, li->idx, i) >= 0) continue;
+    if (li->n >= li->cap) break; /* cannot happen: cap > entry.n */
+    li->idx[li->n] = i;
+    li->types[li->n] = F->vars[i].t;
+    li->n++;
+    added++;
+  }
+  return added;
+}
+
+/* After lowering a loop region: extra_changes, and when it added locals,
+** back to the block outside (the caller then lowers the loop again). */
+static int region_changed(wf_fstate *F, snap entry, loopinfo *li, wf_block *saved) {
+  int extra = extra_changes(F, entry, li);
+  if (extra) F->b.block = saved;
+  return extra;
 }
 
 typedef struct forarg {
@@ -1276,47 +1719,125 @@ static void repeat_body(wf_fstate *F, void *arg, wf_val iv) {
   repeat_until(F, ((whilearg *)arg)->s, 0);
 }
 
-/* Create the loop-carried bookkeeping: the initial values of idx[]. */
-static void carried_inits(wf_fstate *F, int n, const int *idx, const wf_type **types, wf_val *out) {
-  for (int j = 0; j < n; j++) {
-    wf_var *x = &F->vars[idx[j]];
-    out[j] = var_value(F, x, types[j]);
+/* The values of the carried vars (initial values before the loop, yielded
+** values at the end of a block). */
+static void current_vals(wf_fstate *F, const loopinfo *li, wf_val *out) {
+  for (int j = 0; j < li->n; j++) out[j] = var_value(F, &F->vars[li->idx[j]], li->types[j]);
+}
+
+/* The carried vars take the values vals[0..n) (typed values, no longer
+** literals). */
+static void bind_vals(wf_fstate *F, const wf_val *vals, const loopinfo *li) {
+  for (int j = 0; j < li->n; j++) {
+    wf_var *x = &F->vars[li->idx[j]];
+    x->v = vals[j];
+    x->t = li->types[j];
+    x->islit = 0;
+    x->weak = NULL;
   }
 }
 
-static void bind_params(wf_fstate *F, wf_block *blk, int off, int n, const int *idx,
-                        const wf_type **types) {
-  for (int j = 0; j < n; j++) {
-    F->vars[idx[j]].v = blk->params[off + j];
-    F->vars[idx[j]].t = types[j];
-    F->vars[idx[j]].islit = 0;
-  }
+/* In a loop block: the carried vars are its parameters from off on. */
+static void bind_params(wf_fstate *F, wf_block *blk, int off, const loopinfo *li) {
+  bind_vals(F, blk->params + off, li);
 }
 
-static void current_vals(wf_fstate *F, int n, const int *idx, const wf_type **types, wf_val *out) {
-  for (int j = 0; j < n; j++) {
-    wf_var *x = &F->vars[idx[j]];
-    out[j] = var_value(F, x, types[j]);
-  }
-}
-
-/* Index of a var in idx[], or -1. */
-static int find_idx(int n, const int *idx, int vi) {
-  for (int j = 0; j < n; j++)
-    if (idx[j] == vi) return j;
-  return -1;
+/* After the loop: the carried vars hold its results from res[off] on. */
+static void bind_results(wf_fstate *F, wf_inst *in, int off, const loopinfo *li) {
+  bind_vals(F, in->res + off, li);
 }
 
 /* exit test: brk or ret, from the carried flags */
-static wf_val exit_flag(wf_fstate *F, int n, const int *idx) {
+static wf_val exit_flag(wf_fstate *F, const loopinfo *li) {
   const wf_type *bt = t_bool(F);
   wf_val c = WF_NOVAL;
-  if (find_idx(n, idx, F->brk) >= 0) c = F->vars[F->brk].v;
-  if (find_idx(n, idx, F->retflag) >= 0) {
+  if (find_idx(li->n, li->idx, F->brk) >= 0) c = F->vars[F->brk].v;
+  if (find_idx(li->n, li->idx, F->retflag) >= 0) {
     wf_val r = F->vars[F->retflag].v;
     c = c == WF_NOVAL ? r : wf_b_op2(&F->b, WF_OP_BOR, bt, c, r);
   }
   return c;
+}
+
+/* The real lowering of a numeric for: a FOR op, or a WHILE carrying the
+** induction variable when the body may exit. Returns 0 when done, else
+** the number of vars added to li (nothing was linked; lower again). */
+static int for_real(wf_fstate *F, forarg *fa, const wf_type *t, const wf_val *bv, int stepsign,
+                    loopinfo *li, snap entry) {
+  wf_stmt *s = fa->s;
+  int n = li->n;
+  wf_val *inits = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 4));
+  const wf_type **ptypes = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(n + 1));
+  ptypes[0] = t;
+  for (int j = 0; j < n; j++) ptypes[1 + j] = li->types[j];
+  wf_block *saved = F->b.block;
+  if (!li->exits) {
+    inits[0] = bv[0];
+    inits[1] = bv[1];
+    inits[2] = bv[2];
+    current_vals(F, li, inits + 3);
+    wf_block *body = wf_b_newblock(F->fn, n + 1, ptypes);
+    F->b.block = body;
+    bind_params(F, body, 1, li);
+    for_body(F, fa, body->params[0]);
+    int extra = region_changed(F, entry, li, saved);
+    if (extra) return extra;
+    wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
+    current_vals(F, li, ys);
+    F->b.loc = (wf_loc){s->line, s->col};
+    wf_b_inst(&F->b, WF_OP_YIELD, n, ys, 0, NULL, 0);
+    F->b.block = saved;
+    wf_inst *in = wf_b_inst(&F->b, WF_OP_FOR, n + 3, inits, n, li->types, 1);
+    in->blocks[0] = body;
+    body->parent = in;
+    bind_results(F, in, 0, li);
+    return 0;
+  }
+  /* while form: carried (i, vars...) */
+  inits[0] = bv[0];
+  current_vals(F, li, inits + 1);
+  const wf_type *bt = t_bool(F);
+  /* before: condition */
+  wf_block *before = wf_b_newblock(F->fn, n + 1, ptypes);
+  F->b.block = before;
+  bind_params(F, before, 1, li);
+  wf_val iv = before->params[0];
+  wf_val inrange;
+  if (stepsign > 0) inrange = wf_b_op2(&F->b, WF_OP_LE, bt, iv, bv[1]);
+  else if (stepsign < 0) inrange = wf_b_op2(&F->b, WF_OP_GE, bt, iv, bv[1]);
+  else {
+    wf_val pos = wf_b_op2(&F->b, WF_OP_GT, bt, bv[2], wf_lo_const(F, t, 0));
+    inrange = wf_b_op3(&F->b, WF_OP_SELECT, bt, pos, wf_b_op2(&F->b, WF_OP_LE, bt, iv, bv[1]),
+                       wf_b_op2(&F->b, WF_OP_GE, bt, iv, bv[1]));
+  }
+  wf_val ex = exit_flag(F, li);
+  if (ex != WF_NOVAL)
+    inrange = wf_b_op2(&F->b, WF_OP_BAND, bt, inrange, wf_b_op1(&F->b, WF_OP_NOT, bt, ex));
+  wf_val *cargs = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 2));
+  cargs[0] = inrange;
+  cargs[1] = iv;
+  current_vals(F, li, cargs + 2);
+  wf_b_inst(&F->b, WF_OP_COND, n + 2, cargs, 0, NULL, 0);
+  /* after: body, then i + step */
+  wf_block *after = wf_b_newblock(F->fn, n + 1, ptypes);
+  F->b.block = after;
+  bind_params(F, after, 1, li);
+  for_body(F, fa, after->params[0]);
+  int extra = region_changed(F, entry, li, saved);
+  if (extra) return extra;
+  F->b.loc = (wf_loc){s->line, s->col};
+  wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
+  ys[0] = wf_b_op2(&F->b, WF_OP_ADD, t, after->params[0], bv[2]);
+  current_vals(F, li, ys + 1);
+  wf_b_inst(&F->b, WF_OP_YIELD, n + 1, ys, 0, NULL, 0);
+  F->b.block = saved;
+  wf_inst *in = wf_b_inst(&F->b, WF_OP_WHILE, n + 1, inits, n + 1, ptypes, 2);
+  in->blocks[0] = before;
+  in->blocks[1] = after;
+  before->parent = in;
+  after->parent = in;
+  bind_results(F, in, 1, li);
+  return 0;
 }
 
 static void lower_for(wf_fstate *F, wf_stmt *s) {
@@ -1347,116 +1868,40 @@ static void lower_for(wf_fstate *F, wf_stmt *s) {
   int saved_brk = F->brk;
   int scope = F->nvars;
   F->brk = addvar(F, "(break)", wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
-  int nv = F->nvars;
-  int *idx = wf_front_alloc(F->C, sizeof(int) * (size_t)(nv + 1));
-  const wf_type **types = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(nv + 2));
   forarg fa = {s};
-  int exits;
-  int n = probe_loop(F, for_body, &fa, t, idx, types, &exits);
-  wf_val *inits = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 4));
+  loopinfo li;
+  loop_info(F, s, for_body, &fa, t, &li);
   int nb0 = F->nbreaks;
-  if (!exits) {
-    inits[0] = bv[0];
-    inits[1] = bv[1];
-    inits[2] = bv[2];
-    carried_inits(F, n, idx, types, inits + 3);
-    const wf_type **ptypes = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(n + 1));
-    ptypes[0] = t;
-    for (int j = 0; j < n; j++) ptypes[1 + j] = types[j];
-    wf_block *body = wf_b_newblock(F->fn, n + 1, ptypes);
-    wf_block *saved = F->b.block;
-    F->b.block = body;
-    bind_params(F, body, 1, n, idx, types);
-    for_body(F, &fa, body->params[0]);
-    wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
-    current_vals(F, n, idx, types, ys);
-    F->b.loc = (wf_loc){s->line, s->col};
-    wf_b_inst(&F->b, WF_OP_YIELD, n, ys, 0, NULL, 0);
-    F->b.block = saved;
-    wf_inst *in = wf_b_inst(&F->b, WF_OP_FOR, n + 3, inits, n, types, 1);
-    in->blocks[0] = body;
-    body->parent = in;
-    for (int j = 0; j < n; j++) F->vars[idx[j]].v = in->res[j];
+  if (F->probing) {
+    loop_effect(F, &li);
   } else {
-    /* while form: carried (i, vars...) */
-    inits[0] = bv[0];
-    carried_inits(F, n, idx, types, inits + 1);
-    const wf_type **ptypes = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(n + 1));
-    ptypes[0] = t;
-    for (int j = 0; j < n; j++) ptypes[1 + j] = types[j];
-    const wf_type *bt = t_bool(F);
-    /* before: condition */
-    wf_block *before = wf_b_newblock(F->fn, n + 1, ptypes);
-    wf_block *saved = F->b.block;
-    F->b.block = before;
-    bind_params(F, before, 1, n, idx, types);
-    wf_val iv = before->params[0];
-    wf_val inrange;
-    if (stepsign > 0) inrange = wf_b_op2(&F->b, WF_OP_LE, bt, iv, bv[1]);
-    else if (stepsign < 0) inrange = wf_b_op2(&F->b, WF_OP_GE, bt, iv, bv[1]);
-    else {
-      wf_val pos = wf_b_op2(&F->b, WF_OP_GT, bt, bv[2], wf_lo_const(F, t, 0));
-      inrange = wf_b_op3(&F->b, WF_OP_SELECT, bt, pos, wf_b_op2(&F->b, WF_OP_LE, bt, iv, bv[1]),
-                         wf_b_op2(&F->b, WF_OP_GE, bt, iv, bv[1]));
+    snap entry = take_snap(F);
+    int nr0 = F->nreturns;
+    while (for_real(F, &fa, t, bv, stepsign, &li, entry)) {
+      restore_snap(F, entry);
+      F->nbreaks = nb0;
+      F->nreturns = nr0;
     }
-    wf_val ex = exit_flag(F, n, idx);
-    if (ex != WF_NOVAL)
-      inrange = wf_b_op2(&F->b, WF_OP_BAND, bt, inrange, wf_b_op1(&F->b, WF_OP_NOT, bt, ex));
-    wf_val *cargs = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 2));
-    cargs[0] = inrange;
-    cargs[1] = iv;
-    current_vals(F, n, idx, types, cargs + 2);
-    wf_b_inst(&F->b, WF_OP_COND, n + 2, cargs, 0, NULL, 0);
-    /* after: body, then i + step */
-    wf_block *after = wf_b_newblock(F->fn, n + 1, ptypes);
-    F->b.block = after;
-    bind_params(F, after, 1, n, idx, types);
-    for_body(F, &fa, after->params[0]);
-    F->b.loc = (wf_loc){s->line, s->col};
-    wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
-    ys[0] = wf_b_op2(&F->b, WF_OP_ADD, t, after->params[0], bv[2]);
-    current_vals(F, n, idx, types, ys + 1);
-    wf_b_inst(&F->b, WF_OP_YIELD, n + 1, ys, 0, NULL, 0);
-    F->b.block = saved;
-    wf_inst *in = wf_b_inst(&F->b, WF_OP_WHILE, n + 1, inits, n + 1, ptypes, 2);
-    in->blocks[0] = before;
-    in->blocks[1] = after;
-    before->parent = in;
-    after->parent = in;
-    for (int j = 0; j < n; j++) F->vars[idx[j]].v = in->res[1 + j];
   }
   F->nbreaks = nb0;
   F->brk = saved_brk;
   F->nvars = scope;
 }
 
-/* while and repeat share the WHILE form; `before` holds the condition
-** (and for repeat the body too). */
-static void lower_while(wf_fstate *F, wf_stmt *s, int is_repeat) {
-  int saved_brk = F->brk;
-  int scope = F->nvars;
-  F->b.loc = (wf_loc){s->line, s->col};
-  F->brk = addvar(F, "(break)", wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
-  int nv = F->nvars;
-  int *idx = wf_front_alloc(F->C, sizeof(int) * (size_t)(nv + 1));
-  const wf_type **types = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(nv + 2));
-  whilearg wa = {s};
-  int exits;
-  int nb0 = F->nbreaks;
-  int n = probe_loop(F, is_repeat ? repeat_body : while_probe_body, &wa, NULL, idx, types, &exits);
-  if (is_repeat) {
-    /* the until condition is part of the probe too */
-  }
+/* The real lowering of a while or repeat loop (the WHILE form; `before`
+** holds the condition, and for repeat the body too). Returns as for_real. */
+static int while_real(wf_fstate *F, wf_stmt *s, int is_repeat, loopinfo *li, snap entry) {
+  int n = li->n;
   wf_val *inits = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
-  carried_inits(F, n, idx, types, inits);
+  current_vals(F, li, inits);
   const wf_type *bt = t_bool(F);
-  wf_block *before = wf_b_newblock(F->fn, n, types);
+  wf_block *before = wf_b_newblock(F->fn, n, li->types);
   wf_block *saved = F->b.block;
   F->b.block = before;
-  bind_params(F, before, 0, n, idx, types);
+  bind_params(F, before, 0, li);
   wf_val cont;
   if (!is_repeat) {
-    wf_val ex = exit_flag(F, n, idx);
+    wf_val ex = exit_flag(F, li);
     if (ex == WF_NOVAL) {
       wf_rv c = wf_lo_expr(F, s->conds[0]);
       cont = as_bool(F, c, s->conds[0], "while condition");
@@ -1468,32 +1913,58 @@ static void lower_while(wf_fstate *F, wf_stmt *s, int is_repeat) {
   } else {
     int inner = F->nvars;
     wf_val until = repeat_until(F, s, 0);
-    wf_val ex = exit_flag(F, n, idx);
+    wf_val ex = exit_flag(F, li);
     cont = wf_b_op1(&F->b, WF_OP_NOT, bt, until);
     if (ex != WF_NOVAL) cont = wf_b_op2(&F->b, WF_OP_BAND, bt, cont, wf_b_op1(&F->b, WF_OP_NOT, bt, ex));
     F->nvars = inner;
   }
+  int extra = region_changed(F, entry, li, saved);
+  if (extra) return extra;
   F->b.loc = (wf_loc){s->line, s->col};
   wf_val *cargs = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
   cargs[0] = cont;
-  current_vals(F, n, idx, types, cargs + 1);
+  current_vals(F, li, cargs + 1);
   wf_b_inst(&F->b, WF_OP_COND, n + 1, cargs, 0, NULL, 0);
-  wf_block *after = wf_b_newblock(F->fn, n, types);
+  wf_block *after = wf_b_newblock(F->fn, n, li->types);
   F->b.block = after;
-  bind_params(F, after, 0, n, idx, types);
+  bind_params(F, after, 0, li);
   if (!is_repeat) lower_stmts(F, &s->body, 0);
+  extra = region_changed(F, entry, li, saved);
+  if (extra) return extra;
   wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
-  current_vals(F, n, idx, types, ys);
+  current_vals(F, li, ys);
   F->b.loc = (wf_loc){s->line, s->col};
   wf_b_inst(&F->b, WF_OP_YIELD, n, ys, 0, NULL, 0);
   F->b.block = saved;
-  wf_inst *in = wf_b_inst(&F->b, WF_OP_WHILE, n, inits, n, types, 2);
+  wf_inst *in = wf_b_inst(&F->b, WF_OP_WHILE, n, inits, n, li->types, 2);
   in->blocks[0] = before;
   in->blocks[1] = after;
   before->parent = in;
   after->parent = in;
-  for (int j = 0; j < n; j++) F->vars[idx[j]].v = in->res[j];
-  (void)exits;
+  bind_results(F, in, 0, li);
+  return 0;
+}
+
+static void lower_while(wf_fstate *F, wf_stmt *s, int is_repeat) {
+  int saved_brk = F->brk;
+  int scope = F->nvars;
+  F->b.loc = (wf_loc){s->line, s->col};
+  F->brk = addvar(F, "(break)", wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
+  whilearg wa = {s};
+  int nb0 = F->nbreaks;
+  loopinfo li;
+  loop_info(F, s, is_repeat ? repeat_body : while_probe_body, &wa, NULL, &li);
+  if (F->probing) {
+    loop_effect(F, &li);
+  } else {
+    snap entry = take_snap(F);
+    int nr0 = F->nreturns;
+    while (while_real(F, s, is_repeat, &li, entry)) {
+      restore_snap(F, entry);
+      F->nbreaks = nb0;
+      F->nreturns = nr0;
+    }
+  }
   F->nbreaks = nb0;
   F->brk = saved_brk;
   F->nvars = scope;

@@ -5,7 +5,10 @@
 ** Locals are SSA bindings: `vars` maps each visible local name to its
 ** current IR value. Assignments rebind; `if` merges the bindings changed in
 ** either branch into the if's results; loops carry the bindings their body
-** changes (found by lowering the body once into a scratch block first).
+** changes (found by lowering the body once into a scratch block first; the
+** finding is remembered per loop statement and incoming bindings, and a
+** loop met while probing an enclosing one is not lowered for real, so each
+** loop body is lowered a bounded number of times however deep the nest).
 ** Pseudo-locals whose names start with '(' hold the break flag, the return
 ** flag and the return values, so the same merging handles early exits.
 */
@@ -14,11 +17,34 @@
 
 #include "front/front.h"
 
+/* A number whose type is not decided yet: a literal, or `cond ? a : b` of
+** such numbers (what `c and 1 or 0` gives). Like a literal it takes the
+** type its context asks for (a store, the other operand, a typed local)
+** and only then becomes SELECTs of constants of that type. cond is a bool
+** value defined where the conditional was evaluated. A conditional whose
+** branches had to be lowered into an `if` (they may trap or read memory)
+** is a `dyn` leaf: the if's float64 result, exact for every literal, which
+** is converted to the type the context asks for. Arithmetic with literals
+** folds leaf by leaf (Lua's double arithmetic, as for two literals); where
+** that is not possible (dyn leaves, too many leaves) it is kept as an op
+** node and done in the type of the use, as for a typed operand. */
+typedef struct wf_weak {
+  wf_val cond;  /* a node: its bool condition; WF_NOVAL for a leaf */
+  wf_val dyn;   /* a leaf: WF_NOVAL for a literal (num), else a float64 value */
+  double num;   /* a literal leaf */
+  int isint;    /* every literal below was written as an integer */
+  int integral; /* every value below is an integer */
+  int op;       /* an arithmetic node: '+' '-' '*' '/' '%' '^' on a, b; 'n': -a */
+  const struct wf_weak *a, *b; /* a node: then, else (or the operands) */
+  wf_loc loc;   /* of the conditional: stamped on its SELECTs */
+} wf_weak;
+
 /* What an expression evaluated to. */
 typedef enum {
   RV_NONE,  /* no value (call with no results) */
   RV_VAL,   /* typed IR value */
   RV_LIT,   /* number literal, not yet typed (adapts to the other operand) */
+  RV_WEAK,  /* conditional of literals (`c and 1 or 0`): weak, like RV_LIT */
   RV_STR,   /* string literal (print's format only) */
   RV_SHAPE, /* x.shape of an array value: only x.shape[k] is allowed */
   RV_LUA    /* compile-time Lua value: type, builtin, func, namespace */
@@ -31,7 +57,8 @@ typedef struct wf_rv {
   const wf_type *t; /* RV_VAL, RV_SHAPE (array type); LV_TYPE: the type */
   wf_val v;
   double num; /* RV_LIT */
-  int isint;
+  int isint;  /* RV_LIT; RV_WEAK: every leaf is an integer literal */
+  const wf_weak *weak; /* RV_WEAK */
   const char *str; /* RV_STR; LV_BUILTIN: builtin name; RV_LUA: dotted path */
   wf_lvkind lk;
   int ref; /* RV_LUA: index in the keep table */
@@ -48,6 +75,7 @@ typedef struct wf_var {
   ** merges it with a typed value, it becomes a constant of that type. */
   int islit, litint;
   double num;
+  const wf_weak *weak; /* islit: `local s = c and 1 or 0` holds this instead of num */
 } wf_var;
 
 #define WF_MAXRET 8
@@ -67,6 +95,7 @@ struct wf_fstate {
   int nret;                /* -1 until the first return */
   int brk;                 /* var index of the innermost loop's "(break)", or -1 */
   int nbreaks, nreturns;   /* counters of lowered break/return statements */
+  int probing;             /* > 0 while a loop body is lowered into a scratch block */
   wf_fstate *parent;
 };
 
@@ -79,6 +108,15 @@ WF_INTERNAL wf_rv wf_lo_expr(wf_fstate *F, wf_expr *e);
 WF_INTERNAL int wf_lo_call(wf_fstate *F, wf_expr *e, int want, wf_rv *out);
 /* Value of rv as an IR value of type want (NULL: literal default type). */
 WF_INTERNAL wf_val wf_lo_value(wf_fstate *F, wf_rv *r, const wf_type *want, wf_expr *at);
+/* An untyped number (RV_LIT or RV_WEAK)? */
+#define wf_lo_isnum(r) ((r)->kind == RV_LIT || (r)->kind == RV_WEAK)
+/* Every value the untyped number r can take is an integer. */
+WF_INTERNAL int wf_lo_num_integral(const wf_rv *r);
+/* The untyped number r converted to scalar type t as weft.T(r) would:
+** truncated for ints, r ~= 0 for bool. */
+WF_INTERNAL wf_val wf_lo_num_cast(wf_fstate *F, const wf_rv *r, const wf_type *t, wf_expr *at);
+/* cond ? x : y for untyped numbers x and y: a weak number (RV_WEAK). */
+WF_INTERNAL wf_rv wf_lo_weak_select(wf_fstate *F, wf_val cond, const wf_rv *x, const wf_rv *y);
 WF_INTERNAL wf_rv wf_lo_mkval(wf_val v, const wf_type *t);
 WF_INTERNAL wf_val wf_lo_cw2(wf_fstate *F, wf_op op, const wf_type *t, wf_val a, wf_val b,
                              int b_scalar);

@@ -360,9 +360,9 @@ static int param_names(wf_fctx *C, int idx, const char ***out) {
 ** 1 a literal converted (int literal to a float), 2 exactly. */
 static int arg_fits(wf_rv *a, const wf_type *t) {
   if (a->kind == RV_VAL) return a->t == t ? 2 : 0;
-  if (a->kind == RV_LIT) {
+  if (wf_lo_isnum(a)) {
     if (t->kind == WF_T_FLOAT) return a->isint ? 1 : 2;
-    if (t->kind == WF_T_INT && a->num == floor(a->num)) return 2;
+    if (t->kind == WF_T_INT && wf_lo_num_integral(a)) return 2;
   }
   return 0;
 }
@@ -516,7 +516,7 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
       }
       if (!pt[i] && ok) {
         /* generic: any value */
-        if (args[i].kind != RV_VAL && args[i].kind != RV_LIT) ok = 0;
+        if (args[i].kind != RV_VAL && !wf_lo_isnum(&args[i])) ok = 0;
       }
     }
     lua_pop(L, 2);
@@ -540,7 +540,7 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
     for (int i = 0; i < na && off < sizeof buf - 40; i++)
       off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? ", " : "",
                               args[i].kind == RV_VAL ? wf_lo_tname(C, args[i].t)
-                              : args[i].kind == RV_LIT ? "number" : "non-value");
+                              : wf_lo_isnum(&args[i]) ? "number" : "non-value");
     ERR(call, "no definition of '%s' matches the arguments (%s)", fname, buf);
   }
   if (tie) {

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-jax = pytest.importorskip("jax")
+import jax  # installed by scripts/install-deps: a missing jax is a failure, not a skip
 import jax.numpy as jnp  # noqa: E402
 
 import weft  # noqa: E402
