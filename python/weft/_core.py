@@ -200,13 +200,16 @@ class Runtime:
         tuple of up to 4), with weft Arrays, NumPy arrays, torch tensors,
         JAX arrays or numbers as arguments (arrays shared without copies:
         a tensor passed here is viewed for the time of the launch)."""
-        ctx = self._ctx
-        if not ctx:
-            raise WeftError("weft: the runtime is closed")
-        if self._pending:
-            self._state()
-        if _F.launch(ctx, self, kernel, dim, inputs, outputs):
-            raise self._error()
+        # The lock: a long launch releases the GIL (src/cpu/launch.c), and no
+        # other thread may enter this runtime's Lua state meanwhile.
+        with self._lock:
+            ctx = self._ctx
+            if not ctx:
+                raise WeftError("weft: the runtime is closed")
+            if self._pending:
+                self._state()
+            if _F.launch(ctx, self, kernel, dim, inputs, outputs):
+                raise self._error()
 
     # ---- conversions ---------------------------------------------------------
     def _helper(self, name, *args, nresults=1):
@@ -407,11 +410,12 @@ class Array:
         if ref:
             return ref
         rt = self._rt
-        if not rt._ctx:
-            raise WeftError("weft: the runtime is closed")
-        r = _F.adopt(rt._ctx, self._h)
-        if r is None:
-            raise rt._error()
+        with rt._lock:
+            if not rt._ctx:
+                raise WeftError("weft: the runtime is closed")
+            r = _F.adopt(rt._ctx, self._h)
+            if r is None:
+                raise rt._error()
         self._ref, self._h = r  # the C-owned header dies with its capsule
         self.__class__ = _LuaArray
         return self._ref

@@ -25,6 +25,15 @@ static void run_chunk(void *job, int64_t begin, int64_t end) {
   j->fn(j->args, begin, end, j->ctx);
 }
 
+/* The hooks of wf_cpu_set_unblock (set once, read by every launch). */
+static void *(*unblock_fn)(void);
+static void (*reblock_fn)(void *);
+
+void wf_cpu_set_unblock(void *(*unblock)(void), void (*reblock)(void *token)) {
+  __atomic_store_n(&reblock_fn, reblock, __ATOMIC_RELEASE);
+  __atomic_store_n(&unblock_fn, unblock, __ATOMIC_RELEASE);
+}
+
 /* Creates the runtime's pool on first use (rt.h: the launch part owns it). */
 static wf_pool *get_pool(wf_rt *rt) {
   if (!rt->pool && rt->num_threads > 1) {
@@ -65,6 +74,8 @@ int wf_cpu_launch(wf_rt *rt, void *fn, int ndim, const int64_t *dims, const void
   wf_kernel_fn kfn = (wf_kernel_fn)fn;
   wf_pool *pool = work < WF_INLINE_WORK ? NULL : get_pool(rt);
   ctx.serial = pool == NULL;
+  void *(*unblock)(void) = __atomic_load_n(&unblock_fn, __ATOMIC_ACQUIRE);
+  void *token = unblock && work >= WF_UNBLOCK_WORK ? unblock() : NULL;
   if (!pool) {
     kfn(args, 0, total, &ctx);
   } else {
@@ -72,6 +83,7 @@ int wf_cpu_launch(wf_rt *rt, void *fn, int ndim, const int64_t *dims, const void
     int64_t grain = WF_CHUNK_WORK / cost;
     wf_pool_run(pool, total, grain < 1 ? 1 : grain, run_chunk, &job, &ctx.error);
   }
+  if (token) __atomic_load_n(&reblock_fn, __ATOMIC_ACQUIRE)(token);
   if (__atomic_load_n(&ctx.error, __ATOMIC_ACQUIRE))
     return wf_rt_seterr(rt, WEFT_ERRRUN, "%s", ctx.msg);
   return WEFT_OK;

@@ -81,6 +81,15 @@ typedef void (*wf_kernel_fn)(const void *args, int64_t begin, int64_t end, wf_la
 ** message (wf_rt_errmsg), or WEFT_ERRARG for bad dims. */
 WF_FFI int wf_cpu_launch(wf_rt *rt, void *fn, int ndim, const int64_t *dims, const void *args,
                          int64_t cost);
+/* Long launches let other threads of an embedding interpreter run: when
+** set (by the Python fast paths, src/interop/pyapi.c), unblock() is called
+** before a launch of at least WF_UNBLOCK_WORK estimated instructions (the
+** size from which launches use the thread pool; the estimate cannot see
+** runtime trip counts, so it stays low) and returns a token (NULL: nothing
+** was released), which reblock(token) takes back after the launch.
+** Process-wide; the hooks must work from any thread. */
+#define WF_UNBLOCK_WORK ((int64_t)32768)
+WF_INTERNAL void wf_cpu_set_unblock(void *(*unblock)(void), void (*reblock)(void *token));
 
 /* ---- the thread pool (src/runtime/pool.c) ------------------------------ */
 typedef struct wf_pool wf_pool;

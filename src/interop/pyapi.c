@@ -40,6 +40,7 @@
 #include <lauxlib.h>
 
 #include "interop/interop.h"
+#include "cpu/wf_launch.h"
 #include "interop/pyc.h"
 #include "runtime/rt.h"
 #include "runtime/state.h"
@@ -219,6 +220,18 @@ static void ctx_free(wf_pyctx *c) {
   free(c);
 }
 
+/* Long CPU launches release the GIL (src/cpu/wf_launch.h): only on a thread
+** that holds it. The Python package serializes the calls into one runtime
+** (Runtime._lock), so no other thread enters its Lua state meanwhile. */
+static void *py_unblock(void) {
+  if (!WF_PY_READY() || !&PyGILState_Check || !&PyEval_SaveThread || !PyGILState_Check())
+    return NULL;
+  return PyEval_SaveThread();
+}
+static void py_reblock(void *token) {
+  PyEval_RestoreThread(token);
+}
+
 /* ctx_new(W, WeftError, Array, LuaArray, converters, fallback) -> ctx */
 static pyobj *py_ctx_new(pyobj *self, pyobj *const *a, pyssize n) {
   if (check_nargs(n, 6, "ctx_new") < 0) return NULL;
@@ -247,6 +260,7 @@ static pyobj *py_ctx_new(pyobj *self, pyobj *const *a, pyssize n) {
     ctx_free(c);
     return NULL;
   }
+  if (&PyEval_RestoreThread) wf_cpu_set_unblock(py_unblock, py_reblock);
   pyobj *r = PyLong_FromVoidPtr(c);
   if (!r) ctx_free(c);
   return r;

@@ -63,6 +63,10 @@ extern void PyErr_Clear(void) WF_WEAK;
 extern pyobj *PyErr_NoMemory(void) WF_WEAK;
 extern void Py_IncRef(pyobj *o) WF_WEAK;
 extern void Py_DecRef(pyobj *o) WF_WEAK;
+typedef struct wf_pythreadstate wf_pythreadstate; /* PyThreadState, opaque */
+extern int PyGILState_Check(void) WF_WEAK;
+extern wf_pythreadstate *PyEval_SaveThread(void) WF_WEAK;
+extern void PyEval_RestoreThread(wf_pythreadstate *t) WF_WEAK;
 
 extern struct wf_pytype PyFloat_Type WF_WEAK;
 extern struct wf_pytype PyLong_Type WF_WEAK;
