@@ -587,7 +587,7 @@ describe("cuda C derived kernels on the host: custom gradients and forward mode"
       function(x, v, o)
         local i = weft.tid()
         local acc = 0.0
-        for j = 1, 3 do acc = acc + weft.exp(x[i] * weft.float64(j)) * v[i][j] end
+        for j = 0, 2 do acc = acc + weft.exp(x[i] * weft.float64(j + 1)) * v[i][j] end
         o[i] = acc / (1.0 + weft.length(v[i]))
       end }
     local function make()
