@@ -2,29 +2,13 @@
 -- print shows bools as true/false, and nested loops lower correctly (and
 -- once per probe, not twice per nesting level).
 local weft = require "weft"
-local ffi = require "ffi"
 
 local A = weft.array
 local i32, f32, f64 = weft.int32, weft.float32, weft.float64
 
--- The float32 nearest to x, as a Lua number.
-local function f32of(x) return tonumber(ffi.new("float", x)) end
-
--- The error raised while compiling k (nil if it compiles).
-local function compile_error(k)
-  local ok, err = pcall(function() return k:ir() end)
-  if ok then return nil end
-  return tostring(err)
-end
-
--- The line of this file holding `marker` (error messages name it).
-local function line_of(marker)
-  local n = 0
-  for l in io.lines("spec/front_fixes_spec.lua") do
-    n = n + 1
-    if l:find(marker, 1, true) and not l:find("line_of", 1, true) then return n end
-  end
-end
+local H = dofile("spec/helpers/front.lua")
+local f32of, compile_error = H.f32of, H.compile_error
+local line_of = H.line_finder("spec/front_fixes_spec.lua") -- the line holding a marker
 
 describe("conditional literals (c and x or y)", function()
   local xs = { 3, -1.5, 0, 0.7 }

@@ -5,12 +5,13 @@
 ** wf_rv (a typed IR value, an untyped number literal or conditional of
 ** literals, or a compile-time Lua value such as a type or a builtin).
 ** Statements rebind locals (see lower.h); `if` merges changed bindings
-** through the if's results; a loop body is first probed (lowered into a
-** scratch block) to learn which bindings it changes (and their types), then
-** lowered for real with those bindings carried as block parameters. A loop
-** met during a probe is only probed itself, and probes are remembered per
-** loop and incoming binding types, so a nest of depth d costs O(d) body
-** lowerings in the usual case, not 2^d.
+** through the if's results (a local both branches leave untyped merges into
+** a weak conditional instead, see wf_var); a loop body is first probed
+** (lowered into a scratch block) to learn which bindings it changes (and
+** their types), then lowered for real with those bindings carried as block
+** parameters. A loop met during a probe is only probed itself, and probes
+** are remembered per loop and incoming binding types, so a nest of depth d
+** costs O(d) body lowerings in the usual case, not 2^d.
 **
 ** Early exits: `break` sets the loop's "(break)" flag and `return` sets
 ** "(ret)" (plus the return values); the statements after one that may exit
@@ -23,6 +24,7 @@
 */
 #include <math.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "front/lower.h"
@@ -78,6 +80,8 @@ static int addvar(wf_fstate *F, const char *name, wf_val v, const wf_type *t) {
   x->is_param = 0;
   x->islit = 0;
   x->weak = NULL;
+  x->loopline = 0;
+  x->loophasnum = 0;
   return F->nvars++;
 }
 
@@ -187,10 +191,40 @@ static const char *rvdesc(wf_fstate *F, wf_rv *r) {
 
 static wf_val weak_as(wf_fstate *F, const wf_weak *w, const wf_type *t, wf_expr *at);
 
+/* Number literal local x is carried by the innermost loop: remember that
+** for error messages. */
+static void loop_typed(wf_fstate *F, wf_var *x) {
+  x->loopline = F->loopline;
+  x->loophasnum = !x->weak;
+  x->loopnum = x->num;
+}
+
+/* Why a value r of type has (read from a number literal local typed by a
+** loop) where want was needed: appended to the error, or "". */
+static const char *why(wf_fstate *F, const wf_rv *r, const wf_type *want) {
+  if (r->kind != RV_VAL || !r->why) return "";
+  char *buf = wf_front_alloc(F->C, 400);
+  const char *wn = want && (want->kind == WF_T_INT || want->kind == WF_T_FLOAT) ? TN(want) : NULL;
+  char eg[160] = "", num[40];
+  if (wn && r->why->hasnum) {
+    /* the shortest form that reads back as the same number */
+    snprintf(num, sizeof num, "%.15g", r->why->num);
+    if (strtod(num, NULL) != r->why->num) snprintf(num, sizeof num, "%.17g", r->why->num);
+    snprintf(eg, sizeof eg, ", e.g. local %s = weft.%s(%s)", r->why->name, wn, num);
+  }
+  snprintf(buf, 400,
+           " (local '%s' was given a number literal and is assigned in the loop at line %d, "
+           "which carries it as %s; give it its type where it is declared%s)",
+           r->why->name, r->why->loopline, TN(r->t), eg);
+  return buf;
+}
+/* why() for a binary operation on a and b */
+#define WHY2(a, b, ta, tb) (*why(F, a, tb) ? why(F, a, tb) : why(F, b, ta))
+
 wf_val wf_lo_value(wf_fstate *F, wf_rv *r, const wf_type *want, wf_expr *at) {
   switch (r->kind) {
   case RV_VAL:
-    if (want && r->t != want) ERR(at, "expected %s, got %s", TN(want), TN(r->t));
+    if (want && r->t != want) ERR(at, "expected %s, got %s%s", TN(want), TN(r->t), why(F, r, want));
     return r->v;
   case RV_LIT:
     if (!want) want = r->isint ? t_i32(F) : t_f32(F);
@@ -585,7 +619,8 @@ wf_rv wf_lo_arith(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at) {
   /* scalar op scalar (a literal adapts to the typed side) */
   const wf_type *sa = ta ? ta : tb, *sb = tb ? tb : ta;
   if (wf_t_is_scalar(sa) && wf_t_is_scalar(sb)) {
-    if (sa != sb) ERR(at, "cannot %s %s and %s", opverb(op), TN(ta), TN(tb));
+    if (sa != sb)
+      ERR(at, "cannot %s %s and %s%s", opverb(op), TN(ta), TN(tb), WHY2(&a, &b, ta, tb));
     if (sa->kind == WF_T_BOOL) ERR(at, "cannot %s bool values", opverb(op));
     if (op == '^') {
       /* a float power: a literal operand is taken as the float type
@@ -660,7 +695,8 @@ static wf_rv compare(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at) {
   if (!wf_lo_isnum(&b) && b.kind != RV_VAL) wf_lo_value(F, &b, NULL, at);
   const wf_type *t = a.kind == RV_VAL ? a.t : b.t;
   const wf_type *ta = a.kind == RV_VAL ? a.t : NULL, *tb = b.kind == RV_VAL ? b.t : NULL;
-  if (ta && tb && ta != tb) ERR(at, "cannot compare %s and %s", TN(ta), TN(tb));
+  if (ta && tb && ta != tb)
+    ERR(at, "cannot compare %s and %s%s", TN(ta), TN(tb), WHY2(&a, &b, ta, tb));
   wf_val va = wf_lo_value(F, &a, t, at), vb = wf_lo_value(F, &b, t, at);
   const wf_type *bt = t_bool(F);
   if (op == TK_EQ || op == TK_NE) {
@@ -724,6 +760,119 @@ static wf_val var_value(wf_fstate *F, wf_var *x, const wf_type *t) {
   return undef_of(F, t);
 }
 
+/* Has local binding b changed from a (a new value or a new untyped number)? */
+static int binding_changed(const wf_var *a, const wf_var *b) {
+  if (a->v != b->v || a->islit != b->islit) return 1;
+  return a->islit && (a->weak != b->weak || a->litint != b->litint ||
+                      memcmp(&a->num, &b->num, sizeof a->num));
+}
+
+/* The weak number an untyped local holds. */
+static const wf_weak *var_weak(wf_fstate *F, const wf_var *x) {
+  return x->weak ? x->weak : weak_leaf(F, x->num, x->litint);
+}
+
+/* Local x holds the weak number w from now on. */
+static void set_weak(wf_var *x, const wf_weak *w) {
+  x->v = WF_NOVAL;
+  x->t = NULL;
+  x->islit = 1;
+  x->weak = weak_isleaf(w) && w->dyn == WF_NOVAL ? NULL : w;
+  x->num = w->num;
+  x->litint = w->isint;
+}
+
+#define WEAK_MAXNODES 128 /* a merged weak conditional grows up to this */
+
+/* Nodes of w, shared parts counted once per use (what building it costs),
+** or a number above lim. */
+static int weak_size(const wf_weak *w, int lim) {
+  if (!w) return 0;
+  int n = 1;
+  if (w->cond != WF_NOVAL || w->op) {
+    n += weak_size(w->a, lim);
+    if (n <= lim) n += weak_size(w->b, lim);
+  }
+  return n;
+}
+
+/* The locals an `if` merges as weak conditionals, and the values of its
+** branches (those from mark on: conditions, dyn leaves) they use, which
+** become results of the if. */
+typedef struct wmerge {
+  wf_val mark;
+  int nvar, nv, capv;
+  int *var;
+  const wf_weak **wt, **we;
+  wf_val *v;
+  int *side; /* 0: then, 1: else */
+} wmerge;
+
+static void wmerge_val(wf_fstate *F, wmerge *m, wf_val v, int side) {
+  if (v == WF_NOVAL || v < m->mark) return;
+  for (int k = 0; k < m->nv; k++)
+    if (m->v[k] == v) return;
+  if (m->nv == m->capv) {
+    int nc = m->capv ? m->capv * 2 : 8;
+    wf_val *nv = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)nc);
+    int *ns = wf_front_alloc(F->C, sizeof(int) * (size_t)nc);
+    if (m->nv) memcpy(nv, m->v, sizeof(wf_val) * (size_t)m->nv);
+    if (m->nv) memcpy(ns, m->side, sizeof(int) * (size_t)m->nv);
+    m->v = nv;
+    m->side = ns;
+    m->capv = nc;
+  }
+  m->v[m->nv] = v;
+  m->side[m->nv] = side;
+  m->nv++;
+}
+
+static void wmerge_scan(wf_fstate *F, wmerge *m, const wf_weak *w, int side) {
+  if (!w) return;
+  wmerge_val(F, m, w->cond, side);
+  wmerge_val(F, m, w->dyn, side);
+  wmerge_scan(F, m, w->a, side);
+  wmerge_scan(F, m, w->b, side);
+}
+
+static void wmerge_add(wf_fstate *F, wmerge *m, int vi, const wf_weak *wt, const wf_weak *we) {
+  if (!m->var) {
+    /* at most one per visible local: sized on first use */
+    int cap = F->nvars + 1;
+    m->var = wf_front_alloc(F->C, sizeof(int) * (size_t)cap);
+    m->wt = wf_front_alloc(F->C, sizeof(wf_weak *) * (size_t)cap);
+    m->we = wf_front_alloc(F->C, sizeof(wf_weak *) * (size_t)cap);
+  }
+  m->var[m->nvar] = vi;
+  m->wt[m->nvar] = wt;
+  m->we[m->nvar] = we;
+  m->nvar++;
+  wmerge_scan(F, m, wt, 0);
+  wmerge_scan(F, m, we, 1);
+}
+
+static wf_val wmerge_res(const wmerge *m, wf_val v, const wf_val *res) {
+  if (v == WF_NOVAL || v < m->mark) return v;
+  for (int k = 0; k < m->nv; k++)
+    if (m->v[k] == v) return res[k];
+  return v; /* cannot happen: every value was scanned */
+}
+
+/* w with the branches' values replaced by the if's results res[]. */
+static const wf_weak *weak_map(wf_fstate *F, const wf_weak *w, const wmerge *m, const wf_val *res) {
+  if (!w) return NULL;
+  const wf_weak *a = weak_map(F, w->a, m, res), *b = weak_map(F, w->b, m, res);
+  wf_val c = wmerge_res(m, w->cond, res), d = wmerge_res(m, w->dyn, res);
+  if (a == w->a && b == w->b && c == w->cond && d == w->dyn) return w;
+  wf_weak *n = weak_new(F);
+  *n = *w;
+  n->a = a;
+  n->b = b;
+  n->cond = c;
+  n->dyn = d;
+  return n;
+}
+
 /* Lower one branch into a new block; returns the block, fills snap/value. */
 static wf_block *lower_branch(wf_fstate *F, branch_fn fn, void *arg, snap s0, snap *out, wf_rv *val) {
   wf_block *blk = wf_b_newblock(F->fn, 0, NULL);
@@ -755,6 +904,7 @@ static wf_rv emit_if(wf_fstate *F, wf_val cond, branch_fn thenf, void *targ, bra
   snap s0 = take_snap(F);
   snap st, se;
   wf_rv tv, ev;
+  wf_val mark = (wf_val)F->fn->nvals; /* values from here on are the branches' */
   wf_block *bt = lower_branch(F, thenf, targ, s0, &st, want_value ? &tv : NULL);
   wf_block *be = lower_branch(F, elsef, earg, s0, &se, want_value ? &ev : NULL);
   /* result type of the value */
@@ -789,8 +939,26 @@ static wf_rv emit_if(wf_fstate *F, wf_val cond, branch_fn thenf, void *targ, bra
   const wf_type **types = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(s0.n + 2));
   if (want_value) types[nm] = vt;
   int off = want_value ? 1 : 0;
+  /* untyped in both branches: a weak conditional (wmerge), or a float64
+  ** dyn leaf when that would grow too big (isdyn) */
+  wmerge wm;
+  memset(&wm, 0, sizeof wm);
+  wm.mark = mark;
+  char *isdyn = wf_front_alloc(F->C, (size_t)(s0.n + 1));
   for (int i = 0; i < s0.n; i++) {
-    if (st.v[i].v == s0.v[i].v && se.v[i].v == s0.v[i].v) continue;
+    if (!binding_changed(&s0.v[i], &st.v[i]) && !binding_changed(&s0.v[i], &se.v[i])) continue;
+    if (st.v[i].islit && se.v[i].islit) {
+      const wf_weak *wt = var_weak(F, &st.v[i]), *we = var_weak(F, &se.v[i]);
+      if (weak_size(wt, WEAK_MAXNODES) + weak_size(we, WEAK_MAXNODES) < WEAK_MAXNODES) {
+        wmerge_add(F, &wm, i, wt, we);
+        continue;
+      }
+      isdyn[nm] = 1;
+      idx[nm] = i;
+      types[off + nm] = wf_t_float(F->C->T, 64);
+      nm++;
+      continue;
+    }
     const wf_type *t = st.v[i].t ? st.v[i].t : se.v[i].t;
     if (st.v[i].t && se.v[i].t && st.v[i].t != se.v[i].t)
       ERR(at, "local '%s' gets different types in the two branches: %s and %s", s0.v[i].name,
@@ -799,6 +967,14 @@ static wf_rv emit_if(wf_fstate *F, wf_val cond, branch_fn thenf, void *targ, bra
     types[off + nm] = t;
     nm++;
   }
+  /* the branches' values the merged weak conditionals use: more results */
+  int nr = off + nm + wm.nv;
+  if (wm.nv) {
+    const wf_type **nt = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(nr + 1));
+    memcpy(nt, types, sizeof(wf_type *) * (size_t)(off + nm));
+    for (int k = 0; k < wm.nv; k++) nt[off + nm + k] = wf_vtype(F->fn, wm.v[k]);
+    types = nt;
+  }
   /* yields */
   wf_block *blocks[2] = {bt, be};
   snap *snaps[2] = {&st, &se};
@@ -806,25 +982,41 @@ static wf_rv emit_if(wf_fstate *F, wf_val cond, branch_fn thenf, void *targ, bra
   wf_block *saved = F->b.block;
   for (int k = 0; k < 2; k++) {
     F->b.block = blocks[k];
-    wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(nm + 1));
+    wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(nr + 1));
     if (want_value) ys[0] = wf_lo_value(F, vals[k], vt, at);
     for (int j = 0; j < nm; j++) {
       wf_var *x = &snaps[k]->v[idx[j]];
       ys[off + j] = var_value(F, x, types[off + j]);
     }
-    wf_b_inst(&F->b, WF_OP_YIELD, off + nm, ys, 0, NULL, 0);
+    /* a value of one branch; the other yields a zero, never selected */
+    for (int j = 0; j < wm.nv; j++)
+      ys[off + nm + j] = wm.side[j] == k ? wm.v[j] : wf_lo_const(F, types[off + nm + j], 0);
+    wf_b_inst(&F->b, WF_OP_YIELD, nr, ys, 0, NULL, 0);
   }
   F->b.block = saved;
-  wf_inst *in = wf_b_inst(&F->b, WF_OP_IF, 1, &cond, off + nm, types, 2);
+  wf_inst *in = wf_b_inst(&F->b, WF_OP_IF, 1, &cond, nr, types, 2);
   in->blocks[0] = bt;
   in->blocks[1] = be;
   bt->parent = in;
   be->parent = in;
   for (int j = 0; j < nm; j++) {
-    F->vars[idx[j]].v = in->res[off + j];
-    F->vars[idx[j]].t = types[off + j];
-    F->vars[idx[j]].islit = 0;
-    F->vars[idx[j]].weak = NULL;
+    wf_var *x = &F->vars[idx[j]];
+    if (isdyn[j]) {
+      const wf_var *a = &st.v[idx[j]], *b = &se.v[idx[j]];
+      const wf_weak *w = weak_dyn(F, in->res[off + j], var_weak(F, a)->isint && var_weak(F, b)->isint,
+                                  var_weak(F, a)->integral && var_weak(F, b)->integral);
+      set_weak(x, w);
+      continue;
+    }
+    x->v = in->res[off + j];
+    x->t = types[off + j];
+    x->islit = 0;
+    x->weak = NULL;
+  }
+  for (int j = 0; j < wm.nvar; j++) {
+    const wf_weak *a = weak_map(F, wm.wt[j], &wm, in->res + off + nm);
+    const wf_weak *b = weak_map(F, wm.we[j], &wm, in->res + off + nm);
+    set_weak(&F->vars[wm.var[j]], weak_node(F, cond, a, b));
   }
   wf_rv r;
   memset(&r, 0, sizeof r);
@@ -1122,7 +1314,16 @@ wf_rv wf_lo_expr(wf_fstate *F, wf_expr *e) {
       wf_var *x = &F->vars[vi];
       if (x->islit) return x->weak ? weak_rv(x->weak) : mklit(x->num, x->litint);
       if (x->v == WF_NOVAL) ERR(e, "local '%s' is used before it has a value", e->name);
-      return wf_lo_mkval(x->v, x->t);
+      wf_rv r = wf_lo_mkval(x->v, x->t);
+      if (x->loopline) {
+        wf_why *w = wf_front_alloc(F->C, sizeof *w);
+        w->name = x->name;
+        w->loopline = x->loopline;
+        w->hasnum = x->loophasnum;
+        w->num = x->loopnum;
+        r.why = w;
+      }
+      return r;
     }
     return wf_res_name(F, e->name, e);
   }
@@ -1228,6 +1429,23 @@ void wf_lo_assign_var(wf_fstate *F, int vi, wf_rv r, wf_expr *at) {
   if (x->is_param && x->t && (wf_t_is_scalar(x->t) || x->t->kind == WF_T_ARRAY))
     ERR(at, "cannot assign to parameter '%s' of type %s", x->name, TN(x->t));
   if (r.kind == RV_NONE) ERR(at, "the call gives no value to assign to '%s'", x->name);
+  if (x->islit && wf_lo_isnum(&r)) {
+    if (vi >= F->loopbase) {
+      /* still untyped (see wf_var): `acc = acc + 0.5` */
+      x->num = r.num;
+      x->litint = r.isint;
+      x->weak = r.kind == RV_WEAK ? r.weak : NULL;
+      return;
+    }
+    /* else the loop carries it: typed here, as before */
+  }
+  if (x->loopline && x->t && r.kind == RV_VAL && r.t != x->t) {
+    /* why the local has its type */
+    wf_why w = {x->name, x->loopline, x->loophasnum, x->loopnum};
+    wf_rv xr = wf_lo_mkval(x->v, x->t);
+    xr.why = &w;
+    ERR(at, "expected %s, got %s%s", TN(x->t), TN(r.t), why(F, &xr, r.t));
+  }
   wf_val v = wf_lo_value(F, &r, x->t, at);
   if (!x->t) x->t = wf_vtype(F->fn, v);
   F->vars[vi].v = v;
@@ -1619,6 +1837,7 @@ static void loop_effect(wf_fstate *F, const loopinfo *li) {
     wf_var *x = &F->vars[li->idx[j]];
     x->v = undef_of(F, li->types[j]);
     x->t = li->types[j];
+    if (x->islit) loop_typed(F, x);
     x->islit = 0;
     x->weak = NULL;
   }
@@ -1732,6 +1951,7 @@ static void bind_vals(wf_fstate *F, const wf_val *vals, const loopinfo *li) {
     wf_var *x = &F->vars[li->idx[j]];
     x->v = vals[j];
     x->t = li->types[j];
+    if (x->islit) loop_typed(F, x);
     x->islit = 0;
     x->weak = NULL;
   }
@@ -1867,6 +2087,9 @@ static void lower_for(wf_fstate *F, wf_stmt *s) {
   /* break flag for this loop */
   int saved_brk = F->brk;
   int scope = F->nvars;
+  int saved_base = F->loopbase, saved_line = F->loopline;
+  F->loopbase = scope;
+  F->loopline = s->line;
   F->brk = addvar(F, "(break)", wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
   forarg fa = {s};
   loopinfo li;
@@ -1885,6 +2108,8 @@ static void lower_for(wf_fstate *F, wf_stmt *s) {
   }
   F->nbreaks = nb0;
   F->brk = saved_brk;
+  F->loopbase = saved_base;
+  F->loopline = saved_line;
   F->nvars = scope;
 }
 
@@ -1948,6 +2173,9 @@ static int while_real(wf_fstate *F, wf_stmt *s, int is_repeat, loopinfo *li, sna
 static void lower_while(wf_fstate *F, wf_stmt *s, int is_repeat) {
   int saved_brk = F->brk;
   int scope = F->nvars;
+  int saved_base = F->loopbase, saved_line = F->loopline;
+  F->loopbase = scope;
+  F->loopline = s->line;
   F->b.loc = (wf_loc){s->line, s->col};
   F->brk = addvar(F, "(break)", wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
   whilearg wa = {s};
@@ -1967,6 +2195,8 @@ static void lower_while(wf_fstate *F, wf_stmt *s, int is_repeat) {
   }
   F->nbreaks = nb0;
   F->brk = saved_brk;
+  F->loopbase = saved_base;
+  F->loopline = saved_line;
   F->nvars = scope;
 }
 

@@ -39,6 +39,14 @@ typedef struct wf_weak {
   wf_loc loc;   /* of the conditional: stamped on its SELECTs */
 } wf_weak;
 
+/* A value read from a number literal local that a loop typed (see wf_var). */
+typedef struct wf_why {
+  const char *name;
+  int loopline;
+  int hasnum;   /* it held the literal num when the loop began */
+  double num;
+} wf_why;
+
 /* What an expression evaluated to. */
 typedef enum {
   RV_NONE,  /* no value (call with no results) */
@@ -60,6 +68,7 @@ typedef struct wf_rv {
   int isint;  /* RV_LIT; RV_WEAK: every leaf is an integer literal */
   const wf_weak *weak; /* RV_WEAK */
   const char *str; /* RV_STR; LV_BUILTIN: builtin name; RV_LUA: dotted path */
+  const struct wf_why *why; /* RV_VAL: where its type came from, for errors (or NULL) */
   wf_lvkind lk;
   int ref; /* RV_LUA: index in the keep table */
 } wf_rv;
@@ -70,12 +79,21 @@ typedef struct wf_var {
   const wf_type *t;
   int is_param;
   /* `local s = 0.0`: the local holds an untyped number literal (num) that
-  ** adapts to the other operand, like the literal itself, until it is
-  ** assigned; then it takes the assigned value's type. Where control flow
-  ** merges it with a typed value, it becomes a constant of that type. */
+  ** adapts to the other operand, like the literal itself. Assigning it an
+  ** untyped number keeps it untyped (`s = s + 0.5`), and an `if` whose
+  ** branches leave it untyped merges it into a weak conditional, as
+  ** `c and a or b`; assigning a typed value gives it that type, and where
+  ** control flow merges it with a typed value it becomes a constant of
+  ** that type. A loop must carry it as a typed SSA value: assigned a
+  ** number inside a loop it was declared outside of (index < loopbase), it
+  ** takes the number's default type there (int32, or float32), as before;
+  ** loopline then remembers that loop for error messages (wf_why). */
   int islit, litint;
   double num;
   const wf_weak *weak; /* islit: `local s = c and 1 or 0` holds this instead of num */
+  int loopline;   /* a number local carried (so typed) by the loop at this line */
+  int loophasnum; /* ... which held the literal loopnum before that loop */
+  double loopnum;
 } wf_var;
 
 #define WF_MAXRET 8
@@ -96,6 +114,8 @@ struct wf_fstate {
   int brk;                 /* var index of the innermost loop's "(break)", or -1 */
   int nbreaks, nreturns;   /* counters of lowered break/return statements */
   int probing;             /* > 0 while a loop body is lowered into a scratch block */
+  int loopbase;            /* vars below this index are declared outside the innermost loop */
+  int loopline;            /* line of the innermost loop statement (0: none) */
   wf_fstate *parent;
 };
 
