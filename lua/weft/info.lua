@@ -8,6 +8,17 @@ return function(weft)
     elseif h.cuda_driver_lib then
       driver = "libcuda.so.1 found"
     end
+    -- NVRTC (the CUDA compiler, loaded on first use): "13.0", or why not
+    local nvrtc = "not found"
+    local core = weft._core
+    if core.cuda_nvrtc_version then
+      local v, why = core.cuda_nvrtc_version()
+      if v then
+        nvrtc = ("%d.%d"):format(math.floor(v / 1000), math.floor(v % 1000 / 10))
+      elseif why then
+        nvrtc = "not found (" .. tostring(why):gsub("^weft: ", "") .. ")"
+      end
+    end
     return {
       weft = weft.version,
       luajit = jit and jit.version or _VERSION,
@@ -18,6 +29,8 @@ return function(weft)
       threads = tonumber(weft._C.wf_rt_num_threads(weft._rt)),
       cuda_toolkit = h.cuda_toolkit,
       cuda_driver = driver,
+      nvrtc = nvrtc,
+      cuda_fast_compile = weft.config.cuda_fast_compile,
     }
   end
 end

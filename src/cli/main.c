@@ -80,7 +80,9 @@ static const char *info_code =
     "print(('LLVM     %s'):format(i.llvm))\n"
     "print(('CPU      %s (%s)'):format(i.cpu, i.vector))\n"
     "print(('threads  %d'):format(i.threads))\n"
-    "print(('CUDA     toolkit: %s; driver: %s'):format(i.cuda_toolkit, i.cuda_driver))\n";
+    "print(('CUDA     toolkit: %s; driver: %s'):format(i.cuda_toolkit, i.cuda_driver))\n"
+    "print(('NVRTC    %s; kernels compile with --Ofast-compile=%s'):format(i.nvrtc,\n"
+    "      tostring(i.cuda_fast_compile)))\n";
 
 static void repl(weft_State *W) {
   lua_State *L = weft_lua(W);

@@ -10,6 +10,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 "$W" info | grep -q "^LLVM     16" || fail "info LLVM"
 "$W" info | grep -q "^threads  [0-9]" || fail "info threads"
 "$W" info | grep -q "^CUDA" || fail "info CUDA"
+"$W" info | grep -qE "^NVRTC    ([0-9]+\.[0-9]+|not found)" || fail "info NVRTC"
 
 cat > "$tmp/args.lua" <<'LUA'
 local a, b = ...
