@@ -156,3 +156,64 @@ describe("weft.launch user errors", function()
     assert.are.same({ 6, 6, 6, 6 }, gx:totable())
   end)
 end)
+
+describe("dynamic component indices", function()
+  local get = weft.kernel{ v = weft.array(weft.vec3d), o = weft.array(weft.float64), j = weft.int32,
+    function(v, o, j)
+      local i = weft.tid()
+      o[i] = v[i][j] -- MARK-get
+    end }
+  local set = weft.kernel{ m = weft.array(weft.mat22), j = weft.int32, function(m, j)
+    local i = weft.tid()
+    local a = m[i]
+    a[j] = weft.vec2(5, 6) -- MARK-set
+    m[i] = a
+  end }
+  local function line_of(marker)
+    local n = 0
+    for l in io.lines("spec/kernel_launch_errors_spec.lua") do
+      n = n + 1
+      if l:find(marker, 1, true) and not l:find("line_of", 1, true) then return n end
+    end
+  end
+  after_each(function() weft.config.mode = "release" end)
+
+  it("read and write the component in range in both modes", function()
+    for _, mode in ipairs { "release", "debug" } do
+      weft.config.mode = mode
+      local o = weft.zeros(1, weft.float64)
+      weft.launch(get, 1, { weft.array({ { 1, 2, 3 } }, weft.vec3d), o, 2 })
+      assert.are.equal(3, o[0])
+      local m = weft.zeros(1, weft.mat22)
+      weft.launch(set, 1, { m, 1 })
+      assert.are.same({ { { 0, 0 }, { 5, 6 } } }, m:totable())
+    end
+  end)
+
+  it("out of range: debug mode stops at the Lua line, release mode reads component 0", function()
+    weft.config.mode = "debug"
+    for _, j in ipairs { 3, -1 } do
+      local ok, err = pcall(weft.launch, get, 1,
+        { weft.array({ { 1, 2, 3 } }, weft.vec3d), weft.zeros(1, weft.float64), j })
+      assert.is_false(ok)
+      assert.matches("spec/kernel_launch_errors_spec.lua:" .. line_of("MARK-get")
+        .. ": component index out of range for vec3d (0..2)", err, 1, true)
+    end
+    local ok, err = pcall(weft.launch, set, 1, { weft.zeros(1, weft.mat22), 2 })
+    assert.is_false(ok)
+    assert.matches("spec/kernel_launch_errors_spec.lua:" .. line_of("MARK-set")
+      .. ": component index out of range for mat22f (0..1)", err, 1, true)
+    weft.config.mode = "release"
+    local o = weft.zeros(1, weft.float64)
+    weft.launch(get, 1, { weft.array({ { 1, 2, 3 } }, weft.vec3d), o, 7 })
+    assert.are.equal(1, o[0])
+  end)
+
+  it("the check is a debug-only trap in the IR and in the CUDA source of a debug build", function()
+    assert.matches('trap "component index out of range for vec3d (0..2)" debug', get:ir(), 1, true)
+    assert.is_nil(get:source("cuda"):find("component index out of range", 1, true))
+    local names = { "v", "o", "j" }
+    local src = weft._core.cuda_source(get:_module(), { debug = true, names = names })
+    assert.matches("component index out of range for vec3d (0..2)", src, 1, true)
+  end)
+end)

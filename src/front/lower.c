@@ -1153,8 +1153,39 @@ static int const_index(wf_rv k, int *ok) {
   return *ok ? (int)k.num : -1;
 }
 
+/* Debug builds check a dynamic component index k of a t (0..n-1): an IF
+** around a debug-only TRAP, which release builds drop. Out of range, the
+** select chains below give component 0 (release) or stop the launch with
+** the position (debug). */
+static void check_component(wf_fstate *F, const wf_type *t, wf_val k) {
+  int n = wf_t_arity(t);
+  const wf_type *kt = wf_vtype(F->fn, k), *bt = t_bool(F);
+  wf_val out = wf_b_op2(&F->b, WF_OP_GE, bt, k, wf_b_consti(&F->b, kt, n));
+  if (kt->is_signed)
+    out = wf_b_op2(&F->b, WF_OP_BOR, bt, out,
+                   wf_b_op2(&F->b, WF_OP_LT, bt, k, wf_b_consti(&F->b, kt, 0)));
+  wf_block *saved = F->b.block;
+  wf_block *bt_blk = wf_b_newblock(F->fn, 0, NULL), *be_blk = wf_b_newblock(F->fn, 0, NULL);
+  char msg[96];
+  snprintf(msg, sizeof msg, "component index out of range for %s (0..%d)", TN(t), n - 1);
+  F->b.block = bt_blk;
+  wf_inst *tr = wf_b_inst(&F->b, WF_OP_TRAP, 0, NULL, 0, NULL, 0);
+  tr->str = wf_ir_strdup(F->C->mod, msg); /* the module's arena: it outlives the front end's */
+  tr->imm = 1;
+  wf_b_inst(&F->b, WF_OP_YIELD, 0, NULL, 0, NULL, 0);
+  F->b.block = be_blk;
+  wf_b_inst(&F->b, WF_OP_YIELD, 0, NULL, 0, NULL, 0);
+  F->b.block = saved;
+  wf_inst *in = wf_b_inst(&F->b, WF_OP_IF, 1, &out, 0, NULL, 2);
+  in->blocks[0] = bt_blk;
+  in->blocks[1] = be_blk;
+  bt_blk->parent = in;
+  be_blk->parent = in;
+}
+
 /* Component c of an aggregate with a dynamic index: a select chain. */
 static wf_val dyn_extract(wf_fstate *F, const wf_type *t, wf_val agg, wf_val key) {
+  check_component(F, t, key);
   int n = wf_t_arity(t);
   const wf_type *ct = wf_t_component(F->C->T, t, 0);
   const wf_type *kt = wf_vtype(F->fn, key);
@@ -1465,6 +1496,7 @@ static wf_val insert_comp(wf_fstate *F, const wf_type *t, wf_val agg, wf_rv key,
     return wf_b_insert(&F->b, agg, c, v);
   }
   wf_val k = wf_lo_index_key(F, key, at);
+  check_component(F, t, k);
   const wf_type *kt = wf_vtype(F->fn, k);
   const wf_type *ct = wf_t_component(F->C->T, t, 0);
   wf_val comps[64];

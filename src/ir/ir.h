@@ -202,7 +202,7 @@ WF_IR_INTERNAL int wf_t_snprint(const wf_type *t, char *buf, size_t n);
   _(RANDF,    "randf",    1, 2, WF_OPF_PURE)            /* rng -> f32 in [0,1), next rng */ \
   _(RANDI,    "randi",    1, 2, WF_OPF_PURE)            /* rng -> i32, next rng */ \
   _(PRINT,    "print",   -1, 0, WF_OPF_MEM)             /* str = format, args scalars */ \
-  _(TRAP,     "trap",     0, 0, WF_OPF_MEM)             /* str = message (debug checks) */ \
+  _(TRAP,     "trap",     0, 0, WF_OPF_MEM)             /* str = message; imm 1 ("trap ... debug"): only debug builds run it */ \
   /* calls (removed by the inline pass before the backends run) */ \
   _(CALL,     "call",    -1, -1, 0)                     /* imm = callee index in module */ \
   /* structured control flow */ \

@@ -457,6 +457,11 @@ static int parse_operands(pstate *P, wf_op op, pending *pd) {
   case WF_OP_TRAP:
     if (!(pd->str = parse_string(P))) return 0;
     skip_hs(P);
+    if (op == WF_OP_TRAP && accept_word(P, "debug")) { /* a debug-only check */
+      pd->imm = 1;
+      pd->has_imm = 1;
+      return 1;
+    }
     if (*P->p != ',') return 1;
     P->p++;
     return parse_uses(P, &pd->args, 1);

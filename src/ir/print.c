@@ -154,6 +154,7 @@ static void put_operands(pctx *c, const wf_inst *in) {
     put_str(s, in->str);
     if (in->nargs) wf_sb_puts(s, ", ");
     put_args(c, in, 0, in->nargs);
+    if (in->op == WF_OP_TRAP && in->imm) wf_sb_puts(s, " debug");
     return;
   case WF_OP_FOR:
   case WF_OP_WHILE: {
