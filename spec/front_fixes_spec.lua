@@ -267,6 +267,34 @@ describe("print in kernels", function()
       "[true, 2.5]\n", out)
   end)
 
+  it("takes %s as Lua's tostring does: any value as print shows it, strings as they are", function()
+    local out = run_child([[
+      local weft = require "weft"
+      local k = weft.kernel{ x = weft.array(weft.float32), function(x)
+        local i = weft.tid()
+        print("i=%s x=%s ok=%s v=%s s=%s 100%%", i, x[i], x[i] > 1.0, weft.vec3(1, 2, 3), "a%d")
+      end }
+      weft.launch(k, 1, { weft.array({ 1.5 }, weft.float32) })
+      io.stdout:flush()
+    ]])
+    assert.are.equal("i=0 x=1.5 ok=true v=[1, 2, 3] s=a%d 100%\n", out)
+    local bad = weft.kernel{ x = A(f32), function(x)
+      print("%5s", x[weft.tid()]) -- MARK-pct-s
+    end }
+    local err = compile_error(bad)
+    assert.truthy(err:find("front_fixes_spec.lua:" .. line_of("MARK-pct-s")
+      .. ": print: '%s' takes no flags, width or precision here", 1, true), err)
+    -- the CUDA C prints the same (run on the host)
+    local k = weft.kernel{ x = A(f32), function(x)
+      local i = weft.tid()
+      print("x=%s ok=%s", x[i], x[i] > 1.0)
+    end }
+    local shim = dofile("tests/cuda/shim.lua")
+    if shim.available() then
+      assert.are.equal("x=1.5 ok=true\n", shim.run(weft, k, 1, { A({ 1.5 }, f32) }))
+    end
+  end)
+
   it("emits the same text for CUDA", function()
     local k = weft.kernel{ x = A(f32), function(x)
       local i = weft.tid()

@@ -363,6 +363,23 @@ static int do_print(wf_fstate *F, wf_expr *call) {
       }
       spec[sl] = 0;
       char user = *f ? *f++ : 0;
+      if (user == 's') { /* as print(v) shows v, like Lua's tostring */
+        if (sl) ERR(call->args[0], "print: '%%s' takes no flags, width or precision here");
+        if (k >= n) ERR(call, "print: the format needs more values than given");
+        if (a[k].kind == RV_STR) {
+          for (const char *t = a[k].str; *t; t++) {
+            char c[3] = {*t, 0, 0};
+            if (*t == '%') c[1] = '%';
+            fmt_append(F, &buf, &len, &cap, c);
+          }
+        } else {
+          wf_val v = wf_lo_value(F, &a[k], NULL, call->args[k]);
+          pconv pc = {"", 0};
+          print_value(F, v, wf_vtype(F->fn, v), pc, &buf, &len, &cap, args, &na, call->args[k]);
+        }
+        k++;
+        continue;
+      }
       if (!user || !strchr("dixXuofFeEgGaAc", user))
         ERR(call->args[0], "print: unsupported format conversion '%%%c'", user ? user : ' ');
       if (k >= n) ERR(call, "print: the format needs more values than given");
