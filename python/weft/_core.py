@@ -147,6 +147,11 @@ class Runtime:
         """Run a chunk of Lua code. Errors name it as Lua does for strings
         ([string "..."]:line:) unless chunkname is given; kernels defined in
         it can be compiled (their source text stays reachable)."""
+        if not isinstance(code, str):
+            raise TypeError("weft.Runtime.exec: code must be a str, got %s" % type(code).__name__)
+        if chunkname is not None and not isinstance(chunkname, str):
+            raise TypeError("weft.Runtime.exec: chunkname must be a str or None, got %s"
+                            % type(chunkname).__name__)
         self.call("weft._interop.exec", code, chunkname, nresults=0)
 
     def dofile(self, path):
@@ -200,6 +205,13 @@ class Runtime:
         tuple of up to 4), with weft Arrays, NumPy arrays, torch tensors,
         JAX arrays or numbers as arguments (arrays shared without copies:
         a tensor passed here is viewed for the time of the launch)."""
+        if not isinstance(kernel, str):
+            raise TypeError("weft.Runtime.launch: kernel must be the name of a global (a str), "
+                            "got %s" % type(kernel).__name__)
+        for what, seq in (("inputs", inputs), ("outputs", outputs)):
+            if seq is not None and not isinstance(seq, (list, tuple)):
+                raise TypeError("weft.Runtime.launch: %s must be a list or a tuple, got %s"
+                                % (what, type(seq).__name__))
         # The lock: a long launch releases the GIL (src/cpu/launch.c), and no
         # other thread may enter this runtime's Lua state meanwhile.
         with self._lock:

@@ -675,9 +675,11 @@ static pyobj *py_launch(pyobj *self, pyobj *const *a, pyssize n) {
   if (nin < 0 || nout < 0) return NULL;
   op.nin = (int)nin;
   op.n = (int)(nin + nout);
+  /* zeroed: release_args also sees the argument whose conversion failed */
   pyarg stack[MAXSTACKARGS];
-  op.args = op.n <= MAXSTACKARGS ? stack : malloc(sizeof(pyarg) * (size_t)op.n);
+  op.args = op.n <= MAXSTACKARGS ? stack : calloc((size_t)op.n, sizeof(pyarg));
   if (!op.args) return PyErr_NoMemory();
+  if (op.args == stack) memset(stack, 0, sizeof stack);
   int done = 0, st = 0;
   for (; done < op.n && st == 0; done++) {
     int out = done >= op.nin;

@@ -41,6 +41,14 @@ def test_errors(rt):
         rt["x"] = object()
     with pytest.raises(weft.WeftError, match="cannot open"):
         rt.dofile("/nonexistent/file.lua")
+    # bad argument types are named (they once reached loadstring inside Lua)
+    with pytest.raises(TypeError, match="exec: code must be a str, got bytes"):
+        rt.exec(b"x = 1")
+    with pytest.raises(TypeError, match="exec: chunkname must be a str or None, got int"):
+        rt.exec("x = 1", 5)
+    with pytest.raises(weft.WeftError, match="'x' is a number, not a function"):
+        rt.exec("x = 1")
+        rt.call("x")
 
 
 def test_dofile(rt, tmp_path):
