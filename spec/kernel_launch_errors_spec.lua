@@ -169,13 +169,7 @@ describe("dynamic component indices", function()
     a[j] = weft.vec2(5, 6) -- MARK-set
     m[i] = a
   end }
-  local function line_of(marker)
-    local n = 0
-    for l in io.lines("spec/kernel_launch_errors_spec.lua") do
-      n = n + 1
-      if l:find(marker, 1, true) and not l:find("line_of", 1, true) then return n end
-    end
-  end
+  local line_of = dofile("spec/helpers/front.lua").line_finder("spec/kernel_launch_errors_spec.lua")
   after_each(function() weft.config.mode = "release" end)
 
   it("read and write the component in range in both modes", function()

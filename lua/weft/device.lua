@@ -361,10 +361,8 @@ return function(weft)
       mod, want = m, "weft_" .. name:gsub("[^%w_]", "_")
     end
     local arch = weft.cuda_device_info(n).arch:gsub("^sm_", "compute_")
-    local names = {}
-    for i, p in ipairs(k.params) do names[i] = p.name end
     local ok, image, entries = pcall(core.cuda_ptx, mod, arch, {
-      debug = debug, names = names, fast_compile = weft.config.cuda_fast_compile })
+      debug = debug, names = weft._param_names(k), fast_compile = weft.config.cuda_fast_compile })
     if not ok then error(image, 0) end
     local entry = entries[1]
     if want then

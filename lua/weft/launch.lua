@@ -134,11 +134,13 @@ return function(weft)
   ---------------------------------------------------------------------------
   -- variants and code
   ---------------------------------------------------------------------------
+  -- The parameter names of kernel k, in order (for messages of compiled code).
   local function param_names(k)
     local names = {}
     for i, p in ipairs(k.params) do names[i] = p.name end
     return names
   end
+  weft._param_names = param_names
 
   local function kernel_state(k)
     local st = states[k]

@@ -118,9 +118,7 @@ return function(weft)
     check = check and kind == "adj"
     local name = pk.name
     if not name or (check and not pk.checked) then
-      local names = {}
-      for i, p in ipairs(k.params) do names[i] = p.name end
-      local ok, res = pcall(tf, mod, k.name, { debug = check, names = names })
+      local ok, res = pcall(tf, mod, k.name, { debug = check, names = weft._param_names(k) })
       if not ok then error(res, 0) end
       name = res
       pk.name, pk.checked = name, pk.checked or check
@@ -136,9 +134,8 @@ return function(weft)
     local ckey = debug and ndim + 4 or ndim
     local c = pk[ckey]
     if c then return c end
-    local names = {}
-    for i, p in ipairs(k.params) do names[i] = p.name end
-    local res = core.cpu_compile(dmod, { ndim = ndim, debug = debug, name = name, names = names })
+    local res = core.cpu_compile(dmod, { ndim = ndim, debug = debug, name = name,
+                                         names = weft._param_names(k) })
     c = { fn = ffi.cast("void *", res.fn), cost = res.cost, offsets = res.offsets,
           buf = ffi.new("int64_t[?]", math.max(1, math.ceil(res.size / 8))) }
     pk[ckey] = c

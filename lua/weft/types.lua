@@ -187,7 +187,6 @@ return function(weft)
   local function loader(sname)
     return sname == "float32" and load_f32 or sname == "float64" and load_f64 or raw_load
   end
-  weft._load_f32, weft._load_f64 = load_f32, load_f64
 
   -- The ctype of `count` elements of t (fill scratch buffers).
   function weft._array_ctype(t) return typeof(t.ffiname .. "[?]") end

@@ -205,13 +205,6 @@ class Runtime:
         tuple of up to 4), with weft Arrays, NumPy arrays, torch tensors,
         JAX arrays or numbers as arguments (arrays shared without copies:
         a tensor passed here is viewed for the time of the launch)."""
-        if not isinstance(kernel, str):
-            raise TypeError("weft.Runtime.launch: kernel must be the name of a global (a str), "
-                            "got %s" % type(kernel).__name__)
-        for what, seq in (("inputs", inputs), ("outputs", outputs)):
-            if seq is not None and not isinstance(seq, (list, tuple)):
-                raise TypeError("weft.Runtime.launch: %s must be a list or a tuple, got %s"
-                                % (what, type(seq).__name__))
         # The lock: a long launch releases the GIL (src/cpu/launch.c), and no
         # other thread may enter this runtime's Lua state meanwhile.
         with self._lock:
@@ -220,7 +213,12 @@ class Runtime:
                 raise WeftError("weft: the runtime is closed")
             if self._pending:
                 self._state()
-            if _F.launch(ctx, self, kernel, dim, inputs, outputs):
+            try:
+                st = _F.launch(ctx, self, kernel, dim, inputs, outputs)
+            except TypeError:
+                _launch_arg_types(kernel, inputs, outputs)  # a clearer message, if it applies
+                raise
+            if st:
                 raise self._error()
 
     # ---- conversions ---------------------------------------------------------
@@ -312,6 +310,18 @@ class Runtime:
             d = (int(tid), name, idx, int(ntrail), int(t0), int(t1), int(code), int(bits))
             self._descs[d[0]] = self._descs[name] = self._descs[key] = d
         return d
+
+
+def _launch_arg_types(kernel, inputs, outputs):
+    """Runtime.launch's argument types, checked after the fast path refused
+    them (so that the common case pays nothing for the check)."""
+    if not isinstance(kernel, str):
+        raise TypeError("weft.Runtime.launch: kernel must be the name of a global (a str), "
+                        "got %s" % type(kernel).__name__) from None
+    for what, seq in (("inputs", inputs), ("outputs", outputs)):
+        if seq is not None and not isinstance(seq, (list, tuple)):
+            raise TypeError("weft.Runtime.launch: %s must be a list or a tuple, got %s"
+                            % (what, type(seq).__name__)) from None
 
 
 def _launch_fallback(v, rt, kernel, index, nin):

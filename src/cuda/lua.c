@@ -6,7 +6,7 @@
 **                                         or "80"; default sm_80), {entries},
 **                                         from_cache (core.ptx is the same)
 **   core.cuda_cubin(mod, arch [, opts]) -> CUBIN bytes, {entries}
-**   core.cuda_compile(src, arch [, half [, fast]]) -> image, from_cache
+**   core.cuda_compile(src, arch [, fast]) -> image, from_cache
 **                                      (raw CUDA C; fast as fast_compile)
 **   core.cuda_assemble(ptx, arch)      -> CUBIN size (nvJitLink check)
 **   core.cuda_nvrtc_version()          -> e.g. 13000, or nil, message
@@ -146,8 +146,7 @@ static int compile_module(lua_State *L, int want_cubin) {
   emit_module(L, 1, 3, &s, &fast);
   wf_cuda_image img;
   char err[4096];
-  /* 0: emitted code defines its float16 type, no cuda_fp16.h to include */
-  int rc = wf_nvrtc_compile(nv, s.text, "weft.cu", target, 0, fast, &img, err, sizeof err);
+  int rc = wf_nvrtc_compile(nv, s.text, "weft.cu", target, fast, &img, err, sizeof err);
   if (rc != 0) {
     wf_cuda_src_free(&s);
     return luaL_error(L, "%s", err);
@@ -170,12 +169,11 @@ static int l_cuda_cubin(lua_State *L) {
 static int l_cuda_compile(lua_State *L) {
   const char *src = luaL_checkstring(L, 1);
   const char *arch = luaL_optstring(L, 2, "compute_80");
-  int half = lua_toboolean(L, 3);
-  const char *fast = fast_level(L, 4);
+  const char *fast = fast_level(L, 3);
   wf_nvrtc *nv = get_nvrtc(L, 1);
   wf_cuda_image img;
   char err[4096];
-  if (wf_nvrtc_compile(nv, src, "weft.cu", arch, half, fast, &img, err, sizeof err) != 0)
+  if (wf_nvrtc_compile(nv, src, "weft.cu", arch, fast, &img, err, sizeof err) != 0)
     return luaL_error(L, "%s", err);
   lua_pushlstring(L, img.data, img.size);
   lua_pushboolean(L, img.from_cache);

@@ -34,7 +34,6 @@ typedef void *nvJitLinkHandle;
 struct wf_nvrtc {
   void *lib, *jitlib;
   int major, minor;
-  char incdir[512]; /* holds cuda_fp16.h; "" if not found */
   nvrtcResult (*Version)(int *, int *);
   nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int, const char *const *,
                                const char *const *);
@@ -76,26 +75,6 @@ static void *open_lib(const char *env, const char *soname) {
   return dlopen(path, RTLD_NOW | RTLD_LOCAL);
 }
 
-static int file_exists(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0;
-}
-
-/* The include directory holding cuda_fp16.h. */
-static void find_incdir(wf_nvrtc *nv) {
-  const char *cands[2] = {getenv("CUDA_HOME"), WEFT_CUDA_HOME};
-  char p[600];
-  for (int i = 0; i < 2; i++) {
-    if (!cands[i] || !*cands[i]) continue;
-    snprintf(p, sizeof p, "%s/include/cuda_fp16.h", cands[i]);
-    if (file_exists(p)) {
-      snprintf(nv->incdir, sizeof nv->incdir, "%s/include", cands[i]);
-      return;
-    }
-  }
-  nv->incdir[0] = 0;
-}
-
 #define SYM(lib, field, name)                                                                      \
   do {                                                                                             \
     void *p_ = dlsym(lib, name);                                                                   \
@@ -132,7 +111,6 @@ wf_nvrtc *wf_nvrtc_open(char *err, size_t errsize) {
   SYM(lib, GetProgramLog, "nvrtcGetProgramLog");
   SYM(lib, GetErrorString, "nvrtcGetErrorString");
   nv->Version(&nv->major, &nv->minor);
-  find_incdir(nv);
   return nv;
 fail:
   wf_nvrtc_close(nv);
@@ -299,10 +277,9 @@ static void nv_fail(wf_nvrtc *nv, nvrtcResult r, const char *what, char *err, si
 }
 
 int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name, const char *arch,
-                     int uses_half, const char *fast, wf_cuda_image *out, char *err,
-                     size_t errsize) {
+                     const char *fast, wf_cuda_image *out, char *err, size_t errsize) {
   memset(out, 0, sizeof *out);
-  char target[32], archopt[64], incopt[560] = "";
+  char target[32], archopt[64];
   int cubin = norm_arch(arch, target, sizeof target);
   if (cubin < 0) {
     snprintf(err, errsize, "weft: bad CUDA architecture '%s' (expected sm_XX or compute_XX)",
@@ -331,15 +308,6 @@ int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name, const char
       snprintf(fastopt, sizeof fastopt, "--Ofast-compile=%s", fast);
       opts[nopts++] = fastopt;
     }
-  }
-  if (uses_half) {
-    if (!nv->incdir[0]) {
-      snprintf(err, errsize,
-               "weft: float16 kernels need cuda_fp16.h: set CUDA_HOME to the toolkit");
-      return -1;
-    }
-    snprintf(incopt, sizeof incopt, "-I%s", nv->incdir);
-    opts[nopts++] = incopt;
   }
   /* cache lookup */
   char dir[600], path[700], key[33];

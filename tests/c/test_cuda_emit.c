@@ -191,7 +191,7 @@ static void test_nvrtc(wf_nvrtc *nv, const wf_cuda_src *s) {
     char a[32];
     wf_cuda_image img;
     snprintf(a, sizeof a, "compute_%s", archs[i]);
-    int rc = wf_nvrtc_compile(nv, s->text, "kernels.cu", a, 0, "min", &img, err, sizeof err);
+    int rc = wf_nvrtc_compile(nv, s->text, "kernels.cu", a, "min", &img, err, sizeof err);
     if (rc) fprintf(stderr, "%s: %s\n", a, err);
     CHECK_INT(rc, 0);
     if (rc) continue;
@@ -210,7 +210,7 @@ static void test_nvrtc(wf_nvrtc *nv, const wf_cuda_src *s) {
     }
     wf_cuda_image_free(&img);
     snprintf(a, sizeof a, "sm_%s", archs[i]);
-    rc = wf_nvrtc_compile(nv, s->text, "kernels.cu", a, 0, "min", &img, err, sizeof err);
+    rc = wf_nvrtc_compile(nv, s->text, "kernels.cu", a, "min", &img, err, sizeof err);
     CHECK_INT(rc, 0);
     CHECK(img.is_cubin && img.size > 1000 && memcmp(img.data, "\177ELF", 4) == 0);
     wf_cuda_image_free(&img);
@@ -229,12 +229,12 @@ static void test_error_lines(wf_nvrtc *nv) {
                     "}\n";
   wf_cuda_image img;
   char err[4096];
-  CHECK(wf_nvrtc_compile(nv, src, "k.cu", "compute_80", 0, "min", &img, err, sizeof err) != 0);
+  CHECK(wf_nvrtc_compile(nv, src, "k.cu", "compute_80", "min", &img, err, sizeof err) != 0);
   CHECK_HAS(err, "spec/foo_spec.lua:12: error: identifier \"undefined_thing\" is undefined");
   char out[128];
   wf_nvrtc_map_log("a.lua(3): error: x\nplain line\nb(x): y", out, sizeof out);
   CHECK_STR(out, "a.lua:3: error: x\nplain line\nb(x): y");
-  CHECK(wf_nvrtc_compile(nv, src, "k.cu", "sm_8", 0, "min", &img, err, sizeof err) != 0);
+  CHECK(wf_nvrtc_compile(nv, src, "k.cu", "sm_8", "min", &img, err, sizeof err) != 0);
   CHECK_HAS(err, "bad CUDA architecture 'sm_8'");
 }
 
@@ -246,14 +246,14 @@ static void test_cache(wf_nvrtc *nv) {
   const char *src = "extern \"C\" __global__ void k(float *x) { x[threadIdx.x] *= 2.0f; }\n";
   wf_cuda_image a, b;
   char err[2048];
-  CHECK_INT(wf_nvrtc_compile(nv, src, "k.cu", "compute_80", 0, "min", &a, err, sizeof err), 0);
+  CHECK_INT(wf_nvrtc_compile(nv, src, "k.cu", "compute_80", "min", &a, err, sizeof err), 0);
   CHECK_INT(a.from_cache, 0);
-  CHECK_INT(wf_nvrtc_compile(nv, src, "k.cu", "compute_80", 0, "min", &b, err, sizeof err), 0);
+  CHECK_INT(wf_nvrtc_compile(nv, src, "k.cu", "compute_80", "min", &b, err, sizeof err), 0);
   CHECK_INT(b.from_cache, 1);
   CHECK(a.size == b.size && memcmp(a.data, b.data, a.size) == 0);
   wf_cuda_image_free(&b);
   /* another target is another entry */
-  CHECK_INT(wf_nvrtc_compile(nv, src, "k.cu", "sm_80", 0, "min", &b, err, sizeof err), 0);
+  CHECK_INT(wf_nvrtc_compile(nv, src, "k.cu", "sm_80", "min", &b, err, sizeof err), 0);
   CHECK_INT(b.from_cache, 0);
   wf_cuda_image_free(&a);
   wf_cuda_image_free(&b);

@@ -163,3 +163,18 @@ def test_gradient_of_imported_array(rt):
     assert w.grad is None and not w.requires_grad
     w.grad = weft.from_numpy(np.ones(3, np.float32), runtime=rt)
     assert w.requires_grad and w.grad.numpy().tolist() == [1, 1, 1]
+
+
+def test_argument_types_are_named(krt):
+    with pytest.raises(TypeError, match=r"kernel must be the name of a global \(a str\), got int"):
+        krt.launch(5, 4, inputs=[np.zeros(4, np.float32), np.zeros(4, np.float32), 1.0])
+    a = weft.from_dlpack(np.zeros(4, np.float32), runtime=krt)
+    with pytest.raises(TypeError, match="inputs must be a list or a tuple, got Array"):
+        krt.launch("axpy", 4, a)
+    # a conversion that fails midway leaves nothing behind (its slot once
+    # was freed uninitialized) and the next launch works
+    with pytest.raises(TypeError):
+        krt.launch("axpy", 4, inputs=[np.zeros(4, np.float32), object(), 1.0])
+    x, y = np.ones(4, np.float32), np.zeros(4, np.float32)
+    krt.launch("axpy", 4, inputs=[x, y, 2.0])
+    assert y.tolist() == [2.0] * 4
