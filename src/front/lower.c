@@ -1545,7 +1545,15 @@ static void assign_to(wf_fstate *F, wf_expr *e, wf_rv r) {
   if (e->kind == E_INDEX || e->kind == E_FIELD) {
     wf_rv obj = wf_lo_expr(F, e->a);
     if (obj.kind == RV_LUA) ERR(e, "cannot assign to a field of %s", rvdesc(F, &obj));
+    /* a number (literal, number local, upvalue, weft.constant) has no
+    ** components to assign; other non-values raise their own message */
+    if (wf_lo_isnum(&obj)) {
+      if (e->kind == E_FIELD) ERR(e, "cannot assign to field '%s' of a number", e->name);
+      ERR(e, "cannot index a number");
+    }
+    if (obj.kind == RV_SHAPE) ERR(e, "cannot assign to an array's shape");
     if (obj.kind != RV_VAL) wf_lo_value(F, &obj, NULL, e->a);
+    if (obj.kind != RV_VAL || !obj.t) ERR(e, "cannot assign to this expression");
     const wf_type *t = obj.t;
     if (t->kind == WF_T_ARRAY) {
       if (e->kind == E_FIELD) ERR(e, "cannot assign to field '%s' of an array", e->name);
