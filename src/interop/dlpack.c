@@ -160,9 +160,16 @@ static const char *dtype_code_name(int code) {
 static int import_device(wf_rt *rt, DLDevice d, int32_t *dev) {
   switch (d.device_type) {
   case WF_kDLCPU:
-  case WF_kDLCUDAHost: *dev = WF_DEVICE_CPU; return WEFT_OK;
+  case WF_kDLCUDAHost:
+    *dev = WF_DEVICE_CPU;
+    return WEFT_OK;
   case WF_kDLCUDA:
-  case WF_kDLCUDAManaged: *dev = d.device_id; return WEFT_OK;
+  case WF_kDLCUDAManaged:
+    if (d.device_id < 0)
+      return wf_rt_seterr(rt, WEFT_ERRDEVICE, "weft: from_dlpack: CUDA device id %d is negative",
+                          (int)d.device_id);
+    *dev = d.device_id;
+    return WEFT_OK;
   default:
     return wf_rt_seterr(rt, WEFT_ERRDEVICE,
                         "weft: from_dlpack: device type %d is not supported (weft takes CPU "
@@ -170,6 +177,94 @@ static int import_device(wf_rt *rt, DLDevice d, int32_t *dev) {
                         (int)d.device_type);
   }
 }
+
+/* ---- validation ----------------------------------------------------------
+** Nothing a producer hands over is trusted: every field is checked, and all
+** extent arithmetic is done with overflow checks, before any of it is used
+** to address memory. The bytes a tensor spans are
+**
+**   data + byte_offset + sum_d (shape[d] - 1) * stride[d] * scalar_bytes
+**
+** over negative and positive strides separately (min and max), plus one
+** element; each product and sum must fit int64 and the ends must stay
+** inside the address space. */
+
+#define FAIL(...) wf_rt_seterr(rt, WEFT_ERRARG, "weft: from_dlpack: " __VA_ARGS__)
+
+/* The tensor inside a managed tensor (the layouts differ in where). */
+static const DLTensor *tensor_of(const void *managed, int versioned) {
+  return versioned ? &((const DLManagedTensorVersioned *)managed)->dl_tensor
+                   : &((const DLManagedTensor *)managed)->dl_tensor;
+}
+
+/* Shape, strides and offset: sizes, extents and the address range. */
+static int validate_layout(wf_rt *rt, const DLTensor *t) {
+  int64_t sb = t->dtype.bits / 8, size = 1, compact = sb, lo = 0, hi = 0;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    int64_t n = t->shape[d], sbytes = compact, ext;
+    if (n < 0) return FAIL("dimension %d has negative size %lld", d, (long long)n);
+    if (__builtin_mul_overflow(size, n, &size))
+      return FAIL("the element count overflows 64 bits at dimension %d (size %lld)", d,
+                  (long long)n);
+    if (t->strides && __builtin_mul_overflow(t->strides[d], sb, &sbytes))
+      return FAIL("stride %lld of dimension %d overflows 64 bits in bytes",
+                  (long long)t->strides[d], d);
+    if (!t->strides && __builtin_mul_overflow(compact, n, &compact))
+      return FAIL("the compact strides overflow 64 bits at dimension %d (size %lld)", d,
+                  (long long)n);
+    if (n > 1 &&
+        (__builtin_mul_overflow(n - 1, sbytes, &ext) ||
+         (ext < 0 ? __builtin_add_overflow(lo, ext, &lo) : __builtin_add_overflow(hi, ext, &hi))))
+      return FAIL("the extent of dimension %d (size %lld, stride %lld) overflows 64 bits", d,
+                  (long long)n, (long long)(t->strides ? t->strides[d] : sbytes / sb));
+  }
+  int64_t span;
+  if (__builtin_mul_overflow(size, sb, &span))
+    return FAIL("%lld elements of %lld bytes overflow 64 bits", (long long)size, (long long)sb);
+  if (t->byte_offset > (uint64_t)INT64_MAX)
+    return FAIL("byte_offset %llu is out of range", (unsigned long long)t->byte_offset);
+  if (size == 0) return WEFT_OK; /* nothing is ever addressed */
+  if (!t->data) return FAIL("data is NULL for a tensor of %lld elements", (long long)size);
+  uintptr_t base, below = (uintptr_t)0 - (uintptr_t)lo, above = (uintptr_t)hi + (uintptr_t)sb - 1;
+  if (__builtin_sub_overflow(hi, lo, &span) || __builtin_add_overflow(span, sb, &span) ||
+      __builtin_add_overflow((uintptr_t)t->data, (uintptr_t)t->byte_offset, &base) ||
+      below > base || UINTPTR_MAX - base < above)
+    return FAIL("data %p + byte_offset %llu with these strides runs outside the address space",
+                t->data, (unsigned long long)t->byte_offset);
+  if (base % (uintptr_t)sb != 0)
+    return FAIL("data %p + byte_offset %llu is not aligned to its %d-byte scalars", t->data,
+                (unsigned long long)t->byte_offset, (int)sb);
+  return WEFT_OK;
+}
+
+int wf_dlpack_validate(wf_rt *rt, const void *managed, int versioned) {
+  if (!managed) return wf_rt_seterr(rt, WEFT_ERRARG, "weft: from_dlpack: NULL tensor");
+  if (versioned) {
+    const DLManagedTensorVersioned *m = managed;
+    if (m->version.major != WF_DLPACK_MAJOR)
+      return wf_rt_seterr(rt, WEFT_ERRARG,
+                          "weft: from_dlpack: DLPack version %u.%u is not supported (weft "
+                          "reads major version %d)",
+                          m->version.major, m->version.minor, WF_DLPACK_MAJOR);
+  }
+  const DLTensor *t = tensor_of(managed, versioned);
+  if (t->ndim < 0 || t->ndim > WF_MAXDIM + 2)
+    return FAIL("ndim %d is out of range (weft arrays have 1 to 4 dimensions)", (int)t->ndim);
+  if (t->ndim > 0 && !t->shape)
+    return FAIL("shape is NULL for a tensor of %d dimensions", (int)t->ndim);
+  if (t->dtype.lanes != 1)
+    return wf_rt_seterr(rt, WEFT_ERRARG,
+                        "weft: from_dlpack: vector dtypes (lanes = %d) are not supported",
+                        (int)t->dtype.lanes);
+  if (wf_dlpack_scalar_index(t->dtype.code, t->dtype.bits) < 0)
+    return wf_rt_seterr(rt, WEFT_ERRARG, "weft: from_dlpack: dtype %s%d is not supported",
+                        dtype_code_name(t->dtype.code), (int)t->dtype.bits);
+  int32_t dev;
+  int st = import_device(rt, t->device, &dev);
+  if (st != WEFT_OK) return st;
+  return validate_layout(rt, t);
+}
+#undef FAIL
 
 /* Check the trailing element dimensions and return the element's number of
 ** scalars; they must match trail[] and be compact. */
@@ -247,26 +342,16 @@ static void span_of(const wf_array *a, char **lo, size_t *nbytes) {
   *nbytes = a->size == 0 ? 0 : (size_t)(max - min + a->elsize);
 }
 
-int wf_dlpack_header(wf_rt *rt, void *managed, int versioned, int ntrail,
-                     const int64_t *trail, wf_array *out, int *scalar) {
+int wf_dlpack_header(wf_rt *rt, void *managed, int versioned, int ntrail, const int64_t *trail,
+                     wf_array *out, int *scalar) {
   memset(out, 0, sizeof *out);
   *scalar = -1;
-  if (!managed) return wf_rt_seterr(rt, WEFT_ERRARG, "weft: from_dlpack: NULL tensor");
-  const DLTensor *t;
-  int readonly = 0;
-  if (versioned) {
-    DLManagedTensorVersioned *m = managed;
-    if (m->version.major > WF_DLPACK_MAJOR)
-      return wf_rt_seterr(rt, WEFT_ERRARG,
-                          "weft: from_dlpack: DLPack version %u.%u is not supported (weft "
-                          "reads major version %d)",
-                          m->version.major, m->version.minor, WF_DLPACK_MAJOR);
-    readonly = (m->flags & WF_DLPACK_FLAG_READ_ONLY) != 0;
-    t = &m->dl_tensor;
-  } else {
-    t = &((DLManagedTensor *)managed)->dl_tensor;
-  }
-  int st = import_header(rt, t, ntrail, trail, out, scalar);
+  int st = wf_dlpack_validate(rt, managed, versioned);
+  if (st != WEFT_OK) return st;
+  const DLTensor *t = tensor_of(managed, versioned);
+  int readonly =
+      versioned && (((DLManagedTensorVersioned *)managed)->flags & WF_DLPACK_FLAG_READ_ONLY) != 0;
+  st = import_header(rt, t, ntrail, trail, out, scalar);
   if (st != WEFT_OK) {
     memset(out, 0, sizeof *out);
     return st;
@@ -275,8 +360,8 @@ int wf_dlpack_header(wf_rt *rt, void *managed, int versioned, int ntrail,
   return WEFT_OK;
 }
 
-int wf_dlpack_import_k(wf_rt *rt, void *managed, int versioned, int ntrail,
-                       const int64_t *trail, wf_array *out, int *scalar) {
+int wf_dlpack_import_k(wf_rt *rt, void *managed, int versioned, int ntrail, const int64_t *trail,
+                       wf_array *out, int *scalar) {
   int st = wf_dlpack_header(rt, managed, versioned, ntrail, trail, out, scalar);
   wf_buffer *buf = NULL;
   if (st == WEFT_OK) {

@@ -39,6 +39,14 @@ WF_FFI int wf_dlpack_export(wf_rt *rt, const wf_array *a, int versioned, int cod
 WF_FFI int wf_dlpack_import(wf_rt *rt, void *managed, int versioned, int ntrail,
                             const int64_t *trail, wf_array *out, const char **scalar);
 
+/* Check everything a producer hands over in `managed` (version, ndim,
+** shape pointer, dtype, device, sizes >= 0, strides and byte_offset with
+** overflow-checked extents, data NULL only when empty, scalar alignment):
+** WEFT_OK, or a status with a message naming the fault. Reads only the
+** tensor's own fields and arrays; never deletes it (the import functions
+** below call this first and then delete a rejected tensor). */
+WF_INTERNAL int wf_dlpack_validate(wf_rt *rt, const void *managed, int versioned);
+
 /* Call a DLPack tensor's deleter (if any): for consumers that are done. */
 WF_FFI void wf_dlpack_delete(void *managed, int versioned);
 

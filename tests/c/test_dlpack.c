@@ -269,6 +269,118 @@ static void test_import_errors(wf_rt *rt) {
   CHECK(p.deleted == 1);
 }
 
+/* Malformed tensors of issue 10 (each was a crash or silent aliasing):
+** every one is rejected with a message naming the fault, and the deleter
+** runs exactly once, legacy and versioned alike. */
+static void test_import_validation(wf_rt *rt) {
+  producer p;
+  int64_t shape[2] = {2, 3};
+  for (int v = 0; v <= 1; v++) {
+    make_tensor(&p, 2, shape, NULL);
+    DLTensor *t = v ? &p.v.dl_tensor : &p.legacy.dl_tensor;
+    t->shape = NULL;
+    expect_import_error(rt, &p, v, 0, NULL, "shape is NULL for a tensor of 2 dimensions");
+
+    make_tensor(&p, 2, shape, NULL);
+    t->ndim = -1;
+    expect_import_error(rt, &p, v, 0, NULL, "ndim -1 is out of range");
+    t->ndim = 1000;
+    expect_import_error(rt, &p, v, 0, NULL, "ndim 1000 is out of range");
+
+    int64_t big[2] = {(int64_t)1 << 62, 1};
+    make_tensor(&p, 2, shape, big);
+    t = v ? &p.v.dl_tensor : &p.legacy.dl_tensor;
+    expect_import_error(rt, &p, v, 0, NULL, "stride 4611686018427387904 of dimension 0 overflows");
+    int64_t mid[2] = {(int64_t)1 << 59, 1}; /* fits in bytes, the extent does not */
+    int64_t tall[2] = {64, 3};
+    make_tensor(&p, 2, tall, mid);
+    expect_import_error(rt, &p, v, 0, NULL, "the extent of dimension 0");
+
+    make_tensor(&p, 2, shape, NULL);
+    t->byte_offset = (uint64_t)1 << 63;
+    expect_import_error(rt, &p, v, 0, NULL, "byte_offset 9223372036854775808 is out of range");
+    t->byte_offset = UINT64_MAX - 3;
+    expect_import_error(rt, &p, v, 0, NULL, "is out of range");
+    t->data = (void *)(UINTPTR_MAX - 63); /* data + offset wraps around */
+    t->byte_offset = 128;
+    expect_import_error(rt, &p, v, 0, NULL, "runs outside the address space");
+    int64_t back[2] = {-4, 1}; /* row 1 of 2 would start below address 0 */
+    make_tensor(&p, 2, shape, back);
+    t->data = NULL;
+    t->byte_offset = 0;
+    expect_import_error(rt, &p, v, 0, NULL, "data is NULL");
+    t->data = (void *)(uintptr_t)8;
+    expect_import_error(rt, &p, v, 0, NULL, "runs outside the address space");
+
+    make_tensor(&p, 2, shape, NULL);
+    t->data = NULL;
+    expect_import_error(rt, &p, v, 0, NULL, "data is NULL for a tensor of 6 elements");
+
+    make_tensor(&p, 2, shape, NULL);
+    p.shape[1] = -3;
+    expect_import_error(rt, &p, v, 0, NULL, "dimension 1 has negative size -3");
+    p.shape[0] = p.shape[1] = (int64_t)1 << 40;
+    expect_import_error(rt, &p, v, 0, NULL, "the element count overflows 64 bits");
+    p.shape[0] = 0, p.shape[1] = (int64_t)1 << 62; /* empty, but 2^62 * 4 bytes per row */
+    expect_import_error(rt, &p, v, 0, NULL, "the compact strides overflow 64 bits");
+
+    make_tensor(&p, 2, shape, NULL);
+    t->byte_offset = 2; /* float32 at an odd address */
+    expect_import_error(rt, &p, v, 0, NULL, "is not aligned to its 4-byte scalars");
+
+    make_tensor(&p, 2, shape, NULL);
+    t->device = (DLDevice){WF_kDLCUDA, -2};
+    expect_import_error(rt, &p, v, 0, NULL, "CUDA device id -2 is negative");
+    t->device = (DLDevice){99, 0};
+    expect_import_error(rt, &p, v, 0, NULL, "device type 99 is not supported");
+    make_tensor(&p, 2, shape, NULL);
+    t->dtype = (DLDataType){WF_kDLFloat, 0, 1};
+    expect_import_error(rt, &p, v, 0, NULL, "dtype float0 is not supported");
+    t->dtype = (DLDataType){200, 32, 1};
+    expect_import_error(rt, &p, v, 0, NULL, "dtype code32 is not supported");
+    t->dtype = (DLDataType){WF_kDLFloat, 32, 0};
+    expect_import_error(rt, &p, v, 0, NULL, "lanes = 0");
+  }
+  /* a versioned header with major 0 is no versioned tensor */
+  make_tensor(&p, 2, shape, NULL);
+  p.v.version.major = 0;
+  expect_import_error(rt, &p, 1, 0, NULL, "DLPack version 0.0 is not supported");
+
+  /* what is legal still imports: empty tensors with a NULL data pointer,
+  ** negative strides inside the buffer, a 0-d tensor without a shape */
+  wf_array a;
+  const char *scalar;
+  make_tensor(&p, 2, shape, NULL);
+  p.shape[0] = 0;
+  p.v.dl_tensor.data = NULL;
+  CHECK(wf_dlpack_import(rt, &p.v, 1, 0, NULL, &a, &scalar) == 0);
+  CHECK(a.size == 0);
+  wf_array_release(&a);
+  int64_t neg[1] = {-1};
+  int64_t four[1] = {4};
+  make_tensor(&p, 1, four, neg);
+  p.v.dl_tensor.byte_offset = 3 * sizeof(float);
+  CHECK(wf_dlpack_import(rt, &p.v, 1, 0, NULL, &a, &scalar) == 0);
+  CHECK(a.size == 4 && ((float *)a.data)[0] == 3.0f && a.strides[0] == -4);
+  CHECK(a.buf && a.buf->ptr == (void *)p.data && a.buf->nbytes == 16);
+  wf_array_release(&a);
+  make_tensor(&p, 0, NULL, NULL);
+  p.v.dl_tensor.shape = NULL;
+  p.deleted = 0;
+  CHECK(wf_dlpack_import(rt, &p.v, 1, 0, NULL, &a, &scalar) == 0);
+  CHECK(a.size == 1 && a.ndim == 1);
+  wf_array_release(&a);
+  CHECK(p.deleted == 1);
+  /* the validator alone keeps no ownership */
+  CHECK(wf_dlpack_validate(rt, NULL, 1) != 0);
+  CHECK_HAS(wf_rt_errmsg(rt), "NULL tensor");
+  make_tensor(&p, 2, shape, NULL);
+  p.v.dl_tensor.shape = NULL;
+  CHECK(wf_dlpack_validate(rt, &p.v, 1) != 0 && p.deleted == 0);
+  p.v.dl_tensor.shape = p.shape;
+  CHECK(wf_dlpack_validate(rt, &p.v, 1) == 0 && p.deleted == 0);
+}
+
 /* ---- through weft_State ------------------------------------------------ */
 
 static void test_state_export_outlives_close(void) {
@@ -438,6 +550,7 @@ int main(void) {
   test_import_roundtrip(rt);
   test_import_layouts(rt);
   test_import_errors(rt);
+  test_import_validation(rt);
   wf_rt_free(rt);
   test_state_export_outlives_close();
   test_state_import();
