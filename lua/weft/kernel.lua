@@ -74,15 +74,44 @@ return function(weft)
     return nil
   end
 
+  -- The name in "name = weft.kernel{" where `what` starts at byte p of
+  -- text, read backwards from p: a dotted path, '=', then the name. Each
+  -- step scans a run of characters once, so a whole line costs linear
+  -- time (a single backtracking pattern over the line was quadratic).
+  local byte = string.byte
+  local function isword(c)
+    return c and (c == 95 or (c >= 48 and c <= 57) or (c >= 65 and c <= 90) or (c >= 97 and c <= 122))
+  end
+  local function isspace(c) return c == 32 or (c and c >= 9 and c <= 13) end
+  local function name_before(text, p)
+    local q = p - 1
+    while q >= 1 and (isword(byte(text, q)) or byte(text, q) == 46) do q = q - 1 end
+    while q >= 1 and isspace(byte(text, q)) do q = q - 1 end
+    if byte(text, q) ~= 61 then return nil end -- '='
+    q = q - 1
+    while q >= 1 and isspace(byte(text, q)) do q = q - 1 end
+    local e = q
+    while q >= 1 and isword(byte(text, q)) do q = q - 1 end
+    if q == e then return nil end
+    return text:sub(q + 1, e)
+  end
+
   -- "local saxpy = weft.kernel{" -> "saxpy" (looking a few lines up).
   local function declared_name(fn, what)
     local line = debug.getinfo(fn, "S").linedefined
     for l = line, math.max(1, line - 8), -1 do
       local text = source_line(fn, l)
       if not text then return nil end
-      if text:find(what .. "%s*[{(]") then
-        return text:match("([%w_]+)%s*=%s*[%w_%.]*" .. what .. "%s*[{(]")
+      local init, found = 1, false
+      while true do
+        local s, e = text:find(what .. "%s*[{(]", init)
+        if not s then break end
+        found = true
+        local name = name_before(text, s)
+        if name then return name end
+        init = e + 1
       end
+      if found then return nil end
     end
     return nil
   end

@@ -1325,7 +1325,51 @@ static wf_rv lower_index(wf_fstate *F, wf_expr *e) {
 /* ======================================================================
 ** expressions
 ** ====================================================================== */
+/* Nesting the lowering recurses through (a C frame or two per level).
+** Lua's parser bounds parentheses and blocks but not chains of fields or
+** calls (v.x.x.x..., f()()()...); left-deep arithmetic chains (a + b + c
+** ...), which Lua does not bound either, are lowered without recursion. */
+#define WF_MAX_EXPR_DEPTH 1000
+
+static wf_rv lower_expr1(wf_fstate *F, wf_expr *e);
+
 wf_rv wf_lo_expr(wf_fstate *F, wf_expr *e) {
+  if (F->edepth >= WF_MAX_EXPR_DEPTH)
+    ERR(e, "expression nested too deeply (more than %d levels)", WF_MAX_EXPR_DEPTH);
+  F->edepth++;
+  wf_rv r = lower_expr1(F, e);
+  F->edepth--;
+  return r;
+}
+
+/* a op b for a binary-operator node e whose operands are lowered. */
+static wf_rv lower_binop(wf_fstate *F, wf_expr *e, wf_rv a, wf_rv b) {
+  F->b.loc = (wf_loc){e->line, e->col};
+  switch (e->op) {
+  case '+': case '-': case '*': case '/': case '%': case '^': return wf_lo_arith(F, e->op, a, b, e);
+  default: return compare(F, e->op, a, b, e);
+  }
+}
+
+/* A left-deep chain of binary operators (((x op b1) op b2) ...) op bn,
+** lowered bottom up in a loop, operands in source order as recursion
+** would give them. */
+static wf_rv lower_binchain(wf_fstate *F, wf_expr *e) {
+  int n = 0;
+  wf_expr *x = e;
+  for (; x->kind == E_BIN; x = x->a) n++;
+  wf_expr **spine = wf_front_alloc(F->C, sizeof(wf_expr *) * (size_t)n);
+  int k = n;
+  for (wf_expr *y = e; y->kind == E_BIN; y = y->a) spine[--k] = y;
+  wf_rv acc = wf_lo_expr(F, x);
+  for (int i = 0; i < n; i++) {
+    wf_rv b = wf_lo_expr(F, spine[i]->b);
+    acc = lower_binop(F, spine[i], acc, b);
+  }
+  return acc;
+}
+
+static wf_rv lower_expr1(wf_fstate *F, wf_expr *e) {
   F->b.loc = (wf_loc){e->line, e->col};
   switch (e->kind) {
   case E_NUM: return mklit(e->num, e->isint);
@@ -1375,15 +1419,7 @@ wf_rv wf_lo_expr(wf_fstate *F, wf_expr *e) {
     }
     return out[0];
   }
-  case E_BIN: {
-    wf_rv a = wf_lo_expr(F, e->a);
-    wf_rv b = wf_lo_expr(F, e->b);
-    F->b.loc = (wf_loc){e->line, e->col};
-    switch (e->op) {
-    case '+': case '-': case '*': case '/': case '%': case '^': return wf_lo_arith(F, e->op, a, b, e);
-    default: return compare(F, e->op, a, b, e);
-    }
-  }
+  case E_BIN: return lower_binchain(F, e);
   case E_UN: {
     wf_rv a = wf_lo_expr(F, e->a);
     F->b.loc = (wf_loc){e->line, e->col};

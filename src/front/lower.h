@@ -116,6 +116,7 @@ struct wf_fstate {
   int probing;             /* > 0 while a loop body is lowered into a scratch block */
   int loopbase;            /* vars below this index are declared outside the innermost loop */
   int loopline;            /* line of the innermost loop statement (0: none) */
+  int edepth;              /* nesting of expressions being lowered (wf_lo_expr) */
   wf_fstate *parent;
 };
 
