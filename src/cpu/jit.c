@@ -12,8 +12,9 @@
 **   key = hash(codegen version, weft and LLVM versions, triple, cpu,
 **              features, options, chunk/locations, IR text)   128 bits
 **   in memory (registry table key -> result)                  -> done
-**   disk: $WEFT_CACHE_DIR/<key>.o (default ~/.cache/weft; "0" or "off"
-**         disables)  header "WEFTOBJ1" + key + size, then the object
+**   disk: $WEFT_CACHE_DIR/<key>.o (default ~/.cache/weft; "0", "off" or
+**         empty disables), a checksummed entry "WEFTOBJ2" (diskcache.h);
+**         a damaged entry is removed with a warning and compiled again
 **   else: IR -> LLVM (emit.c) -> default<O3> -> object -> write to a
 **         temporary file + rename (atomic for concurrent processes)
 **   the object goes into the LLJIT; the entry symbol is "wfk_<key>".
@@ -38,6 +39,7 @@
 
 #include "cpu/cpu.h"
 #include "runtime/core.h"
+#include "runtime/diskcache.h"
 
 #ifndef WEFT_LLVM_VERSION
 #define WEFT_LLVM_VERSION "?"
@@ -45,7 +47,7 @@
 
 #define JIT_MT "weft.cpujit"
 #define JIT_KERNELS "weft.cpujit.kernels"
-#define CACHE_MAGIC "WEFTOBJ1"
+#define CACHE_MAGIC "WEFTOBJ2" /* entry format tag, also part of the key */
 
 struct wf_jit {
   LLVMOrcLLJITRef jit;
@@ -161,35 +163,9 @@ static void jit_release(wf_jit *j) {
   memset(j, 0, sizeof *j);
 }
 
-/* Creates the directory and its parents. 0 on success. */
-static int mkdirs(const char *path) {
-  char buf[1024];
-  size_t n = strlen(path);
-  if (n == 0 || n >= sizeof buf) return -1;
-  memcpy(buf, path, n + 1);
-  for (size_t i = 1; i <= n; i++) {
-    if (buf[i] == '/' || buf[i] == '\0') {
-      char c = buf[i];
-      buf[i] = '\0';
-      if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-      buf[i] = c;
-    }
-  }
-  return 0;
-}
-
 static void cache_setup(wf_jit *j) {
-  const char *d = getenv("WEFT_CACHE_DIR");
-  j->cache_on = 0;
-  if (d && (!strcmp(d, "0") || !strcmp(d, "off") || !strcmp(d, ""))) return;
-  if (d) {
-    snprintf(j->cachedir, sizeof j->cachedir, "%s", d);
-  } else {
-    const char *home = getenv("HOME");
-    if (!home || !*home) return;
-    snprintf(j->cachedir, sizeof j->cachedir, "%s/.cache/weft", home);
-  }
-  j->cache_on = mkdirs(j->cachedir) == 0;
+  j->cache_on =
+      wf_dcache_dir("", j->cachedir, sizeof j->cachedir) && wf_dcache_mkdirs(j->cachedir) == 0;
 }
 
 static int jit_init(wf_jit *j, char *err, size_t es) {
@@ -651,6 +627,7 @@ static h128 kernel_key(wf_jit *j, wf_func *fn, const wf_cpu_opts *o, const char 
            WF_CPU_CODEGEN_VERSION, WEFT_VERSION, WEFT_LLVM_VERSION, o->debug, o->ndim,
            pv ? pv : "", simd_on());
   h_str(&h, hdr);
+  h_str(&h, CACHE_MAGIC);
   h_str(&h, j->triple);
   h_str(&h, j->cpu);
   h_str(&h, j->features);
@@ -665,44 +642,27 @@ static h128 kernel_key(wf_jit *j, wf_func *fn, const wf_cpu_opts *o, const char 
   return h;
 }
 
-/* Reads <dir>/<key>.o into a fresh buffer (the object only), or NULL. */
+/* Reads <dir>/<key>.o into a fresh buffer (the object only), or NULL. A
+** damaged entry (checksum, size, not a regular file...) is removed with a
+** warning, so that the caller compiles and writes it again. */
 static LLVMMemoryBufferRef cache_read(wf_jit *j, const char *key) {
-  char path[1200];
+  char path[1200], why[160];
   snprintf(path, sizeof path, "%s/%s.o", j->cachedir, key);
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char magic[8], k[32];
-  uint64_t size = 0;
-  LLVMMemoryBufferRef buf = NULL;
-  if (fread(magic, 1, 8, f) == 8 && !memcmp(magic, CACHE_MAGIC, 8) && fread(k, 1, 32, f) == 32 &&
-      !memcmp(k, key, 32) && fread(&size, sizeof size, 1, f) == 1 && size > 0 &&
-      size < (1u << 30)) {
-    char *data = malloc(size);
-    if (data && fread(data, 1, size, f) == size && fgetc(f) == EOF)
-      buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(data, size, key);
-    free(data);
-  }
-  fclose(f);
+  char *data;
+  size_t size;
+  int rc = wf_dcache_read(path, CACHE_MAGIC, key, &data, &size, why, sizeof why);
+  if (rc < 0) wf_dcache_warn(path, why);
+  if (rc != 0) return NULL;
+  LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(data, size, key);
+  free(data);
   return buf;
 }
 
-/* Writes the object under its key: temporary file, then rename(), so a
-** reader never sees a partial file and concurrent writers do not clash. */
+/* Writes the object under its key (diskcache.c: temporary file + rename). */
 static void cache_write(wf_jit *j, const char *key, const char *data, size_t size) {
-  char path[1200], tmp[1300];
+  char path[1200];
   snprintf(path, sizeof path, "%s/%s.o", j->cachedir, key);
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%p", path, (long)getpid(), (void *)&tmp);
-  FILE *f = fopen(tmp, "wb");
-  if (!f) return;
-  uint64_t sz = size;
-  int ok = fwrite(CACHE_MAGIC, 1, 8, f) == 8 && fwrite(key, 1, 32, f) == 32 &&
-           fwrite(&sz, sizeof sz, 1, f) == 1 && fwrite(data, 1, size, f) == size;
-  ok = (fclose(f) == 0) && ok;
-  if (ok && rename(tmp, path) == 0) {
-    j->disk_writes++;
-  } else {
-    remove(tmp);
-  }
+  if (wf_dcache_write(j->cachedir, path, CACHE_MAGIC, key, data, size) == 0) j->disk_writes++;
 }
 
 /* Adds an object to the JIT (taking the buffer) and finds sym in it. */

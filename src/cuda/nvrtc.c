@@ -7,10 +7,11 @@
 ** time (WEFT_CUDA_HOME, /usr/local/cuda).
 **
 ** Cache: <dir>/cuda/<key>.ptx or .cubin, dir = $WEFT_CACHE_DIR or
-** ~/.cache/weft ("off" disables it). key = 128-bit hash of the source, the
-** target, the options and the NVRTC version. Entries are written to a temp
-** file in the same directory and renamed into place, so concurrent
-** processes never read a partial file.
+** ~/.cache/weft ("0", "off" or empty disables it, as for the CPU). key =
+** 128-bit hash of the source, the target, the options and the NVRTC
+** version. Entries are checksummed and written atomically (temp file +
+** rename): src/runtime/diskcache.h; a damaged one is compiled again with a
+** warning.
 */
 #include <dlfcn.h>
 #include <errno.h>
@@ -21,6 +22,9 @@
 #include <unistd.h>
 
 #include "cuda/wf_cuda.h"
+#include "runtime/diskcache.h"
+
+#define CACHE_MAGIC "WEFTCU02" /* entry format tag, also part of the key */
 
 #ifndef WEFT_CUDA_HOME
 #define WEFT_CUDA_HOME "/usr/local/cuda"
@@ -185,31 +189,7 @@ void wf_nvrtc_map_log(const char *log, char *out, size_t n) {
 }
 
 /* ---- cache -------------------------------------------------------------- */
-int wf_cuda_cache_dir(char *buf, size_t n) {
-  const char *e = getenv("WEFT_CACHE_DIR");
-  if (e && strcmp(e, "off") == 0) return 0;
-  if (e && *e)
-    snprintf(buf, n, "%s/cuda", e);
-  else {
-    const char *home = getenv("HOME");
-    if (!home || !*home) return 0;
-    snprintf(buf, n, "%s/.cache/weft/cuda", home);
-  }
-  return 1;
-}
-
-/* mkdir -p */
-static int mkdirs(const char *path) {
-  char tmp[600];
-  snprintf(tmp, sizeof tmp, "%s", path);
-  for (char *p = tmp + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = 0;
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
-    *p = '/';
-  }
-  return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
+int wf_cuda_cache_dir(char *buf, size_t n) { return wf_dcache_dir("cuda", buf, n); }
 
 /* FNV-1a over the parts, 64 bits, seeded; two seeds give 128 bits. */
 static uint64_t fnv(uint64_t h, const char *s, size_t n) {
@@ -230,45 +210,9 @@ static void cache_key(wf_nvrtc *nv, const char *src, const char *arch, const cha
     h[i] = fnv(h[i], arch, strlen(arch) + 1);
     h[i] = fnv(h[i], opts, strlen(opts) + 1);
     h[i] = fnv(h[i], ver, strlen(ver) + 1);
+    h[i] = fnv(h[i], CACHE_MAGIC, sizeof CACHE_MAGIC);
   }
   snprintf(out, 33, "%016llx%016llx", (unsigned long long)h[0], (unsigned long long)h[1]);
-}
-
-static int read_file(const char *path, char **data, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return -1;
-  int rc = -1;
-  long len;
-  char *buf = NULL;
-  if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
-      (buf = malloc((size_t)len + 1)) && fread(buf, 1, (size_t)len, f) == (size_t)len) {
-    buf[len] = 0;
-    *data = buf;
-    *size = (size_t)len;
-    buf = NULL;
-    rc = 0;
-  }
-  free(buf);
-  fclose(f);
-  return rc;
-}
-
-/* Best effort: a failed write only means the next run compiles again. */
-static void write_file_atomic(const char *dir, const char *path, const char *data, size_t size) {
-  if (mkdirs(dir) != 0) return;
-  char tmp[700];
-  snprintf(tmp, sizeof tmp, "%s/.tmp-XXXXXX", dir);
-  int fd = mkstemp(tmp);
-  if (fd < 0) return;
-  FILE *f = fdopen(fd, "wb");
-  if (!f) {
-    close(fd);
-    unlink(tmp);
-    return;
-  }
-  int ok = fwrite(data, 1, size, f) == size;
-  ok &= fclose(f) == 0;
-  if (!ok || chmod(tmp, 0644) != 0 || rename(tmp, path) != 0) unlink(tmp);
 }
 
 /* ---- compile ------------------------------------------------------------ */
@@ -320,11 +264,14 @@ int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name, const char
     }
     cache_key(nv, src, target, optstr, key);
     snprintf(path, sizeof path, "%s/%s.%s", dir, key, cubin ? "cubin" : "ptx");
-    if (read_file(path, &out->data, &out->size) == 0) {
+    char why[160];
+    int rc = wf_dcache_read(path, CACHE_MAGIC, key, &out->data, &out->size, why, sizeof why);
+    if (rc == 0) {
       out->is_cubin = cubin;
       out->from_cache = 1;
       return 0;
     }
+    if (rc < 0) wf_dcache_warn(path, why);
   }
   nvrtcProgram prog = NULL;
   nvrtcResult r = nv->CreateProgram(&prog, src, name ? name : "weft.cu", 0, NULL, NULL);
@@ -368,7 +315,7 @@ int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name, const char
   out->data = data;
   out->size = size;
   out->is_cubin = cubin;
-  if (cache) write_file_atomic(dir, path, data, size);
+  if (cache) wf_dcache_write(dir, path, CACHE_MAGIC, key, data, size);
   return 0;
 }
 

@@ -85,7 +85,7 @@ typedef struct wf_cuda_image {
 /* Compile CUDA C for arch: "compute_80" (PTX), "sm_80" (CUBIN), or the
 ** shorthand "80" (PTX for compute_80). name is the program name shown in
 ** messages. NVRTC errors are rewritten so "chunk(line): error" reads
-** "chunk:line: error". Uses the disk cache unless WEFT_CACHE_DIR is "off". */
+** "chunk:line: error". Uses the disk cache unless WEFT_CACHE_DIR is "0"/"off"/"". */
 /* fast is NVRTC's --Ofast-compile level ("min", "mid", "max"), or NULL or
 ** "0" for full optimization; ignored by NVRTC before 12.8. */
 WF_INTERNAL int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name, const char *arch,
@@ -97,7 +97,7 @@ WF_INTERNAL void wf_cuda_image_free(wf_cuda_image *img);
 ** receives the size of the result. */
 WF_INTERNAL int wf_nvrtc_assemble(wf_nvrtc *nv, const char *ptx, const char *sm_arch,
                                   size_t *cubin_size, char *err, size_t errsize);
-/* The cache directory (WEFT_CACHE_DIR, else ~/.cache/weft) into buf; 0 if
+/* The CUDA cache directory (<WEFT_CACHE_DIR or ~/.cache/weft>/cuda) into buf; 0 if
 ** caching is off. */
 WF_INTERNAL int wf_cuda_cache_dir(char *buf, size_t n);
 /* Rewrite NVRTC's "name(12): error: x" lines as "name:12: error: x". */
