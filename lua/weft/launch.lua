@@ -1,6 +1,9 @@
 -- weft.launch: run a kernel over a 1-4-D grid on the CPU thread pool.
 --
--- Per kernel (a weak table keyed by the kernel object) the launcher keeps:
+-- Per kernel (in the kernel's own field k._launch, so the state dies with the
+-- kernel: a weak-keyed table whose value points back at its key would keep
+-- every kernel alive, as LuaJIT's weak tables are not ephemerons) the
+-- launcher keeps:
 --   variants   one per argument signature (generic kernels: per the types of
 --              the generic arguments, looked up through nested tables keyed
 --              by numbers, so a warm launch builds no strings)
@@ -24,7 +27,6 @@ return function(weft)
   local is_array = weft.is_array
   local config = weft.config
 
-  local states = setmetatable({}, { __mode = "k" })
   local u8p = ffi.typeof("uint8_t *")
 
   -- The dims of the current launch (shared: launches do not nest).
@@ -143,8 +145,6 @@ return function(weft)
   weft._param_names = param_names
 
   local function kernel_state(k)
-    local st = states[k]
-    if st then return st end
     if type(k) ~= "table" or type(k.params) ~= "table" or not k._module then
       raise("weft.launch: expected a kernel (made by weft.kernel), got %s", describe(k))
     end
@@ -152,9 +152,9 @@ return function(weft)
     for i, p in ipairs(k.params) do
       if p.type == nil then generic[#generic + 1] = i end
     end
-    st = { k = k, nparams = #k.params, generic = generic, names = param_names(k),
-           variants = {}, compiles = 0, disk_hits = 0 }
-    states[k] = st
+    local st = { k = k, nparams = #k.params, generic = generic, names = param_names(k),
+                 variants = {}, compiles = 0, disk_hits = 0 }
+    rawset(k, "_launch", st)
     return st
   end
 
@@ -228,6 +228,7 @@ return function(weft)
     local buf = ffi.new("int64_t[?]", math.max(1, math.ceil(res.size / 8)))
     local c = {
       fn = ffi.cast("void *", res.fn),
+      code = res.code, -- keeps fn's code in the JIT (freed with this record)
       cost = res.cost,
       buf = buf,
       key = res.key,
@@ -276,7 +277,7 @@ return function(weft)
   function weft.launch(k, dim, inputs, opts)
     local cap = weft._capture_cpu -- set between capture_begin("cpu") and capture_end
     if cap and not cap.busy then return cap.record(k, dim, inputs, opts) end
-    local st = states[k] or kernel_state(k)
+    local st = type(k) == "table" and rawget(k, "_launch") or kernel_state(k)
     local ndim, total = read_dims(k, dim)
     local outs = empty
     if opts ~= nil then
@@ -338,7 +339,7 @@ return function(weft)
   -- { compiles, disk_hits }.
   function weft.stats(k)
     if k ~= nil then
-      local st = states[k]
+      local st = type(k) == "table" and rawget(k, "_launch")
       return { compiles = st and st.compiles or 0, disk_hits = st and st.disk_hits or 0 }
     end
     return core.cpu_stats()

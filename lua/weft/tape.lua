@@ -136,7 +136,7 @@ return function(weft)
     if c then return c end
     local res = core.cpu_compile(dmod, { ndim = ndim, debug = debug, name = name,
                                          names = weft._param_names(k) })
-    c = { fn = ffi.cast("void *", res.fn), cost = res.cost, offsets = res.offsets,
+    c = { fn = ffi.cast("void *", res.fn), code = res.code, cost = res.cost, offsets = res.offsets,
           buf = ffi.new("int64_t[?]", math.max(1, math.ceil(res.size / 8))) }
     pk[ckey] = c
     return c

@@ -18,6 +18,12 @@
 **   else: IR -> LLVM (emit.c) -> default<O3> -> object -> write to a
 **         temporary file + rename (atomic for concurrent processes)
 **   the object goes into the LLJIT; the entry symbol is "wfk_<key>".
+**
+** Code lifetime: each object is added under its own ORC resource tracker
+** and counted by the code handles ("weft.cpucode" userdata) that
+** core.cpu_compile returns; when the last one is collected the tracker
+** removes the code. The in-memory table is weak, and the JIT itself is
+** freed only when its holder and all handles are gone.
 */
 #include <errno.h>
 #include <pthread.h>
@@ -57,13 +63,19 @@ struct wf_jit {
   char cachedir[1024];
   int64_t compiles, disk_hits, disk_writes, mem_hits;
   int serial;
-  /* kernels already in the LLJIT (key -> entry): compiling the same
-  ** kernel again returns its code instead of defining the symbol twice */
+  /* kernels in the LLJIT (key -> entry): compiling the same kernel again
+  ** returns its code instead of defining the symbol twice. Each entry's
+  ** object sits under its own resource tracker and is removed from the
+  ** LLJIT when its last code handle is collected (code_unref). */
   struct jit_entry {
     char key[33];
     void *fn;
-  } * loaded;
+    LLVMOrcResourceTrackerRef rt;
+    int refs; /* code handles (l_cpu_compile) and pins (wf_jit_compile) */
+  } **loaded;
   int nloaded, caploaded;
+  int64_t code_freed;
+  int refs; /* owners: the Lua state's holder and every live code handle */
 };
 
 /* ---------------------------------------------------------------------
@@ -154,6 +166,10 @@ static void errmsg_take(LLVMErrorRef er, char *err, size_t es, const char *what)
 }
 
 static void jit_release(wf_jit *j) {
+  for (int i = 0; i < j->nloaded; i++) {
+    if (j->loaded[i]->rt) LLVMOrcReleaseResourceTracker(j->loaded[i]->rt);
+    free(j->loaded[i]);
+  }
   free(j->loaded);
   if (j->jit) LLVMOrcDisposeLLJIT(j->jit);
   if (j->tm) LLVMDisposeTargetMachine(j->tm);
@@ -238,6 +254,7 @@ wf_jit *wf_jit_new(char *err, size_t es) {
     free(j);
     return NULL;
   }
+  j->refs = 1;
   return j;
 }
 
@@ -270,10 +287,16 @@ static void jit_join(jit_ud *u) {
   }
 }
 
+/* Drops one owner of j; the last frees it. Code handles own the JIT too,
+** since the state's holder may be collected before them at lua_close. */
+static void jit_unref(wf_jit *j) {
+  if (j && --j->refs == 0) wf_jit_free(j);
+}
+
 static int jit_gc(lua_State *L) {
   jit_ud *u = luaL_checkudata(L, 1, JIT_MT);
   jit_join(u);
-  wf_jit_free(u->j);
+  jit_unref(u->j);
   u->j = NULL;
   return 0;
 }
@@ -665,46 +688,84 @@ static void cache_write(wf_jit *j, const char *key, const char *data, size_t siz
   if (wf_dcache_write(j->cachedir, path, CACHE_MAGIC, key, data, size) == 0) j->disk_writes++;
 }
 
-/* Adds an object to the JIT (taking the buffer) and finds sym in it. */
-static void *add_and_lookup(wf_jit *j, LLVMMemoryBufferRef obj, const char *sym, char *err,
-                            size_t es) {
+/* Removes an object's code from the JIT (and releases its tracker). */
+static void tracker_drop(LLVMOrcResourceTrackerRef rt) {
+  LLVMErrorRef er = LLVMOrcResourceTrackerRemove(rt);
+  if (er) LLVMConsumeError(er);
+  LLVMOrcReleaseResourceTracker(rt);
+}
+
+/* Adds an object to the JIT under a new resource tracker (*rt; taking the
+** buffer) and finds sym in it. On failure the object is removed again. */
+static void *add_and_lookup(wf_jit *j, LLVMMemoryBufferRef obj, const char *sym,
+                            LLVMOrcResourceTrackerRef *rt, char *err, size_t es) {
   LLVMOrcJITDylibRef jd = LLVMOrcLLJITGetMainJITDylib(j->jit);
-  LLVMErrorRef er = LLVMOrcLLJITAddObjectFile(j->jit, jd, obj);
+  *rt = LLVMOrcJITDylibCreateResourceTracker(jd);
+  LLVMErrorRef er = LLVMOrcLLJITAddObjectFileWithRT(j->jit, *rt, obj);
   if (er) {
     errmsg_take(er, err, es, "weft: cannot load kernel code");
+    tracker_drop(*rt);
+    *rt = NULL;
     return NULL;
   }
   LLVMOrcExecutorAddress addr = 0;
   if ((er = LLVMOrcLLJITLookup(j->jit, &addr, sym))) {
     errmsg_take(er, err, es, "weft: cannot link kernel code");
+    tracker_drop(*rt);
+    *rt = NULL;
     return NULL;
   }
   return (void *)(uintptr_t)addr;
 }
 
 /* The entry of a kernel this JIT already holds, or NULL. */
-static void *loaded_find(const wf_jit *j, const char *key) {
+static struct jit_entry *loaded_find(const wf_jit *j, const char *key) {
   for (int i = 0; i < j->nloaded; i++)
-    if (!strcmp(j->loaded[i].key, key)) return j->loaded[i].fn;
+    if (!strcmp(j->loaded[i]->key, key)) return j->loaded[i];
   return NULL;
 }
 
-/* Remembers a loaded kernel (when out of memory, a later compile of the
-** same kernel fails cleanly with the duplicate-symbol message). */
-static void loaded_add(wf_jit *j, const char *key, void *fn) {
+/* Remembers a loaded kernel, or NULL when out of memory (its code is then
+** removed again, so nothing leaks and the caller reports the failure). */
+static struct jit_entry *loaded_add(wf_jit *j, const char *key, void *fn,
+                                    LLVMOrcResourceTrackerRef rt) {
+  struct jit_entry *e = NULL;
   if (j->nloaded == j->caploaded) {
     int cap = j->caploaded ? 2 * j->caploaded : 16;
-    struct jit_entry *n = realloc(j->loaded, sizeof *n * (size_t)cap);
-    if (!n) return;
-    j->loaded = n;
-    j->caploaded = cap;
+    struct jit_entry **n = realloc(j->loaded, sizeof *n * (size_t)cap);
+    if (n) {
+      j->loaded = n;
+      j->caploaded = cap;
+    }
   }
-  snprintf(j->loaded[j->nloaded].key, sizeof j->loaded[0].key, "%s", key);
-  j->loaded[j->nloaded++].fn = fn;
+  if (j->nloaded < j->caploaded) e = calloc(1, sizeof *e);
+  if (!e) {
+    tracker_drop(rt);
+    return NULL;
+  }
+  snprintf(e->key, sizeof e->key, "%s", key);
+  e->fn = fn;
+  e->rt = rt;
+  j->loaded[j->nloaded++] = e;
+  return e;
+}
+
+/* Drops one reference to e; the last removes its code from the JIT. */
+static void loaded_unref(wf_jit *j, struct jit_entry *e) {
+  if (--e->refs > 0) return;
+  for (int i = 0; i < j->nloaded; i++)
+    if (j->loaded[i] == e) {
+      j->loaded[i] = j->loaded[--j->nloaded];
+      break;
+    }
+  tracker_drop(e->rt);
+  free(e);
+  j->code_freed++;
 }
 
 typedef struct cresult {
   void *fn;
+  struct jit_entry *e;
   int from_disk;
   char key[33];
 } cresult;
@@ -720,19 +781,24 @@ static int compile_kernel(wf_jit *j, wf_func *fn, wf_cpu_opts *o, const char *ir
   o->features = j->features;
   o->simd = simd_on();
   int dump = dump_llvm();
-  if ((out->fn = loaded_find(j, out->key)) != NULL) {
+  if ((out->e = loaded_find(j, out->key)) != NULL) {
+    out->e->refs++; /* the caller's, taken before any Lua allocation can
+                       run a finalizer that drops the entry's last one */
+    out->fn = out->e->fn;
     j->mem_hits++;
     return 0;
   }
+  LLVMOrcResourceTrackerRef rt = NULL;
   if (j->cache_on && !dump) {
     LLVMMemoryBufferRef obj = cache_read(j, out->key);
     if (obj) {
       char e2[256];
-      out->fn = add_and_lookup(j, obj, sym, e2, sizeof e2);
+      out->fn = add_and_lookup(j, obj, sym, &rt, e2, sizeof e2);
       if (out->fn) {
         out->from_disk = 1;
         j->disk_hits++;
-        loaded_add(j, out->key, out->fn);
+        if (!(out->e = loaded_add(j, out->key, out->fn, rt))) goto oom;
+        out->e->refs++;
         return 0;
       }
       /* a damaged file: drop it and compile under a new symbol */
@@ -773,9 +839,16 @@ static int compile_kernel(wf_jit *j, wf_func *fn, wf_cpu_opts *o, const char *ir
             fn->name ? fn->name : "?", t1 - t0, now_ms() - t1);
   if (j->cache_on && strchr(sym + 4, '_') == NULL)
     cache_write(j, out->key, LLVMGetBufferStart(obj), LLVMGetBufferSize(obj));
-  out->fn = add_and_lookup(j, obj, sym, err, es);
-  if (out->fn) loaded_add(j, out->key, out->fn);
-  return out->fn ? 0 : -1;
+  out->fn = add_and_lookup(j, obj, sym, &rt, err, es);
+  if (!out->fn) return -1;
+  if ((out->e = loaded_add(j, out->key, out->fn, rt))) {
+    out->e->refs++;
+    return 0;
+  }
+oom:
+  out->fn = NULL;
+  snprintf(err, es, "weft: out of memory");
+  return -1;
 }
 
 void *wf_jit_compile(wf_jit *j, wf_func *fn, wf_cpu_opts *o, int *from_disk, char *err, size_t es) {
@@ -789,6 +862,7 @@ void *wf_jit_compile(wf_jit *j, wf_func *fn, wf_cpu_opts *o, int *from_disk, cha
   int st = compile_kernel(j, fn, o, irtext, &res, err, es);
   free(irtext);
   if (from_disk) *from_disk = res.from_disk;
+  /* C callers hold no handle: their reference keeps the code with j */
   return st == 0 ? res.fn : NULL;
 }
 
@@ -847,10 +921,65 @@ static void read_opts(lua_State *L, int opts, wf_cpu_opts *o, const char **names
 }
 
 #define MAXNAMES 256
+#define CODE_MT "weft.cpucode"
+
+/* A code handle: keeps one kernel's code in the JIT while Lua holds it
+** (the result of core.cpu_compile has it as field "code"). */
+typedef struct code_ud {
+  wf_jit *j;
+  struct jit_entry *e;
+} code_ud;
+
+static int code_gc(lua_State *L) {
+  code_ud *u = luaL_checkudata(L, 1, CODE_MT);
+  if (u->e) loaded_unref(u->j, u->e);
+  if (u->j) jit_unref(u->j);
+  u->e = NULL;
+  u->j = NULL;
+  return 0;
+}
+
+/* Pushes an empty handle; code_adopt fills it without allocating. */
+static code_ud *code_new(lua_State *L) {
+  code_ud *u = lua_newuserdata(L, sizeof *u);
+  u->j = NULL;
+  u->e = NULL;
+  if (luaL_newmetatable(L, CODE_MT)) {
+    lua_pushcfunction(L, code_gc);
+    lua_setfield(L, -2, "__gc");
+  }
+  lua_setmetatable(L, -2);
+  return u;
+}
+
+/* The handle takes over the reference to e that compile_kernel took. */
+static void code_adopt(code_ud *u, wf_jit *j, struct jit_entry *e) {
+  u->j = j;
+  u->e = e;
+  j->refs++;
+}
+
+/* The registry table key -> compile result. Its values are weak: a result
+** lives while some launcher holds it or its code handle. */
+static int kernels_table(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, JIT_KERNELS);
+  if (lua_istable(L, -1)) return lua_gettop(L);
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "v");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, LUA_REGISTRYINDEX, JIT_KERNELS);
+  return lua_gettop(L);
+}
 
 /* core.cpu_compile(module, opts) -> { fn = lightuserdata, size = bytes,
 **   offsets = {byte offset of each parameter}, cost = work per thread,
-**   key = hex, from_disk = bool }
+**   key = hex, from_disk = bool, code = handle }
+** fn stays valid while the handle `code` is reachable: its __gc removes
+** the kernel's code from the JIT when no other handle shares it.
 ** opts: debug (bool), ndim (1-4, default 1), names (parameter names),
 **   name (function to compile; default the first kernel). */
 static int l_cpu_compile(lua_State *L) {
@@ -866,14 +995,7 @@ static int l_cpu_compile(lua_State *L) {
   h128 h = kernel_key(j, fn, &o, irtext);
   char key[33];
   key_hex(&h, key);
-  lua_getfield(L, LUA_REGISTRYINDEX, JIT_KERNELS);
-  if (!lua_istable(L, -1)) {
-    lua_pop(L, 1);
-    lua_newtable(L);
-    lua_pushvalue(L, -1);
-    lua_setfield(L, LUA_REGISTRYINDEX, JIT_KERNELS);
-  }
-  int kt = lua_gettop(L);
+  int kt = kernels_table(L);
   lua_getfield(L, kt, key);
   if (!lua_isnil(L, -1)) {
     free(irtext);
@@ -881,17 +1003,22 @@ static int l_cpu_compile(lua_State *L) {
     return 1;
   }
   lua_pop(L, 1);
+  code_ud *u = code_new(L);
+  int ui = lua_gettop(L);
   cresult res;
   memset(&res, 0, sizeof res);
   char err[1024];
   int st = compile_kernel(j, fn, &o, irtext, &res, err, sizeof err);
   free(irtext);
   if (st != 0) return luaL_error(L, "%s", err);
+  code_adopt(u, j, res.e); /* owns the code from here on, even on errors */
+  lua_createtable(L, 0, 8);
+  lua_pushvalue(L, ui);
+  lua_setfield(L, -2, "code");
   int64_t offs_buf[64],
       *offs = fn->nparams <= 64 ? offs_buf : malloc(sizeof(int64_t) * (size_t)fn->nparams);
   if (!offs) return luaL_error(L, "weft: out of memory");
   int64_t size = wf_cpu_arg_layout(fn, offs);
-  lua_createtable(L, 0, 8);
   lua_pushlightuserdata(L, res.fn);
   lua_setfield(L, -2, "fn");
   lua_pushnumber(L, (lua_Number)size);
@@ -951,6 +1078,7 @@ static int l_llvm_ir(lua_State *L) {
 }
 
 /* core.cpu_stats() -> { compiles, disk_hits, disk_writes, memory_hits,
+**   code_live (kernels in the JIT), code_freed (removed from it),
 **   cache_dir (or false), cpu, features, triple } */
 static int l_cpu_stats(lua_State *L) {
   wf_jit *j = get_jit(L);
@@ -963,6 +1091,10 @@ static int l_cpu_stats(lua_State *L) {
   lua_setfield(L, -2, "disk_writes");
   lua_pushnumber(L, (lua_Number)j->mem_hits);
   lua_setfield(L, -2, "memory_hits");
+  lua_pushnumber(L, (lua_Number)j->nloaded);
+  lua_setfield(L, -2, "code_live");
+  lua_pushnumber(L, (lua_Number)j->code_freed);
+  lua_setfield(L, -2, "code_freed");
   if (j->cache_on)
     lua_pushstring(L, j->cachedir);
   else
