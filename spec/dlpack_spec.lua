@@ -135,3 +135,110 @@ describe("weft.from_dlpack", function()
     assert.are_not.equal(0, bit.band(b.h.flags, 4))
   end)
 end)
+
+-- A read-only array: an export flagged READ_ONLY, imported back.
+local function readonly(a)
+  local m = versioned(weft.to_dlpack(a, true))
+  m.flags = 1
+  return weft.from_dlpack(m, true)
+end
+
+describe("read-only arrays", function()
+  local copy = weft.kernel{ x = weft.array(weft.float32), y = weft.array(weft.float32),
+    function(x, y)
+      local i = weft.tid()
+      y[i] = x[i] * 2.0
+    end }
+  local accumulate = weft.kernel{ x = weft.array(weft.float32), s = weft.array(weft.float32),
+    function(x, s)
+      weft.atomic_add(s, 0, x[weft.tid()])
+    end }
+
+  it("can be read by kernels", function()
+    local x = readonly(weft.array({ 1, 2, 3 }, weft.float32))
+    local y = weft.zeros(3)
+    weft.launch(copy, 3, { x }, { outputs = { y } })
+    assert.same({ 2, 4, 6 }, y:totable())
+    local s = weft.zeros(1)
+    weft.launch(accumulate, 3, { x }, { outputs = { s } })
+    assert.equal(6, s[0])
+  end)
+
+  it("refuse kernels that store to them or update them atomically", function()
+    local y = readonly(weft.zeros(3))
+    local line = debug.getinfo(1, "l").currentline + 1
+    local ok, err = pcall(weft.launch, copy, 3, { weft.ones(3) }, { outputs = { y } })
+    assert.is_false(ok)
+    assert.equal(("spec/dlpack_spec.lua:%d: weft.launch: kernel 'copy' writes output 'y', but the "
+                  .. "array passed is read-only"):format(line), err)
+    assert.same({ 0, 0, 0 }, y:totable())
+    assert.has_error(function() weft.launch(accumulate, 3, { weft.ones(3) }, { outputs = { y } }) end,
+      "weft.launch: kernel 'accumulate' writes output 's', but the array passed is read-only")
+    assert.equal(0, y[0])
+  end)
+
+  it("refuse a:fill_, a:zero_, weft.copy and a[i] = v, also through row views", function()
+    local a = readonly(weft.array({ { 1, 2 }, { 3, 4 } }, weft.float32))
+    assert.has_error(function() a:fill_(7) end, "a:fill_: the array is read-only")
+    assert.has_error(function() a:zero_() end, "a:zero_: the array is read-only")
+    assert.has_error(function() weft.copy(a, weft.zeros({ 2, 2 })) end,
+      "weft.copy: dst: the array is read-only")
+    assert.has_error(function() a[0] = { 5, 6 } end, "weft: a[i] = v: the array is read-only")
+    assert.has_error(function() a[1][0] = 5 end, "weft: a[i] = v: the array is read-only")
+    assert.same({ { 1, 2 }, { 3, 4 } }, a:totable())
+    -- reading and copying out still work
+    local b = weft.zeros({ 2, 2 })
+    weft.copy(b, a)
+    assert.equal(4, b[1][1])
+    assert.equal(3, a[1][0])
+  end)
+
+  it("refuse an adjoint launch that writes their gradient", function()
+    local x = weft.array({ 1, 2, 3 }, weft.float32)
+    local y = weft.zeros(3)
+    local gx = readonly(weft.zeros(3))
+    assert.has_error(function()
+      weft.launch(copy, 3, { x }, { outputs = { y }, adjoint = true, adj_inputs = { gx },
+                                    adj_outputs = { weft.ones(3) } })
+    end, "weft: adjoint launch of 'copy' writes the adjoint of 'x', but the array passed is read-only")
+    -- a read-only primal input is fine: the adjoint only reads it
+    local rx = readonly(x)
+    local g = weft.zeros(3)
+    weft.launch(copy, 3, { rx }, { outputs = { y }, adjoint = true, adj_inputs = { g },
+                                   adj_outputs = { weft.ones(3) } })
+    assert.same({ 2, 2, 2 }, g:totable())
+  end)
+end)
+
+describe("weft.from_dlpack of malformed tensors", function()
+  it("names what is wrong and calls the deleter once", function()
+    local deleted = 0
+    local del = ffi.cast("void (*)(struct spec_DLMTV *)", function() deleted = deleted + 1 end)
+    local shape = ffi.new("int64_t[2]", 2, 3)
+    local data = ffi.new("float[6]")
+    local function tensor()
+      local m = ffi.new("spec_DLMTV")
+      m.major, m.deleter = 1, del
+      local t = m.dl_tensor
+      t.data, t.ndim, t.shape = data, 2, shape
+      t.device.device_type, t.dtype.code, t.dtype.bits, t.dtype.lanes = 1, 2, 32, 1
+      return m
+    end
+    local cases = {
+      { function(t) t.shape = nil end, "shape is NULL for a tensor of 2 dimensions" },
+      { function(t) t.byte_offset = 2ULL ^ 63 end, "byte_offset 9223372036854775808 is out of range" },
+      { function(t) t.data = nil end, "data is NULL for a tensor of 6 elements" },
+      { function(t) t.shape = ffi.new("int64_t[2]", 2, -1) end, "dimension 1 has negative size -1" },
+      { function(t) t.strides = ffi.new("int64_t[2]", 2LL ^ 62, 1) end,
+        "stride 4611686018427387904 of dimension 0 overflows 64 bits in bytes" },
+    }
+    for _, c in ipairs(cases) do
+      local m = tensor()
+      c[1](m.dl_tensor)
+      deleted = 0
+      assert.has_error(function() weft.from_dlpack(m, true) end, "weft.from_dlpack: " .. c[2])
+      assert.equal(1, deleted)
+    end
+    del:free()
+  end)
+end)

@@ -21,7 +21,7 @@ local bit = require "bit"
 local floor = math.floor
 local fmt = string.format
 
-local FLAG_REQUIRES_GRAD, FLAG_BORROWED, FLAG_VIEW = 1, 2, 8
+local FLAG_REQUIRES_GRAD, FLAG_BORROWED, FLAG_READONLY, FLAG_VIEW = 1, 2, 4, 8
 local DEVICE_CPU = -1
 local GC_BYTES = 256 * 2 ^ 20 -- allocations between forced collections
 
@@ -64,6 +64,15 @@ return function(weft)
       raise(fname .. ": " .. msg)
     end
   end
+
+  -- Read-only memory (DLPack's READ_ONLY, NumPy's writeable=False, a
+  -- read-only memmap) is never written: a write is this error instead.
+  local function check_writable(fname, h)
+    if bit.band(h.flags, FLAG_READONLY) ~= 0 then
+      raise("%s: the array is read-only", fname)
+    end
+  end
+  weft._check_writable = check_writable
 
   local function finalize(a) C.wf_array_release(a.h) end
 
@@ -377,6 +386,7 @@ return function(weft)
     local same = dh.ndim == sh.ndim
     for d = 0, dh.ndim - 1 do same = same and dh.shape[d] == sh.shape[d] end
     if not same then raise("weft.copy: shapes differ (dst %s, src %s)", shape_str(dh), shape_str(sh)) end
+    check_writable("weft.copy: dst", dh)
     ccheck("weft.copy", C.wf_array_copy(rt, dh, sh))
     return dst
   end
@@ -569,7 +579,7 @@ return function(weft)
     vh.ndim = #shape
     vh.size = size
     vh.dtype, vh.device, vh.elsize = h.dtype, h.device, h.elsize
-    vh.flags = bit.bor(bit.band(h.flags, FLAG_BORROWED), FLAG_VIEW)
+    vh.flags = bit.bor(bit.band(h.flags, FLAG_BORROWED + FLAG_READONLY), FLAG_VIEW)
     vh.buf = h.buf
     C.wf_buffer_retain(h.buf)
     ffi.gc(v, finalize)
@@ -621,6 +631,7 @@ return function(weft)
     local same = tmp.h.ndim == h.ndim
     for d = 0, h.ndim - 1 do same = same and tmp.h.shape[d] == h.shape[d] end
     if not same then raise("weft: a[i] = v: v has shape %s, expected %s", shape_str(tmp.h), shape_str(h)) end
+    check_writable("weft: a[i] = v", h)
     ccheck("weft: a[i] = v", C.wf_array_copy(rt, h, tmp.h))
   end
 
@@ -630,6 +641,7 @@ return function(weft)
       if k ~= floor(k) or k < 0 or k >= tonumber(h.shape[0]) then bad_index(h, k) end
       if h.ndim > 1 then return assign_row(row_view(a, k), x) end
       check_host("a[i] = v", h)
+      check_writable("weft: a[i] = v", h)
       local t = types[h.dtype]
       local err = t.store(ffi.cast(t.ptrct, ffi.cast(charp, h.data) + k * h.strides[0]), 0, x)
       if err then raise("weft: a[%d] = v: v is %s", k, err) end
@@ -770,12 +782,14 @@ return function(weft)
 
   function methods.zero_(a)
     if not is_array(a) then raise("a:zero_: call it with ':' on an array") end
+    check_writable("a:zero_", a.h)
     ccheck("a:zero_", C.wf_array_fill(rt, a.h, zero_value(types[a.h.dtype])))
     return a
   end
 
   function methods.fill_(a, v)
     if not is_array(a) then raise("a:fill_: call it with ':' on an array") end
+    check_writable("a:fill_", a.h)
     local buf = encode("a:fill_", types[a.h.dtype], v)
     ccheck("a:fill_", C.wf_array_fill(rt, a.h, buf))
     return a

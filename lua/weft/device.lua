@@ -378,7 +378,9 @@ return function(weft)
     check(C.wf_cuda_module_load(rt, n, image, #image + 1, m))
     local f = ffi.new("void *[1]")
     check(C.wf_cuda_module_function(rt, m[0], entry, f))
-    per[key] = { module = m[0], fn = f[0], image = image }
+    -- writes: the forward kernel's written array parameters (derived
+    -- launches check theirs in lua/weft/tape.lua)
+    per[key] = { module = m[0], fn = f[0], image = image, writes = not kind and core.writes(mod) }
     return per[key]
   end
 
@@ -443,6 +445,15 @@ return function(weft)
   local function launch_on(k, n, kind, dim, args, extra, block_dim, stream)
     local debug = weft.config.mode == "debug"
     local ker = load_kernel(k, n, debug, kind)
+    if ker.writes then
+      for i, p in ipairs(k.params) do
+        local v = args[i]
+        if ker.writes[i] and weft.is_array(v) and bit.band(v.h.flags, 4) ~= 0 then
+          raise(fmt("weft.launch: kernel '%s' writes '%s', but the array passed is read-only",
+                    k.name, p.name))
+        end
+      end
+    end
     local d = type(dim) == "table" and dim or { dim }
     local dims = ffi.new("int64_t[4]")
     for i = 1, #d do dims[i - 1] = d[i] end

@@ -65,6 +65,13 @@ return function(weft)
           p.type and p.type.name or "?", typename(v))
   end
 
+  -- The error raised by a packer for a read-only array that the kernel
+  -- writes (stores to or updates atomically).
+  local function readonly_arg(k, i, nin)
+    raise("weft.launch: kernel '%s' writes %s '%s', but the array passed is read-only", kname(k),
+          i <= nin and "input" or "output", k.params[i].name)
+  end
+
   -- The range of an integer type as Lua numbers (64-bit ends are rounded to
   -- doubles, which only matters beyond 2^53 where numbers are inexact anyway).
   local function int_range(t)
@@ -76,12 +83,16 @@ return function(weft)
   -- packers: one generated function per signature
   ---------------------------------------------------------------------------
   -- Source lines checking and storing argument i (value in `v`) of type t.
-  local function pack_lines(out, i, t, env)
+  -- written: the kernel writes this array parameter (core.writes).
+  local function pack_lines(out, i, t, env, written)
     local pn = "p" .. i
     if t.kind == "array" then
       env[pn .. "t"] = ffi.typeof("weft_Array **")
       out[#out + 1] = fmt("if not is_array(v) or v.h.dtype ~= %d or v.h.ndim ~= %d or v.h.device ~= -1 then return bad(k, %d, v, nin) end",
                           t.dtype.id, t.ndim, i)
+      if written then
+        out[#out + 1] = fmt("if band(v.h.flags, 4) ~= 0 then return readonly(k, %d, nin) end", i)
+      end
       out[#out + 1] = fmt("%s[0] = v", pn)
     elseif t.kind == "bool" then
       env[pn .. "t"] = ffi.typeof("uint8_t *")
@@ -113,14 +124,14 @@ return function(weft)
   end
 
   -- Build the packer of a signature: function(ins, outs, nin).
-  local function make_packer(k, types, buf, offsets)
+  local function make_packer(k, types, buf, offsets, writes)
     local env = { is_array = is_array, bad = bad_arg, ffi = ffi, k = k, type = type,
-                  half = weft._half_from_number }
+                  half = weft._half_from_number, band = bit.band, readonly = readonly_arg }
     local out = { "return function(ins, outs, nin)", "local v" }
     local decl = {}
     for i, t in ipairs(types) do
       out[#out + 1] = fmt("if nin >= %d then v = ins[%d] else v = outs[%d - nin] end", i, i, i)
-      pack_lines(out, i, t, env)
+      pack_lines(out, i, t, env, writes[i])
     end
     out[#out + 1] = "end"
     for i = 1, #types do
@@ -161,7 +172,7 @@ return function(weft)
   local function new_variant(st, types)
     local k = st.k
     local mod = k:_module(types)
-    return { types = types, module = mod, code = {} }
+    return { types = types, module = mod, code = {}, writes = core.writes(mod) }
   end
 
   -- The type a generic parameter takes from its argument, and a number
@@ -234,7 +245,7 @@ return function(weft)
       key = res.key,
       from_disk = res.from_disk,
     }
-    c.pack = make_packer(st.k, v.types, buf, res.offsets)
+    c.pack = make_packer(st.k, v.types, buf, res.offsets, v.writes)
     return c
   end
 

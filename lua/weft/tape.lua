@@ -215,6 +215,28 @@ return function(weft)
         adjs[#adjs + 1] = { g = g, t = types[i] }
       end
     end
+    -- read-only arrays that the derived kernel writes (an adjoint writes
+    -- the adjoints of its inputs) are refused before anything runs
+    local dmod, dname, pk = derived_module(kind, k, k:_module(types), types, false)
+    local writes = pk.writes
+    if not writes then
+      writes = core.writes(dmod, dname)
+      pk.writes = writes
+    end
+    local w = 0
+    for i, p in ipairs(k.params) do
+      if types[i].kind == "array" then
+        w = w + 1
+        if writes[i] and bit.band(args[i].h.flags, 4) ~= 0 then
+          raise("weft: %s launch of '%s' writes '%s', but the array passed is read-only",
+                what[kind], kname(k), p.name)
+        end
+        if writes[np + w] and bit.band(adjs[w].g.h.flags, 4) ~= 0 then
+          raise("weft: %s launch of '%s' writes the %s of '%s', but the array passed is read-only",
+                what[kind], kname(k), what[kind], p.name)
+        end
+      end
+    end
     -- the device: opts.device of the launch, else the arrays' own (all on
     -- one device); cuda:N runs the derived entry of the CUDA module
     local dev, first = device, nil
