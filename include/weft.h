@@ -40,6 +40,7 @@ extern "C" {
 #define WEFT_ERRFILE 4   /* cannot open or read a file */
 #define WEFT_ERRARG 5    /* a bad argument to a weft_* function */
 #define WEFT_ERRDEVICE 6 /* a device is missing or failed */
+#define WEFT_ERRINTR 7   /* stopped by weft_interrupt */
 
 typedef struct weft_State weft_State;
 struct lua_State;
@@ -51,6 +52,23 @@ struct lua_State;
 */
 WEFT_API weft_State *weft_open(void); /* NULL on failure */
 WEFT_API void weft_close(weft_State *W);
+
+/* Options of weft_open_ex: zero the struct, then set what you need. */
+typedef struct weft_Options {
+  int sandbox_exit;    /* nonzero: os.exit raises "os.exit is disabled by the host" */
+  size_t memory_limit; /* bytes the Lua heap may hold, 0 = no limit (beyond: WEFT_ERRMEM) */
+} weft_Options;
+/* weft_open with options (NULL = the defaults of weft_open). */
+WEFT_API weft_State *weft_open_ex(const weft_Options *opts);
+
+/* Stop what runs on W: CPU kernels leave at their next loop back-edge (or
+** chunk), Lua code at its next instruction (a debug hook, as lua.c does),
+** and the call returns WEFT_ERRINTR ("interrupted" at the launch or the
+** Lua line). Safe from a signal handler or another thread. A request made
+** while nothing runs stops the next call. Running CUDA kernels finish;
+** the script stops after them. Loops LuaJIT has compiled to machine code
+** do not see the hook. */
+WEFT_API void weft_interrupt(weft_State *W);
 WEFT_API struct lua_State *weft_lua(weft_State *W);
 WEFT_API const char *weft_version(void);
 

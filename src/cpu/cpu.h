@@ -21,6 +21,7 @@ typedef struct wf_cpu_opts {
   int debug;  /* bounds checks, division checks, error polling */
   int ndim;   /* launch dimensionality the code is made for (1-4) */
   int simd;   /* vectorize across threads where safe (emit.c; WEFT_SIMD=off: 0) */
+  int poll;   /* poll the interrupt flag at loop back-edges (WEFT_POLL=off: 0) */
   int nnames; /* parameter names for messages (may be 0) */
   const char *const *names;
   const char *symbol; /* name of the exported kernel function */
@@ -54,6 +55,8 @@ WF_INTERNAL void wf_jit_stats(const wf_jit *j, int64_t *compiles, int64_t *disk_
 WF_INTERNAL void wf_cpu_rt_oob(wf_launch_ctx *ctx, const char *where, int64_t index, int32_t axis,
                                int64_t size, const char *array);
 WF_INTERNAL void wf_cpu_rt_trap(wf_launch_ctx *ctx, const char *where, const char *msg);
+/* A thread found the interrupt flag set: stop the launch ("interrupted"). */
+WF_INTERNAL void wf_cpu_rt_interrupted(wf_launch_ctx *ctx);
 /* kinds: one letter per value: 'i' signed, 'u' unsigned, 'f' float (the
 ** slot holds a double's bits), 'b' bool. */
 WF_INTERNAL void wf_cpu_rt_print(const char *fmt, int32_t n, const char *kinds,

@@ -49,6 +49,7 @@
 **   RANDF(s): s' = pcg(s); value = float(s' >> 8) * 2^-24 -> value in [0,1), s'
 */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,10 @@ typedef struct E {
   int8_t *adepth;   /* per IR value: dims peeled off the root array */
   LLVMValueRef F;   /* the body function being emitted */
   LLVMValueRef ctx; /* its wf_launch_ctx pointer */
+  /* interrupt polling: the flag's address (NULL: no polling) and the
+  ** block that reports "interrupted" and leaves (made on first use) */
+  LLVMValueRef intr;
+  LLVMBasicBlockRef intr_bb;
   LLVMValueRef tid[WF_MAXDIM];
   LLVMBasicBlockRef exit_bb, latch_bb;
   int contig;         /* emitting the noalias / compact-stride body */
@@ -1095,6 +1100,34 @@ static void emit_if(E *e, wf_inst *in) {
   phiset_free(&ps);
 }
 
+/* At a loop back-edge: leave the kernel when weft_interrupt asked. One
+** relaxed load of the flag and a branch marked unlikely, so the loop's
+** hot path pays a load and a not-taken jump per iteration. */
+static void poll_interrupt(E *e) {
+  if (!e->intr) return;
+  LLVMBasicBlockRef here = LLVMGetInsertBlock(e->B);
+  if (!e->intr_bb) {
+    e->intr_bb = LLVMAppendBasicBlockInContext(e->C, e->F, "interrupted");
+    LLVMPositionBuilderAtEnd(e->B, e->intr_bb);
+    LLVMTypeRef pt[1] = {e->ptr};
+    LLVMValueRef a[1] = {e->ctx};
+    call_ext(e, "wf_cpu_rt_interrupted", e->vd, pt, 1, a);
+    LLVMBuildBr(e->B, e->exit_bb);
+    LLVMPositionBuilderAtEnd(e->B, here);
+  }
+  LLVMValueRef f = LLVMBuildLoad2(e->B, e->i32, e->intr, "intr");
+  LLVMSetAlignment(f, 4);
+  LLVMSetOrdering(f, LLVMAtomicOrderingMonotonic);
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(e->C, e->F, "loop.latch");
+  LLVMValueRef br =
+      LLVMBuildCondBr(e->B, LLVMBuildICmp(e->B, LLVMIntNE, f, ci32(e, 0), ""), e->intr_bb, go);
+  LLVMMetadataRef w[3] = {LLVMMDStringInContext2(e->C, "branch_weights", 14),
+                          LLVMValueAsMetadata(ci32(e, 1)), LLVMValueAsMetadata(ci32(e, 1 << 20))};
+  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->C, "prof", 4),
+                  LLVMMetadataAsValue(e->C, LLVMMDNodeInContext2(e->C, w, 3)));
+  LLVMPositionBuilderAtEnd(e->B, go);
+}
+
 static void emit_for(E *e, wf_inst *in) {
   if (in->nargs < 3 || in->nblocks < 1) {
     efail(e, in, "malformed for");
@@ -1157,6 +1190,7 @@ static void emit_for(E *e, wf_inst *in) {
     vals[0] = LLVMBuildNUWAdd(e->B, iphi, step, "");
   else
     vals[0] = LLVMBuildNSWAdd(e->B, iphi, step, "");
+  poll_interrupt(e);
   phiset_incoming(e, &ps, vals);
   LLVMBuildBr(e->B, hb);
   phiset_free(&ps);
@@ -1206,6 +1240,7 @@ static void emit_while(E *e, wf_inst *in) {
   LLVMPositionBuilderAtEnd(e->B, ab);
   wf_inst *yt = emit_block(e, after);
   term_values(e, yt, 0, ni, vals, in);
+  poll_interrupt(e);
   phiset_incoming(e, &ps, vals);
   LLVMBuildBr(e->B, hb);
   phiset_free(&ps);
@@ -1708,6 +1743,13 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
   LLVMValueRef begin = LLVMGetParam(F, k), end = LLVMGetParam(F, k + 1);
   e->ctx = LLVMGetParam(F, k + 2);
   LLVMBuilderRef B = e->B;
+  e->intr_bb = NULL;
+  e->intr = NULL;
+  if (e->o->poll) {
+    e->intr = LLVMBuildLoad2(
+        B, e->ptr, gep8(e, e->ctx, ci64(e, (int64_t)offsetof(wf_launch_ctx, intr))), "intr.p");
+    LLVMSetAlignment(e->intr, 8);
+  }
   int nd = e->o->ndim < 1 ? 1 : e->o->ndim > 4 ? 4 : e->o->ndim;
   LLVMValueRef dims[WF_MAXDIM];
   for (int d = 0; d < nd; d++) {

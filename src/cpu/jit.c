@@ -146,6 +146,14 @@ static int simd_on(void) {
   return !(v && (!strcmp(v, "0") || !strcmp(v, "off")));
 }
 
+/* WEFT_POLL=0/off: kernels do not poll the interrupt flag at loop
+** back-edges (weft_interrupt then stops launches between chunks only;
+** bench/interrupt.lua measures the difference). Part of the key. */
+static int poll_on(void) {
+  const char *v = getenv("WEFT_POLL");
+  return !(v && (!strcmp(v, "0") || !strcmp(v, "off")));
+}
+
 /* Diagnostics of an LLVM context: dropped. Failures come back as errors;
 ** what remains are remarks and the warning "loop not vectorized" for a
 ** thread loop the vectorizer declined, which is not the user's concern. */
@@ -646,9 +654,9 @@ static h128 kernel_key(wf_jit *j, wf_func *fn, const wf_cpu_opts *o, const char 
   h128 h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
   char hdr[160];
   const char *pv = getenv("WEFT_PRIVATIZE"); /* emit.c: "0"/"off" keeps every atomic */
-  snprintf(hdr, sizeof hdr, "weft-cpu %d weft %s llvm %s debug %d ndim %d priv %s simd %d",
+  snprintf(hdr, sizeof hdr, "weft-cpu %d weft %s llvm %s debug %d ndim %d priv %s simd %d poll %d",
            WF_CPU_CODEGEN_VERSION, WEFT_VERSION, WEFT_LLVM_VERSION, o->debug, o->ndim,
-           pv ? pv : "", simd_on());
+           pv ? pv : "", simd_on(), poll_on());
   h_str(&h, hdr);
   h_str(&h, CACHE_MAGIC);
   h_str(&h, j->triple);
@@ -780,6 +788,7 @@ static int compile_kernel(wf_jit *j, wf_func *fn, wf_cpu_opts *o, const char *ir
   o->cpu = j->cpu;
   o->features = j->features;
   o->simd = simd_on();
+  o->poll = poll_on();
   int dump = dump_llvm();
   if ((out->e = loaded_find(j, out->key)) != NULL) {
     out->e->refs++; /* the caller's, taken before any Lua allocation can
@@ -1062,6 +1071,7 @@ static int l_llvm_ir(lua_State *L) {
   o.cpu = j->cpu;
   o.features = j->features;
   o.simd = simd_on();
+  o.poll = poll_on();
   char err[1024];
   LLVMContextRef C = context_new();
   LLVMModuleRef M = build_module(j, C, fn, &o, optimize, err, sizeof err);

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cpu/cpu.h"
 #include "cpu/wf_launch.h"
 #include "runtime/rt.h"
 
@@ -19,9 +20,14 @@ typedef struct launch_job {
   wf_launch_ctx *ctx;
 } launch_job;
 
-/* The pool calls this per chunk. */
+/* The pool calls this per chunk; an interrupt stops the chunks not yet
+** started (kernels without loops never poll). */
 static void run_chunk(void *job, int64_t begin, int64_t end) {
   launch_job *j = job;
+  if (__atomic_load_n(j->ctx->intr, __ATOMIC_RELAXED)) {
+    wf_cpu_rt_interrupted(j->ctx);
+    return;
+  }
   j->fn(j->args, begin, end, j->ctx);
 }
 
@@ -64,6 +70,9 @@ int wf_cpu_launch(wf_rt *rt, void *fn, int ndim, const int64_t *dims, const void
     total *= dims[i];
   }
   if (total == 0) return WEFT_OK;
+  wf_intr *intr = wf_rt_intr(rt);
+  if (wf_intr_take(intr)) return wf_rt_seterr(rt, WEFT_ERRINTR, "interrupted");
+  ctx.intr = &intr->pending;
   ctx.ndim = ndim;
   ctx.error = 0;
   ctx.msg[0] = '\0';
@@ -84,7 +93,12 @@ int wf_cpu_launch(wf_rt *rt, void *fn, int ndim, const int64_t *dims, const void
     wf_pool_run(pool, total, grain < 1 ? 1 : grain, run_chunk, &job, &ctx.error);
   }
   if (token) __atomic_load_n(&reblock_fn, __ATOMIC_ACQUIRE)(token);
-  if (__atomic_load_n(&ctx.error, __ATOMIC_ACQUIRE))
-    return wf_rt_seterr(rt, WEFT_ERRRUN, "%s", ctx.msg);
+  int32_t err = __atomic_load_n(&ctx.error, __ATOMIC_ACQUIRE);
+  if (err == WF_LAUNCH_INTERRUPTED) {
+    /* count the stop even if the request was taken meanwhile */
+    if (!wf_intr_take(intr)) __atomic_add_fetch(&intr->taken, 1, __ATOMIC_RELEASE);
+    return wf_rt_seterr(rt, WEFT_ERRINTR, "interrupted");
+  }
+  if (err) return wf_rt_seterr(rt, WEFT_ERRRUN, "%s", ctx.msg);
   return WEFT_OK;
 }

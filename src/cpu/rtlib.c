@@ -31,6 +31,13 @@ void wf_cpu_rt_trap(wf_launch_ctx *ctx, const char *where, const char *msg) {
   snprintf(ctx->msg, sizeof ctx->msg, "%s: %s", where, msg);
 }
 
+void wf_cpu_rt_interrupted(wf_launch_ctx *ctx) {
+  int32_t zero = 0;
+  if (__atomic_compare_exchange_n(&ctx->error, &zero, WF_LAUNCH_INTERRUPTED, 0, __ATOMIC_ACQ_REL,
+                                  __ATOMIC_RELAXED))
+    snprintf(ctx->msg, sizeof ctx->msg, "interrupted");
+}
+
 /* A growable line buffer (stack first, heap when a line is long). */
 typedef struct pbuf {
   char *s;
@@ -282,6 +289,7 @@ void wf_cpu_rt_priv_end(wf_launch_ctx *ctx, int32_t n, wf_array *const *hdrs, vo
 static const wf_cpu_sym symbols[] = {
     {"wf_cpu_rt_oob", (void *)wf_cpu_rt_oob},
     {"wf_cpu_rt_trap", (void *)wf_cpu_rt_trap},
+    {"wf_cpu_rt_interrupted", (void *)wf_cpu_rt_interrupted},
     {"wf_cpu_rt_print", (void *)wf_cpu_rt_print},
     {"wf_cpu_rt_priv_begin", (void *)wf_cpu_rt_priv_begin},
     {"wf_cpu_rt_priv_end", (void *)wf_cpu_rt_priv_end},

@@ -50,6 +50,14 @@
 **   552 int32_t serial       1: one thread runs the whole launch
 **   556 int32_t priv         private accumulation: 0 undecided, 1 on, 2 off
 **   560 int32_t lock         spinlock folding private copies (rtlib.c)
+**   568 const int32_t *intr  the interrupt request (wf_intr.pending), read
+**                            with relaxed loads at loop back-edges
+**
+** Interrupts (weft_interrupt). A kernel that finds *intr set at a loop
+** back-edge calls wf_cpu_rt_interrupted (error = WF_LAUNCH_INTERRUPTED,
+** message "interrupted") and returns; the pool checks *intr before each
+** chunk too, so loop-free kernels stop at chunk granularity. The launch
+** then takes the request and returns WEFT_ERRINTR.
 */
 #ifndef WF_LAUNCH_H
 #define WF_LAUNCH_H
@@ -59,6 +67,7 @@
 #include "runtime/wf_rt.h"
 
 #define WF_LAUNCH_MSGSIZE 512
+#define WF_LAUNCH_INTERRUPTED 2 /* ctx->error of a launch stopped by an interrupt */
 
 typedef struct wf_launch_ctx {
   int64_t dims[WF_MAXDIM];
@@ -69,6 +78,7 @@ typedef struct wf_launch_ctx {
   int32_t priv;
   int32_t lock;
   int32_t pad_;
+  const int32_t *intr;
 } wf_launch_ctx;
 
 typedef void (*wf_kernel_fn)(const void *args, int64_t begin, int64_t end, wf_launch_ctx *ctx);

@@ -27,7 +27,22 @@ wf_rt *wf_rt_new(void) {
   wf_rt *rt = calloc(1, sizeof *rt);
   if (!rt) return NULL;
   rt->num_threads = default_threads();
+  rt->intr = &rt->own_intr;
   return rt;
+}
+
+void wf_rt_attach_intr(wf_rt *rt, void *intr) {
+  if (rt) rt->intr = intr ? (wf_intr *)intr : &rt->own_intr;
+}
+
+wf_intr *wf_rt_intr(wf_rt *rt) {
+  return rt->intr;
+}
+
+int wf_intr_take(wf_intr *in) {
+  if (!__atomic_exchange_n(&in->pending, 0, __ATOMIC_ACQ_REL)) return 0;
+  __atomic_add_fetch(&in->taken, 1, __ATOMIC_RELEASE);
+  return 1;
 }
 
 /* Drop the thread pool; the launch part makes a new one when needed. */

@@ -11,6 +11,7 @@
 **          | num_threads       CPU launch threads        |
 **          | pool, pool_free   launch thread pool (lazy) |
 **          | cuda, cuda_ctx    CUDA backend (lazy, NULL) |
+**          | intr              interrupt request polled  |
 **          +-------------------------------------------+
 */
 #ifndef WF_RT_INTERNAL_H
@@ -36,6 +37,10 @@ struct wf_rt {
   void (*cuda_free)(void *ctx);
   int cuda_tried;
   char namebuf[32]; /* wf_device_name's answer for a cuda ordinal */
+  /* The interrupt request kernels poll: own_intr, or the one of the
+  ** weft_State that made this runtime (wf_rt_attach_intr). */
+  wf_intr *intr;
+  wf_intr own_intr;
 };
 
 #endif

@@ -64,15 +64,28 @@ static int status_of(int lua_status) {
   }
 }
 
+/* A full collection (run under lua_cpcall: finalizers may fail). */
+static int collect(lua_State *L) {
+  lua_gc(L, LUA_GCCOLLECT, 0);
+  return 0;
+}
+
 int wf_state_pcall(weft_State *W, int nargs, int nres) {
   lua_State *L = W->L;
   int base = lua_gettop(L) - nargs;
   lua_pushcfunction(L, traceback);
   lua_insert(L, base);
+  uint32_t taken = __atomic_load_n(&W->intr.taken, __ATOMIC_ACQUIRE);
   int st = lua_pcall(L, nargs, nres, base);
   lua_remove(L, base);
-  if (st != 0) return wf_state_takeerr(W, status_of(st));
-  return WEFT_OK;
+  if (st == 0) return WEFT_OK;
+  /* LuaJIT does not collect before it reports a failed allocation: the
+  ** garbage of the failed call would make the next call fail too */
+  if (st == LUA_ERRMEM && lua_cpcall(L, collect, NULL) != 0) lua_pop(L, 1);
+  /* an interrupt taken during the call (by a launch or the hook) */
+  if (__atomic_load_n(&W->intr.taken, __ATOMIC_ACQUIRE) != taken)
+    return wf_state_takeerr(W, WEFT_ERRINTR);
+  return wf_state_takeerr(W, status_of(st));
 }
 
 /* Where the Lua layer lives: $WEFT_LUA_DIR, else the source tree this
@@ -92,7 +105,51 @@ static void set_lua_path(lua_State *L) {
   lua_pop(L, 2);
 }
 
+/* The registry key of the weft_State a LuaJIT state belongs to. */
+#define STATE_KEY "weft.state"
+
+/* os.exit of a sandboxed state (weft_Options.sandbox_exit). */
+static int exit_disabled(lua_State *L) {
+  return luaL_error(L, "os.exit is disabled by the host");
+}
+
+/* Run by Lua at its next instruction after weft_interrupt: stop with
+** "interrupted" if the request is still pending (a launch may have taken
+** it already; then this only removes itself). */
+static void intr_hook(lua_State *L, lua_Debug *ar) {
+  (void)ar;
+  lua_sethook(L, NULL, 0, 0);
+  lua_getfield(L, LUA_REGISTRYINDEX, STATE_KEY);
+  weft_State *W = (weft_State *)lua_touserdata(L, -1);
+  lua_pop(L, 1);
+  if (W && wf_intr_take(&W->intr)) {
+    luaL_where(L, 0); /* the line the interpreter is at (the hook has no frame) */
+    lua_pushliteral(L, "interrupted");
+    lua_concat(L, 2);
+    lua_error(L);
+  }
+}
+
+void weft_interrupt(weft_State *W) {
+  if (!W || !W->L) return;
+  __atomic_store_n(&W->intr.pending, 1, __ATOMIC_RELEASE);
+  lua_sethook(W->L, intr_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+/* Protected start-up (a memory limit can make any step fail): the
+** standard libraries, the weft module as global `weft`, and the runtime
+** polling W's interrupt request. Argument 1: W (light userdata). */
 static int open_weft(lua_State *L) {
+  weft_State *W = (weft_State *)lua_touserdata(L, 1);
+  luaL_openlibs(L);
+  lua_pushlightuserdata(L, W);
+  lua_setfield(L, LUA_REGISTRYINDEX, STATE_KEY);
+  if (W->sandbox_exit) {
+    lua_getglobal(L, "os");
+    lua_pushcfunction(L, exit_disabled);
+    lua_setfield(L, -2, "exit");
+    lua_pop(L, 1);
+  }
   set_lua_path(L);
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "preload");
@@ -102,31 +159,72 @@ static int open_weft(lua_State *L) {
   lua_getglobal(L, "require");
   lua_pushstring(L, "weft");
   lua_call(L, 1, 1);
+  lua_pushvalue(L, -1);
   lua_setglobal(L, "weft");
+  /* weft._C.wf_rt_attach_intr(weft._rt, &W->intr) */
+  lua_getfield(L, -1, "_C");
+  lua_getfield(L, -1, "wf_rt_attach_intr");
+  lua_getfield(L, -3, "_rt");
+  lua_pushlightuserdata(L, &W->intr);
+  lua_call(L, 2, 0);
   return 0;
 }
 
-weft_State *weft_open(void) {
+/* The allocator of a state with a memory limit: it counts the heap and
+** refuses to grow it past the limit (LuaJIT then raises "not enough
+** memory"). Shrinking never fails. */
+static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+  weft_State *W = (weft_State *)ud;
+  if (!ptr) osize = 0;
+  if (nsize == 0) {
+    free(ptr);
+    W->mem_used -= osize;
+    return NULL;
+  }
+  if (nsize > osize && W->mem_limit && nsize - osize > W->mem_limit - W->mem_used) return NULL;
+  void *p = realloc(ptr, nsize);
+  if (!p) return nsize <= osize ? ptr : NULL;
+  W->mem_used = W->mem_used - osize + nsize;
+  return p;
+}
+
+weft_State *weft_open_ex(const weft_Options *opts) {
   weft_State *W = calloc(1, sizeof *W);
   if (!W) return NULL;
-  W->L = luaL_newstate();
+  if (opts) {
+    W->sandbox_exit = opts->sandbox_exit != 0;
+    W->mem_limit = opts->memory_limit;
+  }
+  W->L = W->mem_limit ? lua_newstate(limited_alloc, W) : luaL_newstate();
   if (!W->L) {
     free(W);
     return NULL;
   }
-  luaL_openlibs(W->L);
   lua_pushcfunction(W->L, open_weft);
-  if (wf_state_pcall(W, 0, 0) != WEFT_OK) {
-    fprintf(stderr, "weft_open: %s\n", W->msg);
+  lua_pushlightuserdata(W->L, W);
+  if (wf_state_pcall(W, 1, 0) != WEFT_OK) {
+    fprintf(stderr, "weft_open: %s\n", weft_errmsg(W));
     weft_close(W);
     return NULL;
   }
   return W;
 }
 
+weft_State *weft_open(void) {
+  return weft_open_ex(NULL);
+}
+
 void weft_close(weft_State *W) {
   if (!W) return;
-  if (W->L) lua_close(W->L);
+  if (W->L) {
+    lua_sethook(W->L, NULL, 0, 0);
+    /* Finalizers must not fail for want of memory: lua_close rescans
+    ** every pending finalizer after each failing one, which made closing
+    ** a state with many live arrays quadratic after an out-of-memory
+    ** error. */
+    W->mem_limit = 0;
+    lua_close(W->L);
+  }
   free(W->msg);
   free(W);
 }
@@ -139,8 +237,8 @@ int weft_dostring(weft_State *W, const char *code) {
   if (!W || !code) return WEFT_ERRARG;
   /* The code is its own chunk name (as luaL_loadstring does), so kernels
   ** defined in it can find their source text through debug.getinfo. */
-  if (luaL_loadbuffer(W->L, code, strlen(code), code) != 0)
-    return wf_state_takeerr(W, WEFT_ERRSYNTAX);
+  int st = luaL_loadbuffer(W->L, code, strlen(code), code);
+  if (st != 0) return wf_state_takeerr(W, status_of(st));
   return wf_state_pcall(W, 0, 0);
 }
 

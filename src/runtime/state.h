@@ -11,7 +11,11 @@
 
 struct weft_State {
   lua_State *L;
-  char *msg; /* last error message (malloc'd), NULL = none */
+  char *msg;        /* last error message (malloc'd), NULL = none */
+  wf_intr intr;     /* weft_interrupt's request; the runtime polls it */
+  size_t mem_used;  /* bytes of the Lua heap (counted when limited) */
+  size_t mem_limit; /* weft_Options.memory_limit, 0 = none */
+  int sandbox_exit; /* weft_Options.sandbox_exit */
 };
 
 /* Set W's message (printf style) and return status. */

@@ -75,6 +75,16 @@ typedef struct wf_array {
 
 typedef struct wf_rt wf_rt;
 
+/* An interrupt request (weft_interrupt). `pending` is set from any thread
+** or a signal handler and read with relaxed loads by kernels at loop
+** back-edges; the launch (or Lua hook) that stops for it clears it and
+** bumps `taken`, which tells the C API the call ended by an interrupt.
+** Touched with __atomic builtins only. */
+typedef struct wf_intr {
+  int32_t pending;
+  uint32_t taken;
+} wf_intr;
+
 /* ---- runtime (FFI) ---------------------------------------------------- */
 WF_FFI int wf_abi_version(void);
 WF_FFI wf_rt *wf_rt_new(void); /* NULL only when out of memory */
@@ -82,6 +92,9 @@ WF_FFI void wf_rt_free(wf_rt *rt);
 WF_FFI const char *wf_rt_errmsg(wf_rt *rt);
 WF_FFI int wf_rt_num_threads(wf_rt *rt);
 WF_FFI int wf_rt_set_num_threads(wf_rt *rt, int n);
+/* Make the launches of rt poll *intr (a wf_intr owned by a weft_State,
+** which outlives rt) instead of rt's own; NULL restores rt's own. */
+WF_FFI void wf_rt_attach_intr(wf_rt *rt, void *intr);
 
 /* ---- buffers (FFI) ---------------------------------------------------- */
 /* New buffer of nbytes on device (64-byte aligned on the host), refcount 1,
@@ -111,5 +124,9 @@ WF_FFI const char *wf_device_name(wf_rt *rt, int32_t device);
 /* ---- internal --------------------------------------------------------- */
 WF_INTERNAL int wf_rt_seterr(wf_rt *rt, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The interrupt request launches of rt poll (never NULL). */
+WF_INTERNAL wf_intr *wf_rt_intr(wf_rt *rt);
+/* If an interrupt is pending, take it (clear it, bump taken): 1, else 0. */
+WF_INTERNAL int wf_intr_take(wf_intr *in);
 
 #endif
