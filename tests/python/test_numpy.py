@@ -158,3 +158,53 @@ def test_bad_inputs_raise_clear_errors(rt):
         weft.from_dlpack(cap, runtime=rt)
     with pytest.raises(TypeError, match="weft.Array is made by a Runtime"):
         weft.Array()
+
+
+_DOUBLE = """
+k = weft.kernel{ x = weft.array(weft.float32), y = weft.array(weft.float32), function(x, y)
+  local i = weft.tid()
+  y[i] = x[i] * 2.0
+end }
+"""
+
+
+def test_readonly_numpy_array_is_read_but_never_written(rt):
+    rt.exec(_DOUBLE)
+    x = np.arange(4, dtype=np.float32)
+    x.flags.writeable = False
+    y = np.zeros(4, np.float32)
+    rt.launch("k", 4, inputs=[x], outputs=[y])  # a kernel that only reads x
+    assert y.tolist() == [0, 2, 4, 6]
+    with pytest.raises(weft.WeftError, match="kernel 'k' writes output 'y', but the array "
+                                             "passed is read-only"):
+        rt.launch("k", 4, inputs=[y], outputs=[x])
+    assert x.tolist() == [0, 1, 2, 3]
+    a = weft.from_dlpack(x)
+    assert a.readonly
+    rt["r"] = x
+    with pytest.raises(weft.WeftError, match=r"a\[i\] = v: the array is read-only"):
+        rt.exec("r[0] = 5")
+    with pytest.raises(weft.WeftError, match="a:fill_: the array is read-only"):
+        rt.exec("r:fill_(1)")
+    with pytest.raises(weft.WeftError, match="weft.copy: dst: the array is read-only"):
+        rt.exec("weft.copy(r, weft.ones(4))")
+    assert x.tolist() == [0, 1, 2, 3]
+    assert not rt["r"].numpy().flags.writeable
+
+
+def test_readonly_memmap_is_read_but_never_written(rt, tmp_path):
+    # writing into a mode="r" memmap was a SIGSEGV of the whole process
+    rt.exec(_DOUBLE)
+    path = tmp_path / "m.bin"
+    np.arange(4, dtype=np.float32).tofile(path)
+    m = np.memmap(path, dtype=np.float32, mode="r")
+    y = np.zeros(4, np.float32)
+    rt.launch("k", 4, inputs=[m], outputs=[y])
+    assert y.tolist() == [0, 2, 4, 6]
+    with pytest.raises(weft.WeftError, match="writes output 'y', but the array passed is "
+                                             "read-only"):
+        rt.launch("k", 4, inputs=[y], outputs=[m])
+    rt["m"] = m
+    with pytest.raises(weft.WeftError, match="read-only"):
+        rt.exec("weft.launch(k, 4, {weft.zeros(4)}, {outputs = {m}})")
+    assert np.fromfile(path, dtype=np.float32).tolist() == [0, 1, 2, 3]
