@@ -208,3 +208,61 @@ def test_readonly_memmap_is_read_but_never_written(rt, tmp_path):
     with pytest.raises(weft.WeftError, match="read-only"):
         rt.exec("weft.launch(k, 4, {weft.zeros(4)}, {outputs = {m}})")
     assert np.fromfile(path, dtype=np.float32).tolist() == [0, 1, 2, 3]
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", _DLDevice), ("ndim", ctypes.c_int32),
+                ("dtype", _DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+class _DLMTV(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLMTV))
+_DLMTV._fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                   ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER),
+                   ("flags", ctypes.c_uint64), ("dl_tensor", _DLTensor)]
+
+
+def test_malformed_dlpack_capsules_are_rejected_and_deleted_once(rt):
+    """Hand-built DLManagedTensorVersioned structs (each was a crash or
+    silent aliasing): an error naming the fault, the deleter run once."""
+    capsule_new = ctypes.pythonapi.PyCapsule_New
+    capsule_new.restype = ctypes.py_object
+    capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    deleted = []
+    deleter = _DELETER(lambda m: deleted.append(1))
+    data = (ctypes.c_float * 6)()
+    shape = (ctypes.c_int64 * 2)(2, 3)
+    huge = (ctypes.c_int64 * 2)(1 << 62, 1)
+    negative = (ctypes.c_int64 * 2)(2, -3)
+    cases = [
+        (dict(shape=None), "shape is NULL for a tensor of 2 dimensions"),
+        (dict(strides=huge), "stride 4611686018427387904 of dimension 0 overflows"),
+        (dict(byte_offset=1 << 63), "byte_offset 9223372036854775808 is out of range"),
+        (dict(data=None), "data is NULL for a tensor of 6 elements"),
+        (dict(shape=negative), "dimension 1 has negative size -3"),
+    ]
+    for fields, message in cases:
+        m = _DLMTV(major=1, deleter=deleter)
+        t = m.dl_tensor
+        t.data, t.ndim, t.shape = ctypes.cast(data, ctypes.c_void_p), 2, shape
+        t.device.device_type = 1
+        t.dtype.code, t.dtype.bits, t.dtype.lanes = 2, 32, 1
+        for k, v in fields.items():
+            setattr(t, k, v)
+        cap = capsule_new(ctypes.addressof(m), b"dltensor_versioned", None)
+        del deleted[:]
+        with pytest.raises(weft.WeftError, match=message):
+            rt.import_dlpack(cap)
+        assert deleted == [1]
