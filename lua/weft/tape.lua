@@ -12,8 +12,11 @@
 -- .grad assigned); other arrays get "no gradient" and are skipped by the
 -- adjoint kernel. Gradients ACCUMULATE over backward calls (zero them with
 -- tape:zero()). As in Warp, gradients with respect to scalar kernel
--- arguments are not computed, and a kernel that overwrites an array element
--- it read earlier has wrong gradients.
+-- arguments are not computed, and a store clears the adjoint of the element
+-- it overwrites (after backward, the .grad of an array that a recorded
+-- kernel wrote holds the gradient of its values before that kernel: 0 where
+-- they were overwritten). This holds for adjoint launches with explicit
+-- adjoint arrays too (Warp leaves those as they were).
 --
 -- Recording. While a tape records, weft.launch reports each launch through
 --   weft._tape_hook(k, dim, inputs, outputs, opts)
@@ -25,12 +28,14 @@
 -- outputs for the given input tangents (J v in one launch). Not recorded
 -- by tapes.
 --
--- Debug mode (weft.config.mode = "debug"): building an adjoint first checks
--- that the kernel never writes (store or atomic_add) an array element it
--- read earlier at the same index (src/ad/check.c); such a kernel's
--- gradients would be wrong, so backward raises "chunk:line: autodiff:
+-- Overwritten reads: the adjoint replays the forward pass after it ran, so
+-- a kernel that writes (store or atomic) an array element it read earlier
+-- at the same index, when the adjoint needs the value it read, cannot be
+-- differentiated: building its adjoint raises "chunk:line: autodiff:
 -- kernel 'k' overwrites an element of array 'x' that it read earlier at
--- line N; ...". Release mode does not check (as Warp by default).
+-- line N; ..." in every mode (src/ad/check.c). Linear updates such as
+-- y[i] = y[i] * 2 + x[i] need no value and are fine; a read after a store
+-- of the same element replays the stored value.
 --
 -- Adjoint launches.
 --   weft._launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs)

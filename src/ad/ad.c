@@ -308,11 +308,16 @@ static int is_term(wf_op op) {
   return (wf_op_flags(op) & WF_OPF_TERM) != 0;
 }
 
+/* Stores and atomics: their adjoint comes from the written element. */
+static int is_memwrite(wf_op op) {
+  return op == WF_OP_STORE || op == WF_OP_ATOMIC_ADD || op == WF_OP_ATOMIC_MIN ||
+         op == WF_OP_ATOMIC_MAX;
+}
+
 /* Does this instance of a differentiable op carry adjoints? (float-typed
 ** result, or for stores and atomic adds, a float-typed value). */
 int wf_ad_inst_diff(wf_adctx *A, const wf_inst *in) {
-  if (in->op == WF_OP_STORE || in->op == WF_OP_ATOMIC_ADD)
-    return in->nargs > 0 && wf_ad_difft(ptype(A, in->args[in->nargs - 1]));
+  if (is_memwrite(in->op)) return in->nargs > 0 && wf_ad_difft(ptype(A, in->args[in->nargs - 1]));
   return in->nres > 0 && wf_ad_difft(ptype(A, in->res[0]));
 }
 
@@ -334,9 +339,31 @@ static int companion(const wf_module *m, int callee, const char *suffix) {
   return wf_module_find((wf_module *)m, name);
 }
 
-/* A call kept for differentiation: its callee has a custom gradient. */
+/* Is a call of function `callee` kept for differentiation? When the callee
+** has a custom gradient or a replay function (the replay must not redo
+** its side effects, so its body cannot be inlined into the replay). */
+static int kept_callee(const wf_module *m, int callee) {
+  return companion(m, callee, WF_AD_GRAD_SUFFIX) >= 0 ||
+         companion(m, callee, WF_AD_REPLAY_SUFFIX) >= 0;
+}
+
 static int custom_call(wf_adctx *A, const wf_inst *in) {
-  return in->op == WF_OP_CALL && companion(A->m, (int)in->imm, WF_AD_GRAD_SUFFIX) >= 0;
+  return in->op == WF_OP_CALL && kept_callee(A->m, (int)in->imm);
+}
+
+/* Does a weft.func body read or write float array elements (whose
+** gradients only its own adjoint could give)? */
+static int func_memdiff(const wf_func *f, const wf_block *bl) {
+  for (const wf_inst *in = bl->first; in; in = in->next) {
+    if (in->op == WF_OP_LOAD && wf_ad_difft(f->vals[in->res[0]].type)) return 1;
+    if ((in->op == WF_OP_STORE || in->op == WF_OP_ATOMIC_ADD || in->op == WF_OP_ATOMIC_MIN ||
+         in->op == WF_OP_ATOMIC_MAX) &&
+        wf_ad_difft(f->vals[in->args[in->nargs - 1]].type))
+      return 1;
+    for (int k = 0; k < in->nblocks; k++)
+      if (func_memdiff(f, in->blocks[k])) return 1;
+  }
+  return 0;
 }
 
 static int has_effects(const wf_block *bl) {
@@ -407,6 +434,19 @@ static void reverse_call(wf_adctx *A, const wf_inst *in) {
   int any = 0;
   for (int j = 0; j < in->nres; j++)
     any |= A->adj[in->res[j]] >= 0;
+  if (companion(A->m, (int)in->imm, WF_AD_GRAD_SUFFIX) < 0) {
+    /* a replay function only: fine while no gradient flows through f */
+    const wf_func *f = A->m->funcs[in->imm];
+    int flows = 0;
+    for (int j = 0; j < in->nres; j++)
+      flows |= A->adj[in->res[j]] >= 0 && !is_zero(A, A->adj[in->res[j]]);
+    if (flows || func_memdiff(f, f->body))
+      wf_ad_fail(A, in,
+                 "autodiff: weft.func '%s' has a replay function and gradients flow through it: "
+                 "give it a custom gradient too (f:grad)",
+                 f->name);
+    return;
+  }
   if (!any) return;
   const wf_func *g = grad_of(A, in);
   int na = in->nargs + in->nres;
@@ -475,6 +515,8 @@ static int need_inst(wf_adctx *A, wf_inst *in) {
   if (any || custom_call(A, in))
     for (int k = 0; k < in->nargs; k++)
       ch |= mark(A, in->args[k]);
+  /* a forwarded load is replayed as the stored value */
+  if (in->op == WF_OP_LOAD && any && A->fwd[in->res[0]] >= 0) ch |= mark(A, A->fwd[in->res[0]]);
   const wf_ad_rule *r = wf_ad_rule_of(in->op);
   if (!r || !inst_diff(A, in)) return ch;
   if (r->reads & WF_AD_RD_ARGS)
@@ -566,9 +608,7 @@ static capset captured(wf_adctx *A, const wf_inst *in) {
 
 static int has_memdiff(wf_adctx *A, const wf_block *bl) {
   for (const wf_inst *in = bl->first; in; in = in->next) {
-    if ((in->op == WF_OP_LOAD || in->op == WF_OP_STORE || in->op == WF_OP_ATOMIC_ADD) &&
-        inst_diff(A, in))
-      return 1;
+    if ((in->op == WF_OP_LOAD || is_memwrite(in->op)) && inst_diff(A, in)) return 1;
     for (int k = 0; k < in->nblocks; k++)
       if (has_memdiff(A, in->blocks[k])) return 1;
   }
@@ -666,14 +706,25 @@ static void replay_inst(wf_adctx *A, const wf_inst *in) {
   case WF_OP_ATOMIC_ADD:
   case WF_OP_ATOMIC_MIN:
   case WF_OP_ATOMIC_MAX:
-    /* Not redone; a used old value is re-read (it is racy in any case). */
+    /* Not redone; a needed old value is re-read, which is wrong: the
+    ** check after the build fails if the adjoint really uses it. */
     if (A->need[in->res[0]]) {
       wf_val *a = wf_ad_scratch(A, sizeof(wf_val) * (size_t)in->nargs);
       for (int k = 0; k < in->nargs - 1; k++)
         a[k] = wf_ad_primal(A, in->args[k]);
       const wf_type *t = ptype(A, in->res[0]);
       A->map[in->res[0]] = wf_ad_emit(A, WF_OP_LOAD, in->nargs - 1, a, 1, &t, 0)->res[0];
+      wf_ad_note_stale(A, A->map[in->res[0]], in);
     }
+    return;
+  case WF_OP_LOAD:
+    if (!any_needed(A, in)) return;
+    if (A->fwd[in->res[0]] >= 0) { /* what an earlier store left there */
+      A->map[in->res[0]] = wf_ad_primal(A, A->fwd[in->res[0]]);
+      return;
+    }
+    replay_plain(A, in);
+    if (A->stale[in->res[0]]) wf_ad_note_stale(A, A->map[in->res[0]], in);
     return;
   case WF_OP_CALL:
     if (!custom_call(A, in))
@@ -1337,7 +1388,13 @@ static void reverse_inst(wf_adctx *A, wf_inst *in) {
   }
   const wf_ad_rule *r = wf_ad_rule_of(in->op);
   if (!r || !inst_diff(A, in)) return;
-  if (in->op == WF_OP_STORE || in->op == WF_OP_ATOMIC_ADD) {
+  if (in->op == WF_OP_LOAD && A->fwd[in->res[0]] >= 0) {
+    /* a forwarded load is a copy of the stored value: its adjoint goes
+    ** there directly (also when the array has no adjoint array) */
+    wf_ad_acc(A, A->fwd[in->res[0]], A->adj[in->res[0]]);
+    return;
+  }
+  if (is_memwrite(in->op)) {
     r->fn(A, in, NULL);
     return;
   }
@@ -1392,11 +1449,13 @@ static void build(wf_adctx *A, const char *name) {
     A->shadow[p] = sh;
     A->present[p] = wf_ad_op2(A, WF_OP_NE, boolt(A), s->res[0], consti(A, i32, 0));
   }
+  wf_ad_memfacts(A);
   while (need_block(A, pf->body)) {
   }
   reverse_region(A, pf->body, NULL, NULL);
   A->b.loc = pf->body->last ? pf->body->last->loc : (wf_loc){0, 0};
   wf_ad_emit(A, WF_OP_RET, 0, NULL, 0, NULL, 0);
+  wf_ad_check_stale(A);
 }
 
 static void ctx_free(wf_adctx *A) {
@@ -1410,7 +1469,7 @@ static void ctx_free(wf_adctx *A) {
 /* Runs build(A, "<prefix><kernel name>") in a fresh context; see
 ** ad_int.h. */
 int wf_ad_transform(wf_module *m, int kernel_index, const char *prefix, wf_ad_build_fn build_fn,
-                    char *err, size_t n) {
+                    const char *const *names, char *err, size_t n) {
   if (!m || kernel_index < 0 || kernel_index >= m->nfuncs) {
     snprintf(err, n, "autodiff: no function %d in the module", kernel_index);
     return -1;
@@ -1443,6 +1502,7 @@ int wf_ad_transform(wf_module *m, int kernel_index, const char *prefix, wf_ad_bu
   A->T = m->types;
   A->pf = pf;
   A->np = np;
+  A->names = names;
   A->map = maps;
   A->adj = maps + np;
   A->shadow = maps + 2 * np;
@@ -1485,7 +1545,7 @@ static const char kept_marker[] = "(weft autodiff: kept call)";
 
 static void hide_kept(wf_module *m, wf_block *bl, int hide) {
   for (wf_inst *in = bl->first; in; in = in->next) {
-    if (hide && in->op == WF_OP_CALL && companion(m, (int)in->imm, WF_AD_GRAD_SUFFIX) >= 0) {
+    if (hide && in->op == WF_OP_CALL && kept_callee(m, (int)in->imm)) {
       in->op = WF_OP_PRINT;
       in->str = kept_marker;
     } else if (!hide && in->op == WF_OP_PRINT && in->str == kept_marker) {
@@ -1515,9 +1575,14 @@ int wf_ad_inline_plain(wf_module *m, char *err, size_t n) {
   return rc;
 }
 
-int wf_ad_kernel(wf_module *m, int kernel_index, char *err, size_t n) {
+int wf_ad_kernel_named(wf_module *m, int kernel_index, const char *const *names, char *err,
+                       size_t n) {
   if (m && kernel_index >= 0 && kernel_index < m->nfuncs &&
       has_calls(m->funcs[kernel_index]->body) && wf_ad_inline_plain(m, err, n) != 0)
     return -1;
-  return wf_ad_transform(m, kernel_index, "adj_", build, err, n);
+  return wf_ad_transform(m, kernel_index, "adj_", build, names, err, n);
+}
+
+int wf_ad_kernel(wf_module *m, int kernel_index, char *err, size_t n) {
+  return wf_ad_kernel_named(m, kernel_index, NULL, err, n);
 }

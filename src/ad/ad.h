@@ -16,9 +16,17 @@
 ** and debug traps are not redone), then runs the reverse sweep:
 **
 **   x = a[i]               ->  atomic_add(adj_a, i, adj(x))
-**   a[i] = v               ->  adj(v) += adj_a[i]
+**                              (a read of an element this thread stored
+**                              earlier: adj(stored value) += adj(x))
+**   a[i] = v               ->  adj(v) += adj_a[i]; adj_a[i] = 0
+**                              (a[i].x = v: load, insert, store)
 **   atomic_add(a, i, v)    ->  adj(v) += adj_a[i]   (the old value returned
 **                              by the atomic carries no gradient)
+**   atomic_min/max(a, i, v) -> adj(v) += adj_a[i] for each component of v
+**                              equal to a[i] after the launch (the winner)
+**
+** A replayed read of an element the kernel overwrites later would see the
+** new value; if the adjoint needs it, the transform fails (check.c).
 **
 ** Control flow: an `if` is reversed by a reverse `if` on the same (replayed)
 ** condition. Loops are reversed iteration by iteration, last first; the
@@ -45,16 +53,22 @@ struct lua_State;
 ** "chunk:line: message" (or a plain message) in err. On error the module
 ** is left as it was. */
 WF_IR_INTERNAL int wf_ad_kernel(wf_module *m, int kernel_index, char *err, size_t n);
+/* The same, with the kernel's parameter names (names[i] may be NULL) for
+** messages such as "overwrites an element of array 'x'". */
+WF_IR_INTERNAL int wf_ad_kernel_named(wf_module *m, int kernel_index, const char *const *names,
+                                      char *err, size_t n);
 
 /* Custom gradients (Warp's func_grad / func_replay). The module may come
 ** straight from the front end, with its calls: wf_ad_kernel first inlines
 ** every call except those of a function f for which the module holds
-** "f$grad" (wf_ad_inline_plain). Such a kept call is replayed as a call of
-** "f$replay" (or of f itself, which must then have no side effects) and
-** reversed as
+** "f$grad" or "f$replay" (wf_ad_inline_plain). Such a kept call is
+** replayed as a call of "f$replay" (or of f itself, which must then have
+** no side effects) and reversed as
 **     adj_a1, ..., adj_ak = call @"f$grad"(a1, ..., an, adj_r1, ..., adj_rm)
 ** where "f$grad" takes f's params then one adjoint per result (same
 ** types) and returns the adjoints of f's float-typed params, in order.
+** Without "f$grad", no gradient may flow through the call (results with
+** adjoints, or float array elements f reads or writes): that is an error.
 ** wf_ir_optimize afterwards inlines these calls like any other. */
 WF_IR_INTERNAL int wf_ad_inline_plain(wf_module *m, char *err, size_t n);
 
@@ -62,14 +76,6 @@ WF_IR_INTERNAL int wf_ad_inline_plain(wf_module *m, char *err, size_t n);
 ** m->funcs[kernel_index] (see jvp.c): the primal parameters, then one
 ** tangent array per array parameter. Same conventions as wf_ad_kernel. */
 WF_IR_INTERNAL int wf_ad_jvp(wf_module *m, int kernel_index, char *err, size_t n);
-
-/* The debug-mode check (check.c): 0 when no store or atomic_add writes an
-** element of a kernel array parameter that the kernel loaded earlier at
-** structurally equal indices; else -1 with "chunk:line: autodiff: ..."
-** naming the array (names[i]: parameter names, may be NULL) and the line
-** of the read. */
-WF_IR_INTERNAL int wf_ad_check_overwrite(const wf_func *fn, const char *const *names, char *err,
-                                         size_t n);
 
 /* Adds core.adjoint(moduleud [, kernel]) to the core table at index t. */
 WF_IR_INTERNAL void wf_ad_register(struct lua_State *L, int t);

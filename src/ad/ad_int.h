@@ -30,7 +30,14 @@ typedef struct wf_adctx {
   uint8_t *need;
   int32_t *stamp_in, *stamp_seen; /* scratch for captured-value sets */
   int32_t stamp;
-  void **allocs; /* scratch blocks freed when the transform ends */
+  /* memory facts of the primal (check.c: wf_ad_memfacts), per value */
+  wf_val *fwd;           /* load: the stored value the replay uses instead */
+  const wf_inst **stale; /* load/atomic result: the write that makes its replay wrong */
+  wf_val *sv;            /* adjoint values replayed from stale ones ... */
+  const wf_inst **si;    /* ... and their primal instructions */
+  int nstale, capstale;
+  const char *const *names; /* kernel parameter names for messages, or NULL */
+  void **allocs;            /* scratch blocks freed when the transform ends */
   int nallocs, capallocs;
   char msg[1024];
   jmp_buf jb; /* errors unwind to wf_ad_kernel (never across FFI frames) */
@@ -108,13 +115,34 @@ WF_IR_INTERNAL wf_block *wf_ad_newblock(wf_adctx *A, wf_inst *owner, int k, int 
 ** result, or for stores and atomic adds a float value)? */
 WF_IR_INTERNAL int wf_ad_inst_diff(wf_adctx *A, const wf_inst *in);
 
+/* ---- memory facts and the stale-replay check (check.c) ----
+** The adjoint replays the forward pass after the forward launch, so a
+** replayed load reads what the array holds at the END of the launch.
+** wf_ad_memfacts fills A->fwd and A->stale for the primal: a load that an
+** earlier store of the same element (same kernel array parameter,
+** structurally equal indices) reaches, with no other write to that array
+** between them (in its block or an enclosing if's), is replayed as the
+** stored value (fwd). A load not forwarded that a write of the same
+** element may follow (later in program order, or anywhere in a loop
+** around both when the indices do not change in that loop) is stale, and
+** so is the old value returned by an atomic (re-read by the replay).
+** wf_ad_note_stale records each replayed copy of a stale value;
+** wf_ad_check_stale fails if the finished adjoint uses any of them (a
+** stale value only feeding dead code, such as the adjoint of a constant,
+** is harmless). Aliasing that structural equality cannot see (x[j] with
+** j == i at run time, other threads' elements) is not detected. */
+WF_IR_INTERNAL void wf_ad_memfacts(wf_adctx *A);
+WF_IR_INTERNAL void wf_ad_note_stale(wf_adctx *A, wf_val replayed, const wf_inst *primal);
+WF_IR_INTERNAL void wf_ad_check_stale(wf_adctx *A);
+
 /* Runs build_fn(A, name) on a fresh context for m->funcs[kernel_index],
 ** name = prefix + kernel name (nothing if the module holds it already).
 ** Errors raised by wf_ad_fail unwind here; the half-built function is
 ** dropped. 0, or -1 with the message in err. */
 typedef void (*wf_ad_build_fn)(wf_adctx *A, const char *name);
 WF_IR_INTERNAL int wf_ad_transform(wf_module *m, int kernel_index, const char *prefix,
-                                   wf_ad_build_fn build_fn, char *err, size_t n);
+                                   wf_ad_build_fn build_fn, const char *const *names, char *err,
+                                   size_t n);
 
 /* The adjoint array of a primal array value and its "given" flag. */
 WF_IR_INTERNAL wf_val wf_ad_shadow(wf_adctx *A, const wf_inst *at, wf_val arr);

@@ -3,8 +3,9 @@
 **
 **   name = core.adjoint(module [, kernel [, opts]])
 **
-** opts.debug: first run the overwrite check (check.c) and raise its error;
-** opts.names: the kernel's parameter names, for that message.
+** opts.names: the kernel's parameter names, for messages (a kernel whose
+** adjoint would replay an overwritten element is an error naming the array;
+** see check.c).
 **
 ** kernel is a function index (0-based, as in the module) or a name; it
 ** defaults to the module's first kernel. Appends "adj_<name>" to the module
@@ -22,6 +23,8 @@
 
 #include "ad/ad.h"
 #include "runtime/core.h"
+
+#define WF_AD_MAXNAMES 64
 
 /* The index of the kernel named by argument idx (or the first kernel). */
 static int kernel_arg(lua_State *L, wf_module *m, int idx) {
@@ -42,37 +45,31 @@ static int kernel_arg(lua_State *L, wf_module *m, int idx) {
   return luaL_error(L, "autodiff: the module holds no kernel");
 }
 
-/* opts.debug set: the overwrite check of kernel k (a Lua error if it fails). */
-static void debug_check(lua_State *L, wf_module *m, int k, int opts) {
+/* opts.names: the kernel's parameter names (held by the table at opts),
+** for messages. */
+static void read_names(lua_State *L, const wf_func *fn, int opts, const char **names) {
   if (!lua_istable(L, opts)) return;
-  lua_getfield(L, opts, "debug");
-  int dbg = lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  if (!dbg) return;
-  wf_func *fn = m->funcs[k];
-  const char *names[64] = {0};
   lua_getfield(L, opts, "names");
   if (lua_istable(L, -1))
-    for (int i = 0; i < fn->nparams && i < 64; i++) {
+    for (int i = 0; i < fn->nparams && i < WF_AD_MAXNAMES; i++) {
       lua_rawgeti(L, -1, i + 1);
       if (lua_type(L, -1) == LUA_TSTRING) names[i] = lua_tostring(L, -1); /* held by the table */
       lua_pop(L, 1);
     }
-  char err[1024];
-  int rc = wf_ad_check_overwrite(fn, fn->nparams <= 64 ? names : NULL, err, sizeof err);
   lua_pop(L, 1);
-  if (rc) luaL_error(L, "%s", err);
 }
 
-typedef int (*transform_fn)(wf_module *m, int k, char *err, size_t n);
+typedef int (*transform_fn)(wf_module *m, int k, const char *const *names, char *err, size_t n);
 
 /* Appends prefix..name with fn, optimizes, dumps on WEFT_DUMP=ad. */
 static int transform(lua_State *L, transform_fn fn, const char *prefix) {
   wf_module *m = wf_core_checkmodule(L, 1);
   int k = kernel_arg(L, m, 2);
-  debug_check(L, m, k, 3);
+  const char *names[WF_AD_MAXNAMES] = {0};
+  read_names(L, m->funcs[k], 3, names);
   char err[1024];
-  if (fn(m, k, err, sizeof err) != 0) return luaL_error(L, "%s", err);
+  if (fn(m, k, m->funcs[k]->nparams <= WF_AD_MAXNAMES ? names : NULL, err, sizeof err) != 0)
+    return luaL_error(L, "%s", err);
   if (wf_ir_optimize(m, err, sizeof err) != 0) return luaL_error(L, "autodiff: %s", err);
   lua_pushfstring(L, "%s%s", prefix, m->funcs[k]->name);
   int a = wf_module_find(m, lua_tostring(L, -1));
@@ -81,12 +78,17 @@ static int transform(lua_State *L, transform_fn fn, const char *prefix) {
   return 1;
 }
 
+static int jvp_named(wf_module *m, int k, const char *const *names, char *err, size_t n) {
+  (void)names;
+  return wf_ad_jvp(m, k, err, n);
+}
+
 static int l_adjoint(lua_State *L) {
-  return transform(L, wf_ad_kernel, "adj_");
+  return transform(L, wf_ad_kernel_named, "adj_");
 }
 
 static int l_jvp(lua_State *L) {
-  return transform(L, wf_ad_jvp, "jvp_");
+  return transform(L, jvp_named, "jvp_");
 }
 
 void wf_ad_register(lua_State *L, int t) {

@@ -1,27 +1,28 @@
 /*
-** check.c -- the debug-mode check for kernels whose reverse mode would be
-** wrong: an array element written after the kernel read it.
+** check.c -- what the adjoint's replay may read from memory, and the check
+** for kernels whose reverse mode would be wrong.
 **
 ** The adjoint kernel replays the forward pass AFTER the forward launch, so
 ** a replayed load x[i] sees the value the forward pass stored there last,
-** not the value it read; and the adjoint of the store (adj_x[i]) is mixed
-** with the adjoint of the read. Either way the gradients are wrong (Warp
-** has the same limitation and checks it only on request).
+** not the value it read. wf_ad_memfacts (see ad_int.h) finds, per load,
+** an earlier store of the same element whose value the replay can use
+** instead, or a later write that makes the replay wrong; the transform
+** then fails only if the adjoint really uses such a stale value (Warp has
+** the same limitation and checks it only on request, without the
+** distinction, and gives wrong gradients otherwise).
 **
-** The check is static and deterministic: for every store or atomic_add of
-** a differentiable value to an array, it looks for an earlier load (in
-** program order: a pre-order walk of the structured IR) of the same kernel
-** array parameter at structurally equal indices. Views are followed to
-** their root parameter and their indices prepended. Indices are equal when
-** they are the same SSA value or pure instructions with the same op,
-** immediates, types and (recursively) equal operands. Different threads
-** touching each other's elements (x[i+1] read, x[i] written) are not seen.
+** Elements are compared statically: an access is reduced to its root
+** kernel array parameter (views are followed and their indices
+** prepended) and its index path. Indices are equal when they are the same
+** SSA value or pure instructions with the same op, immediates, types and
+** (recursively) equal operands. Different threads touching each other's
+** elements (x[i+1] read, x[i] written) are not seen.
 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ad/ad.h"
+#include "ad/ad_int.h"
 
 #define MAXPATH 8 /* views of views plus the access indices */
 
@@ -32,15 +33,6 @@ typedef struct access {
   int n;
   wf_val idx[MAXPATH];
 } access;
-
-typedef struct cstate {
-  const wf_func *fn;
-  access *loads;
-  int nloads, cap;
-  const access *bad_load, *bad_store;
-  access store; /* the store being reported */
-  int oom;
-} cstate;
 
 static int param_index(const wf_func *fn, wf_val v) {
   for (int i = 0; i < fn->nparams; i++)
@@ -91,83 +83,257 @@ static int same_element(const wf_func *fn, const access *a, const access *b) {
   return 1;
 }
 
-static int difft(const wf_type *t) {
-  if (!t) return 0;
-  if (t->kind == WF_T_FLOAT) return 1;
-  if (t->kind == WF_T_STRUCT) {
-    for (int i = 0; i < t->nfields; i++)
-      if (difft(t->fields[i].type)) return 1;
-    return 0;
-  }
-  return t->elem && t->elem->kind == WF_T_FLOAT && t->kind != WF_T_ARRAY;
+/* ======================================================================
+** memory facts for the adjoint's replay (see ad_int.h)
+** ====================================================================== */
+static int is_write(const wf_inst *in) {
+  return in->op == WF_OP_STORE || in->op == WF_OP_ATOMIC_ADD || in->op == WF_OP_ATOMIC_MIN ||
+         in->op == WF_OP_ATOMIC_MAX;
 }
 
-static void add_load(cstate *S, const access *a) {
-  if (S->nloads == S->cap) {
-    int nc = S->cap ? S->cap * 2 : 16;
-    access *n = realloc(S->loads, sizeof(access) * (size_t)nc);
-    if (!n) {
-      S->oom = 1;
-      return;
+static int nidx_of(const wf_inst *in) {
+  return in->op == WF_OP_LOAD ? in->nargs - 1 : in->nargs - 2;
+}
+
+/* Does `in` (or a region's contents) write array parameter root (any
+** array when root < 0 or the written array is not a parameter view), or
+** call a function (which may write anything)? */
+static int writes_root(const wf_func *fn, const wf_inst *in, int root) {
+  if (in->op == WF_OP_CALL) return 1;
+  if (is_write(in)) {
+    int r = resolve(fn, in, nidx_of(in)).root;
+    return root < 0 || r < 0 || r == root;
+  }
+  for (int k = 0; k < in->nblocks; k++)
+    for (const wf_inst *c = in->blocks[k]->first; c; c = c->next)
+      if (writes_root(fn, c, root)) return 1;
+  return 0;
+}
+
+/* The value an earlier store of the same element left for load ld, found
+** by walking back through ld's block and the blocks of enclosing ifs
+** (never out of a loop: an earlier iteration may have written it). */
+static wf_val forwarded(const wf_func *fn, const wf_inst *ld, const access *la) {
+  const wf_inst *p = ld->prev;
+  const wf_block *bl = ld->parent;
+  for (;;) {
+    for (; p; p = p->prev) {
+      if (p->op == WF_OP_STORE) {
+        access sa = resolve(fn, p, nidx_of(p));
+        if (same_element(fn, &sa, la)) return p->args[p->nargs - 1];
+      }
+      if (writes_root(fn, p, la->root)) return WF_NOVAL;
     }
-    S->loads = n;
-    S->cap = nc;
+    const wf_inst *own = bl ? bl->parent : NULL;
+    if (!own || own->op != WF_OP_IF) return WF_NOVAL;
+    p = own->prev;
+    bl = own->parent;
   }
-  S->loads[S->nloads++] = *a;
 }
 
-/* Pre-order walk; stops at the first overwrite found. */
-static void walk(cstate *S, const wf_block *bl) {
-  for (const wf_inst *in = bl->first; in && !S->bad_load && !S->oom; in = in->next) {
-    if (in->op == WF_OP_LOAD && difft(S->fn->vals[in->res[0]].type)) {
-      access a = resolve(S->fn, in, in->nargs - 1);
-      if (a.root >= 0) add_load(S, &a);
-    } else if ((in->op == WF_OP_STORE || in->op == WF_OP_ATOMIC_ADD) && in->nargs >= 2 &&
-               difft(S->fn->vals[in->args[in->nargs - 1]].type)) {
-      S->store = resolve(S->fn, in, in->nargs - 2);
-      for (int i = 0; i < S->nloads; i++)
-        if (same_element(S->fn, &S->loads[i], &S->store)) {
-          S->bad_load = &S->loads[i];
-          S->bad_store = &S->store;
-          break;
+static int is_loop(const wf_inst *in) {
+  return in && (in->op == WF_OP_FOR || in->op == WF_OP_WHILE);
+}
+
+/* Is instruction x (NULL: a function parameter) inside region r? */
+static int inside(const wf_inst *x, const wf_inst *r) {
+  for (; x; x = x->parent ? x->parent->parent : NULL)
+    if (x == r) return 1;
+  return 0;
+}
+
+/* Is value v computed inside region r (block params of r's blocks too)? */
+static int defined_in(const wf_func *fn, wf_val v, const wf_inst *r) {
+  const wf_valinfo *vi = &fn->vals[v];
+  const wf_inst *d = vi->def ? vi->def : vi->block ? vi->block->parent : NULL;
+  return inside(d, r);
+}
+
+/* Memory instructions in pre-order, with their positions. */
+typedef struct mlist {
+  const wf_inst **in;
+  int n, cap, oom;
+} mlist;
+
+static void collect_mem(mlist *L, const wf_block *bl) {
+  for (const wf_inst *in = bl->first; in && !L->oom; in = in->next) {
+    if (in->op == WF_OP_LOAD || is_write(in)) {
+      if (L->n == L->cap) {
+        int nc = L->cap ? L->cap * 2 : 32;
+        const wf_inst **ni = realloc(L->in, sizeof(*ni) * (size_t)nc);
+        if (!ni) {
+          L->oom = 1;
+          return;
         }
+        L->in = ni;
+        L->cap = nc;
+      }
+      L->in[L->n++] = in;
     }
     for (int k = 0; k < in->nblocks; k++)
-      walk(S, in->blocks[k]);
+      collect_mem(L, in->blocks[k]);
   }
 }
 
-static const char *chunk_of(const wf_func *fn) {
-  const char *c = fn->chunk && *fn->chunk ? fn->chunk : "?";
-  return (*c == '@' || *c == '=') ? c + 1 : c;
+/* A write w (at position wp) of the element load ld (at lp, access la)
+** reads: does it make ld's replay wrong? */
+static int overwrites(const wf_func *fn, const wf_inst *ld, int lp, const access *la,
+                      const wf_inst *w, int wp) {
+  if (wp > lp) return 1;
+  /* earlier in program order: only in a later iteration of a loop around
+  ** both in which the element stays the same */
+  for (const wf_inst *r = w->parent ? w->parent->parent : NULL; r;
+       r = r->parent ? r->parent->parent : NULL) {
+    if (!is_loop(r) || !inside(ld, r)) continue;
+    int inv = 1;
+    for (int k = 0; k < la->n && inv; k++)
+      inv = !defined_in(fn, la->idx[k], r);
+    if (inv) return 1;
+  }
+  return 0;
 }
 
-int wf_ad_check_overwrite(const wf_func *fn, const char *const *names, char *err, size_t n) {
-  cstate S;
-  memset(&S, 0, sizeof S);
-  S.fn = fn;
-  walk(&S, fn->body);
-  const wf_inst *st = S.bad_store ? S.bad_store->in : NULL;
-  const wf_inst *ld = S.bad_load ? S.bad_load->in : NULL;
-  int r = S.bad_store ? S.bad_store->root : -1;
-  free(S.loads);
-  if (S.oom) {
-    snprintf(err, n, "autodiff: out of memory");
-    return -1;
+void wf_ad_memfacts(wf_adctx *A) {
+  const wf_func *fn = A->pf;
+  A->fwd = wf_ad_scratch(A, sizeof(wf_val) * (size_t)(A->np + 1));
+  A->stale = wf_ad_scratch(A, sizeof(*A->stale) * (size_t)(A->np + 1));
+  for (int32_t v = 0; v < A->np; v++)
+    A->fwd[v] = WF_NOVAL;
+  mlist L = {NULL, 0, 0, 0};
+  collect_mem(&L, fn->body);
+  if (L.oom) {
+    free(L.in);
+    wf_ad_fail(A, NULL, "autodiff: out of memory");
   }
-  if (!ld) return 0;
-  char pname[64];
-  if (names && names[r])
-    snprintf(pname, sizeof pname, "%s", names[r]);
-  else
-    snprintf(pname, sizeof pname, "parameter %d", r + 1);
-  char where[32] = "";
-  if (ld->loc.line > 0) snprintf(where, sizeof where, " at line %d", (int)ld->loc.line);
-  snprintf(err, n,
-           "%s:%d: autodiff: kernel '%s' %s an element of array '%s' that it read earlier%s; "
-           "the adjoint would replay the new value, so gradients would be wrong (write the "
-           "result to another array)",
-           chunk_of(fn), (int)st->loc.line, fn->name,
-           st->op == WF_OP_STORE ? "overwrites" : "atomically updates", pname, where);
-  return -1;
+  for (int i = 0; i < L.n; i++) {
+    const wf_inst *ld = L.in[i];
+    if (ld->nres < 1) continue;
+    if (ld->op != WF_OP_LOAD) { /* an atomic's old value: re-read by the replay */
+      A->stale[ld->res[0]] = ld;
+      continue;
+    }
+    access la = resolve(fn, ld, nidx_of(ld));
+    if (la.root < 0) continue;
+    wf_val f = forwarded(fn, ld, &la);
+    if (f >= 0) {
+      A->fwd[ld->res[0]] = f;
+      continue;
+    }
+    for (int j = 0; j < L.n; j++) {
+      const wf_inst *w = L.in[j];
+      if (!is_write(w)) continue;
+      access wa = resolve(fn, w, nidx_of(w));
+      if (same_element(fn, &wa, &la) && overwrites(fn, ld, i, &la, w, j)) {
+        A->stale[ld->res[0]] = w;
+        break;
+      }
+    }
+  }
+  free(L.in);
+}
+
+void wf_ad_note_stale(wf_adctx *A, wf_val replayed, const wf_inst *primal) {
+  if (A->nstale == A->capstale) {
+    int nc = A->capstale ? A->capstale * 2 : 16;
+    wf_val *nv = wf_ad_scratch(A, sizeof(wf_val) * (size_t)nc);
+    const wf_inst **ni = wf_ad_scratch(A, sizeof(*ni) * (size_t)nc);
+    if (A->nstale) {
+      memcpy(nv, A->sv, sizeof(wf_val) * (size_t)A->nstale);
+      memcpy(ni, A->si, sizeof(*ni) * (size_t)A->nstale);
+    }
+    A->sv = nv;
+    A->si = ni;
+    A->capstale = nc;
+  }
+  A->sv[A->nstale] = replayed;
+  A->si[A->nstale++] = primal;
+}
+
+/* ---- liveness of the adjoint's values (a conservative copy of the
+** marking in pass_dce.c: effects and ret are roots; if results and for
+** slots are live one by one; while loops keep all their operands) ---- */
+static int lv_mark(uint8_t *live, wf_val v) {
+  if (v < 0 || live[v]) return 0;
+  live[v] = 1;
+  return 1;
+}
+
+static int lv_block(const wf_block *bl, uint8_t *live, int *eff);
+
+static int lv_inst(const wf_inst *in, uint8_t *live, int *eff) {
+  int ch = 0, e = 0, any = 0;
+  for (int k = 0; k < in->nblocks; k++)
+    ch |= lv_block(in->blocks[k], live, &e);
+  for (int j = 0; j < in->nres; j++)
+    any |= live[in->res[j]];
+  wf_op op = in->op;
+  if (op == WF_OP_IF) {
+    if (e || any) ch |= lv_mark(live, in->args[0]);
+    for (int j = 0; j < in->nres; j++)
+      if (live[in->res[j]])
+        for (int k = 0; k < 2; k++)
+          ch |= lv_mark(live, in->blocks[k]->last->args[j]);
+  } else if (op == WF_OP_FOR) {
+    const wf_block *B = in->blocks[0];
+    if (e || any)
+      for (int k = 0; k < 3; k++)
+        ch |= lv_mark(live, in->args[k]);
+    for (int j = 0; j < in->nres; j++)
+      if (live[in->res[j]] || live[B->params[1 + j]]) {
+        ch |= lv_mark(live, in->res[j]) | lv_mark(live, B->params[1 + j]);
+        ch |= lv_mark(live, in->args[3 + j]) | lv_mark(live, B->last->args[j]);
+      }
+  } else if (op == WF_OP_WHILE) {
+    e = 1;
+    for (int k = 0; k < in->nargs; k++)
+      ch |= lv_mark(live, in->args[k]);
+    for (int b = 0; b < in->nblocks; b++)
+      for (int k = 0; k < in->blocks[b]->last->nargs; k++)
+        ch |= lv_mark(live, in->blocks[b]->last->args[k]);
+  } else if (!(wf_op_flags(op) & WF_OPF_TERM) || op == WF_OP_RET) {
+    int effect = !(wf_op_flags(op) & WF_OPF_PURE) && op != WF_OP_LOAD;
+    e |= effect;
+    if (effect || any)
+      for (int k = 0; k < in->nargs; k++)
+        ch |= lv_mark(live, in->args[k]);
+  }
+  *eff |= e;
+  return ch;
+}
+
+static int lv_block(const wf_block *bl, uint8_t *live, int *eff) {
+  int ch = 0;
+  for (const wf_inst *in = bl->last; in; in = in->prev)
+    ch |= lv_inst(in, live, eff);
+  return ch;
+}
+
+void wf_ad_check_stale(wf_adctx *A) {
+  if (!A->nstale) return;
+  uint8_t *live = wf_ad_scratch(A, (size_t)A->af->nvals + 1);
+  int eff = 0;
+  while (lv_block(A->af->body, live, &eff)) {
+  }
+  for (int i = 0; i < A->nstale; i++) {
+    if (A->sv[i] < 0 || !live[A->sv[i]]) continue;
+    const wf_inst *ld = A->si[i], *w = A->stale[ld->res[0]];
+    if (ld->op != WF_OP_LOAD)
+      wf_ad_fail(A, ld,
+                 "autodiff: the adjoint needs the value %s returned here, which it cannot replay "
+                 "(the array holds the updated value by then); compute it in a weft.func with a "
+                 "replay function (f:replay)",
+                 wf_op_name(ld->op));
+    access a = resolve(A->pf, w, nidx_of(w));
+    char pname[64];
+    if (a.root >= 0 && A->names && A->names[a.root])
+      snprintf(pname, sizeof pname, "%s", A->names[a.root]);
+    else
+      snprintf(pname, sizeof pname, "parameter %d", a.root + 1);
+    wf_ad_fail(A, w,
+               "autodiff: kernel '%s' %s an element of array '%s' that it read earlier at line "
+               "%d; the adjoint would replay the new value, so gradients would be wrong (write "
+               "the result to another array)",
+               A->pf->name, w->op == WF_OP_STORE ? "overwrites" : "atomically updates", pname,
+               (int)ld->loc.line);
+  }
 }

@@ -232,5 +232,5 @@ static void build_jvp(wf_adctx *A, const char *name) {
 int wf_ad_jvp(wf_module *m, int kernel_index, char *err, size_t n) {
   if (m && kernel_index >= 0 && kernel_index < m->nfuncs && wf_pass_inline(m, err, n) != 0)
     return -1;
-  return wf_ad_transform(m, kernel_index, "jvp_", build_jvp, err, n);
+  return wf_ad_transform(m, kernel_index, "jvp_", build_jvp, NULL, err, n);
 }

@@ -228,8 +228,12 @@ static void r_load(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   wf_ad_if_else(A, &s, NULL);
   wf_ad_if_end(A, &s, NULL);
 }
-/* a[i...] = v and atomic_add(a, i..., v): adj(v) += adj_a[i...]. */
-static void r_store(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+/* adj(v) += adj_a[i...] for a store or atomic of value v; with `clear`,
+** adj_a[i...] = 0 afterwards (the store overwrote the element, so the old
+** value gets no gradient from later reads: Warp does the same). A store of
+** part of an element (y[i].x = v) is lowered to load, insert, store; the
+** insert's rule hands the untouched components back to adj_a[i...]. */
+static void read_adj(wf_adctx *A, const wf_inst *in, int clear) {
   int nv = in->nargs - 1;
   const wf_type *vt = A->pf->vals[in->args[nv]].type;
   if (!wf_ad_difft(vt)) return;
@@ -237,12 +241,67 @@ static void r_store(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   wf_val pr = wf_ad_present(A, in, in->args[0]);
   wf_ad_if s;
   wf_ad_if_begin(A, &s, pr, 1, &vt);
-  wf_val args[WF_AD_MAXIDX + 1];
+  wf_val args[WF_AD_MAXIDX + 2];
   args[0] = sh;
   for (int k = 1; k < nv; k++)
     args[k] = X(k);
   wf_val l = wf_ad_emit(A, WF_OP_LOAD, nv, args, 1, &vt, 0)->res[0];
+  if (clear) {
+    args[nv] = wf_ad_zero(A, vt);
+    wf_ad_emit(A, WF_OP_STORE, nv + 1, args, 0, NULL, 0);
+  }
   wf_ad_if_else(A, &s, &l);
+  wf_val z = wf_ad_zero(A, vt);
+  wf_ad_if_end(A, &s, &z);
+  ACC(nv, s.in->res[0]);
+}
+/* a[i...] = v: adj(v) += adj_a[i...]; adj_a[i...] = 0. */
+static void r_store(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  read_adj(A, in, 1);
+}
+/* atomic_add(a, i..., v): adj(v) += adj_a[i...] (the old value returned by
+** the atomic carries no gradient; the element keeps its adjoint). */
+static void r_atomic_add(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  read_adj(A, in, 0);
+}
+
+/* The adjoint of an atomic_min/max value (Warp's rule): each component of
+** v equal to the element's final value (both NaN counts as equal) takes
+** that component's adjoint g; the others get zero. v, cur, g of type t. */
+static wf_val minmax_adj(wf_adctx *A, const wf_type *t, wf_val v, wf_val cur, wf_val g) {
+  if (t->kind == WF_T_FLOAT) {
+    const wf_type *bt = wf_t_bool(A->T);
+    wf_val eq = wf_ad_op2(A, WF_OP_EQ, bt, v, cur);
+    wf_val vn = wf_ad_op2(A, WF_OP_NE, bt, v, v), cn = wf_ad_op2(A, WF_OP_NE, bt, cur, cur);
+    wf_val take = wf_ad_op2(A, WF_OP_BOR, bt, eq, wf_ad_op2(A, WF_OP_BAND, bt, vn, cn));
+    return wf_ad_op3(A, WF_OP_SELECT, t, take, g, wf_ad_zero(A, t));
+  }
+  int n = wf_t_arity(t);
+  wf_val *c = wf_ad_scratch(A, sizeof(wf_val) * (size_t)(n > 0 ? n : 1));
+  for (int i = 0; i < n; i++)
+    c[i] = minmax_adj(A, wf_t_component(A->T, t, i), wf_ad_extract(A, v, i),
+                      wf_ad_extract(A, cur, i), wf_ad_extract(A, g, i));
+  return wf_ad_emit(A, WF_OP_AGG, n, c, 1, &t, 0)->res[0];
+}
+/* atomic_min/max(a, i..., v): adj(v) += adj_a[i...] where v is the winner
+** (read back from a[i...] after the launch), componentwise. */
+static void r_atomic_minmax(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  int nv = in->nargs - 1;
+  const wf_type *vt = A->pf->vals[in->args[nv]].type;
+  if (!wf_ad_difft(vt)) return;
+  wf_val sh = wf_ad_shadow(A, in, in->args[0]);
+  wf_val pr = wf_ad_present(A, in, in->args[0]);
+  wf_ad_if s;
+  wf_ad_if_begin(A, &s, pr, 1, &vt);
+  wf_val args[WF_AD_MAXIDX + 1], pargs[WF_AD_MAXIDX + 1];
+  args[0] = sh;
+  pargs[0] = X(0);
+  for (int k = 1; k < nv; k++)
+    args[k] = pargs[k] = X(k);
+  wf_val ga = wf_ad_emit(A, WF_OP_LOAD, nv, args, 1, &vt, 0)->res[0];
+  wf_val cur = wf_ad_emit(A, WF_OP_LOAD, nv, pargs, 1, &vt, 0)->res[0];
+  wf_val r = minmax_adj(A, vt, X(nv), cur, ga);
+  wf_ad_if_else(A, &s, &r);
   wf_val z = wf_ad_zero(A, vt);
   wf_ad_if_end(A, &s, &z);
   ACC(nv, s.in->res[0]);
@@ -444,6 +503,15 @@ static wf_val f_store(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   return WF_NOVAL;
 }
 
+/* atomic_min/max: which thread's value ends up in the element is only
+** known once every thread has run, so one launch cannot write its tangent. */
+static wf_val f_atomic_minmax(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  int nv = in->nargs - 1;
+  if (!wf_ad_difft(A->pf->vals[in->args[nv]].type)) return WF_NOVAL;
+  wf_ad_fail(A, in, "autodiff: forward mode (weft.jvp) does not support %s of float values",
+             wf_op_name(in->op));
+}
+
 /* ---- the table: op, reverse rule, what it reads, tangent rule ---- */
 /* clang-format off */
 #define WF_AD_RULES(_) \
@@ -466,7 +534,9 @@ static wf_val f_store(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   _(AGG, r_agg, 0, f_agg) _(EXTRACT, r_extract, 0, f_extract) \
   _(INSERT, r_insert, 0, f_insert) \
   _(LOAD, r_load, WF_AD_RD_IDX, f_load) _(STORE, r_store, WF_AD_RD_IDX, f_store) \
-  _(ATOMIC_ADD, r_store, WF_AD_RD_IDX, f_store)
+  _(ATOMIC_ADD, r_atomic_add, WF_AD_RD_IDX, f_store) \
+  _(ATOMIC_MIN, r_atomic_minmax, WF_AD_RD_ARGS, f_atomic_minmax) \
+  _(ATOMIC_MAX, r_atomic_minmax, WF_AD_RD_ARGS, f_atomic_minmax)
 /* clang-format on */
 
 static const wf_ad_rule rules_tab[WF_OP__COUNT] = {

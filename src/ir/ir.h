@@ -194,8 +194,8 @@ WF_IR_INTERNAL int wf_t_snprint(const wf_type *t, char *buf, size_t n);
   _(LOAD,     "load",    -1, 1, WF_OPF_MEM|WF_OPF_DIFF) \
   _(STORE,    "store",   -1, 0, WF_OPF_MEM|WF_OPF_DIFF) \
   _(ATOMIC_ADD, "atomic_add", -1, 1, WF_OPF_MEM|WF_OPF_DIFF) /* returns old value */ \
-  _(ATOMIC_MIN, "atomic_min", -1, 1, WF_OPF_MEM)       \
-  _(ATOMIC_MAX, "atomic_max", -1, 1, WF_OPF_MEM)       \
+  _(ATOMIC_MIN, "atomic_min", -1, 1, WF_OPF_MEM|WF_OPF_DIFF) \
+  _(ATOMIC_MAX, "atomic_max", -1, 1, WF_OPF_MEM|WF_OPF_DIFF) \
   /* threads, randomness, printing */ \
   _(TID,      "tid",      0, 1, WF_OPF_PURE)            /* imm = dimension; result i32 */ \
   _(RNG_INIT, "rng_init", 2, 1, WF_OPF_PURE)            /* seed, offset (i32) -> rng */ \

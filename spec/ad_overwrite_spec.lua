@@ -1,0 +1,352 @@
+-- Reverse mode for kernels that write an array element more than once, by
+-- component, in loops and branches, through atomic_min/max, and for
+-- weft.func replays (weft issue 10). A store hands the element's adjoint
+-- to the stored value and clears it (the old value is gone), as in Warp;
+-- a component store is a load, an insert and a store, so the untouched
+-- components keep their adjoint. Where the adjoint would have to replay a
+-- value the kernel overwrote, building it is an error in every mode.
+-- The expected numbers come from the formulas (checked against Warp 1.19
+-- on the CPU and against central differences).
+local weft = require "weft"
+
+local f64, i32 = weft.float64, weft.int32
+local A = weft.array
+
+local function arr(t, dt) return weft.array(t, dt or f64, { requires_grad = true }) end
+
+local function near(a, b) return math.abs(a - b) <= 1e-9 * math.max(1, math.abs(b)) end
+
+-- flat numbers of a nested table
+local function flat(t, out)
+  out = out or {}
+  if type(t) == "number" then
+    out[#out + 1] = t
+  else
+    for _, v in ipairs(t) do flat(v, out) end
+  end
+  return out
+end
+
+local function assert_near(want, got)
+  local w, g = flat(want), flat(got)
+  assert.are.equal(#w, #g)
+  for i = 1, #w do
+    assert(near(g[i], w[i]), string.format("item %d: got %.12g, want %.12g", i, g[i], w[i]))
+  end
+end
+
+-- Records k(ins -> outs) on a tape and runs backward with seeds for outs.
+local function backward(k, dim, ins, outs, seeds)
+  local tape = weft.Tape()
+  tape:record(function() weft.launch(k, dim, ins, { outputs = outs }) end)
+  local g = {}
+  for j, o in ipairs(outs) do g[o] = seeds[j] end
+  tape:backward{ grads = g }
+  return tape
+end
+
+local function err_of(fn)
+  local ok, err = pcall(fn)
+  assert.is_false(ok)
+  return tostring(err)
+end
+
+describe("autodiff of overwritten elements", function()
+  it("a second store replaces the first (gx 3, not 4)", function()
+    local k = weft.kernel{ x = A(f64), y = A(f64), function(x, y)
+      local i = weft.tid()
+      y[i] = x[i]
+      y[i] = 3.0 * x[i]
+    end }
+    local x, y = arr { 1, 2 }, arr { 0, 0 }
+    backward(k, 2, { x }, { y }, { weft.ones(2, f64) })
+    assert_near({ 3, 3 }, x.grad:totable())
+    assert_near({ 0, 0 }, y.grad:totable()) -- y's old values do not matter
+  end)
+
+  it("read-modify-write twice (gx 6, not 9)", function()
+    local k = weft.kernel{ x = A(f64), y = A(f64), function(x, y)
+      local i = weft.tid()
+      y[i] = y[i] + 3.0 * x[i]
+      y[i] = y[i] * 2.0
+    end }
+    local x, y = arr { 1, 2 }, arr { 5, 7 }
+    backward(k, 2, { x }, { y }, { weft.ones(2, f64) })
+    assert_near({ 6, 6 }, x.grad:totable())
+    assert_near({ 2, 2 }, y.grad:totable())
+  end)
+
+  it("vector component stores (gx 7, not 46)", function()
+    local k = weft.kernel{ x = A(f64), y = A(weft.vec3d), function(x, y)
+      local i = weft.tid()
+      y[i][0] = x[i]
+      y[i].y = 2.0 * x[i]
+      y[i][2] = y[i][2] + 3.0 * x[i]
+      y[i].x = y[i].x + x[i]
+      y[i] = y[i] - weft.vec3d(0.5, 0.5, 0.5)
+    end }
+    local x, y = arr { 1, 2 }, arr({ { 1, 1, 1 }, { 2, 2, 2 } }, weft.vec3d)
+    backward(k, 2, { x }, { y }, { weft.full(2, weft.vec3d(1, 1, 1), weft.vec3d) })
+    assert_near({ 7, 7 }, x.grad:totable())
+    assert_near({ { 0, 0, 1 }, { 0, 0, 1 } }, y.grad:totable())
+    assert_near({ { 1.5, 1.5, 3.5 }, { 3.5, 3.5, 7.5 } }, y:totable())
+  end)
+
+  it("matrix component stores (gx 12 + 4x: 16 and 20)", function()
+    local k = weft.kernel{ x = A(f64), m = A(weft.mat22d), function(x, m)
+      local i = weft.tid()
+      m[i][0][0] = x[i]
+      m[i][0][1] = 2.0 * x[i]
+      m[i][1][0] = m[i][1][0] + 3.0 * x[i]
+      m[i][1][1] = m[i][1][1] + x[i] * x[i]
+      m[i] = m[i] * 2.0
+    end }
+    local x = arr { 1, 2 }
+    local m = arr({ { { 1, 1 }, { 1, 1 } }, { { 1, 1 }, { 1, 1 } } }, weft.mat22d)
+    local ones = weft.array({ { { 1, 1 }, { 1, 1 } }, { { 1, 1 }, { 1, 1 } } }, weft.mat22d)
+    backward(k, 2, { x }, { m }, { ones })
+    assert_near({ 16, 20 }, x.grad:totable())
+    assert_near({ { { 0, 0 }, { 2, 2 } }, { { 0, 0 }, { 2, 2 } } }, m.grad:totable())
+  end)
+
+  it("struct field stores", function()
+    local P = weft.struct{ { "pos", weft.vec3d }, { "mass", f64 } }
+    local k = weft.kernel{ x = A(f64), p = A(P), y = A(f64), function(x, p, y)
+      local i = weft.tid()
+      p[i].mass = x[i]
+      p[i].pos.y = p[i].pos.y + 2.0 * x[i]
+      p[i].mass = p[i].mass * 3.0
+      y[i] = p[i].mass + p[i].pos.y
+    end }
+    local x, y = arr { 1, 2 }, arr { 0, 0 }
+    local p = weft.zeros(2, P, { requires_grad = true }) -- the gradient goes through p
+    backward(k, 2, { x, p }, { y }, { weft.ones(2, f64) })
+    assert_near({ 5, 5 }, x.grad:totable())
+  end)
+
+  it("2-D arrays, indexed and through row views", function()
+    local k = weft.kernel{ x = A(f64), y = A(f64, 2), function(x, y)
+      local i = weft.tid()
+      y[i][0] = x[i]
+      y[i][0] = 3.0 * x[i]
+      local row = y[i]
+      row[1] = x[i]
+      row[1] = row[1] * 5.0
+    end }
+    local x, y = arr { 1, 2 }, arr({ { 0, 0 }, { 0, 0 } })
+    backward(k, 2, { x }, { y }, { weft.array({ { 1, 10 }, { 1, 10 } }, f64) })
+    assert_near({ 53, 53 }, x.grad:totable())
+    assert_near({ { 0, 0 }, { 0, 0 } }, y.grad:totable())
+  end)
+
+  it("stores in a loop and in branches", function()
+    local k = weft.kernel{ x = A(f64), y = A(f64), function(x, y)
+      local i = weft.tid()
+      for _ = 1, 3 do y[i] = y[i] * 2.0 + x[i] end
+      if x[i] > 1.5 then
+        y[i] = 4.0 * x[i]
+      end
+    end }
+    local x, y = arr { 1, 2 }, arr { 1, 1 }
+    backward(k, 2, { x }, { y }, { weft.ones(2, f64) })
+    assert_near({ 7, 4 }, x.grad:totable()) -- y3 = 8 y0 + 7 x; or 4 x
+    assert_near({ 8, 0 }, y.grad:totable())
+  end)
+
+  it("a read after a store replays the stored value", function()
+    local k = weft.kernel{ x = A(f64), y = A(f64), z = A(f64), function(x, y, z)
+      local i = weft.tid()
+      local s = weft.float64(0)
+      for j = 1, 2 do
+        y[i] = x[i] * weft.float64(j)
+        s = s + y[i] * y[i]
+      end
+      z[i] = s
+      y[i] = 0.0
+    end }
+    local x, y, z = arr { 1, 3 }, arr { 0, 0 }, arr { 0, 0 }
+    backward(k, 2, { x }, { y, z }, { weft.ones(2, f64), weft.ones(2, f64) })
+    assert_near({ 10, 30 }, x.grad:totable()) -- s = 5 x^2
+    -- the read takes the stored value's adjoint directly, so the gradient
+    -- also reaches x when y has no gradient array (weft.jacobian gives y none)
+    local ok, worst, where = weft.check_grad(k, 2, { weft.array({ 1, 3 }, f64) },
+                                             { weft.zeros(2, f64), weft.zeros(2, f64) })
+    assert(ok, where)
+    assert(worst < 1e-6)
+  end)
+
+  it("intermediate gradients of a tape chain end at 0; repeated backward adds once", function()
+    local k1 = weft.kernel{ x = A(f64), y = A(f64), function(x, y)
+      local i = weft.tid()
+      y[i] = 2.0 * x[i]
+    end }
+    local k2 = weft.kernel{ y = A(f64), z = A(f64), function(y, z)
+      local i = weft.tid()
+      z[i] = y[i] * y[i]
+    end }
+    local k3 = weft.kernel{ z = A(f64), loss = A(f64), function(z, loss)
+      local i = weft.tid()
+      weft.atomic_add(loss, 0, z[i])
+    end }
+    local x, y, z, loss = arr { 1, 2 }, arr { 0, 0 }, arr { 0, 0 }, arr { 0 }
+    local tape = weft.Tape()
+    tape:record(function()
+      weft.launch(k1, 2, { x }, { outputs = { y } })
+      weft.launch(k2, 2, { y }, { outputs = { z } })
+      weft.launch(k3, 2, { z }, { outputs = { loss } })
+    end)
+    tape:backward(loss)
+    assert_near({ 8, 16 }, x.grad:totable()) -- loss = sum 4 x^2
+    assert_near({ 0, 0 }, y.grad:totable())
+    assert_near({ 0, 0 }, z.grad:totable())
+    assert_near({ 1 }, loss.grad:totable())
+    tape:backward(loss)
+    assert_near({ 16, 32 }, x.grad:totable())
+    assert_near({ 0, 0 }, y.grad:totable())
+  end)
+
+  it("replaying an overwritten value is an error in release mode too", function()
+    assert.are.equal("release", weft.config.mode)
+    local k = weft.kernel{ x = A(f64), y = A(f64), function(x, y)
+      local i = weft.tid()
+      local v = y[i]
+      y[i] = v * x[i]
+    end }
+    local x, y = arr { 1, 2 }, arr { 3, 4 }
+    local e = err_of(function() backward(k, 2, { x }, { y }, { weft.ones(2, f64) }) end)
+    assert.are.equal("spec/ad_overwrite_spec.lua:213: autodiff: kernel 'k' overwrites an element of "
+                     .. "array 'y' that it read earlier at line 212; the adjoint would replay the "
+                     .. "new value, so gradients would be wrong (write the result to another array)",
+                     e)
+  end)
+
+  it("and in a loop, where the next iteration reads the element", function()
+    local k = weft.kernel{ x = A(f64), y = A(f64), function(x, y)
+      local i = weft.tid()
+      for _ = 1, 2 do
+        y[i] = y[i] * x[i]
+      end
+    end }
+    local x, y = arr { 1, 2 }, arr { 3, 4 }
+    local e = err_of(function() backward(k, 2, { x }, { y }, { weft.ones(2, f64) }) end)
+    assert.matches("spec/ad_overwrite_spec.lua:227: autodiff: kernel 'k' overwrites an element of "
+                   .. "array 'y' that it read earlier at line 227;", e, 1, true)
+  end)
+
+  it("a component kept through a nonlinear update is an error", function()
+    local k = weft.kernel{ x = A(f64), m = A(weft.mat22d), function(x, m)
+      local i = weft.tid()
+      m[i][1][1] = m[i][1][1] * x[i]
+    end }
+    local x = arr { 1, 2 }
+    local m = arr({ { { 1, 1 }, { 1, 1 } }, { { 1, 1 }, { 1, 1 } } }, weft.mat22d)
+    local ones = weft.array({ { { 1, 1 }, { 1, 1 } }, { { 1, 1 }, { 1, 1 } } }, weft.mat22d)
+    local e = err_of(function() backward(k, 2, { x }, { m }, { ones }) end)
+    assert.matches("spec/ad_overwrite_spec.lua:239: autodiff: kernel 'k' overwrites an element of "
+                   .. "array 'm' that it read earlier at line 239;", e, 1, true)
+  end)
+end)
+
+describe("autodiff of atomic_min and atomic_max", function()
+  it("sends the gradient to the winning thread (scalars)", function()
+    local k = weft.kernel{ x = A(f64), lo = A(f64), hi = A(f64), function(x, lo, hi)
+      local i = weft.tid()
+      weft.atomic_min(lo, 0, x[i] * 2.0)
+      weft.atomic_max(hi, 0, x[i] * x[i])
+    end }
+    local x, lo, hi = arr { 3, -1, 2 }, arr { 10 }, arr { -10 }
+    backward(k, 3, { x }, { lo, hi }, { weft.ones(1, f64), weft.ones(1, f64) })
+    assert_near({ -2 }, lo:totable())
+    assert_near({ 9 }, hi:totable())
+    assert_near({ 6, 2, 0 }, x.grad:totable())
+  end)
+
+  it("componentwise for vectors and matrices", function()
+    local k = weft.kernel{ x = A(weft.vec3d), m = A(weft.vec3d), function(x, m)
+      local i = weft.tid()
+      weft.atomic_max(m, 0, x[i] * 3.0)
+    end }
+    local x, m = arr({ { 1, 5, 0 }, { 2, -1, -3 } }, weft.vec3d), arr({ { 0, 0, 0 } }, weft.vec3d)
+    backward(k, 2, { x }, { m }, { weft.array({ { 1, 2, 4 } }, weft.vec3d) })
+    assert_near({ { 6, 15, 0 } }, m:totable())
+    -- component 2: thread 0's 0 ties with the initial 0, and ties take it
+    assert_near({ { 0, 6, 12 }, { 3, 0, 0 } }, x.grad:totable())
+    local km = weft.kernel{ x = A(weft.mat22d), m = A(weft.mat22d), function(x, m)
+      local i = weft.tid()
+      weft.atomic_min(m, 0, x[i])
+    end }
+    local xm = arr({ { { 1, 5 }, { 0, 7 } }, { { 2, -1 }, { 3, 4 } } }, weft.mat22d)
+    local mm = arr({ { { 9, 9 }, { 9, 9 } } }, weft.mat22d)
+    backward(km, 2, { xm }, { mm }, { weft.array({ { { 1, 2 }, { 3, 4 } } }, weft.mat22d) })
+    assert_near({ { { 1, -1 }, { 0, 4 } } }, mm:totable())
+    assert_near({ { { 1, 0 }, { 3, 0 } }, { { 0, 2 }, { 0, 4 } } }, xm.grad:totable())
+  end)
+
+  it("forward mode says it cannot differentiate them", function()
+    local k = weft.kernel{ x = A(f64), m = A(f64), function(x, m)
+      local i = weft.tid()
+      weft.atomic_min(m, 0, x[i])
+    end }
+    local e = err_of(function()
+      weft.jvp(k, 2, { weft.array({ 1, 2 }, f64) }, { weft.ones(2, f64) }, { weft.zeros(1, f64) },
+               { weft.zeros(1, f64) })
+    end)
+    assert.matches("spec/ad_overwrite_spec.lua:288: autodiff: forward mode (weft.jvp) does not "
+                   .. "support atomic_min of float values", e, 1, true)
+  end)
+end)
+
+describe("weft.func replay without a custom gradient", function()
+  it("replays an atomic counter through the replay function (Warp's reversible_increment)",
+     function()
+    local inc = weft.func(function(counter, ci, value, thread_values, tid)
+      local nxt = weft.atomic_add(counter, ci, value)
+      thread_values[tid] = nxt
+      return nxt
+    end)
+    inc:replay(function(counter, ci, value, thread_values, tid) return thread_values[tid] end)
+    local k = weft.kernel{ input = A(f64), counter = A(i32), tv = A(i32), output = A(f64),
+                           function(input, counter, tv, output)
+      local tid = weft.tid()
+      local idx = inc(counter, 0, 1, tv, tid)
+      output[idx] = input[idx] ^ 2.0
+    end }
+    local n = 64
+    local vals = {}
+    for j = 1, n do vals[j] = j - 1 end
+    local input = arr(vals)
+    local output = arr(vals)
+    backward(k, n, { input, weft.zeros(1, i32), weft.zeros(n, i32) }, { output },
+             { weft.ones(n, f64) })
+    local want = {}
+    for j = 1, n do want[j] = 2 * (j - 1) end
+    assert_near(want, input.grad:totable())
+  end)
+
+  it("without it, the re-read counter is an error, not zero gradients", function()
+    local k = weft.kernel{ input = A(f64), counter = A(i32), output = A(f64),
+                           function(input, counter, output)
+      local idx = weft.atomic_add(counter, 0, 1)
+      output[idx] = input[idx] * 3.0
+    end }
+    local e = err_of(function()
+      backward(k, 4, { arr { 1, 2, 3, 4 }, weft.zeros(1, i32) }, { arr { 0, 0, 0, 0 } },
+               { weft.ones(4, f64) })
+    end)
+    assert.matches("spec/ad_overwrite_spec.lua:329: autodiff: the adjoint needs the value "
+                   .. "atomic_add returned here, which it cannot replay", e, 1, true)
+  end)
+
+  it("a replay function alone cannot carry a gradient through f", function()
+    local sq = weft.func(function(v) return v * v end)
+    sq:replay(function(v) return v * v end)
+    local k = weft.kernel{ x = A(f64), y = A(f64), function(x, y)
+      local i = weft.tid()
+      y[i] = sq(x[i])
+    end }
+    local e = err_of(function() backward(k, 1, { arr { 2 } }, { arr { 0 } }, { weft.ones(1, f64) }) end)
+    assert.matches("spec/ad_overwrite_spec.lua:345: autodiff: weft.func 'sq' has a replay function "
+                   .. "and gradients flow through it: give it a custom gradient too (f:grad)", e, 1,
+                   true)
+  end)
+end)
