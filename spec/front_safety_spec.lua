@@ -55,3 +55,160 @@ describe("long source lines", function()
     end
   end)
 end)
+
+describe("the largest vectors and matrices", function()
+  -- Vectors have up to 64 components and matrices up to 64 rows and 64
+  -- columns; the front end's buffers were sized for 16 (a 17x17 product
+  -- corrupted the stack, 64x64 float64 crashed).
+  local function list(fmt, from, n)
+    local t = {}
+    for i = from, from + n - 1 do t[#t + 1] = fmt:format(i) end
+    return table.concat(t, ", ")
+  end
+  local function kernel(body, ...)
+    -- the types are upvalues of the kernel: the body's first line names them
+    local names, rest = body:match("^%s*local ([%w_, ]+) = T%[1%][^\n]*\n(.*)$")
+    if names then body = rest end
+    local src = "local weft, " .. (names or "T") .. " = ...\nreturn weft.kernel{ x = weft.array(weft.float64), "
+      .. "y = weft.array(weft.float64), function(x, y)\n" .. body .. "\nend }\n"
+    return assert(loadstring(src))(weft, ...)
+  end
+  local function run(k, nx, ny)
+    local x = weft.zeros(nx, f64)
+    for i = 0, nx - 1 do x[i] = i + 1 end
+    local y = weft.zeros(ny, f64)
+    weft.launch(k, 1, { x, y })
+    return y:totable()
+  end
+
+  it("64-element vectors: arithmetic, dot, dynamic components", function()
+    local k = kernel(([==[
+  local V = T[1]
+  local v = V(%s)
+  local w = v * 2.0 + v
+  local s = V()
+  for j = 0, 63 do s[j] = x[63 - j] end
+  y[0] = weft.dot(v, v)
+  y[1] = w[63]
+  y[2] = s[0] + s[63]
+  y[3] = weft.length_sq(s - v)]==]):format(list("x[%d]", 0, 64)), weft.vector(64, f64))
+    local y = run(k, 64, 4)
+    local dot, d2 = 0, 0
+    for i = 1, 64 do dot = dot + i * i; d2 = d2 + (65 - i - i) ^ 2 end
+    assert.are.same({ dot, 3 * 64, 64 + 1, d2 }, y)
+  end)
+
+  it("8x8, 4x16 and 16x4 products", function()
+    local M8, M4x16, M16x4 = weft.matrix(8, 8, f64), weft.matrix(4, 16, f64), weft.matrix(16, 4, f64)
+    local k = kernel(([==[
+  local M8, M4x16, M16x4 = T[1], T[2], T[3]
+  local a = M8(%s)
+  local b = M8(%s)
+  local c = a * b
+  local p = M4x16(%s) * M16x4(%s)
+  y[0] = c[0][0]
+  y[1] = c[7][7]
+  y[2] = c[3][5]
+  y[3] = p[3][3]
+  y[4] = weft.transpose(c)[5][3]]==]):format(list("x[%d]", 0, 64), list("x[%d]", 64, 64),
+      list("x[%d]", 0, 64), list("x[%d]", 64, 64)), M8, M4x16, M16x4)
+    local y = run(k, 128, 5)
+    local function A(i, j) return i * 8 + j + 1 end
+    local function B(i, j) return 64 + i * 8 + j + 1 end
+    local function C(i, j)
+      local s = 0
+      for m = 0, 7 do s = s + A(i, m) * B(m, j) end
+      return s
+    end
+    local p33 = 0
+    for m = 0, 15 do p33 = p33 + (3 * 16 + m + 1) * (64 + m * 4 + 3 + 1) end
+    assert.are.same({ C(0, 0), C(7, 7), C(3, 5), p33, C(3, 5) }, y)
+  end)
+
+  it("17x17 products", function()
+    local M = weft.matrix(17, 17, f64)
+    local k = kernel([==[
+  local M = T[1]
+  local a = M(1.0)
+  a[0][0] = x[2]
+  a[16][3] = x[4]
+  local c = a * M(2.0)
+  y[0] = c[0][0]
+  y[1] = c[16][16]
+  y[2] = c[5][5]]==], M)
+    assert.are.same({ 3 * 2 + 16 * 2, 5 * 2 + 16 * 2, 17 * 2 }, run(k, 8, 3))
+  end)
+
+  it("64x1 times 1x64, outer, diag and transpose of 64-vectors", function()
+    local M641, M164, V = weft.matrix(64, 1, f64), weft.matrix(1, 64, f64), weft.vector(64, f64)
+    local k = kernel(([==[
+  local M641, M164, V = T[1], T[2], T[3]
+  local p = M641(%s)
+  local q = M164(%s)
+  local r = p * q
+  local u = V(%s)
+  local o = weft.outer(u, u)
+  local d = weft.diag(u)
+  y[0] = r[63][63]
+  y[1] = r[5][7]
+  y[2] = o[62][3]
+  y[3] = d[63][63] + d[0][63]
+  y[4] = weft.transpose(p)[0][40]
+  y[5] = (q * p)[0][0]]==]):format(list("x[%d]", 0, 64), list("x[%d]", 64, 64), list("x[%d]", 0, 64)),
+      M641, M164, V)
+    local qp = 0
+    for i = 1, 64 do qp = qp + i * (64 + i) end
+    assert.are.same({ 64 * 128, 6 * 72, 63 * 4, 64, 41, qp }, run(k, 128, 6))
+  end)
+
+  it("matrices built from more than 16 rows", function()
+    local M = weft.matrix(20, 2, f64)
+    local k = kernel(([==[
+  local M = T[1]
+  local m = M(%s)
+  y[0] = m[19][1]
+  y[1] = m[17][0]]==]):format(list("weft.vec2d(x[%d], 0.5)", 0, 20)), M)
+    assert.are.same({ 0.5, 18 }, run(k, 20, 2))
+  end)
+
+  it("structs of 70 fields, on the CPU and in CUDA C", function()
+    local fields = {}
+    for i = 1, 70 do fields[i] = { "f" .. i, f64 } end
+    local P = weft.struct(fields)
+    local k = kernel(([==[
+  local P = T[1]
+  local p = P{ %s }
+  local z = P{}
+  z.f70 = p.f69
+  y[0] = p.f1 + p.f70
+  y[1] = z.f70]==]):format(list("f%d = x[0]", 1, 70)), P)
+    assert.are.same({ 2, 1 }, run(k, 1, 2))
+    local ka = weft.kernel{ a = A(P), function(a)
+      local p = a[0]
+      p.f70 = p.f1 + 1.0
+      a[0] = p
+    end }
+    local arr = weft.zeros(2, P)
+    weft.launch(ka, 1, { arr })
+    assert.are.equal(1, arr:totable()[1].f70)
+    -- the CUDA C struct of 70 fields (f0 .. f69)
+    assert.truthy(ka:source("cuda"):find("double f69;", 1, true))
+  end)
+
+  it("ifs and loops that carry more than 64 locals", function()
+    local decl, upd, sum = {}, {}, {}
+    for i = 1, 100 do
+      decl[i] = ("local a%d = x[%d]"):format(i, i % 4)
+      upd[i] = ("a%d = a%d + 1.0"):format(i, i)
+      sum[i] = "a" .. i
+    end
+    upd = table.concat(upd, "\n")
+    local k = kernel(table.concat(decl, "\n") .. "\nif x[0] > 0 then\n" .. upd .. "\nend\n"
+      .. "for j = 1, 2 do\n" .. upd .. "\nend\nlocal w = 0\nwhile w < 2 do\nw = w + 1\n" .. upd
+      .. "\nend\ny[0] = " .. table.concat(sum, " + "))
+    -- a_i = x[i % 4] + 5, x[k] = k + 1
+    local want = 0
+    for i = 1, 100 do want = want + (i % 4 + 1) + 5 end
+    assert.are.same({ want }, run(k, 4, 1))
+  end)
+end)

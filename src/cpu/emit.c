@@ -1071,16 +1071,21 @@ static void emit_if(E *e, wf_inst *in) {
   LLVMBasicBlockRef mb = LLVMAppendBasicBlockInContext(e->C, e->F, "endif");
   LLVMBuildCondBr(e->B, c, tb, eb);
   int n = in->nres;
-  LLVMValueRef tv[64], rv[64];
-  LLVMTypeRef ty[64];
-  if (n > 64) {
-    efail(e, in, "too many if results");
+  /* an if carries every local its branches change: any number */
+  LLVMValueRef *tv = malloc(sizeof(LLVMValueRef) * 2 * (size_t)(n + 1)), *rv = tv + n + 1;
+  LLVMTypeRef *ty = malloc(sizeof(LLVMTypeRef) * (size_t)(n + 1));
+  if (!tv || !ty) {
+    free(tv), free(ty);
+    efail(e, in, "out of memory");
     return;
   }
   for (int i = 0; i < n; i++)
     ty[i] = ltype(e, wf_vtype(e->fn, in->res[i]));
   phiset ps;
-  if (phiset_init(e, &ps, n, ty)) return;
+  if (phiset_init(e, &ps, n, ty)) {
+    free(tv), free(ty);
+    return;
+  }
   LLVMPositionBuilderAtEnd(e->B, mb);
   phiset_phis(e, &ps);
   LLVMPositionBuilderAtEnd(e->B, tb);
@@ -1098,6 +1103,7 @@ static void emit_if(E *e, wf_inst *in) {
   for (int i = 0; i < n; i++)
     e->v[in->res[i]] = rv[i];
   phiset_free(&ps);
+  free(tv), free(ty);
 }
 
 /* At a loop back-edge: leave the kernel when weft_interrupt asked. One
@@ -1135,16 +1141,22 @@ static void emit_for(E *e, wf_inst *in) {
   }
   wf_block *body = in->blocks[0];
   int nc = in->nargs - 3; /* carried values */
-  if (body->nparams != nc + 1 || in->nres != nc || nc > 63) {
+  if (body->nparams != nc + 1 || in->nres != nc) {
     efail(e, in, "malformed for: %d carried values, %d block params, %d results", nc, body->nparams,
           in->nres);
     return;
   }
   const wf_type *it = argt(e, in, 0);
   LLVMValueRef lo = argv(e, in, 0), hi = argv(e, in, 1), step = argv(e, in, 2);
-  /* one phi set: the induction variable first, then the carried values */
-  LLVMValueRef vals[64];
-  LLVMTypeRef ty[64];
+  /* one phi set: the induction variable first, then the carried values
+  ** (any number: vals, then cur) */
+  LLVMValueRef *vals = malloc(sizeof(LLVMValueRef) * 2 * (size_t)(nc + 1)), *cur = vals + nc + 1;
+  LLVMTypeRef *ty = malloc(sizeof(LLVMTypeRef) * (size_t)(nc + 1));
+  if (!vals || !ty) {
+    free(vals), free(ty);
+    efail(e, in, "out of memory");
+    return;
+  }
   ty[0] = LLVMTypeOf(lo);
   vals[0] = lo;
   for (int k = 0; k < nc; k++) {
@@ -1152,12 +1164,14 @@ static void emit_for(E *e, wf_inst *in) {
     vals[k + 1] = argv(e, in, 3 + k);
   }
   phiset ps;
-  if (phiset_init(e, &ps, nc + 1, ty)) return;
+  if (phiset_init(e, &ps, nc + 1, ty)) {
+    free(vals), free(ty);
+    return;
+  }
   LLVMBasicBlockRef hb = LLVMAppendBasicBlockInContext(e->C, e->F, "for.head");
   LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(e->C, e->F, "for.body");
   LLVMBasicBlockRef xb = LLVMAppendBasicBlockInContext(e->C, e->F, "for.end");
   phiset_enter(e, &ps, vals, hb);
-  LLVMValueRef cur[64];
   phiset_values(e, &ps, cur);
   LLVMValueRef iphi = cur[0];
   for (int k = 0; k < nc; k++)
@@ -1194,11 +1208,12 @@ static void emit_for(E *e, wf_inst *in) {
   phiset_incoming(e, &ps, vals);
   LLVMBuildBr(e->B, hb);
   phiset_free(&ps);
+  free(vals), free(ty);
   LLVMPositionBuilderAtEnd(e->B, xb);
 }
 
 static void emit_while(E *e, wf_inst *in) {
-  if (in->nblocks < 2 || in->nargs > 64 || in->nres > 64) {
+  if (in->nblocks < 2) {
     efail(e, in, "malformed while");
     return;
   }
@@ -1208,19 +1223,28 @@ static void emit_while(E *e, wf_inst *in) {
     efail(e, in, "malformed while: block parameters do not match");
     return;
   }
-  LLVMValueRef vals[64];
-  LLVMTypeRef ty[64];
+  /* the values a loop carries (any number): vals and cur (ni), cv (nr) */
+  LLVMValueRef *vals = malloc(sizeof(LLVMValueRef) * (size_t)(2 * ni + nr + 1));
+  LLVMValueRef *cur = vals + ni, *cv = cur + ni;
+  LLVMTypeRef *ty = malloc(sizeof(LLVMTypeRef) * (size_t)(ni + 1));
+  if (!vals || !ty) {
+    free(vals), free(ty);
+    efail(e, in, "out of memory");
+    return;
+  }
   for (int k = 0; k < ni; k++) {
     ty[k] = ltype(e, wf_vtype(e->fn, before->params[k]));
     vals[k] = argv(e, in, k);
   }
   phiset ps;
-  if (phiset_init(e, &ps, ni, ty)) return;
+  if (phiset_init(e, &ps, ni, ty)) {
+    free(vals), free(ty);
+    return;
+  }
   LLVMBasicBlockRef hb = LLVMAppendBasicBlockInContext(e->C, e->F, "while.before");
   LLVMBasicBlockRef ab = LLVMAppendBasicBlockInContext(e->C, e->F, "while.after");
   LLVMBasicBlockRef xb = LLVMAppendBasicBlockInContext(e->C, e->F, "while.end");
   phiset_enter(e, &ps, vals, hb);
-  LLVMValueRef cur[64];
   phiset_values(e, &ps, cur);
   for (int k = 0; k < ni; k++)
     e->v[before->params[k]] = cur[k];
@@ -1228,9 +1252,9 @@ static void emit_while(E *e, wf_inst *in) {
   if (!ct || ct->op != WF_OP_COND || ct->nargs != nr + 1) {
     efail(e, in, "while: the before region must end with a condition passing %d values", nr);
     phiset_free(&ps);
+    free(vals), free(ty);
     return;
   }
-  LLVMValueRef cv[64];
   term_values(e, ct, 1, nr, cv, in);
   LLVMBuildCondBr(e->B, e->v[ct->args[0]], ab, xb);
   for (int k = 0; k < nr; k++) {
@@ -1244,6 +1268,7 @@ static void emit_while(E *e, wf_inst *in) {
   phiset_incoming(e, &ps, vals);
   LLVMBuildBr(e->B, hb);
   phiset_free(&ps);
+  free(vals), free(ty);
   LLVMPositionBuilderAtEnd(e->B, xb);
 }
 

@@ -128,9 +128,10 @@ static const char *agg_ctype(emitter *E, const wf_type *t) {
   for (int i = 0; i < E->naggs; i++)
     if (E->aggs[i]->t == t) return E->aggs[i]->name;
   int n = wf_t_arity(t);
-  const char *fields[64];
-  if (n > 64) {
-    fail(E, NULL, "aggregate %s has too many components", t->name ? t->name : "?");
+  /* a struct may have any number of fields */
+  const char *fbuf[64], **fields = n <= 64 ? fbuf : malloc(sizeof *fields * (size_t)n);
+  if (!fields) {
+    E->types.oom = 1;
     return "int";
   }
   for (int i = 0; i < n; i++)
@@ -140,6 +141,7 @@ static const char *agg_ctype(emitter *E, const wf_type *t) {
     agg_name **na = realloc(E->aggs, sizeof *na * (size_t)nc);
     if (!na) {
       E->types.oom = 1;
+      if (fields != fbuf) free(fields);
       return "int";
     }
     E->aggs = na;
@@ -148,6 +150,7 @@ static const char *agg_ctype(emitter *E, const wf_type *t) {
   agg_name *a = malloc(sizeof *a);
   if (!a) {
     E->types.oom = 1;
+    if (fields != fbuf) free(fields);
     return "int";
   }
   E->aggs[E->naggs++] = a;
@@ -179,6 +182,7 @@ static const char *agg_ctype(emitter *E, const wf_type *t) {
   wf_sb_puts(b, "};\n");
   wf_sb_printf(b, "static_assert(sizeof(%s) == %u, \"layout of %s\");\n", name, t->size,
             t->name ? t->name : "");
+  if (fields != fbuf) free(fields);
   return name;
 }
 

@@ -70,7 +70,7 @@ static const wf_type *scalar_of(const wf_type *t) {
 static wf_val sign_of(wf_fstate *F, const wf_type *t, wf_val v) {
   if (!wf_t_is_scalar(t)) {
     int n = wf_t_arity(t);
-    wf_val c[64];
+    wf_val c[WF_MAX_COMP];
     for (int i = 0; i < n; i++) c[i] = sign_of(F, comp(F, t, i), wf_b_extract(&F->b, v, i));
     return wf_b_agg(&F->b, t, n, c);
   }
@@ -187,6 +187,11 @@ static wf_val det_n(wf_fstate *F, const wf_type *st, int n, const wf_val *m) {
   return acc;
 }
 
+/* Room for the rows * cols scalars of matrix type mt (up to 64 x 64). */
+static wf_val *elems(wf_fstate *F, const wf_type *mt) {
+  return wf_front_alloc(F->C, sizeof(wf_val) * (size_t)mt->rows * (size_t)mt->cols);
+}
+
 static void mat_elems(wf_fstate *F, const wf_type *mt, wf_val m, wf_val *out) {
   for (int i = 0; i < mt->rows; i++) {
     wf_val row = X(F, m, i);
@@ -196,7 +201,8 @@ static void mat_elems(wf_fstate *F, const wf_type *mt, wf_val m, wf_val *out) {
 
 static wf_val mat_from(wf_fstate *F, const wf_type *mt, const wf_val *e) {
   const wf_type *rt = comp(F, mt, 0);
-  wf_val rows[16];
+  wf_val rows[WF_MAX_COMP];
+  _Static_assert(WF_MAX_COMP >= 64, "a matrix has up to 64 rows");
   for (int i = 0; i < mt->rows; i++) rows[i] = wf_b_agg(B, rt, mt->cols, e + i * mt->cols);
   return wf_b_agg(B, mt, mt->rows, rows);
 }
@@ -626,7 +632,7 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     const wf_type *tb = need_vec(F, name, &a[1], call->args[1], 0);
     if (ta->elem != tb->elem) ERR(call, "outer: arguments have different types: %s and %s", TN(ta), TN(tb));
     const wf_type *mt = wf_t_mat(T, wf_t_arity(ta), wf_t_arity(tb), ta->elem);
-    wf_val e[256];
+    wf_val *e = elems(F, mt);
     for (int i = 0; i < mt->rows; i++)
       for (int j = 0; j < mt->cols; j++)
         e[i * mt->cols + j] = MUL(F, ta->elem, X(F, a[0].v, i), X(F, a[1].v, j));
@@ -637,7 +643,7 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     wf_rv a[1];
     getargs(F, name, call, 1, 1, a);
     const wf_type *mt = need_mat(F, name, &a[0], call->args[0]);
-    wf_val e[256], r[256];
+    wf_val *e = elems(F, mt), *r = elems(F, mt);
     mat_elems(F, mt, a[0].v, e);
     int R = mt->rows, Cc = mt->cols;
     const wf_type *st = mt->elem;
@@ -659,7 +665,7 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     for (int i = 0; i < R; i++)
       for (int j = 0; j < R; j++) {
         /* cofactor (i, j) goes to inverse[j][i] */
-        wf_val minor[16];
+        wf_val minor[9]; /* R <= 4 */
         int k = 0;
         for (int a2 = 0; a2 < R; a2++)
           for (int b2 = 0; b2 < R; b2++)
@@ -678,7 +684,7 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     if (k < 2 || k > 16) ERR(call->args[0], "identity: size must be 2 to 16");
     const wf_type *st = n > 1 ? dtype_arg(F, &a[1], call->args[1]) : t_f32(F);
     const wf_type *mt = wf_t_mat(T, k, k, st);
-    wf_val e[256];
+    wf_val *e = elems(F, mt);
     wf_val z = wf_lo_const(F, st, 0), o = wf_lo_const(F, st, 1);
     for (int i = 0; i < k * k; i++) e[i] = (i / k == i % k) ? o : z;
     out[0] = wf_lo_mkval(mat_from(F, mt, e), mt);
@@ -690,7 +696,7 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     const wf_type *vt = need_vec(F, name, &a[0], call->args[0], 0);
     int k = wf_t_arity(vt);
     const wf_type *mt = wf_t_mat(T, k, k, vt->elem);
-    wf_val e[256];
+    wf_val *e = elems(F, mt);
     wf_val z = wf_lo_const(F, vt->elem, 0);
     for (int i = 0; i < k * k; i++) e[i] = (i / k == i % k) ? X(F, a[0].v, i / k) : z;
     out[0] = wf_lo_mkval(mat_from(F, mt, e), mt);
@@ -815,7 +821,7 @@ static wf_val cast_scalar(wf_fstate *F, const wf_type *to, wf_val v) {
 static wf_val cast_agg(wf_fstate *F, const wf_type *to, wf_val v) {
   if (wf_t_is_scalar(to)) return cast_scalar(F, to, v);
   int n = wf_t_arity(to);
-  wf_val c[64];
+  wf_val c[WF_MAX_COMP];
   for (int i = 0; i < n; i++) c[i] = cast_agg(F, comp(F, to, i), X(F, v, i));
   return wf_b_agg(B, to, n, c);
 }
@@ -828,7 +834,8 @@ int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out) {
   const char *tn = TN(t);
   if (t->kind == WF_T_ARRAY) ERR(call, "arrays cannot be created inside kernels");
   if (t->kind == WF_T_STRUCT) {
-    wf_val c[64];
+    /* a struct may have any number of fields */
+    wf_val *c = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(t->nfields ? t->nfields : 1));
     for (int i = 0; i < t->nfields; i++) c[i] = WF_NOVAL;
     if (call->nargs > 1 || (call->nargs == 1 && call->args[0]->kind != E_TABLE))
       ERR(call, "%s is built from a table of fields: %s{ field = value, ... }", tn, tn);
@@ -856,7 +863,7 @@ int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out) {
   }
   int n = call->nargs;
   wf_rv a[64];
-  if (n > 64) ERR(call, "%s: too many arguments", tn);
+  if (n > 64) ERR(call, "%s: too many arguments (at most 64)", tn);
   for (int i = 0; i < n; i++) a[i] = wf_lo_expr(F, call->args[i]);
   F->b.loc = (wf_loc){call->line, call->col};
   if (wf_t_is_scalar(t)) {
@@ -914,12 +921,12 @@ int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out) {
     wf_val s = val(F, &a[0], st, call->args[0]);
     (void)s;
     int ar = wf_t_arity(t);
-    wf_val c[64];
+    wf_val c[WF_MAX_COMP];
     if (t->kind == WF_T_VEC) {
       for (int i = 0; i < ar; i++) c[i] = s;
     } else {
       const wf_type *rt = comp(F, t, 0);
-      wf_val rc[64];
+      wf_val rc[WF_MAX_COMP];
       for (int j = 0; j < t->cols; j++) rc[j] = s;
       wf_val row = wf_b_agg(B, rt, t->cols, rc);
       for (int i = 0; i < ar; i++) c[i] = row;
@@ -937,14 +944,14 @@ int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out) {
   }
   if (t->kind == WF_T_MAT && n == t->rows && a[0].kind == RV_VAL && a[0].t->kind == WF_T_VEC) {
     const wf_type *rt = comp(F, t, 0);
-    wf_val rows[16];
+    wf_val rows[WF_MAX_COMP];
     for (int i = 0; i < n; i++) rows[i] = val(F, &a[i], rt, call->args[i]);
     out[0] = wf_lo_mkval(wf_b_agg(B, t, n, rows), t);
     return 1;
   }
   if (n != ncomp)
     ERR(call, "%s expects %d numbers (or none), got %d arguments", tn, ncomp, n);
-  wf_val e[256];
+  wf_val e[64]; /* n <= 64 arguments */
   for (int i = 0; i < n; i++) {
     if (a[i].kind == RV_VAL && a[i].t != st)
       ERR(call->args[i], "%s: argument %d is %s, expected %s", tn, i + 1, TN(a[i].t), TN(st));

@@ -135,7 +135,8 @@ wf_val wf_lo_const(wf_fstate *F, const wf_type *t, double v) {
   if (t->kind == WF_T_FLOAT) return wf_b_constf(&F->b, t, v);
   if (t->kind == WF_T_INT || t->kind == WF_T_BOOL) return wf_b_consti(&F->b, t, (int64_t)v);
   int n = wf_t_arity(t);
-  wf_val c[64];
+  /* structs may have more than WF_MAX_COMP fields */
+  wf_val *c = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n ? n : 1));
   for (int i = 0; i < n; i++) c[i] = wf_lo_const(F, wf_t_component(F->C->T, t, i), v);
   return wf_b_agg(&F->b, t, n, c);
 }
@@ -247,8 +248,8 @@ wf_val wf_lo_value(wf_fstate *F, wf_rv *r, const wf_type *want, wf_expr *at) {
 ** ====================================================================== */
 wf_val wf_lo_cw2(wf_fstate *F, wf_op op, const wf_type *t, wf_val a, wf_val b, int b_scalar) {
   if (wf_t_is_scalar(t)) return wf_b_op2(&F->b, op, t, a, b);
-  int n = wf_t_arity(t);
-  wf_val c[64];
+  int n = wf_t_arity(t); /* no structs here */
+  wf_val c[WF_MAX_COMP];
   for (int i = 0; i < n; i++) {
     const wf_type *ct = wf_t_component(F->C->T, t, i);
     wf_val ca = wf_b_extract(&F->b, a, i);
@@ -260,8 +261,8 @@ wf_val wf_lo_cw2(wf_fstate *F, wf_op op, const wf_type *t, wf_val a, wf_val b, i
 
 wf_val wf_lo_cw1(wf_fstate *F, wf_op op, const wf_type *t, wf_val a) {
   if (wf_t_is_scalar(t)) return wf_b_op1(&F->b, op, t, a);
-  int n = wf_t_arity(t);
-  wf_val c[64];
+  int n = wf_t_arity(t); /* no structs here */
+  wf_val c[WF_MAX_COMP];
   for (int i = 0; i < n; i++)
     c[i] = wf_lo_cw1(F, op, wf_t_component(F->C->T, t, i), wf_b_extract(&F->b, a, i));
   return wf_b_agg(&F->b, t, n, c);
@@ -297,18 +298,19 @@ static wf_val matmul(wf_fstate *F, const wf_type *ta, wf_val a, const wf_type *t
   const wf_type *st = ta->elem;
   int r = ta->rows, k = ta->cols;
   if (tb->kind == WF_T_VEC) {
-    wf_val c[64];
+    wf_val c[WF_MAX_COMP];
     for (int i = 0; i < r; i++) c[i] = dotv(F, st, k, wf_b_extract(&F->b, a, i), b);
     return wf_b_agg(&F->b, rt, r, c);
   }
   int cc = tb->cols;
-  wf_val brow[16];
+  /* r, k and cc are each at most WF_MAX_COMP (matrices up to 64 x 64) */
+  wf_val brow[WF_MAX_COMP];
   for (int j = 0; j < k; j++) brow[j] = wf_b_extract(&F->b, b, j);
   const wf_type *rowt = wf_t_vec(T, cc, st);
-  wf_val rows[16];
+  wf_val rows[WF_MAX_COMP];
   for (int i = 0; i < r; i++) {
     wf_val arow = wf_b_extract(&F->b, a, i);
-    wf_val ai[16], c[16];
+    wf_val ai[WF_MAX_COMP], c[WF_MAX_COMP];
     for (int j = 0; j < k; j++) ai[j] = wf_b_extract(&F->b, arow, j);
     for (int jc = 0; jc < cc; jc++) {
       wf_val acc = WF_NOVAL;
@@ -1535,7 +1537,7 @@ static wf_val insert_comp(wf_fstate *F, const wf_type *t, wf_val agg, wf_rv key,
   check_component(F, t, k);
   const wf_type *kt = wf_vtype(F->fn, k);
   const wf_type *ct = wf_t_component(F->C->T, t, 0);
-  wf_val comps[64];
+  wf_val comps[WF_MAX_COMP];
   for (int i = 0; i < n; i++) {
     wf_val eq = wf_b_op2(&F->b, WF_OP_EQ, t_bool(F), k, wf_b_consti(&F->b, kt, i));
     comps[i] = wf_b_op3(&F->b, WF_OP_SELECT, ct, eq, v, wf_b_extract(&F->b, agg, i));

@@ -98,6 +98,13 @@ typedef struct wf_var {
 
 #define WF_MAXRET 8
 
+/* Components of a vector, rows and columns of a matrix: at most 64 each
+** (weft.vector and weft.matrix in lua/weft/types.lua; wf_front_totype
+** refuses larger types). Arrays of wf_val indexed by one of these live on
+** the stack; a matrix's rows * cols scalars (up to 4096) and a struct's
+** fields (any number) go in the arena. */
+#define WF_MAX_COMP 64
+
 struct wf_fstate {
   wf_fctx *C;
   wf_src src;

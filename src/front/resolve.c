@@ -131,16 +131,24 @@ const wf_type *wf_front_totype(wf_fctx *C, int idx) {
     lua_pop(L, 1);
     t = wf_t_int(T, getint(L, idx, "bits", 32), sg);
   } else if (!strcmp(kind, "float")) t = wf_t_float(T, getint(L, idx, "bits", 32));
-  else if (!strcmp(kind, "vec")) t = wf_t_vec(T, getint(L, idx, "n", 3), st);
-  else if (!strcmp(kind, "mat")) t = wf_t_mat(T, getint(L, idx, "rows", 3), getint(L, idx, "cols", 3), st);
+  else if (!strcmp(kind, "vec")) {
+    int n = getint(L, idx, "n", 3);
+    if (n < 1 || n > WF_MAX_COMP) return NULL; /* the front end's limit (lower.h) */
+    t = wf_t_vec(T, n, st);
+  } else if (!strcmp(kind, "mat")) {
+    int r = getint(L, idx, "rows", 3), c = getint(L, idx, "cols", 3);
+    if (r < 1 || r > WF_MAX_COMP || c < 1 || c > WF_MAX_COMP) return NULL;
+    t = wf_t_mat(T, r, c, st);
+  }
   else if (!strcmp(kind, "quat")) t = wf_t_quat(T, st);
   else if (!strcmp(kind, "transform")) t = wf_t_transform(T, st);
   else if (!strcmp(kind, "array")) {
     lua_getfield(L, idx, "dtype");
     const wf_type *et = wf_front_totype(C, -1);
     lua_pop(L, 1);
-    if (!et) return NULL;
-    t = wf_t_array(T, et, getint(L, idx, "ndim", 1));
+    int nd = getint(L, idx, "ndim", 1);
+    if (!et || nd < 1 || nd > 4) return NULL;
+    t = wf_t_array(T, et, nd);
   } else if (!strcmp(kind, "struct")) {
     lua_getfield(L, idx, "name");
     const char *nm = lua_tostring(L, -1);
