@@ -109,7 +109,7 @@ local function text_section(entry)
 end
 
 local function files(dir)
-  local p = assert(io.popen("ls " .. dir .. " 2>/dev/null"))
+  local p = assert(io.popen("ls -A " .. dir .. " 2>/dev/null")) -- temp files are dot files
   local t = {}
   for l in p:lines() do t[#t + 1] = l end
   p:close()
