@@ -247,6 +247,70 @@ describe("autodiff of overwritten elements", function()
   end)
 end)
 
+describe("stores and reads back in loops and branches agree with central differences", function()
+  local function agrees(k, n, ins, outs)
+    local ok, worst, where = weft.check_grad(k, n, ins, outs)
+    assert(ok, where)
+    assert(worst < 1e-6, where)
+  end
+
+  it("while loops, break and early return", function()
+    agrees(weft.kernel{ x = A(f64), y = A(f64), function(x, y)
+      local i = weft.tid()
+      local j = 0
+      while j < 3 do
+        y[i] = y[i] * 1.5 + x[i] * x[i]
+        j = j + 1
+      end
+    end }, 2, { weft.array({ 1, 2 }, f64) }, { weft.array({ 1, 3 }, f64) })
+    agrees(weft.kernel{ x = A(f64), y = A(f64), function(x, y)
+      local i = weft.tid()
+      for j = 1, 5 do
+        y[i] = y[i] + x[i] * weft.float64(j)
+        if j == 3 then break end
+      end
+      y[i] = y[i] * 3.0
+    end }, 2, { weft.array({ 1, 2 }, f64) }, { weft.array({ 1, 3 }, f64) })
+    agrees(weft.kernel{ x = A(f64), y = A(f64), function(x, y)
+      local i = weft.tid()
+      y[i] = x[i] * 2.0
+      if x[i] > 1.5 then return end
+      y[i] = x[i] * x[i] * 5.0
+    end }, 2, { weft.array({ 1, 2 }, f64) }, { weft.array({ 1, 3 }, f64) })
+  end)
+
+  it("a store in a branch or a loop, read back after it", function()
+    agrees(weft.kernel{ x = A(f64), y = A(f64), z = A(f64), function(x, y, z)
+      local i = weft.tid()
+      if x[i] > 1.5 then y[i] = x[i] * 3.0 end
+      z[i] = y[i] * y[i]
+    end }, 2, { weft.array({ 1, 2 }, f64) }, { weft.array({ 1, 3 }, f64), weft.zeros(2, f64) })
+    agrees(weft.kernel{ x = A(f64), y = A(f64, 2), z = A(f64), function(x, y, z)
+      local i = weft.tid()
+      local s = weft.float64(0)
+      for j = 0, 2 do
+        if j > 0 then y[i][j] = x[i] * weft.float64(j) end
+        s = s + y[i][j] * y[i][j]
+      end
+      z[i] = s
+    end }, 2, { weft.array({ 1, 2 }, f64) }, { weft.ones({ 2, 3 }, f64), weft.zeros(2, f64) })
+    agrees(weft.kernel{ x = A(f64), y = A(f64, 2), function(x, y)
+      local i = weft.tid()
+      for j = 0, 2 do y[i][j] = x[i] * weft.float64(j) end
+      for j = 0, 2 do y[i][j] = y[i][j] * 2.0 + x[i] end
+    end }, 2, { weft.array({ 1, 2 }, f64) }, { weft.zeros({ 2, 3 }, f64) })
+  end)
+
+  it("a component stored, read back squared, then the element overwritten", function()
+    agrees(weft.kernel{ x = A(f64), y = A(weft.vec3d), z = A(f64), function(x, y, z)
+      local i = weft.tid()
+      y[i].x = x[i]
+      z[i] = y[i].x * y[i].x + y[i].y
+      y[i] = weft.vec3d(0.0, 0.0, 0.0)
+    end }, 2, { weft.array({ 1, 2 }, f64) }, { weft.zeros(2, weft.vec3d), weft.zeros(2, f64) })
+  end)
+end)
+
 describe("autodiff of atomic_min and atomic_max", function()
   it("sends the gradient to the winning thread (scalars)", function()
     local k = weft.kernel{ x = A(f64), lo = A(f64), hi = A(f64), function(x, lo, hi)
@@ -291,7 +355,7 @@ describe("autodiff of atomic_min and atomic_max", function()
       weft.jvp(k, 2, { weft.array({ 1, 2 }, f64) }, { weft.ones(2, f64) }, { weft.zeros(1, f64) },
                { weft.zeros(1, f64) })
     end)
-    assert.matches("spec/ad_overwrite_spec.lua:288: autodiff: forward mode (weft.jvp) does not "
+    assert.matches("spec/ad_overwrite_spec.lua:352: autodiff: forward mode (weft.jvp) does not "
                    .. "support atomic_min of float values", e, 1, true)
   end)
 end)
@@ -333,7 +397,7 @@ describe("weft.func replay without a custom gradient", function()
       backward(k, 4, { arr { 1, 2, 3, 4 }, weft.zeros(1, i32) }, { arr { 0, 0, 0, 0 } },
                { weft.ones(4, f64) })
     end)
-    assert.matches("spec/ad_overwrite_spec.lua:329: autodiff: the adjoint needs the value "
+    assert.matches("spec/ad_overwrite_spec.lua:393: autodiff: the adjoint needs the value "
                    .. "atomic_add returned here, which it cannot replay", e, 1, true)
   end)
 
@@ -345,7 +409,7 @@ describe("weft.func replay without a custom gradient", function()
       y[i] = sq(x[i])
     end }
     local e = err_of(function() backward(k, 1, { arr { 2 } }, { arr { 0 } }, { weft.ones(1, f64) }) end)
-    assert.matches("spec/ad_overwrite_spec.lua:345: autodiff: weft.func 'sq' has a replay function "
+    assert.matches("spec/ad_overwrite_spec.lua:409: autodiff: weft.func 'sq' has a replay function "
                    .. "and gradients flow through it: give it a custom gradient too (f:grad)", e, 1,
                    true)
   end)

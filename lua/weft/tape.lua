@@ -534,13 +534,24 @@ return function(weft)
     local y0 = y:totable()
     local m, n = #flatten(y0), #flatten(x:totable())
     local gx, gy = weft.zeros_like(x), weft.zeros_like(y)
+    -- the other arrays get scratch adjoints too: gradients also flow
+    -- through elements a kernel stores and reads back
+    local scratch = {}
+    local function adj_of(a)
+      if not is_array(a) then return false end
+      local kd = a.dtype.kind
+      if kd == "int" or kd == "bool" then return false end
+      local g = weft.zeros_like(a)
+      scratch[#scratch + 1] = g
+      return g
+    end
     local ai, ao = {}, {}
-    for j = 1, #inputs do ai[j] = false end
-    for j = 1, #outputs do ao[j] = false end
-    ai[xi], ao[yi] = gx, gy
+    for j = 1, #inputs do ai[j] = j == xi and gx or adj_of(inputs[j]) end
+    for j = 1, #outputs do ao[j] = j == yi and gy or adj_of(outputs[j]) end
     local rows = {}
     for i = 1, m do
       gx:zero_()
+      for _, g in ipairs(scratch) do g:zero_() end
       local e = {}
       for j = 1, m do e[j] = (j == i) and 1 or 0 end
       assign(gy, y0, e)

@@ -258,12 +258,29 @@ static int lv_mark(uint8_t *live, wf_val v) {
   return 1;
 }
 
-static int lv_block(const wf_block *bl, uint8_t *live, int *eff);
+static int lv_block(const wf_func *fn, const wf_block *bl, uint8_t *live, int *eff);
 
-static int lv_inst(const wf_inst *in, uint8_t *live, int *eff) {
+/* The value component imm of extract `ex` comes from, looking through
+** inserts of other components and aggregates (else the operand). */
+static wf_val lv_component(const wf_func *fn, const wf_inst *ex) {
+  wf_val v = ex->args[0];
+  for (;;) {
+    const wf_inst *d = v >= 0 && v < fn->nvals ? fn->vals[v].def : NULL;
+    if (d && d->op == WF_OP_INSERT) {
+      if (d->imm == ex->imm) return d->args[1];
+      v = d->args[0];
+    } else if (d && d->op == WF_OP_AGG && ex->imm >= 0 && ex->imm < d->nargs) {
+      return d->args[ex->imm];
+    } else {
+      return v;
+    }
+  }
+}
+
+static int lv_inst(const wf_func *fn, const wf_inst *in, uint8_t *live, int *eff) {
   int ch = 0, e = 0, any = 0;
   for (int k = 0; k < in->nblocks; k++)
-    ch |= lv_block(in->blocks[k], live, &e);
+    ch |= lv_block(fn, in->blocks[k], live, &e);
   for (int j = 0; j < in->nres; j++)
     any |= live[in->res[j]];
   wf_op op = in->op;
@@ -290,6 +307,11 @@ static int lv_inst(const wf_inst *in, uint8_t *live, int *eff) {
     for (int b = 0; b < in->nblocks; b++)
       for (int k = 0; k < in->blocks[b]->last->nargs; k++)
         ch |= lv_mark(live, in->blocks[b]->last->args[k]);
+  } else if (op == WF_OP_EXTRACT) {
+    /* a component of an insert chain: only the value that set it (the
+    ** backend's fold does the same), so y[i].x = v; ... y[i].x reads v,
+    ** not the stale rest of y[i] */
+    if (any) ch |= lv_mark(live, lv_component(fn, in));
   } else if (!(wf_op_flags(op) & WF_OPF_TERM) || op == WF_OP_RET) {
     int effect = !(wf_op_flags(op) & WF_OPF_PURE) && op != WF_OP_LOAD;
     e |= effect;
@@ -301,10 +323,10 @@ static int lv_inst(const wf_inst *in, uint8_t *live, int *eff) {
   return ch;
 }
 
-static int lv_block(const wf_block *bl, uint8_t *live, int *eff) {
+static int lv_block(const wf_func *fn, const wf_block *bl, uint8_t *live, int *eff) {
   int ch = 0;
   for (const wf_inst *in = bl->last; in; in = in->prev)
-    ch |= lv_inst(in, live, eff);
+    ch |= lv_inst(fn, in, live, eff);
   return ch;
 }
 
@@ -312,7 +334,7 @@ void wf_ad_check_stale(wf_adctx *A) {
   if (!A->nstale) return;
   uint8_t *live = wf_ad_scratch(A, (size_t)A->af->nvals + 1);
   int eff = 0;
-  while (lv_block(A->af->body, live, &eff)) {
+  while (lv_block(A->af, A->af->body, live, &eff)) {
   }
   for (int i = 0; i < A->nstale; i++) {
     if (A->sv[i] < 0 || !live[A->sv[i]]) continue;
