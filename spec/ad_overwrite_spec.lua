@@ -401,6 +401,21 @@ describe("weft.func replay without a custom gradient", function()
                    .. "atomic_add returned here, which it cannot replay", e, 1, true)
   end)
 
+  it("k:ptx leaves the adjoint entry out for such a kernel, unless asked for it", function()
+    local core = weft._core
+    if not (core.cuda_nvrtc_version and core.cuda_nvrtc_version()) then return end
+    local k = weft.kernel{ input = A(f64), counter = A(i32), output = A(f64),
+                           function(input, counter, output)
+      local idx = weft.atomic_add(counter, 0, 1)
+      output[idx] = input[weft.tid()] * 3.0
+    end }
+    local ptx = k:ptx("sm_80")
+    assert.truthy(ptx:find(".entry weft_k", 1, true))
+    assert.falsy(ptx:find("adj_k", 1, true))
+    local e = err_of(function() k:ptx("sm_80", nil, { adjoint = true }) end)
+    assert.matches("spec/ad_overwrite_spec.lua:%d+: autodiff: the adjoint needs the value atomic_add", e)
+  end)
+
   it("a replay function alone cannot carry a gradient through f", function()
     local sq = weft.func(function(v) return v * v end)
     sq:replay(function(v) return v * v end)
@@ -409,7 +424,7 @@ describe("weft.func replay without a custom gradient", function()
       y[i] = sq(x[i])
     end }
     local e = err_of(function() backward(k, 1, { arr { 2 } }, { arr { 0 } }, { weft.ones(1, f64) }) end)
-    assert.matches("spec/ad_overwrite_spec.lua:409: autodiff: weft.func 'sq' has a replay function "
+    assert.matches("spec/ad_overwrite_spec.lua:424: autodiff: weft.func 'sq' has a replay function "
                    .. "and gradients flow through it: give it a custom gradient too (f:grad)", e, 1,
                    true)
   end)

@@ -227,7 +227,9 @@ return function(weft)
 
   -- One PTX module holding the forward entry and, unless opts.adjoint is
   -- false, the adjoint entry (appended to the IR module once, with the
-  -- custom gradients and replays of the weft.func it calls).
+  -- custom gradients and replays of the weft.func it calls). A kernel that
+  -- autodiff refuses (say, one that replays an atomic counter) gets no
+  -- adjoint entry unless opts.adjoint is true, which raises the error.
   -- opts.fast_compile overrides weft.config.cuda_fast_compile.
   function Kernel:ptx(arch, argtypes, opts)
     if arch ~= nil and type(arch) ~= "string" then
@@ -246,8 +248,11 @@ return function(weft)
       -- the module autodiff appends the adjoint to (custom gradients of
       -- weft.func included), as adjoint launches use it
       local ok, dm = pcall(weft._derived_module, "adj", self, m, argtypes, false)
-      if not ok then error(dm, 2) end
-      m = dm
+      if ok then
+        m = dm
+      elseif (opts and opts.adjoint) or not tostring(dm):find(": autodiff: ", 1, true) then
+        error(dm, 2)
+      end
     end
     local fast = weft.config.cuda_fast_compile
     if opts and opts.fast_compile ~= nil then fast = opts.fast_compile end
