@@ -347,14 +347,16 @@ return function(weft)
       loaded[k] = per
     end
     local key = (kind or "") .. (debug and -1 - n or n)
-    if per[key] then return per[key] end
+    -- guard: false once a value the kernel captured changed (kernel.lua)
+    if per[key] and per[key].guard() then return per[key] end
     for _, p in ipairs(k.params) do
       if not p.type then
         raise(fmt("weft.launch: kernel '%s': generic parameter '%s' is not supported on CUDA yet; "
                   .. "give it a type", k.name, p.name))
       end
     end
-    local mod, want = k:_module(), nil
+    local e = k:_entry()
+    local mod, want = e.module, nil
     if kind then
       local ok, m, name = pcall(weft._derived_module, kind, k, mod, nil, debug)
       if not ok then error(m, 0) end
@@ -380,7 +382,8 @@ return function(weft)
     check(C.wf_cuda_module_function(rt, m[0], entry, f))
     -- writes: the forward kernel's written array parameters (derived
     -- launches check theirs in lua/weft/tape.lua)
-    per[key] = { module = m[0], fn = f[0], image = image, writes = not kind and core.writes(mod) }
+    per[key] = { module = m[0], fn = f[0], image = image, writes = not kind and core.writes(mod),
+                 guard = e.guard }
     return per[key]
   end
 

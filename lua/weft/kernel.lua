@@ -193,21 +193,170 @@ return function(weft)
     return table.concat(parts, ",")
   end
 
-  -- The compiled IR module for a signature (compiled once per signature).
-  function Kernel:_module(argtypes)
+  ---------------------------------------------------------------------------
+  -- guards: a kernel sees the current values of the names it captured
+  ---------------------------------------------------------------------------
+  -- The front end folds the values of free names (upvalues, globals, fields
+  -- of tables reached through them) into the code, in the kernel and in the
+  -- weft.func it calls. core.compile lists where it found each value
+  -- (resolve.c: record_dep), and the module comes with a guard: a function,
+  -- generated once, that re-reads those places and returns false when one
+  -- holds another value, so the next launch (or k:ir, k:ptx, ...) compiles
+  -- again. Numbers, booleans, weft.constant and weft.func objects (and
+  -- their definitions, through Func._v) and types held directly by a name
+  -- are watched, with every table on the way to them; builtins and types
+  -- reached through a module table (weft.vec3) are not.
+  --
+  -- Upvalues are read without the debug library: the guard's own upvalues
+  -- are joined (debug.upvaluejoin) to the captured ones, so a guard is plain
+  -- Lua that the JIT compiles into the launch (a few compares). The guard
+  -- also returns a setter that is never called: it assigns those upvalues,
+  -- so LuaJIT does not take them for immutable and fold their values.
+  local always = function() return true end
+
+  local function is_watched_leaf(d, builtins)
+    local v, kind = d[4], d[1]
+    local tv = type(v)
+    if tv == "number" or tv == "boolean" then return true end
+    if tv ~= "table" then return false end
+    local mt = getmetatable(v)
+    if mt == Const or mt == Func then return true end
+    return kind ~= "f" and weft.is_type(v) and not builtins[v]
+  end
+
+  -- The guard of a compile's deps list ({kind, container, key, value}).
+  local function make_guard(deps)
+    if not deps or #deps == 0 then return always end
+    local builtins = weft._builtins or {}
+    local watched = {}
+    for i, d in ipairs(deps) do
+      if is_watched_leaf(d, builtins) then watched[i] = true end
+    end
+    -- the tables on the way to a watched field (fixpoint over the chain)
+    local changed = true
+    while changed do
+      changed = false
+      for i, d in ipairs(deps) do
+        if watched[i] and d[1] == "f" then
+          for j, e in ipairs(deps) do
+            if not watched[j] and rawequal(e[4], d[2]) then
+              watched[j], changed = true, true
+            end
+          end
+        end
+      end
+    end
+    local consts, terms, joins, seen = {}, {}, {}, {}
+    local function const(v)
+      consts[#consts + 1] = v
+      return "c" .. #consts
+    end
+    local function compare(place, v)
+      if v ~= v then return fmt("%s ~= %s", place, place) end -- NaN
+      if v == 0 and type(v) == "number" then -- keep the sign of zero
+        return fmt("(%s == 0 and 1 / %s %s 0)", place, place, 1 / v > 0 and ">" or "<")
+      end
+      local t = fmt("%s == %s", place, const(v))
+      if getmetatable(v) == Func then
+        t = fmt("%s and %s._v == %d", t, place, v._v or 0)
+      end
+      return t
+    end
+    for i, d in ipairs(deps) do
+      if watched[i] then
+        local kind, c, key, v = d[1], d[2], d[3], d[4]
+        local id
+        if kind == "u" then id = debug.upvalueid(c, key) else id = c end
+        seen[id] = seen[id] or {}
+        if not seen[id][kind == "u" and 1 or key] then
+          seen[id][kind == "u" and 1 or key] = true
+          local place
+          if kind == "u" then
+            place = "u" .. (#joins + 1)
+            joins[#joins + 1] = { c, key }
+          else
+            place = fmt("%s[%s]", const(c), const(key))
+          end
+          terms[#terms + 1] = compare(place, v)
+        end
+      end
+    end
+    if #terms == 0 then return always end
+    local src = {}
+    if #consts > 0 then
+      local names = {}
+      for i = 1, #consts do names[i] = "c" .. i end
+      src[#src + 1] = "local " .. table.concat(names, ", ") .. " = ..."
+    end
+    local unames = {}
+    for i = 1, #joins do unames[i] = "u" .. i end
+    if #joins > 0 then src[#src + 1] = "local " .. table.concat(unames, ", ") end
+    src[#src + 1] = "return function() return " .. table.concat(terms, " and ") .. " end,"
+    if #joins > 0 then
+      src[#src + 1] = "function(x) " .. table.concat(unames, ", ") .. " = x end"
+    else
+      src[#src + 1] = "nil"
+    end
+    local chunk = assert(loadstring(table.concat(src, "\n"), "=weft guard"))
+    local guard = chunk(unpack(consts, 1, #consts))
+    if #joins > 0 then
+      local index = {}
+      for i = 1, math.huge do
+        local n = debug.getupvalue(guard, i)
+        if not n then break end
+        index[n] = i
+      end
+      for i, j in ipairs(joins) do debug.upvaluejoin(guard, index["u" .. i], j[1], j[2]) end
+    end
+    return guard
+  end
+
+  -- Compiled modules kept per signature: the current one first, then up to
+  -- KEEP - 1 earlier ones, so a value that goes back and forth between a
+  -- few settings reuses their code instead of compiling again.
+  local KEEP = 4
+
+  -- The entry of a signature: { module = IR module, guard = function,
+  -- code = {} (the launcher's compiled code per ndim and mode) }, compiled
+  -- again when the names it captured changed.
+  function Kernel:_entry(argtypes)
     local key = sigkey(self, argtypes)
-    local m = self._cache[key]
-    if m then return m, key end
+    local list = self._cache[key]
+    if list then
+      local e = list[1]
+      if e.guard() then return e, key end
+      for i = 2, #list do
+        e = list[i]
+        if e.guard() then
+          table.remove(list, i)
+          table.insert(list, 1, e)
+          return e, key
+        end
+      end
+    end
     local core = get_core()
     if not (core and core.compile) then error("weft: the kernel compiler is not available", 2) end
-    local ok, res = pcall(core.compile, self._decl, argtypes)
+    local ok, res, deps = pcall(core.compile, self._decl, argtypes)
     if not ok then error(res, 0) end
-    self._cache[key] = res
+    local e = { module = res, guard = make_guard(deps), code = {} }
+    if not list then
+      list = {}
+      self._cache[key] = list
+    end
+    table.insert(list, 1, e)
+    list[KEEP + 1] = nil
     -- Tools that need every compiled module (the PTX check of the whole
     -- spec suite) register a hook in the registry.
     local hook = debug.getregistry()["weft.module_hook"]
     if hook then hook(self, res, key) end
-    return res, key
+    return e, key
+  end
+
+  -- The compiled IR module for a signature (compiled once per signature,
+  -- and again when a captured value changed).
+  function Kernel:_module(argtypes)
+    local e, key = self:_entry(argtypes)
+    return e.module, key
   end
 
   function Kernel:ir(argtypes)
@@ -268,9 +417,11 @@ return function(weft)
   ---------------------------------------------------------------------------
   -- functions
   ---------------------------------------------------------------------------
+  -- _v counts changes to the definitions (overload, grad, replay): kernels
+  -- that call the func compile again when it moved on (see make_guard).
   function weft.func(spec)
     local decl = make_decl("func", spec, 2)
-    return setmetatable({ name = decl.name, defs = { decl } }, Func)
+    return setmetatable({ name = decl.name, defs = { decl }, _v = 0 }, Func)
   end
 
   function weft.is_func(v) return getmetatable(v) == Func end
@@ -280,6 +431,7 @@ return function(weft)
   function Func:overload(spec)
     local decl = make_decl("func", spec, 2)
     self.defs[#self.defs + 1] = decl
+    self._v = (self._v or 0) + 1
     return self
   end
 

@@ -7,7 +7,9 @@
 --   variants   one per argument signature (generic kernels: per the types of
 --              the generic arguments, looked up through nested tables keyed
 --              by numbers, so a warm launch builds no strings)
---   variant    { types = {...}, module = k:_module(types), code = {} }
+--   variant    { types = {...}, module, code, guard } from k:_entry(types):
+--              guard() is false once a value the kernel captured changed
+--              (kernel.lua), and the launch then takes the new entry
 --   code[key]  per launch ndim and mode: the compiled function (core.cpu_compile),
 --              a preallocated argument block and a packer generated once for
 --              the signature (Lua source -> loadstring) that checks every
@@ -169,10 +171,20 @@ return function(weft)
     return st
   end
 
+  -- (code: the entry's, so a value going back to an earlier setting finds
+  -- that setting's code again)
   local function new_variant(st, types)
     local k = st.k
-    local mod = k:_module(types)
-    return { types = types, module = mod, code = {}, writes = core.writes(mod) }
+    local e = k:_entry(types)
+    local mod = e.module
+    return { types = types, module = mod, code = e.code, guard = e.guard, writes = core.writes(mod) }
+  end
+
+  -- Variant v after a captured value changed (its guard failed): the
+  -- module for the current values, updated in place.
+  local function refresh(st, v)
+    for key, val in pairs(new_variant(st, v.types)) do v[key] = val end
+    return v
   end
 
   -- The type a generic parameter takes from its argument, and a number
@@ -329,6 +341,7 @@ return function(weft)
     end
     local v = st.fixed or get_variant(st, ins, outs, nin)
     local debug = config.mode == "debug"
+    if not v.guard() then v = refresh(st, v) end
     local ckey = debug and ndim + 4 or ndim
     local c = v.code[ckey]
     if not c then
@@ -336,7 +349,7 @@ return function(weft)
       v.code[ckey] = c
     end
     c.pack(ins, outs, nin)
-    if weft._tape_active then weft._tape_hook(k, dim, ins, outs, opts) end
+    if weft._tape_active then weft._tape_hook(k, dim, ins, outs, opts, v.module) end
     if total == 0 then return end
     local status = C.wf_cpu_launch(rt, c.fn, ndim, dims, c.buf, c.cost)
     if status ~= 0 then

@@ -19,7 +19,7 @@
 -- adjoint arrays too (Warp leaves those as they were).
 --
 -- Recording. While a tape records, weft.launch reports each launch through
---   weft._tape_hook(k, dim, inputs, outputs, opts)
+--   weft._tape_hook(k, dim, inputs, outputs, opts [, module that ran])
 -- and the active tape is weft._tape_active (nil when none).
 --
 -- Forward mode.
@@ -178,7 +178,10 @@ return function(weft)
 
   -- Launch of the derived kernel: primal arguments, then one derived array
   -- (adjoint or tangent) per array parameter, from d_in / d_out.
-  local function launch_derived(kind, k, dim, inputs, outputs, d_in, d_out, device)
+  -- fmod (optional): the kernel's IR module to derive from (the one a taped
+  -- forward launch ran, with the values it captured then); default: the
+  -- module for the current values.
+  local function launch_derived(kind, k, dim, inputs, outputs, d_in, d_out, device, fmod)
     inputs, outputs = inputs or {}, outputs or {}
     d_in, d_out = d_in or {}, d_out or {}
     local lists = { inputs = inputs, outputs = outputs, [what[kind] .. "s of the inputs"] = d_in,
@@ -269,7 +272,7 @@ return function(weft)
       return weft._launch_device_derived(kind, k, dev, dim, args, garr)
     end
     local ndim = read_dims(k, dim, what[kind])
-    local mod = k:_module(types)
+    local mod = fmod or k:_module(types)
     local c = derived_code(kind, k, mod, types, ndim, weft.config.mode == "debug")
     local base = ffi.cast(u8p, c.buf)
     for i = 1, np do put(base, c.offsets[i], types[i], args[i], k, k.params[i].name) end
@@ -285,8 +288,8 @@ return function(weft)
 
   -- device (optional): -1 (the cpu) or N (cuda:N), from the launch's
   -- opts.device; otherwise the device of the arrays.
-  function weft._launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs, device)
-    return launch_derived("adj", k, dim, inputs, outputs, adj_inputs, adj_outputs, device)
+  function weft._launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs, device, fmod)
+    return launch_derived("adj", k, dim, inputs, outputs, adj_inputs, adj_outputs, device, fmod)
   end
 
   ---------------------------------------------------------------------------
@@ -317,6 +320,7 @@ return function(weft)
             .. "build lacks", what)
     end
     f[field] = fn
+    f._v = (f._v or 0) + 1 -- kernels calling f compile again (kernel.lua: guards)
     weft._custom_grads = true
     return f
   end
@@ -350,12 +354,14 @@ return function(weft)
     return r
   end
 
-  function weft._tape_hook(k, dim, inputs, outputs, opts)
+  -- mod: the IR module the launch ran (cpu launches), so backward
+  -- differentiates the code that ran even if a captured value changed since.
+  function weft._tape_hook(k, dim, inputs, outputs, opts, mod)
     local tape = weft._tape_active
     if not tape or (opts and opts.adjoint) then return end
     local d = type(dim) == "table" and copy_list(dim) or dim
     tape.launches[#tape.launches + 1] =
-      { k = k, dim = d, inputs = copy_list(inputs), outputs = copy_list(outputs) }
+      { k = k, dim = d, inputs = copy_list(inputs), outputs = copy_list(outputs), mod = mod }
   end
 
   function weft.Tape()
@@ -387,7 +393,7 @@ return function(weft)
       local ai, ao = {}, {}
       for j, a in ipairs(l.inputs) do ai[j] = grad_or_nil(a) or false end
       for j, a in ipairs(l.outputs) do ao[j] = grad_or_nil(a) or false end
-      weft._launch_adjoint(l.k, l.dim, l.inputs, l.outputs, ai, ao)
+      weft._launch_adjoint(l.k, l.dim, l.inputs, l.outputs, ai, ao, nil, l.mod)
     end
   end
 

@@ -3,7 +3,8 @@
 **
 **   core.front_setup(env)        env = { builtins=, type_mt=, func_mt=,
 **                                        const_mt=, kernel_mt= } (kernel.lua)
-**   core.compile(decl, argtypes) -> "weft.module" userdata (optimized IR)
+**   core.compile(decl, argtypes) -> "weft.module" userdata (optimized IR),
+**                                   deps (free names resolved: resolve.c)
 **   core.ir(module)              -> IR text
 **   core.writes(module [, name]) -> per parameter: does it write the array?
 **
@@ -196,14 +197,18 @@ void wf_front_compile_kernel(wf_fctx *C, int declidx, int argidx) {
   wf_lo_function(C, ref, name, is_kernel, n, ptypes, names, &src);
 }
 
-/* Protected part of compile: (ctx, decl, argtypes). */
+/* Protected part of compile: (ctx, decl, argtypes) -> the list of free
+** names resolved (resolve.c: record_dep). */
 static int compile_protected(lua_State *L) {
   wf_fctx *C = lua_touserdata(L, 1);
   C->envidx = get_env(L);
   lua_newtable(L);
   C->keepidx = lua_gettop(L);
+  lua_newtable(L);
+  C->depsidx = lua_gettop(L);
   wf_front_compile_kernel(C, 2, lua_istable(L, 3) ? 3 : 0);
-  return 0;
+  lua_pushvalue(L, C->depsidx);
+  return 1;
 }
 
 static int module_gc(lua_State *L) {
@@ -253,12 +258,13 @@ static int l_compile(lua_State *L) {
   lua_pushlightuserdata(L, &C);
   lua_pushvalue(L, 1);
   lua_pushvalue(L, 2);
-  int st = lua_pcall(L, 3, 0, 0);
+  int st = lua_pcall(L, 3, 1, 0);
   wf_farena_free(C.A);
   if (st) {
     wf_module_free(C.mod);
     return lua_error(L);
   }
+  int depsidx = lua_gettop(L);
   char err[512];
   if (optimize && wf_ir_optimize(C.mod, err, sizeof err)) {
     char *text = wf_ir_to_string(C.mod);
@@ -275,7 +281,8 @@ static int l_compile(lua_State *L) {
   u->mod = C.mod;
   luaL_getmetatable(L, WF_MODULE_MT);
   lua_setmetatable(L, -2);
-  return 1;
+  lua_pushvalue(L, depsidx);
+  return 2;
 }
 
 static int l_ir(lua_State *L) {

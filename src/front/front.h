@@ -174,6 +174,8 @@ typedef struct wf_fctx {
   int envidx;  /* stack index: front env table (front_setup) */
   int keepidx; /* stack index: table keeping captured Lua values alive */
   int nkeep;
+  int depsidx; /* stack index: the free names resolved (0: none kept) */
+  int ndeps;
   wf_fstate *cur; /* function being lowered (innermost) */
   wf_fspec *specs;
   int depth; /* nesting of func compiles (recursion guard) */

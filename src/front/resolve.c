@@ -307,6 +307,28 @@ static wf_rv classify(wf_fstate *F, const char *path, wf_expr *at) {
   ERR(at, "'%s' (a %s) cannot be used in a kernel", path, tn);
 }
 
+/* Records where a free name's value (on top of the stack, left there) was
+** found, for kernel.lua's launch guard, which re-reads it at each launch:
+** { kind, container, key, value } with kind "u" (container: the function,
+** key: its upvalue number), "e" (the function's environment, key: the
+** name) or "f" (a namespace table, key: the field). */
+static void record_dep(wf_fctx *C, const char *kind, int cidx, int ikey, const char *skey) {
+  lua_State *L = C->L;
+  if (!C->depsidx) return;
+  int vi = lua_gettop(L);
+  lua_createtable(L, 4, 0);
+  lua_pushstring(L, kind);
+  lua_rawseti(L, -2, 1);
+  lua_pushvalue(L, cidx);
+  lua_rawseti(L, -2, 2);
+  if (skey) lua_pushstring(L, skey);
+  else lua_pushinteger(L, ikey);
+  lua_rawseti(L, -2, 3);
+  lua_pushvalue(L, vi);
+  lua_rawseti(L, -2, 4);
+  lua_rawseti(L, C->depsidx, ++C->ndeps);
+}
+
 wf_rv wf_res_name(wf_fstate *F, const char *name, wf_expr *at) {
   lua_State *L = F->C->L;
   wf_res_push(F->C, F->fnidx);
@@ -317,6 +339,7 @@ wf_rv wf_res_name(wf_fstate *F, const char *name, wf_expr *at) {
     if (!un) break;
     if (!strcmp(un, name)) {
       found = 1;
+      record_dep(F->C, "u", fi, i, NULL);
       break;
     }
     lua_pop(L, 1);
@@ -324,6 +347,7 @@ wf_rv wf_res_name(wf_fstate *F, const char *name, wf_expr *at) {
   if (!found) {
     lua_getfenv(L, fi);
     lua_getfield(L, -1, name);
+    record_dep(F->C, "e", lua_gettop(L) - 1, 0, name);
     lua_remove(L, -2);
   }
   lua_remove(L, fi);
@@ -338,6 +362,7 @@ wf_rv wf_res_field(wf_fstate *F, wf_rv ns, const char *name, wf_expr *at) {
   lua_State *L = F->C->L;
   wf_res_push(F->C, ns.ref);
   lua_getfield(L, -1, name);
+  record_dep(F->C, "f", lua_gettop(L) - 1, 0, name);
   lua_remove(L, -2);
   char path[256];
   snprintf(path, sizeof path, "%s.%s", ns.str ? ns.str : "?", name);
