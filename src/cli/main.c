@@ -6,7 +6,13 @@
 **   weft -v                  print the version
 **   weft info                versions, CPU, threads, CUDA availability
 **   weft                     a REPL on a terminal, else read a script from stdin
+**
+** Ctrl-C while code runs stops it (weft_interrupt: kernels at their next
+** loop back-edge, Lua at its next instruction) with "interrupted" and exit
+** status 130; a second Ctrl-C before it has stopped ends the process. The
+** script's os.exit is kept (the CLI does not sandbox it).
 */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +24,28 @@
 #include "weft.h"
 
 static const char *progname = "weft";
+
+/* The state a Ctrl-C interrupts while code runs (NULL otherwise): a signal
+** handler reaches nothing but globals. */
+static weft_State *volatile interruptible;
+
+/* First Ctrl-C: ask the running code to stop. The handler resets itself,
+** so a second one before the code has stopped ends the process. */
+static void on_sigint(int sig) {
+  signal(sig, SIG_DFL);
+  weft_State *W = interruptible;
+  if (W) weft_interrupt(W);
+}
+
+/* weft_dostring with Ctrl-C armed for the duration of the call. */
+static int dostring(weft_State *W, const char *code) {
+  interruptible = W;
+  signal(SIGINT, on_sigint);
+  int st = weft_dostring(W, code);
+  signal(SIGINT, SIG_DFL);
+  interruptible = NULL;
+  return st;
+}
 
 static void usage(void) {
   fprintf(stderr,
@@ -68,8 +96,8 @@ static int run_script(weft_State *W, const char *path, int nargs, char **args) {
     lua_rawseti(L, -2, i + 2);
   }
   lua_setglobal(L, "__weft_main");
-  return report(W, weft_dostring(W, "local t = __weft_main; __weft_main = nil\n"
-                                    "t[1](unpack(t, 2, table.maxn(t)))"));
+  return report(W, dostring(W, "local t = __weft_main; __weft_main = nil\n"
+                               "t[1](unpack(t, 2, table.maxn(t)))"));
 }
 
 static const char *info_code =
@@ -99,10 +127,10 @@ static void repl(weft_State *W) {
     lua_pop(L, 1 + is_expr);
     if (is_expr) {
       lua_pushfstring(L, "print(%s)", line[0] == '=' ? line + 1 : line);
-      report(W, weft_dostring(W, lua_tostring(L, -1)));
+      report(W, dostring(W, lua_tostring(L, -1)));
       lua_pop(L, 1);
     } else {
-      report(W, weft_dostring(W, line));
+      report(W, dostring(W, line));
     }
   }
   putchar('\n');
@@ -144,7 +172,7 @@ int main(int argc, char **argv) {
   }
   set_args(weft_lua(W), argc, argv, script ? script : argc - 1);
   int status = 0;
-  if (code) status = report(W, weft_dostring(W, code));
+  if (code) status = report(W, dostring(W, code));
   if (status == 0 && script)
     status = run_script(W, argv[script], argc - script - 1, argv + script + 1);
   else if (status == 0 && !code) {
@@ -154,5 +182,7 @@ int main(int argc, char **argv) {
       status = run_script(W, "-", 0, NULL);
   }
   weft_close(W);
+  /* stopped by Ctrl-C: the shell's convention for SIGINT, 128 + 2 */
+  if (status == WEFT_ERRINTR) return 130;
   return status ? 1 : 0;
 }

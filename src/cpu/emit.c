@@ -75,6 +75,7 @@ typedef struct E {
   ** block that reports "interrupted" and leaves (made on first use) */
   LLVMValueRef intr;
   LLVMBasicBlockRef intr_bb;
+  int while_polls; /* polls at WHILE back-edges in the current body */
   LLVMValueRef tid[WF_MAXDIM];
   LLVMBasicBlockRef exit_bb, latch_bb;
   int contig;         /* emitting the noalias / compact-stride body */
@@ -1109,8 +1110,9 @@ static void emit_if(E *e, wf_inst *in) {
 /* At a loop back-edge: leave the kernel when weft_interrupt asked. One
 ** relaxed load of the flag and a branch marked unlikely, so the loop's
 ** hot path pays a load and a not-taken jump per iteration. */
-static void poll_interrupt(E *e) {
+static void poll_interrupt(E *e, int is_while) {
   if (!e->intr) return;
+  e->while_polls += is_while;
   LLVMBasicBlockRef here = LLVMGetInsertBlock(e->B);
   if (!e->intr_bb) {
     e->intr_bb = LLVMAppendBasicBlockInContext(e->C, e->F, "interrupted");
@@ -1204,7 +1206,7 @@ static void emit_for(E *e, wf_inst *in) {
     vals[0] = LLVMBuildNUWAdd(e->B, iphi, step, "");
   else
     vals[0] = LLVMBuildNSWAdd(e->B, iphi, step, "");
-  poll_interrupt(e);
+  poll_interrupt(e, 0);
   phiset_incoming(e, &ps, vals);
   LLVMBuildBr(e->B, hb);
   phiset_free(&ps);
@@ -1264,7 +1266,7 @@ static void emit_while(E *e, wf_inst *in) {
   LLVMPositionBuilderAtEnd(e->B, ab);
   wf_inst *yt = emit_block(e, after);
   term_values(e, yt, 0, ni, vals, in);
-  poll_interrupt(e);
+  poll_interrupt(e, 1);
   phiset_incoming(e, &ps, vals);
   LLVMBuildBr(e->B, hb);
   phiset_free(&ps);
@@ -1656,7 +1658,8 @@ static void mark_natural_loop(LLVMBasicBlockRef *bbs, int n, int head, int tail,
 /* Is every instruction of F (the contiguous body) in the whitelist of
 ** simd_inst_ok? Inner loops: the natural loops of the back edges found by
 ** a depth-first walk from the entry, except the thread loop's own. */
-static int body_simd_safe(LLVMValueRef F, LLVMBasicBlockRef thread_bb, LLVMValueRef j) {
+static int body_simd_safe(LLVMValueRef F, LLVMBasicBlockRef thread_bb, LLVMValueRef j,
+                          LLVMValueRef intr, LLVMBasicBlockRef intr_bb) {
   int n = (int)LLVMCountBasicBlocks(F), ok = n > 0;
   size_t nn = (size_t)(n > 0 ? n : 1);
   LLVMBasicBlockRef *bbs = malloc(sizeof *bbs * nn);
@@ -1689,11 +1692,35 @@ static int body_simd_safe(LLVMValueRef F, LLVMBasicBlockRef thread_bb, LLVMValue
       mark_natural_loop(bbs, n, s, b, inner, work);
     }
   }
+  /* the interrupt polls (loads of intr, the block they branch to) are
+  ** not checked: drop_polls removes them from a body that passes */
   for (int b = 0; ok && b < n; b++)
-    for (LLVMValueRef I = LLVMGetFirstInstruction(bbs[b]); I && ok; I = LLVMGetNextInstruction(I))
-      ok = simd_inst_ok(I, inner[b], j);
+    for (LLVMValueRef I = LLVMGetFirstInstruction(bbs[b]); I && ok && bbs[b] != intr_bb;
+         I = LLVMGetNextInstruction(I))
+      ok = (intr && LLVMIsALoadInst(I) && LLVMGetOperand(I, 0) == intr) ||
+           simd_inst_ok(I, inner[b], j);
   free(bbs), free(inner), free(state), free(stack), free(next), free(work);
   return ok;
+}
+
+/* A body vectorized across threads keeps no interrupt polls (the native
+** path cannot widen atomics); only FOR loops, whose trip counts are
+** bounded, reach here, and the pool still checks between chunks. Each
+** poll (load, compare, branch) becomes a plain branch to its latch. */
+static void drop_polls(E *e) {
+  LLVMUseRef u;
+  while (e->intr && (u = LLVMGetFirstUse(e->intr)) != NULL) {
+    LLVMValueRef ld = LLVMGetUser(u);
+    LLVMValueRef cmp = LLVMGetUser(LLVMGetFirstUse(ld));
+    LLVMValueRef br = LLVMGetUser(LLVMGetFirstUse(cmp));
+    LLVMPositionBuilderBefore(e->B, br);
+    LLVMBuildBr(e->B, LLVMGetSuccessor(br, 1));
+    LLVMInstructionEraseFromParent(br);
+    LLVMInstructionEraseFromParent(cmp);
+    LLVMInstructionEraseFromParent(ld);
+  }
+  if (e->intr_bb) LLVMDeleteBasicBlock(e->intr_bb);
+  e->intr_bb = NULL;
 }
 
 /* Marks the thread loop (its latch branch) for outer-loop vectorization:
@@ -1770,6 +1797,7 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
   LLVMBuilderRef B = e->B;
   e->intr_bb = NULL;
   e->intr = NULL;
+  e->while_polls = 0;
   if (e->o->poll) {
     e->intr = LLVMBuildLoad2(
         B, e->ptr, gep8(e, e->ctx, ci64(e, (int64_t)offsetof(wf_launch_ctx, intr))), "intr.p");
@@ -1857,8 +1885,10 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
     LLVMAddIncoming(t, &tn, &done, 1);
   }
   if (contig && !e->privmode && e->o->simd && !e->o->debug && nd == 1 && has_loop(fn->body) &&
-      !e->failed && body_simd_safe(F, loop, j))
+      !e->failed && !e->while_polls && body_simd_safe(F, loop, j, e->intr, e->intr_bb)) {
+    drop_polls(e);
     mark_simd_loop(e, thread_br);
+  }
   return F;
 }
 
