@@ -212,3 +212,83 @@ describe("the largest vectors and matrices", function()
     assert.are.same({ want }, run(k, 4, 1))
   end)
 end)
+
+describe("integer literals and conversions", function()
+  local shim = dofile("tests/cuda/shim.lua")
+
+  it("a literal out of its type's range is an error at its line", function()
+    local k = weft.kernel{ x = A(i32), function(x)
+      local r = x[0]
+      x[1] = r + 2147483648 -- MARK-lit-range
+    end }
+    local err = compile_error(k)
+    assert.truthy(err:find("front_safety_spec.lua:" .. H.line_finder("spec/front_safety_spec.lua")("MARK-lit-range")
+      .. ": cannot use the number 2147483648 as int32 (out of range -2147483648..2147483647)", 1, true), err)
+    local ku = weft.kernel{ x = A(weft.uint8), function(x) x[0] = x[1] + 256 end }
+    assert.truthy(compile_error(ku):find("cannot use the number 256 as uint8 (out of range 0..255)", 1, true))
+    local kn = weft.kernel{ x = A(weft.uint32), function(x) x[0] = x[1] - (-1) end }
+    assert.truthy(compile_error(kn):find("cannot use the number -1 as uint32", 1, true))
+    -- the largest values that fit still work
+    local ok = weft.kernel{ x = A(i32), y = A(weft.uint64), function(x, y)
+      x[0] = x[0] + 2147483647
+      x[1] = x[1] + -2147483648
+      y[0] = y[0] + 18446744073709549568
+    end }
+    local x, y = weft.zeros(2, i32), weft.zeros(1, weft.uint64)
+    weft.launch(ok, 1, { x, y })
+    assert.are.same({ 2147483647, -2147483648 }, x:totable())
+    assert.are.equal(18446744073709549568, tonumber(y:totable()[1]))
+  end)
+
+  -- weft.int32(c) of a constant gives what the same conversion gives at
+  -- run time: truncated, saturated at the type's limits, NaN -> 0.
+  local cases = {
+    { "int32", weft.int32, 1e10 }, { "int32", weft.int32, -1e10 }, { "int32", weft.int32, 0 / 0 },
+    { "int32", weft.int32, -2.75 }, { "uint8", weft.uint8, 300.5 }, { "uint8", weft.uint8, -5 },
+    { "int64", weft.int64, 1e19 }, { "int64", weft.int64, -1e300 }, { "uint64", weft.uint64, 1e20 },
+    { "uint32", weft.uint32, 4294967295.5 }, { "int16", weft.int16, 1 / 0 },
+  }
+  for _, c in ipairs(cases) do
+    local tname, T, v = c[1], c[2], c[3]
+    it(("weft.%s(%s) of a constant agrees with the run-time conversion"):format(tname, tostring(v)), function()
+      local num = ("%.17g"):format(v)
+      if v ~= v then num = "0 / 0" elseif v == 1 / 0 then num = "1 / 0" end
+      local src = ([==[local weft, T = ...
+return weft.kernel{ x = weft.array(weft.float64), y = weft.array(T), function(x, y)
+  y[0] = T(%s)
+  y[1] = T(weft.float64(%s))
+  y[2] = T(x[0])
+end }]==]):format(num, num)
+      local k = assert(loadstring(src))(weft, T)
+      local x = weft.array({ v }, f64)
+      local y = weft.zeros(3, T)
+      weft.launch(k, 1, { x, y })
+      local r = y:totable()
+      assert.are.equal(tostring(r[3]), tostring(r[1]))
+      assert.are.equal(tostring(r[3]), tostring(r[2]))
+      if shim.available() then
+        local yc = weft.zeros(3, T)
+        shim.run(weft, k, 1, { weft.array({ v }, f64), yc })
+        assert.are.same(r, yc:totable())
+      end
+    end)
+  end
+
+  it("for loops with bounds past int32 run as in Lua", function()
+    local k = weft.kernel{ y = A(weft.int64), function(y)
+      local n = 0
+      for j = 2147483648, 0 do n = n + 1 end
+      local m = 0
+      for j = 2147483646, 2147483649 do m = m + 1 end
+      local s = weft.int64(0)
+      for j = -2147483649, -2147483650, -1 do s = s + j end
+      y[0] = weft.int64(n)
+      y[1] = weft.int64(m)
+      y[2] = s
+    end }
+    local y = weft.zeros(3, weft.int64)
+    weft.launch(k, 1, { y })
+    assert.are.same({ 0, 4, -4294967299 }, { tonumber(y:totable()[1]), tonumber(y:totable()[2]),
+      tonumber(y:totable()[3]) })
+  end)
+end)

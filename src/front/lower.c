@@ -158,14 +158,39 @@ static int is_agg(const wf_type *t) {
          t->kind == WF_T_TRANSFORM || t->kind == WF_T_STRUCT;
 }
 
+/* The range of int type t: lo <= v < hi (exact in double). */
+static void int_range(const wf_type *t, double *lo, double *hi) {
+  *lo = t->is_signed ? -ldexp(1, t->bits - 1) : 0;
+  *hi = ldexp(1, t->is_signed ? t->bits - 1 : t->bits);
+}
+
+/* An integer-valued double in int type t's range, as the constant's bits. */
+static int64_t int_bits(double v) { return v >= 0x1p63 ? (int64_t)(uint64_t)v : (int64_t)v; }
+
+/* The shortest text that reads back as v (integers in full). */
+static const char *numtext(wf_fstate *F, double v) {
+  char *buf = wf_front_alloc(F->C, 40);
+  snprintf(buf, 40, "%.15g", v);
+  if (strtod(buf, NULL) != v) snprintf(buf, 40, "%.17g", v);
+  return buf;
+}
+
+/* Check that the number v fits int type t (a literal never wraps). */
+static void check_int_fits(wf_fstate *F, double v, const wf_type *t, wf_expr *at) {
+  double lo, hi;
+  int_range(t, &lo, &hi);
+  if (!(v >= lo && v < hi))
+    ERR(at, "cannot use the number %s as %s (out of range %s..%s)", numtext(F, v), TN(t),
+        numtext(F, lo), numtext(F, hi - 1));
+}
+
 /* Materialize a literal as a constant of type t, checking it fits. */
 static wf_val lit_as(wf_fstate *F, wf_rv *r, const wf_type *t, wf_expr *at) {
   if (t->kind == WF_T_INT) {
     if (!isfinite(r->num) || r->num != floor(r->num))
       ERR(at, "cannot use the number %g as %s (not an integer)", r->num, TN(t));
-    if (!(r->num >= -0x1p63 && r->num < 0x1p63))
-      ERR(at, "cannot use the number %g as %s (out of range)", r->num, TN(t));
-    return wf_b_consti(&F->b, t, (int64_t)r->num);
+    check_int_fits(F, r->num, t, at);
+    return wf_b_consti(&F->b, t, int_bits(r->num));
   }
   if (t->kind == WF_T_FLOAT) return wf_b_constf(&F->b, t, r->num);
   if (is_agg(t) && t->kind != WF_T_STRUCT) ERR(at, "cannot use the number %g as %s", r->num, TN(t));
@@ -525,9 +550,17 @@ static wf_val weak_cast1(wf_fstate *F, const wf_weak *w, const wf_type *t, wf_ex
   }
   if (!w->op && w->dyn == WF_NOVAL) {
     double v = w->num;
-    if (t->kind == WF_T_INT && !(v >= -0x1p63 && v < 0x1p63))
-      ERR(at, "cannot convert the number %g to %s", v, TN(t));
-    if (t->kind == WF_T_INT) v = trunc(v);
+    if (t->kind == WF_T_INT) {
+      /* as the backends convert at run time (llvm.fptosi.sat, the CUDA
+      ** prelude): truncated, saturated at the type's limits, NaN -> 0 */
+      double lo, hi;
+      int_range(t, &lo, &hi);
+      uint64_t max = t->is_signed ? (UINT64_C(1) << (t->bits - 1)) - 1
+                     : t->bits == 64 ? UINT64_MAX
+                                     : (UINT64_C(1) << t->bits) - 1;
+      int64_t k = v != v ? 0 : v <= lo ? (int64_t)lo : v >= hi ? (int64_t)max : int_bits(trunc(v));
+      return wf_b_consti(&F->b, t, k);
+    }
     if (t->kind == WF_T_BOOL) v = v != 0;
     return wf_lo_const(F, t, v);
   }
@@ -755,7 +788,15 @@ static wf_val var_value(wf_fstate *F, wf_var *x, const wf_type *t) {
     if (t->kind == WF_T_INT && x->num != floor(x->num))
       wf_lo_err(F, F->b.loc.line, F->b.loc.col, "local '%s' holds the number %g here but %s elsewhere",
                 x->name, x->num, TN(t));
-    if (t->kind == WF_T_INT || t->kind == WF_T_FLOAT) return wf_lo_const(F, t, x->num);
+    if (t->kind == WF_T_INT) {
+      wf_expr here;
+      memset(&here, 0, sizeof here);
+      here.line = F->b.loc.line;
+      here.col = F->b.loc.col;
+      check_int_fits(F, x->num, t, &here);
+      return wf_b_consti(&F->b, t, int_bits(x->num));
+    }
+    if (t->kind == WF_T_FLOAT) return wf_lo_const(F, t, x->num);
     wf_lo_err(F, F->b.loc.line, F->b.loc.col, "local '%s' holds a number here but %s elsewhere", x->name,
               TN(t));
   }
@@ -1136,8 +1177,11 @@ static wf_rv lower_andor(wf_fstate *F, wf_expr *e) {
 ** ====================================================================== */
 wf_val wf_lo_index_key(wf_fstate *F, wf_rv k, wf_expr *at) {
   if (k.kind == RV_LIT) {
-    if (!k.isint && k.num != floor(k.num)) ERR(at, "index must be an integer, got %g", k.num);
-    return wf_b_consti(&F->b, t_i32(F), (int64_t)k.num);
+    if (!isfinite(k.num) || k.num != floor(k.num)) ERR(at, "index must be an integer, got %g", k.num);
+    /* an index past int32 is an int64 (arrays may be that large) */
+    const wf_type *it = k.num >= -0x1p31 && k.num < 0x1p31 ? t_i32(F) : wf_t_int(F->C->T, 64, 1);
+    check_int_fits(F, k.num, it, at);
+    return wf_b_consti(&F->b, it, (int64_t)k.num);
   }
   if (k.kind == RV_WEAK) {
     if (!k.weak->integral) ERR(at, "index must be an integer, got a number that may not be one");
@@ -2143,9 +2187,17 @@ static void lower_for(wf_fstate *F, wf_stmt *s) {
   wf_rv hi = wf_lo_expr(F, s->exprs[1]);
   wf_rv st = s->nexprs > 2 ? wf_lo_expr(F, s->exprs[2]) : mklit(1, 1);
   F->b.loc = (wf_loc){s->line, s->col};
-  /* the loop type: the typed bound, else int32 (float if a literal is) */
+  /* the loop type: the typed bound, else int32 (float if a literal is;
+  ** int64 when an integer literal does not fit int32, so the loop runs
+  ** as Lua's would instead of from a wrapped bound) */
   const wf_type *t = lo.kind == RV_VAL ? lo.t : hi.kind == RV_VAL ? hi.t : st.kind == RV_VAL ? st.t : NULL;
   if (!t) t = (lo.isint && hi.isint && st.isint) ? t_i32(F) : t_f32(F);
+  if (t == t_i32(F) && lo.kind != RV_VAL && hi.kind != RV_VAL && st.kind != RV_VAL) {
+    wf_rv *b3[3] = {&lo, &hi, &st};
+    for (int k = 0; k < 3; k++)
+      if (b3[k]->kind == RV_LIT && !(b3[k]->num >= -0x1p31 && b3[k]->num < 0x1p31))
+        t = wf_t_int(F->C->T, 64, 1);
+  }
   if (t->kind != WF_T_INT && t->kind != WF_T_FLOAT)
     wf_lo_err(F, s->line, s->col, "for loop bounds must be numbers, got %s", TN(t));
   wf_expr *es[3] = {s->exprs[0], s->exprs[1], s->nexprs > 2 ? s->exprs[2] : s->exprs[1]};

@@ -182,12 +182,22 @@ static int fold_cast(fstate *F, wf_inst *in, wf_inst *c) {
     make_const(F, in, 0, fround(to, d));
     return 1;
   }
-  if (from->kind == WF_T_FLOAT) { /* truncation, only when in range */
+  if (from->kind == WF_T_FLOAT) {
+    /* truncation, saturated at the type's limits and NaN -> 0, as both
+    ** backends convert at run time (llvm.fptosi.sat / fptoui.sat and the
+    ** CUDA prelude), so folding never changes a result */
     double d = trunc(fround(from, c->fimm));
     double lo = to->is_signed ? -ldexp(1, to->bits - 1) : 0;
     double hi = to->is_signed ? ldexp(1, to->bits - 1) : ldexp(1, to->bits);
-    if (!(d >= lo && d < hi)) return 0;
-    make_const(F, in, to->is_signed || to->bits < 64 ? (int64_t)d : (int64_t)(uint64_t)d, 0);
+    uint64_t max = to->is_signed ? (UINT64_C(1) << (to->bits - 1)) - 1
+                   : to->bits == 64 ? UINT64_MAX
+                                    : (UINT64_C(1) << to->bits) - 1;
+    int64_t k;
+    if (d != d) k = 0;
+    else if (d <= lo) k = (int64_t)lo;
+    else if (d >= hi) k = (int64_t)max;
+    else k = to->is_signed || to->bits < 64 ? (int64_t)d : (int64_t)(uint64_t)d;
+    make_const(F, in, k, 0);
     return 1;
   }
   make_const(F, in, wrap(to, (uint64_t)c->imm), 0);
