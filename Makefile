@@ -13,7 +13,13 @@ export WEFT_VENV ?= $(CURDIR)/build/venv
 PY_TEST_PKGS ?= numpy pytest torch jax
 PY_BENCH_PKGS ?= warp-lang
 
-.PHONY: all deps deps-bench build run test test-lua test-c test-python bench clean format
+# make fuzz: the libFuzzer harnesses (tests/fuzz) in a clang-16 build for
+# FUZZ_SECONDS in all (shared 2:1:1 by front, ir, dlpack); new inputs
+# collect in $(FUZZ_BUILD)/fuzz-corpus, crashes in $(FUZZ_BUILD)/fuzz-artifacts.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 1200
+
+.PHONY: all deps deps-bench build run test test-lua test-c test-python bench clean format fuzz
 
 all: build
 
@@ -34,6 +40,9 @@ run: build
 
 test: build
 	@scripts/run-tests $(BUILD)
+
+fuzz: deps
+	@JOBS=$(JOBS) scripts/run-fuzz $(FUZZ_BUILD) $(FUZZ_SECONDS) keep
 
 bench: build deps-bench
 	@scripts/run-bench $(BUILD)

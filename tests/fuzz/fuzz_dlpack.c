@@ -13,8 +13,9 @@
 **   - the deleter runs exactly once: at once when the import fails, else
 **     when the array is dropped (and never after the harness freed it);
 **   - an accepted array has 1 to 4 dimensions, sizes >= 0, an element
-**     count and byte span that do not overflow, data = base + byte_offset,
-**     and no NULL data behind a nonzero size;
+**     count that does not overflow int64, a byte_offset below 2^63 that
+**     does not wrap the data pointer, and no NULL data behind a nonzero
+**     size;
 **   - when the tensor honestly lies inside its heap buffer (checked here
 **     with 128-bit arithmetic from the DLPack fields alone), every element
 **     weft's header addresses lies in it too: the harness reads each one
@@ -24,8 +25,10 @@
 **        cmake --build build-fuzz --target fuzz_dlpack
 ** Run:   build-fuzz/fuzz_dlpack -max_len=512 NEWDIR tests/fuzz/dlpack/corpus
 **        (make fuzz FUZZ_SECONDS=3600 runs every harness that long; replay
-**        one input with build-fuzz/fuzz_dlpack FILE). The seeds are written
-**        by build-fuzz/fuzz_dlpack -seeds=DIR (see make_seeds below).
+**        one input with build-fuzz/fuzz_dlpack FILE; WEFT_FUZZ_VERBOSE=1
+**        prints the tensor and weft's answer). tests/fuzz/extract-seeds.lua
+**        writes the seed tensors; tests/fuzz/dlpack/crashes holds crash
+**        reproducers (replayed by scripts/run-fuzz).
 */
 #include <stdint.h>
 #include <stdio.h>
@@ -198,6 +201,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   a.type = versioned ? WEFT_ARG_DLPACK_VERSIONED : WEFT_ARG_DLPACK;
   a.p = versioned ? (void *)&p->v : (void *)&p->legacy;
   a.s = eltype;
+  if (verbose) {
+    fprintf(stderr, "fuzz_dlpack: %s ndim %d dtype %d/%d/%d device %d:%d data %s len %zu "
+            "byte_offset %llu element %s\n", versioned ? "versioned" : "legacy", (int)t.ndim,
+            t.dtype.code, t.dtype.bits, t.dtype.lanes, t.device.device_type, t.device.device_id,
+            datamode < 2 ? "heap" : datamode == 2 ? "NULL" : "wild", len,
+            (unsigned long long)t.byte_offset, eltype ? eltype : "-");
+    for (int k = 0; k < nalloc && k < 8; k++)
+      fprintf(stderr, "  shape[%d] %lld stride %s%lld\n", k, (long long)shape[k],
+              t.strides ? "" : "(unused) ", (long long)strides[k]);
+  }
   int rc = weft_set(W, "x", &a);
   if (verbose) fprintf(stderr, "fuzz_dlpack: status %d: %s\n", rc, rc ? weft_errmsg(W) : "ok");
   if (rc != WEFT_OK) {
@@ -216,6 +229,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (n > INT64_MAX) finding("the element count overflows (dimension %lld)%lld", d, 0);
   }
   if (n > 0 && !out.p) finding("NULL data behind %lld elements%lld", (long long)n, 0);
+  if (t.byte_offset > (uint64_t)INT64_MAX)
+    finding("byte_offset %llu accepted (beyond int64)%lld", (long long)t.byte_offset, 0);
   if ((uintptr_t)t.data + t.byte_offset < (uintptr_t)t.data && n > 0)
     finding("byte_offset %lld wraps the data pointer%lld", (long long)t.byte_offset, 0);
   __int128 cnt = 0;
