@@ -621,10 +621,24 @@ describe("cuda debug mode", function()
       x[i] = weft.floordiv(x[i], d) + x[i] % d
     end }
 
-  it("emits no checks and no error slot in release mode", function()
+  it("emits no checks and no error slot in fast mode", function()
+    weft.config.mode = "fast"
     local src = oob:source("cuda")
+    weft.config.mode = "release"
     assert.is_nil(src:find("wf_oob", 1, true))
     assert.is_nil(src:find("wf_err", 1, true))
+  end)
+
+  it("release mode checks tid ranges per launch and the rest per access", function()
+    local src = oob:source("cuda") -- the default mode
+    assert.matches("wf_err *wf_e)", src, 1, true)
+    local n, r = 0, 0
+    for _ in src:gmatch("if %(wf_oob%(") do n = n + 1 end
+    for _ in src:gmatch("if %(wf_range%(wf_e, ") do r = r + 1 end
+    assert.are.equal(1, n) -- row[1]
+    assert.are.equal(2, r) -- o[i] and x[i + 1]: tid + 0 and tid + 1 against the launch dim
+    assert.matches("wf_range(wf_e, 1LL, wf_d.dim[0] - 1 + 1LL, 0, 1, v0.shape[0]", src, 1, true)
+    assert.is_nil(src:find("wf_e->flag) return", 1, true)) -- no polling in release mode
   end)
 
   it("adds the error slot and a check per access", function()
@@ -652,7 +666,7 @@ describe("cuda debug mode", function()
   it("reports an out-of-bounds read with the Lua line, as the cpu does", function()
     local x, o = weft.zeros(4), weft.zeros({ 4, 3 })
     local _, msg = shim.run(weft, oob, 4, { x, o }, { debug = true })
-    assert.are.equal("spec/cuda_spec.lua:" .. oob_line .. ": index 4 out of bounds for axis 0 with size 4 in array 'x'", msg)
+    assert.are.equal("spec/cuda_spec.lua:" .. oob_line .. ": index 4 out of bounds for axis 0 with size 4 in array 'x' of kernel 'oob'", msg)
     assert.matches(msg, cpu_error(oob, 4, { weft.zeros(4), weft.zeros({ 4, 3 }) }), 1, true)
   end)
 
@@ -668,6 +682,28 @@ describe("cuda debug mode", function()
     local _, msg = shim.run(weft, oob, 4, { x, o }, { debug = true })
     assert.is_nil(msg)
     assert.are.same({ { 0, 2 }, { 0, 3 }, { 0, 4 }, { 0, 5 } }, o:totable())
+    x, o = weft.array({ 1, 2, 3, 4, 5 }, weft.float32), weft.zeros({ 4, 2 })
+    _, msg = shim.run(weft, oob, 4, { x, o }, { checks = true })
+    assert.is_nil(msg)
+    assert.are.same({ { 0, 2 }, { 0, 3 }, { 0, 4 }, { 0, 5 } }, o:totable())
+  end)
+
+  it("reports release mode's errors as the cpu does, before any thread writes", function()
+    local function cpu_release(dim, x, o)
+      local ok, err = pcall(weft.launch, oob, dim, { x, o })
+      assert.is_false(ok)
+      return tostring(err)
+    end
+    -- the launch dim is too large for x[i + 1]: checked once, nothing written
+    local x, o = weft.full(4, 7.0), weft.zeros({ 4, 3 })
+    local _, msg = shim.run(weft, oob, 4, { x, o }, { checks = true })
+    assert.are.equal("spec/cuda_spec.lua:" .. oob_line .. ": index 4 out of bounds for axis 0 with size 4 in array 'x' of kernel 'oob'", msg)
+    assert.are.same({ 0, 0, 0 }, o:totable()[1])
+    assert.matches(msg, cpu_release(4, weft.full(4, 7.0), weft.zeros({ 4, 3 })), 1, true)
+    -- row[1] on rows of one element: the per-access check
+    _, msg = shim.run(weft, oob, 4, { weft.zeros(5), weft.zeros({ 4, 1 }) }, { checks = true })
+    assert.matches("index 1 out of bounds for axis 1 with size 1 in array 'o' of kernel 'oob'", msg, 1, true)
+    assert.matches(msg, cpu_release(4, weft.zeros(5), weft.zeros({ 4, 1 })), 1, true)
   end)
 
   it("reports integer division by zero", function()

@@ -58,10 +58,30 @@ return function(weft)
              memory = tonumber(mem[0]) }
   end
 
+  -- Release mode's error slots, one per device (WF_CUDA_ERRSLOT = 512
+  -- bytes: int32 flag, then the message): zeroed once, written by the first
+  -- thread that fails a bounds check. Reading one waits for the device, so
+  -- launches do not read it: a failed check (the access did not happen)
+  -- is raised by the next weft.synchronize (or stream synchronize) after
+  -- it, as CUDA reports asynchronous errors.
+  local release_slots, release_pending = {}, {}
+  local function release_error(n)
+    if not release_pending[n] then return end
+    release_pending[n] = nil
+    local s = release_slots[n]
+    local host = s:to("cpu")
+    local p = ffi.cast("const char *", host.h.data)
+    if ffi.cast("const int32_t *", p)[0] == 0 then return end
+    local msg = ffi.string(p + 4)
+    s:zero_()
+    error(msg, 0) -- positioned at the kernel's line
+  end
+
   -- Waits for the work queued on every CUDA device (the CPU backend runs
   -- launches synchronously).
   function weft.synchronize()
     for i = 0, count() - 1 do check(C.wf_cuda_synchronize(rt, i)) end
+    for i = 0, count() - 1 do release_error(i) end
   end
 
   ---------------------------------------------------------------------------
@@ -162,6 +182,7 @@ return function(weft)
     else
       check(C.wf_cuda_synchronize(rt, self._n))
     end
+    release_error(self._n)
   end
   function weft.synchronize_stream(st)
     check_stream("weft.synchronize_stream", st)
@@ -336,17 +357,18 @@ return function(weft)
   local loaded = setmetatable({}, { __mode = "k" })
 
   -- PTX for the device's architecture (compute_XX): NVRTC skips ptxas and
-  -- the driver JIT-compiles it at load (caching the result itself). Debug
-  -- mode compiles a second module with bounds checks and the error slot.
+  -- the driver JIT-compiles it at load (caching the result itself). One
+  -- module per mode (number m of weft._mode_index): release and debug
+  -- modules have bounds checks and the error slot.
   -- kind nil: the forward entry; "adj" / "jvp": the derived entry, from the
   -- module autodiff appends it to (lua/weft/tape.lua).
-  local function load_kernel(k, n, debug, kind)
+  local function load_kernel(k, n, mode, kind)
     local per = loaded[k]
     if not per then
       per = {}
       loaded[k] = per
     end
-    local key = (kind or "") .. (debug and -1 - n or n)
+    local key = (kind or "") .. n .. ":" .. mode
     -- guard: false once a value the kernel captured changed (kernel.lua)
     if per[key] and per[key].guard() then return per[key] end
     for _, p in ipairs(k.params) do
@@ -358,13 +380,13 @@ return function(weft)
     local e = k:_entry()
     local mod, want = e.module, nil
     if kind then
-      local ok, m, name = pcall(weft._derived_module, kind, k, mod, nil, debug)
+      local ok, m, name = pcall(weft._derived_module, kind, k, mod, nil, mode == 2)
       if not ok then error(m, 0) end
       mod, want = m, "weft_" .. name:gsub("[^%w_]", "_")
     end
     local arch = weft.cuda_device_info(n).arch:gsub("^sm_", "compute_")
-    local ok, image, entries = pcall(core.cuda_ptx, mod, arch, {
-      debug = debug, names = weft._param_names(k), fast_compile = weft.config.cuda_fast_compile })
+    local ok, image, entries = pcall(core.cuda_ptx, mod, arch, weft._mode_opts(mode, {
+      names = weft._param_names(k), fast_compile = weft.config.cuda_fast_compile }))
     if not ok then error(image, 0) end
     local entry = entries[1]
     if want then
@@ -446,8 +468,9 @@ return function(weft)
   -- threads per block (nil: the runtime's choice), on stream (a stream
   -- handle; nil: the device's current stream).
   local function launch_on(k, n, kind, dim, args, extra, block_dim, stream)
-    local debug = weft.config.mode == "debug"
-    local ker = load_kernel(k, n, debug, kind)
+    local mode = weft._mode_index()
+    local debug = mode == 2
+    local ker = load_kernel(k, n, mode, kind)
     if ker.writes then
       for i, p in ipairs(k.params) do
         local v = args[i]
@@ -462,9 +485,19 @@ return function(weft)
     for i = 1, #d do dims[i - 1] = d[i] end
     local ptrs, keep = marshal(k, n, args, extra)
     local nargs, slot = #k.params + #extra, nil
-    if debug then -- the error slot's device pointer, passed last
-      slot = error_slot(n)
-      local box = ffi.new("void *[1]", slot.h.data)
+    if mode > 0 then -- the error slot's device pointer, passed last
+      if debug then
+        slot = error_slot(n)
+      else
+        local s = release_slots[n]
+        if not s then
+          s = weft.zeros(512, weft.uint8, { device = "cuda:" .. n })
+          release_slots[n] = s
+        end
+        release_pending[n] = true
+        keep[#keep + 1] = s
+      end
+      local box = ffi.new("void *[1]", (slot or release_slots[n]).h.data)
       keep[#keep + 1] = box
       ptrs[nargs] = box
       nargs = nargs + 1

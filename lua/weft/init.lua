@@ -8,8 +8,15 @@ local weft = {
   version = "0.1.0",
   -- cuda_fast_compile: NVRTC's --Ofast-compile level for CUDA kernels
   -- ("min", "mid", "max", or "0" for NVVM's full optimization)
+  -- mode: "release" (bounds-checked, the checks the compiler can prove
+  -- are done once per launch or loop), "fast" (no checks), "debug" (every
+  -- check, division checks); the default comes from WEFT_MODE
   config = { mode = "release", verify_cuda = false, cuda_fast_compile = "min" },
 }
+do
+  local m = os.getenv("WEFT_MODE")
+  if m and m ~= "" then weft.config.mode = m end
+end
 weft._C = cdef.C
 weft._libpath = cdef.libpath
 

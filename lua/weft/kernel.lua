@@ -371,7 +371,10 @@ return function(weft)
     if not fname then error(fmt("weft: unknown source kind '%s' (ir, llvm or cuda)", tostring(kind)), 2) end
     local f = get_core()[fname]
     if not f then error(fmt("weft: the %s backend is not available in this build", kind), 2) end
-    return f((self:_module(argtypes)))
+    if kind == "ir" then return f((self:_module(argtypes))) end
+    -- the code of the current weft.config.mode (its bounds checks)
+    return f(self:_module(argtypes),
+             weft._mode_opts(weft._mode_index(), { names = weft._param_names(self) }))
   end
 
   -- One PTX module holding the forward entry and, unless opts.adjoint is

@@ -245,8 +245,25 @@ return function(weft)
     return v
   end
 
-  local function compile_code(st, v, ndim, debug)
-    local res = core.cpu_compile(v.module, { ndim = ndim, debug = debug, names = st.names })
+  -- weft.config.mode -> its number in compile cache keys (ndim + 4 * mode).
+  local modes = { fast = 0, release = 1, debug = 2 }
+  local function bad_mode(mode)
+    raise("weft.config.mode must be \"release\", \"fast\" or \"debug\" (default: $WEFT_MODE), got %s",
+          type(mode) == "string" and fmt("%q", mode) or describe(mode))
+  end
+  -- The current mode's number (raises for an unknown mode).
+  function weft._mode_index()
+    local mode = config.mode
+    return modes[mode] or bad_mode(mode)
+  end
+  -- core.cpu_compile / core.cuda_ptx options of mode number m.
+  function weft._mode_opts(m, opts)
+    opts.debug, opts.checks = m == 2, m == 1
+    return opts
+  end
+
+  local function compile_code(st, v, ndim, mode)
+    local res = core.cpu_compile(v.module, weft._mode_opts(mode, { ndim = ndim, names = st.names }))
     if res.from_disk then st.disk_hits = st.disk_hits + 1 else st.compiles = st.compiles + 1 end
     local buf = ffi.new("int64_t[?]", math.max(1, math.ceil(res.size / 8)))
     local c = {
@@ -340,12 +357,12 @@ return function(weft)
       last_threads = nt
     end
     local v = st.fixed or get_variant(st, ins, outs, nin)
-    local debug = config.mode == "debug"
     if not v.guard() then v = refresh(st, v) end
-    local ckey = debug and ndim + 4 or ndim
+    local mode = modes[config.mode] or bad_mode(config.mode)
+    local ckey = ndim + 4 * mode
     local c = v.code[ckey]
     if not c then
-      c = compile_code(st, v, ndim, debug)
+      c = compile_code(st, v, ndim, mode)
       v.code[ckey] = c
     end
     c.pack(ins, outs, nin)

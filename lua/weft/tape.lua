@@ -134,13 +134,13 @@ return function(weft)
 
   -- Compiled derived kernel (kind "adj" or "jvp") of module mod:
   -- { fn, cost, offsets, buf }, per launch ndim and mode.
-  local function derived_code(kind, k, mod, types, ndim, debug)
-    local dmod, name, pk = derived_module(kind, k, mod, types, debug)
-    local ckey = debug and ndim + 4 or ndim
+  local function derived_code(kind, k, mod, types, ndim, mode)
+    local dmod, name, pk = derived_module(kind, k, mod, types, mode == 2)
+    local ckey = ndim + 4 * mode
     local c = pk[ckey]
     if c then return c end
-    local res = core.cpu_compile(dmod, { ndim = ndim, debug = debug, name = name,
-                                         names = weft._param_names(k) })
+    local res = core.cpu_compile(dmod, weft._mode_opts(mode, { ndim = ndim, name = name,
+                                                               names = weft._param_names(k) }))
     c = { fn = ffi.cast("void *", res.fn), code = res.code, cost = res.cost, offsets = res.offsets,
           buf = ffi.new("int64_t[?]", math.max(1, math.ceil(res.size / 8))) }
     pk[ckey] = c
@@ -273,7 +273,7 @@ return function(weft)
     end
     local ndim = read_dims(k, dim, what[kind])
     local mod = fmod or k:_module(types)
-    local c = derived_code(kind, k, mod, types, ndim, weft.config.mode == "debug")
+    local c = derived_code(kind, k, mod, types, ndim, weft._mode_index())
     local base = ffi.cast(u8p, c.buf)
     for i = 1, np do put(base, c.offsets[i], types[i], args[i], k, k.params[i].name) end
     for j, a in ipairs(adjs) do put(base, c.offsets[np + j], a.t, a.g, k, what[kind]) end

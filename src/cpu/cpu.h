@@ -15,10 +15,11 @@
 #include "ir/ir.h"
 
 /* Bump when the generated code changes: part of the disk cache key. */
-#define WF_CPU_CODEGEN_VERSION 4
+#define WF_CPU_CODEGEN_VERSION 5
 
 typedef struct wf_cpu_opts {
-  int debug;  /* bounds checks, division checks, error polling */
+  int debug;  /* every bounds check, division checks, error polling */
+  int checks; /* bounds checks but those wf_pass_bounds covers (mode "release") */
   int ndim;   /* launch dimensionality the code is made for (1-4) */
   int simd;   /* vectorize across threads where safe (emit.c; WEFT_SIMD=off: 0) */
   int poll;   /* poll the interrupt flag at loop back-edges (WEFT_POLL=off: 0) */
@@ -53,7 +54,7 @@ WF_INTERNAL void wf_jit_stats(const wf_jit *j, int64_t *compiles, int64_t *disk_
 
 /* ---- rtlib.c: helpers called from generated code -------------------- */
 WF_INTERNAL void wf_cpu_rt_oob(wf_launch_ctx *ctx, const char *where, int64_t index, int32_t axis,
-                               int64_t size, const char *array);
+                               int64_t size, const char *array, const char *kernel);
 WF_INTERNAL void wf_cpu_rt_trap(wf_launch_ctx *ctx, const char *where, const char *msg);
 /* A thread found the interrupt flag set: stop the launch ("interrupted"). */
 WF_INTERNAL void wf_cpu_rt_interrupted(wf_launch_ctx *ctx);

@@ -244,12 +244,17 @@ static void fresh_block(E *e) {
   LLVMPositionBuilderAtEnd(e->B, LLVMAppendBasicBlockInContext(e->C, e->F, "dead"));
 }
 
-/* if (!ok) { <fail code from cb>; goto exit } -- returns to the ok path. */
+/* if (!ok) { <fail code from cb>; goto exit } -- returns to the ok path.
+** The failure is cold: !prof branch weights keep the ok path straight. */
 static LLVMBasicBlockRef begin_check(E *e, LLVMValueRef ok) {
   LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(e->C, e->F, "check.fail");
   LLVMBasicBlockRef good = LLVMAppendBasicBlockInContext(e->C, e->F, "check.ok");
   LLVMValueRef br = LLVMBuildCondBr(e->B, ok, good, bad);
-  (void)br;
+  LLVMMetadataRef w[3] = {LLVMMDStringInContext2(e->C, "branch_weights", 14),
+                          LLVMValueAsMetadata(LLVMConstInt(e->i32, 1 << 20, 0)),
+                          LLVMValueAsMetadata(LLVMConstInt(e->i32, 1, 0))};
+  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(e->C, "prof", 4),
+                  LLVMMetadataAsValue(e->C, LLVMMDNodeInContext2(e->C, w, 3)));
   LLVMPositionBuilderAtEnd(e->B, bad);
   return good;
 }
@@ -696,17 +701,74 @@ static LLVMValueRef index64(E *e, const wf_inst *in, wf_val iv) {
   return t->is_signed ? LLVMBuildSExt(e->B, x, e->i64, "") : LLVMBuildZExt(e->B, x, e->i64, "");
 }
 
-/* Debug mode: 0 <= i < size, else the out-of-bounds message and exit. */
+/* The out-of-bounds message (index i on axis `axis` of the root array of
+** arr, whose extent is size), then exit; in the current (cold) block. */
+static void oob_fail(E *e, const wf_inst *in, wf_val arr, LLVMValueRef i, LLVMValueRef size,
+                     int axis) {
+  LLVMTypeRef pt[7] = {e->ptr, e->ptr, e->i64, e->i32, e->i64, e->ptr, e->ptr};
+  LLVMValueRef args[7] = {e->ctx,
+                          where_str(e, in),
+                          i,
+                          ci32(e, axis),
+                          size,
+                          LLVMBuildGlobalStringPtr(e->B, arr_name(e, arr), "arr"),
+                          LLVMBuildGlobalStringPtr(e->B, e->fn->name ? e->fn->name : "?", "kern")};
+  call_ext(e, "wf_cpu_rt_oob", e->vd, pt, 7, args);
+}
+
+/* 0 <= i < size (one unsigned compare), else the out-of-bounds message and
+** exit. Index k of the access `in` is skipped when a CHECK of
+** wf_pass_bounds covers it (release mode; debug mode checks everything). */
 static void bounds_check(E *e, const wf_inst *in, wf_val arr, LLVMValueRef i, LLVMValueRef size,
-                         int axis) {
-  if (!e->o->debug) return;
+                         int axis, int k) {
+  if (!e->o->debug && (!e->o->checks || ((in->imm >> k) & 1))) return;
   LLVMValueRef ok = LLVMBuildICmp(e->B, LLVMIntULT, i, size, "inb");
   LLVMBasicBlockRef good = begin_check(e, ok);
-  LLVMTypeRef pt[6] = {e->ptr, e->ptr, e->i64, e->i32, e->i64, e->ptr};
-  LLVMValueRef args[6] = {e->ctx, where_str(e, in),
-                          i,      ci32(e, axis),
-                          size,   LLVMBuildGlobalStringPtr(e->B, arr_name(e, arr), "arr")};
-  call_ext(e, "wf_cpu_rt_oob", e->vd, pt, 6, args);
+  oob_fail(e, in, arr, i, size, axis);
+  end_check(e, good);
+}
+
+/* A CHECK of wf_pass_bounds (see ir.h): the whole range of indices of a
+** launch (all threads) or of a unit-step loop, checked at once. dims: the
+** launch dims (launch checks only). i32 indices must also stay below 2^31
+** (the kernel computes tid + offset in 32 bits). */
+static void range_check(E *e, const wf_inst *in, const LLVMValueRef *dims, int nd) {
+  LLVMBuilderRef B = e->B;
+  wf_val arr = in->args[0];
+  int axis = wf_check_axis(in->imm);
+  int64_t off = wf_check_offset(in->imm);
+  LLVMValueRef size = arr_get(e, e->v[arr], 1, axis), co = ci64(e, off);
+  LLVMValueRef first, last, runs = NULL;
+  int down = (in->imm & WF_CHECK_DOWN) != 0, narrow;
+  if (in->imm & WF_CHECK_LAUNCH) {
+    const wf_inst *t = e->fn->vals[in->args[1]].def;
+    int d = t && t->op == WF_OP_TID ? (int)t->imm : 0;
+    LLVMValueRef dim = d >= 0 && d < nd && dims ? dims[d] : ci64(e, 1);
+    first = co;
+    last = LLVMBuildAdd(B, LLVMBuildSub(B, dim, ci64(e, 1), ""), co, "");
+    narrow = 1;
+  } else {
+    const wf_type *it = wf_vtype(e->fn, in->args[1]);
+    first = LLVMBuildAdd(B, index64(e, in, in->args[1]), co, "");
+    last = LLVMBuildAdd(B, index64(e, in, in->args[2]), co, "");
+    runs = LLVMBuildICmp(B, down ? LLVMIntSGE : LLVMIntSLE, first, last, "runs");
+    narrow = it && it->kind == WF_T_INT && it->bits < 64;
+  }
+  LLVMValueRef lo = down ? last : first, hi = down ? first : last;
+  LLVMValueRef bad = LLVMBuildOr(B, LLVMBuildICmp(B, LLVMIntSLT, lo, ci64(e, 0), ""),
+                                 LLVMBuildICmp(B, LLVMIntSGE, hi, size, ""), "");
+  if (narrow)
+    bad = LLVMBuildOr(B, bad, LLVMBuildICmp(B, LLVMIntSGT, hi, ci64(e, INT32_MAX), ""), "");
+  if (runs) bad = LLVMBuildAnd(B, runs, bad, "");
+  LLVMBasicBlockRef good = begin_check(e, LLVMBuildNot(B, bad, ""));
+  /* the first index out of bounds in the order the threads / iterations
+  ** would reach it: going up, first itself or the extent; going down,
+  ** first itself or -1 */
+  LLVMValueRef firstbad = LLVMBuildOr(B, LLVMBuildICmp(B, LLVMIntSLT, first, ci64(e, 0), ""),
+                                      LLVMBuildICmp(B, LLVMIntSGE, first, size, ""), "");
+  LLVMValueRef idx =
+      LLVMBuildSelect(B, firstbad, first, down ? ci64(e, -1) : size, "");
+  oob_fail(e, in, arr, idx, size, e->adepth[arr] + axis);
   end_check(e, good);
 }
 
@@ -726,7 +788,7 @@ static LLVMValueRef elem_addr(E *e, const wf_inst *in, int nidx) {
   LLVMValueRef off = NULL;
   for (int k = 0; k < nidx; k++) {
     LLVMValueRef i = index64(e, in, in->args[1 + k]);
-    bounds_check(e, in, av, i, arr_get(e, a, 1, k), e->adepth[av] + k);
+    bounds_check(e, in, av, i, arr_get(e, a, 1, k), e->adepth[av] + k, k);
     LLVMValueRef s = arr_get(e, a, 2, k);
     LLVMValueRef term = LLVMBuildNSWMul(e->B, i, s, "");
     off = off ? LLVMBuildNSWAdd(e->B, off, term, "") : term;
@@ -819,7 +881,7 @@ static LLVMValueRef view(E *e, const wf_inst *in) {
   }
   LLVMValueRef a = e->v[av];
   LLVMValueRef i = index64(e, in, in->args[1]);
-  bounds_check(e, in, av, i, arr_get(e, a, 1, 0), e->adepth[av]);
+  bounds_check(e, in, av, i, arr_get(e, a, 1, 0), e->adepth[av], 0);
   LLVMValueRef data =
       gep8(e, arr_get(e, a, 0, -1), LLVMBuildNSWMul(e->B, i, arr_get(e, a, 2, 0), ""));
   int nd = rt->ndim;
@@ -1456,6 +1518,12 @@ static void emit_inst(E *e, wf_inst *in) {
     fresh_block(e);
     return;
   }
+  case WF_OP_CHECK:
+    /* release mode only (debug checks every access); hoisted ones ran
+    ** before the thread loop (emit_body) */
+    if (e->o->checks && !e->o->debug && !(in->imm & (WF_CHECK_LAUNCH | WF_CHECK_HOIST)))
+      range_check(e, in, NULL, 0);
+    return;
   case WF_OP_CALL:
     efail(e, in, "internal error: call to function %d was not inlined", (int)in->imm);
     return;
@@ -1736,6 +1804,50 @@ static void mark_simd_loop(E *e, LLVMValueRef br) {
   LLVMMetadataReplaceAllUsesWith(tmp, loop); /* frees tmp; loop now names itself */
   unsigned kind = LLVMGetMDKindIDInContext(e->C, "llvm.loop", 9);
   LLVMSetMetadata(br, kind, LLVMMetadataAsValue(e->C, loop));
+}
+
+/* Emits the pure computation of a thread-invariant value (wf_pass_bounds
+** proved it: parameters, constants, pure ops) ahead of the thread loop. */
+static void emit_invariant(E *e, wf_val v, int depth) {
+  if (v < 0 || e->v[v] || depth > 40) return;
+  wf_inst *d = e->fn->vals[v].def;
+  if (!d || d->nblocks) return;
+  for (int a = 0; a < d->nargs; a++)
+    emit_invariant(e, d->args[a], depth + 1);
+  emit_inst(e, d);
+}
+
+/* Release mode: the CHECKs every thread would run alike (launch ranges of
+** tid indices, loop ranges made of parameters) run once per chunk in the
+** entry, before a body is called (the bodies' thread loops stay free of
+** them, so they vectorize as in fast mode); emit_inst skips them. */
+static void hoisted_checks(E *e, const LLVMValueRef *dims, int nd) {
+  for (wf_inst *in = e->fn->body->first; in; in = in->next) {
+    if (in->op != WF_OP_CHECK || !(in->imm & (WF_CHECK_LAUNCH | WF_CHECK_HOIST))) continue;
+    if (in->imm & WF_CHECK_HOIST)
+      for (int a = 0; a < in->nargs; a++)
+        emit_invariant(e, in->args[a], 0);
+    if (!e->v[in->args[0]]) continue; /* not computable here: cannot happen */
+    range_check(e, in, dims, nd);
+  }
+}
+
+/* The entry's part of release mode: e->v holds the parameters; a failed
+** check returns from the entry with the message set. */
+static void entry_checks(E *e, LLVMValueRef F) {
+  LLVMBasicBlockRef cur = LLVMGetInsertBlock(e->B);
+  e->exit_bb = LLVMAppendBasicBlockInContext(e->C, F, "check.exit");
+  LLVMPositionBuilderAtEnd(e->B, e->exit_bb);
+  LLVMBuildRetVoid(e->B);
+  LLVMPositionBuilderAtEnd(e->B, cur);
+  e->ctx = LLVMGetParam(F, 3);
+  int nd = e->o->ndim < 1 ? 1 : e->o->ndim > 4 ? 4 : e->o->ndim;
+  LLVMValueRef dims[WF_MAXDIM];
+  for (int d = 0; d < nd; d++) {
+    dims[d] = LLVMBuildLoad2(e->B, e->i64, gep8(e, e->ctx, ci64(e, 8 * d)), "dim");
+    LLVMSetAlignment(dims[d], 8);
+  }
+  hoisted_checks(e, dims, nd);
 }
 
 /* The kernel body for one variant, wrapped in the thread loop. */
@@ -2049,6 +2161,8 @@ static void emit_entry(E *e, LLVMValueRef fc, LLVMValueRef fg, LLVMValueRef fp, 
   wf_cpu_arg_layout(fn, offs);
   int n = 0, na = 0;
   LLVMValueRef fast = LLVMConstInt(e->i1, 1, 0);
+  for (int i = 0; i < fn->nvals; i++)
+    e->v[i] = NULL; /* the parameters only, for entry_checks */
   for (int i = 0; i < fn->nparams; i++) {
     const wf_type *t = wf_vtype(fn, fn->params[i]);
     LLVMValueRef p = gep8(e, args, ci64(e, offs[i]));
@@ -2057,6 +2171,7 @@ static void emit_entry(E *e, LLVMValueRef fc, LLVMValueRef fg, LLVMValueRef fp, 
       LLVMSetAlignment(hdr, 8);
       LLVMValueRef a = header_value(e, hdr, t->ndim);
       LLVMValueRef data = arr_get(e, a, 0, -1);
+      e->v[fn->params[i]] = a;
       hdrs[i] = hdr;
       dataidx[i] = n;
       cargs[n++] = data;
@@ -2073,9 +2188,11 @@ static void emit_entry(E *e, LLVMValueRef fc, LLVMValueRef fg, LLVMValueRef fp, 
     } else {
       hdrs[i] = NULL;
       dataidx[i] = -1;
-      cargs[n++] = mload(e, t, p);
+      cargs[n] = mload(e, t, p);
+      e->v[fn->params[i]] = cargs[n++];
     }
   }
+  if (e->o->checks && !e->o->debug) entry_checks(e, F);
   cargs[n++] = LLVMGetParam(F, 1);
   cargs[n++] = LLVMGetParam(F, 2);
   cargs[n++] = LLVMGetParam(F, 3);

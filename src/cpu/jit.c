@@ -654,8 +654,9 @@ static h128 kernel_key(wf_jit *j, wf_func *fn, const wf_cpu_opts *o, const char 
   h128 h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
   char hdr[160];
   const char *pv = getenv("WEFT_PRIVATIZE"); /* emit.c: "0"/"off" keeps every atomic */
-  snprintf(hdr, sizeof hdr, "weft-cpu %d weft %s llvm %s debug %d ndim %d priv %s simd %d poll %d",
-           WF_CPU_CODEGEN_VERSION, WEFT_VERSION, WEFT_LLVM_VERSION, o->debug, o->ndim,
+  snprintf(hdr, sizeof hdr,
+           "weft-cpu %d weft %s llvm %s debug %d checks %d ndim %d priv %s simd %d poll %d",
+           WF_CPU_CODEGEN_VERSION, WEFT_VERSION, WEFT_LLVM_VERSION, o->debug, o->checks, o->ndim,
            pv ? pv : "", simd_on(), poll_on());
   h_str(&h, hdr);
   h_str(&h, CACHE_MAGIC);
@@ -901,7 +902,7 @@ static wf_func *pick_kernel(lua_State *L, wf_module *m, int opts) {
   return NULL;
 }
 
-/* Reads opts {debug, ndim, names}; the name strings stay on the stack
+/* Reads opts {debug, checks, ndim, names}; the name strings stay on the stack
 ** (referenced by the opts table) while the caller uses them. */
 static void read_opts(lua_State *L, int opts, wf_cpu_opts *o, const char **names, int maxn) {
   memset(o, 0, sizeof *o);
@@ -910,6 +911,9 @@ static void read_opts(lua_State *L, int opts, wf_cpu_opts *o, const char **names
   if (!lua_istable(L, opts)) return;
   lua_getfield(L, opts, "debug");
   o->debug = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, opts, "checks"); /* release mode's bounds checks */
+  o->checks = lua_toboolean(L, -1);
   lua_pop(L, 1);
   lua_getfield(L, opts, "ndim");
   if (lua_isnumber(L, -1)) o->ndim = (int)lua_tointeger(L, -1);
@@ -989,7 +993,8 @@ static int kernels_table(lua_State *L) {
 **   key = hex, from_disk = bool, code = handle }
 ** fn stays valid while the handle `code` is reachable: its __gc removes
 ** the kernel's code from the JIT when no other handle shares it.
-** opts: debug (bool), ndim (1-4, default 1), names (parameter names),
+** opts: debug (bool: every check), checks (bool: release mode's bounds
+**   checks), ndim (1-4, default 1), names (parameter names),
 **   name (function to compile; default the first kernel). */
 static int l_cpu_compile(lua_State *L) {
   wf_module *m = wf_core_checkmodule(L, 1);

@@ -19,11 +19,12 @@ static int claim(wf_launch_ctx *ctx) {
 }
 
 void wf_cpu_rt_oob(wf_launch_ctx *ctx, const char *where, int64_t index, int32_t axis, int64_t size,
-                   const char *array) {
+                   const char *array, const char *kernel) {
   if (!claim(ctx)) return;
   snprintf(ctx->msg, sizeof ctx->msg,
-           "%s: index %" PRId64 " out of bounds for axis %d with size %" PRId64 " in array '%s'",
-           where, index, (int)axis, size, array);
+           "%s: index %" PRId64 " out of bounds for axis %d with size %" PRId64
+           " in array '%s' of kernel '%s'",
+           where, index, (int)axis, size, array, kernel);
 }
 
 void wf_cpu_rt_trap(wf_launch_ctx *ctx, const char *where, const char *msg) {

@@ -36,10 +36,11 @@
 ** arrays with compact innermost strides run a variant whose data pointers
 ** are noalias (so loops vectorize); otherwise a general variant runs.
 **
-** Errors (debug mode, TRAP). A failing thread sets ctx->error from 0 to 1
+** Errors (bounds checks, TRAP). A failing thread sets ctx->error from 0 to 1
 ** with a compare-and-swap (the first failure wins), writes ctx->msg
-** ("chunk:line: index 7 out of bounds for axis 0 with size 5 in array 'x'")
-** and returns; other threads stop at their next thread index / chunk. The
+** ("chunk:line: index 7 out of bounds for axis 0 with size 5 in array 'x'
+** of kernel 'k'") and returns; other threads stop at their next thread
+** index (debug mode) or chunk. The
 ** launch returns WEFT_ERRRUN with the message in the runtime.
 **
 ** Memory layout of wf_launch_ctx (read by generated code):

@@ -69,6 +69,7 @@ typedef struct emitter {
   const wf_func *fn;
   /* debug mode: bounds and division checks report into the error slot */
   int debug;
+  int checks; /* release mode: the bounds checks wf_pass_bounds left, and its CHECKs */
   int nnames;
   const char *const *names; /* parameter names of the forward kernel */
   int16_t *aname;           /* per value: root array param index, -1 unknown */
@@ -477,17 +478,57 @@ static const char *arr_name(emitter *E, wf_val v) {
   return "?";
 }
 
-/* Debug: index idx on axis k of array arr must be in [0, shape[k]), else
-** the thread records the message (as the CPU backend words it) and ends. */
+/* ", axis, \"array\", \"kernel\")) return;" closing a wf_oob/wf_range call. */
+static void oob_tail(emitter *E, wf_val arr, int axis) {
+  sbuf *b = &E->body;
+  wf_sb_printf(b, ", %d, ", (E->aname ? E->adepth[arr] : 0) + axis);
+  sb_cstr(b, arr_name(E, arr));
+  wf_sb_puts(b, ", ");
+  sb_cstr(b, E->fn && E->fn->name ? E->fn->name : "?");
+  wf_sb_puts(b, ")) return;\n");
+}
+
+/* Index idx on axis k of array arr must be in [0, shape[k]), else the
+** thread records the message (as the CPU backend words it) and ends.
+** Debug mode checks every index; release mode those no CHECK of
+** wf_pass_bounds covers (bit k of the access's imm). */
 static void check_index(emitter *E, const wf_inst *in, wf_val arr, wf_val idx, int k) {
-  if (!E->debug) return;
+  if (!E->debug && (!E->checks || ((in->imm >> k) & 1))) return;
   sbuf *b = &E->body;
   ind(E);
   wf_sb_printf(b, "if (wf_oob(wf_e, (long long)v%d, v%d.shape[%d], ", (int)idx, (int)arr, k);
   where_lit(E, in);
-  wf_sb_printf(b, ", %d, ", (E->aname ? E->adepth[arr] : 0) + k);
-  sb_cstr(b, arr_name(E, arr));
-  wf_sb_puts(b, ")) return;\n");
+  oob_tail(E, arr, k);
+}
+
+/* Release mode: a CHECK of wf_pass_bounds, a whole range of indices at
+** once (see ir.h): the launch's tid range, or a unit-step loop's range
+** when the loop runs. The same condition for every thread of a launch
+** check, so the branch does not diverge. */
+static void check_range(emitter *E, const wf_inst *in) {
+  if (E->debug || !E->checks || in->nargs < 2) return;
+  sbuf *b = &E->body;
+  wf_val arr = in->args[0];
+  int axis = wf_check_axis(in->imm), down = (in->imm & WF_CHECK_DOWN) != 0;
+  long long off = (long long)wf_check_offset(in->imm);
+  ind(E);
+  if (in->imm & WF_CHECK_LAUNCH) {
+    const wf_inst *t = E->fn->vals[in->args[1]].def;
+    int d = t && t->op == WF_OP_TID && t->imm >= 0 && t->imm < 4 ? (int)t->imm : 0;
+    wf_sb_printf(b, "if (wf_range(wf_e, %lldLL, wf_d.dim[%d] - 1 + %lldLL, 0, 1, v%d.shape[%d], ",
+                 off, d, off, (int)arr, axis);
+  } else {
+    if (in->nargs < 3) return;
+    const wf_type *it = vt(E, in->args[1]);
+    int narrow = it && it->kind == WF_T_INT && it->bits < 64;
+    wf_sb_printf(b, "if ((long long)v%d %s (long long)v%d && ", (int)in->args[1],
+                 down ? ">=" : "<=", (int)in->args[2]);
+    wf_sb_printf(b, "wf_range(wf_e, (long long)v%d + %lldLL, (long long)v%d + %lldLL, %d, %d, "
+                    "v%d.shape[%d], ",
+                 (int)in->args[1], off, (int)in->args[2], off, down, narrow, (int)arr, axis);
+  }
+  where_lit(E, in);
+  oob_tail(E, arr, axis);
 }
 
 /* Debug: every index of a LOAD/STORE/ATOMIC (args[1..nidx]). */
@@ -1133,6 +1174,9 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     sb_cstr(b, in->str ? in->str : "trap");
     wf_sb_puts(b, ");\n");
     break;
+  case WF_OP_CHECK:
+    check_range(E, in);
+    break;
   case WF_OP_CALL:
     fail(E, in, "call to function %d was not inlined (run wf_ir_optimize first)", (int)in->imm);
     break;
@@ -1223,7 +1267,7 @@ static void emit_kernel(emitter *E, wf_func *fn, const char *entry) {
   int saved_n = E->nnames;
   const char *pnames[64];
   char store[64][72];
-  if (E->debug) {
+  if (E->debug || E->checks) {
     E->aname = malloc(sizeof *E->aname * (size_t)(fn->nvals > 0 ? fn->nvals : 1));
     E->adepth = calloc((size_t)(fn->nvals > 0 ? fn->nvals : 1), sizeof *E->adepth);
     if (!E->aname || !E->adepth) {
@@ -1243,7 +1287,7 @@ static void emit_kernel(emitter *E, wf_func *fn, const char *entry) {
   for (int i = 0; i < fn->nparams; i++)
     wf_sb_printf(b, ", %s v%d", ctype(E, vt(E, fn->params[i])), (int)fn->params[i]);
   /* debug: the error slot the host reads after the launch, last */
-  wf_sb_puts(b, E->debug ? ", wf_err *wf_e) {\n" : ") {\n");
+  wf_sb_puts(b, E->debug || E->checks ? ", wf_err *wf_e) {\n" : ") {\n");
   wf_sb_puts(
       b,
       "  for (long long wf_i = (long long)blockIdx.x * blockDim.x + threadIdx.x; wf_i < wf_d.n;\n"
@@ -1444,13 +1488,24 @@ static const piece pieces[] = {
      "  if (!wf_claim(&e->flag)) return; int k = 0;\n"
      "  wf_put(e, &k, where); wf_put(e, &k, \": \"); wf_put(e, &k, msg); e->msg[k] = 0; }\n"
      "WF_FN bool wf_oob(wf_err *e, long long i, long long n, const char *where, int axis, const "
-     "char *arr) {\n"
+     "char *arr, const char *kern) {\n"
      "  if ((unsigned long long)i < (unsigned long long)n) return false;\n"
      "  if (!wf_claim(&e->flag)) return true; int k = 0;\n"
      "  wf_put(e, &k, where); wf_put(e, &k, \": index \"); wf_putll(e, &k, i);\n"
      "  wf_put(e, &k, \" out of bounds for axis \"); wf_putll(e, &k, axis);\n"
      "  wf_put(e, &k, \" with size \"); wf_putll(e, &k, n); wf_put(e, &k, \" in array '\");\n"
-     "  wf_put(e, &k, arr); wf_put(e, &k, \"'\"); e->msg[k] = 0; return true; }\n"},
+     "  wf_put(e, &k, arr); wf_put(e, &k, \"' of kernel '\"); wf_put(e, &k, kern);\n"
+     "  wf_put(e, &k, \"'\"); e->msg[k] = 0; return true; }\n"
+     "/* release mode's hoisted checks: indices first .. last (down: counting\n"
+     "** down; narrow: 32-bit indices) against n; reports the first index out\n"
+     "** of bounds in the order the threads or iterations reach it */\n"
+     "WF_FN bool wf_range(wf_err *e, long long first, long long last, int down, int narrow,\n"
+     "                    long long n, const char *where, int axis, const char *arr,\n"
+     "                    const char *kern) {\n"
+     "  long long lo = down ? last : first, hi = down ? first : last;\n"
+     "  if (lo >= 0 && hi < n && (!narrow || hi <= 2147483647LL)) return false;\n"
+     "  long long i = first < 0 || first >= n ? first : down ? -1 : n;\n"
+     "  return wf_oob(e, i, n, where, axis, arr, kern); }\n"},
 };
 
 /* Does code use any of the '|'-separated names in triggers? */
@@ -1492,6 +1547,7 @@ int wf_cuda_emit_opts(wf_module *m, const wf_cuda_opts *o, wf_cuda_src *out, cha
   E.m = m;
   if (o) {
     E.debug = o->debug;
+    E.checks = o->checks;
     E.nnames = o->nnames;
     E.names = o->names;
   }

@@ -11,8 +11,10 @@
 **   core.cuda_assemble(ptx, arch)      -> CUBIN size (nvJitLink check)
 **   core.cuda_nvrtc_version()          -> e.g. 13000, or nil, message
 **
-** opts: { debug = bool, names = { parameter names }, fast_compile = level }
-** -- debug adds the bounds/division checks and the error slot parameter
+** opts: { debug = bool, checks = bool, names = { parameter names },
+**   fast_compile = level } -- debug adds every bounds check, the division
+** checks and the error slot parameter; checks (release mode) the bounds
+** checks wf_pass_bounds did not cover and the error slot
 ** (wf_cuda.h); fast_compile is NVRTC's --Ofast-compile level: "min" (the
 ** default), "mid", "max", or "0"/false for full optimization.
 **
@@ -81,6 +83,9 @@ static void read_opts(lua_State *L, int oi, wf_cuda_opts *o, const char **names,
   }
   lua_getfield(L, oi, "debug");
   o->debug = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, oi, "checks");
+  o->checks = lua_toboolean(L, -1);
   lua_pop(L, 1);
   lua_getfield(L, oi, "names");
   if (lua_istable(L, -1)) {

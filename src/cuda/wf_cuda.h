@@ -56,6 +56,7 @@ typedef struct wf_cuda_opts {
   int debug;
   int nnames;
   const char *const *names;
+  int checks; /* release mode: bounds checks but those wf_pass_bounds covers; the error slot too */
 } wf_cuda_opts;
 #define WF_CUDA_ERRSLOT 512
 WF_INTERNAL int wf_cuda_emit_opts(wf_module *m, const wf_cuda_opts *o, wf_cuda_src *out, char *err,

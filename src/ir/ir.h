@@ -203,6 +203,7 @@ WF_IR_INTERNAL int wf_t_snprint(const wf_type *t, char *buf, size_t n);
   _(RANDI,    "randi",    1, 2, WF_OPF_PURE)            /* rng -> i32, next rng */ \
   _(PRINT,    "print",   -1, 0, WF_OPF_MEM)             /* str = format, args scalars */ \
   _(TRAP,     "trap",     0, 0, WF_OPF_MEM)             /* str = message; imm 1 ("trap ... debug"): only debug builds run it */ \
+  _(CHECK,    "check",   -1, 0, WF_OPF_MEM)             /* array, first[, last]: a hoisted bounds check (pass_bounds.c) */ \
   /* calls (removed by the inline pass before the backends run) */ \
   _(CALL,     "call",    -1, -1, 0)                     /* imm = callee index in module */ \
   /* structured control flow */ \
@@ -355,13 +356,43 @@ WF_IR_INTERNAL char *wf_ir_to_string(const wf_module *m);
 ** "line:col: message" into err. */
 WF_IR_INTERNAL wf_module *wf_ir_parse(const char *text, wf_types *T, char *err, size_t errsize);
 
+/* ---- bounds checks (pass_bounds.c) ----
+** Array accesses (LOAD, STORE, ATOMIC_*, VIEW) are bounds-checked unless
+** bit k of their imm is set: index operand k (args[1 + k]) is known to be
+** in bounds because a CHECK instruction placed by wf_pass_bounds covers it.
+** CHECK %a, %first [, %last] checks a whole range at once; its imm packs
+** the axis of %a (bits 0-3), flags and a constant offset (imm / 256):
+**   launch (WF_CHECK_LAUNCH): one operand, a `tid d` value. Every thread of
+**     the launch indexes axis with tid d + offset, so the backends check
+**     offset .. dim[d] - 1 + offset once per launch (or chunk of threads).
+**   range: %first, %last are a unit-step loop's bounds (counting down with
+**     WF_CHECK_DOWN); when the loop runs, first + offset .. last + offset
+**     must be in bounds. The error names the first index out of bounds in
+**     the loop's order, as the unhoisted check would.
+**   hoist (WF_CHECK_HOIST, with range): every thread runs this check with
+**     the same operands (top level of the kernel, operands computed from
+**     parameters and constants), so the backends may run it once per
+**     launch (or chunk of threads) instead of once per thread.
+** Printed generically: `check %a, %lo, %hi, 256` (offset 1, axis 0). */
+#define WF_CHECK_LAUNCH 16
+#define WF_CHECK_DOWN 32
+#define WF_CHECK_HOIST 64
+static inline int64_t wf_check_imm(int axis, int flags, int64_t offset) {
+  return offset * 256 + (axis | flags);
+}
+static inline int wf_check_axis(int64_t imm) { return (int)(imm & 15); }
+static inline int64_t wf_check_offset(int64_t imm) { return (imm - (imm & 255)) / 256; }
+/* Marks accesses and places CHECKs in every kernel; a rerun first drops
+** what an earlier run added, so the pass is idempotent. */
+WF_IR_INTERNAL void wf_pass_bounds(wf_module *m);
+
 /* ---- verifier and passes: each 0 on success, else writes err ---- */
 WF_IR_INTERNAL int wf_ir_verify(wf_module *m, char *err, size_t errsize);
 WF_IR_INTERNAL int wf_pass_inline(wf_module *m, char *err, size_t errsize);
 WF_IR_INTERNAL void wf_pass_fold(wf_module *m);
 WF_IR_INTERNAL void wf_pass_cse(wf_module *m);
 WF_IR_INTERNAL void wf_pass_dce(wf_module *m);
-/* The standard pipeline (inline, fold, cse, dce, verify in debug builds). */
+/* The standard pipeline (inline, fold, cse, dce, bounds; verify in debug builds). */
 WF_IR_INTERNAL int wf_ir_optimize(wf_module *m, char *err, size_t errsize);
 
 /* ======================================================================

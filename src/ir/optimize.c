@@ -41,5 +41,7 @@ int wf_ir_optimize(wf_module *m, char *err, size_t errsize) {
   if (v && check(m, "after cse", err, errsize)) return -1;
   wf_pass_dce(m);
   if (v && check(m, "after dce", err, errsize)) return -1;
+  wf_pass_bounds(m);
+  if (v && check(m, "after bounds", err, errsize)) return -1;
   return 0;
 }

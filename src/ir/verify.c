@@ -337,6 +337,24 @@ static int check_op(vstate *V, wf_inst *in) {
   case WF_OP_TRAP:
     if (!in->str) return fail(V, in, "has no string");
     return 1;
+  case WF_OP_CHECK: {
+    /* array, first [, last]: integer indices within the array's axes */
+    char a[128];
+    const wf_type *at = in->nargs ? ty(V, in->args[0]) : NULL;
+    if (!at || at->kind != WF_T_ARRAY)
+      return fail(V, in, "operand 1 has type %s, expected an array", tn(at, a));
+    int launch = (in->imm & WF_CHECK_LAUNCH) != 0;
+    if (in->nargs != (launch ? 2 : 3))
+      return fail(V, in, "has %d operands, expected %d", in->nargs, launch ? 2 : 3);
+    for (int k = 1; k < in->nargs; k++)
+      if (!wf_t_is_int(ty(V, in->args[k])))
+        return fail(V, in, "operand %d has type %s, expected an integer", k + 1,
+                    tn(ty(V, in->args[k]), a));
+    if (wf_check_axis(in->imm) >= at->ndim)
+      return fail(V, in, "checks axis %d of an array of %d dimensions", wf_check_axis(in->imm),
+                  at->ndim);
+    return 1;
+  }
   case WF_OP_CALL: return check_call(V, in);
   case WF_OP_IF: return check_if(V, in);
   case WF_OP_FOR: return check_for(V, in);

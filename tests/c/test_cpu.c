@@ -337,7 +337,8 @@ static void test_bounds(void) {
   int st = wf_cpu_launch(RT, fn, 1, &five, &px, 1);
   CHECK(st == WEFT_ERRRUN);
   CHECK(strcmp(wf_rt_errmsg(RT),
-               "test.lua:7: index 5 out of bounds for axis 0 with size 5 in array 'x'") == 0);
+               "test.lua:7: index 5 out of bounds for axis 0 with size 5 in array 'x' of kernel "
+               "'oob'") == 0);
   if (st) printf("  message: %s\n", wf_rt_errmsg(RT));
   /* threads before the failure wrote their values; nothing crashed */
   CHECK(((int32_t *)x.data)[3] == 0 && ((int32_t *)x.data)[4] == 1);

@@ -379,7 +379,7 @@ static void test_emit_debug(void) {
   char err[512];
   wf_cuda_src s;
   const char *names[3] = {"grid", "counts", "d"};
-  wf_cuda_opts o = {1, 3, names};
+  wf_cuda_opts o = {.debug = 1, .nnames = 3, .names = names};
   int rc = wf_cuda_emit_opts(m, &o, &s, err, sizeof err);
   if (rc) fprintf(stderr, "emit: %s\n", err);
   CHECK_INT(rc, 0);
@@ -388,21 +388,46 @@ static void test_emit_debug(void) {
     CHECK_HAS(s.text, "if (*(volatile int *)&wf_e->flag) return;");
     CHECK_HAS(
         s.text,
-        "if (wf_oob(wf_e, (long long)v3, v0.shape[0], \"spec/d.lua:5\", 0, \"grid\")) return;");
+        "if (wf_oob(wf_e, (long long)v3, v0.shape[0], \"spec/d.lua:5\", 0, \"grid\", \"k\")) "
+        "return;");
     CHECK_HAS(
         s.text,
-        "if (wf_oob(wf_e, (long long)v2, v4.shape[0], \"spec/d.lua:6\", 1, \"grid\")) return;");
-    CHECK_HAS(s.text, "\"spec/d.lua:7\", 0, \"counts\")) return;");
+        "if (wf_oob(wf_e, (long long)v2, v4.shape[0], \"spec/d.lua:6\", 1, \"grid\", \"k\")) "
+        "return;");
+    CHECK_HAS(s.text, "\"spec/d.lua:7\", 0, \"counts\", \"k\")) return;");
     CHECK_HAS(s.text, "{ wf_fail(wf_e, \"spec/d.lua:8\", \"integer division by zero\"); return; }");
     CHECK_HAS(s.text, "struct wf_err { int flag; char msg[508]; };");
     wf_cuda_src_free(&s);
   }
-  /* release mode: none of it */
+  /* fast mode (no options): none of it */
   rc = wf_cuda_emit(m, &s, err, sizeof err);
   CHECK_INT(rc, 0);
   if (rc == 0) {
     CHECK(strstr(s.text, "wf_e") == NULL);
     CHECK(strstr(s.text, "wf_oob") == NULL);
+    wf_cuda_src_free(&s);
+  }
+  /* release mode: the tid indices at the top level are checked once per
+  ** thread against the launch dim; the load by a parameter keeps its
+  ** check; no division check */
+  wf_pass_bounds(m);
+  wf_cuda_opts r = {.checks = 1, .nnames = 3, .names = names};
+  rc = wf_cuda_emit_opts(m, &r, &s, err, sizeof err);
+  if (rc) fprintf(stderr, "emit: %s\n", err);
+  CHECK_INT(rc, 0);
+  if (rc == 0) {
+    CHECK_HAS(s.text, "int v2, wf_err *wf_e) {");
+    CHECK(strstr(s.text, "if (*(volatile int *)&wf_e->flag) return;") == NULL);
+    CHECK_HAS(s.text, "if (wf_range(wf_e, 0LL, wf_d.dim[0] - 1 + 0LL, 0, 1, v0.shape[0], "
+                      "\"spec/d.lua:5\", 0, \"grid\", \"k\")) return;");
+    CHECK_HAS(s.text, "if (wf_range(wf_e, 0LL, wf_d.dim[0] - 1 + 0LL, 0, 1, v1.shape[0], "
+                      "\"spec/d.lua:7\", 0, \"counts\", \"k\")) return;");
+    CHECK_HAS(
+        s.text,
+        "if (wf_oob(wf_e, (long long)v2, v4.shape[0], \"spec/d.lua:6\", 1, \"grid\", \"k\")) "
+        "return;");
+    CHECK(strstr(s.text, "wf_oob(wf_e, (long long)v3") == NULL);
+    CHECK(strstr(s.text, "division by zero") == NULL);
     wf_cuda_src_free(&s);
   }
   wf_module_free(m);

@@ -4,7 +4,7 @@
 **
 ** Cases live in tests/ir/passes.ir and tests/ir/verify.ir:
 **
-**   ==== <name> | <pass> [<pass> ...]      passes: inline fold cse dce
+**   ==== <name> | <pass> [<pass> ...]      passes: inline fold cse dce bounds
 **   <input IR>                              optimize verify
 **   ---- expect                            then the exact printed output
 **   <expected IR>
@@ -38,6 +38,7 @@ static int run_pass(wf_module *m, const char *p, char *err, size_t n) {
   if (!strcmp(p, "fold")) return wf_pass_fold(m), 0;
   if (!strcmp(p, "cse")) return wf_pass_cse(m), 0;
   if (!strcmp(p, "dce")) return wf_pass_dce(m), 0;
+  if (!strcmp(p, "bounds")) return wf_pass_bounds(m), 0;
   if (!strcmp(p, "optimize")) return wf_ir_optimize(m, err, n);
   if (!strcmp(p, "verify")) return wf_ir_verify(m, err, n);
   snprintf(err, n, "unknown pass '%s'", p);

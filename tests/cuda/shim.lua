@@ -15,6 +15,8 @@
 --                 opts.adjoint with tangents in place of adjoints
 --   opts.debug    emit with bounds/division checks; the error slot's
 --                 message is returned (nil when no thread failed)
+--   opts.checks   emit release mode's bounds checks (the error slot, as
+--                 for opts.debug)
 --   opts.types    argument types, for kernels with generic parameters
 -- Scalars and aggregates are passed as the bytes of their C layout.
 local ffi = require "ffi"
@@ -76,7 +78,8 @@ local function module_entry(weft, k, opts)
   end
   local names = {}
   for i, p in ipairs(k.params) do names[i] = p.name end
-  local src, entries = core.cuda_source(m, { debug = opts.debug, names = names })
+  local src, entries = core.cuda_source(m, { debug = opts.debug, checks = opts.checks,
+                                            names = names })
   for _, e in ipairs(entries) do
     if e == want then return src, e end
   end
@@ -92,7 +95,8 @@ function M.run(weft, k, dim, args, opts)
   assert(sh("mkdir -p " .. dir))
   local main = { "int main() {" }
   local launch_args = {}
-  local nargs = #ctypes - (opts.debug and 1 or 0)
+  local slot = opts.debug or opts.checks -- the kernel takes the error slot last
+  local nargs = #ctypes - (slot and 1 or 0)
   for i = 1, nargs do
     local v = args[i]
     if v == false or v == nil then -- a null adjoint header
@@ -124,7 +128,7 @@ function M.run(weft, k, dim, args, opts)
       launch_args[#launch_args + 1] = "S" .. i
     end
   end
-  if opts.debug then
+  if slot then
     main[#main + 1] = "  static wf_err E; memset(&E, 0, sizeof E);"
     launch_args[#launch_args + 1] = "&E"
   end
@@ -134,7 +138,7 @@ function M.run(weft, k, dim, args, opts)
   main[#main + 1] = string.format("  long long dims[4] = {%s};", table.concat(dl, ", "))
   main[#main + 1] = string.format("  WF_SHIM_LAUNCH(%s, %d, dims, %s);", entry, #d,
                                   table.concat(launch_args, ", "))
-  if opts.debug then
+  if slot then
     main[#main + 1] = string.format(
       '  { FILE *f = fopen("%s/err.txt", "wb"); if (E.flag) fputs(E.msg, f); fclose(f); }', dir)
   end
@@ -158,7 +162,7 @@ function M.run(weft, k, dim, args, opts)
   assert(sh(string.format("%s/k > %s/out.txt", dir, dir)), "shim: the program failed")
   local out = readall(dir .. "/out.txt")
   local err
-  if opts.debug then
+  if slot then
     err = readall(dir .. "/err.txt")
     if err == "" then err = nil end
   end
