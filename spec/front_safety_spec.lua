@@ -292,3 +292,26 @@ end }]==]):format(num, num)
       tonumber(y:totable()[3]) })
   end)
 end)
+
+describe("overloads and literals", function()
+  it("1.0 picks the float overload and 1 the int one", function()
+    local custom = weft.func{ x = i32, function(x) return 10 end }
+    custom:overload{ x = f32, function(x) return 20 end }
+    local wide = weft.func{ x = weft.int64, function(x) return 1 end }
+    wide:overload{ x = i32, function(x) return 2 end }
+    wide:overload{ x = f64, function(x) return 3 end }
+    wide:overload{ x = f32, function(x) return 4 end }
+    local k = weft.kernel{ y = A(i32), function(y)
+      y[0] = custom(1.0)
+      y[1] = custom(1)
+      y[2] = custom(y[5])
+      y[3] = wide(7)
+      y[4] = wide(7.0)
+      y[5] = wide(3000000000)
+      y[6] = custom(-2.0e0)
+    end }
+    local y = weft.zeros(7, i32)
+    weft.launch(k, 1, { y })
+    assert.are.same({ 20, 10, 10, 2, 4, 1, 20 }, y:totable())
+  end)
+end)

@@ -389,13 +389,24 @@ static int param_names(wf_fctx *C, int idx, const char ***out) {
   return n;
 }
 
-/* How well the call argument a fits the declared type t: 0 not at all,
-** 1 a literal converted (int literal to a float), 2 exactly. */
+/* How well the call argument a fits the declared type t: 0 not at all; a
+** typed value: 3 exactly. An untyped number goes by its source text: 3
+** the type it would get alone (int32 for `1`, float32 for `1.0`), 2
+** another type of the same kind, 1 a conversion (`1` as a float, `1.0`
+** as an int), 0 an integer literal out of an int type's range. */
 static int arg_fits(wf_rv *a, const wf_type *t) {
-  if (a->kind == RV_VAL) return a->t == t ? 2 : 0;
+  if (a->kind == RV_VAL) return a->t == t ? 3 : 0;
   if (wf_lo_isnum(a)) {
-    if (t->kind == WF_T_FLOAT) return a->isint ? 1 : 2;
-    if (t->kind == WF_T_INT && wf_lo_num_integral(a)) return 2;
+    int dflt = t->bits == 32 && (t->kind == WF_T_FLOAT || t->is_signed);
+    if (t->kind == WF_T_FLOAT) return a->isint ? 1 : 2 + dflt;
+    if (t->kind == WF_T_INT && wf_lo_num_integral(a)) {
+      if (a->kind == RV_LIT) {
+        double lo = t->is_signed ? -ldexp(1, t->bits - 1) : 0;
+        double hi = ldexp(1, t->is_signed ? t->bits - 1 : t->bits);
+        if (!(a->num >= lo && a->num < hi)) return 0;
+      }
+      return a->isint ? 2 + dflt : 1;
+    }
   }
   return 0;
 }
