@@ -317,6 +317,38 @@ ADJ.mat = {
   end,
 }
 
+-- stores that overwrite (the adjoint clears the element's adjoint) and
+-- component stores; atomic_min/max route the adjoint to the winner
+ADJ.overwrite = {
+  weft.kernel{ x = weft.array(weft.float64), y = weft.array(weft.vec3d),
+    function(x, y)
+      local i = weft.tid()
+      y[i][0] = x[i]
+      y[i].y = y[i].y + 2.0 * x[i]
+      y[i] = y[i] * 3.0
+      y[i].z = y[i].x * y[i].x
+    end },
+  6,
+  function()
+    return { A(seq(6, function(i) return i * 0.3 - 0.5 end), weft.float64),
+             A(seq(6, function(i) return { i, -i, 0.5 } end), weft.vec3d) }
+  end,
+}
+
+ADJ.minmax = {
+  weft.kernel{ x = weft.array(weft.float64), lo = weft.array(weft.vec3d),
+    function(x, lo)
+      local i = weft.tid()
+      weft.atomic_min(lo, i % 2, weft.vec3d(x[i], -x[i], x[i] * x[i]))
+      weft.atomic_max(lo, 2, weft.vec3d(x[i], -x[i], x[i] * x[i]))
+    end },
+  7,
+  function()
+    return { A(seq(7, function(i) return i * 0.7 - 2 end), weft.float64),
+             A({ { 9, 9, 9 }, { 9, 9, 9 }, { -9, -9, -9 } }, weft.vec3d) }
+  end,
+}
+
 local SHIM = { "saxpy", "loops", "intmath", "vec3", "atomics", "rng", "mat33", "quat", "structs", "half",
                "grid3d", "intatomics", "bits", "rand2" }
 
@@ -495,7 +527,7 @@ describe("cuda C adjoint kernels on the host match the cpu backend", function()
     pending("no g++")
     return
   end
-  for _, name in ipairs { "saxpy", "math", "mat" } do
+  for _, name in ipairs { "saxpy", "math", "mat", "overwrite", "minmax" } do
     it(name, function()
       local k, dim, make = ADJ[name][1], ADJ[name][2], ADJ[name][3]
       -- adjoints: ones for the last array (the output), zeros elsewhere
