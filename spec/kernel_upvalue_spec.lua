@@ -94,6 +94,40 @@ describe("captured values", function()
     assert.are.same({ 0, 0, -1 }, x:totable()[1])
   end)
 
+  it("vectors, structs and int64 values captured directly, changed in place", function()
+    local v = weft.vec3(1, 2, 3)
+    local P = weft.struct{ { "pos", weft.vec3 }, { "mass", weft.float32 } }
+    local p = P{ pos = weft.vec3(1, 0, 0), mass = 2.0 }
+    local n = weft.int64(7)
+    local k = weft.kernel{ x = weft.array(weft.vec3), function(x)
+      x[weft.tid()] = v + p.pos * p.mass + weft.vec3(weft.float32(n), 0.0, 0.0)
+    end }
+    local x = weft.zeros(1, weft.vec3)
+    local function got()
+      weft.launch(k, 1, { x })
+      return x:totable()[1]
+    end
+    assert.are.same({ 10, 2, 3 }, got())
+    v.y = 20 -- in place: the same cdata object
+    assert.are.same({ 10, 20, 3 }, got())
+    p.mass = 0.0
+    assert.are.same({ 8, 20, 3 }, got())
+    n = weft.int64(-1)
+    assert.are.same({ 0, 20, 3 }, got())
+    v = weft.vec3(0, 0, 0) -- a new value under the name
+    assert.are.same({ -1, 0, 0 }, got())
+    local n0 = builds(k)
+    assert.are.same({ -1, 0, 0 }, got())
+    assert.are.equal(n0, builds(k))
+    -- a cdata that is not of a weft type is still refused
+    local ffi = require "ffi"
+    local raw = ffi.new("int[2]")
+    local kr = weft.kernel{ x = A, function(x) x[weft.tid()] = raw end }
+    assert.has_error(function() weft.launch(kr, 1, { weft.zeros(1) }) end)
+    local ok, err = pcall(weft.launch, kr, 1, { weft.zeros(1) })
+    assert.matches("'raw' (a cdata) cannot be used in a kernel", err, 1, true)
+  end)
+
   it("a weft.func replaced under a name, and the upvalues of a weft.func", function()
     local k_a = 2.0
     local double = weft.func(function(v) return v * k_a end)

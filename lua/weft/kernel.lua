@@ -41,6 +41,13 @@ return function(weft)
         func_mt = Func,
         const_mt = Const,
         kernel_mt = Kernel,
+        -- a captured host value of a weft type (weft.vec3(...), a struct
+        -- value): compiled as the constant of its contents (the guard
+        -- watches those contents)
+        capture = function(v)
+          local t = weft.dtype_of and weft.dtype_of(v)
+          if t and t.kind ~= "array" then return weft.constant(v) end
+        end,
       }
       c.front_setup(front_env)
     end
@@ -213,11 +220,15 @@ return function(weft)
   -- also returns a setter that is never called: it assigns those upvalues,
   -- so LuaJIT does not take them for immutable and fold their values.
   local always = function() return true end
+  local ffi = require "ffi"
+  pcall(ffi.cdef, "int memcmp(const void *a, const void *b, size_t n);")
+  local memcmp = ffi.C.memcmp
 
   local function is_watched_leaf(d, builtins)
     local v, kind = d[4], d[1]
     local tv = type(v)
     if tv == "number" or tv == "boolean" then return true end
+    if tv == "cdata" then return true end -- compared by contents (see compare)
     if tv ~= "table" then return false end
     local mt = getmetatable(v)
     if mt == Const or mt == Func then return true end
@@ -255,6 +266,19 @@ return function(weft)
       if v ~= v then return fmt("%s ~= %s", place, place) end -- NaN
       if v == 0 and type(v) == "number" then -- keep the sign of zero
         return fmt("(%s == 0 and 1 / %s %s 0)", place, place, 1 / v > 0 and ">" or "<")
+      end
+      if type(v) == "cdata" then
+        -- a host value captured by value: its type and contents now
+        -- against a copy taken at the compile (in place changes count)
+        local ct = ffi.typeof(v)
+        local snap = ffi.new(ct, v)
+        local tcheck = fmt("%s(%s, %s)", const(ffi.istype), const(ct), place)
+        local t = weft.dtype_of and weft.dtype_of(v)
+        if t and (t.kind == "int" or t.kind == "float" or t.kind == "bool") then
+          return fmt("(%s and %s == %s)", tcheck, place, const(snap))
+        end
+        return fmt("(%s and %s(%s, %s, %d) == 0)", tcheck, const(memcmp), place, const(snap),
+                   ffi.sizeof(ct))
       end
       local t = fmt("%s == %s", place, const(v))
       if getmetatable(v) == Func then

@@ -303,6 +303,17 @@ static wf_rv classify(wf_fstate *F, const char *path, wf_expr *at) {
         path);
   }
   const char *tn = lua_typename(L, lua_type(L, top));
+  if (!strcmp(tn, "cdata")) {
+    /* a host value of a weft type (weft.vec3(...), a struct): a constant
+    ** of its current contents, as weft.constant makes (env.capture) */
+    lua_getfield(L, C->envidx, "capture");
+    lua_pushvalue(L, top);
+    if (lua_isfunction(L, -2) && lua_pcall(L, 1, 1, 0) == 0 && has_mt(C, -1, "const_mt")) {
+      lua_replace(L, top);
+      return classify(F, path, at);
+    }
+    lua_settop(L, top);
+  }
   lua_pop(L, 1);
   ERR(at, "'%s' (a %s) cannot be used in a kernel", path, tn);
 }
