@@ -62,6 +62,35 @@ describe("k:ptx", function()
     assert.equal(full, via_config)
   end)
 
+  it("release mode's bounds checks compile with NVRTC and assemble with ptxas", function()
+    -- tid ranges, offsets, 2-D views, loops up and down, atomics, a computed
+    -- index: the launch checks, the range checks and the per-access ones
+    local kb = weft.kernel{
+      x = weft.array(weft.float32), m = weft.array(weft.float32, 2), h = weft.array(weft.int32),
+      n = weft.int64,
+      function(x, m, h, n)
+        local i, j = weft.tid()
+        local row = m[i]
+        row[j] = x[i + 1] + x[i - 1 + 1]
+        local acc = 0.0
+        for k = 0, #x - 1 do acc = acc + x[k] end
+        for k = #x - 2, 0, -1 do acc = acc + x[k + 1] end
+        for k = weft.int64(0), n do acc = acc + x[weft.int32(k)] end
+        weft.atomic_add(h, weft.int32(acc) % 7, 1)
+        m[j][i] = acc
+      end,
+    }
+    local src = weft._core.cuda_source(kb:_module(), { checks = true, names = weft._param_names(kb) })
+    assert.matches("wf_range(wf_e, 1LL, wf_d.dim[0] - 1 + 1LL", src, 1, true)
+    assert.matches("if (wf_oob(wf_e, ", src, 1, true)
+    for _, arch in ipairs { "sm_75", "sm_90" } do
+      local ptx = weft._core.cuda_ptx(kb:_module(), arch:gsub("sm_", "compute_"),
+                                      { checks = true, names = weft._param_names(kb) })
+      assert.same({ "weft_kb" }, entries(ptx))
+      assert.is_true(weft._core.cuda_assemble(ptx, arch) > 0)
+    end
+  end)
+
   it("names bad arguments", function()
     assert.has_error(function() k:ptx(80) end, 'k:ptx: arch must be a string such as "sm_80", got number')
     assert.has_error(function() k:ptx("sm_80", 5) end, "k:ptx: argtypes must be a table of types, got number")
