@@ -237,6 +237,29 @@ describe("captured values", function()
     assert.are.same({ 200, 400 }, gx:totable())
   end)
 
+  it("custom gradients on a tape use the values of the forward launch", function()
+    local w = 2.0
+    local f = weft.func(function(v) return v * w end)
+    f:grad(function(v, adj) return adj * w end)
+    local k = weft.kernel{ x = A, y = A, function(x, y)
+      local i = weft.tid()
+      y[i] = f(x[i])
+    end }
+    local x = weft.array({ 1, 2 }, weft.float32, { requires_grad = true })
+    local y = weft.zeros(2, weft.float32, { requires_grad = true })
+    local tape = weft.Tape()
+    tape:record(function() weft.launch(k, 2, { x }, { outputs = { y } }) end)
+    w = 50.0
+    tape:backward{ grads = { [y] = weft.ones(2) } }
+    assert.are.same({ 2, 2 }, x.grad:totable())
+    -- a new forward launch takes the new value
+    x.grad:zero_()
+    tape = weft.Tape()
+    tape:record(function() weft.launch(k, 2, { x }, { outputs = { y } }) end)
+    tape:backward{ grads = { [y] = weft.ones(2) } }
+    assert.are.same({ 50, 50 }, x.grad:totable())
+  end)
+
   it("cpu graphs replay with the values current at the replay", function()
     local add = 1.0
     local k = weft.kernel{ x = A, function(x) x[weft.tid()] = x[weft.tid()] + add end }

@@ -97,12 +97,31 @@ return function(weft)
   -- mode with custom gradients, to the front end's module before inlining
   -- (its weft.func calls still visible). check: run debug mode's overwrite
   -- check first (reverse mode). Also returns the per-kind cache table.
-  local function derived_module(kind, k, mod, types, check)
+  local function mod_cache(mod)
     local per = codes[mod]
     if not per then
       per = {}
       codes[mod] = per
     end
+    return per
+  end
+
+  -- The front end's module before inlining (custom gradients), compiled
+  -- once per module mod. It reads the captured values again, so a taped
+  -- launch makes it at once (weft._tape_hook), while they are those that
+  -- mod was compiled with.
+  local function raw_module(k, mod, types)
+    local per = mod_cache(mod)
+    if not per.raw then
+      local ok, res = pcall(core.compile, k._decl, types, { optimize = false })
+      if not ok then error(res, 0) end
+      per.raw = res
+    end
+    return per.raw
+  end
+
+  local function derived_module(kind, k, mod, types, check)
+    local per = mod_cache(mod)
     local pk = per[kind]
     if not pk then
       pk = {}
@@ -110,16 +129,7 @@ return function(weft)
     end
     local tf = core and core[transforms[kind]]
     if not tf then raise("weft: autodiff is not available in this build") end
-    if kind == "adj" and weft._custom_grads then
-      local raw = per.raw
-      if not raw then
-        local ok, res = pcall(core.compile, k._decl, types, { optimize = false })
-        if not ok then error(res, 0) end
-        raw = res
-        per.raw = raw
-      end
-      mod = raw
-    end
+    if kind == "adj" and weft._custom_grads then mod = raw_module(k, mod, types) end
     check = check and kind == "adj"
     local name = pk.name
     if not name or (check and not pk.checked) then
@@ -365,6 +375,14 @@ return function(weft)
     local d = type(dim) == "table" and copy_list(dim) or dim
     tape.launches[#tape.launches + 1] =
       { k = k, dim = d, inputs = copy_list(inputs), outputs = copy_list(outputs), mod = mod }
+    if mod and weft._custom_grads then
+      local types, nin = {}, #(inputs or {})
+      for i, p in ipairs(k.params) do
+        local v = i <= nin and inputs[i] or (outputs or {})[i - nin]
+        types[i] = p.type or arg_type(v)
+      end
+      pcall(raw_module, k, mod, types) -- a failure shows again at backward
+    end
   end
 
   function weft.Tape()
