@@ -315,3 +315,50 @@ describe("overloads and literals", function()
     assert.are.same({ 20, 10, 10, 2, 4, 1, 20 }, y:totable())
   end)
 end)
+
+describe("several functions on one line", function()
+  -- Lua reports only the lines a function starts and ends on; the front
+  -- end tells functions on one line apart by their bytecode.
+  local function run(k)
+    local x = weft.zeros(2, f32)
+    weft.launch(k, 1, { x })
+    return x:totable()[1]
+  end
+
+  it("compiles the kernel's function, not an earlier one", function()
+    local h = function(x) x[0] = 42.0 end; local k = weft.kernel{ x = A(f32), function(x) x[0] = 1.0 end }
+    assert.are.equal(1, run(k))
+    local k2 = weft.kernel{ x = A(f32), function(x) x[0] = 2.0 end }; local h2 = function(x) x[0] = 43.0 end
+    assert.are.equal(2, run(k2))
+    assert.is_function(h); assert.is_function(h2)
+  end)
+
+  it("two kernels on one line get their own bodies", function()
+    local k1, k2 = weft.kernel{ x = A(f32), function(x) x[0] = 3.0 end }, weft.kernel{ x = A(f32), function(x) x[0] = 4.0 end }
+    assert.are.equal(3, run(k1))
+    assert.are.equal(4, run(k2))
+  end)
+
+  it("functions differing only in the upvalues they read", function()
+    local a, b = 5.0, 6.0
+    local k1, k2 = weft.kernel{ x = A(f32), function(x) x[0] = a end }, weft.kernel{ x = A(f32), function(x) x[0] = b end }
+    assert.are.equal(5, run(k1))
+    assert.are.equal(6, run(k2))
+  end)
+
+  it("local function statements and varargs functions on the line", function()
+    local function sq(x) return x * x end; local function cube(x) return x * x * x end; local va = function(...) return ... end
+    local fsq, fcube = weft.func{ x = f32, sq }, weft.func{ x = f32, cube }
+    local k = weft.kernel{ x = A(f32), function(x) x[0] = fsq(2.0) + fcube(3.0) end }
+    assert.are.equal(4 + 27, run(k))
+    local kv = weft.kernel{ x = A(f32), function(x) x[0] = 7.0 end }; local va2 = function(...) return ... end
+    assert.are.equal(7, run(kv))
+    assert.is_function(va); assert.is_function(va2)
+  end)
+
+  it("identical functions on one line are the same kernel", function()
+    local h = function(x) x[0] = 8.0 end; local k = weft.kernel{ x = A(f32), function(x) x[0] = 8.0 end }
+    assert.are.equal(8, run(k))
+    assert.is_function(h)
+  end)
+end)

@@ -145,10 +145,12 @@ typedef struct wf_funcast {
   int lastline;
 } wf_funcast;
 
-/* Parse the function expression of src that starts at linedefined and
-** whose parameter names are pnames (may be NULL: first function). */
+/* Parse the function of src that starts at linedefined and whose
+** parameter names are pnames (may be NULL: any). When several functions
+** on that line fit, the Lua function at stack index fnidx (0: none)
+** decides by its bytecode; an error if it cannot. */
 WF_INTERNAL wf_funcast *wf_parse_function(struct wf_fctx *C, const wf_src *src, int nparams,
-                                          const char *const *pnames);
+                                          const char *const *pnames, int fnidx);
 
 /* ======================================================================
 ** compile context

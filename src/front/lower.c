@@ -2399,7 +2399,9 @@ static void lower_stmt(wf_fstate *F, wf_stmt *s) {
 wf_func *wf_lo_function(wf_fctx *C, int fnref, const char *name, int is_kernel, int nparams,
                         const wf_type *const *ptypes, const char *const *pnames,
                         const wf_src *src) {
-  wf_funcast *fa = wf_parse_function(C, src, nparams, pnames);
+  wf_res_push(C, fnref); /* the function itself decides between look-alikes */
+  wf_funcast *fa = wf_parse_function(C, src, nparams, pnames, lua_gettop(C->L));
+  lua_pop(C->L, 1);
   wf_fstate *F = wf_front_alloc(C, sizeof *F);
   F->C = C;
   F->src = *src;

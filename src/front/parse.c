@@ -559,38 +559,235 @@ static int same_params(int n, const char **a, int m, const char *const *b) {
   return 1;
 }
 
+/* ----------------------------------------------------------------------
+** Finding the function in its source. Lua gives only the line it starts
+** and the line it ends on, so several functions may start on that line.
+** Every 'function' on the line is a candidate, followed to its 'end' with
+** a token-level count of blocks; candidates whose parameter names or last
+** line differ are dropped. When more than one is left, each candidate's
+** text is compiled by Lua with the function's upvalues declared around it
+** and its bytecode, constants and upvalue names are compared with the
+** function's own (jit.util); the one that matches is it. Candidates that
+** compile to the same bytecode but differ in their tokens (`1` and `1.0`)
+** cannot be told apart: that is an error, never a guess.
+** ---------------------------------------------------------------------- */
+typedef struct cand {
+  wf_lex at;        /* the lexer at the candidate's 'function' token */
+  int endline, endcol; /* its 'end' (endline 0: not closed) */
+  int lpline, lpcol;   /* its '(' */
+  int n, is_method;    /* parameters, -1 when not a list of names */
+  const char **names;
+} cand;
+
+/* Parameter names after 'function' [funcname] without raising (those
+** before a '...', which Lua's own list leaves out too): -1 when the list
+** is not names. */
+static int scan_params(P *p, cand *c) {
+  vec v = {0};
+  c->is_method = 0;
+  if (TOK == TK_NAME) {
+    next(p);
+    while (TOK == '.' || TOK == ':') {
+      if (TOK == ':') c->is_method = 1;
+      next(p);
+      if (TOK != TK_NAME) return -1;
+      next(p);
+    }
+  }
+  if (TOK != '(') return -1;
+  c->lpline = p->X.t.line;
+  c->lpcol = p->X.t.col;
+  next(p);
+  if (c->is_method) vpush(p, &v, (void *)"self");
+  while (TOK != ')') {
+    if (TOK == TK_DOTS) break;
+    if (TOK != TK_NAME) return -1;
+    vpush(p, &v, (void *)p->X.t.str);
+    next(p);
+    if (TOK == ',') next(p);
+    else if (TOK != ')') return -1;
+  }
+  c->names = (const char **)v.v;
+  return v.n;
+}
+
+/* The candidates: every 'function' token on `line`, with where it ends.
+** One pass over the tokens from the start of the line until every
+** candidate is closed, keeping a stack of open blocks. */
+static int find_candidates(P *p, int line, cand **out) {
+  vec cs = {0};
+  int *stack = NULL, depth = 0, cap = 0, open = 0;
+  while (TOK != TK_EOF && (p->X.t.line == line || open > 0)) {
+    int tok = TOK;
+    if (tok == TK_FUNCTION || tok == TK_IF || tok == TK_DO || tok == TK_REPEAT) {
+      int ci = -1;
+      if (tok == TK_FUNCTION && p->X.t.line == line) {
+        cand *c = wf_front_alloc(p->C, sizeof *c);
+        c->at = p->X;
+        ci = cs.n;
+        vpush(p, &cs, c);
+        open++;
+      }
+      if (depth == cap) {
+        int nc = cap ? cap * 2 : 16;
+        int *ns = wf_front_alloc(p->C, sizeof(int) * (size_t)nc);
+        if (depth) memcpy(ns, stack, sizeof(int) * (size_t)depth);
+        stack = ns;
+        cap = nc;
+      }
+      stack[depth++] = ci;
+    } else if ((tok == TK_END || tok == TK_UNTIL) && depth > 0) {
+      int ci = stack[--depth];
+      if (ci >= 0) {
+        cand *c = cs.v[ci];
+        c->endline = p->X.t.line;
+        c->endcol = p->X.t.col;
+        open--;
+      }
+    }
+    next(p);
+  }
+  *out = wf_front_alloc(p->C, sizeof(cand) * (size_t)(cs.n ? cs.n : 1));
+  for (int i = 0; i < cs.n; i++) (*out)[i] = *(cand *)cs.v[i];
+  return cs.n;
+}
+
+/* Lua helper: (fn, text) -> true if `return <text>`, compiled with fn's
+** upvalues declared as locals around it, gives fn's bytecode; nil when
+** jit.util is not there. */
+static const char match_helper[] =
+    "local f, text = ...\n"
+    "local ok, ju = pcall(require, 'jit.util')\n"
+    "if not ok or type(ju) ~= 'table' then return nil end\n"
+    "local names = {}\n"
+    "for i = 1, 255 do\n"
+    "  local n = debug.getupvalue(f, i)\n"
+    "  if not n then break end\n"
+    "  names[i] = n\n"
+    "end\n"
+    "local pre = #names > 0 and ('local ' .. table.concat(names, ', ') .. ' ') or ''\n"
+    "local chunk = loadstring(pre .. 'return ' .. text, '=weft')\n"
+    "if not chunk then return false end\n"
+    "local okc, g = pcall(chunk)\n"
+    "if not okc or type(g) ~= 'function' then return false end\n"
+    "local a, b = ju.funcinfo(f), ju.funcinfo(g)\n"
+    "for _, k in ipairs({ 'bytecodes', 'nconsts', 'gcconsts', 'upvalues', 'params',\n"
+    "                     'stackslots', 'isvararg', 'children' }) do\n"
+    "  if a[k] ~= b[k] then return false end\n"
+    "end\n"
+    "for pc = 0, (a.bytecodes or 0) - 1 do\n"
+    "  if ju.funcbc(f, pc) ~= ju.funcbc(g, pc) then return false end\n"
+    "end\n"
+    "for i = 0, (a.nconsts or 0) - 1 do\n"
+    "  local x, y = ju.funck(f, i), ju.funck(g, i)\n"
+    "  if x ~= y and (x == x or y == y) then return false end\n"
+    "end\n"
+    "for i = 1, a.gcconsts or 0 do\n"
+    "  local x, y = ju.funck(f, -i), ju.funck(g, -i)\n"
+    "  if type(x) ~= type(y) or (type(x) == 'string' and x ~= y) then return false end\n"
+    "end\n"
+    "for i = 0, (a.upvalues or 0) - 1 do\n"
+    "  if ju.funcuvname(f, i) ~= ju.funcuvname(g, i) then return false end\n"
+    "end\n"
+    "return true\n";
+
+/* Byte offset of (line, col) in src. */
+static size_t offset_of(const wf_src *src, int line, int col) {
+  return line_offset(src, line) + (size_t)(col - 1);
+}
+
+/* Does candidate c compile to the function at stack index fnidx?
+** 1 yes, 0 no, -1 unknown (no jit.util, or the check failed). */
+static int cand_matches(P *p, const cand *c, int fnidx) {
+  lua_State *L = p->C->L;
+  const wf_src *src = p->X.src;
+  /* "function(" [self[, ]] then the text from after '(' to 'end' */
+  size_t from = offset_of(src, c->lpline, c->lpcol) + 1;
+  size_t to = offset_of(src, c->endline, c->endcol) + 3;
+  if (to > src->len || from > to) return -1;
+  const char *head = c->is_method ? (c->n > 1 ? "function(self, " : "function(self") : "function(";
+  size_t hn = strlen(head);
+  char *text = wf_front_alloc(p->C, hn + (to - from) + 1);
+  memcpy(text, head, hn);
+  memcpy(text + hn, src->text + from, to - from);
+  text[hn + (to - from)] = 0;
+  int top = lua_gettop(L);
+  if (luaL_loadbuffer(L, match_helper, sizeof match_helper - 1, "=weft.find_function")) {
+    lua_settop(L, top);
+    return -1;
+  }
+  lua_pushvalue(L, fnidx);
+  lua_pushstring(L, text);
+  int r = -1;
+  if (!lua_pcall(L, 2, 1, 0) && lua_isboolean(L, -1)) r = lua_toboolean(L, -1);
+  lua_settop(L, top);
+  return r;
+}
+
+/* Same tokens (kind, name, string, number as written) from a's 'function'
+** to its 'end' as from b's. */
+static int same_tokens(const cand *a, const cand *b) {
+  wf_lex x = a->at, y = b->at;
+  for (;;) {
+    const wf_token *s = &x.t, *t = &y.t;
+    if (s->tok != t->tok || s->isint != t->isint || memcmp(&s->num, &t->num, sizeof s->num))
+      return 0;
+    if ((s->tok == TK_NAME || s->tok == TK_STRING) &&
+        (s->slen != t->slen || (s->str && t->str && memcmp(s->str, t->str, s->slen))))
+      return 0;
+    if (s->tok == TK_EOF) return 1;
+    if (s->line == a->endline && s->col == a->endcol) return t->line == b->endline && t->col == b->endcol;
+    wf_lex_next(&x);
+    wf_lex_next(&y);
+  }
+}
+
 wf_funcast *wf_parse_function(wf_fctx *C, const wf_src *src, int nparams,
-                              const char *const *pnames) {
+                              const char *const *pnames, int fnidx) {
   P ps, *p = &ps;
   memset(p, 0, sizeof ps);
   p->C = C;
   int line = src->linedefined;
   wf_lex_init(&p->X, C, src, line_offset(src, line), line);
   next(p);
-  /* Find a 'function' token on the defining line whose parameters match. */
-  for (;;) {
-    while (TOK != TK_FUNCTION && TOK != TK_EOF && p->X.t.line == line) next(p);
-    if (TOK != TK_FUNCTION || p->X.t.line != line)
-      wf_front_error(C, src, line, 1, "cannot find the function's source at this line");
-    wf_lex save = p->X;
-    int fline = p->X.t.line, fcol = p->X.t.col;
+  cand *cs;
+  int nc = find_candidates(p, line, &cs);
+  /* those with the parameter names and the last line Lua reports */
+  int nm = 0;
+  for (int i = 0; i < nc; i++) {
+    p->X = cs[i].at;
     next(p);
-    const char **names;
-    int is_method;
-    int n = params(p, &names, &is_method);
-    if (!same_params(n, names, nparams, pnames)) {
-      p->X = save;
-      next(p);
-      continue;
-    }
-    wf_funcast *f = wf_front_alloc(C, sizeof *f);
-    f->line = fline;
-    f->col = fcol;
-    f->nparams = n;
-    f->params = names;
-    block(p, &f->body);
-    f->lastline = p->X.t.line;
-    match(p, TK_END, TK_FUNCTION, fline);
-    return f;
+    cs[i].n = scan_params(p, &cs[i]);
+    if (cs[i].n < 0 || !same_params(cs[i].n, cs[i].names, nparams, pnames)) continue;
+    if (src->lastlinedefined > 0 && cs[i].endline != src->lastlinedefined) continue;
+    cs[nm++] = cs[i];
   }
+  if (nm == 0) wf_front_error(C, src, line, 1, "cannot find the function's source at this line");
+  if (nm > 1 && fnidx) {
+    /* the bytecode decides; unknown (-1) keeps a candidate */
+    int k = 0;
+    for (int i = 0; i < nm; i++)
+      if (cand_matches(p, &cs[i], fnidx) != 0) cs[k++] = cs[i];
+    if (k > 0) nm = k;
+  }
+  for (int i = 1; i < nm; i++)
+    if (!same_tokens(&cs[0], &cs[i]))
+      wf_front_error(C, src, cs[0].at.t.line, cs[0].at.t.col,
+                     "several functions on this line could be this kernel or weft.func and "
+                     "weft cannot tell which; define it on a line of its own");
+  p->X = cs[0].at;
+  int fline = p->X.t.line, fcol = p->X.t.col;
+  next(p);
+  const char **names;
+  int is_method;
+  int n = params(p, &names, &is_method);
+  wf_funcast *f = wf_front_alloc(C, sizeof *f);
+  f->line = fline;
+  f->col = fcol;
+  f->nparams = n;
+  f->params = names;
+  block(p, &f->body);
+  f->lastline = p->X.t.line;
+  match(p, TK_END, TK_FUNCTION, fline);
+  return f;
 }
