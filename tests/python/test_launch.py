@@ -178,3 +178,23 @@ def test_argument_types_are_named(krt):
     x, y = np.ones(4, np.float32), np.zeros(4, np.float32)
     krt.launch("axpy", 4, inputs=[x, y, 2.0])
     assert y.tolist() == [2.0] * 4
+
+
+def test_out_of_bounds_launch_raises_and_fast_mode_opts_out(krt):
+    # release mode (the default) checks the launch dim against the arrays
+    # once per launch: nothing is written, the error names the kernel, the
+    # array, the index and the extent
+    x, y = np.ones(5, np.float32), np.zeros(4, np.float32)
+    with pytest.raises(weft.WeftError,
+                       match=r"index 4 out of bounds for axis 0 with size 4 in array 'y' "
+                             r"of kernel 'axpy'"):
+        krt.launch("axpy", 5, inputs=[x, y, 1.0])
+    assert y.tolist() == [0, 0, 0, 0]
+    krt.launch("axpy", 4, inputs=[x, y, 1.0])
+    assert y.tolist() == [1, 1, 1, 1]
+    krt.exec('weft.config.mode = "fast"')
+    try:
+        krt.launch("axpy", 4, inputs=[x, y, 1.0])  # in bounds: runs unchecked
+        assert y.tolist() == [2, 2, 2, 2]
+    finally:
+        krt.exec('weft.config.mode = "release"')
