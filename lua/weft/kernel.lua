@@ -223,6 +223,9 @@ return function(weft)
   local ffi = require "ffi"
   pcall(ffi.cdef, "int memcmp(const void *a, const void *b, size_t n);")
   local memcmp = ffi.C.memcmp
+  -- guard chunks by source: kernels of the same shape share the loadstring
+  -- (the values are the chunk's arguments)
+  local guard_chunks = setmetatable({}, { __mode = "v" })
 
   local function is_watched_leaf(d, builtins)
     local v, kind = d[4], d[1]
@@ -321,8 +324,13 @@ return function(weft)
     else
       src[#src + 1] = "nil"
     end
-    local chunk = assert(loadstring(table.concat(src, "\n"), "=weft guard"))
-    local guard = chunk(unpack(consts, 1, #consts))
+    src = table.concat(src, "\n")
+    local chunk = guard_chunks[src]
+    if not chunk then
+      chunk = assert(loadstring(src, "=weft guard"))
+      guard_chunks[src] = chunk
+    end
+    local guard = chunk(unpack(consts, 1, #consts)) -- new closures, new upvalues
     if #joins > 0 then
       local index = {}
       for i = 1, math.huge do
