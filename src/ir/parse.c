@@ -39,6 +39,7 @@
 #include <string.h>
 #include <stdarg.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 
 #include "ir/ir.h"
@@ -169,6 +170,10 @@ static int parse_int(pstate *P, long long *out) {
   P->p = end;
   return 1;
 }
+
+/* A parsed size as an int; out of int's range gives -1, which every type
+** constructor rejects (a plain cast would wrap 2^32 + 1 to 1). */
+static int size_arg(long long v) { return v < INT_MIN || v > INT_MAX ? -1 : (int)v; }
 
 /* A C-escaped quoted string, decoded into a malloc'd buffer. */
 static char *parse_string(pstate *P) {
@@ -302,7 +307,7 @@ static const wf_type *parse_type(pstate *P) {
     if (!expect(P, '<')) return NULL;
     const wf_type *e = parse_type(P);
     if (!e || !expect(P, ',') || !parse_int(P, &nd) || !expect(P, '>')) return NULL;
-    t = wf_t_array(T, e, (int)nd);
+    t = wf_t_array(T, e, size_arg(nd));
   } else if (!strncmp(id, "vec", 3) && sscanf(id + 3, "%d%n", &a, &used) == 1 && id[3] != '-') {
     const char *sx = id + 3 + used;
     const wf_type *s = *sx ? suffix_scalar(T, sx, strlen(sx)) : angle_scalar(P);
@@ -314,7 +319,7 @@ static const wf_type *parse_type(pstate *P) {
       return NULL;
     const wf_type *s = parse_type(P);
     if (!s || !expect(P, '>')) return NULL;
-    t = wf_t_mat(T, (int)r, (int)c, s);
+    t = wf_t_mat(T, size_arg(r), size_arg(c), s);
   } else if (!strncmp(id, "mat", 3) && id[3] >= '1' && id[3] <= '9' && id[4] >= '1' &&
              id[4] <= '9') {
     const wf_type *s = suffix_scalar(T, id + 5, strlen(id + 5));

@@ -130,6 +130,8 @@ const wf_type *wf_t_vec(wf_types *T, int n, const wf_type *scalar) {
 }
 
 const wf_type *wf_t_mat(wf_types *T, int rows, int cols, const wf_type *scalar) {
+  /* range first: rows * cols of unchecked sizes overflows int */
+  if (rows < 1 || rows > 255 || cols < 1 || cols > 255) return NULL;
   return composite(T, WF_T_MAT, rows, cols, rows * cols, scalar);
 }
 

@@ -194,6 +194,10 @@ static void test_parse_errors(void) {
       {"func @f() {\n  %1:f32 = add\n  ret\n}\nfunc @f() {}\n", "5:7: redefinition of function @f"},
       {"func @f() {\n  ^(%0:f32):\n}\n", "2:3: a function body has no block parameters"},
       {"func @f(%0:i32) {\n  %1:f32 = extract %0,\n}\n", "2:23: expected a value or an integer after ','"},
+      /* sizes beyond int (found by tests/fuzz/fuzz_ir): no wrap, no overflow */
+      {"func @f(%0:array<f32,4294967297>) {\n  ret\n}\n", "1:12: unknown type 'array'"},
+      {"func @f(%0:mat<4,3466666666666666,f16>) {\n  ret\n}\n", "1:12: unknown type 'mat'"},
+      {"func @f(%0:mat<65536,65536,f32>) {\n  ret\n}\n", "1:12: unknown type 'mat'"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char err[256] = "";
