@@ -362,3 +362,15 @@ describe("several functions on one line", function()
     assert.is_function(h)
   end)
 end)
+
+describe("limits of the language", function()
+  it("more than 64 parameters is an error, not a missing source", function()
+    local names = {}
+    for i = 1, 70 do names[i] = "p" .. i end
+    local src = "local weft = ...\nlocal k = weft.kernel{ function(x, " .. table.concat(names, ", ")
+      .. ") x[0] = p70 end }\nreturn k\n"
+    local ok, err = pcall(assert(loadstring(src)), weft)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("weft.kernel: a function with more than 64 parameters cannot be compiled", 1, true), err)
+  end)
+end)

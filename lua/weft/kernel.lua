@@ -156,6 +156,9 @@ return function(weft)
       params[i] = { name = pn, type = types[pn] }
       known[pn] = true
     end
+    if debug.getlocal(fn, 65) then
+      error(fmt("weft.%s: a function with more than 64 parameters cannot be compiled", kind), level)
+    end
     for k in pairs(types) do
       if not known[k] then
         error(fmt("weft.%s: '%s' is not a parameter of the function", kind, k), level)

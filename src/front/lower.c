@@ -2335,6 +2335,8 @@ static void lower_return(wf_fstate *F, wf_stmt *s) {
     wf_lo_err(F, s->line, s->col, "kernels cannot return values (a bare 'return' ends the thread)");
   int n = s->nexprs;
   wf_rv vals[WF_MAXRET];
+  if (n > WF_MAXRET)
+    wf_lo_err(F, s->line, s->col, "too many return values (at most %d)", WF_MAXRET);
   if (n) {
     /* a trailing call may give several values */
     wf_expr *last = s->exprs[n - 1];
@@ -2345,7 +2347,6 @@ static void lower_return(wf_fstate *F, wf_stmt *s) {
       for (int j = 0; j < got; j++) vals[n - 1 + j] = tmp[j];
       n = n - 1 + got;
     } else {
-      if (n > WF_MAXRET) wf_lo_err(F, s->line, s->col, "too many return values");
       for (int i = 0; i < n; i++) vals[i] = wf_lo_expr(F, s->exprs[i]);
     }
   }
