@@ -17,6 +17,12 @@
 ** yields; FOR/WHILE carry their loop values in `c<N>_<k>` locals. `#line`
 ** directives map each instruction back to its Lua line, so NVRTC messages
 ** and device printf positions point at the kernel source.
+**
+** Interrupts: unlike the CPU backend (src/cpu/emit.c), loops here do not
+** poll weft_interrupt's flag; the device path has no host-mapped memory to
+** read it from. A CUDA kernel that never ends keeps its device busy; the
+** host's interrupt stops the script at the next Lua instruction or CPU
+** launch after the kernel returns (a synchronize waits for it).
 */
 #include <inttypes.h>
 #include <math.h>
