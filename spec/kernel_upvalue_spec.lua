@@ -21,9 +21,11 @@ describe("captured values", function()
     local x = weft.zeros(4)
     weft.launch(k, 4, { x })
     assert.are.equal(3, x[2])
+    assert.are.equal(0, weft.stats(k).respecialized)
     scale = 5.0
     weft.launch(k, 4, { x })
     assert.are.equal(5, x[2])
+    assert.are.equal(1, weft.stats(k).respecialized)
     -- going back to an earlier value reuses its code
     local n = builds(k)
     scale = 3.0
@@ -203,6 +205,13 @@ describe("captured values", function()
     scale = 4.0
     weft.launch(k, 1, { x })
     assert.are.equal(4, x[0])
+  end)
+
+  it("k:ir of a generic kernel without argument types names the caller's line", function()
+    local k = weft.kernel{ function(x) x[weft.tid()] = 1.0 end }
+    local ok, err = pcall(function() return k:ir() end)
+    assert.is_false(ok)
+    assert.matches("^spec/kernel_upvalue_spec.lua:%d+: weft: kernel 'k': parameter 'x' is generic", err)
   end)
 
   it("k:ir, k:source and the llvm code follow the current values", function()

@@ -194,8 +194,8 @@ return function(weft)
       if not p.type then
         local t = argtypes and argtypes[i]
         if not t then
-          error(fmt("weft: kernel '%s': parameter '%s' is generic; its type comes from the launch "
-                    .. "arguments", k.name, p.name), 3)
+          weft._raise(fmt("weft: kernel '%s': parameter '%s' is generic; its type comes from the "
+                          .. "launch arguments", k.name, p.name))
         end
         parts[#parts + 1] = t.id or t.name
       end
@@ -377,6 +377,8 @@ return function(weft)
     if not list then
       list = {}
       self._cache[key] = list
+    else -- compiled again for new values (weft.stats(k).respecialized)
+      rawset(self, "_respecs", (rawget(self, "_respecs") or 0) + 1)
     end
     table.insert(list, 1, e)
     list[KEEP + 1] = nil

@@ -377,11 +377,13 @@ return function(weft)
 
   -- Counters of the CPU compiler: { compiles, disk_hits, disk_writes,
   -- memory_hits, cache_dir, cpu, triple }; with a kernel, its own
-  -- { compiles, disk_hits }.
+  -- { compiles, disk_hits, respecialized (front end runs again because a
+  -- captured value changed) }.
   function weft.stats(k)
     if k ~= nil then
       local st = type(k) == "table" and rawget(k, "_launch")
-      return { compiles = st and st.compiles or 0, disk_hits = st and st.disk_hits or 0 }
+      return { compiles = st and st.compiles or 0, disk_hits = st and st.disk_hits or 0,
+               respecialized = type(k) == "table" and rawget(k, "_respecs") or 0 }
     end
     return core.cpu_stats()
   end
