@@ -1,49 +1,96 @@
--- spec/helpers/ptx_collect.lua -- collects every IR module the spec suite
--- compiles, for spec/zz_ptx_suite_spec.lua (which runs last and compiles
--- each one to PTX for sm_75/80/90).
+-- spec/helpers/ir_collect.lua -- writes the IR text of every module the
+-- spec suite compiles to a directory, for spec/suite/ir_suite.lua (run as
+-- its own busted invocation by scripts/run-tests) to parse back, verify and
+-- compile to PTX.
 --
--- Installing it: busted's helper option (`helper = "spec/helpers/ptx_collect.lua"`
--- in .busted) or spec/aa_ptx_collect_spec.lua, which sorts before the other
--- specs, requires this file. It sets debug.getregistry()["weft.module_hook"],
--- which lua/weft/kernel.lua calls each time it compiles a kernel for a
--- signature. The registry outlives busted's per-file insulation (each spec
--- file gets a fresh copy of the Lua layer), so modules from every file land
--- in one list:
+-- Installed before any spec file runs by busted's helper option (.busted,
+-- task "default"), so no spec has to sort first. It is active only when
+-- WEFT_IR_SUITE_DIR names a directory (scripts/run-tests sets
+-- $BUILD/ir-suite and empties it first); otherwise it does nothing.
 --
---   registry["weft.ptx_suite"] = { { name =, where = "chunk:line", sig =,
---                                    module = <weft.module> }, ... }
+-- It sets debug.getregistry()["weft.module_hook"], which lua/weft/kernel.lua
+-- calls each time it compiles a kernel for a signature. The registry
+-- outlives busted's per-file insulation, so one hook serves every file.
+-- Each distinct IR text is written once, to <hash>.ir:
 --
--- Installing twice keeps the first list. The hook never raises: a failure
--- here must not change the outcome of the spec that compiled the kernel.
+--   ; kernel 'name' (chunk:line) [signature]
+--   <the text core.ir prints>
+--
+-- The hook never raises: a failure here must not change the outcome of the
+-- spec that compiled the kernel (a module that cannot be written is missed
+-- by the suite check, not by the spec).
 local reg = debug.getregistry()
 local M = {}
 
-local LIST = "weft.ptx_suite"
+local STATE = "weft.ir_collect"
 
 -- "chunk:line" of the kernel's Lua function (chunk as Lua shows it).
 local function where(k)
   local ok, info = pcall(debug.getinfo, k.fn, "S")
   if not ok or not info then return "?" end
-  local src = info.source or "?"
-  if src:sub(1, 1) == "@" or src:sub(1, 1) == "=" then src = src:sub(2) end
-  return src .. ":" .. tostring(info.linedefined)
+  return tostring(info.short_src) .. ":" .. tostring(info.linedefined)
 end
 
-function M.install()
-  if reg[LIST] then return reg[LIST] end
-  local list = {}
-  reg[LIST] = list
-  reg["weft.module_hook"] = function(k, module, sig)
-    pcall(function()
-      list[#list + 1] = { name = tostring(k.name), where = where(k), sig = sig or "",
-                          module = module }
-    end)
+-- A 64-bit FNV-1a of s as 16 hex digits (two 32-bit lanes with different
+-- offsets): the file name of a module, so reruns and parallel writers agree.
+local function hash(s)
+  local tobit, bxor, shl = bit.tobit, bit.bxor, bit.lshift
+  local h1, h2 = tobit(0x811c9dc5), tobit(0x050c5d1f)
+  for i = 1, #s do
+    local c = s:byte(i)
+    -- times the FNV prime 2^24 + 403, exact in doubles, wrapped to 32 bits
+    h1 = bxor(h1, c)
+    h1 = tobit(shl(h1, 24) + h1 * 403)
+    h2 = bxor(h2, c + 0x5b)
+    h2 = tobit(shl(h2, 24) + h2 * 403)
   end
-  return list
+  return bit.tohex(h1) .. bit.tohex(h2)
+end
+M.hash = hash
+
+-- The label line of a module file (also how the suite names a kernel).
+function M.label(name, at, sig)
+  sig = tostring(sig or "")
+  local s = string.format("kernel '%s' (%s)%s", tostring(name), at, sig ~= "" and " [" .. sig .. "]" or "")
+  return (s:gsub("[\r\n]", " "))
 end
 
--- The collected list, or nil when the collector was not installed.
-function M.list() return reg[LIST] end
+-- The module text and label of a file's contents: label, text (nil, nil if
+-- the first line is not a label).
+function M.split(contents)
+  local label, text = contents:match("^; ([^\n]*)\n(.*)$")
+  return label, text
+end
+
+-- The weft core of the spec running now (busted gives each file a fresh
+-- Lua layer; the C core is the same).
+local function core()
+  local w = package.loaded.weft
+  return type(w) == "table" and w._core or nil
+end
+
+function M.install(dir)
+  dir = dir or os.getenv("WEFT_IR_SUITE_DIR")
+  if not dir or dir == "" then return nil end
+  local st = reg[STATE]
+  if st then return st end
+  os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
+  st = { dir = dir, seen = {}, written = 0, failed = 0 }
+  reg[STATE] = st
+  reg["weft.module_hook"] = function(k, module, sig)
+    local ok = pcall(function()
+      local text = core().ir(module)
+      if st.seen[text] then return end
+      st.seen[text] = true
+      local f = assert(io.open(dir .. "/" .. hash(text) .. ".ir", "wb"))
+      f:write("; ", M.label(k.name, where(k), sig), "\n", text)
+      f:close()
+      st.written = st.written + 1
+    end)
+    if not ok then st.failed = st.failed + 1 end
+  end
+  return st
+end
 
 M.install()
 return M

@@ -1,25 +1,36 @@
--- Runs last (busted sorts spec files by path): every kernel module the
--- suite compiled (collected by spec/helpers/ptx_collect.lua, installed by
--- spec/aa_ptx_collect_spec.lua) is emitted as CUDA C with its adjoint entry
--- (where autodiff applies), compiled to PTX for sm_75, sm_80 and sm_90 by
--- NVRTC with the options a launch uses, and each PTX is assembled for its
--- architecture by ptxas.
+-- The suite-level checks on every kernel module the spec suite compiled.
+-- scripts/run-tests runs this file as its own busted invocation
+-- (`busted --run=suite`, see .busted) after the main spec run, in which
+-- spec/helpers/ir_collect.lua (busted's helper) wrote the IR text of each
+-- distinct module to $WEFT_IR_SUITE_DIR. To run it by hand:
 --
--- Speed (the suite holds ~350 modules, ~2.3 MB of CUDA C with the adjoints;
--- NVRTC needs ~20 s of CPU per architecture for it, ptxas ~2/3 of that):
+--   export WEFT_IR_SUITE_DIR=$PWD/build-x/ir-suite; rm -rf $WEFT_IR_SUITE_DIR
+--   luajit /usr/bin/busted spec/some_spec.lua    # or the whole suite
+--   luajit /usr/bin/busted --run=suite
+--
+-- 1. Round trip: each text parses back (core.ir_parse), the parsed module
+--    verifies, and it prints the same text.
+-- 2. CUDA: each parsed module is emitted as CUDA C with its adjoint entry
+--    (where autodiff applies), compiled to PTX for sm_75, sm_80 and sm_90
+--    by NVRTC with the options a launch uses, and each PTX is assembled for
+--    its architecture by ptxas.
+--
+-- Speed (the suite holds ~350 distinct modules, ~2.3 MB of CUDA C with the
+-- adjoints; NVRTC needs ~20 s of CPU per architecture for it, ptxas ~2/3
+-- of that):
 --  * modules are compiled in batches: each module's CUDA C in a namespace
 --    of its own, its entries renamed apart (weft_b<N>_...), one NVRTC
 --    program per batch and architecture;
 --  * ptxas runs as a separate process on the PTX of one batch while NVRTC
 --    compiles the next (two cores busy); without the ptxas program,
 --    nvJitLink assembles in-process;
---  * identical modules (same IR text) are checked once; PTX comes from the
---    disk cache (WEFT_CACHE_DIR) when it holds it.
+--  * identical modules (same IR text) are written once by the collector;
+--    PTX comes from the disk cache (WEFT_CACHE_DIR) when it holds it.
 -- A batch that fails is redone module by module (the module's own CUDA C,
 -- as a launch compiles it, then nvJitLink), so every failure names its
 -- kernel and the Lua position (#line maps NVRTC errors to the Lua line).
 local weft = require "weft"
-local collect = dofile("spec/helpers/ptx_collect.lua")
+local collect = dofile("spec/helpers/ir_collect.lua")
 
 local core = weft._core
 local have_nvrtc = core.cuda_nvrtc_version and core.cuda_nvrtc_version() ~= nil
@@ -57,6 +68,9 @@ local function writeall(path, s)
 end
 
 -- The ptxas program of the toolkit, or nil.
+-- cuda_source options of release mode, as launches use them.
+local RELEASE = { checks = true }
+
 local function find_ptxas()
   for _, home in ipairs { os.getenv("CUDA_HOME") or "", "/usr/local/cuda" } do
     local p = home .. "/bin/ptxas"
@@ -65,21 +79,40 @@ local function find_ptxas()
   return nil
 end
 
--- The unique modules of the suite, with the first kernel that made each.
-local function unique_modules(list)
-  local seen, out = {}, {}
-  for _, e in ipairs(list) do
-    local ok, text = pcall(core.ir, e.module)
-    if ok and not seen[text] then
-      seen[text] = true
-      out[#out + 1] = e
-    end
+-- The collected modules: { { label =, file =, text = }, ... } sorted by
+-- file name (a hash: a stable order), or nil and why.
+local function load_modules(dir)
+  if not dir or dir == "" then return nil, "WEFT_IR_SUITE_DIR is not set (see the head of this file)" end
+  local p = io.popen("ls '" .. dir:gsub("'", "'\\''") .. "' 2>/dev/null")
+  local names = {}
+  for n in p:lines() do
+    if n:match("%.ir$") then names[#names + 1] = n end
+  end
+  p:close()
+  table.sort(names)
+  local out = {}
+  for _, n in ipairs(names) do
+    local contents = readall(dir .. "/" .. n) or ""
+    local lab, text = collect.split(contents)
+    out[#out + 1] = { file = n, label = lab or ("module " .. n), text = text or contents }
   end
   return out
 end
 
-local function label(e)
-  return string.format("kernel '%s' (%s)%s", e.name, e.where, e.sig ~= "" and " [" .. e.sig .. "]" or "")
+local function label(e) return e.label end
+
+-- The first line where a and b differ: "line N: <a> / <b>".
+local function first_difference(a, b)
+  local n = 1
+  local ia, ib = 1, 1
+  while true do
+    local la = a:match("^[^\n]*", ia)
+    local lb = b:match("^[^\n]*", ib)
+    if la ~= lb or ia > #a or ib > #b then
+      return string.format("line %d: %q became %q", n, la or "", lb or "")
+    end
+    ia, ib, n = ia + #la + 1, ib + #lb + 1, n + 1
+  end
 end
 
 -- One CUDA C program holding the modules of a batch, each in a namespace
@@ -109,7 +142,47 @@ local function check_module(src, arch)
   return nil
 end
 
-describe("every kernel of the suite on CUDA", function()
+local mods, why = load_modules(os.getenv("WEFT_IR_SUITE_DIR"))
+local parsed = {} -- the modules that came back through the text, for the CUDA check
+
+describe("every kernel module of the suite", function()
+  if not mods then
+    pending(why)
+    return
+  end
+
+  it("was collected by the spec run", function()
+    assert(#mods > 0, "no modules in WEFT_IR_SUITE_DIR: the spec run compiled no kernel, or "
+           .. "spec/helpers/ir_collect.lua was not its busted helper")
+  end)
+
+  it("parses back from its IR text, verifies and prints the same text (" .. #mods .. " modules)", function()
+    local failures = {}
+    for _, e in ipairs(mods) do
+      local ok, m = pcall(core.ir_parse, e.text)
+      if not ok then
+        failures[#failures + 1] = e.label .. ": " .. tostring(m)
+      else
+        local again = core.ir(m)
+        if again ~= e.text then
+          failures[#failures + 1] = e.label .. ": printed differently after parsing, "
+                                    .. first_difference(e.text, again)
+        else
+          parsed[#parsed + 1] = { label = e.label, module = m }
+        end
+      end
+    end
+    if #failures > 0 then
+      error(#failures .. " module(s) do not round-trip:\n" .. table.concat(failures, "\n"), 0)
+    end
+  end)
+end)
+
+describe("every kernel module of the suite on CUDA", function()
+  if not mods then
+    pending(why)
+    return
+  end
   if not have_nvrtc then
     pending("NVRTC not found")
     return
@@ -118,17 +191,11 @@ describe("every kernel of the suite on CUDA", function()
     pending("WEFT_PTX_SUITE_ARCHS names no architecture")
     return
   end
-  local list = collect.list()
-  if not list or #list == 0 then
-    pending("no kernels collected: run the whole suite (busted spec/)")
-    return
-  end
 
-  local mods = unique_modules(list)
   local result -- filled by the first test, read by the second
 
-  it("compiles to PTX for sm_" .. table.concat(ARCHS, ", sm_") .. " and assembles (" .. #mods
-     .. " modules of " .. #list .. " compiled)", function()
+  it("compiles to PTX for sm_" .. table.concat(ARCHS, ", sm_") .. " and assembles", function()
+    assert(#parsed > 0, "no module came back through the text (see the round-trip test)")
     local cpu0, wall0 = os.clock(), os.time()
     result = { failures = {}, rejected = {}, adjoints = 0, entries = 0 }
     local function failed(msg) result.failures[#result.failures + 1] = msg end
@@ -136,8 +203,9 @@ describe("every kernel of the suite on CUDA", function()
     -- emit: the forward module first (a failed adjoint may leave the module
     -- unusable), then with the adjoint entry when autodiff succeeds
     local items = {}
-    for _, e in ipairs(mods) do
-      local ok, src, entries = pcall(core.cuda_source, e.module)
+    for _, e in ipairs(parsed) do
+      -- release mode (the default): the code with its bounds checks
+      local ok, src, entries = pcall(core.cuda_source, e.module, RELEASE)
       if not ok then
         if expected(src) then
           result.rejected[#result.rejected + 1] = { label = label(e), msg = tostring(src) }
@@ -146,7 +214,7 @@ describe("every kernel of the suite on CUDA", function()
         end
       else
         if pcall(core.adjoint, e.module) then
-          local ok2, src2, entries2 = pcall(core.cuda_source, e.module)
+          local ok2, src2, entries2 = pcall(core.cuda_source, e.module, RELEASE)
           if ok2 then
             src, entries = src2, entries2
             result.adjoints = result.adjoints + 1

@@ -296,11 +296,28 @@ static void collect_type(sbuf *s, tset *ts, const wf_type *t) {
   if (t && t->kind == WF_T_STRUCT) decl_struct(s, ts, t);
 }
 
+static void collect_val(sbuf *s, tset *ts, const wf_func *fn, wf_val v) {
+  if (v >= 0 && v < fn->nvals) collect_type(s, ts, fn->vals[v].type);
+}
+
+/* Only the values the text defines: a value a pass dropped keeps its slot
+** in fn->vals, and its struct must not be declared (the parsed text would
+** not declare it again, breaking the round trip). */
+static void collect_block(sbuf *s, tset *ts, const wf_func *fn, const wf_block *bl) {
+  if (!bl) return;
+  for (int i = 0; i < bl->nparams; i++) collect_val(s, ts, fn, bl->params[i]);
+  for (const wf_inst *in = bl->first; in; in = in->next) {
+    for (int k = 0; k < in->nres; k++) collect_val(s, ts, fn, in->res[k]);
+    for (int k = 0; k < in->nblocks; k++) collect_block(s, ts, fn, in->blocks[k]);
+  }
+}
+
 static void collect_structs(sbuf *s, const wf_module *m) {
   tset ts = {0};
   for (int f = 0; f < m->nfuncs; f++) {
     const wf_func *fn = m->funcs[f];
-    for (int i = 0; i < fn->nvals; i++) collect_type(s, &ts, fn->vals[i].type);
+    for (int i = 0; i < fn->nparams; i++) collect_val(s, &ts, fn, fn->params[i]);
+    collect_block(s, &ts, fn, fn->body);
     for (int i = 0; i < fn->nret; i++) collect_type(s, &ts, fn->rettypes[i]);
   }
   if (ts.n) wf_sb_puts(s, "\n");

@@ -5,6 +5,24 @@
 */
 #include "runtime/core.h"
 
+/* core.ir_parse(text) -> module: IR text (as core.ir prints it) parsed back
+** into a module with its own types and verified. Raises "ir_parse: ..."
+** with the parser's line:col or the verifier's message. Tools check with
+** it that every module the front end makes survives the text round trip. */
+static int l_ir_parse(lua_State *L) {
+  const char *text = luaL_checkstring(L, 1);
+  char err[1024];
+  /* the userdata first: its __gc frees the module if an error follows */
+  wf_modud *u = (wf_modud *)lua_newuserdata(L, sizeof *u);
+  u->mod = NULL;
+  luaL_getmetatable(L, WF_MODULE_MT);
+  lua_setmetatable(L, -2);
+  u->mod = wf_ir_parse(text, NULL, err, sizeof err);
+  if (!u->mod) return luaL_error(L, "ir_parse: %s", err);
+  if (wf_ir_verify(u->mod, err, sizeof err) != 0) return luaL_error(L, "ir_parse: verify: %s", err);
+  return 1;
+}
+
 int luaopen_weft_core(lua_State *L) {
   lua_newtable(L);
   int t = lua_gettop(L);
@@ -13,6 +31,8 @@ int luaopen_weft_core(lua_State *L) {
   wf_cuda_register(L, t);
   wf_ad_register(L, t);
   wf_info_register(L, t);
+  lua_pushcfunction(L, l_ir_parse); /* after front: it made WF_MODULE_MT */
+  lua_setfield(L, t, "ir_parse");
   lua_pushinteger(L, WEFT_ABI_VERSION);
   lua_setfield(L, t, "abi");
   return 1;
