@@ -188,6 +188,31 @@ describe("bounds checks in release mode", function()
     assert.same({ 5, 5, 5, 5 }, x:totable())
   end)
 
+  it("checks the rows of a matrix-vector product once per launch", function()
+    local mv = weft.kernel{ m = A(f32, 2), v = A(f32), y = A(f32), n = i32, function(m, v, y, n)
+      local i = weft.tid()
+      local row = m[i]
+      local acc = 0.0
+      for j = 0, n - 1 do
+        acc = acc + row[j] * v[j] -- matvec
+      end
+      y[i] = acc
+    end }
+    local m = weft.array({ { 1, 2, 3 }, { 4, 5, 6 } }, f32)
+    local v, y = weft.array({ 1, 1, 2 }, f32), weft.zeros(2)
+    weft.launch(mv, 2, { m, v, y, 3 })
+    assert.same({ 9, 21 }, y:totable())
+    assert.equal(0, access_checks(mv))
+    -- a row is as long as m's axis 1
+    assert.equal(oob(line_of("-- matvec"), 3, 1, 3, "m", "mv"),
+                 launch_error(mv, 2, { m, weft.zeros(4), y, 4 }))
+    assert.equal(oob(line_of("-- matvec"), 3, 0, 3, "v", "mv"),
+                 launch_error(mv, 2, { weft.zeros({ 2, 4 }), v, y, 4 }))
+    -- more threads than rows
+    assert.equal(oob(line_of("local row = m[i]"), 2, 0, 2, "m", "mv"),
+                 launch_error(mv, 3, { m, v, weft.zeros(3), 3 }))
+  end)
+
   it("checks loops nested in ifs and loops inside kernels, with offsets", function()
     local k = weft.kernel{ x = A(f32), y = A(f32), n = i32, function(x, y, n)
       local i = weft.tid()

@@ -21,9 +21,16 @@
 **            made of parameters), it is marked hoist: once per launch.
 **
 ** The access keeps its index and gets bit k of its imm (index k covered).
-** Views count: a[i][j] through `view` checks a's axes 0 and 1. Anything
+** Views count: a[i][j] through `view` checks a's axes 0 and 1, and a row
+** taken in the thread (local row = m[i]) is checked as m's axis 1, which
+** every row shares, so the check stays once per launch. Anything
 ** else (indices under an if, computed indices, while loops) keeps its
 ** per-access check, which is cheap but stops LLVM from vectorizing.
+**
+** A hoisted check fails before the loop or launch runs, so its message
+** names the first index out of bounds of that access; when several
+** accesses fail, it names the first in program order (a per-access check
+** names the first to fail in iteration order).
 **
 ** The pass runs last in the pipeline and may run again on a module it has
 ** seen (the autodiff transforms copy instructions with their marks into
@@ -232,12 +239,22 @@ static void range_checks(bstate *S, wf_inst *lp) {
   for (wf_inst *in = body->first; in; in = in->next) {
     if (may_exit(in)) return;
     int n = is_access(in->op) ? nindices(fn, in) : 0;
-    if (!n || defined_in(fn, in->args[0], lp)) continue;
+    if (!n) continue;
+    /* the extents of a view are its root's (rows of a matrix all have the
+    ** same length): check the root */
+    wf_val arr = in->args[0];
+    int depth = 0;
+    while (fn->vals[arr].def && fn->vals[arr].def->op == WF_OP_VIEW && depth < 8) {
+      arr = fn->vals[arr].def->args[0];
+      depth++;
+    }
+    if (defined_in(fn, arr, lp)) continue;
+    const wf_type *at = wf_vtype(fn, arr);
     for (int k = 0; k < n; k++) {
       int64_t c;
-      if (!offset_of(fn, in->args[1 + k], iv, &c)) continue;
-      place(S, lp, in, in->args[0], lp->args[0], lp->args[1],
-            wf_check_imm(k, step < 0 ? WF_CHECK_DOWN : 0, c), lp);
+      if (!offset_of(fn, in->args[1 + k], iv, &c) || depth + k >= at->ndim) continue;
+      place(S, lp, in, arr, lp->args[0], lp->args[1],
+            wf_check_imm(depth + k, step < 0 ? WF_CHECK_DOWN : 0, c), lp);
       in->imm |= (int64_t)1 << k;
     }
   }
