@@ -329,5 +329,21 @@ describe("captured values on the CUDA path", function()
     add = 10.0
     weft.launch(k, 4, { x }, { device = "cuda:0" })
     assert.are.equal(11, x:to("cpu")[3])
+    -- a CUDA graph holds the code of the values it captured: replaying it
+    -- after a change is an error, not a silent replay of the old code
+    weft.capture_begin("cuda:0")
+    weft.launch(k, 4, { x }, { device = "cuda:0" })
+    local g = weft.capture_end()
+    weft.capture_launch(g)
+    weft.synchronize()
+    assert.are.equal(21, x:to("cpu")[3])
+    add = 1.0
+    local ok, err = pcall(weft.capture_launch, g)
+    assert.is_false(ok)
+    assert.matches("values changed since the graph was captured", err, 1, true)
+    add = 10.0
+    weft.capture_launch(g)
+    weft.synchronize()
+    assert.are.equal(31, x:to("cpu")[3])
   end)
 end)

@@ -259,6 +259,10 @@ return function(weft)
   -- (a hook like the tape's), so local copies of weft.launch record too.
   -- g.launches (cpu graphs): the recorded launches { k, dim, inputs, opts }.
   local capturing = nil -- device index being captured (-1: the cpu)
+  -- CUDA captures: the kernels launched ({ k, ker = load_kernel's record }),
+  -- kept by the graph; a replay checks that their captured values did not
+  -- change since (the graph holds the code of those values)
+  local captured = nil
   local Graph = {}
   Graph.__index = Graph
   weft.Graph = Graph
@@ -307,7 +311,7 @@ return function(weft)
       return
     end
     check(C.wf_cuda_capture_begin(rt, n))
-    capturing = n
+    capturing, captured = n, {}
   end
 
   function weft.capture_end()
@@ -322,7 +326,9 @@ return function(weft)
     local g = ffi.new("void *[1]")
     check(C.wf_cuda_capture_end(rt, n, g))
     local h = ffi.gc(g[0], function(p) C.wf_cuda_graph_free(rt, p) end)
-    return setmetatable({ handle = h, device = n }, Graph)
+    local kernels = captured
+    captured = nil
+    return setmetatable({ handle = h, device = n, kernels = kernels }, Graph)
   end
 
   function weft.capture_launch(g)
@@ -341,6 +347,13 @@ return function(weft)
         end
       end
       return
+    end
+    for _, r in ipairs(g.kernels or {}) do
+      if not r.ker.guard() then
+        raise(fmt("weft.capture_launch: kernel '%s' reads names whose values changed since the "
+                  .. "graph was captured; the graph would run the old code (capture it again)",
+                  r.k.name))
+      end
     end
     check(C.wf_cuda_graph_launch(rt, g.device, g.handle))
   end
@@ -471,6 +484,7 @@ return function(weft)
     local mode = weft._mode_index()
     local debug = mode == 2
     local ker = load_kernel(k, n, mode, kind)
+    if captured and capturing == n then captured[#captured + 1] = { k = k, ker = ker } end
     if ker.writes then
       for i, p in ipairs(k.params) do
         local v = args[i]
