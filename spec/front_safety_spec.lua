@@ -161,6 +161,26 @@ describe("the largest vectors and matrices", function()
     assert.are.same({ 64 * 128, 6 * 72, 63 * 4, 64, 41, qp }, run(k, 128, 6))
   end)
 
+  it("64x64 float64 products", function()
+    local V, M = weft.vector(64, f64), weft.matrix(64, 64, f64)
+    local k = weft.kernel{ x = A(f64), y = A(f64), function(x, y)
+      local u = V()
+      for j = 0, 63 do u[j] = x[j] end
+      local a = weft.outer(u, u)
+      local c = a * a
+      y[0] = c[0][0]
+      y[1] = c[63][63]
+      -- constant operands: folded (the folder was quadratic in uses)
+      local d = M(1.0)
+      d[0][0] = x[2]
+      local e = d * M(2.0)
+      y[2] = e[0][0] + e[63][63]
+    end }
+    local s0, s63 = 0, 0
+    for m = 1, 64 do s0 = s0 + m * m; s63 = s63 + 64 * m * m * 64 end
+    assert.are.same({ s0, s63, (3 * 2 + 63 * 2) + 64 * 2 }, run(k, 64, 3))
+  end)
+
   it("matrices built from more than 16 rows", function()
     local M = weft.matrix(20, 2, f64)
     local k = kernel(([==[

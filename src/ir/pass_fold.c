@@ -7,7 +7,8 @@
 **    out-of-range shifts are left to run time), float + - * / sqrt neg abs
 **    floor ceil round min max sign and comparisons (computed in double and
 **    rounded once to f32, which is exact for these ops), bool logic, casts
-**    between ints and floats (not to bool; float -> int only when in range);
+**    between ints and floats (not to bool; float -> int truncates and
+**    saturates, NaN -> 0, as both backends convert at run time);
 **    transcendental functions are left alone (libm results differ by target).
 **    f16 results are never folded.
 **  - identities that hold for every input, NaN and -0 included:
@@ -19,9 +20,14 @@
 **    and with another index -> extract(a, j).
 **  - if with a constant condition -> the taken block, spliced in place.
 ** Folding turns the instruction itself into a CONST (its value keeps its
-** number), so uses need no rewriting.
+** number), so uses need no rewriting. An instruction replaced by another
+** value is recorded in a forwarding map, applied to each instruction's
+** operands as the walk reaches it (definitions come before uses) and to
+** the whole function after each round: rewriting every use at once made
+** the pass quadratic (a 32x32 constant matrix product took 9 s).
 */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
 
@@ -30,7 +36,41 @@
 typedef struct fstate {
   wf_func *fn;
   int changed;
+  wf_val *fwd; /* fwd[v]: the value that replaces v (v itself if none); NULL: no map */
+  int nfwd;
 } fstate;
+
+/* The value v stands for now (following the forwarding map). */
+static wf_val resolve(fstate *F, wf_val v) {
+  if (!F->fwd || v < 0 || v >= F->nfwd) return v;
+  wf_val r = v;
+  while (F->fwd[r] != r) r = F->fwd[r];
+  while (F->fwd[v] != r) { /* shorten the chain for the next lookup */
+    wf_val n = F->fwd[v];
+    F->fwd[v] = r;
+    v = n;
+  }
+  return r;
+}
+
+static void resolve_args(fstate *F, wf_inst *in) {
+  for (int k = 0; k < in->nargs; k++) in->args[k] = resolve(F, in->args[k]);
+}
+
+/* Uses of `from` become uses of `to` (through the map when there is one). */
+static void replace(fstate *F, wf_val from, wf_val to) {
+  if (F->fwd && from >= 0 && from < F->nfwd) F->fwd[from] = resolve(F, to);
+  else wf_replace_uses(F->fn, from, to);
+}
+
+/* Applies the forwarding map to every operand in bl. */
+static void resolve_block(fstate *F, wf_block *bl) {
+  for (wf_inst *in = bl->first; in; in = in->next) {
+    resolve_args(F, in);
+    for (int k = 0; k < in->nblocks; k++)
+      if (in->blocks[k]) resolve_block(F, in->blocks[k]);
+  }
+}
 
 static wf_inst *def(fstate *F, wf_val v) { return F->fn->vals[v].def; }
 static const wf_type *ty(fstate *F, wf_val v) { return F->fn->vals[v].type; }
@@ -77,7 +117,7 @@ static void make_const(fstate *F, wf_inst *in, int64_t imm, double fimm) {
 
 /* Replaces the single result of `in` by v and removes `in`. */
 static void forward(fstate *F, wf_inst *in, wf_val v) {
-  wf_replace_uses(F->fn, in->res[0], v);
+  replace(F, in->res[0], v);
   wf_inst_unlink(in);
   F->changed = 1;
 }
@@ -334,7 +374,7 @@ static int fold_if(fstate *F, wf_inst *in) {
     wf_inst_unlink(i);
     wf_inst_insert_before(in, i);
   }
-  for (int k = 0; k < in->nres; k++) wf_replace_uses(F->fn, in->res[k], y->args[k]);
+  for (int k = 0; k < in->nres; k++) replace(F, in->res[k], y->args[k]);
   wf_inst_unlink(in);
   F->changed = 1;
   return 1;
@@ -343,8 +383,10 @@ static int fold_if(fstate *F, wf_inst *in) {
 static void fold_block(fstate *F, wf_block *bl) {
   for (wf_inst *in = bl->first, *nx; in; in = nx) {
     nx = in->next;
+    resolve_args(F, in);
     for (int k = 0; k < in->nblocks; k++)
       if (in->blocks[k]) fold_block(F, in->blocks[k]);
+    resolve_args(F, in);
     if (in->op == WF_OP_IF) {
       fold_if(F, in);
       continue;
@@ -356,12 +398,17 @@ static void fold_block(fstate *F, wf_block *bl) {
 
 void wf_pass_fold(wf_module *m) {
   for (int f = 0; f < m->nfuncs; f++) {
-    fstate F = {m->funcs[f], 0};
+    fstate F = {m->funcs[f], 0, NULL, 0};
     wf_func_fix_parents(F.fn);
+    F.nfwd = F.fn->nvals;
+    F.fwd = malloc(sizeof(wf_val) * (size_t)(F.nfwd > 0 ? F.nfwd : 1));
+    for (int v = 0; F.fwd && v < F.nfwd; v++) F.fwd[v] = v;
     for (int round = 0; round < 8; round++) {
       F.changed = 0;
       fold_block(&F, F.fn->body);
+      if (F.fwd) resolve_block(&F, F.fn->body);
       if (!F.changed) break;
     }
+    free(F.fwd);
   }
 }
