@@ -738,6 +738,26 @@ describe("cuda debug mode", function()
     assert.matches(msg, cpu_release(4, weft.zeros(5), weft.zeros({ 4, 1 })), 1, true)
   end)
 
+  it("checks loop ranges in release mode as the cpu does", function()
+    local sum = weft.kernel{ x = weft.array(weft.float32), s = weft.array(weft.float32),
+      n = weft.int32, function(x, s, n)
+        local i = weft.tid()
+        local acc = 0.0
+        for j = n - 1, 0, -1 do acc = acc + x[j + 1] end
+        s[i] = acc
+      end }
+    local s = weft.zeros(2)
+    local _, msg = shim.run(weft, sum, 2, { weft.array({ 1, 2, 3 }, weft.float32), s, 2 },
+                            { checks = true })
+    assert.is_nil(msg)
+    assert.same({ 5, 5 }, s:totable())
+    _, msg = shim.run(weft, sum, 2, { weft.array({ 1, 2, 3 }, weft.float32), s, 3 }, { checks = true })
+    assert.matches("index 3 out of bounds for axis 0 with size 3 in array 'x' of kernel 'sum'", msg, 1, true)
+    local ok, err = pcall(weft.launch, sum, 2, { weft.array({ 1, 2, 3 }, weft.float32), s, 3 })
+    assert.is_false(ok)
+    assert.equal(msg, tostring(err))
+  end)
+
   it("reports integer division by zero", function()
     local x = weft.array({ 7, -7, 9 }, weft.int32)
     local _, msg = shim.run(weft, div, 3, { x, 0 }, { debug = true })
