@@ -160,24 +160,27 @@ typedef struct bstate {
   int n, cap;
 } bstate;
 
-/* Places `check arr, a [, b]` before `before` unless an equal one is there. */
-static void place(bstate *S, wf_inst *before, const wf_inst *access, wf_val arr, wf_val a, wf_val b,
-                  int64_t imm, wf_inst *key) {
+/* Places `check arr, a [, b]` before `before` unless an equal one is
+** there. 0 when out of memory: the access then keeps its own check. */
+static int place(bstate *S, wf_inst *before, const wf_inst *access, wf_val arr, wf_val a, wf_val b,
+                 int64_t imm, wf_inst *key) {
   for (int i = 0; i < S->n; i++)
-    if (S->p[i].at == key && S->p[i].arr == arr && S->p[i].idx == a && S->p[i].imm == imm) return;
+    if (S->p[i].at == key && S->p[i].arr == arr && S->p[i].idx == a && S->p[i].imm == imm) return 1;
+  wf_val args[3] = {arr, a, b};
+  wf_inst *c = wf_inst_new(S->fn, WF_OP_CHECK, b == WF_NOVAL ? 2 : 3, args, 0, NULL, 0);
+  if (!c) return 0;
+  c->imm = imm;
+  c->loc = access->loc;
+  wf_inst_insert_before(before, c);
   if (S->n == S->cap) {
     int nc = S->cap ? S->cap * 2 : 16;
     placed *np = realloc(S->p, sizeof *np * (size_t)nc);
-    if (!np) return; /* no record: at worst a duplicate check */
+    if (!np) return 1; /* not recorded: at worst a second equal check */
     S->p = np;
     S->cap = nc;
   }
   S->p[S->n++] = (placed){key, arr, a, imm};
-  wf_val args[3] = {arr, a, b};
-  wf_inst *c = wf_inst_new(S->fn, WF_OP_CHECK, b == WF_NOVAL ? 2 : 3, args, 0, NULL, 0);
-  c->imm = imm;
-  c->loc = access->loc;
-  wf_inst_insert_before(before, c);
+  return 1;
 }
 
 /* Is v the same for every thread: computed by pure operations (no tid,
@@ -220,8 +223,8 @@ static void launch_checks(bstate *S) {
       int64_t c;
       wf_val t = tid_base(fn, in->args[1 + k], &c);
       if (t == WF_NOVAL || depth + k >= rt->ndim) continue;
-      place(S, in, in, root, t, WF_NOVAL, wf_check_imm(depth + k, WF_CHECK_LAUNCH, c), NULL);
-      in->imm |= (int64_t)1 << k;
+      if (place(S, in, in, root, t, WF_NOVAL, wf_check_imm(depth + k, WF_CHECK_LAUNCH, c), NULL))
+        in->imm |= (int64_t)1 << k;
     }
   }
 }
@@ -253,9 +256,9 @@ static void range_checks(bstate *S, wf_inst *lp) {
     for (int k = 0; k < n; k++) {
       int64_t c;
       if (!offset_of(fn, in->args[1 + k], iv, &c) || depth + k >= at->ndim) continue;
-      place(S, lp, in, arr, lp->args[0], lp->args[1],
-            wf_check_imm(depth + k, step < 0 ? WF_CHECK_DOWN : 0, c), lp);
-      in->imm |= (int64_t)1 << k;
+      if (place(S, lp, in, arr, lp->args[0], lp->args[1],
+                wf_check_imm(depth + k, step < 0 ? WF_CHECK_DOWN : 0, c), lp))
+        in->imm |= (int64_t)1 << k;
     }
   }
 }
