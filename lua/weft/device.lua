@@ -390,8 +390,8 @@ return function(weft)
                   .. "give it a type", k.name, p.name))
       end
     end
-    local e = k:_entry()
-    local mod, want = e.module, nil
+    local ent = k:_entry()
+    local mod, want = ent.module, nil
     if kind then
       local ok, m, name = pcall(weft._derived_module, kind, k, mod, nil, mode == 2)
       if not ok then error(m, 0) end
@@ -418,7 +418,7 @@ return function(weft)
     -- writes: the forward kernel's written array parameters (derived
     -- launches check theirs in lua/weft/tape.lua)
     per[key] = { module = m[0], fn = f[0], image = image, writes = not kind and core.writes(mod),
-                 guard = e.guard }
+                 guard = ent.guard }
     return per[key]
   end
 
