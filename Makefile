@@ -19,7 +19,7 @@ PY_BENCH_PKGS ?= warp-lang
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 1200
 
-.PHONY: all deps deps-bench build run test test-lua test-c test-python bench clean format fuzz
+.PHONY: all deps deps-bench build run test test-lua test-c test-python bench clean format lint fuzz
 
 all: build
 
@@ -46,6 +46,10 @@ fuzz: deps
 
 bench: build deps-bench
 	@scripts/run-bench $(BUILD)
+
+# Static checks of the Lua layer (settings in .luacheckrc).
+lint:
+	luacheck lua/
 
 format:
 	clang-format -i include/*.h src/*/*.c src/*/*.h examples/*.c tests/c/*.c

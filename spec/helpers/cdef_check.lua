@@ -114,7 +114,7 @@ end
 function M.parse(decls)
   local out = {}
   for _, st in ipairs(statements(decls)) do
-    local t, d = st.text, nil
+    local t, d = st.text
     if st.err then
       d = { kind = "error", msg = st.err }
     elseif t:find("{", 1, true) then
