@@ -248,6 +248,9 @@ describe("integer literals and conversions", function()
     assert.truthy(compile_error(ku):find("cannot use the number 256 as uint8 (out of range 0..255)", 1, true))
     local kn = weft.kernel{ x = A(weft.uint32), function(x) x[0] = x[1] - (-1) end }
     assert.truthy(compile_error(kn):find("cannot use the number -1 as uint32", 1, true))
+    -- a finite float literal that would become inf
+    local kf = weft.kernel{ x = A(weft.float16), function(x) x[0] = x[1] + 65520 end }
+    assert.truthy(compile_error(kf):find("cannot use the number 65520 as float16 (out of range)", 1, true))
     -- the largest values that fit still work
     local ok = weft.kernel{ x = A(i32), y = A(weft.uint64), function(x, y)
       x[0] = x[0] + 2147483647
@@ -258,6 +261,13 @@ describe("integer literals and conversions", function()
     weft.launch(ok, 1, { x, y })
     assert.are.same({ 2147483647, -2147483648 }, x:totable())
     assert.are.equal(18446744073709549568, tonumber(y:totable()[1]))
+    local okf = weft.kernel{ x = A(f32), function(x)
+      x[0] = 3.40282356e38
+      x[1] = -math.huge
+    end }
+    local xf = weft.zeros(2, f32)
+    weft.launch(okf, 1, { xf })
+    assert.are.same({ 3.4028234663852886e38, -math.huge }, xf:totable())
   end)
 
   -- weft.int32(c) of a constant gives what the same conversion gives at

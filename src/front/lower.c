@@ -192,7 +192,13 @@ static wf_val lit_as(wf_fstate *F, wf_rv *r, const wf_type *t, wf_expr *at) {
     check_int_fits(F, r->num, t, at);
     return wf_b_consti(&F->b, t, int_bits(r->num));
   }
-  if (t->kind == WF_T_FLOAT) return wf_b_constf(&F->b, t, r->num);
+  if (t->kind == WF_T_FLOAT) {
+    /* a finite literal past the type's largest value would become inf */
+    double max = t->bits == 16 ? 65519.99 : t->bits == 32 ? 0x1.fffffefffffffp127 : INFINITY;
+    if (isfinite(r->num) && fabs(r->num) > max)
+      ERR(at, "cannot use the number %s as %s (out of range)", numtext(F, r->num), TN(t));
+    return wf_b_constf(&F->b, t, r->num);
+  }
   if (is_agg(t) && t->kind != WF_T_STRUCT) ERR(at, "cannot use the number %g as %s", r->num, TN(t));
   ERR(at, "cannot use a number as %s", TN(t));
 }
