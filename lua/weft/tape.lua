@@ -407,8 +407,57 @@ return function(weft)
 
   local function grad_or_nil(a) return is_array(a) and a.grad or nil end
 
+  -- The argument of launch l for parameter p (1-based).
+  local function arg_of(l, p)
+    local nin = #l.inputs
+    return p <= nin and l.inputs[p] or l.outputs[p - nin]
+  end
+
+  -- The parameters (1-based) whose element values launch l's adjoint reads
+  -- and those its kernel writes (core.adjoint_uses), cached with the
+  -- adjoint. nil when they cannot be had (the adjoint launch then raises
+  -- its own error).
+  local function launch_uses(l)
+    local k = l.k
+    local ok, r, w = pcall(function()
+      local types = {}
+      for i, p in ipairs(k.params) do types[i] = p.type or arg_type(arg_of(l, i)) end
+      local dmod, _, pk = derived_module("adj", k, l.mod or k:_module(types), types, false)
+      if not pk.uses then pk.uses = { core.adjoint_uses(dmod, k.name) } end
+      return pk.uses[1], pk.uses[2]
+    end)
+    if ok then return r, w end
+  end
+
+  -- A launch's adjoint replays its reads after the whole tape ran, so an
+  -- array whose values it needs must not be written by a later launch
+  -- (x[i] = f(x[i]) stepped in place): that would be a wrong gradient,
+  -- so backward refuses it before running any adjoint.
+  local function check_overwrites(tape)
+    local later = {} -- array -> the nearest later launch writing it
+    for i = #tape.launches, 1, -1 do
+      local l = tape.launches[i]
+      local reads, writes = launch_uses(l)
+      for _, p in ipairs(reads or {}) do
+        local a = arg_of(l, p)
+        local j = is_array(a) and later[a]
+        if j then
+          raise("tape:backward: launch %d ('%s') needs the values of '%s' for its gradient, but "
+                .. "launch %d ('%s') overwrote that array afterwards (write the later result to "
+                .. "another array)", i, kname(l.k), l.k.params[p].name, j,
+                kname(tape.launches[j].k))
+        end
+      end
+      for _, p in ipairs(writes or {}) do
+        local a = arg_of(l, p)
+        if is_array(a) then later[a] = i end
+      end
+    end
+  end
+
   -- Replays the recorded launches backwards with their adjoints.
   local function sweep(tape)
+    check_overwrites(tape)
     for i = #tape.launches, 1, -1 do
       local l = tape.launches[i]
       local ai, ao = {}, {}

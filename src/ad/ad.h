@@ -43,6 +43,7 @@
 #define WF_AD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ir/ir.h"
 
@@ -76,6 +77,12 @@ WF_IR_INTERNAL int wf_ad_inline_plain(wf_module *m, char *err, size_t n);
 ** m->funcs[kernel_index] (see jvp.c): the primal parameters, then one
 ** tangent array per array parameter. Same conventions as wf_ad_kernel. */
 WF_IR_INTERNAL int wf_ad_jvp(wf_module *m, int kernel_index, char *err, size_t n);
+
+/* Marks the array parameters p < n whose elements fn loads (loads[p] = 1)
+** and writes with stores or atomics (writes[p] = 1), through views (check.c).
+** On an optimized adjoint kernel, loads of its first n parameters (the
+** primal arrays) are the primal values its gradient depends on. */
+WF_IR_INTERNAL void wf_ad_param_uses(const wf_func *fn, int n, uint8_t *loads, uint8_t *writes);
 
 /* Adds core.adjoint(moduleud [, kernel]) to the core table at index t. */
 WF_IR_INTERNAL void wf_ad_register(struct lua_State *L, int t);

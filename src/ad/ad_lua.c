@@ -18,6 +18,7 @@
 ** Lua errors "chunk:line: autodiff: ...". WEFT_DUMP containing "ad" prints
 ** the new kernel's IR.
 */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,7 +92,45 @@ static int l_jvp(lua_State *L) {
   return transform(L, jvp_named, "jvp_");
 }
 
+/* A Lua list of the 1-based indices i < n with flag[i] set. */
+static void push_indices(lua_State *L, const uint8_t *flag, int n) {
+  lua_createtable(L, 0, 0);
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    if (flag[i]) {
+      lua_pushinteger(L, i + 1);
+      lua_rawseti(L, -2, ++k);
+    }
+}
+
+/* reads, writes = core.adjoint_uses(module [, kernel]): after core.adjoint,
+** the kernel's parameters (1-based) whose element values its adjoint reads
+** (after optimization: what the gradient really depends on), and those the
+** kernel itself writes. The tape uses them to refuse a launch whose
+** adjoint would read an array that a later launch overwrote. */
+static int l_adjoint_uses(lua_State *L) {
+  wf_module *m = wf_core_checkmodule(L, 1);
+  int k = kernel_arg(L, m, 2);
+  const wf_func *pf = m->funcs[k];
+  char name[256];
+  snprintf(name, sizeof name, "adj_%s", pf->name);
+  int a = wf_module_find(m, name);
+  if (a < 0) return luaL_error(L, "autodiff: the module holds no adjoint of '%s'", pf->name);
+  int n = pf->nparams;
+  uint8_t *f = calloc((size_t)(3 * n + 1), 1);
+  if (!f) return luaL_error(L, "autodiff: out of memory");
+  /* reads: the adjoint's loads; writes: the primal's (f + 2n: ignored) */
+  wf_ad_param_uses(m->funcs[a], n, f, f + 2 * n);
+  wf_ad_param_uses(pf, n, f + 2 * n, f + n);
+  push_indices(L, f, n);
+  push_indices(L, f + n, n);
+  free(f);
+  return 2;
+}
+
 void wf_ad_register(lua_State *L, int t) {
+  lua_pushcfunction(L, l_adjoint_uses);
+  lua_setfield(L, t, "adjoint_uses");
   lua_pushcfunction(L, l_adjoint);
   lua_setfield(L, t, "adjoint");
   lua_pushcfunction(L, l_jvp);

@@ -359,3 +359,20 @@ void wf_ad_check_stale(wf_adctx *A) {
                (int)ld->loc.line);
   }
 }
+
+/* ---- which array parameters a function reads and writes ---- */
+static void uses_walk(const wf_func *fn, const wf_block *bl, int n, uint8_t *loads,
+                      uint8_t *writes) {
+  for (const wf_inst *in = bl->first; in; in = in->next) {
+    if (in->op == WF_OP_LOAD || is_write(in)) {
+      int r = resolve(fn, in, nidx_of(in)).root;
+      if (r >= 0 && r < n) (in->op == WF_OP_LOAD ? loads : writes)[r] = 1;
+    }
+    for (int k = 0; k < in->nblocks; k++)
+      uses_walk(fn, in->blocks[k], n, loads, writes);
+  }
+}
+
+void wf_ad_param_uses(const wf_func *fn, int n, uint8_t *loads, uint8_t *writes) {
+  uses_walk(fn, fn->body, n, loads, writes);
+}
