@@ -35,7 +35,9 @@
 -- kernel 'k' overwrites an element of array 'x' that it read earlier at
 -- line N; ..." in every mode (src/ad/check.c). Linear updates such as
 -- y[i] = y[i] * 2 + x[i] need no value and are fine; a read after a store
--- of the same element replays the stored value.
+-- of the same element replays the stored value. Across launches likewise:
+-- tape:backward refuses a recorded launch whose adjoint needs the values
+-- of an array that a later recorded launch writes (it names both).
 --
 -- Adjoint launches.
 --   weft._launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs)
