@@ -46,6 +46,16 @@ describe("long source lines", function()
     assert.are.equal(math.floor(N / 6), x:totable()[1])
   end)
 
+  it("show a window of a long line with the caret under the error", function()
+    local k = load_kernel("local weft = ...\nreturn weft.kernel{ x = weft.array(weft.float32), "
+      .. "function(x) x[0] = 0.0" .. string.rep(" + 1.0", N / 6) .. " + weft.vec3() end }\n")
+    local err = compile_error(k)
+    local src, caret = err:match("\n([^\n]*)\n([^\n]*)$")
+    assert.truthy(#src <= 403 and src:sub(1, 3) == "...", src)
+    assert.are.equal("^", caret:sub(-1))
+    assert.are.equal("+ weft.vec3()", src:sub(#caret, #caret + 12))
+  end)
+
   it("stop a chain of 2000 fields or calls with a positioned error", function()
     for _, chain in ipairs({ string.rep(".x", 2000), string.rep("()", 2000) }) do
       local k = load_kernel("local weft = ...\nreturn weft.kernel{ x = weft.array(weft.float32), "

@@ -99,15 +99,21 @@ void wf_front_error(wf_fctx *C, const wf_src *src, int line, int col, const char
   }
   size_t e = i;
   while (e < len && t[e] != '\n' && t[e] != '\r') e++;
-  size_t ll = e - i;
+  /* at most 400 characters of a long line: a window around col, marked
+  ** with "..." when it does not start the line */
+  size_t c0 = col > 1 ? (size_t)(col - 1) : 0, ws = 0;
+  if (c0 > 300 && e - i > 400) ws = c0 - 200 < e - i ? c0 - 200 : e - i;
+  const char *more = ws ? "..." : "";
+  size_t ll = e - i - ws;
   if (ll > 400) ll = 400;
   char caret[420];
   int k = 0;
-  for (int c = 1; c < col && k < 400; c++, k++) caret[k] = (i + (size_t)k < e && t[i + k] == '\t') ? '\t' : ' ';
+  if (ws) k = 3, memset(caret, ' ', 3);
+  for (size_t c = ws; c < c0 && k < 410; c++, k++) caret[k] = (i + c < e && t[i + c] == '\t') ? '\t' : ' ';
   caret[k++] = '^';
   caret[k] = 0;
-  lua_pushfstring(C->L, "%s:%d: %s\n%s\n%s", src->chunk ? src->chunk : "?", line, msg,
-                  wf_front_strdup(C, t + i, ll), caret);
+  lua_pushfstring(C->L, "%s:%d: %s\n%s%s\n%s", src->chunk ? src->chunk : "?", line, msg, more,
+                  wf_front_strdup(C, t + i + ws, ll), caret);
   lua_error(C->L);
   for (;;) {
   }
