@@ -359,3 +359,107 @@ describe("bounds checks by mode", function()
     assert.equal("fast", out)
   end)
 end)
+
+-- Random kernels of the shapes the pass handles (tid and loop indices with
+-- offsets, loops up and down, accesses under ifs, 2-D rows), random array
+-- sizes, bounds and launch dims: release mode fails exactly when debug mode
+-- does (on the same array), and otherwise computes the same values, as does
+-- fast mode.
+describe("bounds checks agree with debug mode on random kernels", function()
+  after_each(function() weft.config.mode = "release" end)
+
+  local seed = 20261125
+  local function rnd(lo, hi)
+    seed = (seed * 1103515245 + 12345) % 2147483648
+    return lo + seed % (hi - lo + 1)
+  end
+  local function off(c)
+    return c == 0 and "" or c > 0 and (" + " .. c) or (" - " .. -c)
+  end
+
+  -- One random kernel source (a function of weft returning the kernel) and
+  -- whether it is 2-D.
+  local function make()
+    local c1, c2, c3 = rnd(-2, 2), rnd(-1, 1), rnd(-1, 1)
+    local shape = rnd(1, 5)
+    local body
+    if shape == 1 then
+      body = string.format("y[i%s] = x[i%s]", off(c1), off(c2))
+    elseif shape == 2 then
+      body = string.format([[local acc = 0.0
+      for j = lo, hi do acc = acc + x[j%s] end
+      y[i%s] = acc]], off(c1), off(c2))
+    elseif shape == 3 then
+      body = string.format([[local acc = 0.0
+      for j = hi, lo, -1 do
+        if j %% 2 == 0 then acc = acc + x[j%s] end
+        acc = acc + x[j%s]
+      end
+      y[i] = acc]], off(c1), off(c3))
+    elseif shape == 4 then
+      body = string.format([[if i < hi then y[i%s] = x[i%s] end
+      for j = lo, hi do
+        if j > lo then y[i] = y[i] + x[j%s] end
+      end]], off(c2), off(c1), off(c3))
+    else
+      return string.format([[local weft = ...
+      return weft.kernel{ m = weft.array(weft.float32, 2), x = weft.array(weft.float32),
+        lo = weft.int32, hi = weft.int32, function(m, x, lo, hi)
+          local i, j = weft.tid()
+          local row = m[i%s]
+          local acc = 0.0
+          for k = lo, hi do acc = acc + row[k%s] end
+          row[j%s] = acc + x[j]
+        end }]], off(c3), off(c1), off(c2)), true
+    end
+    return [[local weft = ...
+    return weft.kernel{ x = weft.array(weft.float32), y = weft.array(weft.float32),
+      lo = weft.int32, hi = weft.int32, function(x, y, lo, hi)
+        local i = weft.tid()
+        ]] .. body .. "\n      end }", false
+  end
+
+  local function run(mode, k, two_d, dim, sizes, lo, hi)
+    weft.config.mode = mode
+    local a, b
+    if two_d then
+      a = weft.zeros({ sizes[1], sizes[2] })
+      b = weft.zeros(sizes[3])
+      for q = 0, sizes[3] - 1 do b[q] = q + 1 end
+    else
+      a, b = weft.zeros(sizes[1]), weft.zeros(sizes[2])
+      for q = 0, sizes[1] - 1 do a[q] = q + 1 end
+    end
+    local ok, err = pcall(weft.launch, k, dim, { a, b, lo, hi })
+    return ok, tostring(err), two_d and a:totable() or b:totable()
+  end
+
+  it("on 150 kernels", function()
+    local fails, agree = 0, 0
+    for case = 1, 150 do
+      local src, two_d = make()
+      local k = assert(load(src))(weft)
+      local sizes = { rnd(1, 6), rnd(1, 6), rnd(1, 6) }
+      local dim = two_d and { rnd(1, 4), rnd(1, 4) } or rnd(1, 7)
+      local lo, hi = rnd(-2, 4), rnd(-1, 7)
+      local okd, errd, outd = run("debug", k, two_d, dim, sizes, lo, hi)
+      local okr, errr, outr = run("release", k, two_d, dim, sizes, lo, hi)
+      local what = string.format("case %d: %s\ndim %s sizes %d %d %d lo %d hi %d\ndebug: %s\nrelease: %s",
+                                 case, src, type(dim) == "table" and dim[1] .. "x" .. dim[2] or dim,
+                                 sizes[1], sizes[2], sizes[3], lo, hi, errd, errr)
+      assert.equal(okd, okr, what)
+      if okd then
+        assert.same(outd, outr, what)
+        local okf, _, outf = run("fast", k, two_d, dim, sizes, lo, hi)
+        assert.is_true(okf, what)
+        assert.same(outd, outf, what)
+        agree = agree + 1
+      else
+        assert.matches("out of bounds for axis %d+ with size %d+ in array '%w+' of kernel", errr)
+        fails = fails + 1
+      end
+    end
+    -- both outcomes are well represented
+    assert.is_true(fails > 20 and agree > 20, fails .. " failing, " .. agree .. " running")
+  end)
+end)

@@ -12,8 +12,9 @@
 **            launch of that range against the axis covers them.
 **            `check %x, %t, <axis, launch, c>` goes before the access.
 **   range    x[j + c] at the top level of the body of `for j = lo, hi, s`
-**            with a constant step s = 1 or -1 and x defined outside the
-**            loop: the access runs on every iteration, so checking
+**            with a constant step s = 1 or -1 and x (or the array x is a
+**            view of) defined outside the loop: the access runs on every
+**            iteration, so checking
 **            lo + c .. hi + c before the loop (when it runs) covers it.
 **            `check %x, %lo, %hi, <axis, down if s = -1, c>` goes before
 **            the loop. When every thread runs that check with the same
