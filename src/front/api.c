@@ -109,7 +109,8 @@ void wf_front_error(wf_fctx *C, const wf_src *src, int line, int col, const char
   char caret[420];
   int k = 0;
   if (ws) k = 3, memset(caret, ' ', 3);
-  for (size_t c = ws; c < c0 && k < 410; c++, k++) caret[k] = (i + c < e && t[i + c] == '\t') ? '\t' : ' ';
+  for (size_t c = ws; c < c0 && k < 410; c++, k++)
+    caret[k] = (i + c < e && t[i + c] == '\t') ? '\t' : ' ';
   caret[k++] = '^';
   caret[k] = 0;
   lua_pushfstring(C->L, "%s:%d: %s\n%s%s\n%s", src->chunk ? src->chunk : "?", line, msg, more,

@@ -792,8 +792,8 @@ static wf_val var_value(wf_fstate *F, wf_var *x, const wf_type *t) {
   }
   if (x->islit) {
     if (t->kind == WF_T_INT && x->num != floor(x->num))
-      wf_lo_err(F, F->b.loc.line, F->b.loc.col, "local '%s' holds the number %g here but %s elsewhere",
-                x->name, x->num, TN(t));
+      wf_lo_err(F, F->b.loc.line, F->b.loc.col,
+                "local '%s' holds the number %g here but %s elsewhere", x->name, x->num, TN(t));
     if (t->kind == WF_T_INT) {
       wf_expr here;
       memset(&here, 0, sizeof here);
@@ -2196,7 +2196,10 @@ static void lower_for(wf_fstate *F, wf_stmt *s) {
   /* the loop type: the typed bound, else int32 (float if a literal is;
   ** int64 when an integer literal does not fit int32, so the loop runs
   ** as Lua's would instead of from a wrapped bound) */
-  const wf_type *t = lo.kind == RV_VAL ? lo.t : hi.kind == RV_VAL ? hi.t : st.kind == RV_VAL ? st.t : NULL;
+  const wf_type *t = lo.kind == RV_VAL   ? lo.t
+                     : hi.kind == RV_VAL ? hi.t
+                     : st.kind == RV_VAL ? st.t
+                                         : NULL;
   if (!t) t = (lo.isint && hi.isint && st.isint) ? t_i32(F) : t_f32(F);
   if (t == t_i32(F) && lo.kind != RV_VAL && hi.kind != RV_VAL && st.kind != RV_VAL) {
     wf_rv *b3[3] = {&lo, &hi, &st};

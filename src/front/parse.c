@@ -572,7 +572,7 @@ static int same_params(int n, const char **a, int m, const char *const *b) {
 ** cannot be told apart: that is an error, never a guess.
 ** ---------------------------------------------------------------------- */
 typedef struct cand {
-  wf_lex at;        /* the lexer at the candidate's 'function' token */
+  wf_lex at;           /* the lexer at the candidate's 'function' token */
   int endline, endcol; /* its 'end' (endline 0: not closed) */
   int lpline, lpcol;   /* its '(' */
   int n, is_method;    /* parameters, -1 when not a list of names */
@@ -736,14 +736,15 @@ static int same_tokens(const cand *a, const cand *b) {
         (s->slen != t->slen || (s->str && t->str && memcmp(s->str, t->str, s->slen))))
       return 0;
     if (s->tok == TK_EOF) return 1;
-    if (s->line == a->endline && s->col == a->endcol) return t->line == b->endline && t->col == b->endcol;
+    if (s->line == a->endline && s->col == a->endcol)
+      return t->line == b->endline && t->col == b->endcol;
     wf_lex_next(&x);
     wf_lex_next(&y);
   }
 }
 
-wf_funcast *wf_parse_function(wf_fctx *C, const wf_src *src, int nparams,
-                              const char *const *pnames, int fnidx) {
+wf_funcast *wf_parse_function(wf_fctx *C, const wf_src *src, int nparams, const char *const *pnames,
+                              int fnidx) {
   P ps, *p = &ps;
   memset(p, 0, sizeof ps);
   p->C = C;
