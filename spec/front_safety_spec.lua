@@ -396,6 +396,12 @@ describe("several functions on one line", function()
     assert.is_function(va); assert.is_function(va2)
   end)
 
+  it("a 90k-character line of 3000 look-alikes before the kernel", function()
+    local src = "local weft = ...\nlocal fs = {" .. string.rep(" function(x) x[0] = 42.0 end,", 3000)
+      .. " }; return weft.kernel{ x = weft.array(weft.float32), function(x) x[0] = 9.0 end }\n"
+    assert.are.equal(9, run(assert(loadstring(src))(weft)))
+  end)
+
   it("identical functions on one line are the same kernel", function()
     local h = function(x) x[0] = 8.0 end; local k = weft.kernel{ x = A(f32), function(x) x[0] = 8.0 end }
     assert.are.equal(8, run(k))

@@ -574,10 +574,14 @@ static int same_params(int n, const char **a, int m, const char *const *b) {
 typedef struct cand {
   wf_lex at;           /* the lexer at the candidate's 'function' token */
   int endline, endcol; /* its 'end' (endline 0: not closed) */
-  int lpline, lpcol;   /* its '(' */
+  size_t endoff, lpoff; /* byte offsets of its 'end' and its '(' */
   int n, is_method;    /* parameters, -1 when not a list of names */
   const char **names;
 } cand;
+
+/* Byte offset of the current token (the lexer's line start is that of
+** the token: tokens but long strings do not span lines). */
+static size_t tok_offset(P *p) { return p->X.linestart + (size_t)(p->X.t.col - 1); }
 
 /* Parameter names after 'function' [funcname] without raising (those
 ** before a '...', which Lua's own list leaves out too): -1 when the list
@@ -595,8 +599,7 @@ static int scan_params(P *p, cand *c) {
     }
   }
   if (TOK != '(') return -1;
-  c->lpline = p->X.t.line;
-  c->lpcol = p->X.t.col;
+  c->lpoff = tok_offset(p);
   next(p);
   if (c->is_method) vpush(p, &v, (void *)"self");
   while (TOK != ')') {
@@ -642,6 +645,7 @@ static int find_candidates(P *p, int line, cand **out) {
         cand *c = cs.v[ci];
         c->endline = p->X.t.line;
         c->endcol = p->X.t.col;
+        c->endoff = tok_offset(p);
         open--;
       }
     }
@@ -691,19 +695,13 @@ static const char match_helper[] =
     "end\n"
     "return true\n";
 
-/* Byte offset of (line, col) in src. */
-static size_t offset_of(const wf_src *src, int line, int col) {
-  return line_offset(src, line) + (size_t)(col - 1);
-}
-
 /* Does candidate c compile to the function at stack index fnidx?
 ** 1 yes, 0 no, -1 unknown (no jit.util, or the check failed). */
 static int cand_matches(P *p, const cand *c, int fnidx) {
   lua_State *L = p->C->L;
   const wf_src *src = p->X.src;
   /* "function(" [self[, ]] then the text from after '(' to 'end' */
-  size_t from = offset_of(src, c->lpline, c->lpcol) + 1;
-  size_t to = offset_of(src, c->endline, c->endcol) + 3;
+  size_t from = c->lpoff + 1, to = c->endoff + 3;
   if (to > src->len || from > to) return -1;
   const char *head = c->is_method ? (c->n > 1 ? "function(self, " : "function(self") : "function(";
   size_t hn = strlen(head);
