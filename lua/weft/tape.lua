@@ -317,8 +317,8 @@ return function(weft)
   --   replaces f in the adjoint kernel's forward replay (needed when f has
   --   side effects such as stores or atomics, which must not run twice; a
   --   replay that reads back what f stored gives the adjoint f's results,
-  --   such as Warp's reversible_increment). Without f:grad, no gradient may
-  --   flow through the call (that is an error).
+  --   such as Warp's reversible_increment). Without f:grad, reverse mode
+  --   differentiates f's body (without redoing its side effects).
   -- The IR-level mechanism is in src/ad (ad.h: "f$grad", "f$replay"); the
   -- kernel compiler compiles these functions when it supports them
   -- (core.front_custom_grad).

@@ -273,7 +273,7 @@ static wf_val addv(wf_adctx *A, const wf_type *t, wf_val x, wf_val y) {
 /* Kernel parameters: their adjoints are never returned (scalars) or go
 ** through the adjoint arrays (arrays), so nothing accumulates into them. */
 static int is_fparam(wf_adctx *A, wf_val v) {
-  return A->pf->vals[v].def == NULL && A->pf->vals[v].block == NULL;
+  return !A->acc_params && A->pf->vals[v].def == NULL && A->pf->vals[v].block == NULL;
 }
 
 void wf_ad_acc(wf_adctx *A, wf_val v, wf_val contrib) {
@@ -428,6 +428,8 @@ static void replay_call(wf_adctx *A, const wf_inst *in) {
     A->map[in->res[j]] = c->res[j];
 }
 
+static void reverse_body(wf_adctx *A, const wf_inst *in);
+
 /* Reverse of a kept call: <f>$grad(args..., adj(results)...) gives the
 ** adjoints of the float args. */
 static void reverse_call(wf_adctx *A, const wf_inst *in) {
@@ -435,16 +437,13 @@ static void reverse_call(wf_adctx *A, const wf_inst *in) {
   for (int j = 0; j < in->nres; j++)
     any |= A->adj[in->res[j]] >= 0;
   if (companion(A->m, (int)in->imm, WF_AD_GRAD_SUFFIX) < 0) {
-    /* a replay function only: fine while no gradient flows through f */
+    /* a replay function only: f's own body is differentiated (its replay
+    ** recomputes what f's adjoint reads), when a gradient flows through f */
     const wf_func *f = A->m->funcs[in->imm];
     int flows = 0;
     for (int j = 0; j < in->nres; j++)
       flows |= A->adj[in->res[j]] >= 0 && !is_zero(A, A->adj[in->res[j]]);
-    if (flows || func_memdiff(f, f->body))
-      wf_ad_fail(A, in,
-                 "autodiff: weft.func '%s' has a replay function and gradients flow through it: "
-                 "give it a custom gradient too (f:grad)",
-                 f->name);
+    if (flows || func_memdiff(f, f->body)) reverse_body(A, in);
     return;
   }
   if (!any) return;
@@ -1459,11 +1458,86 @@ static void build(wf_adctx *A, const char *name) {
 }
 
 static void ctx_free(wf_adctx *A) {
+  if (!A) return;
   for (int i = 0; i < A->nallocs; i++)
     free(A->allocs[i]);
   free(A->allocs);
   free(A->map);
   free(A);
+}
+
+/* A context for differentiating pf (maps sized and cleared), or NULL. */
+static wf_adctx *ctx_new(wf_module *m, wf_func *pf) {
+  wf_adctx *A = calloc(1, sizeof(*A));
+  int32_t np = pf->nvals;
+  wf_val *maps = malloc(sizeof(wf_val) * 6 * (size_t)(np > 0 ? np : 1) + (size_t)np + 1);
+  if (!A || !maps) {
+    free(A);
+    free(maps);
+    return NULL;
+  }
+  A->m = m;
+  A->T = m->types;
+  A->pf = pf;
+  A->np = np;
+  A->map = maps;
+  A->adj = maps + np;
+  A->shadow = maps + 2 * np;
+  A->present = maps + 3 * np;
+  A->stamp_in = maps + 4 * np;
+  A->stamp_seen = maps + 5 * np;
+  A->need = (uint8_t *)(maps + 6 * np);
+  for (int32_t i = 0; i < 4 * np; i++)
+    maps[i] = WF_NOVAL;
+  for (int32_t i = 4 * np; i < 6 * np; i++)
+    maps[i] = 0;
+  memset(A->need, 0, (size_t)np);
+  wf_func_fix_parents(pf);
+  return A;
+}
+
+/* Reverse of a call of f that has a replay function but no custom
+** gradient: f's body is reversed in place, in a context of its own
+** (values of f), emitting into the kernel's adjoint at the current point:
+** f's params are bound to the replayed arguments (arrays to their adjoint
+** arrays), its results seeded with the adjoints of the call's results; the
+** adjoints f's params collect go to the call's arguments. f's replay
+** inside runs without side effects, as the kernel's does; values it would
+** re-read wrongly are checked with the kernel's. */
+static void reverse_body(wf_adctx *A, const wf_inst *in) {
+  wf_func *f = A->m->funcs[in->imm];
+  wf_adctx *B = ctx_new(A->m, f);
+  if (!B) oom(A);
+  B->af = A->af;
+  B->b = A->b;
+  B->root = A->root ? A->root : A;
+  B->acc_params = 1;
+  if (setjmp(B->jb)) { /* pass the error on to the kernel's context */
+    snprintf(A->msg, sizeof A->msg, "%s", B->msg);
+    ctx_free(B);
+    longjmp(A->jb, 1);
+  }
+  for (int k = 0; k < f->nparams && k < in->nargs; k++) {
+    wf_val p = f->params[k], a = in->args[k];
+    B->map[p] = wf_ad_primal(A, a);
+    B->shadow[p] = A->shadow[a];
+    B->present[p] = A->present[a];
+  }
+  wf_ad_memfacts(B);
+  while (need_block(B, f->body)) {
+  }
+  wf_val *seeds = wf_ad_scratch(B, sizeof(wf_val) * (size_t)(in->nres + 1));
+  for (int j = 0; j < in->nres; j++)
+    seeds[j] = A->adj[in->res[j]];
+  reverse_region(B, f->body, NULL, seeds);
+  wf_val *ga = wf_ad_scratch(B, sizeof(wf_val) * (size_t)(in->nargs + 1));
+  for (int k = 0; k < in->nargs; k++)
+    ga[k] = k < f->nparams ? B->adj[f->params[k]] : WF_NOVAL;
+  A->b = B->b;
+  A->b.loc = in->loc;
+  for (int k = 0; k < in->nargs; k++)
+    wf_ad_acc(A, in->args[k], ga[k]);
+  ctx_free(B);
 }
 
 /* Runs build(A, "<prefix><kernel name>") in a fresh context; see
@@ -1481,41 +1555,22 @@ int wf_ad_transform(wf_module *m, int kernel_index, const char *prefix, wf_ad_bu
   }
   size_t nl = strlen(pf->name) + strlen(prefix) + 1;
   char *name = malloc(nl);
-  wf_adctx *A = calloc(1, sizeof(*A));
-  int32_t np = pf->nvals;
-  wf_val *maps = malloc(sizeof(wf_val) * 6 * (size_t)(np > 0 ? np : 1) + (size_t)np + 1);
-  if (!name || !A || !maps) {
-    free(name);
-    free(A);
-    free(maps);
+  if (!name) {
     snprintf(err, n, "autodiff: out of memory");
     return -1;
   }
   snprintf(name, nl, "%s%s", prefix, pf->name);
   if (wf_module_find(m, name) >= 0) {
     free(name);
-    free(A);
-    free(maps);
     return 0;
   }
-  A->m = m;
-  A->T = m->types;
-  A->pf = pf;
-  A->np = np;
+  wf_adctx *A = ctx_new(m, pf);
+  if (!A) {
+    free(name);
+    snprintf(err, n, "autodiff: out of memory");
+    return -1;
+  }
   A->names = names;
-  A->map = maps;
-  A->adj = maps + np;
-  A->shadow = maps + 2 * np;
-  A->present = maps + 3 * np;
-  A->stamp_in = maps + 4 * np;
-  A->stamp_seen = maps + 5 * np;
-  A->need = (uint8_t *)(maps + 6 * np);
-  for (int32_t i = 0; i < 4 * np; i++)
-    maps[i] = WF_NOVAL;
-  for (int32_t i = 4 * np; i < 6 * np; i++)
-    maps[i] = 0;
-  memset(A->need, 0, (size_t)np);
-  wf_func_fix_parents(pf);
   int nf0 = m->nfuncs;
   if (setjmp(A->jb)) {
     if (m->nfuncs > nf0) { /* drop the half-built function */

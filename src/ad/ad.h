@@ -68,8 +68,9 @@ WF_IR_INTERNAL int wf_ad_kernel_named(wf_module *m, int kernel_index, const char
 **     adj_a1, ..., adj_ak = call @"f$grad"(a1, ..., an, adj_r1, ..., adj_rm)
 ** where "f$grad" takes f's params then one adjoint per result (same
 ** types) and returns the adjoints of f's float-typed params, in order.
-** Without "f$grad", no gradient may flow through the call (results with
-** adjoints, or float array elements f reads or writes): that is an error.
+** Without "f$grad" (a replay function only), f's own body is reversed at
+** the call (its replay inside runs without side effects, and a value it
+** would re-read wrongly is an error, as in a kernel).
 ** wf_ir_optimize afterwards inlines these calls like any other. */
 WF_IR_INTERNAL int wf_ad_inline_plain(wf_module *m, char *err, size_t n);
 

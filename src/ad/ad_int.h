@@ -34,9 +34,15 @@ typedef struct wf_adctx {
   wf_val *fwd;           /* load: the stored value the replay uses instead */
   const wf_inst **stale; /* load/atomic result: the write that makes its replay wrong */
   wf_val *sv;            /* adjoint values replayed from stale ones ... */
-  const wf_inst **si;    /* ... and their primal instructions */
+  const wf_inst **si;    /* ... their primal instructions, */
+  const wf_inst **sw;    /* the writes that make them stale */
+  const wf_func **sf;    /* and the functions holding them */
   int nstale, capstale;
   const char *const *names; /* kernel parameter names for messages, or NULL */
+  /* a weft.func body reversed inside the kernel's adjoint (reverse_call):
+  ** its params take adjoints; stale notes go to the kernel's context */
+  struct wf_adctx *root;
+  int acc_params;
   void **allocs;            /* scratch blocks freed when the transform ends */
   int nallocs, capallocs;
   char msg[1024];

@@ -233,20 +233,31 @@ void wf_ad_memfacts(wf_adctx *A) {
 }
 
 void wf_ad_note_stale(wf_adctx *A, wf_val replayed, const wf_inst *primal) {
+  const wf_inst *w = A->stale[primal->res[0]];
+  const wf_func *fn = A->pf;
+  if (A->root) A = A->root; /* a weft.func reversed inside the kernel's adjoint */
   if (A->nstale == A->capstale) {
     int nc = A->capstale ? A->capstale * 2 : 16;
     wf_val *nv = wf_ad_scratch(A, sizeof(wf_val) * (size_t)nc);
     const wf_inst **ni = wf_ad_scratch(A, sizeof(*ni) * (size_t)nc);
+    const wf_inst **nw = wf_ad_scratch(A, sizeof(*nw) * (size_t)nc);
+    const wf_func **nf = wf_ad_scratch(A, sizeof(*nf) * (size_t)nc);
     if (A->nstale) {
       memcpy(nv, A->sv, sizeof(wf_val) * (size_t)A->nstale);
       memcpy(ni, A->si, sizeof(*ni) * (size_t)A->nstale);
+      memcpy(nw, A->sw, sizeof(*nw) * (size_t)A->nstale);
+      memcpy(nf, A->sf, sizeof(*nf) * (size_t)A->nstale);
     }
     A->sv = nv;
     A->si = ni;
+    A->sw = nw;
+    A->sf = nf;
     A->capstale = nc;
   }
   A->sv[A->nstale] = replayed;
-  A->si[A->nstale++] = primal;
+  A->si[A->nstale] = primal;
+  A->sw[A->nstale] = w;
+  A->sf[A->nstale++] = fn;
 }
 
 /* ---- liveness of the adjoint's values (a conservative copy of the
@@ -338,24 +349,29 @@ void wf_ad_check_stale(wf_adctx *A) {
   }
   for (int i = 0; i < A->nstale; i++) {
     if (A->sv[i] < 0 || !live[A->sv[i]]) continue;
-    const wf_inst *ld = A->si[i], *w = A->stale[ld->res[0]];
+    const wf_inst *ld = A->si[i], *w = A->sw[i];
+    const wf_func *fn = A->sf[i];
+    if (fn != A->pf) { /* in a weft.func: its own chunk, its parameter names unknown */
+      A->pf = (wf_func *)fn;
+      A->names = NULL;
+    }
     if (ld->op != WF_OP_LOAD)
       wf_ad_fail(A, ld,
                  "autodiff: the adjoint needs the value %s returned here, which it cannot replay "
                  "(the array holds the updated value by then); compute it in a weft.func with a "
                  "replay function (f:replay)",
                  wf_op_name(ld->op));
-    access a = resolve(A->pf, w, nidx_of(w));
+    access a = resolve(fn, w, nidx_of(w));
     char pname[64];
     if (a.root >= 0 && A->names && A->names[a.root])
       snprintf(pname, sizeof pname, "%s", A->names[a.root]);
     else
       snprintf(pname, sizeof pname, "parameter %d", a.root + 1);
     wf_ad_fail(A, w,
-               "autodiff: kernel '%s' %s an element of array '%s' that it read earlier at line "
+               "autodiff: %s '%s' %s an element of array '%s' that it read earlier at line "
                "%d; the adjoint would replay the new value, so gradients would be wrong (write "
                "the result to another array)",
-               A->pf->name, w->op == WF_OP_STORE ? "overwrites" : "atomically updates", pname,
+               fn->is_kernel ? "kernel" : "weft.func", fn->name, w->op == WF_OP_STORE ? "overwrites" : "atomically updates", pname,
                (int)ld->loc.line);
   }
 }
