@@ -14,7 +14,7 @@ PY_TEST_PKGS ?= numpy pytest torch jax
 PY_BENCH_PKGS ?= warp-lang
 
 # make fuzz: the libFuzzer harnesses (tests/fuzz) in a clang-16 build for
-# FUZZ_SECONDS in all (shared 2:1:1 by front, ir, dlpack); new inputs
+# FUZZ_SECONDS in all (shared by front, gen, ir, dlpack); new inputs
 # collect in $(FUZZ_BUILD)/fuzz-corpus, crashes in $(FUZZ_BUILD)/fuzz-artifacts.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 1200

@@ -6,26 +6,29 @@
 ** spec/fails/ do:
 **     local weft = require "weft"
 **     return weft.kernel{ x = weft.array(weft.float32), function(x) ... end }
-** It runs in a sandbox (weft, math and bit read-only, no io/os/debug/load,
-** an instruction budget, the JIT off so the budget holds) inside one
-** weft_State reused across inputs. The kernel then goes through k:ir(),
-** its adjoint and tangent, k:source("cuda") and k:source("llvm"); one input
-** in four whose IR has no loop is also launched on the CPU in debug mode
-** (bounds checked) over small arrays. Lua errors are expected. Findings:
-** crashes, sanitizer reports, hangs, and these broken invariants (abort):
+** tests/fuzz/driver.lua (fuzz_one) runs it in a sandbox (weft, math and
+** bit read-only, no io/os/debug/load, an instruction budget, the JIT off
+** so the budget holds) inside one weft_State reused across inputs. The
+** kernel then goes through k:ir(), its adjoint and tangent,
+** k:source("cuda") and k:source("llvm"); one input in four (all with
+** WEFT_FUZZ_LAUNCH=1) whose loops surely end is also launched on the CPU
+** in debug mode (bounds checked) over small arrays. Lua errors are
+** expected. Findings: crashes, sanitizer reports, hangs, and these broken
+** invariants:
 **   - an error saying "IR verification failed" (a pass or the front end
-**     made invalid IR);
+**     made invalid IR): abort;
 **   - an error raised inside weft's own Lua files ("lua/weft/x.lua:N:
 **     attempt to ...") rather than at the kernel's line: reported on
-**     stderr, and fatal with WEFT_FUZZ_STRICT=1.
+**     stderr, and an abort with WEFT_FUZZ_STRICT=1.
+** WEFT_FUZZ_STATS=1 prints at exit how many inputs reached each stage.
 **
 ** Build: CC=clang-16 CXX=clang++-16 cmake -S . -B build-fuzz -DWEFT_FUZZ=ON
 **        cmake --build build-fuzz --target fuzz_front
 ** Run:   build-fuzz/fuzz_front -dict=tests/fuzz/front.dict -max_len=4096 \
 **          -timeout=20 -rss_limit_mb=4096 NEWDIR tests/fuzz/front/corpus
 **        (make fuzz FUZZ_SECONDS=3600 runs every harness that long; replay
-**        one input with build-fuzz/fuzz_front FILE). Seeds come from
-**        tests/fuzz/extract-kernels.lua (spec kernels and spec/fails).
+**        one input with build-fuzz/fuzz_front FILE). The seeds came from
+**        tests/fuzz/extract-seeds.lua (spec kernels and spec/fails).
 */
 #include <fcntl.h>
 #include <stdint.h>
@@ -42,108 +45,11 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* The Lua side: fuzz_one(src, launch) runs one input and returns nil, or
-** a message when an invariant broke ("!" first: fatal). */
-static const char driver[] =
-    "local weft = require 'weft'\n"
-    "jit.off()\n"
-    "weft.config.mode = 'debug'\n"
-    "local function ro(t, name)\n"
-    "  return setmetatable({}, {\n"
-    "    __index = function(_, k)\n"
-    "      if type(k) == 'string' and k:sub(1, 1) == '_' then return nil end\n"
-    "      return t[k]\n"
-    "    end,\n"
-    "    __newindex = function() error(name .. ' is read-only in the fuzzer', 2) end,\n"
-    "    __metatable = false })\n"
-    "end\n"
-    "local W, M, B = ro(weft, 'weft'), ro(math, 'math'), ro(bit, 'bit')\n"
-    "local libs = { weft = W, math = M, bit = B }\n"
-    "local safe = { weft = W, math = M, bit = B, print = print, pairs = pairs,\n"
-    "  ipairs = ipairs, type = type, tostring = tostring, tonumber = tonumber,\n"
-    "  select = select, unpack = unpack, error = error, assert = assert,\n"
-    "  pcall = pcall, next = next,\n"
-    "  require = function(n) return libs[n] or error('no module ' .. tostring(n), 2) end }\n"
-    "local function budget() error('fuzz: instruction budget', 0) end\n"
-    "local function guarded(f, ...)\n"
-    "  debug.sethook(budget, '', 2000000)\n"
-    "  local r = { pcall(f, ...) }\n"
-    "  debug.sethook()\n"
-    "  return unpack(r)\n"
-    "end\n"
-    "local weft_src = '/weft/[%w_]+%.lua:%d+: '\n"
-    "local function check(err)\n"
-    "  err = tostring(err)\n"
-    "  if err:find('IR verification failed', 1, true) then return '!' .. err end\n"
-    "  if err:find('fuzz: instruction budget', 1, true) then return nil end\n"
-    "  local first = err:match('^[^\\n]*')\n"
-    "  if first:find(weft_src) and not first:find('^%[string') then return err end\n"
-    "  return nil\n"
-    "end\n"
-    "-- launch only kernels that surely end soon: no while loop, and no\n"
-    "-- constant that could make a for loop long (big, or a tiny step)\n"
-    "local function bounded(ir)\n"
-    "  if ir:find(' while ', 1, true) then return false end\n"
-    "  if not ir:find(' for ', 1, true) then return true end\n"
-    "  for c in ir:gmatch(' const ([^ ]+)') do\n"
-    "    local v = tonumber(c)\n"
-    "    if not v or v ~= v or math.abs(v) > 256 or (v ~= 0 and math.abs(v) < 1e-3) then\n"
-    "      return false\n"
-    "    end\n"
-    "  end\n"
-    "  return true\n"
-    "end\n"
-    "local function arg_of(t)\n"
-    "  if t == nil then return weft.zeros(4, weft.float32) end\n"
-    "  if t.kind == 'array' then\n"
-    "    local shape = {}\n"
-    "    for d = 1, t.ndim or 1 do shape[d] = 3 end\n"
-    "    return weft.zeros(shape, t.dtype)\n"
-    "  end\n"
-    "  if t.kind == 'int' then return 1 end\n"
-    "  if t.kind == 'float' then return 1.5 end\n"
-    "  if t.kind == 'bool' then return true end\n"
-    "  if t.kind == 'struct' then return t{} end\n"
-    "  return t()\n"
-    "end\n"
-    "fuzz_stats = { loaded = 0, kernel = 0, ir = 0, llvm = 0, launched = 0, ran = 0 }\n"
-    "local stats = fuzz_stats\n"
-    "function fuzz_one(src, launch)\n"
-    "  local chunk = loadstring(src)\n"
-    "  if not chunk then return nil end\n"
-    "  stats.loaded = stats.loaded + 1\n"
-    "  setfenv(chunk, setmetatable({}, { __index = safe }))\n"
-    "  local ok, k = guarded(chunk)\n"
-    "  if not ok or not weft.is_kernel(k) then return nil end\n"
-    "  stats.kernel = stats.kernel + 1\n"
-    "  local argtypes = {}\n"
-    "  for i, p in ipairs(k.params) do argtypes[i] = p.type or weft.array(weft.float32) end\n"
-    "  local ok, ir = guarded(k.ir, k, argtypes)\n"
-    "  if not ok then return check(ir) end\n"
-    "  stats.ir = stats.ir + 1\n"
-    "  local m = k:_module(argtypes)\n"
-    "  for _, d in ipairs({ 'adj', 'jvp' }) do\n"
-    "    local ok, e = guarded(weft._derived_module, d, k, m, argtypes, false)\n"
-    "    if not ok then local c = check(e) if c then return c end end\n"
-    "  end\n"
-    "  for _, kind in ipairs({ 'cuda', 'llvm' }) do\n"
-    "    local ok, e = guarded(k.source, k, kind, argtypes)\n"
-    "    if not ok then local c = check(e) if c then return c end\n"
-    "    elseif kind == 'llvm' then stats.llvm = stats.llvm + 1 end\n"
-    "  end\n"
-    "  if not launch or not bounded(ir) then return nil end\n"
-    "  local args = {}\n"
-    "  for i, p in ipairs(k.params) do\n"
-    "    local ok, a = pcall(arg_of, p.type)\n"
-    "    if not ok then return nil end\n"
-    "    args[i] = a\n"
-    "  end\n"
-    "  stats.launched = stats.launched + 1\n"
-    "  local ok, e = guarded(weft.launch, k, 2, args)\n"
-    "  if not ok then return check(e) end\n"
-    "  stats.ran = stats.ran + 1\n"
-    "  return nil\n"
-    "end\n";
+/* fuzz_gen.c reuses this file with its own entry point. */
+#ifndef FUZZ_ENTRY
+#define FUZZ_ENTRY "fuzz_one"
+#define FUZZ_NAME "fuzz_front"
+#endif
 
 static const char *const stage_names[] = {"loaded", "kernel", "ir", "llvm", "launched", "ran"};
 #define NSTAGES 6
@@ -178,20 +84,23 @@ static void collect_stats(fuzz_state *S) {
 static void print_stats(void) {
   fuzz_state *S = the_state();
   if (S->W) collect_stats(S), S->W = (weft_close(S->W), NULL);
-  fprintf(stderr, "fuzz_front: inputs that reached each stage:");
+  fprintf(stderr, FUZZ_NAME ": inputs that reached each stage:");
   for (int k = 0; k < NSTAGES; k++) fprintf(stderr, " %s %lld", stage_names[k], S->stages[k]);
   fprintf(stderr, "\n");
 }
 
+/* Open the state and load the driver. Other work may be rewriting the Lua
+** layer while a long run reopens its state: retry a few times first. */
 static void open_state(fuzz_state *S) {
-  S->W = weft_open();
-  if (!S->W) {
-    fprintf(stderr, "fuzz_front: weft_open failed\n");
-    abort();
-  }
-  if (weft_dostring(S->W, driver) != WEFT_OK) {
-    fprintf(stderr, "fuzz_front: driver: %s\n", weft_errmsg(S->W));
-    abort();
+  for (int tries = 0;; tries++) {
+    S->W = weft_open();
+    if (S->W && weft_dofile(S->W, WEFT_SOURCE_DIR "/tests/fuzz/driver.lua") == WEFT_OK) break;
+    fprintf(stderr, FUZZ_NAME ": cannot open the state: %s\n",
+            S->W ? weft_errmsg(S->W) : "weft_open failed");
+    if (S->W) weft_close(S->W);
+    S->W = NULL;
+    if (tries == 4) abort();
+    sleep(2);
   }
   S->runs = 0;
 }
@@ -234,19 +143,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   S->runs++;
   lua_State *L = weft_lua(S->W);
   int top = lua_gettop(L);
-  lua_getglobal(L, "fuzz_one");
+  lua_getglobal(L, FUZZ_ENTRY);
   lua_pushlstring(L, (const char *)data, size);
   lua_pushboolean(L, S->launch_all || (fnv(data, size) & 3) == 0);
   if (lua_pcall(L, 2, 1, 0) != 0) {
-    fprintf(stderr, "fuzz_front: the driver failed: %s\n", lua_tostring(L, -1));
+    fprintf(stderr, FUZZ_NAME ": the driver failed: %s\n", lua_tostring(L, -1));
     abort();
   }
   const char *msg = lua_tostring(L, -1);
   if (msg) {
     int fatal = msg[0] == '!';
-    fprintf(stderr, "fuzz_front: %s: %s\n---- input:\n%.*s\n",
-            fatal ? "broken invariant" : "internal error", msg + fatal, (int)size,
-            (const char *)data);
+    lua_getglobal(L, "fuzz_last_src"); /* the kernel source (generated by fuzz_gen) */
+    fprintf(stderr, FUZZ_NAME ": %s: %s\n---- kernel source:\n%s\n",
+            fatal ? "broken invariant" : "internal error", msg + fatal, lua_tostring(L, -1));
     if (fatal || S->strict) abort();
   }
   lua_settop(L, top);
