@@ -1824,10 +1824,15 @@ static void emit_invariant(E *e, wf_val v, int depth) {
 static void hoisted_checks(E *e, const LLVMValueRef *dims, int nd) {
   for (wf_inst *in = e->fn->body->first; in; in = in->next) {
     if (in->op != WF_OP_CHECK || !(in->imm & (WF_CHECK_LAUNCH | WF_CHECK_HOIST))) continue;
-    if (in->imm & WF_CHECK_HOIST)
-      for (int a = 0; a < in->nargs; a++)
-        emit_invariant(e, in->args[a], 0);
-    if (!e->v[in->args[0]]) continue; /* not computable here: cannot happen */
+    int launch = (in->imm & WF_CHECK_LAUNCH) != 0, ok = 1;
+    for (int a = 0; a < (launch ? 1 : in->nargs); a++) {
+      if (!launch) emit_invariant(e, in->args[a], 0);
+      ok = ok && e->v[in->args[a]];
+    }
+    if (!ok) { /* wf_pass_bounds proved them computable: a bug if not */
+      efail(e, in, "internal error: a hoisted bounds check needs values of the thread");
+      continue;
+    }
     range_check(e, in, dims, nd);
   }
 }
