@@ -43,7 +43,7 @@ typedef struct wf_adctx {
   ** its params take adjoints; stale notes go to the kernel's context */
   struct wf_adctx *root;
   int acc_params;
-  void **allocs;            /* scratch blocks freed when the transform ends */
+  void **allocs; /* scratch blocks freed when the transform ends */
   int nallocs, capallocs;
   char msg[1024];
   jmp_buf jb; /* errors unwind to wf_ad_kernel (never across FFI frames) */

@@ -371,7 +371,8 @@ void wf_ad_check_stale(wf_adctx *A) {
                "autodiff: %s '%s' %s an element of array '%s' that it read earlier at line "
                "%d; the adjoint would replay the new value, so gradients would be wrong (write "
                "the result to another array)",
-               fn->is_kernel ? "kernel" : "weft.func", fn->name, w->op == WF_OP_STORE ? "overwrites" : "atomically updates", pname,
+               fn->is_kernel ? "kernel" : "weft.func", fn->name,
+               w->op == WF_OP_STORE ? "overwrites" : "atomically updates", pname,
                (int)ld->loc.line);
   }
 }
