@@ -3,12 +3,15 @@
 ** is IR text. It is parsed; a module that parses is verified; a module that
 ** verifies must print, parse back and print the same text; it then runs
 ** through the pass pipeline (with the verifier after every pass), the
-** adjoint and tangent transforms of each kernel, and the CUDA C emitter.
+** CUDA C emitter, the LLVM IR emitter of each kernel (checked by LLVM's
+** verifier; debug or release code by the input's length) and the adjoint
+** and tangent transforms of each kernel.
 **
 ** Findings are crashes, sanitizer reports, hangs, and broken invariants,
 ** which abort with a line on stderr:
 **   - a verified module whose printed text does not parse back the same;
-**   - "IR verification failed after <pass>" (a pass broke a valid module).
+**   - "IR verification failed after <pass>" (a pass broke a valid module);
+**   - a kernel whose LLVM IR fails LLVMVerifyModule.
 ** Parse, verify, inline, autodiff and emit errors are fine.
 **
 ** Build: CC=clang-16 CXX=clang++-16 cmake -S . -B build-fuzz -DWEFT_FUZZ=ON
@@ -23,16 +26,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <llvm-c/Analysis.h>
+
 #include "ad/ad.h"
+#include "cpu/cpu.h"
 #include "cuda/wf_cuda.h"
 #include "ir/ir.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* One LLVM context for every input (modules are disposed after each). */
+static LLVMContextRef llvm_context(void) {
+  static LLVMContextRef C; /* libFuzzer's entry points take no context */
+  if (!C) C = LLVMContextCreate();
+  return C;
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc, (void)argv;
   setenv("WEFT_VERIFY", "1", 1); /* the verifier after every pass */
+  llvm_context();
   return 0;
 }
 
@@ -60,6 +74,23 @@ static void check_roundtrip(wf_module *m, const char *input) {
 /* Pass-pipeline errors that are bugs rather than bad input. */
 static void check_pass_error(const char *err, const char *text) {
   if (strstr(err, "IR verification failed after")) finding("a pass broke a verified module", err, text);
+}
+
+/* LLVM IR of kernel fn; LLVM's verifier must accept what emits. */
+static void check_llvm(wf_func *fn, int debug, const char *text) {
+  wf_cpu_opts o;
+  memset(&o, 0, sizeof o);
+  o.debug = debug;
+  o.ndim = 1;
+  o.simd = 1;
+  o.symbol = "wfk_fuzz";
+  char err[512];
+  LLVMModuleRef M = wf_llvm_emit(llvm_context(), fn, &o, err, sizeof err);
+  if (!M) return;
+  char *msg = NULL;
+  if (LLVMVerifyModule(M, LLVMReturnStatusAction, &msg)) finding("invalid LLVM IR", msg, text);
+  LLVMDisposeMessage(msg);
+  LLVMDisposeModule(M);
 }
 
 /* The adjoint (or tangent) of kernel k, then the pipeline again. */
@@ -97,6 +128,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memset(&src, 0, sizeof src);
   if (wf_cuda_emit(m, &src, err, sizeof err) == 0) wf_cuda_src_free(&src);
   int nf = m->nfuncs;
+  for (int k = 0; k < nf && k < 4; k++)
+    if (m->funcs[k]->is_kernel) check_llvm(m->funcs[k], (int)(size & 1), text);
   for (int k = 0; k < nf && k < 4; k++) {
     if (!m->funcs[k]->is_kernel) continue;
     transform(m, k, 0, text);
