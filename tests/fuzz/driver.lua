@@ -108,6 +108,7 @@ function fuzz_one(src, launch)
     args[i] = a
   end
   stats.launched = stats.launched + 1
+  weft.config.mode = 'debug' -- bounds checks, whatever the chunk set
   local ok, e = guarded(weft.launch, k, 2, args)
   if not ok then return check(e) end
   stats.ran = stats.ran + 1
