@@ -186,6 +186,34 @@ describe("autodiff of overwritten elements", function()
     assert(worst < 1e-6)
   end)
 
+  it("a read forwarded inside a branch from a store before it (IR stays valid)", function()
+    local ffi = require "ffi"
+    pcall(ffi.cdef, "int setenv(const char *, const char *, int); int unsetenv(const char *);")
+    ffi.C.setenv("WEFT_VERIFY", "1", 1)
+    local ok, err = pcall(function()
+      -- fuzz_gen's finding: the read's adjoint went to the stored value from
+      -- inside the branch, out of scope (tests/fuzz/front/open)
+      local k0 = weft.kernel{ x = A(f64), function(x)
+        local i = weft.tid()
+        x[i] = 32.0
+        x[i] = (x[i] < 1.0) and weft.abs(x[i]) or 2.0
+      end }
+      local x0 = arr { 1, -3 }
+      backward(k0, 2, {}, { x0 }, { weft.ones(2, f64) })
+      assert_near({ 0, 0 }, x0.grad:totable())
+      local k = weft.kernel{ y = A(f64), x = A(f64), z = A(f64), function(y, x, z)
+        local i = weft.tid()
+        x[i] = y[i] * 2.0
+        if y[i] > 0.0 then z[i] = x[i] * x[i] else z[i] = x[i] end
+      end }
+      local y = arr { 1, -1 }
+      backward(k, 2, { y }, { arr { 0, 0 }, arr { 0, 0 } }, { weft.zeros(2, f64), weft.ones(2, f64) })
+      assert_near({ 8, 2 }, y.grad:totable()) -- z = 4 y^2 or 2 y
+    end)
+    ffi.C.unsetenv("WEFT_VERIFY")
+    assert(ok, err)
+  end)
+
   it("intermediate gradients of a tape chain end at 0; repeated backward adds once", function()
     local k1 = weft.kernel{ x = A(f64), y = A(f64), function(x, y)
       local i = weft.tid()

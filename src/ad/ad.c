@@ -569,22 +569,27 @@ typedef struct capset {
   wf_val *v;
 } capset;
 
+static void add_use(wf_adctx *A, wf_val v, int32_t s, capset *cs) {
+  if (v < 0 || A->stamp_in[v] == s || A->stamp_seen[v] == s) return;
+  A->stamp_seen[v] = s;
+  if (!wf_ad_difft(ptype(A, v)) || is_fparam(A, v)) return;
+  if (cs->n == cs->cap) {
+    int nc = cs->cap ? cs->cap * 2 : 8;
+    wf_val *nv = wf_ad_scratch(A, sizeof(wf_val) * (size_t)nc);
+    if (cs->n) memcpy(nv, cs->v, sizeof(wf_val) * (size_t)cs->n);
+    cs->v = nv;
+    cs->cap = nc;
+  }
+  cs->v[cs->n++] = v;
+}
+
 static void collect_uses(wf_adctx *A, wf_block *bl, int32_t s, capset *cs) {
   for (wf_inst *in = bl->first; in; in = in->next) {
-    for (int k = 0; k < in->nargs; k++) {
-      wf_val v = in->args[k];
-      if (v < 0 || A->stamp_in[v] == s || A->stamp_seen[v] == s) continue;
-      A->stamp_seen[v] = s;
-      if (!wf_ad_difft(ptype(A, v)) || is_fparam(A, v)) continue;
-      if (cs->n == cs->cap) {
-        int nc = cs->cap ? cs->cap * 2 : 8;
-        wf_val *nv = wf_ad_scratch(A, sizeof(wf_val) * (size_t)nc);
-        if (cs->n) memcpy(nv, cs->v, sizeof(wf_val) * (size_t)cs->n);
-        cs->v = nv;
-        cs->cap = nc;
-      }
-      cs->v[cs->n++] = v;
-    }
+    for (int k = 0; k < in->nargs; k++)
+      add_use(A, in->args[k], s, cs);
+    /* a forwarded load inside passes its adjoint to the stored value,
+    ** which may be defined outside: a use as well */
+    if (in->op == WF_OP_LOAD && A->fwd && in->nres > 0) add_use(A, A->fwd[in->res[0]], s, cs);
     for (int k = 0; k < in->nblocks; k++)
       collect_uses(A, in->blocks[k], s, cs);
   }
