@@ -70,6 +70,16 @@ static int collect(lua_State *L) {
   return 0;
 }
 
+/* LuaJIT does not collect before it reports a failed allocation: the
+** garbage of the failed call would make the next call fail too. The limit
+** is lifted meanwhile: lua_cpcall and the finalizers allocate. */
+static void after_oom(weft_State *W) {
+  size_t limit = W->mem_limit;
+  W->mem_limit = 0;
+  if (lua_cpcall(W->L, collect, NULL) != 0) lua_pop(W->L, 1);
+  W->mem_limit = limit;
+}
+
 int wf_state_pcall(weft_State *W, int nargs, int nres) {
   lua_State *L = W->L;
   int base = lua_gettop(L) - nargs;
@@ -79,9 +89,7 @@ int wf_state_pcall(weft_State *W, int nargs, int nres) {
   int st = lua_pcall(L, nargs, nres, base);
   lua_remove(L, base);
   if (st == 0) return WEFT_OK;
-  /* LuaJIT does not collect before it reports a failed allocation: the
-  ** garbage of the failed call would make the next call fail too */
-  if (st == LUA_ERRMEM && lua_cpcall(L, collect, NULL) != 0) lua_pop(L, 1);
+  if (st == LUA_ERRMEM) after_oom(W);
   /* an interrupt taken during the call (by a launch or the hook) */
   if (__atomic_load_n(&W->intr.taken, __ATOMIC_ACQUIRE) != taken)
     return wf_state_takeerr(W, WEFT_ERRINTR);
@@ -238,6 +246,7 @@ int weft_dostring(weft_State *W, const char *code) {
   /* The code is its own chunk name (as luaL_loadstring does), so kernels
   ** defined in it can find their source text through debug.getinfo. */
   int st = luaL_loadbuffer(W->L, code, strlen(code), code);
+  if (st == LUA_ERRMEM) after_oom(W);
   if (st != 0) return wf_state_takeerr(W, status_of(st));
   return wf_state_pcall(W, 0, 0);
 }
@@ -245,6 +254,7 @@ int weft_dostring(weft_State *W, const char *code) {
 int weft_dofile(weft_State *W, const char *path) {
   if (!W || !path) return WEFT_ERRARG;
   int st = luaL_loadfile(W->L, path);
+  if (st == LUA_ERRMEM) after_oom(W);
   if (st != 0) return wf_state_takeerr(W, status_of(st));
   return wf_state_pcall(W, 0, 0);
 }
