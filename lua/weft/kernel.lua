@@ -149,6 +149,12 @@ return function(weft)
     if type(fn) ~= "function" then
       error(fmt("weft.%s: expected a function (or a table with types and a function)", kind), level)
     end
+    -- a builtin's Lua function is weft's own, not kernel source to compile
+    local builtin = weft._builtins and weft._builtins[fn]
+    if builtin then
+      error(fmt("weft.%s: expected a function of your own, got the builtin '%s'", kind, builtin),
+        level)
+    end
     local params, known = {}, {}
     for i = 1, 64 do
       local pn = debug.getlocal(fn, i)
