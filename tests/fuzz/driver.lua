@@ -2,8 +2,8 @@
 -- inside their weft_State.
 --   fuzz_one(src, launch): src is a Lua chunk returning a kernel; it runs
 --     sandboxed and the kernel goes through k:ir(), its adjoint and
---     tangent, k:source("cuda"), k:source("llvm") and, when launch is true
---     and it surely ends, a debug-mode launch over small arrays.
+--     tangent, k:source("cuda"), its LLVM IR (unoptimized) and, when launch
+--     is true and it surely ends, a debug-mode launch over small arrays.
 --   fuzz_gen(bytes, launch): bytes choose a kernel (mostly well typed, now
 --     and then not) written as source, which goes through fuzz_one.
 -- Both return nil, or a message when an invariant broke ("!" first: the
@@ -95,11 +95,13 @@ function fuzz_one(src, launch)
     local ok, e = guarded(weft._derived_module, d, k, m, argtypes, false)
     if not ok then local c = check(e) if c then return c end end
   end
-  for _, kind in ipairs({ 'cuda', 'llvm' }) do
-    local ok, e = guarded(k.source, k, kind, argtypes)
-    if not ok then local c = check(e) if c then return c end
-    elseif kind == 'llvm' then stats.llvm = stats.llvm + 1 end
-  end
+  local ok, e = guarded(k.source, k, 'cuda', argtypes)
+  if not ok then local c = check(e) if c then return c end end
+  -- LLVM IR without LLVM's O3 (the launches run that): weft's emitter is
+  -- what is fuzzed, and O3 would cost most of the time
+  ok, e = guarded(weft._core.llvm_ir, m, { optimize = false })
+  if not ok then local c = check(e) if c then return c end
+  else stats.llvm = stats.llvm + 1 end
   if not launch or not bounded(ir) then return nil end
   local args = {}
   for i, p in ipairs(k.params) do
