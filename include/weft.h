@@ -53,7 +53,9 @@ struct lua_State;
 WEFT_API weft_State *weft_open(void); /* NULL on failure */
 WEFT_API void weft_close(weft_State *W);
 
-/* Options of weft_open_ex: zero the struct, then set what you need. */
+/* Options of weft_open_ex: zero the struct, then set what you need.
+** (sandbox_exit keeps scripts from ending the host by accident; it is no
+** security boundary: the FFI reaches all of C.) */
 typedef struct weft_Options {
   int sandbox_exit;    /* nonzero: os.exit raises "os.exit is disabled by the host" */
   size_t memory_limit; /* bytes the Lua heap may hold, 0 = no limit (beyond: WEFT_ERRMEM) */
