@@ -15,7 +15,7 @@
 **   name = core.jvp(module [, kernel [, opts]])
 **
 ** the same for the forward-mode kernel "jvp_<name>" (see jvp.c). Errors are
-** Lua errors "chunk:line: autodiff: ...". WEFT_DUMP containing "ad" prints
+** Lua errors "chunk:line: autodiff: ...". WEFT_DUMP listing "ad" prints
 ** the new kernel's IR.
 */
 #include <stdio.h>
@@ -24,6 +24,7 @@
 
 #include "ad/ad.h"
 #include "runtime/core.h"
+#include "util/dump.h"
 
 #define WF_AD_MAXNAMES 64
 
@@ -74,8 +75,7 @@ static int transform(lua_State *L, transform_fn fn, const char *prefix) {
   if (wf_ir_optimize(m, err, sizeof err) != 0) return luaL_error(L, "autodiff: %s", err);
   lua_pushfstring(L, "%s%s", prefix, m->funcs[k]->name);
   int a = wf_module_find(m, lua_tostring(L, -1));
-  const char *dump = getenv("WEFT_DUMP");
-  if (dump && strstr(dump, "ad") && a >= 0) wf_ir_print_func(m->funcs[a], stderr);
+  if (a >= 0 && wf_dump_wanted("ad")) wf_ir_print_func(m->funcs[a], stderr);
   return 1;
 }
 

@@ -45,7 +45,9 @@
 
 #include "cpu/cpu.h"
 #include "runtime/core.h"
-#include "runtime/diskcache.h"
+#include "util/diskcache.h"
+#include "util/dump.h"
+#include "util/hash.h"
 
 #ifndef WEFT_LLVM_VERSION
 #define WEFT_LLVM_VERSION "?"
@@ -79,43 +81,11 @@ struct wf_jit {
 };
 
 /* ---------------------------------------------------------------------
-** hashing: two 64-bit FNV-style lanes with different multipliers, each
-** finished with a splitmix64 avalanche. Not cryptographic: it names cache
-** files, and a stale entry is also guarded by the codegen version.
+** hashing (util/hash.h): source positions are part of a kernel's key
 ** --------------------------------------------------------------------- */
-typedef struct h128 {
-  uint64_t a, b;
-} h128;
-
-static void h_bytes(h128 *h, const void *p, size_t n) {
-  const unsigned char *s = p;
-  uint64_t a = h->a, b = h->b;
-  for (size_t i = 0; i < n; i++) {
-    a = (a ^ s[i]) * 0x100000001b3ULL;
-    b = (b ^ s[i]) * 0xff51afd7ed558ccdULL;
-    b ^= b >> 31;
-  }
-  h->a = a, h->b = b;
-}
-
-/* A field: length first, so ("ab","c") and ("a","bc") differ. */
-static void h_str(h128 *h, const char *s) {
-  uint64_t n = s ? strlen(s) : (uint64_t)-1;
-  h_bytes(h, &n, sizeof n);
-  if (s) h_bytes(h, s, (size_t)n);
-}
-
-static uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-static void h_locs(h128 *h, const wf_block *bl) {
+static void h_locs(wf_hash128 *h, const wf_block *bl) {
   for (const wf_inst *in = bl->first; in; in = in->next) {
-    h_bytes(h, &in->loc, sizeof in->loc);
+    wf_hash_bytes(h, &in->loc, sizeof in->loc);
     for (int b = 0; b < in->nblocks; b++)
       h_locs(h, in->blocks[b]);
   }
@@ -338,16 +308,10 @@ static wf_jit *get_jit(lua_State *L) {
 /* ---------------------------------------------------------------------
 ** compiling
 ** --------------------------------------------------------------------- */
-static int dump_llvm(void) {
-  const char *d = getenv("WEFT_DUMP");
-  return d && strstr(d, "llvm") != NULL;
-}
+static int dump_llvm(void) { return wf_dump_wanted("llvm"); }
 
 /* WEFT_DUMP=time: compile phases on stderr. */
-static int dump_time(void) {
-  const char *d = getenv("WEFT_DUMP");
-  return d && strstr(d, "time") != NULL;
-}
+static int dump_time(void) { return wf_dump_wanted("time"); }
 
 static double now_ms(void) {
   struct timespec ts;
@@ -646,32 +610,29 @@ static LLVMModuleRef build_module(wf_jit *j, LLVMContextRef C, wf_func *fn, cons
   return M;
 }
 
-static void key_hex(const h128 *h, char out[33]) {
-  snprintf(out, 33, "%016llx%016llx", (unsigned long long)h->a, (unsigned long long)h->b);
-}
-
-static h128 kernel_key(wf_jit *j, wf_func *fn, const wf_cpu_opts *o, const char *irtext) {
-  h128 h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
+/* The 32 hex digits naming fn's object in the disk cache, into key. */
+static void kernel_key(wf_jit *j, wf_func *fn, const wf_cpu_opts *o, const char *irtext,
+                       char key[33]) {
+  wf_hash128 h;
+  wf_hash_init(&h);
   char hdr[160];
   const char *pv = getenv("WEFT_PRIVATIZE"); /* emit.c: "0"/"off" keeps every atomic */
   snprintf(hdr, sizeof hdr,
            "weft-cpu %d weft %s llvm %s debug %d checks %d ndim %d priv %s simd %d poll %d",
            WF_CPU_CODEGEN_VERSION, WEFT_VERSION, WEFT_LLVM_VERSION, o->debug, o->checks, o->ndim,
            pv ? pv : "", simd_on(), poll_on());
-  h_str(&h, hdr);
-  h_str(&h, CACHE_MAGIC);
-  h_str(&h, j->triple);
-  h_str(&h, j->cpu);
-  h_str(&h, j->features);
-  h_str(&h, fn->name);
-  h_str(&h, fn->chunk);
+  wf_hash_str(&h, hdr);
+  wf_hash_str(&h, CACHE_MAGIC);
+  wf_hash_str(&h, j->triple);
+  wf_hash_str(&h, j->cpu);
+  wf_hash_str(&h, j->features);
+  wf_hash_str(&h, fn->name);
+  wf_hash_str(&h, fn->chunk);
   for (int i = 0; i < o->nnames; i++)
-    h_str(&h, o->names[i]);
+    wf_hash_str(&h, o->names[i]);
   if (fn->body) h_locs(&h, fn->body);
-  h_str(&h, irtext);
-  h.a = mix64(h.a);
-  h.b = mix64(h.b ^ h.a);
-  return h;
+  wf_hash_str(&h, irtext);
+  wf_hash_hex(&h, key);
 }
 
 /* Reads <dir>/<key>.o into a fresh buffer (the object only), or NULL. A
@@ -781,8 +742,7 @@ typedef struct cresult {
 
 static int compile_kernel(wf_jit *j, wf_func *fn, wf_cpu_opts *o, const char *irtext, cresult *out,
                           char *err, size_t es) {
-  h128 h = kernel_key(j, fn, o, irtext);
-  key_hex(&h, out->key);
+  kernel_key(j, fn, o, irtext, out->key);
   char sym[64];
   snprintf(sym, sizeof sym, "wfk_%s", out->key);
   o->symbol = sym;
@@ -1006,9 +966,8 @@ static int l_cpu_compile(lua_State *L) {
   char *irtext = wf_ir_to_string(m);
   if (!irtext) return luaL_error(L, "weft: out of memory");
   /* in-memory cache: same key -> same code */
-  h128 h = kernel_key(j, fn, &o, irtext);
   char key[33];
-  key_hex(&h, key);
+  kernel_key(j, fn, &o, irtext, key);
   int kt = kernels_table(L);
   lua_getfield(L, kt, key);
   if (!lua_isnil(L, -1)) {

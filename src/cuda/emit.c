@@ -33,7 +33,7 @@
 
 #include "cuda/wf_cuda.h"
 
-#include "runtime/sbuf.h"
+#include "util/sbuf.h"
 typedef wf_sbuf sbuf;
 
 /* A C string literal for s (escapes quotes, backslashes, controls). */

@@ -28,6 +28,7 @@
 
 #include "cuda/wf_cuda.h"
 #include "runtime/core.h"
+#include "util/dump.h"
 
 #pragma weak wf_ir_optimize
 
@@ -114,8 +115,7 @@ static void emit_module(lua_State *L, int idx, int oi, wf_cuda_src *src, const c
   if (wf_ir_optimize && wf_ir_optimize(m, err, sizeof err) != 0) luaL_error(L, "%s", err);
   if (wf_cuda_emit_opts(m, &o, src, err, sizeof err) != 0) luaL_error(L, "%s", err);
   /* WEFT_DUMP=cuda: the emitted CUDA C on stderr, like the other stages */
-  const char *d = getenv("WEFT_DUMP");
-  if (d && strstr(d, "cuda")) fprintf(stderr, "; ---- cuda ----\n%s\n", src->text);
+  if (wf_dump_wanted("cuda")) fprintf(stderr, "; ---- cuda ----\n%s\n", src->text);
 }
 
 static void push_entries(lua_State *L, const wf_cuda_src *s) {

@@ -22,7 +22,8 @@
 #include <unistd.h>
 
 #include "cuda/wf_cuda.h"
-#include "runtime/diskcache.h"
+#include "util/diskcache.h"
+#include "util/hash.h"
 
 #define CACHE_MAGIC "WEFTCU02" /* entry format tag, also part of the key */
 
@@ -191,28 +192,19 @@ void wf_nvrtc_map_log(const char *log, char *out, size_t n) {
 /* ---- cache -------------------------------------------------------------- */
 int wf_cuda_cache_dir(char *buf, size_t n) { return wf_dcache_dir("cuda", buf, n); }
 
-/* FNV-1a over the parts, 64 bits, seeded; two seeds give 128 bits. */
-static uint64_t fnv(uint64_t h, const char *s, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    h ^= (unsigned char)s[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
-
+/* The key of an image: every input of the compile (util/hash.h). */
 static void cache_key(wf_nvrtc *nv, const char *src, const char *arch, const char *opts,
                       char out[33]) {
   char ver[32];
   snprintf(ver, sizeof ver, "nvrtc %d.%d", nv->major, nv->minor);
-  uint64_t h[2] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
-  for (int i = 0; i < 2; i++) {
-    h[i] = fnv(h[i], src, strlen(src) + 1);
-    h[i] = fnv(h[i], arch, strlen(arch) + 1);
-    h[i] = fnv(h[i], opts, strlen(opts) + 1);
-    h[i] = fnv(h[i], ver, strlen(ver) + 1);
-    h[i] = fnv(h[i], CACHE_MAGIC, sizeof CACHE_MAGIC);
-  }
-  snprintf(out, 33, "%016llx%016llx", (unsigned long long)h[0], (unsigned long long)h[1]);
+  wf_hash128 h;
+  wf_hash_init(&h);
+  wf_hash_str(&h, src);
+  wf_hash_str(&h, arch);
+  wf_hash_str(&h, opts);
+  wf_hash_str(&h, ver);
+  wf_hash_str(&h, CACHE_MAGIC);
+  wf_hash_hex(&h, out);
 }
 
 /* ---- compile ------------------------------------------------------------ */

@@ -19,53 +19,10 @@
 
 #include "front/lower.h"
 #include "runtime/core.h"
-
-/* ======================================================================
-** arena: a list of chunks, freed at once
-** ====================================================================== */
-typedef struct chunk {
-  struct chunk *next;
-  size_t used, cap;
-  max_align_t data[];
-} chunk;
-
-struct wf_farena {
-  chunk *head;
-};
-
-wf_farena *wf_farena_new(void) { return calloc(1, sizeof(wf_farena)); }
-
-void wf_farena_free(wf_farena *a) {
-  if (!a) return;
-  chunk *c = a->head;
-  while (c) {
-    chunk *n = c->next;
-    free(c);
-    c = n;
-  }
-  free(a);
-}
-
-void *wf_farena_alloc(wf_farena *a, size_t n) {
-  n = (n + 15) & ~(size_t)15;
-  chunk *c = a->head;
-  if (!c || c->used + n > c->cap) {
-    size_t cap = n > 65536 ? n : 65536;
-    c = malloc(sizeof(chunk) + cap);
-    if (!c) return NULL;
-    c->cap = cap;
-    c->used = 0;
-    c->next = a->head;
-    a->head = c;
-  }
-  void *p = (char *)c->data + c->used;
-  c->used += n;
-  memset(p, 0, n);
-  return p;
-}
+#include "util/dump.h"
 
 void *wf_front_alloc(wf_fctx *C, size_t n) {
-  void *p = wf_farena_alloc(C->A, n ? n : 1);
+  void *p = wf_arena_alloc(C->A, n ? n : 1);
   if (!p) {
     lua_pushstring(C->L, "weft: out of memory in the kernel compiler");
     lua_error(C->L);
@@ -231,14 +188,6 @@ static int module_tostring(lua_State *L) {
   return 1;
 }
 
-static int dump_wanted(const char *what) {
-  const char *d = getenv("WEFT_DUMP");
-  if (!d) return 0;
-  size_t n = strlen(what);
-  for (const char *p = d; (p = strstr(p, what)); p += n)
-    if ((p == d || p[-1] == ',') && (p[n] == 0 || p[n] == ',')) return 1;
-  return 0;
-}
 
 static int l_compile(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
@@ -253,10 +202,10 @@ static int l_compile(lua_State *L) {
   wf_fctx C;
   memset(&C, 0, sizeof C);
   C.L = L;
-  C.A = wf_farena_new();
+  C.A = wf_arena_new();
   C.mod = wf_module_new(NULL);
   if (!C.A || !C.mod) {
-    wf_farena_free(C.A);
+    wf_arena_free(C.A);
     if (C.mod) wf_module_free(C.mod);
     return luaL_error(L, "weft: out of memory");
   }
@@ -266,7 +215,7 @@ static int l_compile(lua_State *L) {
   lua_pushvalue(L, 1);
   lua_pushvalue(L, 2);
   int st = lua_pcall(L, 3, 1, 0);
-  wf_farena_free(C.A);
+  wf_arena_free(C.A);
   if (st) {
     wf_module_free(C.mod);
     return lua_error(L);
@@ -280,7 +229,7 @@ static int l_compile(lua_State *L) {
     wf_module_free(C.mod);
     return luaL_error(L, "weft: internal compiler error: %s", err);
   }
-  if (dump_wanted("ir")) {
+  if (wf_dump_wanted("ir")) {
     fprintf(stderr, "-- weft IR\n");
     wf_ir_print(C.mod, stderr);
   }

@@ -6,7 +6,7 @@
 **   AST --lower.c (+ builtins.c, resolve.c)--> wf_module (typed SSA IR)
 **
 ** Every AST node carries a line and column in its Lua chunk. All front-end
-** memory lives in one arena (wf_farena) freed in one go after a compile,
+** memory lives in one arena (wf_arena) freed in one go after a compile,
 ** whether it succeeded or failed. User errors are raised as Lua errors
 ** "chunk:line: message\n<source line>\n<caret>" from inside a protected
 ** call (api.c), so the caller frees everything before re-raising.
@@ -18,15 +18,13 @@
 #include <lauxlib.h>
 
 #include "ir/ir.h"
+#include "util/arena.h"
 #include "runtime/wf_rt.h"
 
 /* ======================================================================
 ** arena
 ** ====================================================================== */
-typedef struct wf_farena wf_farena;
-WF_INTERNAL wf_farena *wf_farena_new(void);
-WF_INTERNAL void wf_farena_free(wf_farena *a);
-WF_INTERNAL void *wf_farena_alloc(wf_farena *a, size_t n); /* zeroed; NULL on OOM */
+/* util/arena.h: wf_arena_new, wf_arena_alloc (zeroed; NULL on OOM), wf_arena_free */
 
 /* ======================================================================
 ** source of one Lua function
@@ -170,7 +168,7 @@ typedef struct wf_fspec {
 
 typedef struct wf_fctx {
   lua_State *L;
-  wf_farena *A;
+  wf_arena *A;
   wf_module *mod;
   wf_types *T;
   int envidx;  /* stack index: front env table (front_setup) */

@@ -19,6 +19,7 @@
 #include <stdalign.h>
 
 #include "ir/ir.h"
+#include "util/arena.h"
 
 /* ---- the op table ---- */
 const wf_opinfo wf_opinfo_tab[WF_OP__COUNT] = {
@@ -59,73 +60,11 @@ _Static_assert(WF_OPNR_CALL == -1 && WF_OPNA_CALL == -1, "CALL is variadic");
 _Static_assert((WF_OPFL_CALL & WF_OPF_PURE) == 0, "CALL is never removed as pure");
 _Static_assert(WF_OP__COUNT < 128, "ops fit in a byte");
 
-/* ---- arena ---- */
-typedef struct wf_chunk {
-  struct wf_chunk *next;
-  size_t used, cap;
-  alignas(max_align_t) unsigned char data[];
-} wf_chunk;
-
-struct wf_arena {
-  wf_chunk *head;
-};
-
-#define WF_CHUNK_SIZE (64 * 1024)
-
-static wf_chunk *chunk_new(size_t cap) {
-  wf_chunk *c = malloc(sizeof(wf_chunk) + cap);
-  if (!c) return NULL;
-  c->next = NULL;
-  c->used = 0;
-  c->cap = cap;
-  return c;
-}
-
-/* Zeroed, max_align_t-aligned memory that lives until the arena dies. */
-static void *arena_alloc(struct wf_arena *a, size_t n) {
-  const size_t al = alignof(max_align_t);
-  n = (n + al - 1) / al * al;
-  if (n == 0) n = al;
-  wf_chunk *c = a->head;
-  if (!c || c->cap - c->used < n) {
-    if (n > WF_CHUNK_SIZE / 4) {
-      wf_chunk *big = chunk_new(n);
-      if (!big) return NULL;
-      if (c) { /* keep the head (and its free space) in front */
-        big->next = c->next;
-        c->next = big;
-      } else {
-        a->head = big;
-      }
-      big->used = n;
-      memset(big->data, 0, n);
-      return big->data;
-    }
-    c = chunk_new(WF_CHUNK_SIZE);
-    if (!c) return NULL;
-    c->next = a->head;
-    a->head = c;
-  }
-  void *p = c->data + c->used;
-  c->used += n;
-  memset(p, 0, n);
-  return p;
-}
-
-static void arena_free(struct wf_arena *a) {
-  if (!a) return;
-  for (wf_chunk *c = a->head, *nx; c; c = nx) {
-    nx = c->next;
-    free(c);
-  }
-  free(a);
-}
-
 /* ---- module and functions ---- */
 wf_module *wf_module_new(wf_types *T) {
   wf_module *m = calloc(1, sizeof(*m));
   if (!m) return NULL;
-  m->arena = calloc(1, sizeof(struct wf_arena));
+  m->arena = wf_arena_new();
   m->types = T ? T : wf_types_new();
   m->borrowed_types = T != NULL;
   if (!m->arena || !m->types) {
@@ -139,12 +78,12 @@ void wf_module_free(wf_module *m) {
   if (!m) return;
   for (int i = 0; i < m->nfuncs; i++) free(m->funcs[i]->vals);
   free(m->funcs);
-  arena_free(m->arena);
+  wf_arena_free(m->arena);
   if (!m->borrowed_types) wf_types_free(m->types);
   free(m);
 }
 
-void *wf_ir_alloc(wf_module *m, size_t n) { return arena_alloc(m->arena, n); }
+void *wf_ir_alloc(wf_module *m, size_t n) { return wf_arena_alloc(m->arena, n); }
 
 const char *wf_ir_strdup(wf_module *m, const char *s) {
   if (!s) return NULL;

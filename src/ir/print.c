@@ -14,7 +14,7 @@
 
 #include "ir/ir.h"
 
-#include "runtime/sbuf.h"
+#include "util/sbuf.h"
 typedef wf_sbuf sbuf;
 
 /* Printing context: the numbering (NULL: raw indices). */

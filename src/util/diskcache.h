@@ -26,7 +26,7 @@
 
 #include <stddef.h>
 
-#include "runtime/wf_rt.h"
+#include "util/util.h"
 
 #define WF_DCACHE_HEADER 56
 #define WF_DCACHE_MAXSIZE ((size_t)1 << 30) /* payloads larger than this are damage */

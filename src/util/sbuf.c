@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime/sbuf.h"
+#include "util/sbuf.h"
 
 void wf_sb_putn(wf_sbuf *s, const char *t, size_t n) {
   if (s->oom) return;

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "runtime/wf_rt.h"
+#include "util/util.h"
 
 typedef struct wf_sbuf {
   char *p; /* NUL-terminated text (NULL while empty); the caller frees it */

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/diskcache.h"
+#include "util/diskcache.h"
 
 int wf_dcache_dir(const char *sub, char *buf, size_t n) {
   const char *e = getenv("WEFT_CACHE_DIR");
