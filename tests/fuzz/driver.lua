@@ -9,6 +9,7 @@
 -- Both return nil, or a message when an invariant broke ("!" first: the
 -- harness aborts; else it reports, and aborts with WEFT_FUZZ_STRICT=1).
 local weft = require 'weft'
+local internal = require 'weft.internal' -- the parts' private table
 jit.off()
 weft.config.mode = 'debug'
 local function ro(t, name)
@@ -41,10 +42,13 @@ local ignore = {}
 for t in (os.getenv('WEFT_FUZZ_IGNORE') or ''):gmatch('[^;]+') do ignore[#ignore + 1] = t end
 local function check(err)
   err = tostring(err)
-  for _, t in ipairs(ignore) do if err:find(t, 1, true) then return nil end end
-  if err:find('IR verification failed', 1, true) then return '!' .. err end
-  if err:find('fuzz: instruction budget', 1, true) then return nil end
+  -- only the message's first line, without the chunk name (a string
+  -- chunk's name is its own text, which may hold anything)
   local first = err:match('^[^\n]*')
+  local msg = first:gsub('^%[string ".-"%]:%d+: ', '')
+  for _, t in ipairs(ignore) do if msg:find(t, 1, true) then return nil end end
+  if msg:find('IR verification failed', 1, true) then return '!' .. err end
+  if msg:find('fuzz: instruction budget', 1, true) then return nil end
   if first:find(weft_src) and not first:find('^%[string') then return err end
   return nil
 end
@@ -92,14 +96,14 @@ function fuzz_one(src, launch)
   stats.ir = stats.ir + 1
   local m = k:_module(argtypes)
   for _, d in ipairs({ 'adj', 'jvp' }) do
-    local ok, e = guarded(weft._derived_module, d, k, m, argtypes, false)
+    local ok, e = guarded(internal.derived_module, d, k, m, argtypes, false)
     if not ok then local c = check(e) if c then return c end end
   end
   local ok, e = guarded(k.source, k, 'cuda', argtypes)
   if not ok then local c = check(e) if c then return c end end
   -- LLVM IR without LLVM's O3 (the launches run that): weft's emitter is
   -- what is fuzzed, and O3 would cost most of the time
-  ok, e = guarded(weft._core.llvm_ir, m, { optimize = false })
+  ok, e = guarded(internal.core.llvm_ir, m, { optimize = false })
   if not ok then local c = check(e) if c then return c end
   else stats.llvm = stats.llvm + 1 end
   if not launch or not bounded(ir) then return nil end
