@@ -25,30 +25,8 @@
 **
 **   if:     %caps' = if %c { reverse(then) } else { reverse(else) }
 **
-**   for:    N = trip count (a counting copy of the loop, O(n) trivial work)
-**           for r = 1, N { k = N - r
-**              state_k = recompute(k)       only if the reverse needs the
-**                                           carried values (see below)
-**              reverse(body at i_k, state_k), seeded with adj(state_k+1) }
-**
-**   while:  N = trip count (a counting replay of the loop)
-**           for r = 0, N { k = N - r
-**              s_k = recompute(k); v_k = before(s_k)
-**              if k < N: reverse(after(v_k)) seeded with adj(s_k+1)
-**              else: adj(v_N) = adj(results)
-**              reverse(before(s_k)) seeded with adj(v_k) }
-**
-** Loop cost (per thread). recompute(k) runs k iterations from the loop
-** entry, carrying only the needed slots: memory O(1) (no stack, nothing
-** allocated), time O(n^2) iteration replays for n iterations (n^2/2 for a
-** for loop, about n^2 for a while loop). A for loop whose reverse reads
-** no carried value (accumulations such as s = s + f(x[i]), the common
-** case) is reversed without recomputation: O(n) with i_k = lo + k*step.
-** When code after such a loop also reads its result (so the replay runs
-** the loop once more) and the carried adjoints are loop invariant, the
-** replay is fused into the reverse loop, which then runs in forward order
-** (see try_fuse): one loop instead of two.
-** Nested loops multiply. Trip counts are int32.
+** for and while loops are reversed in loop.c (the fused form of a summing
+** for loop in fuse.c), with the helpers declared in ad_int.h.
 **
 ** Errors (unsupported constructs) are positioned "chunk:line: autodiff:
 ** ..." and unwind with longjmp to wf_ad_kernel, which removes the
@@ -130,7 +108,7 @@ wf_val wf_ad_zero(wf_adctx *A, const wf_type *t) {
 wf_val wf_ad_constf(wf_adctx *A, const wf_type *t, double x) {
   return ok(A, wf_b_constf(&A->b, t, x));
 }
-static wf_val consti(wf_adctx *A, const wf_type *t, int64_t x) {
+wf_val wf_ad_consti(wf_adctx *A, const wf_type *t, int64_t x) {
   return ok(A, wf_b_consti(&A->b, t, x));
 }
 wf_val wf_ad_extract(wf_adctx *A, wf_val agg, int i) {
@@ -140,20 +118,20 @@ wf_val wf_ad_insert(wf_adctx *A, wf_val agg, int i, wf_val v) {
   return ok(A, wf_b_insert(&A->b, agg, i, v));
 }
 
-static const wf_type *i32t(wf_adctx *A) {
+const wf_type *wf_ad_i32t(wf_adctx *A) {
   return wf_t_int(A->T, 32, 1);
 }
-static const wf_type *boolt(wf_adctx *A) {
+const wf_type *wf_ad_boolt(wf_adctx *A) {
   return wf_t_bool(A->T);
 }
-static const wf_type *ptype(wf_adctx *A, wf_val v) {
+const wf_type *wf_ad_ptype(wf_adctx *A, wf_val v) {
   return A->pf->vals[v].type;
 }
 
 #define newblock wf_ad_newblock
 
 /* Switch emission into block bl; returns the block to come back to. */
-static wf_block *enter(wf_adctx *A, wf_block *bl) {
+wf_block *wf_ad_enter(wf_adctx *A, wf_block *bl) {
   wf_block *old = A->b.block;
   A->b.block = bl;
   return old;
@@ -220,8 +198,8 @@ wf_val wf_ad_primal(wf_adctx *A, wf_val v) {
 
 /* The replayed v if the replay computes it, else a zero placeholder (for
 ** yields and loop inits of slots nobody reads). */
-static wf_val tmap(wf_adctx *A, wf_val v) {
-  return A->need[v] ? wf_ad_primal(A, v) : wf_ad_zero(A, ptype(A, v));
+wf_val wf_ad_tmap(wf_adctx *A, wf_val v) {
+  return A->need[v] ? wf_ad_primal(A, v) : wf_ad_zero(A, wf_ad_ptype(A, v));
 }
 
 /* Is adjoint-function value v a zero placeholder (wf_ad_zero)? Adding it
@@ -278,14 +256,14 @@ static int is_fparam(wf_adctx *A, wf_val v) {
 
 void wf_ad_acc(wf_adctx *A, wf_val v, wf_val contrib) {
   if (v < 0 || contrib < 0 || is_fparam(A, v)) return;
-  const wf_type *t = ptype(A, v);
+  const wf_type *t = wf_ad_ptype(A, v);
   if (!wf_ad_difft(t)) return;
   A->adj[v] = addv(A, t, A->adj[v], contrib);
 }
 
 /* The adjoint of v as a concrete value (zero when nothing accumulated). */
-static wf_val adjz(wf_adctx *A, wf_val v) {
-  return A->adj[v] >= 0 ? A->adj[v] : wf_ad_zero(A, ptype(A, v));
+wf_val wf_ad_adjz(wf_adctx *A, wf_val v) {
+  return A->adj[v] >= 0 ? A->adj[v] : wf_ad_zero(A, wf_ad_ptype(A, v));
 }
 
 wf_val wf_ad_shadow(wf_adctx *A, const wf_inst *at, wf_val arr) {
@@ -317,8 +295,9 @@ static int is_memwrite(wf_op op) {
 /* Does this instance of a differentiable op carry adjoints? (float-typed
 ** result, or for stores and atomic adds, a float-typed value). */
 int wf_ad_inst_diff(wf_adctx *A, const wf_inst *in) {
-  if (is_memwrite(in->op)) return in->nargs > 0 && wf_ad_difft(ptype(A, in->args[in->nargs - 1]));
-  return in->nres > 0 && wf_ad_difft(ptype(A, in->res[0]));
+  if (is_memwrite(in->op))
+    return in->nargs > 0 && wf_ad_difft(wf_ad_ptype(A, in->args[in->nargs - 1]));
+  return in->nres > 0 && wf_ad_difft(wf_ad_ptype(A, in->res[0]));
 }
 
 #define inst_diff wf_ad_inst_diff
@@ -421,7 +400,7 @@ static void replay_call(wf_adctx *A, const wf_inst *in) {
     a[k] = wf_ad_primal(A, in->args[k]);
   const wf_type **rt = wf_ad_scratch(A, sizeof(*rt) * (size_t)(in->nres + 1));
   for (int j = 0; j < in->nres; j++)
-    rt[j] = ptype(A, in->res[j]);
+    rt[j] = wf_ad_ptype(A, in->res[j]);
   wf_inst *c = wf_ad_emit(A, WF_OP_CALL, in->nargs, a, in->nres, rt, 0);
   c->imm = callee;
   for (int j = 0; j < in->nres; j++)
@@ -453,12 +432,12 @@ static void reverse_call(wf_adctx *A, const wf_inst *in) {
   for (int k = 0; k < in->nargs; k++)
     a[k] = wf_ad_primal(A, in->args[k]);
   for (int j = 0; j < in->nres; j++)
-    a[in->nargs + j] = adjz(A, in->res[j]);
+    a[in->nargs + j] = wf_ad_adjz(A, in->res[j]);
   wf_inst *c = wf_ad_emit(A, WF_OP_CALL, na, a, g->nret, g->rettypes, 0);
   c->imm = companion(A->m, (int)in->imm, WF_AD_GRAD_SUFFIX);
   int r = 0;
   for (int k = 0; k < in->nargs; k++)
-    if (wf_ad_difft(ptype(A, in->args[k]))) wf_ad_acc(A, in->args[k], c->res[r++]);
+    if (wf_ad_difft(wf_ad_ptype(A, in->args[k]))) wf_ad_acc(A, in->args[k], c->res[r++]);
 }
 
 /* ======================================================================
@@ -470,8 +449,6 @@ static int mark(wf_adctx *A, wf_val v) {
   return 1;
 }
 
-static int need_block(wf_adctx *A, wf_block *bl);
-
 static int need_if(wf_adctx *A, wf_inst *in) {
   int ch = mark(A, in->args[0]);
   for (int j = 0; j < in->nres; j++)
@@ -479,7 +456,7 @@ static int need_if(wf_adctx *A, wf_inst *in) {
       for (int k = 0; k < 2; k++)
         ch |= mark(A, in->blocks[k]->last->args[j]);
   for (int k = 0; k < in->nblocks; k++)
-    ch |= need_block(A, in->blocks[k]);
+    ch |= wf_ad_need_block(A, in->blocks[k]);
   return ch;
 }
 
@@ -492,7 +469,7 @@ static int need_for(wf_adctx *A, wf_inst *in) {
       ch |= mark(A, in->res[j]) | mark(A, B->params[1 + j]);
       ch |= mark(A, in->args[3 + j]) | mark(A, B->last->args[j]);
     }
-  return ch | need_block(A, B);
+  return ch | wf_ad_need_block(A, B);
 }
 
 static int need_while(wf_adctx *A, wf_inst *in) {
@@ -504,7 +481,7 @@ static int need_while(wf_adctx *A, wf_inst *in) {
   for (int j = 0; j < in->nres; j++)
     if (A->need[in->res[j]] || A->need[B1->params[j]])
       ch |= mark(A, c->args[1 + j]) | mark(A, in->res[j]) | mark(A, B1->params[j]);
-  return ch | need_block(A, B0) | need_block(A, B1);
+  return ch | wf_ad_need_block(A, B0) | wf_ad_need_block(A, B1);
 }
 
 static int need_inst(wf_adctx *A, wf_inst *in) {
@@ -530,7 +507,7 @@ static int need_inst(wf_adctx *A, wf_inst *in) {
 }
 
 /* One backward pass over bl; returns whether anything changed. */
-static int need_block(wf_adctx *A, wf_block *bl) {
+int wf_ad_need_block(wf_adctx *A, wf_block *bl) {
   int ch = 0;
   for (wf_inst *in = bl->last; in; in = in->prev) {
     switch (in->op) {
@@ -564,15 +541,10 @@ static void stamp_inside(wf_adctx *A, wf_block *bl, int32_t s) {
   }
 }
 
-typedef struct capset {
-  int n, cap;
-  wf_val *v;
-} capset;
-
-static void add_use(wf_adctx *A, wf_val v, int32_t s, capset *cs) {
+static void add_use(wf_adctx *A, wf_val v, int32_t s, wf_ad_capset *cs) {
   if (v < 0 || A->stamp_in[v] == s || A->stamp_seen[v] == s) return;
   A->stamp_seen[v] = s;
-  if (!wf_ad_difft(ptype(A, v)) || is_fparam(A, v)) return;
+  if (!wf_ad_difft(wf_ad_ptype(A, v)) || is_fparam(A, v)) return;
   if (cs->n == cs->cap) {
     int nc = cs->cap ? cs->cap * 2 : 8;
     wf_val *nv = wf_ad_scratch(A, sizeof(wf_val) * (size_t)nc);
@@ -583,7 +555,7 @@ static void add_use(wf_adctx *A, wf_val v, int32_t s, capset *cs) {
   cs->v[cs->n++] = v;
 }
 
-static void collect_uses(wf_adctx *A, wf_block *bl, int32_t s, capset *cs) {
+static void collect_uses(wf_adctx *A, wf_block *bl, int32_t s, wf_ad_capset *cs) {
   for (wf_inst *in = bl->first; in; in = in->next) {
     for (int k = 0; k < in->nargs; k++)
       add_use(A, in->args[k], s, cs);
@@ -598,15 +570,15 @@ static void collect_uses(wf_adctx *A, wf_block *bl, int32_t s, capset *cs) {
 /* The differentiable values defined outside region `in` and used inside.
 ** Their adjoints become concrete (zero if none yet) at the current point,
 ** so the reverse region can carry and yield them. */
-static capset captured(wf_adctx *A, const wf_inst *in) {
-  capset cs = {0, 0, NULL};
+wf_ad_capset wf_ad_captured(wf_adctx *A, const wf_inst *in) {
+  wf_ad_capset cs = {0, 0, NULL};
   int32_t s = ++A->stamp;
   for (int k = 0; k < in->nblocks; k++)
     stamp_inside(A, in->blocks[k], s);
   for (int k = 0; k < in->nblocks; k++)
     collect_uses(A, in->blocks[k], s, &cs);
   for (int i = 0; i < cs.n; i++)
-    if (A->adj[cs.v[i]] < 0) A->adj[cs.v[i]] = wf_ad_zero(A, ptype(A, cs.v[i]));
+    if (A->adj[cs.v[i]] < 0) A->adj[cs.v[i]] = wf_ad_zero(A, wf_ad_ptype(A, cs.v[i]));
   return cs;
 }
 
@@ -621,7 +593,7 @@ static int has_memdiff(wf_adctx *A, const wf_block *bl) {
 
 /* Can any adjoint flow through region `in`? Only from its results or from
 ** the arrays it reads and writes. */
-static int region_active(wf_adctx *A, const wf_inst *in) {
+int wf_ad_region_active(wf_adctx *A, const wf_inst *in) {
   for (int j = 0; j < in->nres; j++)
     if (A->adj[in->res[j]] >= 0) return 1;
   for (int k = 0; k < in->nblocks; k++)
@@ -632,8 +604,6 @@ static int region_active(wf_adctx *A, const wf_inst *in) {
 /* ======================================================================
 ** forward replay
 ** ====================================================================== */
-static void replay_block(wf_adctx *A, wf_block *bl);
-
 static int any_needed(wf_adctx *A, const wf_inst *in) {
   for (int j = 0; j < in->nres; j++)
     if (A->need[in->res[j]]) return 1;
@@ -643,7 +613,7 @@ static int any_needed(wf_adctx *A, const wf_inst *in) {
 static const wf_type **ptypes_of(wf_adctx *A, int n, const wf_val *vals) {
   const wf_type **t = wf_ad_scratch(A, sizeof(*t) * (size_t)(n > 0 ? n : 1));
   for (int i = 0; i < n; i++)
-    t[i] = ptype(A, vals[i]);
+    t[i] = wf_ad_ptype(A, vals[i]);
   return t;
 }
 
@@ -652,7 +622,8 @@ static const wf_type **ptypes_of(wf_adctx *A, int n, const wf_val *vals) {
 static void replay_term(wf_adctx *A, const wf_inst *t) {
   wf_val *a = wf_ad_scratch(A, sizeof(wf_val) * (size_t)(t->nargs + 1));
   for (int k = 0; k < t->nargs; k++)
-    a[k] = (t->op == WF_OP_COND && k == 0) ? wf_ad_primal(A, t->args[0]) : tmap(A, t->args[k]);
+    a[k] =
+        (t->op == WF_OP_COND && k == 0) ? wf_ad_primal(A, t->args[0]) : wf_ad_tmap(A, t->args[k]);
   wf_ad_emit(A, t->op, t->nargs, a, 0, NULL, 0);
 }
 
@@ -662,7 +633,7 @@ static void replay_region(wf_adctx *A, const wf_inst *in) {
   wf_val *a = wf_ad_scratch(A, sizeof(wf_val) * (size_t)(in->nargs + 1));
   for (int k = 0; k < in->nargs; k++) {
     int always = in->op == WF_OP_IF ? k == 0 : in->op == WF_OP_FOR ? k < 3 : 0;
-    a[k] = always ? wf_ad_primal(A, in->args[k]) : tmap(A, in->args[k]);
+    a[k] = always ? wf_ad_primal(A, in->args[k]) : wf_ad_tmap(A, in->args[k]);
   }
   wf_inst *c =
       wf_ad_emit(A, in->op, in->nargs, a, in->nres, ptypes_of(A, in->nres, in->res), in->nblocks);
@@ -672,8 +643,8 @@ static void replay_region(wf_adctx *A, const wf_inst *in) {
     wf_block *nb = newblock(A, c, k, pb->nparams, ptypes_of(A, pb->nparams, pb->params));
     for (int p = 0; p < pb->nparams; p++)
       A->map[pb->params[p]] = nb->params[p];
-    wf_block *old = enter(A, nb);
-    replay_block(A, pb);
+    wf_block *old = wf_ad_enter(A, nb);
+    wf_ad_replay_block(A, pb);
     replay_term(A, pb->last);
     A->b.block = old;
   }
@@ -694,7 +665,7 @@ static void replay_plain(wf_adctx *A, const wf_inst *in) {
     A->map[in->res[j]] = c->res[j];
   if (in->op == WF_OP_VIEW && A->shadow[in->args[0]] >= 0) {
     wf_val sa[2] = {A->shadow[in->args[0]], a[1]};
-    const wf_type *vt = ptype(A, in->res[0]);
+    const wf_type *vt = wf_ad_ptype(A, in->res[0]);
     A->shadow[in->res[0]] = wf_ad_emit(A, WF_OP_VIEW, 2, sa, 1, &vt, 0)->res[0];
     A->present[in->res[0]] = A->present[in->args[0]];
   }
@@ -716,7 +687,7 @@ static void replay_inst(wf_adctx *A, const wf_inst *in) {
       wf_val *a = wf_ad_scratch(A, sizeof(wf_val) * (size_t)in->nargs);
       for (int k = 0; k < in->nargs - 1; k++)
         a[k] = wf_ad_primal(A, in->args[k]);
-      const wf_type *t = ptype(A, in->res[0]);
+      const wf_type *t = wf_ad_ptype(A, in->res[0]);
       A->map[in->res[0]] = wf_ad_emit(A, WF_OP_LOAD, in->nargs - 1, a, 1, &t, 0)->res[0];
       wf_ad_note_stale(A, A->map[in->res[0]], in);
     }
@@ -750,7 +721,7 @@ static void replay_inst(wf_adctx *A, const wf_inst *in) {
 /* Replays bl's instructions (not its terminator) at the emission point.
 ** bl's params must be mapped; stale mappings of bl's values are cleared
 ** first so that a value the replay skipped can never be read by mistake. */
-static void replay_block(wf_adctx *A, wf_block *bl) {
+void wf_ad_replay_block(wf_adctx *A, wf_block *bl) {
   for (wf_inst *in = bl->first; in; in = in->next)
     for (int j = 0; j < in->nres; j++)
       A->map[in->res[j]] = WF_NOVAL;
@@ -767,7 +738,7 @@ static void reverse_inst(wf_adctx *A, wf_inst *in);
 ** terminator's operands (seeds[j] for operand j, a condition's flag not
 ** counted; WF_NOVAL = none), then sweep bl backwards. Afterwards adj[] of
 ** bl's params and of captured values hold their accumulated adjoints. */
-static void reverse_region(wf_adctx *A, wf_block *bl, const wf_val *pvals, const wf_val *seeds) {
+void wf_ad_reverse_region(wf_adctx *A, wf_block *bl, const wf_val *pvals, const wf_val *seeds) {
   for (int p = 0; p < bl->nparams; p++) {
     A->map[bl->params[p]] = pvals ? pvals[p] : WF_NOVAL;
     A->adj[bl->params[p]] = WF_NOVAL;
@@ -775,7 +746,7 @@ static void reverse_region(wf_adctx *A, wf_block *bl, const wf_val *pvals, const
   for (wf_inst *in = bl->first; in; in = in->next)
     for (int j = 0; j < in->nres; j++)
       A->adj[in->res[j]] = WF_NOVAL;
-  replay_block(A, bl);
+  wf_ad_replay_block(A, bl);
   wf_inst *t = bl->last;
   int off = t->op == WF_OP_COND ? 1 : 0;
   if (seeds)
@@ -785,7 +756,7 @@ static void reverse_region(wf_adctx *A, wf_block *bl, const wf_val *pvals, const
     reverse_inst(A, in);
 }
 
-static wf_val *vals(wf_adctx *A, int n) {
+wf_val *wf_ad_vals(wf_adctx *A, int n) {
   wf_val *v = wf_ad_scratch(A, sizeof(wf_val) * (size_t)(n > 0 ? n : 1));
   for (int i = 0; i < n; i++)
     v[i] = WF_NOVAL;
@@ -793,9 +764,9 @@ static wf_val *vals(wf_adctx *A, int n) {
 }
 
 static void rev_if(wf_adctx *A, wf_inst *in) {
-  if (!region_active(A, in)) return;
-  capset cs = captured(A, in);
-  wf_val *seeds = vals(A, in->nres), *saved = vals(A, cs.n), *y = vals(A, cs.n);
+  if (!wf_ad_region_active(A, in)) return;
+  wf_ad_capset cs = wf_ad_captured(A, in);
+  wf_val *seeds = wf_ad_vals(A, in->nres), *saved = wf_ad_vals(A, cs.n), *y = wf_ad_vals(A, cs.n);
   for (int j = 0; j < in->nres; j++)
     seeds[j] = A->adj[in->res[j]];
   for (int i = 0; i < cs.n; i++)
@@ -805,7 +776,7 @@ static void rev_if(wf_adctx *A, wf_inst *in) {
   for (int k = 0; k < 2; k++) {
     for (int i = 0; i < cs.n; i++)
       A->adj[cs.v[i]] = saved[i];
-    reverse_region(A, in->blocks[k], NULL, seeds);
+    wf_ad_reverse_region(A, in->blocks[k], NULL, seeds);
     for (int i = 0; i < cs.n; i++)
       y[i] = A->adj[cs.v[i]];
     if (k == 0)
@@ -817,561 +788,6 @@ static void rev_if(wf_adctx *A, wf_inst *in) {
     A->adj[cs.v[i]] = s.in->res[i];
 }
 
-/* An adjoint loop `for r = from, N, 1` carrying nc values; returns it with
-** the builder inside its body. */
-static wf_inst *rev_loop(wf_adctx *A, int from, wf_val N, int nc, const wf_val *init,
-                         const wf_type **ct, wf_block **saved) {
-  wf_val *a = vals(A, 3 + nc);
-  a[0] = consti(A, i32t(A), from);
-  a[1] = N;
-  a[2] = consti(A, i32t(A), 1);
-  for (int i = 0; i < nc; i++)
-    a[3 + i] = init[i];
-  wf_inst *L = wf_ad_emit(A, WF_OP_FOR, 3 + nc, a, nc, ct, 1);
-  const wf_type **bt = wf_ad_scratch(A, sizeof(*bt) * (size_t)(nc + 1));
-  bt[0] = i32t(A);
-  for (int i = 0; i < nc; i++)
-    bt[1 + i] = ct[i];
-  *saved = enter(A, newblock(A, L, 0, nc + 1, bt));
-  return L;
-}
-
-/* Trip count of a for loop: a copy of it that only counts. */
-static wf_val count_for(wf_adctx *A, const wf_inst *in, wf_val lo, wf_val hi, wf_val st) {
-  const wf_type *it = ptype(A, in->args[0]), *i32 = i32t(A);
-  wf_val a[4] = {lo, hi, st, consti(A, i32, 0)};
-  wf_inst *L = wf_ad_emit(A, WF_OP_FOR, 4, a, 1, &i32, 1);
-  const wf_type *bt[2] = {it, i32};
-  wf_block *old = enter(A, newblock(A, L, 0, 2, bt));
-  wf_val n1 = wf_ad_op2(A, WF_OP_ADD, i32, L->blocks[0]->params[1], consti(A, i32, 1));
-  wf_ad_emit(A, WF_OP_YIELD, 1, &n1, 0, NULL, 0);
-  A->b.block = old;
-  return L->res[0];
-}
-
-/* (k, i_k, state_k...) of a for loop: k iterations replayed from the entry
-** in a counted while loop (needed slots only). */
-static wf_inst *recompute_for(wf_adctx *A, const wf_inst *in, wf_val lo, wf_val st, wf_val k) {
-  wf_block *B = in->blocks[0];
-  int ns = in->nres, nw = 2 + ns;
-  const wf_type *i32 = i32t(A), *it = ptype(A, in->args[0]);
-  const wf_type **wt = wf_ad_scratch(A, sizeof(*wt) * (size_t)nw);
-  wf_val *init = vals(A, nw);
-  wt[0] = i32;
-  wt[1] = it;
-  init[0] = consti(A, i32, 0);
-  init[1] = lo;
-  for (int j = 0; j < ns; j++) {
-    wt[2 + j] = ptype(A, in->res[j]);
-    init[2 + j] = tmap(A, in->args[3 + j]);
-  }
-  wf_inst *W = wf_ad_emit(A, WF_OP_WHILE, nw, init, nw, wt, 2);
-  wf_block *b0 = newblock(A, W, 0, nw, wt), *b1 = newblock(A, W, 1, nw, wt);
-  wf_block *old = enter(A, b0);
-  wf_val *ca = vals(A, nw + 1);
-  ca[0] = wf_ad_op2(A, WF_OP_LT, boolt(A), b0->params[0], k);
-  for (int i = 0; i < nw; i++)
-    ca[1 + i] = b0->params[i];
-  wf_ad_emit(A, WF_OP_COND, nw + 1, ca, 0, NULL, 0);
-  A->b.block = b1;
-  for (int p = 0; p < B->nparams; p++)
-    A->map[B->params[p]] = b1->params[1 + p];
-  replay_block(A, B);
-  wf_val *y = vals(A, nw);
-  y[0] = wf_ad_op2(A, WF_OP_ADD, i32, b1->params[0], consti(A, i32, 1));
-  y[1] = wf_ad_op2(A, WF_OP_ADD, it, b1->params[1], st);
-  for (int j = 0; j < ns; j++)
-    y[2 + j] = tmap(A, B->last->args[j]);
-  wf_ad_emit(A, WF_OP_YIELD, nw, y, 0, NULL, 0);
-  A->b.block = old;
-  return W;
-}
-
-/* Indices of the differentiable entries of a value list. */
-static int dslots(wf_adctx *A, int n, const wf_val *v, int *idx) {
-  int nd = 0;
-  for (int j = 0; j < n; j++)
-    if (wf_ad_difft(ptype(A, v[j]))) idx[nd++] = j;
-  return nd;
-}
-
-/* What the reverse of block B alone reads: the need closure of the rules
-** inside B (the global need[] also holds what code AFTER a loop reads of
-** its results, which the reverse of its body does not need). */
-static uint8_t *local_need(wf_adctx *A, wf_block *B) {
-  uint8_t *saved = A->need, *loc = wf_ad_scratch(A, (size_t)A->np + 1);
-  A->need = loc;
-  while (need_block(A, B)) {
-  }
-  A->need = saved;
-  return loc;
-}
-
-/* ---- fused forward-order reversal of a summing for loop ----
-** A for loop reversed without recomputation whose carried adjoints come
-** out of each reversed iteration unchanged (sums: adj(acc) is loop
-** invariant) can run its reverse iterations in forward order. Its replay
-** (which code after the loop reads, e.g. `m * acc`) is then fused into
-** that loop: one loop computes the primal slots and does the reverse work
-** of each iteration. Captured adjoints start at zero in F and the adjoint
-** accumulated before F is added after it (inside a loop they are only
-** summed into). The fused loop F is emitted speculatively; it is kept
-** only when (a) every carried adjoint is invariant, (b) F's inits and body
-** read no value computed from the replay loop R (the seed of acc must not
-** depend on acc: loss = acc*acc falls back), and (c) moving the code
-** between R and F that reads R's results to after F reorders no
-** conflicting memory accesses. Otherwise F is unlinked and the O(n) path
-** runs as before. */
-
-/* Is adjoint value v equal to `target`, directly or through if results
-** whose branches both yield it? */
-static int same_adj(wf_adctx *A, wf_val v, wf_val target) {
-  if (v == target) return 1;
-  const wf_inst *d = v >= 0 && v < A->af->nvals ? A->af->vals[v].def : NULL;
-  if (!d || d->op != WF_OP_IF) return 0;
-  int k = A->af->vals[v].index;
-  for (int b = 0; b < d->nblocks; b++) {
-    const wf_inst *y = d->blocks[b]->last;
-    if (!y || y->op != WF_OP_YIELD || k >= y->nargs || !same_adj(A, y->args[k], target))
-      return 0;
-  }
-  return 1;
-}
-
-/* Does any operand in the tree of `in` carry a taint mark? */
-static int uses_tainted(const wf_inst *in, const uint8_t *taint, int32_t nt) {
-  for (int k = 0; k < in->nargs; k++)
-    if (in->args[k] >= 0 && in->args[k] < nt && taint[in->args[k]]) return 1;
-  for (int b = 0; b < in->nblocks; b++)
-    for (const wf_inst *c = in->blocks[b]->first; c; c = c->next)
-      if (uses_tainted(c, taint, nt)) return 1;
-  return 0;
-}
-
-/* Memory accesses of an instruction tree: root array (param, through
-** views; -2 unknown) and kind (0 load, 1 atomic add, 2 other write). */
-typedef struct memacc {
-  int n, cap;
-  wf_val *root;
-  uint8_t *kind;
-  int opaque; /* a call, print or trap: give up */
-} memacc;
-
-static wf_val mem_root(wf_adctx *A, wf_val v) {
-  while (v >= 0 && v < A->af->nvals) {
-    const wf_inst *d = A->af->vals[v].def;
-    if (!d) return v;
-    if (d->op != WF_OP_VIEW) return -2;
-    v = d->args[0];
-  }
-  return -2;
-}
-
-static void mem_collect(wf_adctx *A, const wf_inst *in, memacc *m) {
-  int kind = -1;
-  if (in->op == WF_OP_LOAD) kind = 0;
-  else if (in->op == WF_OP_ATOMIC_ADD) kind = 1;
-  else if (in->op == WF_OP_STORE || in->op == WF_OP_ATOMIC_MIN || in->op == WF_OP_ATOMIC_MAX)
-    kind = 2;
-  else if (in->op == WF_OP_CALL || in->op == WF_OP_PRINT || in->op == WF_OP_TRAP)
-    m->opaque = 1;
-  if (kind >= 0) {
-    if (m->n == m->cap) {
-      int nc = m->cap ? m->cap * 2 : 16;
-      wf_val *nr = wf_ad_scratch(A, sizeof(wf_val) * (size_t)nc);
-      uint8_t *nk = wf_ad_scratch(A, (size_t)nc);
-      if (m->n) {
-        memcpy(nr, m->root, sizeof(wf_val) * (size_t)m->n);
-        memcpy(nk, m->kind, (size_t)m->n);
-      }
-      m->root = nr;
-      m->kind = nk;
-      m->cap = nc;
-    }
-    m->root[m->n] = mem_root(A, in->args[0]);
-    m->kind[m->n++] = (uint8_t)kind;
-  }
-  for (int b = 0; b < in->nblocks; b++)
-    for (const wf_inst *c = in->blocks[b]->first; c; c = c->next)
-      mem_collect(A, c, m);
-}
-
-/* May the accesses of x and y be reordered? Loads commute, atomic adds
-** commute; anything else on the same (or an unknown) array does not. */
-static int mem_commute(const memacc *x, const memacc *y) {
-  if (x->opaque || y->opaque) return 0;
-  for (int i = 0; i < x->n; i++)
-    for (int j = 0; j < y->n; j++) {
-      int same = x->root[i] == y->root[j] || x->root[i] == -2 || y->root[j] == -2;
-      if (!same || (x->kind[i] == 0 && y->kind[j] == 0) || (x->kind[i] == 1 && y->kind[j] == 1))
-        continue;
-      return 0;
-    }
-  return 1;
-}
-
-/* Emits F = for i = lo, hi, st iter(primal slots, adjoint slots, captured
-** adjoints) { replay + reverse of body(i) }; the builder ends after it. */
-static wf_inst *emit_fused(wf_adctx *A, wf_inst *in, capset cs, int nd, const int *di) {
-  wf_block *B = in->blocks[0];
-  int ns = in->nres, nc = ns + nd + cs.n;
-  wf_val *a = vals(A, 3 + nc);
-  const wf_type **ct = wf_ad_scratch(A, sizeof(*ct) * (size_t)(nc + 1));
-  for (int k = 0; k < 3; k++)
-    a[k] = wf_ad_primal(A, in->args[k]);
-  for (int j = 0; j < ns; j++) {
-    ct[j] = ptype(A, in->res[j]);
-    a[3 + j] = tmap(A, in->args[3 + j]);
-  }
-  for (int d = 0; d < nd; d++) {
-    ct[ns + d] = ptype(A, in->res[di[d]]);
-    a[3 + ns + d] = adjz(A, in->res[di[d]]);
-  }
-  for (int i = 0; i < cs.n; i++) { /* from zero: the caller adds the adjoint so far */
-    ct[ns + nd + i] = ptype(A, cs.v[i]);
-    a[3 + ns + nd + i] = wf_ad_zero(A, ct[ns + nd + i]);
-  }
-  wf_inst *F = wf_ad_emit(A, WF_OP_FOR, 3 + nc, a, nc, ct, 1);
-  const wf_type **bt = wf_ad_scratch(A, sizeof(*bt) * (size_t)(nc + 1));
-  bt[0] = ptype(A, in->args[0]);
-  for (int i = 0; i < nc; i++)
-    bt[1 + i] = ct[i];
-  wf_block *saved = enter(A, newblock(A, F, 0, nc + 1, bt));
-  wf_val *bp = F->blocks[0]->params;
-  wf_val *seeds = vals(A, ns);
-  for (int d = 0; d < nd; d++)
-    seeds[di[d]] = bp[1 + ns + d];
-  for (int i = 0; i < cs.n; i++)
-    A->adj[cs.v[i]] = bp[1 + ns + nd + i];
-  reverse_region(A, B, bp, seeds);
-  wf_val *y = vals(A, nc);
-  for (int j = 0; j < ns; j++)
-    y[j] = tmap(A, B->last->args[j]);
-  for (int d = 0; d < nd; d++)
-    y[ns + d] = adjz(A, B->params[1 + di[d]]);
-  for (int i = 0; i < cs.n; i++)
-    y[ns + nd + i] = A->adj[cs.v[i]];
-  wf_ad_emit(A, WF_OP_YIELD, nc, y, 0, NULL, 0);
-  A->b.block = saved;
-  A->b.loc = in->loc;
-  return F;
-}
-
-/* The replay loop R of `in` (in the current block), or NULL. */
-static wf_inst *replay_loop_of(wf_adctx *A, const wf_inst *in) {
-  for (int j = 0; j < in->nres; j++) {
-    wf_val r = A->need[in->res[j]] ? A->map[in->res[j]] : WF_NOVAL;
-    if (r < 0 || r >= A->af->nvals) continue;
-    wf_inst *R = A->af->vals[r].def;
-    return R && R->op == WF_OP_FOR && R->parent == A->b.block ? R : NULL;
-  }
-  return NULL;
-}
-
-/* Tries the fused reversal of `in`; 1 when done, 0 when the caller must
-** take the ordinary path (nothing emitted is left behind but dead code). */
-static int try_fuse(wf_adctx *A, wf_inst *in, capset cs) {
-  wf_inst *R = replay_loop_of(A, in);
-  if (!R || R->nres != in->nres) return 0;
-  int ns = in->nres;
-  int *di = wf_ad_scratch(A, sizeof(int) * (size_t)(ns + 1));
-  int nd = dslots(A, ns, in->res, di);
-  wf_val *saved_cap = vals(A, cs.n);
-  for (int i = 0; i < cs.n; i++)
-    saved_cap[i] = A->adj[cs.v[i]];
-  wf_inst *F = emit_fused(A, in, cs, nd, di);
-  wf_val *bp = F->blocks[0]->params;
-  const wf_inst *fy = F->blocks[0]->last;
-  int ok = 1;
-  for (int d = 0; ok && d < nd; d++) /* (a) invariant carried adjoints */
-    ok = same_adj(A, fy->args[ns + d], bp[1 + ns + d]);
-  /* (b) the code between R and F that reads R's results (S) */
-  int32_t nt = A->af->nvals;
-  uint8_t *taint = wf_ad_scratch(A, (size_t)nt);
-  for (int j = 0; j < R->nres; j++)
-    taint[R->res[j]] = 1;
-  int nS = 0;
-  wf_inst **S = wf_ad_scratch(A, sizeof(wf_inst *) * (size_t)nt);
-  memacc ms = {0}, mo = {0};
-  wf_inst *x = R->next;
-  for (; ok && x && x != F; x = x->next) {
-    if (uses_tainted(x, taint, nt)) {
-      for (int j = 0; j < x->nres; j++)
-        taint[x->res[j]] = 1;
-      S[nS++] = x;
-      mem_collect(A, x, &ms);
-    } else {
-      mem_collect(A, x, &mo);
-    }
-  }
-  ok = ok && x == F && !uses_tainted(F, taint, nt);
-  /* (c) S moves after F; F's iterations run in the other order */
-  if (ok) {
-    memacc mf = {0};
-    mem_collect(A, F, &mf);
-    ok = mem_commute(&ms, &mo) && mem_commute(&ms, &mf) && mem_commute(&mf, &mf);
-  }
-  if (!ok) {
-    wf_inst_unlink(F);
-    for (int i = 0; i < cs.n; i++)
-      A->adj[cs.v[i]] = saved_cap[i];
-    return 0;
-  }
-  for (int j = 0; j < ns; j++) {
-    wf_replace_uses(A->af, R->res[j], F->res[j]);
-    A->map[in->res[j]] = F->res[j];
-  }
-  wf_inst *after = F->next;
-  for (int s = 0; s < nS; s++) {
-    wf_inst_unlink(S[s]);
-    if (after)
-      wf_inst_insert_before(after, S[s]);
-    else
-      wf_block_append(F->parent, S[s]);
-  }
-  wf_inst_unlink(R);
-  /* captured first, as in rev_for; their adjoints so far (which may read
-  ** acc, as S does) are added after F: captured adjoints only accumulate */
-  for (int i = 0; i < cs.n; i++) {
-    A->adj[cs.v[i]] = saved_cap[i];
-    wf_ad_acc(A, cs.v[i], F->res[ns + nd + i]);
-  }
-  for (int d = 0; d < nd; d++)
-    wf_ad_acc(A, in->args[3 + di[d]], F->res[ns + d]);
-  return 1;
-}
-
-static void rev_for(wf_adctx *A, wf_inst *in) {
-  if (!region_active(A, in)) return;
-  wf_block *B = in->blocks[0];
-  int ns = in->nres;
-  const wf_type *it = ptype(A, in->args[0]), *i32 = i32t(A);
-  uint8_t *bneed = local_need(A, B);
-  int recompute = !wf_t_is_int(it);
-  for (int j = 0; j < ns; j++)
-    recompute |= bneed[B->params[1 + j]];
-  capset cs = captured(A, in);
-  if (!recompute && try_fuse(A, in, cs)) return;
-  wf_val lo = wf_ad_primal(A, in->args[0]), hi = wf_ad_primal(A, in->args[1]);
-  wf_val st = wf_ad_primal(A, in->args[2]);
-  wf_val N = count_for(A, in, lo, hi, st);
-  int *di = wf_ad_scratch(A, sizeof(int) * (size_t)(ns + 1));
-  int nd = dslots(A, ns, in->res, di), nc = nd + cs.n;
-  wf_val *init = vals(A, nc);
-  const wf_type **ct = wf_ad_scratch(A, sizeof(*ct) * (size_t)(nc + 1));
-  for (int d = 0; d < nd; d++) {
-    ct[d] = ptype(A, in->res[di[d]]);
-    init[d] = adjz(A, in->res[di[d]]);
-  }
-  for (int i = 0; i < cs.n; i++) {
-    ct[nd + i] = ptype(A, cs.v[i]);
-    init[nd + i] = A->adj[cs.v[i]];
-  }
-  wf_block *saved;
-  wf_inst *L = rev_loop(A, 1, N, nc, init, ct, &saved);
-  wf_val *bp = L->blocks[0]->params;
-  wf_val k = wf_ad_op2(A, WF_OP_SUB, i32, N, bp[0]);
-  wf_val *pv = vals(A, 1 + ns);
-  if (recompute) {
-    wf_inst *W = recompute_for(A, in, lo, st, k);
-    for (int p = 0; p < 1 + ns; p++)
-      pv[p] = W->res[1 + p];
-  } else {
-    wf_val kk = it == i32 ? k : wf_ad_op1(A, WF_OP_CAST, it, k);
-    pv[0] = wf_ad_op2(A, WF_OP_ADD, it, lo, wf_ad_op2(A, WF_OP_MUL, it, kk, st));
-    for (int j = 0; j < ns; j++)
-      pv[1 + j] = wf_ad_zero(A, ptype(A, in->res[j]));
-  }
-  wf_val *seeds = vals(A, ns);
-  for (int d = 0; d < nd; d++)
-    seeds[di[d]] = bp[1 + d];
-  for (int i = 0; i < cs.n; i++)
-    A->adj[cs.v[i]] = bp[1 + nd + i];
-  /* without recomputation the carried values are placeholders: replay only
-  ** what the body's reverse reads, which never depends on them */
-  uint8_t *gneed = A->need;
-  if (!recompute) A->need = bneed;
-  reverse_region(A, B, pv, seeds);
-  A->need = gneed;
-  wf_val *y = vals(A, nc);
-  for (int d = 0; d < nd; d++)
-    y[d] = adjz(A, B->params[1 + di[d]]);
-  for (int i = 0; i < cs.n; i++)
-    y[nd + i] = A->adj[cs.v[i]];
-  wf_ad_emit(A, WF_OP_YIELD, nc, y, 0, NULL, 0);
-  A->b.block = saved;
-  A->b.loc = in->loc;
-  /* captured adjoints first: a loop init may also be captured (a constant
-  ** shared with an inner loop), and its adjoint is then the loop's result */
-  for (int i = 0; i < cs.n; i++)
-    A->adj[cs.v[i]] = L->res[nd + i];
-  for (int d = 0; d < nd; d++)
-    wf_ad_acc(A, in->args[3 + di[d]], L->res[d]);
-}
-
-/* Trip count of a while loop: a replay that counts the `after` runs. */
-static wf_val count_while(wf_adctx *A, const wf_inst *in) {
-  wf_block *B0 = in->blocks[0], *B1 = in->blocks[1];
-  int nst = B0->nparams, np = B1->nparams;
-  const wf_type *i32 = i32t(A);
-  const wf_type **st = wf_ad_scratch(A, sizeof(*st) * (size_t)(nst + 1));
-  const wf_type **pt = wf_ad_scratch(A, sizeof(*pt) * (size_t)(np + 1));
-  wf_val *init = vals(A, nst + 1);
-  st[0] = pt[0] = i32;
-  init[0] = consti(A, i32, 0);
-  for (int j = 0; j < nst; j++) {
-    st[1 + j] = ptype(A, B0->params[j]);
-    init[1 + j] = tmap(A, in->args[j]);
-  }
-  for (int j = 0; j < np; j++)
-    pt[1 + j] = ptype(A, B1->params[j]);
-  wf_inst *W = wf_ad_emit(A, WF_OP_WHILE, nst + 1, init, np + 1, pt, 2);
-  wf_block *b0 = newblock(A, W, 0, nst + 1, st), *b1 = newblock(A, W, 1, np + 1, pt);
-  wf_block *old = enter(A, b0);
-  for (int j = 0; j < nst; j++)
-    A->map[B0->params[j]] = b0->params[1 + j];
-  replay_block(A, B0);
-  wf_val *ca = vals(A, np + 2);
-  ca[0] = wf_ad_primal(A, B0->last->args[0]);
-  ca[1] = b0->params[0];
-  for (int j = 0; j < np; j++)
-    ca[2 + j] = tmap(A, B0->last->args[1 + j]);
-  wf_ad_emit(A, WF_OP_COND, np + 2, ca, 0, NULL, 0);
-  A->b.block = b1;
-  for (int j = 0; j < np; j++)
-    A->map[B1->params[j]] = b1->params[1 + j];
-  replay_block(A, B1);
-  wf_val *y = vals(A, nst + 1);
-  y[0] = wf_ad_op2(A, WF_OP_ADD, i32, b1->params[0], consti(A, i32, 1));
-  for (int j = 0; j < nst; j++)
-    y[1 + j] = tmap(A, B1->last->args[j]);
-  wf_ad_emit(A, WF_OP_YIELD, nst + 1, y, 0, NULL, 0);
-  A->b.block = old;
-  return W->res[0];
-}
-
-/* (k, s_k...) of a while loop: k before+after runs replayed from the entry. */
-static wf_inst *recompute_while(wf_adctx *A, const wf_inst *in, wf_val k) {
-  wf_block *B0 = in->blocks[0], *B1 = in->blocks[1];
-  int nst = B0->nparams, np = B1->nparams, nw = nst + 1;
-  const wf_type *i32 = i32t(A);
-  const wf_type **wt = wf_ad_scratch(A, sizeof(*wt) * (size_t)nw);
-  wf_val *init = vals(A, nw);
-  wt[0] = i32;
-  init[0] = consti(A, i32, 0);
-  for (int j = 0; j < nst; j++) {
-    wt[1 + j] = ptype(A, B0->params[j]);
-    init[1 + j] = tmap(A, in->args[j]);
-  }
-  wf_inst *W = wf_ad_emit(A, WF_OP_WHILE, nw, init, nw, wt, 2);
-  wf_block *b0 = newblock(A, W, 0, nw, wt), *b1 = newblock(A, W, 1, nw, wt);
-  wf_block *old = enter(A, b0);
-  wf_val *ca = vals(A, nw + 1);
-  ca[0] = wf_ad_op2(A, WF_OP_LT, boolt(A), b0->params[0], k);
-  for (int i = 0; i < nw; i++)
-    ca[1 + i] = b0->params[i];
-  wf_ad_emit(A, WF_OP_COND, nw + 1, ca, 0, NULL, 0);
-  A->b.block = b1;
-  for (int j = 0; j < nst; j++)
-    A->map[B0->params[j]] = b1->params[1 + j];
-  replay_block(A, B0);
-  wf_val *pv = vals(A, np);
-  for (int j = 0; j < np; j++)
-    pv[j] = tmap(A, B0->last->args[1 + j]);
-  for (int j = 0; j < np; j++)
-    A->map[B1->params[j]] = pv[j];
-  replay_block(A, B1);
-  wf_val *y = vals(A, nw);
-  y[0] = wf_ad_op2(A, WF_OP_ADD, i32, b1->params[0], consti(A, i32, 1));
-  for (int j = 0; j < nst; j++)
-    y[1 + j] = tmap(A, B1->last->args[j]);
-  wf_ad_emit(A, WF_OP_YIELD, nw, y, 0, NULL, 0);
-  A->b.block = old;
-  return W;
-}
-
-static void rev_while(wf_adctx *A, wf_inst *in) {
-  if (!region_active(A, in)) return;
-  wf_block *B0 = in->blocks[0], *B1 = in->blocks[1];
-  int nst = B0->nparams, np = B1->nparams;
-  const wf_type *i32 = i32t(A);
-  capset cs = captured(A, in);
-  wf_val N = count_while(A, in);
-  int *ds = wf_ad_scratch(A, sizeof(int) * (size_t)(nst + 1));
-  int *dp = wf_ad_scratch(A, sizeof(int) * (size_t)(np + 1));
-  int nds = dslots(A, nst, B0->params, ds), ndp = dslots(A, np, B1->params, dp);
-  int nc = nds + cs.n;
-  wf_val *init = vals(A, nc);
-  const wf_type **ct = wf_ad_scratch(A, sizeof(*ct) * (size_t)(nc + 1));
-  for (int d = 0; d < nds; d++) {
-    ct[d] = ptype(A, B0->params[ds[d]]);
-    init[d] = wf_ad_zero(A, ct[d]);
-  }
-  for (int i = 0; i < cs.n; i++) {
-    ct[nds + i] = ptype(A, cs.v[i]);
-    init[nds + i] = A->adj[cs.v[i]];
-  }
-  wf_block *saved;
-  wf_inst *L = rev_loop(A, 0, N, nc, init, ct, &saved);
-  wf_val *bp = L->blocks[0]->params;
-  wf_val k = wf_ad_op2(A, WF_OP_SUB, i32, N, bp[0]);
-  wf_inst *W = recompute_while(A, in, k);
-  wf_val *sk = W->res + 1;
-  for (int i = 0; i < cs.n; i++)
-    A->adj[cs.v[i]] = bp[1 + nds + i];
-  /* v_k = before(s_k), for the reverse of after(v_k) */
-  for (int j = 0; j < nst; j++)
-    A->map[B0->params[j]] = sk[j];
-  replay_block(A, B0);
-  wf_val *vk = vals(A, np);
-  for (int j = 0; j < np; j++)
-    vk[j] = tmap(A, B0->last->args[1 + j]);
-  /* adj(v_k): from after's reverse (k < N) or the loop's results (k = N) */
-  int ni = ndp + cs.n;
-  const wf_type **it = wf_ad_scratch(A, sizeof(*it) * (size_t)(ni + 1));
-  for (int d = 0; d < ndp; d++)
-    it[d] = ptype(A, B1->params[dp[d]]);
-  for (int i = 0; i < cs.n; i++)
-    it[ndp + i] = ct[nds + i];
-  wf_val *saved_cap = vals(A, cs.n), *y = vals(A, ni), *seeds = vals(A, nst);
-  for (int i = 0; i < cs.n; i++)
-    saved_cap[i] = A->adj[cs.v[i]];
-  wf_ad_if s;
-  wf_ad_if_begin(A, &s, wf_ad_op2(A, WF_OP_LT, boolt(A), k, N), ni, it);
-  for (int d = 0; d < nds; d++)
-    seeds[ds[d]] = bp[1 + d];
-  reverse_region(A, B1, vk, seeds);
-  for (int d = 0; d < ndp; d++)
-    y[d] = adjz(A, B1->params[dp[d]]);
-  for (int i = 0; i < cs.n; i++)
-    y[ndp + i] = A->adj[cs.v[i]];
-  wf_ad_if_else(A, &s, y);
-  for (int d = 0; d < ndp; d++)
-    y[d] = adjz(A, in->res[dp[d]]);
-  for (int i = 0; i < cs.n; i++)
-    y[ndp + i] = saved_cap[i];
-  wf_ad_if_end(A, &s, y);
-  for (int i = 0; i < cs.n; i++)
-    A->adj[cs.v[i]] = s.in->res[ndp + i];
-  /* reverse of before(s_k), seeded with adj(v_k) */
-  wf_val *pseeds = vals(A, np);
-  for (int d = 0; d < ndp; d++)
-    pseeds[dp[d]] = s.in->res[d];
-  reverse_region(A, B0, sk, pseeds);
-  wf_val *ly = vals(A, nc);
-  for (int d = 0; d < nds; d++)
-    ly[d] = adjz(A, B0->params[ds[d]]);
-  for (int i = 0; i < cs.n; i++)
-    ly[nds + i] = A->adj[cs.v[i]];
-  wf_ad_emit(A, WF_OP_YIELD, nc, ly, 0, NULL, 0);
-  A->b.block = saved;
-  A->b.loc = in->loc;
-  for (int i = 0; i < cs.n; i++) /* captured first, as in rev_for */
-    A->adj[cs.v[i]] = L->res[nds + i];
-  for (int d = 0; d < nds; d++)
-    wf_ad_acc(A, in->args[ds[d]], L->res[d]);
-}
-
 static void reverse_inst(wf_adctx *A, wf_inst *in) {
   A->b.loc = in->loc;
   switch (in->op) {
@@ -1379,10 +795,10 @@ static void reverse_inst(wf_adctx *A, wf_inst *in) {
     rev_if(A, in);
     return;
   case WF_OP_FOR:
-    rev_for(A, in);
+    wf_ad_rev_for(A, in);
     return;
   case WF_OP_WHILE:
-    rev_while(A, in);
+    wf_ad_rev_while(A, in);
     return;
   case WF_OP_CALL:
     reverse_call(A, in);
@@ -1404,7 +820,7 @@ static void reverse_inst(wf_adctx *A, wf_inst *in) {
   }
   wf_val g = A->adj[in->res[0]];
   if (g < 0) return;
-  if (in->op >= WF_OP_ADD && in->op <= WF_OP_ROUND && !wf_t_is_float(ptype(A, in->res[0])))
+  if (in->op >= WF_OP_ADD && in->op <= WF_OP_ROUND && !wf_t_is_float(wf_ad_ptype(A, in->res[0])))
     wf_ad_fail(A, in, "autodiff: '%s' on a non-scalar value is not supported", wf_op_name(in->op));
   r->fn(A, in, &g);
 }
@@ -1428,11 +844,11 @@ static void build(wf_adctx *A, const char *name) {
   check_calls(A, pf->body);
   int na = 0;
   for (int i = 0; i < pf->nparams; i++)
-    na += ptype(A, pf->params[i])->kind == WF_T_ARRAY;
+    na += wf_ad_ptype(A, pf->params[i])->kind == WF_T_ARRAY;
   const wf_type **pt = wf_ad_scratch(A, sizeof(*pt) * (size_t)(pf->nparams + na + 1));
   int q = pf->nparams;
   for (int i = 0; i < pf->nparams; i++) {
-    pt[i] = ptype(A, pf->params[i]);
+    pt[i] = wf_ad_ptype(A, pf->params[i]);
     if (pt[i]->kind == WF_T_ARRAY) pt[q++] = pt[i];
   }
   wf_func *af = wf_func_new(A->m, name, 1, q, pt, 0, NULL);
@@ -1447,16 +863,16 @@ static void build(wf_adctx *A, const char *name) {
     A->map[p] = af->params[i];
     if (pt[i]->kind != WF_T_ARRAY) continue;
     wf_val sh = af->params[q++];
-    const wf_type *i32 = i32t(A);
+    const wf_type *i32 = wf_ad_i32t(A);
     wf_inst *s = wf_ad_emit(A, WF_OP_SHAPE, 1, &sh, 1, &i32, 0);
     s->imm = 0;
     A->shadow[p] = sh;
-    A->present[p] = wf_ad_op2(A, WF_OP_NE, boolt(A), s->res[0], consti(A, i32, 0));
+    A->present[p] = wf_ad_op2(A, WF_OP_NE, wf_ad_boolt(A), s->res[0], wf_ad_consti(A, i32, 0));
   }
   wf_ad_memfacts(A);
-  while (need_block(A, pf->body)) {
+  while (wf_ad_need_block(A, pf->body)) {
   }
-  reverse_region(A, pf->body, NULL, NULL);
+  wf_ad_reverse_region(A, pf->body, NULL, NULL);
   A->b.loc = pf->body->last ? pf->body->last->loc : (wf_loc){0, 0};
   wf_ad_emit(A, WF_OP_RET, 0, NULL, 0, NULL, 0);
   wf_ad_check_stale(A);
@@ -1529,12 +945,12 @@ static void reverse_body(wf_adctx *A, const wf_inst *in) {
     B->present[p] = A->present[a];
   }
   wf_ad_memfacts(B);
-  while (need_block(B, f->body)) {
+  while (wf_ad_need_block(B, f->body)) {
   }
   wf_val *seeds = wf_ad_scratch(B, sizeof(wf_val) * (size_t)(in->nres + 1));
   for (int j = 0; j < in->nres; j++)
     seeds[j] = A->adj[in->res[j]];
-  reverse_region(B, f->body, NULL, seeds);
+  wf_ad_reverse_region(B, f->body, NULL, seeds);
   wf_val *ga = wf_ad_scratch(B, sizeof(wf_val) * (size_t)(in->nargs + 1));
   for (int k = 0; k < in->nargs; k++)
     ga[k] = k < f->nparams ? B->adj[f->params[k]] : WF_NOVAL;

@@ -1,6 +1,6 @@
 /*
-** ad_int.h -- internals shared by the autodiff transform (ad.c) and the
-** derivative rules (rules.c).
+** ad_int.h -- internals shared by the autodiff transform (ad.c, with its
+** loop reversal in loop.c and fuse.c) and the derivative rules (rules.c).
 **
 ** All maps are indexed by PRIMAL value numbers (the primal function is never
 ** modified) and hold values of the adjoint function being built:
@@ -153,5 +153,47 @@ WF_IR_INTERNAL int wf_ad_transform(wf_module *m, int kernel_index, const char *p
 /* The adjoint array of a primal array value and its "given" flag. */
 WF_IR_INTERNAL wf_val wf_ad_shadow(wf_adctx *A, const wf_inst *at, wf_val arr);
 WF_IR_INTERNAL wf_val wf_ad_present(wf_adctx *A, const wf_inst *at, wf_val arr);
+
+/* ---- the reverse sweep's helpers, shared with the loop reversal ----
+** (defined in ad.c; used by loop.c and fuse.c) */
+WF_IR_INTERNAL wf_val wf_ad_consti(wf_adctx *A, const wf_type *t, int64_t x);
+WF_IR_INTERNAL const wf_type *wf_ad_i32t(wf_adctx *A);
+WF_IR_INTERNAL const wf_type *wf_ad_boolt(wf_adctx *A);
+WF_IR_INTERNAL const wf_type *wf_ad_ptype(wf_adctx *A, wf_val v); /* type of primal v */
+/* Switch emission into block bl; returns the block to come back to. */
+WF_IR_INTERNAL wf_block *wf_ad_enter(wf_adctx *A, wf_block *bl);
+/* The replayed v if the replay computes it, else a zero placeholder. */
+WF_IR_INTERNAL wf_val wf_ad_tmap(wf_adctx *A, wf_val v);
+/* The adjoint of v as a concrete value (zero when nothing accumulated). */
+WF_IR_INTERNAL wf_val wf_ad_adjz(wf_adctx *A, wf_val v);
+/* n scratch values, all WF_NOVAL. */
+WF_IR_INTERNAL wf_val *wf_ad_vals(wf_adctx *A, int n);
+/* One backward pass of the need analysis over bl; whether anything changed. */
+WF_IR_INTERNAL int wf_ad_need_block(wf_adctx *A, wf_block *bl);
+/* The differentiable values defined outside region `in` and used inside
+** (their adjoints made concrete at the current point). */
+typedef struct wf_ad_capset {
+  int n, cap;
+  wf_val *v;
+} wf_ad_capset;
+WF_IR_INTERNAL wf_ad_capset wf_ad_captured(wf_adctx *A, const wf_inst *in);
+/* Can any adjoint flow through region `in`? */
+WF_IR_INTERNAL int wf_ad_region_active(wf_adctx *A, const wf_inst *in);
+/* Replay bl at the current point (its params must be mapped). */
+WF_IR_INTERNAL void wf_ad_replay_block(wf_adctx *A, wf_block *bl);
+/* Replay bl with params pvals, seed its terminator's operands with seeds,
+** and sweep it backwards. */
+WF_IR_INTERNAL void wf_ad_reverse_region(wf_adctx *A, wf_block *bl, const wf_val *pvals,
+                                         const wf_val *seeds);
+
+/* ---- loop reversal (loop.c) and its fused form (fuse.c) ---- */
+/* The reverse of a for / while loop at the current emission point. */
+WF_IR_INTERNAL void wf_ad_rev_for(wf_adctx *A, wf_inst *in);
+WF_IR_INTERNAL void wf_ad_rev_while(wf_adctx *A, wf_inst *in);
+/* Indices of the differentiable entries of a value list; their count. */
+WF_IR_INTERNAL int wf_ad_dslots(wf_adctx *A, int n, const wf_val *v, int *idx);
+/* Tries the fused forward-order reversal of for loop `in` (captured
+** adjoints cs); 1 when done, 0 when the caller must take the ordinary path. */
+WF_IR_INTERNAL int wf_ad_try_fuse(wf_adctx *A, wf_inst *in, wf_ad_capset cs);
 
 #endif
