@@ -13,9 +13,10 @@
 -- weft's cold PTX compile with Warp's.
 --   WEFT_LIB=build/libweft.so LUA_PATH="lua/?.lua;lua/?/init.lua;;" luajit bench/cuda_compile.lua
 local weft = require "weft"
+local internal = require "weft.internal" -- the parts' private table
 local clock = dofile("bench/clock.lua")
 
-local core = weft._core
+local core = internal.core
 if not (core.cuda_nvrtc_version and core.cuda_nvrtc_version()) then
   print("cuda_compile: SKIP (NVRTC not found)")
   return

@@ -2,14 +2,14 @@
 -- The reverse-mode side is tested on IR text in tests/c/test_ad.c; these
 -- specs run end to end when the kernel compiler supports them
 -- (core.front_custom_grad), and otherwise check the clear error.
-local weft = require "weft"
+local weft, internal = require "weft", require "weft.internal" -- internal: the parts' private table
 
 local f64 = weft.float64
 local A = weft.array
 
 local function arr(t, opts) return weft.array(t, f64, opts) end
 
-local supported = weft._core and weft._core.front_custom_grad
+local supported = internal.core and internal.core.front_custom_grad
 
 describe("weft.func custom gradients", function()
   if not supported then

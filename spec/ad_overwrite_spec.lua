@@ -7,7 +7,7 @@
 -- value the kernel overwrote, building it is an error in every mode.
 -- The expected numbers come from the formulas (checked against Warp 1.19
 -- on the CPU and against central differences).
-local weft = require "weft"
+local weft, internal = require "weft", require "weft.internal" -- internal: the parts' private table
 
 local f64, i32 = weft.float64, weft.int32
 local A = weft.array
@@ -485,7 +485,7 @@ describe("weft.func replay without a custom gradient", function()
   end)
 
   it("k:ptx leaves the adjoint entry out for such a kernel, unless asked for it", function()
-    local core = weft._core
+    local core = internal.core
     if not (core.cuda_nvrtc_version and core.cuda_nvrtc_version()) then return end
     local k = weft.kernel{ input = A(f64), counter = A(i32), output = A(f64),
                            function(input, counter, output)

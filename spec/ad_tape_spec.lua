@@ -1,5 +1,5 @@
 -- weft.Tape, adjoint launches, Jacobians and the gradient check helper.
-local weft = require "weft"
+local weft, internal = require "weft", require "weft.internal" -- internal: the parts' private table
 
 local f32, f64 = weft.float32, weft.float64
 local A = weft.array
@@ -80,7 +80,7 @@ describe("weft.Tape", function()
     assert.is_false(ok)
     assert.truthy(tostring(err):find("boom", 1, true))
     assert.are.equal(1, #tape.launches)
-    assert.is_nil(weft._tape_active)
+    assert.is_nil(internal.tape_active)
     weft.launch(square, 1, { x, s }, { outputs = { y } })
     assert.are.equal(1, #tape.launches)
   end)
@@ -99,11 +99,11 @@ describe("weft.Tape", function()
 end)
 
 describe("adjoint launches", function()
-  it("weft._launch_adjoint with explicit adjoint arrays", function()
+  it("internal.launch_adjoint with explicit adjoint arrays", function()
     local x, s, y = weft.array({ 1, 2 }, f64), weft.array({ 3, 4 }, f64), weft.zeros(2, f64)
     local gx, gs, gy = weft.zeros(2, f64), weft.zeros(2, f64), weft.array({ 1, 10 }, f64)
     weft.launch(square, 2, { x, s }, { outputs = { y } })
-    weft._launch_adjoint(square, 2, { x, s }, { y }, { gx, gs }, { gy })
+    internal.launch_adjoint(square, 2, { x, s }, { y }, { gx, gs }, { gy })
     assert_list(gx:totable(), { 2 * 1 * 3, 10 * 2 * 2 * 4 })
     assert_list(gs:totable(), { 1, 10 * 4 })
     -- the kernel overwrote y: its adjoint now holds the gradient of y's old
@@ -112,16 +112,16 @@ describe("adjoint launches", function()
     -- a missing adjoint is skipped
     gx:zero_()
     weft.copy(gy, weft.array({ 1, 10 }, f64))
-    weft._launch_adjoint(square, 2, { x, s }, { y }, { gx, false }, { gy })
+    internal.launch_adjoint(square, 2, { x, s }, { y }, { gx, false }, { gy })
     assert_list(gx:totable(), { 6, 160 })
-    assert.has_error(function() weft._launch_adjoint(square, 2, { x, s }, { y }, { weft.zeros(3, f64) }, {}) end)
+    assert.has_error(function() internal.launch_adjoint(square, 2, { x, s }, { y }, { weft.zeros(3, f64) }, {}) end)
   end)
 
   it("the adjoint kernel sits in the kernel's module", function()
     local m = square:_module()
-    local name = weft._core.adjoint(m)
+    local name = internal.core.adjoint(m)
     assert.are.equal("adj_square", name)
-    local ir = weft._core.ir(m)
+    local ir = internal.core.ir(m)
     assert.truthy(ir:find("kernel @adj_square", 1, true))
     assert.truthy(ir:find("atomic_add", 1, true))
   end)

@@ -1,7 +1,7 @@
 -- Arrays: constructors, members, element types, views, strides, copies,
 -- zero-copy wrapping.
 local ffi = require "ffi"
-local weft = require "weft"
+local weft, internal = require "weft", require "weft.internal" -- internal: the parts' private table
 
 -- fn must fail with msg, located at the line where errat is called.
 local function errat(fn, msg)
@@ -332,10 +332,10 @@ describe("weft arrays", function()
 
     it("_wrap (the C API's weft_wrap) views memory by type name", function()
       local mem = ffi.new("float[6]")
-      local a = weft._wrap(ffi.cast("void *", mem), "vec3", { 2 }, "cpu")
+      local a = internal.wrap(ffi.cast("void *", mem), "vec3", { 2 }, "cpu")
       a[1] = weft.vec3(1, 2, 3)
       assert.are.equal(3, mem[5])
-      errat(function() weft._wrap(mem, "nope", { 2 }, "cpu") end, "weft_wrap: unknown dtype 'nope'")
+      errat(function() internal.wrap(mem, "nope", { 2 }, "cpu") end, "weft_wrap: unknown dtype 'nope'")
     end)
   end)
 end)

@@ -2,7 +2,7 @@
 -- checks every array access, doing the checks the compiler can prove once
 -- per launch (tid indices against the launch dims) or once per loop (unit
 -- step loop counters); "fast" checks nothing; "debug" checks every access.
-local weft = require "weft"
+local weft, internal = require "weft", require "weft.internal" -- internal: the parts' private table
 
 local f32, i32 = weft.float32, weft.int32
 local A = weft.array
@@ -38,8 +38,8 @@ end
 -- The number of per-access checks (`%inb = icmp ult index, extent`) in the
 -- LLVM IR of k before optimization, in the current mode.
 local function access_checks(k)
-  local ir = weft._core.llvm_ir(k:_module(), weft._mode_opts(weft._mode_index(),
-                                { optimize = false, names = weft._param_names(k) }))
+  local ir = internal.core.llvm_ir(k:_module(), internal.mode_opts(internal.mode_index(),
+                                { optimize = false, names = internal.param_names(k) }))
   local _, n = ir:gsub("%%inb%d* = icmp ult", "")
   return n
 end
@@ -332,8 +332,8 @@ describe("bounds checks by mode", function()
     local keys = {}
     for _, m in ipairs { "fast", "release", "debug" } do
       weft.config.mode = m
-      keys[#keys + 1] = weft._core.cpu_compile(k2:_module(),
-        weft._mode_opts(weft._mode_index(), { ndim = 1 })).key
+      keys[#keys + 1] = internal.core.cpu_compile(k2:_module(),
+        internal.mode_opts(internal.mode_index(), { ndim = 1 })).key
     end
     assert.are_not.equal(keys[1], keys[2])
     assert.are_not.equal(keys[2], keys[3])

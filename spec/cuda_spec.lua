@@ -2,10 +2,10 @@
 -- output with #line positions, PTX for sm_75/80/90 assembled by nvJitLink,
 -- and the emitted CUDA C run on the host (tests/cuda/shim.h) with the same
 -- results as the CPU backend.
-local weft = require "weft"
+local weft, internal = require "weft", require "weft.internal" -- internal: the parts' private table
 local shim = dofile("tests/cuda/shim.lua")
 
-local core = weft._core
+local core = internal.core
 local have_nvrtc = core.cuda_nvrtc_version and core.cuda_nvrtc_version() ~= nil
 local have_gpu = weft.is_cuda_available()
 local NODRIVER = "CUDA is not available: libcuda.so.1 could not be loaded (no NVIDIA driver)"
@@ -675,7 +675,7 @@ describe("cuda debug mode", function()
 
   it("adds the error slot and a check per access", function()
     local names = { "x", "o" }
-    local src = weft._core.cuda_source(oob:_module(), { debug = true, names = names })
+    local src = internal.core.cuda_source(oob:_module(), { debug = true, names = names })
     assert.matches("wf_err *wf_e)", src, 1, true)
     local n = 0
     for _ in src:gmatch("if %(wf_oob%(") do n = n + 1 end

@@ -1,6 +1,6 @@
 -- Bad input to arrays: every case raises a clear error at the caller's line
 -- and leaves the process healthy.
-local weft = require "weft"
+local weft, internal = require "weft", require "weft.internal" -- internal: the parts' private table
 
 -- fn must fail with msg, located at the line where errat is called.
 local function errat(fn, msg)
@@ -35,7 +35,7 @@ describe("array errors", function()
     errat(function() weft.zeros(3, nil, 5) end, "weft.zeros: opts must be a table, got a number")
     errat(function() weft.zeros(3, nil, { device = "tpu" }) end,
       "weft.zeros: unknown device 'tpu' (expected \"cpu\" or \"cuda:N\")")
-    if weft._C.wf_device_count(weft._rt) == 0 then
+    if internal.C.wf_device_count(internal.rt) == 0 then
       errat(function() weft.zeros(3, nil, { device = "cuda:0" }) end,
         "weft.zeros: device 'cuda:0': CUDA is not available: libcuda.so.1 could not be loaded (no NVIDIA driver)")
       errat(function() weft.zeros(3):to("cuda:1") end,

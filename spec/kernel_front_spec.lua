@@ -1,7 +1,7 @@
 -- Front end of the kernel compiler: Lua kernel source -> typed IR, checked
 -- through the IR text and (when the CPU backend is present) by running the
 -- kernels against plain Lua references.
-local weft = require "weft"
+local weft, internal = require "weft", require "weft.internal" -- internal: the parts' private table
 
 local f32, i32 = weft.float32, weft.int32
 local A = weft.array
@@ -96,7 +96,7 @@ describe("kernel front end: IR", function()
 
   it("prints IR with WEFT_DUMP-like text through core.ir", function()
     local k = weft.kernel{ x = A(f32), function(x) x[0] = 1 end }
-    assert.are.equal(weft._core.ir(k:_module()), k:ir())
+    assert.are.equal(internal.core.ir(k:_module()), k:ir())
   end)
 
   it("errors for kernels without types for generic parameters", function()
@@ -137,7 +137,7 @@ end)
 
 -- helper used above: IR text of a signature contains s
 function core_ir_has(k, types, s)
-  return weft._core.ir(k:_module(types)):find(s, 1, true) ~= nil
+  return internal.core.ir(k:_module(types)):find(s, 1, true) ~= nil
 end
 
 describe("kernel front end: values", function()

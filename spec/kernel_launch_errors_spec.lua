@@ -207,7 +207,7 @@ describe("dynamic component indices", function()
     assert.matches('trap "component index out of range for vec3d (0..2)" debug', get:ir(), 1, true)
     assert.is_nil(get:source("cuda"):find("component index out of range", 1, true))
     local names = { "v", "o", "j" }
-    local src = weft._core.cuda_source(get:_module(), { debug = true, names = names })
+    local src = require("weft.internal").core.cuda_source(get:_module(), { debug = true, names = names })
     assert.matches("component index out of range for vec3d (0..2)", src, 1, true)
   end)
 end)

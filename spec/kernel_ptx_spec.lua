@@ -1,5 +1,5 @@
 -- k:ptx(arch): one PTX module with the forward and adjoint entries.
-local weft = require "weft"
+local weft, internal = require "weft", require "weft.internal" -- internal: the parts' private table
 
 describe("k:ptx", function()
   local k = weft.kernel{
@@ -80,14 +80,14 @@ describe("k:ptx", function()
         m[j][i] = acc
       end,
     }
-    local src = weft._core.cuda_source(kb:_module(), { checks = true, names = weft._param_names(kb) })
+    local src = internal.core.cuda_source(kb:_module(), { checks = true, names = internal.param_names(kb) })
     assert.matches("wf_range(wf_e, 1LL, wf_d.dim[0] - 1 + 1LL", src, 1, true)
     assert.matches("if (wf_oob(wf_e, ", src, 1, true)
     for _, arch in ipairs { "sm_75", "sm_90" } do
-      local ptx = weft._core.cuda_ptx(kb:_module(), arch:gsub("sm_", "compute_"),
-                                      { checks = true, names = weft._param_names(kb) })
+      local ptx = internal.core.cuda_ptx(kb:_module(), arch:gsub("sm_", "compute_"),
+                                      { checks = true, names = internal.param_names(kb) })
       assert.same({ "weft_kb" }, entries(ptx))
-      assert.is_true(weft._core.cuda_assemble(ptx, arch) > 0)
+      assert.is_true(internal.core.cuda_assemble(ptx, arch) > 0)
     end
   end)
 

@@ -1,7 +1,7 @@
 -- Kernels see the current values of the names they capture (weft issue 10,
 -- item 7: after `scale = 5.0` a kernel kept using 3). Each launch checks a
 -- guard over the captured values and compiles again when one changed.
-local weft = require "weft"
+local weft, internal = require "weft", require "weft.internal" -- internal: the parts' private table
 
 local A = weft.array(weft.float32)
 
@@ -291,17 +291,17 @@ describe("captured values", function()
     local x = weft.array({ 3 }, weft.float32)
     local y = weft.zeros(1)
     local gx = weft.zeros(1)
-    weft._launch_adjoint(k, 1, { x, y }, {}, { gx, weft.ones(1) }, {})
+    internal.launch_adjoint(k, 1, { x, y }, {}, { gx, weft.ones(1) }, {})
     assert.are.equal(6, gx[0])
     sq:grad(function(v, adj) return 100.0 * adj end)
     gx:zero_()
-    weft._launch_adjoint(k, 1, { x, y }, {}, { gx, weft.ones(1) }, {})
+    internal.launch_adjoint(k, 1, { x, y }, {}, { gx, weft.ones(1) }, {})
     assert.are.equal(100, gx[0])
   end)
 end)
 
 describe("captured values on the CUDA path", function()
-  local core = weft._core
+  local core = internal.core
   it("k:ptx follows the current values", function()
     if not (core.cuda_nvrtc_version and core.cuda_nvrtc_version()) then
       pending("NVRTC not found")

@@ -1,6 +1,6 @@
 -- The type system: names, layouts, host values, casts, float16, structs.
 local ffi = require "ffi"
-local weft = require "weft"
+local weft, internal = require "weft", require "weft.internal" -- internal: the parts' private table
 
 -- fn must fail with msg, located at the line where errat is called.
 local function errat(fn, msg)
@@ -123,8 +123,8 @@ describe("weft types", function()
   end)
 
   describe("float16", function()
-    local h = weft._half_from_number
-    local f = weft._half_to_number
+    local h = internal.half_from_number
+    local f = internal.half_to_number
     it("converts exact values and specials", function()
       assert.are.equal(0x3c00, h(1))
       assert.are.equal(0xc000, h(-2))
@@ -276,7 +276,7 @@ describe("weft types", function()
       assert.are.equal(2, t.p.y)
       assert.are.equal(1, t.q.w)
       assert.are.same({ 1, 2, 3, 0, 0, 0, 1 }, t:totable())
-      local tt = ffi.new(weft._array_ctype(weft.transform), 1); tt[0] = t; local f = ffi.cast("float *", tt)
+      local tt = ffi.new(internal.array_ctype(weft.transform), 1); tt[0] = t; local f = ffi.cast("float *", tt)
       assert.are.equal(3, f[2])
       assert.are.equal(1, f[6])
       assert.are.same({ 0, 0, 0, 0, 0, 0, 1 }, weft.transform():totable())

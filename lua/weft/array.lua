@@ -25,11 +25,11 @@ local FLAG_REQUIRES_GRAD, FLAG_BORROWED, FLAG_READONLY, FLAG_VIEW = 1, 2, 4, 8
 local DEVICE_CPU = -1
 local GC_BYTES = 256 * 2 ^ 20 -- allocations between forced collections
 
-return function(weft)
-  local C, rt = weft._C, weft._rt
-  local raise, describe, is_type = weft._raise, weft._describe, weft.is_type
+return function(weft, P)
+  local C, rt = P.C, P.rt
+  local raise, describe, is_type = P.raise, P.describe, weft.is_type
   local types = weft.types
-  local fmtnum = weft._fmtnum
+  local fmtnum = P.fmtnum
   local ArrayCT = ffi.typeof("weft_Array")
   local charp = ffi.typeof("char *")
   local bufp_ct = ffi.typeof("wf_buffer *[1]")
@@ -72,7 +72,6 @@ return function(weft)
       raise("%s: the array is read-only", fname)
     end
   end
-  weft._check_writable = check_writable
 
   local function finalize(a) C.wf_array_release(a.h) end
 
@@ -139,13 +138,13 @@ return function(weft)
     if dev == DEVICE_CPU then return "cpu" end
     return "cuda:" .. tonumber(dev)
   end
-  weft._device_name = device_name
+  P.device_name = device_name
 
   -- "cpu", "cuda", "cuda:N" (or the index: -1 cpu, N >= 0 cuda) -> index,
-  -- name. The one device parser: device.lua uses it too (weft._parse_device).
+  -- name. The one device parser: device.lua uses it too (P.parse_device).
   local NODRIVER = "CUDA is not available: libcuda.so.1 could not be loaded (no NVIDIA driver)"
   local function parse_device(fname, d)
-    if d == nil then d = weft._default_device or "cpu" end
+    if d == nil then d = P.default_device or "cpu" end
     if type(d) == "table" and d.name then d = d.name end
     local n
     if d == "cpu" or d == DEVICE_CPU then return DEVICE_CPU, "cpu" end
@@ -164,7 +163,7 @@ return function(weft)
     end
     return n, name
   end
-  weft._parse_device = parse_device
+  P.parse_device = parse_device
 
   local EMPTY = {}
   local function parse_opts(fname, o, allowed)
@@ -233,7 +232,7 @@ return function(weft)
   end
 
   -- An array viewing memory it does not own (no buffer).
-  local function wrap(fname, ptr, shape, t, dev, owner)
+  local function wrap(ptr, shape, t, dev, owner)
     local a = ArrayCT()
     local h = a.h
     set_layout(h, shape, t, dev)
@@ -268,7 +267,7 @@ return function(weft)
 
   -- Encode v as one element of t in a scratch buffer (for fills).
   local function encode(fname, t, v)
-    local buf = ffi.new(weft._array_ctype(t), 1)
+    local buf = ffi.new(P.array_ctype(t), 1)
     local err = t.store(buf, 0, v)
     if err then raise("%s: value is %s", fname, err) end
     return buf
@@ -454,9 +453,9 @@ return function(weft)
 
   -- weft.array(dtype [, ndim]) -> array type; weft.array(data, dtype, opts)
   function weft.array(data, dtype, opts)
-    if is_type(data) then return weft._array_type(data, dtype) end
+    if is_type(data) then return P.array_type(data, dtype) end
     if type(data) == "string" and weft.type_from_name(data) and (dtype == nil or type(dtype) == "number") then
-      return weft._array_type(weft.type_from_name(data), dtype)
+      return P.array_type(weft.type_from_name(data), dtype)
     end
     opts = parse_opts("weft.array", opts, ARRAY_OPTS)
     local dev = parse_device("weft.array", opts.device)
@@ -483,9 +482,9 @@ return function(weft)
       shape = parse_shape("weft.array", shape)
       if opts.copy == false then
         if opts.pinned then raise("weft.array: copy = false wraps the memory as it is; pinned needs a copy") end
-        result = wrap("weft.array", data, shape, t, dev, data)
+        result = wrap(data, shape, t, dev, data)
       else
-        local src = wrap("weft.array", data, shape, t, DEVICE_CPU, data)
+        local src = wrap(data, shape, t, DEVICE_CPU, data)
         result = alloc("weft.array", shape, t, dev, opts.pinned)
         ccheck("weft.array", C.wf_array_copy(rt, result.h, src.h))
       end
@@ -517,11 +516,11 @@ return function(weft)
   end
 
   -- Used by the C API (weft_wrap): a zero-copy array over host memory.
-  function weft._wrap(ptr, dtype_name, shape, device)
+  function P.wrap(ptr, dtype_name, shape, device)
     local t = weft.type_from_name(dtype_name)
     if not t or t.kind == "array" then raise("weft_wrap: unknown dtype '%s'", tostring(dtype_name)) end
     shape = parse_shape("weft_wrap", shape)
-    return wrap("weft_wrap", ptr, shape, t, parse_device("weft_wrap", device))
+    return wrap(ptr, shape, t, parse_device("weft_wrap", device))
   end
 
   ---------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 -- Devices: weft.init, weft.devices, weft.get_device / set_device,
 -- weft.is_cuda_available, weft.synchronize, graph capture (CPU and CUDA), the
 -- CUDA launch path used by weft.launch for opts.device = "cuda:N"
--- (weft._launch_device).
+-- (P.launch_device).
 --
 -- Everything CUDA goes through src/cuda (libcuda is loaded with dlopen on
 -- first use). Without a driver, weft.devices() is { "cpu" } and every use
@@ -13,10 +13,10 @@ local cdef = require "weft.cdef"
 local fmt = string.format
 
 
-return function(weft)
-  local C, rt, core = cdef.C, weft._rt, weft._core
+return function(weft, P)
+  local C, rt, core = cdef.C, P.rt, P.core
   -- errors point at the first caller outside weft's Lua files
-  local raise = weft._raise
+  local raise = P.raise
   local function check(status)
     if status ~= 0 then raise(ffi.string(C.wf_rt_errmsg(rt))) end
   end
@@ -25,7 +25,7 @@ return function(weft)
 
   -- "cpu" -> -1, "cuda" / "cuda:N" / N -> N, and the name; raises on
   -- anything else (the parser of lua/weft/array.lua).
-  local function parse(fname, d) return weft._parse_device(fname, d) end
+  local function parse(fname, d) return P.parse_device(fname, d) end
 
   function weft.init()
     count()
@@ -40,11 +40,11 @@ return function(weft)
     return out
   end
 
-  function weft.get_device() return weft._default_device or "cpu" end
+  function weft.get_device() return P.default_device or "cpu" end
 
   function weft.set_device(d)
     local _, name = parse("weft.set_device", d)
-    weft._default_device = name
+    P.default_device = name
   end
 
   -- Properties of cuda:N: name, arch ("sm_86"), memory (bytes).
@@ -255,7 +255,7 @@ return function(weft)
   -- caused them, as with CUDA; capture_launch(g) replays the list in order.
   -- Arrays are recorded by reference (a replay sees their current
   -- contents, as a CUDA graph sees device memory), scalars by value.
-  -- weft.launch hands launches to weft._capture_cpu.record while it is set
+  -- weft.launch hands launches to P.capture_cpu.record while it is set
   -- (a hook like the tape's), so local copies of weft.launch record too.
   -- g.launches (cpu graphs): the recorded launches { k, dim, inputs, opts }.
   local capturing = nil -- device index being captured (-1: the cpu)
@@ -286,12 +286,12 @@ return function(weft)
       end
       local o = copy(opts)
       if o then o.outputs, o.adj_inputs, o.adj_outputs = copy(o.outputs), copy(o.adj_inputs), copy(o.adj_outputs) end
-      local tape = weft._tape_active
-      weft._tape_active = nil -- the check launch is not a recorded step
+      local tape = P.tape_active
+      P.tape_active = nil -- the check launch is not a recorded step
       cap.busy = true
       local ok, err = pcall(weft.launch, k, empty, inputs, o)
       cap.busy = false
-      weft._tape_active = tape
+      P.tape_active = tape
       if not ok then error(err, 0) end -- positioned at the user's call already
       list[#list + 1] = { k = k, dim = dim, inputs = copy(inputs), opts = o }
     end
@@ -306,7 +306,7 @@ return function(weft)
     if n < 0 then
       local cap = { list = {}, busy = false }
       cap.record = recorder(cap, cap.list)
-      weft._capture_cpu = cap
+      P.capture_cpu = cap
       capturing = -1
       return
     end
@@ -319,8 +319,8 @@ return function(weft)
     local n = capturing
     capturing = nil
     if n < 0 then
-      local cap = weft._capture_cpu
-      weft._capture_cpu = nil
+      local cap = P.capture_cpu
+      P.capture_cpu = nil
       return setmetatable({ device = -1, launches = cap.list }, Graph)
     end
     local g = ffi.new("void *[1]")
@@ -371,7 +371,7 @@ return function(weft)
 
   -- PTX for the device's architecture (compute_XX): NVRTC skips ptxas and
   -- the driver JIT-compiles it at load (caching the result itself). One
-  -- module per mode (number m of weft._mode_index): release and debug
+  -- module per mode (number m of P.mode_index): release and debug
   -- modules have bounds checks and the error slot.
   -- kind nil: the forward entry; "adj" / "jvp": the derived entry, from the
   -- module autodiff appends it to (lua/weft/tape.lua).
@@ -393,13 +393,13 @@ return function(weft)
     local ent = k:_entry()
     local mod, want = ent.module, nil
     if kind then
-      local ok, m, name = pcall(weft._derived_module, kind, k, mod, nil, mode == 2)
+      local ok, m, name = pcall(P.derived_module, kind, k, mod, nil, mode == 2)
       if not ok then error(m, 0) end
       mod, want = m, "weft_" .. name:gsub("[^%w_]", "_")
     end
     local arch = weft.cuda_device_info(n).arch:gsub("^sm_", "compute_")
-    local ok, image, entries = pcall(core.cuda_ptx, mod, arch, weft._mode_opts(mode, {
-      names = weft._param_names(k), fast_compile = weft.config.cuda_fast_compile }))
+    local ok, image, entries = pcall(core.cuda_ptx, mod, arch, P.mode_opts(mode, {
+      names = P.param_names(k), fast_compile = weft.config.cuda_fast_compile }))
     if not ok then error(image, 0) end
     local entry = entries[1]
     if want then
@@ -461,7 +461,7 @@ return function(weft)
         ptrs[i - 1] = ffi.cast("void *", v)
       else
         local t = p.type
-        local box = ffi.new(weft._array_ctype(t), 1)
+        local box = ffi.new(P.array_ctype(t), 1)
         local err = t.store(box, 0, v)
         if err then
           raise(fmt("weft.launch: kernel '%s': '%s' is %s", k.name, p.name, err))
@@ -481,7 +481,7 @@ return function(weft)
   -- threads per block (nil: the runtime's choice), on stream (a stream
   -- handle; nil: the device's current stream).
   local function launch_on(k, n, kind, dim, args, extra, block_dim, stream)
-    local mode = weft._mode_index()
+    local mode = P.mode_index()
     local debug = mode == 2
     local ker = load_kernel(k, n, mode, kind)
     if captured and capturing == n then captured[#captured + 1] = { k = k, ker = ker } end
@@ -525,7 +525,7 @@ return function(weft)
     return keep
   end
 
-  function weft._launch_device(k, dim, inputs, opts)
+  function P.launch_device(k, dim, inputs, opts)
     local st = opts.stream
     if st ~= nil and getmetatable(st) ~= Stream then
       raise(fmt("weft.launch: kernel '%s': opts.stream must be a weft.Stream, got %s", k.name,
@@ -534,7 +534,7 @@ return function(weft)
     local n = st and opts.device == nil and st._n or parse("weft.launch", opts.device)
     if st and st._n ~= n then
       raise(fmt("weft.launch: kernel '%s': opts.stream is on %s, but the launch runs on %s", k.name,
-                st.device, weft._device_name(n)))
+                st.device, P.device_name(n)))
     end
     if n < 0 then return weft.launch(k, dim, inputs, { outputs = opts.outputs }) end
     local args = {}
@@ -550,7 +550,7 @@ return function(weft)
   -- The derived kernel (kind "adj" or "jvp") of k on cuda:n: args are the
   -- primal arguments, extra one adjoint/tangent array per array parameter
   -- (a header with a null data pointer for none).
-  function weft._launch_device_derived(kind, k, n, dim, args, extra)
+  function P.launch_device_derived(kind, k, n, dim, args, extra)
     return launch_on(k, n, kind, dim, args, extra)
   end
 end

@@ -1,7 +1,7 @@
 -- weft.info(): versions and host facts (what `weft info` prints).
-return function(weft)
+return function(weft, P)
   function weft.info()
-    local h = weft._core.host_info()
+    local h = P.core.host_info()
     local driver = "not found (libcuda.so.1 cannot be loaded)"
     if weft.is_cuda_available then
       driver = weft.is_cuda_available() and "available" or driver
@@ -10,7 +10,7 @@ return function(weft)
     end
     -- NVRTC (the CUDA compiler, loaded on first use): "13.0", or why not
     local nvrtc = "not found"
-    local core = weft._core
+    local core = P.core
     if core.cuda_nvrtc_version then
       local v, why = core.cuda_nvrtc_version()
       if v then
@@ -26,7 +26,7 @@ return function(weft)
       cpu = h.cpu,
       features = h.features,
       vector = h.vector,
-      threads = tonumber(weft._C.wf_rt_num_threads(weft._rt)),
+      threads = tonumber(P.C.wf_rt_num_threads(P.rt)),
       cuda_toolkit = h.cuda_toolkit,
       cuda_driver = driver,
       nvrtc = nvrtc,

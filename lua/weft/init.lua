@@ -1,6 +1,15 @@
 -- weft: data-parallel kernels written in Lua, compiled to native code.
 -- This file assembles the module from its parts; each part is a function
--- taking the weft table and filling in its piece of the API.
+-- taking the public module table and the private one, and filling in its
+-- piece of the API.
+--
+-- The private table P is how the parts talk to each other (the runtime
+-- handle, the compiler module, error helpers, the tape and capture hooks,
+-- the launch paths); the public module holds only the API. P lives as long
+-- as this copy of the module; tests and tools reach it with
+-- require "weft.internal" after require "weft". The one private field left
+-- on the module is weft._interop, the table the C API (src/interop/capi.c)
+-- and the Python package call by name.
 local ffi = require "ffi"
 local cdef = require "weft.cdef"
 
@@ -17,13 +26,13 @@ do
   local m = os.getenv("WEFT_MODE")
   if m and m ~= "" then weft.config.mode = m end
 end
-weft._C = cdef.C
-weft._libpath = cdef.libpath
 
--- One runtime per LuaJIT state, freed when the module table is collected.
+local P = { C = cdef.C, libpath = cdef.libpath }
+
+-- One runtime per LuaJIT state, freed when the module is collected.
 local rt = cdef.C.wf_rt_new()
 if rt == nil then error("weft: cannot create the runtime (out of memory)", 0) end
-weft._rt = ffi.gc(rt, cdef.C.wf_rt_free)
+P.rt = ffi.gc(rt, cdef.C.wf_rt_free)
 
 -- The compiler and other Lua C functions live in the same library. Opened
 -- once per LuaJIT state (kept in the registry across module reloads).
@@ -38,17 +47,36 @@ if not core then
   core = loader("weft.core")
   reg["weft.core"] = core
 end
-weft._core = core
+P.core = core
+
+-- A weft_State (src/runtime/state.c) leaves its interrupt request here;
+-- kernels of this runtime poll it.
+local intr = reg["weft.intr"]
+if intr ~= nil then cdef.C.wf_rt_attach_intr(P.rt, intr) end
 
 -- Raise the runtime's last message as a Lua error at the caller's level.
-function weft._check(status, level)
+function P.check(status, level)
   if status ~= 0 then
-    error(ffi.string(cdef.C.wf_rt_errmsg(weft._rt)), (level or 1) + 1)
+    error(ffi.string(cdef.C.wf_rt_errmsg(P.rt)), (level or 1) + 1)
   end
 end
 
-for _, part in ipairs { "types", "array", "builtins", "kernel", "launch", "tape", "device", "interop", "info" } do
-  require("weft." .. part)(weft)
+-- Parts not yet written against P publish their helpers as weft._name:
+-- each is copied to P.name after its part loads (later parts may still
+-- read weft._name while loading), and all leave the module at the end.
+local function adopt()
+  for key, v in pairs(weft) do
+    if type(key) == "string" and key:sub(1, 1) == "_" and key ~= "_interop" then P[key:sub(2)] = v end
+  end
 end
 
+for _, part in ipairs { "types", "array", "builtins", "kernel", "marshal", "launch", "tape", "device", "interop", "info" } do
+  require("weft." .. part)(weft, P)
+  adopt()
+end
+for key in pairs(weft) do
+  if type(key) == "string" and key:sub(1, 1) == "_" and key ~= "_interop" then weft[key] = nil end
+end
+
+package.loaded["weft.internal"] = P
 return weft

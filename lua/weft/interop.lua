@@ -15,9 +15,9 @@ local bit = require "bit"
 local IS_COPIED = 2
 local FLAG_READONLY = 4
 
-return function(weft)
-  local C, rt = weft._C, weft._rt
-  local describe = weft._describe or tostring
+return function(weft, P)
+  local C, rt = P.C, P.rt
+  local describe = P.describe or tostring
 
   -- Raise at the first caller outside lua/weft/; with none (a call from the
   -- C API or Python) the message carries no position.
@@ -127,7 +127,7 @@ return function(weft)
   weft._interop = I
 
   function I.wrap(ptr, dtype, shape, device, strides)
-    local a = weft._wrap(ffi.cast(voidp, ptr), dtype, shape, device)
+    local a = P.wrap(ffi.cast(voidp, ptr), dtype, shape, device)
     if strides then
       for d = 1, #strides do a.h.strides[d - 1] = strides[d] end
     end

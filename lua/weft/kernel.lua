@@ -1,5 +1,5 @@
 -- weft.kernel, weft.func, weft.constant: declaring kernels and the Lua side
--- of compiling them (the compiler itself is weft._core.compile, in C).
+-- of compiling them (the compiler itself is P.core.compile, in C).
 --
 --   local k = weft.kernel{ x = weft.array(weft.float32), a = weft.float32,
 --                          function(x, a) ... end }
@@ -15,7 +15,7 @@
 --
 -- weft.func calls are inlined into kernels; on the host a func object is
 -- callable and runs its first definition as plain Lua.
-return function(weft)
+return function(weft, P)
   local fmt = string.format
 
   local Kernel = { __name = "weft.Kernel" }
@@ -27,16 +27,16 @@ return function(weft)
 
   weft.Kernel, weft.Func = Kernel, Func
 
-  -- The core module (weft._core, looked up at each use: the Lua layer may
+  -- The core module (P.core, looked up at each use: the Lua layer may
   -- be reloaded). The compiler's environment (this layer's metatables and
   -- builtins) is installed before each use, so kernels of an older copy of
   -- the layer still compile with their own.
   local front_env
   local function get_core()
-    local c = weft._core
+    local c = P.core
     if c and c.front_setup then
       front_env = front_env or {
-        builtins = weft._builtins or {},
+        builtins = P.builtins or {},
         type_mt = getmetatable(weft.float32),
         func_mt = Func,
         const_mt = Const,
@@ -150,7 +150,7 @@ return function(weft)
       error(fmt("weft.%s: expected a function (or a table with types and a function)", kind), level)
     end
     -- a builtin's Lua function is weft's own, not kernel source to compile
-    local builtin = weft._builtins and weft._builtins[fn]
+    local builtin = P.builtins and P.builtins[fn]
     if builtin then
       error(fmt("weft.%s: expected a function of your own, got the builtin '%s'", kind, builtin),
         level)
@@ -200,7 +200,7 @@ return function(weft)
       if not p.type then
         local t = argtypes and argtypes[i]
         if not t then
-          weft._raise(fmt("weft: kernel '%s': parameter '%s' is generic; its type comes from the "
+          P.raise(fmt("weft: kernel '%s': parameter '%s' is generic; its type comes from the "
                           .. "launch arguments", k.name, p.name))
         end
         parts[#parts + 1] = t.id or t.name
@@ -250,7 +250,7 @@ return function(weft)
   -- The guard of a compile's deps list ({kind, container, key, value}).
   local function make_guard(deps)
     if not deps or #deps == 0 then return always end
-    local builtins = weft._builtins or {}
+    local builtins = P.builtins or {}
     local watched = {}
     for i, d in ipairs(deps) do
       if is_watched_leaf(d, builtins) then watched[i] = true end
@@ -417,7 +417,7 @@ return function(weft)
     if kind == "ir" then return f((self:_module(argtypes))) end
     -- the code of the current weft.config.mode (its bounds checks)
     return f(self:_module(argtypes),
-             weft._mode_opts(weft._mode_index(), { names = weft._param_names(self) }))
+             P.mode_opts(P.mode_index(), { names = P.param_names(self) }))
   end
 
   -- One PTX module holding the forward entry and, unless opts.adjoint is
@@ -442,7 +442,7 @@ return function(weft)
     if not (opts and opts.adjoint == false) then
       -- the module autodiff appends the adjoint to (custom gradients of
       -- weft.func included), as adjoint launches use it
-      local ok, dm = pcall(weft._derived_module, "adj", self, m, argtypes, false)
+      local ok, dm = pcall(P.derived_module, "adj", self, m, argtypes, false)
       if ok then
         m = dm
       elseif (opts and opts.adjoint) or not tostring(dm):find(": autodiff: ", 1, true) then

@@ -11,9 +11,9 @@
 --              guard() is false once a value the kernel captured changed
 --              (kernel.lua), and the launch then takes the new entry
 --   code[key]  per launch ndim and mode: the compiled function (core.cpu_compile),
---              a preallocated argument block and a packer generated once for
---              the signature (Lua source -> loadstring) that checks every
---              argument and writes it into the block.
+--              a preallocated argument block and its packer (P.packer,
+--              lua/weft/marshal.lua), which checks every argument and
+--              writes it into the block.
 -- A warm launch therefore allocates nothing: it reads the dims into a
 -- preallocated int64_t[4], runs the packer and calls wf_cpu_launch.
 local ffi = require "ffi"
@@ -22,129 +22,16 @@ local cdef = require "weft.cdef"
 local floor = math.floor
 local fmt = string.format
 
-return function(weft)
-  local C, rt, core = cdef.C, weft._rt, weft._core
-  local raise, describe = weft._raise or error, weft._describe or tostring
-  local fmtnum = weft._fmtnum or tostring
+return function(weft, P)
+  local C, rt, core = cdef.C, P.rt, P.core
+  local raise, describe = P.raise or error, P.describe or tostring
   local is_array = weft.is_array
   local config = weft.config
-
-  local u8p = ffi.typeof("uint8_t *")
 
   -- The dims of the current launch (shared: launches do not nest).
   local dims = ffi.new("int64_t[4]")
 
-  ---------------------------------------------------------------------------
-  -- argument checks and messages
-  ---------------------------------------------------------------------------
   local function kname(k) return k.name or (k.fn and tostring(k.fn)) or "?" end
-
-  local function typename(v)
-    if is_array and is_array(v) then
-      local dt = weft.types[v.h.dtype]
-      local nm = dt and dt.name or "?"
-      return v.h.ndim == 1 and fmt("array(%s)", nm) or fmt("array(%s,%d)", nm, v.h.ndim)
-    end
-    local t = weft.dtype_of and weft.dtype_of(v)
-    if t and type(v) ~= "number" and type(v) ~= "boolean" then return t.name end
-    return describe(v)
-  end
-
-  -- The error raised by a packer for argument i of kernel k.
-  local function bad_arg(k, i, v, nin)
-    local p = k.params[i]
-    local where = i <= nin and "input" or "output"
-    if is_array and is_array(v) and v.h.device ~= -1 and p.type and p.type.kind == "array" then
-      raise("weft.launch: kernel '%s': %s '%s' is on device %s, but the launch runs on the cpu",
-            kname(k), where, p.name, tostring(v.device))
-    end
-    local t = p.type
-    if t and t.kind == "int" and type(v) == "number" then
-      raise("weft.launch: kernel '%s': parameter '%s' expects %s, got %s (%s)", kname(k), p.name,
-            t.name, fmtnum(v), v % 1 ~= 0 and "not an integer" or "out of range for " .. t.name)
-    end
-    raise("weft.launch: kernel '%s': parameter '%s' expects %s, got %s", kname(k), p.name,
-          p.type and p.type.name or "?", typename(v))
-  end
-
-  -- The error raised by a packer for a read-only array that the kernel
-  -- writes (stores to or updates atomically).
-  local function readonly_arg(k, i, nin)
-    raise("weft.launch: kernel '%s' writes %s '%s', but the array passed is read-only", kname(k),
-          i <= nin and "input" or "output", k.params[i].name)
-  end
-
-  -- The range of an integer type as Lua numbers (64-bit ends are rounded to
-  -- doubles, which only matters beyond 2^53 where numbers are inexact anyway).
-  local function int_range(t)
-    if t.signed then return -2 ^ (t.bits - 1), 2 ^ (t.bits - 1) - 1 end
-    return 0, 2 ^ t.bits - 1
-  end
-
-  ---------------------------------------------------------------------------
-  -- packers: one generated function per signature
-  ---------------------------------------------------------------------------
-  -- Source lines checking and storing argument i (value in `v`) of type t.
-  -- written: the kernel writes this array parameter (core.writes).
-  local function pack_lines(out, i, t, env, written)
-    local pn = "p" .. i
-    if t.kind == "array" then
-      env[pn .. "t"] = ffi.typeof("weft_Array **")
-      out[#out + 1] = fmt("if not is_array(v) or v.h.dtype ~= %d or v.h.ndim ~= %d or v.h.device ~= -1 then return bad(k, %d, v, nin) end",
-                          t.dtype.id, t.ndim, i)
-      if written then
-        out[#out + 1] = fmt("if band(v.h.flags, 4) ~= 0 then return readonly(k, %d, nin) end", i)
-      end
-      out[#out + 1] = fmt("%s[0] = v", pn)
-    elseif t.kind == "bool" then
-      env[pn .. "t"] = ffi.typeof("uint8_t *")
-      out[#out + 1] = fmt("if type(v) ~= 'boolean' then return bad(k, %d, v, nin) end", i)
-      out[#out + 1] = fmt("%s[0] = v and 1 or 0", pn)
-    elseif t.kind == "int" then
-      env[pn .. "t"] = ffi.typeof(t.ffiname .. " *")
-      local lo, hi = int_range(t)
-      out[#out + 1] = fmt("if type(v) == 'number' then if v %% 1 ~= 0 or v < %.17g or v > %.17g then return bad(k, %d, v, nin) end " ..
-                          "elseif not (type(v) == 'cdata' and (ffi.istype('int64_t', v) or ffi.istype('uint64_t', v))) then return bad(k, %d, v, nin) end", lo, hi, i, i)
-      out[#out + 1] = fmt("%s[0] = v", pn)
-    elseif t.kind == "float" then
-      if t.bits == 16 then
-        env[pn .. "t"] = ffi.typeof("uint16_t *")
-        out[#out + 1] = fmt("if type(v) ~= 'number' then return bad(k, %d, v, nin) end", i)
-        out[#out + 1] = fmt("%s[0] = half(v)", pn)
-      else
-        env[pn .. "t"] = ffi.typeof(t.ffiname .. " *")
-        out[#out + 1] = fmt("if type(v) ~= 'number' then return bad(k, %d, v, nin) end", i)
-        out[#out + 1] = fmt("%s[0] = v", pn)
-      end
-    else
-      -- composites: a cdata of the type, copied by value
-      env[pn .. "t"] = ffi.typeof(t.ffiname .. " *")
-      env["ct" .. i] = t.ctype
-      out[#out + 1] = fmt("if not ffi.istype(ct%d, v) then return bad(k, %d, v, nin) end", i, i)
-      out[#out + 1] = fmt("%s[0] = v", pn)
-    end
-  end
-
-  -- Build the packer of a signature: function(ins, outs, nin).
-  local function make_packer(k, types, buf, offsets, writes)
-    local env = { is_array = is_array, bad = bad_arg, ffi = ffi, k = k, type = type,
-                  half = weft._half_from_number, band = bit.band, readonly = readonly_arg }
-    local out = { "return function(ins, outs, nin)", "local v" }
-    local decl = {}
-    for i, t in ipairs(types) do
-      out[#out + 1] = fmt("if nin >= %d then v = ins[%d] else v = outs[%d - nin] end", i, i, i)
-      pack_lines(out, i, t, env, writes[i])
-    end
-    out[#out + 1] = "end"
-    for i = 1, #types do
-      decl[#decl + 1] = fmt("local p%d = ffi.cast(p%dt, base + %d)", i, i, offsets[i])
-    end
-    env.base = ffi.cast(u8p, buf)
-    local src = "local base = base\n" .. table.concat(decl, "\n") .. "\n" .. table.concat(out, "\n")
-    local f = assert(loadstring(src, "=weft.launch packer"))
-    setfenv(f, env)
-    return f()
-  end
 
   ---------------------------------------------------------------------------
   -- variants and code
@@ -155,7 +42,7 @@ return function(weft)
     for i, p in ipairs(k.params) do names[i] = p.name end
     return names
   end
-  weft._param_names = param_names
+  P.param_names = param_names
 
   local function kernel_state(k)
     if type(k) ~= "table" or type(k.params) ~= "table" or not k._module then
@@ -252,18 +139,18 @@ return function(weft)
           type(mode) == "string" and fmt("%q", mode) or describe(mode))
   end
   -- The current mode's number (raises for an unknown mode).
-  function weft._mode_index()
+  function P.mode_index()
     local mode = config.mode
     return modes[mode] or bad_mode(mode)
   end
   -- core.cpu_compile / core.cuda_ptx options of mode number m.
-  function weft._mode_opts(m, opts)
+  function P.mode_opts(m, opts)
     opts.debug, opts.checks = m == 2, m == 1
     return opts
   end
 
   local function compile_code(st, v, ndim, mode)
-    local res = core.cpu_compile(v.module, weft._mode_opts(mode, { ndim = ndim, names = st.names }))
+    local res = core.cpu_compile(v.module, P.mode_opts(mode, { ndim = ndim, names = st.names }))
     if res.from_disk then st.disk_hits = st.disk_hits + 1 else st.compiles = st.compiles + 1 end
     local buf = ffi.new("int64_t[?]", math.max(1, math.ceil(res.size / 8)))
     local c = {
@@ -274,7 +161,8 @@ return function(weft)
       key = res.key,
       from_disk = res.from_disk,
     }
-    c.pack = make_packer(st.k, v.types, buf, res.offsets, v.writes)
+    c.pack = P.packer{ k = st.k, types = v.types, writes = v.writes,
+                       addrs = P.block_addrs(buf, res.offsets, #v.types) }
     return c
   end
 
@@ -315,7 +203,7 @@ return function(weft)
   end
 
   function weft.launch(k, dim, inputs, opts)
-    local cap = weft._capture_cpu -- set between capture_begin("cpu") and capture_end
+    local cap = P.capture_cpu -- set between capture_begin("cpu") and capture_end
     if cap and not cap.busy then return cap.record(k, dim, inputs, opts) end
     local st = type(k) == "table" and rawget(k, "_launch") or kernel_state(k)
     local ndim, total = read_dims(k, dim)
@@ -325,14 +213,14 @@ return function(weft)
         raise("weft.launch: kernel '%s': opts must be a table, got %s", kname(k), describe(opts))
       end
       if opts.adjoint then
-        local dev = opts.device ~= nil and weft._parse_device("weft.launch", opts.device) or nil
-        return weft._launch_adjoint(k, dim, inputs, opts.outputs or empty, opts.adj_inputs or empty,
+        local dev = opts.device ~= nil and P.parse_device("weft.launch", opts.device) or nil
+        return P.launch_adjoint(k, dim, inputs, opts.outputs or empty, opts.adj_inputs or empty,
                                     opts.adj_outputs or empty, dev)
       end
       local dev = opts.device
       if (dev ~= nil and dev ~= "cpu") or opts.stream ~= nil then
-        if weft._tape_active then weft._tape_hook(k, dim, inputs, opts.outputs, opts) end
-        return weft._launch_device(k, dim, inputs, opts)
+        if P.tape_active then P.tape_hook(k, dim, inputs, opts.outputs, opts) end
+        return P.launch_device(k, dim, inputs, opts)
       end
       outs = opts.outputs or empty
       if type(outs) ~= "table" then
@@ -353,7 +241,7 @@ return function(weft)
       if nt ~= nil and (type(nt) ~= "number" or nt < 1 or nt ~= floor(nt)) then
         raise("weft.config.num_threads must be a positive integer, got %s", tostring(nt))
       end
-      weft._check(C.wf_rt_set_num_threads(rt, nt or 0), 2)
+      P.check(C.wf_rt_set_num_threads(rt, nt or 0), 2)
       last_threads = nt
     end
     local v = st.fixed or get_variant(st, ins, outs, nin)
@@ -366,7 +254,7 @@ return function(weft)
       v.code[ckey] = c
     end
     c.pack(ins, outs, nin)
-    if weft._tape_active then weft._tape_hook(k, dim, ins, outs, opts, v.module) end
+    if P.tape_active then P.tape_hook(k, dim, ins, outs, opts, v.module) end
     if total == 0 then return end
     local status = C.wf_cpu_launch(rt, c.fn, ndim, dims, c.buf, c.cost)
     if status ~= 0 then
@@ -387,8 +275,4 @@ return function(weft)
     end
     return core.cpu_stats()
   end
-
-  -- The compiled CPU code record of a kernel for given argument types (used
-  -- by k:source("llvm") and tests): LLVM IR text of its module.
-  function weft._llvm_ir(mod, opts) return core.llvm_ir(mod, opts) end
 end

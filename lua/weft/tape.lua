@@ -19,8 +19,8 @@
 -- adjoint arrays too (Warp leaves those as they were).
 --
 -- Recording. While a tape records, weft.launch reports each launch through
---   weft._tape_hook(k, dim, inputs, outputs, opts [, module that ran])
--- and the active tape is weft._tape_active (nil when none).
+--   P.tape_hook(k, dim, inputs, outputs, opts [, module that ran])
+-- and the active tape is P.tape_active (nil when none).
 --
 -- Forward mode.
 --   weft.jvp(k, dim, inputs, tangents, outputs, out_tangents)
@@ -40,7 +40,7 @@
 -- of an array that a later recorded launch writes (it names both).
 --
 -- Adjoint launches.
---   weft._launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs)
+--   P.launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs)
 -- runs the adjoint kernel "adj_<name>" (appended to the kernel's IR module
 -- by core.adjoint). Its parameters are the primal ones followed by one
 -- adjoint array per array parameter; adj_inputs[i] / adj_outputs[i] is the
@@ -51,17 +51,15 @@ local cdef = require "weft.cdef"
 
 local fmt = string.format
 
-return function(weft)
-  local C, core = cdef.C, weft._core
+return function(weft, P)
+  local C, core = cdef.C, P.core
   local is_array = weft.is_array
-  local raise = weft._raise -- positioned at the first caller outside weft's files
+  local raise = P.raise -- positioned at the first caller outside weft's files
 
   ---------------------------------------------------------------------------
   -- adjoint launches
   ---------------------------------------------------------------------------
   local dims = ffi.new("int64_t[4]")
-  local arrpp = ffi.typeof("weft_Array **")
-  local u8p = ffi.typeof("uint8_t *")
   local codes = setmetatable({}, { __mode = "k" }) -- module -> { [ckey] = code }
 
   local function kname(k) return type(k) == "table" and k.name or tostring(k) end
@@ -110,7 +108,7 @@ return function(weft)
 
   -- The front end's module before inlining (custom gradients), compiled
   -- once per module mod. It reads the captured values again, so a taped
-  -- launch makes it at once (weft._tape_hook), while they are those that
+  -- launch makes it at once (P.tape_hook), while they are those that
   -- mod was compiled with.
   local function raw_module(k, mod, types)
     local per = mod_cache(mod)
@@ -131,49 +129,42 @@ return function(weft)
     end
     local tf = core and core[transforms[kind]]
     if not tf then raise("weft: autodiff is not available in this build") end
-    if kind == "adj" and weft._custom_grads then mod = raw_module(k, mod, types) end
+    if kind == "adj" and P.custom_grads then mod = raw_module(k, mod, types) end
     check = check and kind == "adj"
     local name = pk.name
     if not name or (check and not pk.checked) then
-      local ok, res = pcall(tf, mod, k.name, { debug = check, names = weft._param_names(k) })
+      local ok, res = pcall(tf, mod, k.name, { debug = check, names = P.param_names(k) })
       if not ok then error(res, 0) end
       name = res
       pk.name, pk.checked = name, pk.checked or check
     end
     return mod, name, pk
   end
-  weft._derived_module = derived_module
+  P.derived_module = derived_module
+
+  local what = { adj = "adjoint", jvp = "tangent" }
 
   -- Compiled derived kernel (kind "adj" or "jvp") of module mod:
-  -- { fn, cost, offsets, buf }, per launch ndim and mode.
+  -- { fn, cost, buf, pack }, per launch ndim and mode. pack (P.packer)
+  -- takes the primal arguments, then the derived arrays as extras.
   local function derived_code(kind, k, mod, types, ndim, mode)
     local dmod, name, pk = derived_module(kind, k, mod, types, mode == 2)
     local ckey = ndim + 4 * mode
     local c = pk[ckey]
     if c then return c end
-    local res = core.cpu_compile(dmod, weft._mode_opts(mode, { ndim = ndim, name = name,
-                                                               names = weft._param_names(k) }))
-    c = { fn = ffi.cast("void *", res.fn), code = res.code, cost = res.cost, offsets = res.offsets,
-          buf = ffi.new("int64_t[?]", math.max(1, math.ceil(res.size / 8))) }
+    local res = core.cpu_compile(dmod, P.mode_opts(mode, { ndim = ndim, name = name,
+                                                           names = P.param_names(k) }))
+    local nextra = 0
+    for _, t in ipairs(types) do
+      if t.kind == "array" then nextra = nextra + 1 end
+    end
+    local buf = ffi.new("int64_t[?]", math.max(1, math.ceil(res.size / 8)))
+    c = { fn = ffi.cast("void *", res.fn), code = res.code, cost = res.cost, buf = buf }
+    c.pack = P.packer{ k = k, types = types, nextra = nextra,
+                       addrs = P.block_addrs(buf, res.offsets, #types + nextra),
+                       where = fmt("weft: %s launch of '%s'", what[kind], kname(k)) }
     pk[ckey] = c
     return c
-  end
-
-  -- Store value v of type t at byte offset off of the argument block.
-  local function put(base, off, t, v, k, pname)
-    if t.kind == "array" then
-      if not is_array(v) then
-        raise("weft: adjoint launch of '%s': '%s' expects %s, got %s", kname(k), pname, t.name,
-              type(v))
-      end
-      ffi.cast(arrpp, base + off)[0] = v
-    elseif t.kind == "bool" then
-      ffi.cast(u8p, base + off)[0] = v and 1 or 0
-    elseif t.kind == "float" and t.bits == 16 then
-      ffi.cast("uint16_t *", base + off)[0] = weft._half_from_number(v)
-    else
-      ffi.cast(t.ffiname .. " *", base + off)[0] = v
-    end
   end
 
   -- A "no gradient" header for an array parameter.
@@ -185,8 +176,6 @@ return function(weft)
     h.h.elsize = a.h.elsize
     return h
   end
-
-  local what = { adj = "adjoint", jvp = "tangent" }
 
   -- Launch of the derived kernel: primal arguments, then one derived array
   -- (adjoint or tangent) per array parameter, from d_in / d_out.
@@ -232,7 +221,7 @@ return function(weft)
         else
           g = null_adjoint(v)
         end
-        adjs[#adjs + 1] = { g = g, t = types[i] }
+        adjs[#adjs + 1] = g
       end
     end
     -- read-only arrays that the derived kernel writes (an adjoint writes
@@ -251,7 +240,7 @@ return function(weft)
           raise("weft: %s launch of '%s' writes '%s', but the array passed is read-only",
                 what[kind], kname(k), p.name)
         end
-        if writes[np + w] and bit.band(adjs[w].g.h.flags, 4) ~= 0 then
+        if writes[np + w] and bit.band(adjs[w].h.flags, 4) ~= 0 then
           raise("weft: %s launch of '%s' writes the %s of '%s', but the array passed is read-only",
                 what[kind], kname(k), what[kind], p.name)
         end
@@ -265,8 +254,8 @@ return function(weft)
       if dev == nil then dev, first = d, pname end
       if d ~= dev then
         raise("weft: %s launch of '%s': '%s' is on %s, but %s", what[kind], kname(k), pname,
-              a.device, first and fmt("'%s' is on %s", first, weft._device_name(dev))
-                or "the launch runs on " .. weft._device_name(dev))
+              a.device, first and fmt("'%s' is on %s", first, P.device_name(dev))
+                or "the launch runs on " .. P.device_name(dev))
       end
     end
     local j = 0
@@ -274,33 +263,27 @@ return function(weft)
       if types[i].kind == "array" then
         j = j + 1
         on(args[i], p.name)
-        local g = adjs[j].g
+        local g = adjs[j]
         if g.h.data ~= nil then on(g, what[kind] .. " of " .. p.name) end
       end
     end
-    if dev and dev >= 0 then
-      local garr = {}
-      for i, a in ipairs(adjs) do garr[i] = a.g end
-      return weft._launch_device_derived(kind, k, dev, dim, args, garr)
-    end
+    if dev and dev >= 0 then return P.launch_device_derived(kind, k, dev, dim, args, adjs) end
     local ndim = read_dims(k, dim, what[kind])
     local mod = fmod or k:_module(types)
-    local c = derived_code(kind, k, mod, types, ndim, weft._mode_index())
-    local base = ffi.cast(u8p, c.buf)
-    for i = 1, np do put(base, c.offsets[i], types[i], args[i], k, k.params[i].name) end
-    for j, a in ipairs(adjs) do put(base, c.offsets[np + j], a.t, a.g, k, what[kind]) end
+    local c = derived_code(kind, k, mod, types, ndim, P.mode_index())
+    c.pack(args, args, np, adjs)
     local total = 1
     for d = 0, ndim - 1 do total = total * tonumber(dims[d]) end
     if total == 0 then return end
-    local status = C.wf_cpu_launch(weft._rt, c.fn, ndim, dims, c.buf, c.cost)
-    -- keep the null headers alive until the launch is done
-    adjs = nil
-    if status ~= 0 then error(ffi.string(C.wf_rt_errmsg(weft._rt)), 3) end
+    c.keep = adjs -- the "no gradient" headers live until the launch is done
+    local status = C.wf_cpu_launch(P.rt, c.fn, ndim, dims, c.buf, c.cost)
+    c.keep = nil
+    if status ~= 0 then error(ffi.string(C.wf_rt_errmsg(P.rt)), 3) end
   end
 
   -- device (optional): -1 (the cpu) or N (cuda:N), from the launch's
   -- opts.device; otherwise the device of the arrays.
-  function weft._launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs, device, fmod)
+  function P.launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs, device, fmod)
     return launch_derived("adj", k, dim, inputs, outputs, adj_inputs, adj_outputs, device, fmod)
   end
 
@@ -323,20 +306,20 @@ return function(weft)
   -- kernel compiler compiles these functions when it supports them
   -- (core.front_custom_grad).
   local Func = weft.Func
-  local function companion(f, field, fn, what)
+  local function companion(f, field, fn, method)
     if getmetatable(f) ~= Func then
-      raise("weft.func:%s: call it on a weft.func (f:%s(function ... end))", what, what)
+      raise("weft.func:%s: call it on a weft.func (f:%s(function ... end))", method, method)
     end
     if type(fn) ~= "function" then
-      raise("weft.func:%s: expected a function, got %s", what, type(fn))
+      raise("weft.func:%s: expected a function, got %s", method, type(fn))
     end
     if not (core and core.front_custom_grad) then
       raise("weft.func:%s: custom gradients need the kernel compiler's support, which this "
-            .. "build lacks", what)
+            .. "build lacks", method)
     end
     f[field] = fn
     f._v = (f._v or 0) + 1 -- kernels calling f compile again (kernel.lua: guards)
-    weft._custom_grads = true
+    P.custom_grads = true
     return f
   end
   if Func then
@@ -371,13 +354,13 @@ return function(weft)
 
   -- mod: the IR module the launch ran (cpu launches), so backward
   -- differentiates the code that ran even if a captured value changed since.
-  function weft._tape_hook(k, dim, inputs, outputs, opts, mod)
-    local tape = weft._tape_active
+  function P.tape_hook(k, dim, inputs, outputs, opts, mod)
+    local tape = P.tape_active
     if not tape or (opts and opts.adjoint) then return end
     local d = type(dim) == "table" and copy_list(dim) or dim
     tape.launches[#tape.launches + 1] =
       { k = k, dim = d, inputs = copy_list(inputs), outputs = copy_list(outputs), mod = mod }
-    if mod and weft._custom_grads then
+    if mod and P.custom_grads then
       local types, nin = {}, #(inputs or {})
       for i, p in ipairs(k.params) do
         local v = i <= nin and inputs[i] or (outputs or {})[i - nin]
@@ -400,10 +383,10 @@ return function(weft)
   -- Runs fn, recording its launches; tapes may nest (the inner one records).
   function Tape:record(fn)
     if type(fn) ~= "function" then raise("tape:record: expected a function, got %s", type(fn)) end
-    local prev = weft._tape_active
-    weft._tape_active = self
+    local prev = P.tape_active
+    P.tape_active = self
     local ok, err = pcall(fn)
-    weft._tape_active = prev
+    P.tape_active = prev
     if not ok then error(err, 0) end
   end
 
@@ -465,7 +448,7 @@ return function(weft)
       local ai, ao = {}, {}
       for j, a in ipairs(l.inputs) do ai[j] = grad_or_nil(a) or false end
       for j, a in ipairs(l.outputs) do ao[j] = grad_or_nil(a) or false end
-      weft._launch_adjoint(l.k, l.dim, l.inputs, l.outputs, ai, ao, nil, l.mod)
+      P.launch_adjoint(l.k, l.dim, l.inputs, l.outputs, ai, ao, nil, l.mod)
     end
   end
 
@@ -561,19 +544,19 @@ return function(weft)
     weft.copy(a, src)
   end
 
-  local function pick(list, idx, what)
+  local function pick(list, idx, role)
     if type(list) ~= "table" or is_array(list) then
-      raise("weft.jacobian: %s must be a table of launch arguments, got %s", what,
+      raise("weft.jacobian: %s must be a table of launch arguments, got %s", role,
             is_array(list) and "an array" or type(list))
     end
     if idx == nil then
       for i, a in ipairs(list) do
         if is_array(a) then return a, i end
       end
-      raise("weft.jacobian: no array among the %s", what)
+      raise("weft.jacobian: no array among the %s", role)
     end
     local a = list[idx]
-    if not is_array(a) then raise("weft.jacobian: %s[%s] is not an array", what, tostring(idx)) end
+    if not is_array(a) then raise("weft.jacobian: %s[%s] is not an array", role, tostring(idx)) end
     return a, idx
   end
 
@@ -633,7 +616,7 @@ return function(weft)
       local e = {}
       for j = 1, m do e[j] = (j == i) and 1 or 0 end
       assign(gy, y0, e)
-      weft._launch_adjoint(k, dim, inputs, outputs, ai, ao)
+      P.launch_adjoint(k, dim, inputs, outputs, ai, ao)
       rows[i] = flatten(gx:totable())
     end
     restore(saved)

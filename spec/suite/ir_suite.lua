@@ -29,10 +29,10 @@
 -- A batch that fails is redone module by module (the module's own CUDA C,
 -- as a launch compiles it, then nvJitLink), so every failure names its
 -- kernel and the Lua position (#line maps NVRTC errors to the Lua line).
-local weft = require "weft"
+local weft, internal = require "weft", require "weft.internal" -- internal: the parts' private table
 local collect = dofile("spec/helpers/ir_collect.lua")
 
-local core = weft._core
+local core = internal.core
 local have_nvrtc = core.cuda_nvrtc_version and core.cuda_nvrtc_version() ~= nil
 -- WEFT_PTX_SUITE_ARCHS="80" (a comma list) narrows the check for quick
 -- local runs; "none" skips it. CI runs the default: all three.

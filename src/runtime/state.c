@@ -164,17 +164,13 @@ static int open_weft(lua_State *L) {
   lua_pushcfunction(L, luaopen_weft_core);
   lua_setfield(L, -2, "weft.core");
   lua_pop(L, 2);
+  /* lua/weft/init.lua attaches its runtime to this interrupt request */
+  lua_pushlightuserdata(L, &W->intr);
+  lua_setfield(L, LUA_REGISTRYINDEX, "weft.intr");
   lua_getglobal(L, "require");
   lua_pushstring(L, "weft");
   lua_call(L, 1, 1);
-  lua_pushvalue(L, -1);
   lua_setglobal(L, "weft");
-  /* weft._C.wf_rt_attach_intr(weft._rt, &W->intr) */
-  lua_getfield(L, -1, "_C");
-  lua_getfield(L, -1, "wf_rt_attach_intr");
-  lua_getfield(L, -3, "_rt");
-  lua_pushlightuserdata(L, &W->intr);
-  lua_call(L, 2, 0);
   return 0;
 }
 

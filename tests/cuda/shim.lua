@@ -68,12 +68,12 @@ end
 
 -- The module of k (with its adjoint entry when asked) and the entry to run.
 local function module_entry(weft, k, opts)
-  local core = weft._core
+  local core = require("weft.internal").core
   local m = k:_module(opts.types)
   local want = "weft_" .. tostring(k.name):gsub("[^%w_]", "_")
   local kind = opts.adjoint and "adj" or opts.jvp and "jvp" or nil
   if kind then -- the module a CUDA launch of the derived kernel compiles
-    local dm, name = weft._derived_module(kind, k, m, opts.types, false)
+    local dm, name = require("weft.internal").derived_module(kind, k, m, opts.types, false)
     m, want = dm, "weft_" .. name:gsub("[^%w_]", "_")
   end
   local names = {}
@@ -118,7 +118,7 @@ function M.run(weft, k, dim, args, opts)
       launch_args[#launch_args + 1] = "A" .. i
     else
       local t = (opts.types and opts.types[i]) or k.params[i].type
-      local box = ffi.new(weft._array_ctype(t), 1)
+      local box = ffi.new(require("weft.internal").array_ctype(t), 1)
       local err = t.store(box, 0, v)
       if err then error("shim: argument " .. i .. " is " .. err) end
       local n = ffi.sizeof(box) -- one element

@@ -42,6 +42,7 @@ local ignore = {}
 for t in (os.getenv('WEFT_FUZZ_IGNORE') or ''):gmatch('[^;]+') do ignore[#ignore + 1] = t end
 local function check(err)
   err = tostring(err)
+  fuzz_last_err = err
   -- only the message's first line, without the chunk name (a string
   -- chunk's name is its own text, which may hold anything)
   local first = err:match('^[^\n]*')

@@ -13,8 +13,9 @@ luajit -e '
 local weft = require "weft"
 assert(weft.version:match("^%d+%.%d+%.%d+$"), "version")
 assert(require("weft") == weft, "require twice")
-assert(weft._libpath and weft._libpath:find(os.getenv("PWD"), 1, true), "library from the tree: " .. tostring(weft._libpath))
+local libpath = require("weft.internal").libpath
+assert(libpath and libpath:find(os.getenv("PWD"), 1, true), "library from the tree: " .. tostring(libpath))
 local a = weft.zeros(4)
 assert(#a == 4 and a[3] == 0)
-print("ok: weft " .. weft.version .. " from " .. weft._libpath)
+print("ok: weft " .. weft.version .. " from " .. libpath)
 '
