@@ -1313,232 +1313,100 @@ done:
 }
 
 /* ---- preludes ----------------------------------------------------------- */
-/* The helpers a module needs, chosen by the names its code uses (fewer
-** lines for NVRTC to parse: a smaller cold compile). Pieces marked device
-** are skipped under WF_HOST_SHIM: tests/cuda/shim.h defines them for g++. */
+/* The helpers a module needs come from src/cuda/prelude.cuh (embedded at
+** build time as wf_cuda_prelude; its header comment gives the format),
+** chosen by the names the code uses: fewer lines for NVRTC to parse, a
+** smaller cold compile. Device pieces are skipped under WF_HOST_SHIM:
+** tests/cuda/shim.h defines them for g++. */
+#include "prelude_cuh.h"
+
+typedef enum piece_kind { PIECE_DEVICE, PIECE_HALF, PIECE_PORTABLE, PIECE_FILE } piece_kind;
+
 typedef struct piece {
-  int device;           /* inside #ifndef WF_HOST_SHIM */
-  const char *triggers; /* '|'-separated names; NULL = always */
-  const char *text;
+  piece_kind kind;
+  const char *names; /* '|'-separated, nnames bytes; 0 bytes = always */
+  size_t nnames;
+  const char *text; /* the lines after the marker, up to the next one */
+  size_t len;
 } piece;
 
-static const piece pieces[] = {
-    {1, NULL,
-     "#define WF_FN static __device__ __forceinline__\n"
-     "#define WF_INFF __int_as_float(0x7f800000)\n"
-     "#define WF_NANF __int_as_float(0x7fffffff)\n"
-     "#define WF_INF __longlong_as_double(0x7ff0000000000000LL)\n"
-     "#define WF_NAN __longlong_as_double(0x7fffffffffffffffLL)\n"},
-    /* float16 without cuda_fp16.h (a third of a cold compile): the bits,
-    ** converted by PTX's cvt (round to nearest even, as on the CPU) */
-    {2, NULL,
-     "struct __align__(2) wf_half { unsigned short x; };\n"
-     "WF_FN float wf_h2f(wf_half h) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : "
-     "\"h\"(h.x)); return f; }\n"
-     "WF_FN wf_half wf_f2h(float f) { wf_half h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h.x) : "
-     "\"f\"(f)); return h; }\n"
-     "WF_FN wf_half wf_d2h(double d) { wf_half h; asm(\"cvt.rn.f16.f64 %0, %1;\" : \"=h\"(h.x) : "
-     "\"d\"(d)); return h; }\n"},
-    {1, "wf_trap(",
-     "WF_FN void wf_trap(const char *msg) { printf(\"weft: kernel trap: %s\\n\", msg); __trap(); "
-     "}\n"},
-    {1, "wf_claim(|wf_e)",
-     "WF_FN bool wf_claim(int *flag) { return atomicCAS(flag, 0, 1) == 0; }\n"},
-    {1, "wf_atomic_narrow(",
-     "WF_FN unsigned int wf_cas32(unsigned int *p, unsigned int c, unsigned int v) {\n"
-     "  return atomicCAS(p, c, v); }\n"},
-    {1, "wf_atomic_add(|wf_atomic_min(|wf_atomic_max(",
-     "WF_FN float wf_atomic_add(float *p, float v) { return atomicAdd(p, v); }\n"
-     "WF_FN double wf_atomic_add(double *p, double v) { return atomicAdd(p, v); }\n"
-     "WF_FN int wf_atomic_add(int *p, int v) { return atomicAdd(p, v); }\n"
-     "WF_FN unsigned int wf_atomic_add(unsigned int *p, unsigned int v) { return atomicAdd(p, v); "
-     "}\n"
-     "WF_FN unsigned long long wf_atomic_add(unsigned long long *p, unsigned long long v) { return "
-     "atomicAdd(p, v); }\n"
-     "WF_FN long long wf_atomic_add(long long *p, long long v) {\n"
-     "  return (long long)atomicAdd((unsigned long long *)p, (unsigned long long)v); }\n"
-     "WF_FN int wf_atomic_min(int *p, int v) { return atomicMin(p, v); }\n"
-     "WF_FN int wf_atomic_max(int *p, int v) { return atomicMax(p, v); }\n"
-     "WF_FN unsigned int wf_atomic_min(unsigned int *p, unsigned int v) { return atomicMin(p, v); "
-     "}\n"
-     "WF_FN unsigned int wf_atomic_max(unsigned int *p, unsigned int v) { return atomicMax(p, v); "
-     "}\n"
-     "WF_FN long long wf_atomic_min(long long *p, long long v) { return atomicMin(p, v); }\n"
-     "WF_FN long long wf_atomic_max(long long *p, long long v) { return atomicMax(p, v); }\n"
-     "WF_FN unsigned long long wf_atomic_min(unsigned long long *p, unsigned long long v) { return "
-     "atomicMin(p, v); }\n"
-     "WF_FN unsigned long long wf_atomic_max(unsigned long long *p, unsigned long long v) { return "
-     "atomicMax(p, v); }\n"
-     "/* float min/max: compare-and-swap on the bits until no smaller/larger */\n"
-     "WF_FN float wf_atomic_min(float *p, float v) {\n"
-     "  int *ip = (int *)p; int old = *ip, assumed;\n"
-     "  do { assumed = old; if (!(v < __int_as_float(assumed))) break;\n"
-     "       old = atomicCAS(ip, assumed, __float_as_int(v)); } while (old != assumed);\n"
-     "  return __int_as_float(old); }\n"
-     "WF_FN float wf_atomic_max(float *p, float v) {\n"
-     "  int *ip = (int *)p; int old = *ip, assumed;\n"
-     "  do { assumed = old; if (!(v > __int_as_float(assumed))) break;\n"
-     "       old = atomicCAS(ip, assumed, __float_as_int(v)); } while (old != assumed);\n"
-     "  return __int_as_float(old); }\n"
-     "WF_FN double wf_atomic_min(double *p, double v) {\n"
-     "  unsigned long long *ip = (unsigned long long *)p, old = *ip, assumed;\n"
-     "  do { assumed = old; if (!(v < __longlong_as_double((long long)assumed))) break;\n"
-     "       old = atomicCAS(ip, assumed, (unsigned long long)__double_as_longlong(v)); } while "
-     "(old != assumed);\n"
-     "  return __longlong_as_double((long long)old); }\n"
-     "WF_FN double wf_atomic_max(double *p, double v) {\n"
-     "  unsigned long long *ip = (unsigned long long *)p, old = *ip, assumed;\n"
-     "  do { assumed = old; if (!(v > __longlong_as_double((long long)assumed))) break;\n"
-     "       old = atomicCAS(ip, assumed, (unsigned long long)__double_as_longlong(v)); } while "
-     "(old != assumed);\n"
-     "  return __longlong_as_double((long long)old); }\n"},
-    {2, "wf_atomic_add(|wf_atomic_min(|wf_atomic_max(", /* 2: only with halves */
-     "WF_FN wf_half wf_atomic_add(wf_half *p, wf_half v) {\n"
-     "  wf_half o; asm volatile(\"atom.add.noftz.f16 %0, [%1], %2;\" : \"=h\"(o.x) : \"l\"(p), "
-     "\"h\"(v.x) : \"memory\");\n"
-     "  return o; }\n"
-     "WF_FN wf_half wf_atomic_min(wf_half *p, wf_half v) {\n"
-     "  unsigned short *ip = (unsigned short *)p, old = *ip, assumed;\n"
-     "  do { assumed = old; if (!(wf_h2f(v) < wf_h2f(wf_half{assumed}))) break;\n"
-     "       old = atomicCAS(ip, assumed, v.x); } while (old != assumed);\n"
-     "  return wf_half{old}; }\n"
-     "WF_FN wf_half wf_atomic_max(wf_half *p, wf_half v) {\n"
-     "  unsigned short *ip = (unsigned short *)p, old = *ip, assumed;\n"
-     "  do { assumed = old; if (!(wf_h2f(v) > wf_h2f(wf_half{assumed}))) break;\n"
-     "       old = atomicCAS(ip, assumed, v.x); } while (old != assumed);\n"
-     "  return wf_half{old}; }\n"},
-    {0, NULL,
-     "struct wf_arr { char *data; long long shape[4]; long long strides[4]; };\n"
-     "struct wf_dims { long long n; long long dim[4]; long long div[4]; };\n"},
-    {0, "wf_view(",
-     "/* a[i] of an n-D array: the (n-1)-D array at row i */\n"
-     "WF_FN wf_arr wf_view(wf_arr a, long long i) {\n"
-     "  wf_arr r; r.data = a.data + i * a.strides[0];\n"
-     "  for (int k = 0; k < 3; k++) { r.shape[k] = a.shape[k + 1]; r.strides[k] = a.strides[k + "
-     "1]; }\n"
-     "  r.shape[3] = 1; r.strides[3] = 0; return r; }\n"},
-    {0, "wf_idiv(|wf_imod(|wf_ifloordiv(",
-     "/* integer division as the CPU backend: x / 0 = x % 0 = 0, MIN / -1 wraps;\n"
-     "** Lua semantics: a % b = a - floor(a / b) * b; // floors */\n"
-     "template <class T> WF_FN bool wf_neg1(T b) { return (T)-1 < (T)0 && b == (T)-1; }\n"
-     "template <class T> WF_FN T wf_idiv(T a, T b) {\n"
-     "  if (b == 0) return 0; if (wf_neg1(b)) return (T)(0 - (unsigned long long)a); return (T)(a "
-     "/ b); }\n"
-     "template <class T> WF_FN T wf_imod(T a, T b) {\n"
-     "  if (b == 0 || wf_neg1(b)) return 0; T r = (T)(a % b);\n"
-     "  if (r != 0 && ((r < (T)0) != (b < (T)0))) r = (T)(r + b); return r; }\n"
-     "template <class T> WF_FN T wf_ifloordiv(T a, T b) {\n"
-     "  if (b == 0) return 0; if (wf_neg1(b)) return (T)(0 - (unsigned long long)a);\n"
-     "  T q = (T)(a / b); if ((T)(a % b) != 0 && ((a < (T)0) != (b < (T)0))) q = (T)(q - 1); "
-     "return q; }\n"},
-    {0, "wf_fptoi<",
-     "/* float -> int saturates, NaN -> 0 (as llvm.fptosi.sat) */\n"
-     "template <class I, class F> WF_FN I wf_fptoi(F x, double lo, double hi, I ilo, I ihi) {\n"
-     "  if (x != x) return 0; if ((double)x <= lo) return ilo; if ((double)x >= hi) return ihi; "
-     "return (I)x; }\n"},
-    {0, "wf_fmin(|wf_fmax(",
-     "WF_FN float wf_fmin(float a, float b) { return a < b ? a : b; }\n"
-     "WF_FN double wf_fmin(double a, double b) { return a < b ? a : b; }\n"
-     "WF_FN float wf_fmax(float a, float b) { return a > b ? a : b; }\n"
-     "WF_FN double wf_fmax(double a, double b) { return a > b ? a : b; }\n"},
-    {0, "wf_iabs(", "template <class T> WF_FN T wf_iabs(T a) { return a < 0 ? (T)(0 - a) : a; }\n"},
-    {0, "wf_ipow(",
-     "template <class T> WF_FN T wf_ipow(T a, T b) {\n"
-     "  if (b < 0) return a == 1 ? (T)1 : a == (T)-1 ? ((b & 1) ? a : (T)1) : (T)0;\n"
-     "  T r = 1; while (b) { if (b & 1) r = (T)(r * a); a = (T)(a * a); b = (T)(b >> 1); } return "
-     "r; }\n"},
-    {0, "wf_fmod(|wf_ffloordiv(",
-     "WF_FN float wf_fmod(float a, float b) { return a - floorf(a / b) * b; }\n"
-     "WF_FN double wf_fmod(double a, double b) { return a - floor(a / b) * b; }\n"
-     "WF_FN float wf_ffloordiv(float a, float b) { return floorf(a / b); }\n"
-     "WF_FN double wf_ffloordiv(double a, double b) { return floor(a / b); }\n"},
-    {0, "wf_fsign(",
-     "WF_FN float wf_fsign(float a) { return a < 0.0f ? -1.0f : 1.0f; }\n"
-     "WF_FN double wf_fsign(double a) { return a < 0.0 ? -1.0 : 1.0; }\n"},
-    {0, "wf_rng_init(|wf_randi(|wf_randf(",
-     "/* RNG: PCG hash (as the CPU backend) */\n"
-     "WF_FN unsigned int wf_pcg(unsigned int s) {\n"
-     "  unsigned int b = s * 747796405u + 2891336453u;\n"
-     "  unsigned int c = ((b >> ((b >> 28u) + 4u)) ^ b) * 277803737u;\n"
-     "  return (c >> 22u) ^ c; }\n"
-     "WF_FN unsigned int wf_rng_init(unsigned int seed, unsigned int offset) {\n"
-     "  return wf_pcg(seed + wf_pcg(offset)); }\n"
-     "WF_FN int wf_randi(unsigned int *s) { *s = wf_pcg(*s); return (int)*s; }\n"
-     "WF_FN float wf_randf(unsigned int *s) { *s = wf_pcg(*s); return (float)(*s >> 8) * (1.0f / "
-     "16777216.0f); }\n"},
-    {0, "wf_atomic_narrow(",
-     "/* 8/16-bit integer atomics: compare-and-swap on the aligned 32-bit word\n"
-     "** holding the element (little-endian); op 0 add, 1 min, 2 max */\n"
-     "template <class T> WF_FN T wf_atomic_narrow(T *p, T v, int op) {\n"
-     "  unsigned int *w = (unsigned int *)((unsigned long long)p & ~3ULL);\n"
-     "  unsigned int sh = (unsigned int)((unsigned long long)p & 3ULL) * 8u;\n"
-     "  unsigned int mask = (sizeof(T) == 1 ? 0xffu : 0xffffu) << sh, old = *w, assumed;\n"
-     "  do { assumed = old; T cur = (T)((assumed & mask) >> sh);\n"
-     "       T nv = op == 0 ? (T)(cur + v) : op == 1 ? (v < cur ? v : cur) : (v > cur ? v : cur);\n"
-     "       unsigned int nw = (assumed & ~mask) | (((unsigned int)nv << sh) & mask);\n"
-     "       if (nw == assumed) return cur;\n"
-     "       old = wf_cas32(w, assumed, nw); } while (old != assumed);\n"
-     "  return (T)((old & mask) >> sh); }\n"},
-    {0, "wf_e)",
-     "/* debug mode: the first failing thread writes its message here; the\n"
-     "** host reads the slot after the launch (512 bytes, zeroed before) */\n"
-     "struct wf_err { int flag; char msg[508]; };\n"
-     "WF_FN void wf_put(wf_err *e, int *k, const char *s) { while (*s && *k < 507) e->msg[(*k)++] "
-     "= *s++; }\n"
-     "WF_FN void wf_putll(wf_err *e, int *k, long long v) {\n"
-     "  char t[24]; int n = 0; unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : "
-     "(unsigned long long)v;\n"
-     "  do { t[n++] = (char)('0' + (int)(u % 10u)); u /= 10u; } while (u);\n"
-     "  if (v < 0) t[n++] = '-'; while (n && *k < 507) e->msg[(*k)++] = t[--n]; }\n"
-     "WF_FN void wf_fail(wf_err *e, const char *where, const char *msg) {\n"
-     "  if (!wf_claim(&e->flag)) return; int k = 0;\n"
-     "  wf_put(e, &k, where); wf_put(e, &k, \": \"); wf_put(e, &k, msg); e->msg[k] = 0; }\n"
-     "WF_FN bool wf_oob(wf_err *e, long long i, long long n, const char *where, int axis, const "
-     "char *arr, const char *kern) {\n"
-     "  if ((unsigned long long)i < (unsigned long long)n) return false;\n"
-     "  if (!wf_claim(&e->flag)) return true; int k = 0;\n"
-     "  wf_put(e, &k, where); wf_put(e, &k, \": index \"); wf_putll(e, &k, i);\n"
-     "  wf_put(e, &k, \" out of bounds for axis \"); wf_putll(e, &k, axis);\n"
-     "  wf_put(e, &k, \" with size \"); wf_putll(e, &k, n); wf_put(e, &k, \" in array '\");\n"
-     "  wf_put(e, &k, arr); wf_put(e, &k, \"' of kernel '\"); wf_put(e, &k, kern);\n"
-     "  wf_put(e, &k, \"'\"); e->msg[k] = 0; return true; }\n"
-     "/* release mode's hoisted checks: indices first .. last (down: counting\n"
-     "** down; narrow: 32-bit indices) against n; reports the first index out\n"
-     "** of bounds in the order the threads or iterations reach it */\n"
-     "WF_FN bool wf_range(wf_err *e, long long first, long long last, int down, int narrow,\n"
-     "                    long long n, const char *where, int axis, const char *arr,\n"
-     "                    const char *kern) {\n"
-     "  long long lo = down ? last : first, hi = down ? first : last;\n"
-     "  if (lo >= 0 && hi < n && (!narrow || hi <= 2147483647LL)) return false;\n"
-     "  long long i = first < 0 || first >= n ? first : down ? -1 : n;\n"
-     "  return wf_oob(e, i, n, where, axis, arr, kern); }\n"},
-};
+#define MARK "//@"
 
-/* Does code use any of the '|'-separated names in triggers? */
-static int used(const char *code, const char *triggers) {
-  if (!triggers) return 1;
+/* The start of the next marker line at or after p (p starts a line), or
+** the end of the text. */
+static const char *next_mark(const char *p) {
+  if (strncmp(p, MARK, sizeof MARK - 1) == 0) return p;
+  const char *q = strstr(p, "\n" MARK);
+  return q ? q + 1 : p + strlen(p);
+}
+
+/* The length of the word at w (up to a space or the end of the line). */
+static size_t word_len(const char *w) { return strcspn(w, " \n"); }
+
+/* Parses the piece whose marker is the next at or after *at and moves *at
+** to the marker after it: 1, or 0 at the end of the text, or -1 for a
+** marker this emitter does not know. */
+static int read_piece(const char **at, piece *pc) {
+  static const char *const kinds[] = {"device", "half", "portable"};
+  const char *m = next_mark(*at);
+  if (!*m) return 0;
+  const char *eol = strchr(m, '\n');
+  if (!eol) eol = m + strlen(m);
+  const char *w = m + sizeof MARK - 1;
+  while (*w == ' ') w++;
+  size_t n = word_len(w);
+  int k = -1;
+  if (n == 4 && strncmp(w, "file", 4) == 0) {
+    k = PIECE_FILE;
+    w += n;
+  } else if (n == 5 && strncmp(w, "piece", 5) == 0) {
+    for (w += n; *w == ' '; w++) {}
+    n = word_len(w);
+    for (int i = 0; i < 3; i++)
+      if (strlen(kinds[i]) == n && strncmp(kinds[i], w, n) == 0) k = i;
+    w += n;
+  }
+  if (k < 0) return -1;
+  while (*w == ' ') w++;
+  pc->kind = (piece_kind)k;
+  pc->names = w;
+  pc->nnames = (size_t)(eol - w);
+  pc->text = *eol ? eol + 1 : eol;
+  *at = next_mark(pc->text);
+  pc->len = (size_t)(*at - pc->text);
+  return 1;
+}
+
+/* Does code use any of the piece's names? */
+static int used(const char *code, const piece *pc) {
+  if (pc->nnames == 0) return 1;
   char name[64];
-  while (*triggers) {
-    size_t n = strcspn(triggers, "|");
-    snprintf(name, sizeof name, "%.*s", (int)n, triggers);
-    if (strstr(code, name)) return 1;
-    triggers += n + (triggers[n] == '|');
+  for (const char *t = pc->names, *end = t + pc->nnames; t < end;) {
+    size_t n = strcspn(t, "|");
+    if (n > (size_t)(end - t)) n = (size_t)(end - t);
+    snprintf(name, sizeof name, "%.*s", (int)n, t);
+    if (n && strstr(code, name)) return 1;
+    t += n + 1;
   }
   return 0;
 }
 
-/* The preludes the code needs, device pieces grouped under one guard. */
-static void put_preludes(sbuf *all, const char *code, int uses_half) {
-  int open = 0;
-  for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
-    const piece *pc = &pieces[i];
-    if ((pc->device == 2 && !uses_half) || !used(code, pc->triggers)) continue;
-    if (pc->device && !open) wf_sb_puts(all, "#ifndef WF_HOST_SHIM\n");
-    if (!pc->device && open) wf_sb_puts(all, "#endif\n");
-    open = pc->device != 0;
-    wf_sb_puts(all, pc->text);
+/* The preludes the code needs, device pieces grouped under one guard.
+** -1 if the embedded prelude has a marker this emitter does not know. */
+static int put_preludes(sbuf *all, const char *code, int uses_half) {
+  int open = 0, r;
+  piece pc;
+  for (const char *at = wf_cuda_prelude; (r = read_piece(&at, &pc)) > 0;) {
+    if (pc.kind == PIECE_FILE || (pc.kind == PIECE_HALF && !uses_half) || !used(code, &pc))
+      continue;
+    int device = pc.kind != PIECE_PORTABLE;
+    if (device && !open) wf_sb_puts(all, "#ifndef WF_HOST_SHIM\n");
+    if (!device && open) wf_sb_puts(all, "#endif\n");
+    open = device;
+    wf_sb_putn(all, pc.text, pc.len);
   }
   if (open) wf_sb_puts(all, "#endif\n");
+  return r;
 }
 
 int wf_cuda_emit(wf_module *m, wf_cuda_src *out, char *err, size_t errsize) {
@@ -1588,7 +1456,10 @@ int wf_cuda_emit_opts(wf_module *m, const wf_cuda_opts *o, wf_cuda_src *out, cha
   }
   sbuf all = {0};
   wf_sb_puts(&all, "/* generated by weft: CUDA C for NVRTC */\n");
-  put_preludes(&all, E.body.p ? E.body.p : "", E.uses_half);
+  if (put_preludes(&all, E.body.p ? E.body.p : "", E.uses_half) < 0 && !E.failed) {
+    snprintf(err, errsize, "cuda: src/cuda/prelude.cuh has an unknown //@ marker");
+    E.failed = 1;
+  }
   if (E.types.p) wf_sb_puts(&all, E.types.p);
   if (E.body.p) wf_sb_puts(&all, E.body.p);
   int oom = all.oom || E.types.oom || E.body.oom;
