@@ -1,6 +1,10 @@
 /*
 ** cpu.h -- internals of the CPU backend shared by its files:
-**   emit.c   IR -> LLVM IR (wf_llvm_emit), argument layout, cost estimate
+**   emit.c   IR -> LLVM IR: the instructions of a kernel body; cost estimate
+**   entry.c  the thread loop, the exported entry, argument layout, and
+**            wf_llvm_emit, which builds the module
+**   simd.c   SIMD across threads (marks the thread loop for the vectorizer)
+**   priv.c   privatized atomics (per-chunk private accumulation)
 **   jit.c    target machine, O3, object code, ORC LLJIT, disk cache, Lua API
 **   rtlib.c  C helpers called by kernels (bounds errors, traps, print) and
 **            the symbol table handed to the JIT
@@ -41,6 +45,66 @@ WF_INTERNAL int64_t wf_cpu_arg_layout(const wf_func *fn, int64_t *offsets);
 
 /* Estimated instructions per thread (loops count 16 iterations). */
 WF_INTERNAL int64_t wf_cpu_cost(const wf_func *fn);
+
+/* ---- the LLVM emitter's internals (emit.c, entry.c, simd.c, priv.c) -- */
+/* The state of one wf_llvm_emit call. */
+typedef struct wf_cpu_emitter {
+  LLVMContextRef C;
+  LLVMModuleRef M;
+  LLVMBuilderRef B;
+  wf_func *fn;
+  wf_types *T;
+  const wf_cpu_opts *o;
+  LLVMValueRef *v;  /* per IR value */
+  int16_t *aname;   /* per IR value: root array param index, -1 unknown */
+  int8_t *adepth;   /* per IR value: dims peeled off the root array */
+  LLVMValueRef F;   /* the body function being emitted */
+  LLVMValueRef ctx; /* its wf_launch_ctx pointer */
+  /* interrupt polling: the flag's address (NULL: no polling) and the
+  ** block that reports "interrupted" and leaves (made on first use) */
+  LLVMValueRef intr;
+  LLVMBasicBlockRef intr_bb;
+  int while_polls; /* polls at WHILE back-edges in the current body */
+  LLVMValueRef tid[WF_MAXDIM];
+  LLVMBasicBlockRef exit_bb, latch_bb;
+  int contig;         /* emitting the noalias / compact-stride body */
+  int privmode;       /* emitting body.p: atomic adds into priv[] params are plain */
+  const int8_t *priv; /* per parameter: only updated by atomic_add (see priv_scan) */
+  LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, vd;
+  char chunk[256]; /* chunk name as Lua shows it */
+  char *err;
+  size_t errsize;
+  int failed;
+} wf_cpu_emitter;
+/* emit.c: per-instruction emission and the helpers the others use. */
+WF_INTERNAL void wf_cpu_efail(wf_cpu_emitter *e, const wf_inst *in, const char *fmt, ...);
+WF_INTERNAL LLVMTypeRef wf_cpu_ltype(wf_cpu_emitter *e, const wf_type *t);
+WF_INTERNAL LLVMTypeRef wf_cpu_arr_ltype(wf_cpu_emitter *e, int nd);
+WF_INTERNAL LLVMValueRef wf_cpu_ci32(wf_cpu_emitter *e, int64_t v);
+WF_INTERNAL LLVMValueRef wf_cpu_ci64(wf_cpu_emitter *e, int64_t v);
+WF_INTERNAL LLVMValueRef wf_cpu_gep8(wf_cpu_emitter *e, LLVMValueRef p, LLVMValueRef off);
+WF_INTERNAL void wf_cpu_add_fn_attr(wf_cpu_emitter *e, LLVMValueRef f, const char *name);
+WF_INTERNAL LLVMValueRef wf_cpu_call_ext(wf_cpu_emitter *e, const char *name, LLVMTypeRef ret,
+                                         LLVMTypeRef *pt, int n, LLVMValueRef *args);
+WF_INTERNAL LLVMValueRef wf_cpu_header_value(wf_cpu_emitter *e, LLVMValueRef hdr, int nd);
+WF_INTERNAL LLVMValueRef wf_cpu_arr_get(wf_cpu_emitter *e, LLVMValueRef a, unsigned field, int k);
+WF_INTERNAL LLVMValueRef wf_cpu_mload(wf_cpu_emitter *e, const wf_type *t, LLVMValueRef p);
+WF_INTERNAL void wf_cpu_range_check(wf_cpu_emitter *e, const wf_inst *in, const LLVMValueRef *dims,
+                                    int nd);
+WF_INTERNAL void wf_cpu_emit_inst(wf_cpu_emitter *e, wf_inst *in);
+WF_INTERNAL wf_inst *wf_cpu_emit_block(wf_cpu_emitter *e, wf_block *bl);
+/* simd.c: SIMD across threads. */
+WF_INTERNAL int wf_cpu_has_loop(const wf_block *bl);
+WF_INTERNAL int wf_cpu_body_simd_safe(LLVMValueRef F, LLVMBasicBlockRef thread_bb, LLVMValueRef j,
+                                      LLVMValueRef intr, LLVMBasicBlockRef intr_bb);
+WF_INTERNAL void wf_cpu_drop_polls(wf_cpu_emitter *e);
+WF_INTERNAL void wf_cpu_mark_simd_loop(wf_cpu_emitter *e, LLVMValueRef br);
+/* priv.c: privatized atomics. */
+WF_INTERNAL int wf_cpu_priv_scan(wf_cpu_emitter *e, int8_t *priv, int32_t *bits, int64_t *work);
+WF_INTERNAL void wf_cpu_emit_priv_call(wf_cpu_emitter *e, LLVMValueRef F, LLVMValueRef fc,
+                                       LLVMValueRef fp, LLVMValueRef *cargs, int n,
+                                       LLVMValueRef *hdrs, const int *dataidx, const int32_t *bits,
+                                       int64_t work);
 
 /* ---- jit.c: the JIT of one Lua state (also usable from C tests) ----- */
 typedef struct wf_jit wf_jit;

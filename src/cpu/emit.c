@@ -1,29 +1,11 @@
 /*
 ** emit.c -- weft IR -> LLVM IR (LLVM-C API, opaque pointers).
 **
-** One IR kernel becomes three LLVM functions:
-**
-**   void <symbol>(ptr args, i64 begin, i64 end, ptr ctx)      exported
-**       reads the parameters out of the argument block (wf_launch.h),
-**       checks whether the arrays are distinct with compact innermost
-**       strides, and calls one of:
-**   internal void body.c(data0, shape0.., strides0.., x, .., begin, end, ctx)
-**       array data pointers `noalias`, innermost strides = element size:
-**       the thread loop vectorizes (saxpy becomes packed loads/stores)
-**   internal void body.g(...)      the same body without those assumptions
-**
-** (debug builds of a kernel and kernels without arrays emit only one body.)
-** O3 inlines the bodies into the entry; the inliner turns the noalias
-** parameters into scoped alias metadata.
-**
-** Thread loop (body functions). The code is made for a launch of `ndim`
-** dims; the last dimension is the innermost loop, so for 1-D launches the
-** loop over threads is a plain counted i32 loop the vectorizer understands:
-**
-**   for t in [begin, end) by rows:          (only when ndim > 1)
-**     row = t / d[n-1], j0 = t % d[n-1]      tids 0..n-2 from row
-**     for j in [j0, j0 + min(d[n-1]-j0, end-t)):     tid n-1 = j
-**       <kernel body>                        RET -> next thread
+** The per-instruction emission: types, scalar and memory operations,
+** random numbers, printing and structured control flow. The functions
+** around it are built elsewhere: the thread loop, the exported entry and
+** wf_llvm_emit in entry.c; SIMD across threads in simd.c; privatized
+** atomics in priv.c. Their shared declarations are in cpu.h.
 **
 ** Values. Scalars map to i1/iN/half/float/double; vectors and quaternions
 ** to [n x T]; matrices to [rows x [cols x T]]; transforms to {[3 x T],
@@ -59,37 +41,27 @@
 
 #include "cpu/cpu.h"
 
-typedef struct E {
-  LLVMContextRef C;
-  LLVMModuleRef M;
-  LLVMBuilderRef B;
-  wf_func *fn;
-  wf_types *T;
-  const wf_cpu_opts *o;
-  LLVMValueRef *v;  /* per IR value */
-  int16_t *aname;   /* per IR value: root array param index, -1 unknown */
-  int8_t *adepth;   /* per IR value: dims peeled off the root array */
-  LLVMValueRef F;   /* the body function being emitted */
-  LLVMValueRef ctx; /* its wf_launch_ctx pointer */
-  /* interrupt polling: the flag's address (NULL: no polling) and the
-  ** block that reports "interrupted" and leaves (made on first use) */
-  LLVMValueRef intr;
-  LLVMBasicBlockRef intr_bb;
-  int while_polls; /* polls at WHILE back-edges in the current body */
-  LLVMValueRef tid[WF_MAXDIM];
-  LLVMBasicBlockRef exit_bb, latch_bb;
-  int contig;         /* emitting the noalias / compact-stride body */
-  int privmode;       /* emitting body.p: atomic adds into priv[] params are plain */
-  const int8_t *priv; /* per parameter: only updated by atomic_add (see priv_scan) */
-  LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, vd;
-  char chunk[256]; /* chunk name as Lua shows it */
-  char *err;
-  size_t errsize;
-  int failed;
-} E;
+typedef wf_cpu_emitter E;
+
+/* The helpers entry.c, simd.c and priv.c call (declared in cpu.h with the
+** wf_cpu_ prefix) keep their short names in this file. */
+#define efail wf_cpu_efail
+#define ltype wf_cpu_ltype
+#define arr_ltype wf_cpu_arr_ltype
+#define ci32 wf_cpu_ci32
+#define ci64 wf_cpu_ci64
+#define gep8 wf_cpu_gep8
+#define add_fn_attr wf_cpu_add_fn_attr
+#define call_ext wf_cpu_call_ext
+#define header_value wf_cpu_header_value
+#define arr_get wf_cpu_arr_get
+#define mload wf_cpu_mload
+#define range_check wf_cpu_range_check
+#define emit_inst wf_cpu_emit_inst
+#define emit_block wf_cpu_emit_block
 
 /* Record the first error; emission goes on with placeholder values. */
-static void efail(E *e, const wf_inst *in, const char *fmt, ...) {
+void efail(E *e, const wf_inst *in, const char *fmt, ...) {
   if (e->failed) return;
   e->failed = 1;
   int n = 0;
@@ -102,29 +74,16 @@ static void efail(E *e, const wf_inst *in, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* The chunk name as Lua shows it: "@file" / "=name" lose their prefix; the
-** front end already passes short_src ("file.lua", [string "..."]). */
-static void chunk_display(const char *src, char *out, size_t n) {
-  if (!src || !*src)
-    snprintf(out, n, "?");
-  else if (*src == '@' || *src == '=')
-    snprintf(out, n, "%s", src + 1);
-  else
-    snprintf(out, n, "%s", src);
-}
-
 /* ---------------------------------------------------------------------
 ** types
 ** --------------------------------------------------------------------- */
-static LLVMTypeRef ltype(E *e, const wf_type *t);
-
-static LLVMTypeRef arr_ltype(E *e, int nd) {
+LLVMTypeRef arr_ltype(E *e, int nd) {
   LLVMTypeRef f[3] = {e->ptr, LLVMArrayType(e->i64, (unsigned)nd),
                       LLVMArrayType(e->i64, (unsigned)nd)};
   return LLVMStructTypeInContext(e->C, f, 3, 0);
 }
 
-static LLVMTypeRef ltype(E *e, const wf_type *t) {
+LLVMTypeRef ltype(E *e, const wf_type *t) {
   if (!t) return e->i32;
   switch (t->kind) {
   case WF_T_VOID:
@@ -162,15 +121,15 @@ static LLVMTypeRef ltype(E *e, const wf_type *t) {
   return e->i32;
 }
 
-static LLVMValueRef ci32(E *e, int64_t v) {
+LLVMValueRef ci32(E *e, int64_t v) {
   return LLVMConstInt(e->i32, (unsigned long long)v, 1);
 }
-static LLVMValueRef ci64(E *e, int64_t v) {
+LLVMValueRef ci64(E *e, int64_t v) {
   return LLVMConstInt(e->i64, (unsigned long long)v, 1);
 }
 
 /* Byte offset from a pointer. */
-static LLVMValueRef gep8(E *e, LLVMValueRef p, LLVMValueRef off) {
+LLVMValueRef gep8(E *e, LLVMValueRef p, LLVMValueRef off) {
   return LLVMBuildInBoundsGEP2(e->B, e->i8, p, &off, 1, "");
 }
 
@@ -196,14 +155,14 @@ static LLVMValueRef intr2(E *e, const char *name, LLVMValueRef a, LLVMValueRef b
   return intr(e, name, &t, 1, args, 2);
 }
 
-static void add_fn_attr(E *e, LLVMValueRef f, const char *name) {
+void add_fn_attr(E *e, LLVMValueRef f, const char *name) {
   unsigned k = LLVMGetEnumAttributeKindForName(name, strlen(name));
   if (k)
     LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(e->C, k, 0));
 }
 
-static LLVMValueRef call_ext(E *e, const char *name, LLVMTypeRef ret, LLVMTypeRef *pt, int n,
-                             LLVMValueRef *args) {
+LLVMValueRef call_ext(E *e, const char *name, LLVMTypeRef ret, LLVMTypeRef *pt, int n,
+                      LLVMValueRef *args) {
   LLVMTypeRef ft = LLVMFunctionType(ret, pt, (unsigned)n, 0);
   LLVMValueRef f = LLVMGetNamedFunction(e->M, name);
   if (!f) {
@@ -587,9 +546,7 @@ static LLVMValueRef binary(E *e, const wf_inst *in, const wf_type *t, LLVMValueR
 /* ---------------------------------------------------------------------
 ** memory: C layout loads and stores, arrays, atomics
 ** --------------------------------------------------------------------- */
-static LLVMValueRef header_value(E *e, LLVMValueRef hdr, int nd);
-
-static LLVMValueRef mload(E *e, const wf_type *t, LLVMValueRef p) {
+LLVMValueRef mload(E *e, const wf_type *t, LLVMValueRef p) {
   LLVMBuilderRef B = e->B;
   switch (t->kind) {
   case WF_T_BOOL: {
@@ -658,7 +615,7 @@ static void mstore(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef p, LL
 }
 
 /* The array value {data, shape, strides} of a wf_array header pointer. */
-static LLVMValueRef header_value(E *e, LLVMValueRef hdr, int nd) {
+LLVMValueRef header_value(E *e, LLVMValueRef hdr, int nd) {
   LLVMBuilderRef B = e->B;
   LLVMValueRef r = LLVMGetUndef(arr_ltype(e, nd));
   LLVMValueRef data = LLVMBuildLoad2(B, e->ptr, hdr, "data");
@@ -678,7 +635,7 @@ static LLVMValueRef header_value(E *e, LLVMValueRef hdr, int nd) {
   return LLVMBuildInsertValue(B, r, st, 2, "");
 }
 
-static LLVMValueRef arr_get(E *e, LLVMValueRef a, unsigned field, int k) {
+LLVMValueRef arr_get(E *e, LLVMValueRef a, unsigned field, int k) {
   LLVMValueRef x = LLVMBuildExtractValue(e->B, a, field, "");
   return k < 0 ? x : LLVMBuildExtractValue(e->B, x, (unsigned)k, "");
 }
@@ -732,7 +689,7 @@ static void bounds_check(E *e, const wf_inst *in, wf_val arr, LLVMValueRef i, LL
 ** launch (all threads) or of a unit-step loop, checked at once. dims: the
 ** launch dims (launch checks only). i32 indices must also stay below 2^31
 ** (the kernel computes tid + offset in 32 bits). */
-static void range_check(E *e, const wf_inst *in, const LLVMValueRef *dims, int nd) {
+void range_check(E *e, const wf_inst *in, const LLVMValueRef *dims, int nd) {
   LLVMBuilderRef B = e->B;
   wf_val arr = in->args[0];
   int axis = wf_check_axis(in->imm);
@@ -1095,8 +1052,6 @@ static void phiset_incoming(E *e, phiset *ps, LLVMValueRef *vals) {
 /* ---------------------------------------------------------------------
 ** instructions and structured control flow
 ** --------------------------------------------------------------------- */
-static wf_inst *emit_block(E *e, wf_block *bl);
-
 static LLVMValueRef argv(E *e, const wf_inst *in, int i) {
   if (i >= in->nargs || in->args[i] < 0) {
     efail(e, in, "'%s' is missing an operand", wf_op_name(in->op));
@@ -1336,7 +1291,7 @@ static void emit_while(E *e, wf_inst *in) {
   LLVMPositionBuilderAtEnd(e->B, xb);
 }
 
-static void emit_inst(E *e, wf_inst *in) {
+void emit_inst(E *e, wf_inst *in) {
   const wf_type *rt = in->nres > 0 ? wf_vtype(e->fn, in->res[0]) : NULL;
   LLVMValueRef r = NULL;
   LLVMBuilderRef B = e->B;
@@ -1554,7 +1509,7 @@ static void emit_inst(E *e, wf_inst *in) {
 
 /* Emits a block's instructions; returns its terminator (not emitted). A
 ** RET anywhere ends the current thread: jump to the thread loop's latch. */
-static wf_inst *emit_block(E *e, wf_block *bl) {
+wf_inst *emit_block(E *e, wf_block *bl) {
   for (wf_inst *in = bl->first; in; in = in->next) {
     if (wf_op_flags(in->op) & WF_OPF_TERM) {
       if (in->op == WF_OP_RET) {
@@ -1566,738 +1521,6 @@ static wf_inst *emit_block(E *e, wf_block *bl) {
     emit_inst(e, in);
   }
   return NULL;
-}
-
-/* ---------------------------------------------------------------------
-** functions: the body (thread loop) and the entry
-** --------------------------------------------------------------------- */
-
-/* Flattened body parameter types: arrays as data, shape[nd], strides[nd]. */
-static int body_params(E *e, LLVMTypeRef *pt) {
-  int n = 0;
-  for (int i = 0; i < e->fn->nparams; i++) {
-    const wf_type *t = wf_vtype(e->fn, e->fn->params[i]);
-    if (t->kind == WF_T_ARRAY) {
-      pt[n++] = e->ptr;
-      for (int k = 0; k < 2 * t->ndim; k++)
-        pt[n++] = e->i64;
-    } else {
-      pt[n++] = ltype(e, t);
-    }
-  }
-  pt[n++] = e->i64; /* begin */
-  pt[n++] = e->i64; /* end */
-  pt[n++] = e->ptr; /* ctx */
-  return n;
-}
-
-static int count_body_params(const wf_func *fn) {
-  int n = 3;
-  for (int i = 0; i < fn->nparams; i++) {
-    const wf_type *t = wf_vtype(fn, fn->params[i]);
-    n += t->kind == WF_T_ARRAY ? 1 + 2 * t->ndim : 1;
-  }
-  return n;
-}
-
-static void set_target_attrs(E *e, LLVMValueRef f) {
-  if (e->o->cpu && *e->o->cpu)
-    LLVMAddAttributeAtIndex(
-        f, LLVMAttributeFunctionIndex,
-        LLVMCreateStringAttribute(e->C, "target-cpu", 10, e->o->cpu, (unsigned)strlen(e->o->cpu)));
-  if (e->o->features && *e->o->features)
-    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex,
-                            LLVMCreateStringAttribute(e->C, "target-features", 15, e->o->features,
-                                                      (unsigned)strlen(e->o->features)));
-  add_fn_attr(e, f, "nounwind");
-}
-
-/* ---------------------------------------------------------------------
-** SIMD across threads. A 1-D thread loop whose body holds a loop (the
-** n-body inner j loop) is an outer loop: LLVM's loop vectorizer only
-** widens it through its VPlan native path (jit.c enables it), and only
-** when the loop carries llvm.loop.vectorize.enable. That path checks the
-** control flow (uniform inner trip counts, uniform branches) but neither
-** memory dependences nor what the instructions are, so weft asks for it
-** only where lanes cannot interfere and every instruction can be widened:
-** the contiguous (noalias) body, no private accumulation, no debug
-** checks, and the whitelist of body_simd_safe. Each lane keeps the scalar
-** order of operations, so results are bit-identical to the scalar body.
-** --------------------------------------------------------------------- */
-
-/* Does the block hold a FOR or WHILE loop (at any depth)? */
-static int has_loop(const wf_block *bl) {
-  for (const wf_inst *in = bl->first; in; in = in->next) {
-    if (in->op == WF_OP_FOR || in->op == WF_OP_WHILE) return 1;
-    for (int b = 0; b < in->nblocks; b++)
-      if (has_loop(in->blocks[b])) return 1;
-  }
-  return 0;
-}
-
-/* Intrinsics the vectorizer widens lane by lane (same rounding). */
-static int simd_intrinsic_ok(const char *name) {
-  static const char *const ok[] = {"llvm.sqrt.",  "llvm.fabs.",    "llvm.floor.", "llvm.ceil.",
-                                   "llvm.trunc.", "llvm.round.",   "llvm.rint.",  "llvm.nearbyint.",
-                                   "llvm.minnum.", "llvm.maxnum.", "llvm.copysign.", "llvm.smax.",
-                                   "llvm.smin.",  "llvm.umax.",    "llvm.umin.",  "llvm.abs.",
-                                   "llvm.sin.",   "llvm.cos.",     "llvm.exp.",   "llvm.exp2.",
-                                   "llvm.log.",   "llvm.log2.",    "llvm.log10.", "llvm.pow.",
-                                   NULL};
-  for (int i = 0; ok[i]; i++)
-    if (!strncmp(name, ok[i], strlen(ok[i]))) return 1;
-  return 0;
-}
-
-/* Whitelist of what the VPlan native path widens correctly: arithmetic,
-** comparisons, casts, selects, aggregates, plain loads and stores, the
-** intrinsics above, and branches. No allocas (lanes would share them), no
-** atomics, no other calls (helpers, libm). Stores only outside inner
-** loops: a store loop could become a memset/memcpy call, which the
-** native path cannot widen. in_inner: I sits in a loop nested in the
-** thread loop. */
-/* Does v depend on the thread index j (through non-phi instructions)? */
-static int depends_on(LLVMValueRef v, LLVMValueRef j, int depth) {
-  if (v == j) return 1;
-  if (depth > 24 || !LLVMIsAInstruction(v) || LLVMIsAPHINode(v)) return 0;
-  int n = LLVMGetNumOperands(v);
-  for (int i = 0; i < n; i++)
-    if (depends_on(LLVMGetOperand(v, i), j, depth + 1)) return 1;
-  return 0;
-}
-
-/* Stores must go to an address made from the thread index: a store every
-** thread makes to the same place is moved out of the loop by LICM, and the
-** native path mishandles such values live after the outer loop (LLVM 16
-** emits invalid IR). */
-static int simd_inst_ok(LLVMValueRef I, int in_inner, LLVMValueRef j) {
-  switch (LLVMGetInstructionOpcode(I)) {
-  case LLVMAdd: case LLVMFAdd: case LLVMSub: case LLVMFSub: case LLVMMul: case LLVMFMul:
-  case LLVMUDiv: case LLVMSDiv: case LLVMFDiv: case LLVMURem: case LLVMSRem: case LLVMFRem:
-  case LLVMShl: case LLVMLShr: case LLVMAShr: case LLVMAnd: case LLVMOr: case LLVMXor:
-  case LLVMFNeg: case LLVMTrunc: case LLVMZExt: case LLVMSExt: case LLVMFPToUI:
-  case LLVMFPToSI: case LLVMUIToFP: case LLVMSIToFP: case LLVMFPTrunc: case LLVMFPExt:
-  case LLVMBitCast: case LLVMICmp: case LLVMFCmp: case LLVMPHI: case LLVMSelect:
-  case LLVMGetElementPtr: case LLVMExtractValue: case LLVMInsertValue: case LLVMBr:
-  case LLVMRet:
-    return 1;
-  case LLVMLoad:
-    return !LLVMGetVolatile(I) && LLVMGetOrdering(I) == LLVMAtomicOrderingNotAtomic;
-  case LLVMStore:
-    return !in_inner && !LLVMGetVolatile(I) &&
-           LLVMGetOrdering(I) == LLVMAtomicOrderingNotAtomic &&
-           depends_on(LLVMGetOperand(I, 1), j, 0);
-  case LLVMCall: {
-    LLVMValueRef callee = LLVMGetCalledValue(I);
-    size_t len = 0;
-    const char *nm = callee && LLVMIsAFunction(callee) ? LLVMGetValueName2(callee, &len) : NULL;
-    return nm && simd_intrinsic_ok(nm);
-  }
-  default:
-    return 0;
-  }
-}
-
-static int bb_index(LLVMBasicBlockRef *bbs, int n, LLVMBasicBlockRef bb) {
-  for (int i = 0; i < n; i++)
-    if (bbs[i] == bb) return i;
-  return -1;
-}
-
-/* Marks the natural loop of the back edge tail -> head: head, and every
-** block that reaches tail without passing through head (predecessors are
-** the parents of the terminators using a block). */
-static void mark_natural_loop(LLVMBasicBlockRef *bbs, int n, int head, int tail, int8_t *inner,
-                              int *work) {
-  int top = 0;
-  inner[head] = 1;
-  if (!inner[tail]) inner[tail] = 1, work[top++] = tail;
-  while (top > 0) {
-    int b = work[--top];
-    for (LLVMUseRef u = LLVMGetFirstUse(LLVMBasicBlockAsValue(bbs[b])); u; u = LLVMGetNextUse(u)) {
-      LLVMValueRef user = LLVMGetUser(u);
-      if (!LLVMIsAInstruction(user) || !LLVMIsATerminatorInst(user)) continue;
-      int p = bb_index(bbs, n, LLVMGetInstructionParent(user));
-      if (p >= 0 && !inner[p]) inner[p] = 1, work[top++] = p;
-    }
-  }
-}
-
-/* Is every instruction of F (the contiguous body) in the whitelist of
-** simd_inst_ok? Inner loops: the natural loops of the back edges found by
-** a depth-first walk from the entry, except the thread loop's own. */
-static int body_simd_safe(LLVMValueRef F, LLVMBasicBlockRef thread_bb, LLVMValueRef j,
-                          LLVMValueRef intr, LLVMBasicBlockRef intr_bb) {
-  int n = (int)LLVMCountBasicBlocks(F), ok = n > 0;
-  size_t nn = (size_t)(n > 0 ? n : 1);
-  LLVMBasicBlockRef *bbs = malloc(sizeof *bbs * nn);
-  int8_t *inner = calloc(nn, 1), *state = calloc(nn, 1); /* 1 on the stack, 2 done */
-  int *stack = malloc(sizeof(int) * nn), *next = calloc(nn, sizeof(int)), *work = malloc(sizeof(int) * nn);
-  ok = ok && bbs && inner && state && stack && next && work;
-  int top = 0;
-  if (ok) {
-    LLVMGetBasicBlocks(F, bbs);
-    stack[top++] = 0;
-    state[0] = 1;
-  }
-  while (ok && top > 0) {
-    int b = stack[top - 1];
-    LLVMValueRef t = LLVMGetBasicBlockTerminator(bbs[b]);
-    unsigned ns = t ? LLVMGetNumSuccessors(t) : 0;
-    if ((unsigned)next[b] >= ns) {
-      state[b] = 2;
-      top--;
-      continue;
-    }
-    LLVMBasicBlockRef to = LLVMGetSuccessor(t, (unsigned)next[b]++);
-    int s = bb_index(bbs, n, to);
-    if (s < 0) {
-      ok = 0;
-    } else if (state[s] == 0) {
-      state[s] = 1;
-      stack[top++] = s;
-    } else if (state[s] == 1 && to != thread_bb) {
-      mark_natural_loop(bbs, n, s, b, inner, work);
-    }
-  }
-  /* the interrupt polls (loads of intr, the block they branch to) are
-  ** not checked: drop_polls removes them from a body that passes */
-  for (int b = 0; ok && b < n; b++)
-    for (LLVMValueRef I = LLVMGetFirstInstruction(bbs[b]); I && ok && bbs[b] != intr_bb;
-         I = LLVMGetNextInstruction(I))
-      ok = (intr && LLVMIsALoadInst(I) && LLVMGetOperand(I, 0) == intr) ||
-           simd_inst_ok(I, inner[b], j);
-  free(bbs), free(inner), free(state), free(stack), free(next), free(work);
-  return ok;
-}
-
-/* A body vectorized across threads keeps no interrupt polls (the native
-** path cannot widen atomics); only FOR loops, whose trip counts are
-** bounded, reach here, and the pool still checks between chunks. Each
-** poll (load, compare, branch) becomes a plain branch to its latch. */
-static void drop_polls(E *e) {
-  LLVMUseRef u;
-  while (e->intr && (u = LLVMGetFirstUse(e->intr)) != NULL) {
-    LLVMValueRef ld = LLVMGetUser(u);
-    LLVMValueRef cmp = LLVMGetUser(LLVMGetFirstUse(ld));
-    LLVMValueRef br = LLVMGetUser(LLVMGetFirstUse(cmp));
-    LLVMPositionBuilderBefore(e->B, br);
-    LLVMBuildBr(e->B, LLVMGetSuccessor(br, 1));
-    LLVMInstructionEraseFromParent(br);
-    LLVMInstructionEraseFromParent(cmp);
-    LLVMInstructionEraseFromParent(ld);
-  }
-  if (e->intr_bb) LLVMDeleteBasicBlock(e->intr_bb);
-  e->intr_bb = NULL;
-}
-
-/* Marks the thread loop (its latch branch) for outer-loop vectorization:
-** !llvm.loop !{self, !{"llvm.loop.vectorize.enable", i1 true}}. */
-static void mark_simd_loop(E *e, LLVMValueRef br) {
-  LLVMMetadataRef tmp = LLVMTemporaryMDNode(e->C, NULL, 0);
-  LLVMMetadataRef name = LLVMMDStringInContext2(e->C, "llvm.loop.vectorize.enable", 26);
-  LLVMMetadataRef on = LLVMValueAsMetadata(LLVMConstInt(e->i1, 1, 0));
-  LLVMMetadataRef hint_ops[2] = {name, on};
-  LLVMMetadataRef hint = LLVMMDNodeInContext2(e->C, hint_ops, 2);
-  LLVMMetadataRef loop_ops[2] = {tmp, hint};
-  LLVMMetadataRef loop = LLVMMDNodeInContext2(e->C, loop_ops, 2);
-  LLVMMetadataReplaceAllUsesWith(tmp, loop); /* frees tmp; loop now names itself */
-  unsigned kind = LLVMGetMDKindIDInContext(e->C, "llvm.loop", 9);
-  LLVMSetMetadata(br, kind, LLVMMetadataAsValue(e->C, loop));
-}
-
-/* Emits the pure computation of a thread-invariant value (wf_pass_bounds
-** proved it: parameters, constants, pure ops) ahead of the thread loop. */
-static void emit_invariant(E *e, wf_val v, int depth) {
-  if (v < 0 || e->v[v] || depth > 40) return;
-  wf_inst *d = e->fn->vals[v].def;
-  if (!d || d->nblocks) return;
-  for (int a = 0; a < d->nargs; a++)
-    emit_invariant(e, d->args[a], depth + 1);
-  emit_inst(e, d);
-}
-
-/* Release mode: the CHECKs every thread would run alike (launch ranges of
-** tid indices, loop ranges made of parameters) run once per chunk in the
-** entry, before a body is called (the bodies' thread loops stay free of
-** them, so they vectorize as in fast mode); emit_inst skips them. */
-static void hoisted_checks(E *e, const LLVMValueRef *dims, int nd) {
-  for (wf_inst *in = e->fn->body->first; in; in = in->next) {
-    if (in->op != WF_OP_CHECK || !(in->imm & (WF_CHECK_LAUNCH | WF_CHECK_HOIST))) continue;
-    int launch = (in->imm & WF_CHECK_LAUNCH) != 0, ok = 1;
-    for (int a = 0; a < (launch ? 1 : in->nargs); a++) {
-      if (!launch) emit_invariant(e, in->args[a], 0);
-      ok = ok && e->v[in->args[a]];
-    }
-    if (!ok) { /* wf_pass_bounds proved them computable: a bug if not */
-      efail(e, in, "internal error: a hoisted bounds check needs values of the thread");
-      continue;
-    }
-    range_check(e, in, dims, nd);
-  }
-}
-
-/* The entry's part of release mode: e->v holds the parameters; a failed
-** check returns from the entry with the message set. */
-static void entry_checks(E *e, LLVMValueRef F) {
-  LLVMBasicBlockRef cur = LLVMGetInsertBlock(e->B);
-  e->exit_bb = LLVMAppendBasicBlockInContext(e->C, F, "check.exit");
-  LLVMPositionBuilderAtEnd(e->B, e->exit_bb);
-  LLVMBuildRetVoid(e->B);
-  LLVMPositionBuilderAtEnd(e->B, cur);
-  e->ctx = LLVMGetParam(F, 3);
-  int nd = e->o->ndim < 1 ? 1 : e->o->ndim > 4 ? 4 : e->o->ndim;
-  LLVMValueRef dims[WF_MAXDIM];
-  for (int d = 0; d < nd; d++) {
-    dims[d] = LLVMBuildLoad2(e->B, e->i64, gep8(e, e->ctx, ci64(e, 8 * d)), "dim");
-    LLVMSetAlignment(dims[d], 8);
-  }
-  hoisted_checks(e, dims, nd);
-}
-
-/* The kernel body for one variant, wrapped in the thread loop. */
-static LLVMValueRef emit_body(E *e, int contig, const char *name) {
-  wf_func *fn = e->fn;
-  int np = count_body_params(fn);
-  LLVMTypeRef *pt = malloc(sizeof(*pt) * (size_t)np);
-  if (!pt) {
-    efail(e, NULL, "out of memory");
-    return NULL;
-  }
-  body_params(e, pt);
-  LLVMTypeRef ft = LLVMFunctionType(e->vd, pt, (unsigned)np, 0);
-  free(pt);
-  LLVMValueRef F = LLVMAddFunction(e->M, name, ft);
-  LLVMSetLinkage(F, LLVMInternalLinkage);
-  set_target_attrs(e, F);
-  e->F = F;
-  e->contig = contig;
-  for (int i = 0; i < fn->nvals; i++)
-    e->v[i] = NULL;
-
-  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(e->C, F, "entry");
-  e->exit_bb = LLVMAppendBasicBlockInContext(e->C, F, "exit");
-  LLVMPositionBuilderAtEnd(e->B, e->exit_bb);
-  LLVMBuildRetVoid(e->B);
-  LLVMPositionBuilderAtEnd(e->B, entry);
-
-  /* parameters -> IR values */
-  unsigned k = 0;
-  unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
-  for (int i = 0; i < fn->nparams; i++) {
-    wf_val pv = fn->params[i];
-    const wf_type *t = wf_vtype(fn, pv);
-    if (t->kind == WF_T_ARRAY) {
-      int nd = t->ndim;
-      if (contig && noalias)
-        LLVMAddAttributeAtIndex(F, k + 1, LLVMCreateEnumAttribute(e->C, noalias, 0));
-      LLVMValueRef r = LLVMGetUndef(arr_ltype(e, nd));
-      r = LLVMBuildInsertValue(e->B, r, LLVMGetParam(F, k++), 0, "");
-      LLVMValueRef sh = LLVMGetUndef(LLVMArrayType(e->i64, (unsigned)nd)), st = sh;
-      for (int d = 0; d < nd; d++)
-        sh = LLVMBuildInsertValue(e->B, sh, LLVMGetParam(F, k++), (unsigned)d, "");
-      for (int d = 0; d < nd; d++) {
-        LLVMValueRef s = LLVMGetParam(F, k++);
-        if (contig && d == nd - 1) s = ci64(e, t->elem->size);
-        st = LLVMBuildInsertValue(e->B, st, s, (unsigned)d, "");
-      }
-      r = LLVMBuildInsertValue(e->B, r, sh, 1, "");
-      e->v[pv] = LLVMBuildInsertValue(e->B, r, st, 2, "");
-      e->aname[pv] = (int16_t)i;
-      e->adepth[pv] = 0;
-    } else {
-      e->v[pv] = LLVMGetParam(F, k++);
-    }
-  }
-  LLVMValueRef begin = LLVMGetParam(F, k), end = LLVMGetParam(F, k + 1);
-  e->ctx = LLVMGetParam(F, k + 2);
-  LLVMBuilderRef B = e->B;
-  e->intr_bb = NULL;
-  e->intr = NULL;
-  e->while_polls = 0;
-  if (e->o->poll) {
-    e->intr = LLVMBuildLoad2(
-        B, e->ptr, gep8(e, e->ctx, ci64(e, (int64_t)offsetof(wf_launch_ctx, intr))), "intr.p");
-    LLVMSetAlignment(e->intr, 8);
-  }
-  int nd = e->o->ndim < 1 ? 1 : e->o->ndim > 4 ? 4 : e->o->ndim;
-  LLVMValueRef dims[WF_MAXDIM];
-  for (int d = 0; d < nd; d++) {
-    dims[d] = LLVMBuildLoad2(B, e->i64, gep8(e, e->ctx, ci64(e, 8 * d)), "dim");
-    LLVMSetAlignment(dims[d], 8);
-  }
-  for (int d = 0; d < WF_MAXDIM; d++)
-    e->tid[d] = NULL;
-
-  LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(e->C, F, "start");
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, begin, end, ""), start, e->exit_bb);
-  LLVMPositionBuilderAtEnd(B, start);
-
-  /* outer row loop (ndim > 1): t advances by the row piece just run */
-  LLVMValueRef t = NULL, rown = NULL, j0, jend;
-  LLVMBasicBlockRef row_bb = NULL;
-  if (nd == 1) {
-    j0 = LLVMBuildTrunc(B, begin, e->i32, "");
-    jend = LLVMBuildTrunc(B, end, e->i32, "");
-  } else {
-    row_bb = LLVMAppendBasicBlockInContext(e->C, F, "row");
-    LLVMBuildBr(B, row_bb);
-    LLVMPositionBuilderAtEnd(B, row_bb);
-    t = LLVMBuildPhi(B, e->i64, "t");
-    LLVMValueRef dl = dims[nd - 1];
-    LLVMValueRef row = LLVMBuildSDiv(B, t, dl, "row");
-    LLVMValueRef jj = LLVMBuildSub(B, t, LLVMBuildMul(B, row, dl, ""), "j0");
-    LLVMValueRef left = LLVMBuildSub(B, end, t, "");
-    LLVMValueRef rest = LLVMBuildSub(B, dl, jj, "");
-    rown = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, rest, left, ""), rest, left, "rown");
-    j0 = LLVMBuildTrunc(B, jj, e->i32, "");
-    jend = LLVMBuildTrunc(B, LLVMBuildAdd(B, jj, rown, ""), e->i32, "");
-    /* tids 0..nd-2 from the row number, last of them fastest */
-    LLVMValueRef rem = row;
-    for (int d = nd - 2; d >= 0; d--) {
-      if (d == 0) {
-        e->tid[0] = LLVMBuildTrunc(B, rem, e->i32, "tid0");
-      } else {
-        LLVMValueRef q = LLVMBuildSDiv(B, rem, dims[d], "");
-        e->tid[d] = LLVMBuildTrunc(B, LLVMBuildSub(B, rem, LLVMBuildMul(B, q, dims[d], ""), ""),
-                                   e->i32, "");
-        rem = q;
-      }
-    }
-  }
-  /* inner loop over the last dimension */
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(B);
-  LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(e->C, F, "thread");
-  LLVMBasicBlockRef latch = LLVMAppendBasicBlockInContext(e->C, F, "thread.next");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(e->C, F, "thread.done");
-  LLVMBuildBr(B, loop);
-  LLVMPositionBuilderAtEnd(B, loop);
-  LLVMValueRef j = LLVMBuildPhi(B, e->i32, "j");
-  e->tid[nd - 1] = j;
-  e->latch_bb = latch;
-  wf_inst *term = emit_block(e, fn->body);
-  (void)term;
-  LLVMBuildBr(B, latch);
-  LLVMPositionBuilderAtEnd(B, latch);
-  LLVMValueRef jn = LLVMBuildNSWAdd(B, j, ci32(e, 1), "");
-  LLVMValueRef more = LLVMBuildICmp(B, LLVMIntSLT, jn, jend, "");
-  if (e->o->debug) {
-    /* stop when another thread failed */
-    LLVMValueRef ep = gep8(e, e->ctx, ci64(e, 36));
-    LLVMValueRef ev = LLVMBuildLoad2(B, e->i32, ep, "error");
-    LLVMSetAlignment(ev, 4);
-    LLVMSetOrdering(ev, LLVMAtomicOrderingMonotonic);
-    more = LLVMBuildAnd(B, more, LLVMBuildICmp(B, LLVMIntEQ, ev, ci32(e, 0), ""), "");
-  }
-  LLVMValueRef thread_br = LLVMBuildCondBr(B, more, loop, done);
-  LLVMAddIncoming(j, &j0, &pre, 1);
-  LLVMAddIncoming(j, &jn, &latch, 1);
-  LLVMPositionBuilderAtEnd(B, done);
-  if (nd == 1) {
-    LLVMBuildBr(B, e->exit_bb);
-  } else {
-    LLVMValueRef tn = LLVMBuildAdd(B, t, rown, "");
-    LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, tn, end, ""), row_bb, e->exit_bb);
-    LLVMAddIncoming(t, &begin, &start, 1);
-    LLVMAddIncoming(t, &tn, &done, 1);
-  }
-  if (contig && !e->privmode && e->o->simd && !e->o->debug && nd == 1 && has_loop(fn->body) &&
-      !e->failed && !e->while_polls && body_simd_safe(F, loop, j, e->intr, e->intr_bb)) {
-    drop_polls(e);
-    mark_simd_loop(e, thread_br);
-  }
-  return F;
-}
-
-/* ---------------------------------------------------------------------
-** privatized atomics: an array parameter that the kernel only updates
-** with atomic_add (result unused) and otherwise only asks for its shape
-** -- the adjoint arrays of reverse mode -- can be accumulated by each
-** chunk of threads in a zeroed private copy with plain adds, then folded
-** into the shared array once (rtlib.c decides per launch). Atomic float
-** adds are compare-and-swap loops on x86, and contended ones cost tens of
-** nanoseconds; the n-body adjoint does four per pair of bodies.
-** --------------------------------------------------------------------- */
-
-/* Number of float leaves of t, all of one width (stored in *bits), packed
-** without padding; -1 otherwise. */
-static int float_leaves(wf_types *T, const wf_type *t, int *bits) {
-  if (t->kind == WF_T_FLOAT) {
-    if (t->bits != 32 && t->bits != 64) return -1;
-    if (*bits && *bits != t->bits) return -1;
-    *bits = t->bits;
-    return 1;
-  }
-  if (t->kind != WF_T_VEC && t->kind != WF_T_QUAT && t->kind != WF_T_MAT &&
-      t->kind != WF_T_TRANSFORM)
-    return -1;
-  int n = 0, a = wf_t_arity(t);
-  for (int i = 0; i < a; i++) {
-    int c = float_leaves(T, wf_t_component(T, t, i), bits);
-    if (c < 0) return -1;
-    n += c;
-  }
-  return (int64_t)n * (*bits / 8) == t->size ? n : -1;
-}
-
-typedef struct pscan {
-  wf_types *T;
-  const wf_func *fn;
-  int32_t *uses; /* per value */
-  int8_t *priv;  /* per param: 1 candidate, 0 not */
-  int8_t *hit;   /* per param: has an atomic_add */
-  int64_t work;  /* estimated private adds per thread */
-} pscan;
-
-static void count_uses(const wf_block *bl, int32_t *uses) {
-  for (const wf_inst *in = bl->first; in; in = in->next) {
-    for (int a = 0; a < in->nargs; a++)
-      if (in->args[a] >= 0) uses[in->args[a]]++;
-    for (int b = 0; b < in->nblocks; b++)
-      count_uses(in->blocks[b], uses);
-  }
-}
-
-static int param_index(const wf_func *fn, wf_val v) {
-  for (int i = 0; i < fn->nparams; i++)
-    if (fn->params[i] == v) return i;
-  return -1;
-}
-
-static void scan_block(pscan *ps, const wf_block *bl, int64_t mult) {
-  for (const wf_inst *in = bl->first; in; in = in->next) {
-    for (int a = 0; a < in->nargs; a++) {
-      int p = in->args[a] >= 0 ? param_index(ps->fn, in->args[a]) : -1;
-      if (p < 0 || !ps->priv[p]) continue;
-      if (a == 0 && in->op == WF_OP_SHAPE) continue;
-      if (a == 0 && in->op == WF_OP_ATOMIC_ADD && (in->nres == 0 || ps->uses[in->res[0]] == 0)) {
-        int bits = 0;
-        int n = float_leaves(ps->T, wf_vtype(ps->fn, in->args[0])->elem, &bits);
-        if (ps->work < ((int64_t)1 << 40)) ps->work += mult * (n > 0 ? n : 1);
-        ps->hit[p] = 1;
-        continue;
-      }
-      ps->priv[p] = 0; /* read, written, viewed or passed on */
-    }
-    /* 16 per loop level, saturating (deep nests would overflow int64) */
-    int64_t m = (in->op == WF_OP_FOR || in->op == WF_OP_WHILE) && mult < ((int64_t)1 << 40)
-                    ? mult * 16
-                    : mult;
-    for (int b = 0; b < in->nblocks; b++)
-      scan_block(ps, in->blocks[b], m);
-  }
-}
-
-/* Fills priv[] (per parameter) and bits[] (float width of the private
-** ones); returns how many there are, with the per-thread work in *work. */
-static int priv_scan(E *e, int8_t *priv, int32_t *bits, int64_t *work) {
-  const wf_func *fn = e->fn;
-  int n = 0;
-  *work = 0;
-  for (int i = 0; i < fn->nparams; i++) {
-    const wf_type *t = wf_vtype(fn, fn->params[i]);
-    int b = 0;
-    priv[i] = t->kind == WF_T_ARRAY && float_leaves(e->T, t->elem, &b) > 0;
-    bits[i] = b;
-  }
-  if (!fn->body) return 0;
-  pscan ps = {e->T,
-              fn,
-              calloc((size_t)(fn->nvals > 0 ? fn->nvals : 1), sizeof(int32_t)),
-              priv,
-              calloc((size_t)fn->nparams + 1, 1),
-              0};
-  if (!ps.uses || !ps.hit) {
-    free(ps.uses), free(ps.hit);
-    return 0;
-  }
-  count_uses(fn->body, ps.uses);
-  scan_block(&ps, fn->body, 1);
-  free(ps.uses);
-  /* keep only parameters that are actually updated */
-  for (int i = 0; i < fn->nparams; i++)
-    priv[i] = priv[i] && ps.hit[i];
-  free(ps.hit);
-  *work = ps.work;
-  for (int i = 0; i < fn->nparams; i++)
-    n += priv[i];
-  return ps.work > 0 ? n : 0;
-}
-
-int64_t wf_cpu_arg_layout(const wf_func *fn, int64_t *offsets) {
-  int64_t off = 0;
-  for (int i = 0; i < fn->nparams; i++) {
-    const wf_type *t = wf_vtype(fn, fn->params[i]);
-    int64_t size = t->kind == WF_T_ARRAY ? 8 : t->size;
-    int64_t align = t->align > 8 ? t->align : 8;
-    off = (off + align - 1) / align * align;
-    offsets[i] = off;
-    off += (size < 8 ? 8 : (size + 7) / 8 * 8);
-  }
-  return off < 8 ? 8 : off;
-}
-
-/* The exported entry: unpack arguments, pick the variant, call it. */
-static void emit_priv_call(E *e, LLVMValueRef F, LLVMValueRef fc, LLVMValueRef fp,
-                           LLVMValueRef *cargs, int n, LLVMValueRef *hdrs, const int *dataidx,
-                           const int32_t *bits, int64_t work);
-
-static void emit_entry(E *e, LLVMValueRef fc, LLVMValueRef fg, LLVMValueRef fp, const int32_t *bits,
-                       int64_t work) {
-  wf_func *fn = e->fn;
-  LLVMTypeRef pt[4] = {e->ptr, e->i64, e->i64, e->ptr};
-  LLVMValueRef F = LLVMAddFunction(e->M, e->o->symbol, LLVMFunctionType(e->vd, pt, 4, 0));
-  set_target_attrs(e, F);
-  e->F = F;
-  LLVMBuilderRef B = e->B;
-  LLVMPositionBuilderAtEnd(B, LLVMAppendBasicBlockInContext(e->C, F, "entry"));
-  LLVMValueRef args = LLVMGetParam(F, 0);
-  int np = count_body_params(fn);
-  LLVMValueRef *cargs = malloc(sizeof(*cargs) * (size_t)np);
-  LLVMValueRef *datas = malloc(sizeof(*datas) * (size_t)(fn->nparams + 1));
-  LLVMValueRef *hdrs = malloc(sizeof(*hdrs) * (size_t)(fn->nparams + 1));
-  int *dataidx = malloc(sizeof(*dataidx) * (size_t)(fn->nparams + 1));
-  int64_t *offs = malloc(sizeof(*offs) * (size_t)(fn->nparams + 1));
-  if (!cargs || !datas || !offs || !hdrs || !dataidx) {
-    free(cargs), free(datas), free(offs), free(hdrs), free(dataidx);
-    efail(e, NULL, "out of memory");
-    return;
-  }
-  wf_cpu_arg_layout(fn, offs);
-  int n = 0, na = 0;
-  LLVMValueRef fast = LLVMConstInt(e->i1, 1, 0);
-  for (int i = 0; i < fn->nvals; i++)
-    e->v[i] = NULL; /* the parameters only, for entry_checks */
-  for (int i = 0; i < fn->nparams; i++) {
-    const wf_type *t = wf_vtype(fn, fn->params[i]);
-    LLVMValueRef p = gep8(e, args, ci64(e, offs[i]));
-    if (t->kind == WF_T_ARRAY) {
-      LLVMValueRef hdr = LLVMBuildLoad2(B, e->ptr, p, "hdr");
-      LLVMSetAlignment(hdr, 8);
-      LLVMValueRef a = header_value(e, hdr, t->ndim);
-      LLVMValueRef data = arr_get(e, a, 0, -1);
-      e->v[fn->params[i]] = a;
-      hdrs[i] = hdr;
-      dataidx[i] = n;
-      cargs[n++] = data;
-      for (int d = 0; d < t->ndim; d++)
-        cargs[n++] = arr_get(e, a, 1, d);
-      for (int d = 0; d < t->ndim; d++)
-        cargs[n++] = arr_get(e, a, 2, d);
-      LLVMValueRef inner = arr_get(e, a, 2, t->ndim - 1);
-      fast =
-          LLVMBuildAnd(B, fast, LLVMBuildICmp(B, LLVMIntEQ, inner, ci64(e, t->elem->size), ""), "");
-      for (int q = 0; q < na; q++)
-        fast = LLVMBuildAnd(B, fast, LLVMBuildICmp(B, LLVMIntNE, data, datas[q], ""), "");
-      datas[na++] = data;
-    } else {
-      hdrs[i] = NULL;
-      dataidx[i] = -1;
-      cargs[n] = mload(e, t, p);
-      e->v[fn->params[i]] = cargs[n++];
-    }
-  }
-  if (e->o->checks && !e->o->debug) entry_checks(e, F);
-  cargs[n++] = LLVMGetParam(F, 1);
-  cargs[n++] = LLVMGetParam(F, 2);
-  cargs[n++] = LLVMGetParam(F, 3);
-  LLVMTypeRef bt = LLVMGlobalGetValueType(fg);
-  if (fc) {
-    LLVMBasicBlockRef cb = LLVMAppendBasicBlockInContext(e->C, F, "contig");
-    LLVMBasicBlockRef gb = LLVMAppendBasicBlockInContext(e->C, F, "general");
-    LLVMBuildCondBr(B, fast, cb, gb);
-    LLVMPositionBuilderAtEnd(B, cb);
-    if (fp) {
-      emit_priv_call(e, F, fc, fp, cargs, n, hdrs, dataidx, bits, work);
-    } else {
-      LLVMBuildCall2(B, bt, fc, cargs, (unsigned)n, "");
-      LLVMBuildRetVoid(B);
-    }
-    LLVMPositionBuilderAtEnd(B, gb);
-  }
-  LLVMBuildCall2(B, bt, fg, cargs, (unsigned)n, "");
-  LLVMBuildRetVoid(B);
-  free(cargs), free(datas), free(offs), free(hdrs), free(dataidx);
-}
-
-/* An alloca of n pointers in the entry block of F. */
-static LLVMValueRef entry_alloca(E *e, LLVMValueRef F, int n, const char *name) {
-  LLVMBasicBlockRef cur = LLVMGetInsertBlock(e->B);
-  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(F);
-  LLVMValueRef first = LLVMGetFirstInstruction(entry);
-  if (first)
-    LLVMPositionBuilderBefore(e->B, first);
-  else
-    LLVMPositionBuilderAtEnd(e->B, entry);
-  LLVMValueRef a = LLVMBuildAlloca(e->B, LLVMArrayType(e->ptr, (unsigned)(n > 0 ? n : 1)), name);
-  LLVMPositionBuilderAtEnd(e->B, cur);
-  return a;
-}
-
-/* The compact, distinct-arrays path when some arrays are privatized:
-**   if (wf_cpu_rt_priv_begin(ctx, end - begin, work, np, hdrs, data, &blk))
-**     { body.p(... data[k] in place of the private arrays ...);
-**       wf_cpu_rt_priv_end(ctx, np, hdrs, data, bits, blk); }
-**   else body.c(...)                                               */
-static void emit_priv_call(E *e, LLVMValueRef F, LLVMValueRef fc, LLVMValueRef fp,
-                           LLVMValueRef *cargs, int n, LLVMValueRef *hdrs, const int *dataidx,
-                           const int32_t *bits, int64_t work) {
-  LLVMBuilderRef B = e->B;
-  wf_func *fn = e->fn;
-  int np = 0;
-  int32_t pbits[256];
-  int pidx[256];
-  for (int i = 0; i < fn->nparams && np < 256; i++)
-    if (e->priv[i]) pidx[np] = i, pbits[np++] = bits[i];
-  LLVMValueRef harr = entry_alloca(e, F, np, "priv.hdrs");
-  LLVMValueRef darr = entry_alloca(e, F, np, "priv.data");
-  LLVMValueRef blk = entry_alloca(e, F, 1, "priv.block");
-  for (int k = 0; k < np; k++) {
-    LLVMValueRef idx[2] = {ci64(e, 0), ci64(e, k)};
-    LLVMBuildStore(B, hdrs[pidx[k]],
-                   LLVMBuildInBoundsGEP2(B, LLVMArrayType(e->ptr, (unsigned)np), harr, idx, 2, ""));
-  }
-  LLVMValueRef begin = LLVMGetParam(F, 1), end = LLVMGetParam(F, 2), ctx = LLVMGetParam(F, 3);
-  LLVMTypeRef pt[7] = {e->ptr, e->i64, e->i64, e->i32, e->ptr, e->ptr, e->ptr};
-  LLVMValueRef a[7] = {ctx, LLVMBuildSub(B, end, begin, ""), ci64(e, work), ci32(e, np), harr, darr,
-                       blk};
-  LLVMValueRef m = call_ext(e, "wf_cpu_rt_priv_begin", e->i32, pt, 7, a);
-  LLVMBasicBlockRef pb = LLVMAppendBasicBlockInContext(e->C, F, "private");
-  LLVMBasicBlockRef ab = LLVMAppendBasicBlockInContext(e->C, F, "atomic");
-  LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntNE, m, ci32(e, 0), ""), pb, ab);
-  LLVMTypeRef bt = LLVMGlobalGetValueType(fc);
-  LLVMPositionBuilderAtEnd(B, ab);
-  LLVMBuildCall2(B, bt, fc, cargs, (unsigned)n, "");
-  LLVMBuildRetVoid(B);
-  LLVMPositionBuilderAtEnd(B, pb);
-  LLVMValueRef *pargs = malloc(sizeof(*pargs) * (size_t)(n > 0 ? n : 1));
-  if (!pargs) {
-    efail(e, NULL, "out of memory");
-    LLVMBuildRetVoid(B);
-    return;
-  }
-  memcpy(pargs, cargs, sizeof(*pargs) * (size_t)n);
-  for (int k = 0; k < np; k++) {
-    LLVMValueRef idx[2] = {ci64(e, 0), ci64(e, k)};
-    LLVMValueRef d = LLVMBuildLoad2(
-        B, e->ptr, LLVMBuildInBoundsGEP2(B, LLVMArrayType(e->ptr, (unsigned)np), darr, idx, 2, ""),
-        "priv");
-    pargs[dataidx[pidx[k]]] = d;
-  }
-  LLVMBuildCall2(B, bt, fp, pargs, (unsigned)n, "");
-  free(pargs);
-  LLVMValueRef bv[256];
-  for (int k = 0; k < np; k++)
-    bv[k] = ci32(e, pbits[k]);
-  LLVMValueRef bconst = LLVMConstArray(e->i32, bv, (unsigned)np);
-  LLVMValueRef g = LLVMAddGlobal(e->M, LLVMTypeOf(bconst), "priv.bits");
-  LLVMSetInitializer(g, bconst);
-  LLVMSetGlobalConstant(g, 1);
-  LLVMSetLinkage(g, LLVMPrivateLinkage);
-  LLVMTypeRef et[6] = {e->ptr, e->i32, e->ptr, e->ptr, e->ptr, e->ptr};
-  LLVMValueRef ea[6] = {ctx, ci32(e, np), harr, darr, g, LLVMBuildLoad2(B, e->ptr, blk, "")};
-  call_ext(e, "wf_cpu_rt_priv_end", e->vd, et, 6, ea);
-  LLVMBuildRetVoid(B);
 }
 
 static void count_cost(const wf_block *bl, int64_t mult, int64_t *acc) {
@@ -2317,100 +1540,4 @@ int64_t wf_cpu_cost(const wf_func *fn) {
   int64_t acc = 0;
   if (fn->body) count_cost(fn->body, 1, &acc);
   return acc < 1 ? 1 : acc;
-}
-
-/* An environment switch set to "0" or "off" (for measurements). */
-static int getenv_off(const char *name) {
-  const char *v = getenv(name);
-  return v && (!strcmp(v, "0") || !strcmp(v, "off"));
-}
-
-LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, char *err,
-                           size_t errsize) {
-  E e;
-  memset(&e, 0, sizeof e);
-  e.C = C;
-  e.fn = fn;
-  e.T = fn->mod->types;
-  e.o = o;
-  e.err = err;
-  e.errsize = errsize;
-  chunk_display(fn->chunk, e.chunk, sizeof e.chunk);
-  e.i1 = LLVMInt1TypeInContext(C);
-  e.i8 = LLVMInt8TypeInContext(C);
-  e.i16 = LLVMInt16TypeInContext(C);
-  e.i32 = LLVMInt32TypeInContext(C);
-  e.i64 = LLVMInt64TypeInContext(C);
-  e.f16 = LLVMHalfTypeInContext(C);
-  e.f32 = LLVMFloatTypeInContext(C);
-  e.f64 = LLVMDoubleTypeInContext(C);
-  e.ptr = LLVMPointerTypeInContext(C, 0);
-  e.vd = LLVMVoidTypeInContext(C);
-  for (int i = 0; i < fn->nparams; i++) {
-    const wf_type *t = wf_vtype(fn, fn->params[i]);
-    if (!t || t->kind == WF_T_VOID) {
-      snprintf(err, errsize, "kernel '%s': parameter %d has no type", fn->name ? fn->name : "?",
-               i + 1);
-      return NULL;
-    }
-  }
-  size_t nv = (size_t)(fn->nvals > 0 ? fn->nvals : 1);
-  e.v = calloc(nv, sizeof *e.v);
-  e.aname = malloc(nv * sizeof *e.aname);
-  e.adepth = calloc(nv, sizeof *e.adepth);
-  if (!e.v || !e.aname || !e.adepth) {
-    free(e.v), free(e.aname), free(e.adepth);
-    snprintf(err, errsize, "out of memory");
-    return NULL;
-  }
-  for (size_t i = 0; i < nv; i++)
-    e.aname[i] = -1;
-  e.M = LLVMModuleCreateWithNameInContext(fn->name ? fn->name : "kernel", C);
-  e.B = LLVMCreateBuilderInContext(C);
-  int has_arrays = 0;
-  for (int i = 0; i < fn->nparams; i++)
-    has_arrays |= wf_vtype(fn, fn->params[i])->kind == WF_T_ARRAY;
-  LLVMValueRef fc = NULL, fg, fp = NULL;
-  int8_t pbuf[64];
-  int32_t bbuf[64];
-  int8_t *priv = fn->nparams <= 64 ? pbuf : malloc((size_t)fn->nparams);
-  int32_t *bits = fn->nparams <= 64 ? bbuf : malloc(sizeof(int32_t) * (size_t)fn->nparams);
-  int64_t work = 0;
-  int npriv = 0;
-  if (priv && bits && has_arrays && !o->debug && !getenv_off("WEFT_PRIVATIZE"))
-    npriv = priv_scan(&e, priv, bits, &work);
-  if (has_arrays && !o->debug) fc = emit_body(&e, 1, "body.c");
-  if (npriv > 0) {
-    e.priv = priv;
-    e.privmode = 1;
-    fp = emit_body(&e, 1, "body.p");
-    e.privmode = 0;
-  }
-  fg = emit_body(&e, 0, "body.g");
-  if (fc && fg) {
-    /* the general variant is the rare path (aliased or strided arrays):
-    ** kept small and out of line, it halves the optimizer's and the code
-    ** generator's work on a new kernel */
-    add_fn_attr(&e, fg, "noinline");
-    add_fn_attr(&e, fg, "optsize");
-  }
-  if (!e.failed) emit_entry(&e, fc, fg, fp, bits, work);
-  if (priv != pbuf) free(priv);
-  if (bits != bbuf) free(bits);
-  LLVMDisposeBuilder(e.B);
-  free(e.v), free(e.aname), free(e.adepth);
-  if (e.failed) {
-    LLVMDisposeModule(e.M);
-    return NULL;
-  }
-  char *msg = NULL;
-  if (LLVMVerifyModule(e.M, LLVMReturnStatusAction, &msg)) {
-    snprintf(err, errsize, "internal error: invalid LLVM IR for kernel '%s': %s",
-             fn->name ? fn->name : "?", msg ? msg : "");
-    LLVMDisposeMessage(msg);
-    LLVMDisposeModule(e.M);
-    return NULL;
-  }
-  LLVMDisposeMessage(msg);
-  return e.M;
 }
