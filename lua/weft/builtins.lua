@@ -7,10 +7,58 @@
 -- scalar math builtins work as plain Lua functions; the kernel-only ones
 -- (tid, atomics, random numbers, vector math) raise a clear error.
 local bit = require "bit"
+local ffi = require "ffi"
 
-local floor, ceil, abs = math.floor, math.ceil, math.abs
+local floor, ceil, abs, exp, log, sqrt = math.floor, math.ceil, math.abs, math.exp, math.log, math.sqrt
 
-return function(weft)
+-- libm functions Lua's math library lacks, for the host-side fallbacks
+require("weft.cdef").declare [[
+double erf(double); double erfc(double); double cbrt(double); double exp2(double);
+double expm1(double); double log2(double); double log10(double); double log1p(double);
+double trunc(double); double rint(double);
+]]
+local libm = ffi.C
+
+-- Inverse error functions on the host (the kernels' are in src/cpu/rtlib.c,
+-- same method): an estimate refined with Halley steps on erf or erfc; the
+-- tails solve erfc(x) = c with the exact c = 1 - |y|.
+local TWO_SQRTPI = 1.12837916709551257390
+local function erfinv_guess(l)
+  local k = 2 / (math.pi * 0.147) + l / 2
+  return sqrt(sqrt(k * k - l / 0.147) - k)
+end
+local function solve(f, x, target, sgn)
+  for _ = 1, 12 do
+    local g = f(x) - target
+    local dx = g / (sgn * TWO_SQRTPI * exp(-x * x) + x * g)
+    x = x - dx
+    if not (abs(dx) > 2 ^ -53 * abs(x)) then break end
+  end
+  return x
+end
+local function erfcinv_small(c) -- 0 < c <= 1
+  return solve(libm.erfc, erfinv_guess(log(c * (2 - c))), c, -1)
+end
+local function erfinv(y)
+  local ay = abs(y)
+  if not (ay <= 1) then return 0 / 0 end
+  if ay == 0 then return y end
+  if ay == 1 then return y * math.huge end
+  local x
+  if ay > 0.5 then x = erfcinv_small(1 - ay)
+  else x = solve(libm.erf, erfinv_guess(libm.log1p(-ay * ay)), ay, 1) end
+  return y < 0 and -x or x
+end
+local function erfcinv(c)
+  if not (c >= 0 and c <= 2) then return 0 / 0 end
+  if c == 0 then return math.huge end
+  if c == 2 then return -math.huge end
+  if c > 1 then return -erfcinv_small(2 - c) end
+  if c >= 0.5 then return erfinv(1 - c) end
+  return erfcinv_small(c)
+end
+
+return function(weft, P)
   local registry = {}   -- function value -> builtin name
   weft._builtins = registry
 
@@ -62,6 +110,21 @@ return function(weft)
     if c then return a end
     return b
   end)
+
+  -- The op table's builtins (src/ir/ir.h rows flagged WF_OPF_BUILTIN) that
+  -- are not above: a host fallback from this table, else kernel-only.
+  local host = {
+    erf = libm.erf, erfc = libm.erfc, erfinv = erfinv, erfcinv = erfcinv, cbrt = libm.cbrt,
+    exp2 = libm.exp2, expm1 = libm.expm1, log2 = libm.log2, log10 = libm.log10,
+    log1p = libm.log1p, trunc = libm.trunc, rint = libm.rint,
+  }
+  local core = P and P.core or weft._core
+  for _, name in ipairs(core.builtin_ops()) do
+    if not weft[name] then
+      local fn = host[name]
+      weft[name] = fn and reg(name, function(x) return tonumber(fn(x)) end) or kernel_only(name)
+    end
+  end
 
   -- kernel-only builtins
   for _, name in ipairs {

@@ -820,7 +820,7 @@ static void reverse_inst(wf_adctx *A, wf_inst *in) {
   }
   wf_val g = A->adj[in->res[0]];
   if (g < 0) return;
-  if (in->op >= WF_OP_ADD && in->op <= WF_OP_ROUND && !wf_t_is_float(wf_ad_ptype(A, in->res[0])))
+  if (wf_op_is_arith(in->op) && !wf_t_is_float(wf_ad_ptype(A, in->res[0])))
     wf_ad_fail(A, in, "autodiff: '%s' on a non-scalar value is not supported", wf_op_name(in->op));
   r->fn(A, in, &g);
 }

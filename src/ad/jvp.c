@@ -164,7 +164,7 @@ static void jvp_plain(wf_adctx *A, const wf_inst *in) {
   }
   const wf_ad_rule *r = wf_ad_rule_of(in->op);
   if (!r || !wf_ad_inst_diff(A, in)) return;
-  if (in->op >= WF_OP_ADD && in->op <= WF_OP_ROUND && !wf_t_is_float(rt[0]))
+  if (wf_op_is_arith(in->op) && !wf_t_is_float(rt[0]))
     wf_ad_fail(A, in, "autodiff: '%s' on a non-scalar value is not supported", wf_op_name(in->op));
   wf_val *t = vals(A, in->nargs);
   for (int k = 0; k < in->nargs; k++)

@@ -10,7 +10,7 @@
 ** vector and matrix math to scalar ops); integer instances of the same ops
 ** carry no adjoint and are skipped by the sweep. Subgradients follow Warp:
 ** min/max route the adjoint to the chosen operand (b on ties), abs uses
-** sign(x) with +1 at 0, sign/floor/ceil/round have zero derivative.
+** sign(x) with +1 at 0, floor/ceil/round/trunc/rint have zero derivative.
 **
 ** Forward mode (jvp.c) uses a second column: a tangent rule returns the
 ** tangent of the op's result from the tangents of its operands (t[k];
@@ -116,7 +116,7 @@ static void r_abs(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   wf_val neg = wf_ad_op2(A, WF_OP_LT, wf_t_bool(A->T), X(0), wf_ad_zero(A, t));
   ACC(0, wf_ad_op3(A, WF_OP_SELECT, t, neg, NEGV(g[0]), g[0]));
 }
-/* sign, floor, ceil, round: piecewise constant */
+/* floor, ceil, round, trunc, rint: piecewise constant */
 static void r_zero(wf_adctx *A, const wf_inst *in, const wf_val *g) {}
 
 /* ---- elementary functions ---- */
@@ -180,6 +180,61 @@ static void r_cosh(wf_adctx *A, const wf_inst *in, const wf_val *g) {
 static void r_tanh(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   const wf_type *t = RT(in);
   ACC(0, MUL(g[0], SUBV(ONE, MUL(R0, R0))));
+}
+#define C(v) wf_ad_constf(A, t, (v))
+#define EXPV(v) wf_ad_op1(A, WF_OP_EXP, t, (v))
+#define LN2 0.69314718055994530942
+#define LN10 2.30258509299404568402
+#define TWO_SQRTPI 1.12837916709551257390  /* d erf(x) = 2/sqrt(pi) exp(-x^2) */
+#define SQRTPI_2 0.88622692545275801365    /* d erfinv(y) = sqrt(pi)/2 exp(r^2) */
+/* r = cbrt(x): dx = g / (3 r^2) (inf at 0, as in Warp) */
+static void r_cbrt(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  const wf_type *t = RT(in);
+  ACC(0, DIV(g[0], MUL(C(3.0), MUL(R0, R0))));
+}
+static void r_exp2(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  const wf_type *t = RT(in);
+  ACC(0, MUL(g[0], MUL(R0, C(LN2))));
+}
+static void r_expm1(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  const wf_type *t = RT(in);
+  ACC(0, MUL(g[0], ADDV(R0, ONE)));
+}
+static void r_log2(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  const wf_type *t = RT(in);
+  ACC(0, DIV(g[0], MUL(X(0), C(LN2))));
+}
+static void r_log10(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  const wf_type *t = RT(in);
+  ACC(0, DIV(g[0], MUL(X(0), C(LN10))));
+}
+static void r_log1p(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  const wf_type *t = RT(in);
+  ACC(0, DIV(g[0], ADDV(ONE, X(0))));
+}
+/* 2/sqrt(pi) exp(-x^2): erf' (erfc' is its negative) */
+static wf_val derf(wf_adctx *A, const wf_type *t, wf_val x) {
+  return MUL(C(TWO_SQRTPI), EXPV(NEGV(MUL(x, x))));
+}
+/* sqrt(pi)/2 exp(r^2) for r = erfinv(y): erfinv' (erfcinv' is its negative) */
+static wf_val derfinv(wf_adctx *A, const wf_type *t, wf_val r) {
+  return MUL(C(SQRTPI_2), EXPV(MUL(r, r)));
+}
+static void r_erf(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  const wf_type *t = RT(in);
+  ACC(0, MUL(g[0], derf(A, t, X(0))));
+}
+static void r_erfc(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  const wf_type *t = RT(in);
+  ACC(0, NEGV(MUL(g[0], derf(A, t, X(0)))));
+}
+static void r_erfinv(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  const wf_type *t = RT(in);
+  ACC(0, MUL(g[0], derfinv(A, t, R0)));
+}
+static void r_erfcinv(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  const wf_type *t = RT(in);
+  ACC(0, NEGV(MUL(g[0], derfinv(A, t, R0))));
 }
 
 /* ---- selection, conversion, aggregates (any type) ---- */
@@ -424,6 +479,17 @@ FUNARY(f_atan, TDIV(TN(0), wf_ad_op2(A, WF_OP_ADD, t_, ONE_, MUL_(X(0), X(0)))))
 FUNARY(f_sinh, TMUL(TN(0), wf_ad_op1(A, WF_OP_COSH, t_, X(0))))
 FUNARY(f_cosh, TMUL(TN(0), wf_ad_op1(A, WF_OP_SINH, t_, X(0))))
 FUNARY(f_tanh, TMUL(TN(0), wf_ad_op2(A, WF_OP_SUB, t_, ONE_, MUL_(R0, R0))))
+#define C_(v) wf_ad_constf(A, t_, (v))
+FUNARY(f_cbrt, TDIV(TN(0), MUL_(C_(3.0), MUL_(R0, R0))))
+FUNARY(f_exp2, TMUL(TN(0), MUL_(R0, C_(LN2))))
+FUNARY(f_expm1, TMUL(TN(0), wf_ad_op2(A, WF_OP_ADD, t_, R0, ONE_)))
+FUNARY(f_log2, TDIV(TN(0), MUL_(X(0), C_(LN2))))
+FUNARY(f_log10, TDIV(TN(0), MUL_(X(0), C_(LN10))))
+FUNARY(f_log1p, TDIV(TN(0), wf_ad_op2(A, WF_OP_ADD, t_, ONE_, X(0))))
+FUNARY(f_erf, TMUL(TN(0), derf(A, t_, X(0))))
+FUNARY(f_erfc, TNEG(TMUL(TN(0), derf(A, t_, X(0)))))
+FUNARY(f_erfinv, TMUL(TN(0), derfinv(A, t_, R0)))
+FUNARY(f_erfcinv, TNEG(TMUL(TN(0), derfinv(A, t_, R0))))
 /* r = atan2(y, x): dr = (x dy - y dx) / (x^2 + y^2) */
 static wf_val f_atan2(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   TRT;
@@ -520,8 +586,12 @@ static wf_val f_atomic_minmax(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   _(NEG, r_neg, 0, f_neg) _(POW, r_pow, WF_AD_RD_ARGS | WF_AD_RD_RES, f_pow) \
   _(MIN, r_min, WF_AD_RD_ARGS, f_min) _(MAX, r_max, WF_AD_RD_ARGS, f_max) \
   _(ABS, r_abs, WF_AD_RD_ARGS, f_abs) \
-  _(SIGN, r_zero, 0, f_zero) _(SQRT, r_sqrt, WF_AD_RD_RES, f_sqrt) \
-  _(EXP, r_exp, WF_AD_RD_RES, f_exp) \
+  _(SQRT, r_sqrt, WF_AD_RD_RES, f_sqrt) _(CBRT, r_cbrt, WF_AD_RD_RES, f_cbrt) \
+  _(EXP, r_exp, WF_AD_RD_RES, f_exp) _(EXP2, r_exp2, WF_AD_RD_RES, f_exp2) \
+  _(EXPM1, r_expm1, WF_AD_RD_RES, f_expm1) _(LOG2, r_log2, WF_AD_RD_ARGS, f_log2) \
+  _(LOG10, r_log10, WF_AD_RD_ARGS, f_log10) _(LOG1P, r_log1p, WF_AD_RD_ARGS, f_log1p) \
+  _(ERF, r_erf, WF_AD_RD_ARGS, f_erf) _(ERFC, r_erfc, WF_AD_RD_ARGS, f_erfc) \
+  _(ERFINV, r_erfinv, WF_AD_RD_RES, f_erfinv) _(ERFCINV, r_erfcinv, WF_AD_RD_RES, f_erfcinv) \
   _(LOG, r_log, WF_AD_RD_ARGS, f_log) _(SIN, r_sin, WF_AD_RD_ARGS, f_sin) \
   _(COS, r_cos, WF_AD_RD_ARGS, f_cos) \
   _(TAN, r_tan, WF_AD_RD_RES, f_tan) _(ASIN, r_asin, WF_AD_RD_ARGS, f_asin) \
@@ -530,6 +600,7 @@ static wf_val f_atomic_minmax(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   _(SINH, r_sinh, WF_AD_RD_ARGS, f_sinh) _(COSH, r_cosh, WF_AD_RD_ARGS, f_cosh) \
   _(TANH, r_tanh, WF_AD_RD_RES, f_tanh) \
   _(FLOOR, r_zero, 0, f_zero) _(CEIL, r_zero, 0, f_zero) _(ROUND, r_zero, 0, f_zero) \
+  _(TRUNC, r_zero, 0, f_zero) _(RINT, r_zero, 0, f_zero) \
   _(SELECT, r_select, WF_AD_RD_ARG0, f_select) _(CAST, r_cast, 0, f_cast) \
   _(AGG, r_agg, 0, f_agg) _(EXTRACT, r_extract, 0, f_extract) \
   _(INSERT, r_insert, 0, f_insert) \
@@ -550,8 +621,8 @@ static const wf_ad_rule rules_tab[WF_OP__COUNT] = {
 ** without a rule (or a rule for a non-DIFF op) stops the build here. */
 _Static_assert(WF_OP__COUNT <= 128, "op bit sets hold 128 ops");
 #define WF_AD_BIT(op, half) (((op) >> 6) == (half) ? 1ULL << ((op)&63) : 0ULL)
-#define WF_AD_DIFF_LO(e, s, na, nr, fl) | (((fl)&WF_OPF_DIFF) ? WF_AD_BIT(WF_OP_##e, 0) : 0ULL)
-#define WF_AD_DIFF_HI(e, s, na, nr, fl) | (((fl)&WF_OPF_DIFF) ? WF_AD_BIT(WF_OP_##e, 1) : 0ULL)
+#define WF_AD_DIFF_LO(e, s, na, nr, fl, ty, libm, llvm, cuda, fold) | (((fl)&WF_OPF_DIFF) ? WF_AD_BIT(WF_OP_##e, 0) : 0ULL)
+#define WF_AD_DIFF_HI(e, s, na, nr, fl, ty, libm, llvm, cuda, fold) | (((fl)&WF_OPF_DIFF) ? WF_AD_BIT(WF_OP_##e, 1) : 0ULL)
 #define WF_AD_RULE_LO(op, fn, rd, tfn) | WF_AD_BIT(WF_OP_##op, 0)
 #define WF_AD_RULE_HI(op, fn, rd, tfn) | WF_AD_BIT(WF_OP_##op, 1)
 _Static_assert((0ULL WF_IRDEF(WF_AD_DIFF_LO)) == (0ULL WF_AD_RULES(WF_AD_RULE_LO)) &&

@@ -188,6 +188,14 @@ static LLVMValueRef libm(E *e, const char *base, const wf_type *t, LLVMValueRef 
   return bits == 16 ? LLVMBuildFPTrunc(e->B, r, e->f16, "") : r;
 }
 
+/* A scalar float function of ir.h's table: its LLVM intrinsic if it has
+** one, else its libm function (which rtlib.c lists for the JIT). */
+static LLVMValueRef math_fn(E *e, wf_op op, const wf_type *t, LLVMValueRef a, LLVMValueRef b) {
+  const wf_opinfo *oi = &wf_opinfo_tab[op];
+  if (oi->llvm) return b ? intr2(e, oi->llvm, a, b) : intr1(e, oi->llvm, a);
+  return libm(e, oi->libm, t, a, b);
+}
+
 /* "chunk:line" of an instruction, as a constant string. */
 static LLVMValueRef where_str(E *e, const wf_inst *in) {
   char buf[320];
@@ -378,24 +386,14 @@ static LLVMValueRef unary(E *e, const wf_inst *in, const wf_type *t, LLVMValueRe
       if (!t->is_signed) return a;
       return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, a, zero, ""),
                              LLVMBuildSub(B, zero, a, ""), a, "");
-    case WF_OP_SIGN:
-      if (!t->is_signed) return cint(e, t, 1);
-      return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, a, zero, ""), cint(e, t, -1),
-                             cint(e, t, 1), "");
-    case WF_OP_FLOOR:
-    case WF_OP_CEIL:
-    case WF_OP_ROUND:
-      return a;
     case WF_OP_BNOT:
       return LLVMBuildNot(B, a, "");
     default:
       break;
     }
-    /* math on an integer: compute in double, convert back */
-    const wf_type *d = wf_t_float(e->T, 64);
-    wf_inst tmp = *in;
-    LLVMValueRef r = unary(e, &tmp, d, cast(e, in, a, t, d));
-    return cast(e, in, r, d, t);
+    if (wf_op_flags(op) & WF_OPF_INTID) return a;
+    efail(e, in, "operation '%s' is not defined on integers", wf_op_name(op));
+    return a;
   }
   if (t->kind == WF_T_BOOL) {
     if (op == WF_OP_NOT || op == WF_OP_BNOT) return LLVMBuildNot(B, a, "");
@@ -411,43 +409,10 @@ static LLVMValueRef unary(E *e, const wf_inst *in, const wf_type *t, LLVMValueRe
     return LLVMBuildFNeg(B, a, "");
   case WF_OP_ABS:
     return intr1(e, "llvm.fabs", a);
-  case WF_OP_SIGN:
-    /* Warp's sign: -1 if x < 0, else 1 */
-    return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, cfloat(e, t, 0), ""),
-                           cfloat(e, t, -1), cfloat(e, t, 1), "");
-  case WF_OP_SQRT:
-    return intr1(e, "llvm.sqrt", a);
-  case WF_OP_EXP:
-    return intr1(e, "llvm.exp", a);
-  case WF_OP_LOG:
-    return intr1(e, "llvm.log", a);
-  case WF_OP_SIN:
-    return intr1(e, "llvm.sin", a);
-  case WF_OP_COS:
-    return intr1(e, "llvm.cos", a);
-  case WF_OP_FLOOR:
-    return intr1(e, "llvm.floor", a);
-  case WF_OP_CEIL:
-    return intr1(e, "llvm.ceil", a);
-  case WF_OP_ROUND:
-    return intr1(e, "llvm.round", a);
-  case WF_OP_TAN:
-    return libm(e, "tan", t, a, NULL);
-  case WF_OP_ASIN:
-    return libm(e, "asin", t, a, NULL);
-  case WF_OP_ACOS:
-    return libm(e, "acos", t, a, NULL);
-  case WF_OP_ATAN:
-    return libm(e, "atan", t, a, NULL);
-  case WF_OP_SINH:
-    return libm(e, "sinh", t, a, NULL);
-  case WF_OP_COSH:
-    return libm(e, "cosh", t, a, NULL);
-  case WF_OP_TANH:
-    return libm(e, "tanh", t, a, NULL);
   default:
     break;
   }
+  if (wf_opinfo_tab[op].libm) return math_fn(e, op, t, a, NULL);
   efail(e, in, "operation '%s' is not defined on floats", wf_op_name(op));
   return a;
 }
@@ -473,15 +438,12 @@ static LLVMValueRef binary(E *e, const wf_inst *in, const wf_type *t, LLVMValueR
     }
     case WF_OP_FLOORDIV:
       return intr1(e, "llvm.floor", LLVMBuildFDiv(B, a, b, ""));
-    case WF_OP_POW:
-      return intr2(e, "llvm.pow", a, b);
     case WF_OP_MIN:
       return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, b, ""), a, b, "");
     case WF_OP_MAX:
       return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, a, b, ""), a, b, "");
-    case WF_OP_ATAN2:
-      return libm(e, "atan2", t, a, b);
     default:
+      if (wf_opinfo_tab[op].libm) return math_fn(e, op, t, a, b);
       break;
     }
   } else if (t->kind == WF_T_INT || t->kind == WF_T_RNG) {
@@ -515,13 +477,6 @@ static LLVMValueRef binary(E *e, const wf_inst *in, const wf_type *t, LLVMValueR
       LLVMValueRef amt = LLVMBuildAnd(B, b, cint(e, t, t->bits - 1), "");
       if (op == WF_OP_SHL) return LLVMBuildShl(B, a, amt, "");
       return sg ? LLVMBuildAShr(B, a, amt, "") : LLVMBuildLShr(B, a, amt, "");
-    }
-    case WF_OP_POW:
-    case WF_OP_ATAN2: {
-      const wf_type *d = wf_t_float(e->T, 64);
-      wf_inst tmp = *in;
-      LLVMValueRef r = binary(e, &tmp, d, cast(e, in, a, t, d), cast(e, in, b, t, d));
-      return cast(e, in, r, d, t);
     }
     default:
       break;
@@ -1153,6 +1108,57 @@ static void poll_interrupt(E *e, int is_while) {
   LLVMPositionBuilderAtEnd(e->B, go);
 }
 
+/* The loop test of a for loop at i: i <= hi for a positive step, i >= hi
+** otherwise (Lua's inclusive bounds; an unsigned loop counts up). */
+static LLVMValueRef for_in_range(E *e, const wf_type *it, LLVMValueRef i, LLVMValueRef hi,
+                                 LLVMValueRef step) {
+  if (it && it->kind == WF_T_FLOAT) {
+    LLVMValueRef up =
+        LLVMBuildFCmp(e->B, LLVMRealOGT, step, LLVMConstReal(LLVMTypeOf(step), 0), "");
+    return LLVMBuildSelect(e->B, up, LLVMBuildFCmp(e->B, LLVMRealOLE, i, hi, ""),
+                           LLVMBuildFCmp(e->B, LLVMRealOGE, i, hi, ""), "");
+  }
+  if (it && it->kind == WF_T_INT && !it->is_signed) return LLVMBuildICmp(e->B, LLVMIntULE, i, hi, "");
+  LLVMValueRef up = LLVMBuildICmp(e->B, LLVMIntSGT, step, LLVMConstInt(LLVMTypeOf(step), 0, 0), "");
+  return LLVMBuildSelect(e->B, up, LLVMBuildICmp(e->B, LLVMIntSLE, i, hi, ""),
+                         LLVMBuildICmp(e->B, LLVMIntSGE, i, hi, ""), "");
+}
+
+/* Integer loops: is i (in range) the last value? Tested before the
+** increment, so a loop ending at the type's limit stops instead of
+** wrapping: hi - i < step, as unsigned (it fits: i <= hi); down loops
+** i - hi < -step. */
+static LLVMValueRef for_int_last(E *e, const wf_type *it, LLVMValueRef i, LLVMValueRef hi,
+                                 LLVMValueRef step) {
+  LLVMValueRef up = LLVMBuildICmp(e->B, LLVMIntULT, LLVMBuildSub(e->B, hi, i, ""), step, "");
+  if (it && !it->is_signed) return up;
+  LLVMValueRef zero = LLVMConstInt(LLVMTypeOf(step), 0, 0);
+  LLVMValueRef down = LLVMBuildICmp(e->B, LLVMIntULT, LLVMBuildSub(e->B, i, hi, ""),
+                                    LLVMBuildSub(e->B, zero, step, ""), "");
+  return LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSGT, step, zero, ""), up, down, "");
+}
+
+/* A step known only at run time may be zero: an error, as in Lua (the
+** loop would never end). */
+static void for_step_check(E *e, const wf_inst *in, LLVMValueRef step, int isfloat) {
+  if (!isfloat && LLVMIsAConstantInt(step) && LLVMConstIntGetZExtValue(step) != 0) return;
+  if (isfloat && LLVMIsAConstantFP(step) && !LLVMIsNull(step)) return;
+  LLVMValueRef zero = isfloat ? LLVMConstReal(LLVMTypeOf(step), 0) : LLVMConstNull(LLVMTypeOf(step));
+  LLVMValueRef ok = isfloat ? LLVMBuildFCmp(e->B, LLVMRealUNE, step, zero, "")
+                            : LLVMBuildICmp(e->B, LLVMIntNE, step, zero, "");
+  LLVMBasicBlockRef good = begin_check(e, ok);
+  emit_trap(e, in, "for loop step is zero");
+  end_check(e, good);
+}
+
+/* FOR: one phi set in the head holds the induction variable, the carried
+** values and `go`, whether the body runs. Integer loops decide `go` for
+** the next iteration before the increment (for_int_last), so the counter
+** never passes the type's limit; LLVM threads `go` into a rotated loop
+** (guard, then a latch test i == hi for unit steps) that the loop
+** vectorizer and the SIMD-across-threads path read as before. A float
+** counter that stops changing (i + step == i: 2^24 + 1 in float32) is an
+** error at the loop's line instead of a hang. */
 static void emit_for(E *e, wf_inst *in) {
   if (in->nargs < 3 || in->nblocks < 1) {
     efail(e, in, "malformed for");
@@ -1166,24 +1172,28 @@ static void emit_for(E *e, wf_inst *in) {
     return;
   }
   const wf_type *it = argt(e, in, 0);
+  int isfloat = it && it->kind == WF_T_FLOAT;
   LLVMValueRef lo = argv(e, in, 0), hi = argv(e, in, 1), step = argv(e, in, 2);
-  /* one phi set: the induction variable first, then the carried values
-  ** (any number: vals, then cur) */
-  LLVMValueRef *vals = malloc(sizeof(LLVMValueRef) * 2 * (size_t)(nc + 1)), *cur = vals + nc + 1;
-  LLVMTypeRef *ty = malloc(sizeof(LLVMTypeRef) * (size_t)(nc + 1));
+  /* one phi set: the induction variable, the carried values, go (any
+  ** number: vals, then cur) */
+  LLVMValueRef *vals = malloc(sizeof(LLVMValueRef) * 2 * (size_t)(nc + 2)), *cur = vals + nc + 2;
+  LLVMTypeRef *ty = malloc(sizeof(LLVMTypeRef) * (size_t)(nc + 2));
   if (!vals || !ty) {
     free(vals), free(ty);
     efail(e, in, "out of memory");
     return;
   }
+  for_step_check(e, in, step, isfloat);
   ty[0] = LLVMTypeOf(lo);
   vals[0] = lo;
   for (int k = 0; k < nc; k++) {
     ty[k + 1] = ltype(e, wf_vtype(e->fn, in->res[k]));
     vals[k + 1] = argv(e, in, 3 + k);
   }
+  ty[nc + 1] = e->i1;
+  vals[nc + 1] = for_in_range(e, it, lo, hi, step);
   phiset ps;
-  if (phiset_init(e, &ps, nc + 1, ty)) {
+  if (phiset_init(e, &ps, nc + 2, ty)) {
     free(vals), free(ty);
     return;
   }
@@ -1195,34 +1205,27 @@ static void emit_for(E *e, wf_inst *in) {
   LLVMValueRef iphi = cur[0];
   for (int k = 0; k < nc; k++)
     e->v[in->res[k]] = cur[k + 1];
-  /* inclusive Lua bounds: i <= hi for a positive step, i >= hi otherwise */
-  LLVMValueRef cont;
-  if (it && it->kind == WF_T_FLOAT) {
-    LLVMValueRef up =
-        LLVMBuildFCmp(e->B, LLVMRealOGT, step, LLVMConstReal(LLVMTypeOf(step), 0), "");
-    cont = LLVMBuildSelect(e->B, up, LLVMBuildFCmp(e->B, LLVMRealOLE, iphi, hi, ""),
-                           LLVMBuildFCmp(e->B, LLVMRealOGE, iphi, hi, ""), "");
-  } else if (it && it->kind == WF_T_INT && !it->is_signed) {
-    cont = LLVMBuildICmp(e->B, LLVMIntULE, iphi, hi, "");
-  } else {
-    LLVMValueRef up =
-        LLVMBuildICmp(e->B, LLVMIntSGT, step, LLVMConstInt(LLVMTypeOf(step), 0, 0), "");
-    cont = LLVMBuildSelect(e->B, up, LLVMBuildICmp(e->B, LLVMIntSLE, iphi, hi, ""),
-                           LLVMBuildICmp(e->B, LLVMIntSGE, iphi, hi, ""), "");
-  }
-  LLVMBuildCondBr(e->B, cont, bb, xb);
+  LLVMBuildCondBr(e->B, cur[nc + 1], bb, xb);
   LLVMPositionBuilderAtEnd(e->B, bb);
   e->v[body->params[0]] = iphi;
   for (int k = 0; k < nc; k++)
     e->v[body->params[k + 1]] = cur[k + 1];
   wf_inst *term = emit_block(e, body);
   term_values(e, term, 0, nc, vals + 1, in);
-  if (it && it->kind == WF_T_FLOAT)
+  if (isfloat) {
     vals[0] = LLVMBuildFAdd(e->B, iphi, step, "");
-  else if (it && it->kind == WF_T_INT && !it->is_signed)
-    vals[0] = LLVMBuildNUWAdd(e->B, iphi, step, "");
-  else
-    vals[0] = LLVMBuildNSWAdd(e->B, iphi, step, "");
+    LLVMBasicBlockRef good = begin_check(e, LLVMBuildFCmp(e->B, LLVMRealUNE, vals[0], iphi, ""));
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "for loop counter stops changing (%s counter + step == counter); use an integer loop",
+             it->name ? it->name : "float");
+    emit_trap(e, in, msg);
+    end_check(e, good);
+    vals[nc + 1] = for_in_range(e, it, vals[0], hi, step);
+  } else {
+    vals[nc + 1] = LLVMBuildNot(e->B, for_int_last(e, it, iphi, hi, step), "");
+    vals[0] = LLVMBuildAdd(e->B, iphi, step, "");
+  }
   poll_interrupt(e, 0);
   phiset_incoming(e, &ps, vals);
   LLVMBuildBr(e->B, hb);
@@ -1319,10 +1322,8 @@ void emit_inst(E *e, wf_inst *in) {
   case WF_OP_DIV:
   case WF_OP_MOD:
   case WF_OP_FLOORDIV:
-  case WF_OP_POW:
   case WF_OP_MIN:
   case WF_OP_MAX:
-  case WF_OP_ATAN2:
   case WF_OP_BAND:
   case WF_OP_BOR:
   case WF_OP_BXOR:
@@ -1332,22 +1333,6 @@ void emit_inst(E *e, wf_inst *in) {
     break;
   case WF_OP_NEG:
   case WF_OP_ABS:
-  case WF_OP_SIGN:
-  case WF_OP_SQRT:
-  case WF_OP_EXP:
-  case WF_OP_LOG:
-  case WF_OP_SIN:
-  case WF_OP_COS:
-  case WF_OP_TAN:
-  case WF_OP_ASIN:
-  case WF_OP_ACOS:
-  case WF_OP_ATAN:
-  case WF_OP_SINH:
-  case WF_OP_COSH:
-  case WF_OP_TANH:
-  case WF_OP_FLOOR:
-  case WF_OP_CEIL:
-  case WF_OP_ROUND:
   case WF_OP_NOT:
   case WF_OP_BNOT:
     r = unary(e, in, argt(e, in, 0), argv(e, in, 0));
@@ -1495,7 +1480,11 @@ void emit_inst(E *e, wf_inst *in) {
   case WF_OP_COND:
   case WF_OP_RET:
     return; /* handled by the owner */
-  case WF_OP__COUNT:
+  default:
+    /* the scalar float functions (WF_MATHDEF rows) */
+    if (!wf_opinfo_tab[in->op].libm) break;
+    if (in->nargs == 1) r = unary(e, in, argt(e, in, 0), argv(e, in, 0));
+    else r = binary(e, in, argt(e, in, 0), argv(e, in, 0), argv(e, in, 1));
     break;
   }
   if (in->nres > 0) {

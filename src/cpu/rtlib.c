@@ -287,6 +287,71 @@ void wf_cpu_rt_priv_end(wf_launch_ctx *ctx, int32_t n, wf_array *const *hdrs, vo
   free(block);
 }
 
+/* ---------------------------------------------------------------------
+** inverse error functions (C has none): an estimate refined with Halley
+** steps on erf or erfc. f(x) = erf(x) - y has f'' = -2x f', so a Halley
+** step is f / (f' + x f); erfc(x) - c has the same form with -f'. Tails
+** solve erfc(x) = c, whose c = 1 - |y| is exact for |y| >= 0.5, so they
+** keep their relative precision down to c = DBL_TRUE_MIN.
+** --------------------------------------------------------------------- */
+#define WF_2_SQRTPI 1.12837916709551257390 /* 2 / sqrt(pi) */
+
+/* Winitzki's closed form, within about 2e-3 relative, given
+** l = log(1 - y^2) (for erfc: log(c (2 - c))); the result is >= 0. */
+static double erfinv_guess(double l) {
+  const double a = 0.147, k = 2 / (3.14159265358979323846 * a) + l / 2;
+  return sqrt(sqrt(k * k - l / a) - k);
+}
+
+/* x >= 0 with erfc(x) = c, for 0 < c <= 1. */
+static double erfcinv_small(double c) {
+  double x = erfinv_guess(log(c * (2 - c)));
+  for (int i = 0; i < 12; i++) {
+    double g = erfc(x) - c, d = -WF_2_SQRTPI * exp(-x * x);
+    double dx = g / (d + x * g);
+    x -= dx;
+    if (!(fabs(dx) > 0x1p-53 * fabs(x))) break;
+  }
+  return x;
+}
+
+static double wf_erfinv(double y) {
+  double ay = fabs(y);
+  if (!(ay <= 1)) return NAN;
+  if (ay == 0) return y; /* keeps -0 */
+  if (ay == 1) return copysign(INFINITY, y);
+  if (ay > 0.5) return copysign(erfcinv_small(1 - ay), y);
+  double x = erfinv_guess(log1p(-ay * ay));
+  for (int i = 0; i < 12; i++) {
+    double f = erf(x) - ay, d = WF_2_SQRTPI * exp(-x * x);
+    double dx = f / (d + x * f);
+    x -= dx;
+    if (!(fabs(dx) > 0x1p-53 * fabs(x))) break;
+  }
+  return copysign(x, y);
+}
+
+static double wf_erfcinv(double c) {
+  if (!(c >= 0 && c <= 2)) return NAN;
+  if (c == 0) return INFINITY;
+  if (c == 2) return -INFINITY;
+  if (c > 1) return -erfcinv_small(2 - c); /* 2 - c is exact here */
+  if (c >= 0.5) return wf_erfinv(1 - c);   /* so is 1 - c */
+  return erfcinv_small(c);
+}
+
+/* float32: computed in double, rounded once (as Warp's CPU runtime does) */
+static float wf_erfinvf(float y) {
+  return (float)wf_erfinv(y);
+}
+static float wf_erfcinvf(float c) {
+  return (float)wf_erfcinv(c);
+}
+
+/* The symbols the JIT resolves: weft's helpers, then every function of
+** ir.h's math table (float64 and float32), then what LLVM's own lowering
+** may call (intrinsics become libm calls, memory intrinsics become
+** memcpy/memset). */
 static const wf_cpu_sym symbols[] = {
     {"wf_cpu_rt_oob", (void *)wf_cpu_rt_oob},
     {"wf_cpu_rt_trap", (void *)wf_cpu_rt_trap},
@@ -294,17 +359,21 @@ static const wf_cpu_sym symbols[] = {
     {"wf_cpu_rt_print", (void *)wf_cpu_rt_print},
     {"wf_cpu_rt_priv_begin", (void *)wf_cpu_rt_priv_begin},
     {"wf_cpu_rt_priv_end", (void *)wf_cpu_rt_priv_end},
-#define F1(name)                                                                                   \
-  {#name, (void *)(double (*)(double))name}, {#name "f", (void *)(float (*)(float))name##f},
-#define F2(name)                                                                                   \
-  {#name, (void *)(double (*)(double, double))name},                                               \
-      {#name "f", (void *)(float (*)(float, float))name##f},
-    F1(sin) F1(cos) F1(tan) F1(asin) F1(acos) F1(atan) F1(sinh) F1(cosh) F1(tanh) F1(exp) F1(exp2)
-        F1(log) F1(log2) F1(log10) F1(sqrt) F1(floor) F1(ceil) F1(round) F1(trunc) F1(rint)
-            F1(nearbyint) F1(fabs) F2(atan2) F2(pow) F2(fmod) F2(fmin) F2(fmax)
-#undef F1
-#undef F2
-                {"memcpy", (void *)memcpy},
+#define WF_SYM(X, e, s, na, fl, libm, llvm, cuda, fold)                                             \
+  {#libm, (void *)libm}, {#libm "f", (void *)libm##f},
+    WF_MATHDEF(WF_SYM, )
+#undef WF_SYM
+    {"fabs", (void *)fabs},
+    {"fabsf", (void *)fabsf},
+    {"nearbyint", (void *)nearbyint},
+    {"nearbyintf", (void *)nearbyintf},
+    {"fmod", (void *)fmod},
+    {"fmodf", (void *)fmodf},
+    {"fmin", (void *)fmin},
+    {"fminf", (void *)fminf},
+    {"fmax", (void *)fmax},
+    {"fmaxf", (void *)fmaxf},
+    {"memcpy", (void *)memcpy},
     {"memset", (void *)memset},
     {"memmove", (void *)memmove},
     {NULL, NULL},

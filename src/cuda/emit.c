@@ -272,57 +272,10 @@ static void emit_iconst(emitter *E, const wf_type *t, int64_t v) {
 }
 
 /* ---- instructions ------------------------------------------------------ */
+/* The CUDA function of an op (ir.h's cuda column), "f"-suffixed by the
+** caller for float32 unless it is one of the prelude's wf_ helpers. */
 static const char *math_name(wf_op op) {
-  switch (op) {
-  case WF_OP_SQRT:
-    return "sqrt";
-  case WF_OP_EXP:
-    return "exp";
-  case WF_OP_LOG:
-    return "log";
-  case WF_OP_SIN:
-    return "sin";
-  case WF_OP_COS:
-    return "cos";
-  case WF_OP_TAN:
-    return "tan";
-  case WF_OP_ASIN:
-    return "asin";
-  case WF_OP_ACOS:
-    return "acos";
-  case WF_OP_ATAN:
-    return "atan";
-  case WF_OP_SINH:
-    return "sinh";
-  case WF_OP_COSH:
-    return "cosh";
-  case WF_OP_TANH:
-    return "tanh";
-  case WF_OP_FLOOR:
-    return "floor";
-  case WF_OP_CEIL:
-    return "ceil";
-  case WF_OP_ROUND:
-    return "round";
-  case WF_OP_ATAN2:
-    return "atan2";
-  case WF_OP_POW:
-    return "pow";
-  case WF_OP_MIN:
-    return "wf_fmin";
-  case WF_OP_MAX:
-    return "wf_fmax";
-  case WF_OP_ABS:
-    return "fabs";
-  case WF_OP_MOD:
-    return "wf_fmod";
-  case WF_OP_FLOORDIV:
-    return "wf_ffloordiv";
-  case WF_OP_SIGN:
-    return "wf_fsign";
-  default:
-    return NULL;
-  }
+  return wf_opinfo_tab[op].cuda;
 }
 
 static const char *binop_sym(wf_op op) {
@@ -968,54 +921,14 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     else
       wf_sb_printf(b, "(%s)(-v%d);\n", ctype(E, t), a0);
     break;
-  case WF_OP_POW:
   case WF_OP_MIN:
   case WF_OP_MAX:
   case WF_OP_ABS:
-  case WF_OP_SIGN:
     if (t->kind == WF_T_INT) {
       decl(E, in->res[0]);
-      if (in->op == WF_OP_POW) wf_sb_printf(b, "wf_ipow(v%d, v%d);\n", a0, a1);
       if (in->op == WF_OP_MIN) wf_sb_printf(b, "v%d < v%d ? v%d : v%d;\n", a0, a1, a0, a1);
       if (in->op == WF_OP_MAX) wf_sb_printf(b, "v%d > v%d ? v%d : v%d;\n", a0, a1, a0, a1);
       if (in->op == WF_OP_ABS) wf_sb_printf(b, "wf_iabs(v%d);\n", a0);
-      if (in->op == WF_OP_SIGN)
-        wf_sb_printf(b, "(%s)(v%d < (%s)0 ? -1 : 1);\n", ctype(E, t), a0, ctype(E, t));
-      break;
-    }
-    emit_fmath(E, in);
-    break;
-  case WF_OP_SQRT:
-  case WF_OP_EXP:
-  case WF_OP_LOG:
-  case WF_OP_SIN:
-  case WF_OP_COS:
-  case WF_OP_TAN:
-  case WF_OP_ASIN:
-  case WF_OP_ACOS:
-  case WF_OP_ATAN:
-  case WF_OP_ATAN2:
-  case WF_OP_SINH:
-  case WF_OP_COSH:
-  case WF_OP_TANH:
-  case WF_OP_FLOOR:
-  case WF_OP_CEIL:
-  case WF_OP_ROUND:
-    if (t->kind == WF_T_INT && in->op >= WF_OP_FLOOR) { /* identity on integers */
-      decl(E, in->res[0]);
-      wf_sb_printf(b, "v%d;\n", a0);
-      break;
-    }
-    if (t->kind == WF_T_INT) { /* math on an integer: in double, converted back */
-      char x[64];
-      snprintf(x, sizeof x, "%s((double)v%d)", math_name(in->op), a0);
-      decl(E, in->res[0]);
-      cast_expr(E, t, wf_t_float(E->m->types, 64), x);
-      wf_sb_puts(b, ";\n");
-      break;
-    }
-    if (t->kind != WF_T_FLOAT) {
-      fail(E, in, "%s needs a number", wf_op_name(in->op));
       break;
     }
     emit_fmath(E, in);
@@ -1215,6 +1128,12 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     }
     break;
   default:
+    if (wf_opinfo_tab[in->op].ty == WF_TY_FLOAT && math_name(in->op)) {
+      /* the scalar float functions (WF_MATHDEF rows; the verifier keeps
+      ** their operands float) */
+      emit_fmath(E, in);
+      break;
+    }
     fail(E, in, "op %s is not supported by the CUDA backend", wf_op_name(in->op));
     break;
   }

@@ -360,6 +360,8 @@ void wf_front_register(lua_State *L, int t) {
   lua_setfield(L, t, "writes");
   lua_pushcfunction(L, l_front_setup);
   lua_setfield(L, t, "front_setup");
+  lua_pushcfunction(L, wf_bi_names);
+  lua_setfield(L, t, "builtin_ops");
   lua_pushboolean(L, 1); /* f:grad / f:replay are compiled (lua/weft/tape.lua) */
   lua_setfield(L, t, "front_custom_grad");
 }

@@ -78,31 +78,43 @@ static wf_val sign_of(wf_fstate *F, const wf_type *t, wf_val v) {
   return wf_b_op3(&F->b, WF_OP_SELECT, t, neg, wf_lo_const(F, t, -1), wf_lo_const(F, t, 1));
 }
 
-static int unary_math(wf_fstate *F, const char *name, wf_op op, int float_only, wf_expr *call,
-                      wf_rv *out) {
+/* A unary builtin of the op table (ir.h): componentwise on vectors; an
+** untyped literal argument is float (an integer one for WF_TY_NUM ops,
+** abs(-3)); the WF_OPF_INTID ops pass integers through (floor(i) = i). */
+static int unary_math(wf_fstate *F, const char *name, wf_op op, wf_expr *call, wf_rv *out) {
+  const wf_opinfo *oi = &wf_opinfo_tab[op];
   wf_rv a[1];
   getargs(F, name, call, 1, 1, a);
   const wf_type *t = wf_lo_isnum(&a[0]) ? t_f32(F) : NULL;
-  if (wf_lo_isnum(&a[0]) && (op == WF_OP_ABS || op == WF_OP_SIGN) && a[0].isint) t = t_i32(F);
+  if (wf_lo_isnum(&a[0]) && oi->ty == WF_TY_NUM && a[0].isint) t = t_i32(F);
   wf_val v = val(F, &a[0], t, call->args[0]);
   t = wf_vtype(F->fn, v);
   const wf_type *st = scalar_of(t);
   if (!st || st->kind == WF_T_BOOL || (t->kind == WF_T_STRUCT))
     ERR(call->args[0], "%s expects a number or a vector, got %s", name, TN(t));
-  if (op == WF_OP_SIGN) {
-    /* Warp's sign: -1 if x < 0, else 1 (also at 0), spelled with a select
-    ** so that folding and every backend agree */
-    out[0] = wf_lo_mkval(sign_of(F, t, v), t);
-    return 1;
-  }
   if (st->kind == WF_T_INT) {
-    if (op == WF_OP_FLOOR || op == WF_OP_CEIL || op == WF_OP_ROUND) {
+    if (oi->flags & WF_OPF_INTID) {
       out[0] = wf_lo_mkval(v, t);
       return 1;
     }
-    if (float_only) ERR(call->args[0], "%s expects a float argument, got %s", name, TN(t));
+    if (oi->ty == WF_TY_FLOAT) ERR(call->args[0], "%s expects a float argument, got %s", name, TN(t));
   }
   out[0] = wf_lo_mkval(wf_lo_cw1(F, op, t, v), t);
+  return 1;
+}
+
+/* Warp's sign: -1 if x < 0, else 1 (also at 0), spelled with a select so
+** that folding and every backend agree; an untyped integer gives int32. */
+static int sign_builtin(wf_fstate *F, wf_expr *call, wf_rv *out) {
+  wf_rv a[1];
+  getargs(F, "sign", call, 1, 1, a);
+  const wf_type *t = wf_lo_isnum(&a[0]) ? (a[0].isint ? t_i32(F) : t_f32(F)) : NULL;
+  wf_val v = val(F, &a[0], t, call->args[0]);
+  t = wf_vtype(F->fn, v);
+  const wf_type *st = scalar_of(t);
+  if (!st || st->kind == WF_T_BOOL || (t->kind == WF_T_STRUCT))
+    ERR(call->args[0], "sign expects a number or a vector, got %s", TN(t));
+  out[0] = wf_lo_mkval(sign_of(F, t, v), t);
   return 1;
 }
 
@@ -526,29 +538,35 @@ static int do_bit(wf_fstate *F, const char *name, wf_op op, int nargs, wf_expr *
 }
 
 /* ---- dispatch ---- */
-typedef struct un_entry {
-  const char *name;
-  wf_op op;
-  int float_only;
-} un_entry;
+/* The op of a builtin that is an op of the table (WF_OPF_BUILTIN, named
+** like the op), or -1. */
+static int table_op(const char *name) {
+  for (int op = 0; op < WF_OP__COUNT; op++)
+    if ((wf_op_flags(op) & WF_OPF_BUILTIN) && !strcmp(name, wf_opinfo_tab[op].name)) return op;
+  return -1;
+}
 
-static const un_entry unary_tab[] = {
-    {"sqrt", WF_OP_SQRT, 1}, {"sin", WF_OP_SIN, 1},     {"cos", WF_OP_COS, 1},
-    {"tan", WF_OP_TAN, 1},   {"asin", WF_OP_ASIN, 1},   {"acos", WF_OP_ACOS, 1},
-    {"atan", WF_OP_ATAN, 1}, {"exp", WF_OP_EXP, 1},     {"log", WF_OP_LOG, 1},
-    {"tanh", WF_OP_TANH, 1}, {"sinh", WF_OP_SINH, 1},   {"cosh", WF_OP_COSH, 1},
-    {"floor", WF_OP_FLOOR, 0}, {"ceil", WF_OP_CEIL, 0}, {"round", WF_OP_ROUND, 0},
-    {"abs", WF_OP_ABS, 0},   {"sign", WF_OP_SIGN, 0},   {NULL, 0, 0}};
+/* core.builtin_ops(): the names of the table's builtins, so the Lua layer
+** registers each one (lua/weft/builtins.lua). */
+int wf_bi_names(lua_State *L) {
+  lua_newtable(L);
+  int n = 0;
+  for (int op = 0; op < WF_OP__COUNT; op++)
+    if (wf_op_flags(op) & WF_OPF_BUILTIN) {
+      lua_pushstring(L, wf_opinfo_tab[op].name);
+      lua_rawseti(L, -2, ++n);
+    }
+  return 1;
+}
 
 int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *out) {
   wf_types *T = F->C->T;
-  for (const un_entry *u = unary_tab; u->name; u++)
-    if (!strcmp(name, u->name)) return unary_math(F, name, u->op, u->float_only, call, out);
-  if (!strcmp(name, "min")) return binary_math(F, name, WF_OP_MIN, 0, call, out);
-  if (!strcmp(name, "max")) return binary_math(F, name, WF_OP_MAX, 0, call, out);
-  if (!strcmp(name, "atan2")) return binary_math(F, name, WF_OP_ATAN2, 1, call, out);
-  if (!strcmp(name, "pow")) return binary_math(F, name, WF_OP_POW, 1, call, out);
-  if (!strcmp(name, "floordiv")) return binary_math(F, name, WF_OP_FLOORDIV, 0, call, out);
+  int op = table_op(name);
+  if (op >= 0) {
+    if (wf_opinfo_tab[op].nargs == 1) return unary_math(F, name, (wf_op)op, call, out);
+    return binary_math(F, name, (wf_op)op, wf_opinfo_tab[op].ty == WF_TY_FLOAT, call, out);
+  }
+  if (!strcmp(name, "sign")) return sign_builtin(F, call, out);
   if (!strcmp(name, "print")) return do_print(F, call);
   if (!strcmp(name, "tid")) {
     wf_rv a[1];

@@ -158,6 +158,8 @@ WF_INTERNAL wf_val wf_lo_index_key(wf_fstate *F, wf_rv k, wf_expr *at);
 /* ---- builtins.c ---- */
 /* Lower a call to builtin `name`; returns the number of results in out. */
 WF_INTERNAL int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *out);
+/* core.builtin_ops: the names of the op table's builtins (a Lua table). */
+WF_INTERNAL int wf_bi_names(lua_State *L);
 /* Construct or cast with a type used as a function: T(args...). */
 WF_INTERNAL int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out);
 

@@ -14,6 +14,7 @@
 ** Requests bigger than a quarter of the default chunk get a chunk of their
 ** own (linked behind the head, so the head's free space is not wasted).
 */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdalign.h>
@@ -23,7 +24,8 @@
 
 /* ---- the op table ---- */
 const wf_opinfo wf_opinfo_tab[WF_OP__COUNT] = {
-#define WF_OPINFO(e, s, na, nr, fl) {s, na, nr, fl},
+#define WF_OPINFO(e, s, na, nr, fl, ty, libm, llvm, cuda, fold)                                    \
+  {s, na, nr, fl, ty, sizeof(#libm) > 1 ? #libm : NULL, llvm, cuda, fold},
     WF_IRDEF(WF_OPINFO)
 #undef WF_OPINFO
 };
@@ -31,7 +33,8 @@ const wf_opinfo wf_opinfo_tab[WF_OP__COUNT] = {
 /* Flags as compile-time constants, so the op-order invariants that passes,
 ** autodiff and backends rely on (ranges tested with <=) are checked here. */
 enum {
-#define WF_OPFL(e, s, na, nr, fl) WF_OPFL_##e = (fl), WF_OPNA_##e = (na), WF_OPNR_##e = (nr),
+#define WF_OPFL(e, s, na, nr, fl, ty, libm, llvm, cuda, fold)                                      \
+  WF_OPFL_##e = (fl), WF_OPNA_##e = (na), WF_OPNR_##e = (nr), WF_OPTY_##e = (ty),
   WF_IRDEF(WF_OPFL)
 #undef WF_OPFL
 };
@@ -59,6 +62,12 @@ _Static_assert(WF_OPNR_RANDF == 2 && WF_OPNR_RANDI == 2, "RANDF/RANDI: value, ne
 _Static_assert(WF_OPNR_CALL == -1 && WF_OPNA_CALL == -1, "CALL is variadic");
 _Static_assert((WF_OPFL_CALL & WF_OPF_PURE) == 0, "CALL is never removed as pure");
 _Static_assert(WF_OP__COUNT < 128, "ops fit in a byte");
+/* The scalar float functions (WF_MATHDEF) are unary or binary: the
+** emitters pass one or two operands to their libm or CUDA function. */
+#define WF_MATH_ARITY(X, e, s, na, fl, libm, llvm, cuda, fold)                                     \
+  _Static_assert(WF_OPNA_##e == 1 || WF_OPNA_##e == 2, #e ": one or two operands");
+WF_MATHDEF(WF_MATH_ARITY, )
+#undef WF_MATH_ARITY
 
 /* ---- module and functions ---- */
 wf_module *wf_module_new(wf_types *T) {

@@ -118,106 +118,159 @@ WF_IR_INTERNAL void wf_t_print(const wf_type *t, FILE *f);
 WF_IR_INTERNAL int wf_t_snprint(const wf_type *t, char *buf, size_t n);
 
 /* ======================================================================
-** opcodes: the one table. Columns:
-**   name, text name, operands (-1 = variadic), results (-1 = variadic),
-**   flags (WF_OPF_*).
-** Expanded into the enum, the name table and the property table (ir.c).
-** Derivative rules live beside each op in src/ad; a static check there
-** fails the build when a WF_OPF_DIFF op has no rule.
+** opcodes: the one table. Every fact a consumer needs about an op is a
+** column of its row; the enum, the verifier's type rules, the folder,
+** both emitters, the JIT's symbol table, the front end's builtin lookup
+** and autodiff's completeness check all expand from it.
+**
+** Expanded rows have ten columns (WF_IRDEF(_) calls _ with them):
+**   e     enum name (WF_OP_e)
+**   s     text name in the IR; for WF_OPF_BUILTIN ops also the kernel
+**         builtin's name (weft.s)
+**   na nr operands and results (-1 = variadic)
+**   fl    flags (WF_OPF_*)
+**   ty    operand/result type rule (wf_tyrule), checked by verify.c
+**   libm  C math function for float64 (+ "f": float32); empty if none
+**   llvm  LLVM intrinsic the CPU backend calls instead of libm, or NULL
+**   cuda  CUDA math function for float64 (+ "f": float32), or NULL
+**   fold  double (*)(double) computing the op exactly (correctly
+**         rounded, so folding never changes a result), or 0
+** Two kinds of rows: P(...) for ops with their own semantics, and
+** M(...) in WF_MATHDEF for scalar float functions (one operand type,
+** float result, pure, callable as a builtin).
+** Derivative rules live in src/ad/rules.c; a static check there fails the
+** build when a WF_OPF_DIFF op has no rule.
 ** ====================================================================== */
-#define WF_OPF_PURE 1   /* no side effects: CSE and DCE may touch it */
-#define WF_OPF_DIFF 2   /* differentiable (float operands) */
-#define WF_OPF_TERM 4   /* block terminator */
-#define WF_OPF_REGION 8 /* owns blocks */
-#define WF_OPF_MEM 16   /* reads or writes memory */
-#define WF_OPF_CMP 32   /* comparison: result bool */
+#define WF_OPF_PURE 1      /* no side effects: CSE and DCE may touch it */
+#define WF_OPF_DIFF 2      /* differentiable (float operands) */
+#define WF_OPF_TERM 4      /* block terminator */
+#define WF_OPF_REGION 8    /* owns blocks */
+#define WF_OPF_MEM 16      /* reads or writes memory */
+#define WF_OPF_CMP 32      /* comparison: result bool */
+#define WF_OPF_BUILTIN 64  /* a kernel builtin named like the op (weft.sqrt) */
+#define WF_OPF_INTID 128   /* the builtin is the identity on integers (floor) */
 
+/* Operand and result type rules (the ty column). */
+typedef enum wf_tyrule {
+  WF_TY_OWN,   /* checked by the op's own case in verify.c */
+  WF_TY_NUM,   /* operands and result: one int or float type */
+  WF_TY_FLOAT, /* operands and result: one float type */
+  WF_TY_CMP,   /* operands: one scalar type; result bool */
+  WF_TY_BOOL,  /* operands and result: bool */
+  WF_TY_BITS   /* operands and result: one bool or int type */
+} wf_tyrule;
+
+/* Scalar float functions: M(X, e, s, na, fl, libm, llvm, cuda, fold).
+** Adding one (erf) takes this row, its derivative rule in src/ad/rules.c
+** and, if wanted, a host-side fallback in lua/weft/builtins.lua. */
 /* clang-format off */
-#define WF_IRDEF(_) \
+#define WF_MATHDEF(M, X) \
+  M(X, SQRT,    "sqrt",    1, WF_OPF_DIFF, sqrt,  "llvm.sqrt",  "sqrt",  sqrt) \
+  M(X, CBRT,    "cbrt",    1, WF_OPF_DIFF, cbrt,  NULL,         "cbrt",  0) \
+  M(X, EXP,     "exp",     1, WF_OPF_DIFF, exp,   "llvm.exp",   "exp",   0) \
+  M(X, EXP2,    "exp2",    1, WF_OPF_DIFF, exp2,  "llvm.exp2",  "exp2",  0) \
+  M(X, EXPM1,   "expm1",   1, WF_OPF_DIFF, expm1, NULL,         "expm1", 0) \
+  M(X, LOG,     "log",     1, WF_OPF_DIFF, log,   "llvm.log",   "log",   0) \
+  M(X, LOG2,    "log2",    1, WF_OPF_DIFF, log2,  "llvm.log2",  "log2",  0) \
+  M(X, LOG10,   "log10",   1, WF_OPF_DIFF, log10, "llvm.log10", "log10", 0) \
+  M(X, LOG1P,   "log1p",   1, WF_OPF_DIFF, log1p, NULL,         "log1p", 0) \
+  M(X, POW,     "pow",     2, WF_OPF_DIFF, pow,   "llvm.pow",   "pow",   0) \
+  M(X, SIN,     "sin",     1, WF_OPF_DIFF, sin,   "llvm.sin",   "sin",   0) \
+  M(X, COS,     "cos",     1, WF_OPF_DIFF, cos,   "llvm.cos",   "cos",   0) \
+  M(X, TAN,     "tan",     1, WF_OPF_DIFF, tan,   NULL,         "tan",   0) \
+  M(X, ASIN,    "asin",    1, WF_OPF_DIFF, asin,  NULL,         "asin",  0) \
+  M(X, ACOS,    "acos",    1, WF_OPF_DIFF, acos,  NULL,         "acos",  0) \
+  M(X, ATAN,    "atan",    1, WF_OPF_DIFF, atan,  NULL,         "atan",  0) \
+  M(X, ATAN2,   "atan2",   2, WF_OPF_DIFF, atan2, NULL,         "atan2", 0) /* y, x */ \
+  M(X, SINH,    "sinh",    1, WF_OPF_DIFF, sinh,  NULL,         "sinh",  0) \
+  M(X, COSH,    "cosh",    1, WF_OPF_DIFF, cosh,  NULL,         "cosh",  0) \
+  M(X, TANH,    "tanh",    1, WF_OPF_DIFF, tanh,  NULL,         "tanh",  0) \
+  M(X, ERF,     "erf",     1, WF_OPF_DIFF, erf,   NULL,         "erf",   0) \
+  M(X, ERFC,    "erfc",    1, WF_OPF_DIFF, erfc,  NULL,         "erfc",  0) \
+  M(X, ERFINV,  "erfinv",  1, WF_OPF_DIFF, wf_erfinv,  NULL,    "erfinv",  0) /* cpu/rtlib.c */ \
+  M(X, ERFCINV, "erfcinv", 1, WF_OPF_DIFF, wf_erfcinv, NULL,    "erfcinv", 0) \
+  M(X, FLOOR,   "floor",   1, WF_OPF_DIFF|WF_OPF_INTID, floor, "llvm.floor", "floor", floor) \
+  M(X, CEIL,    "ceil",    1, WF_OPF_DIFF|WF_OPF_INTID, ceil,  "llvm.ceil",  "ceil",  ceil) \
+  M(X, ROUND,   "round",   1, WF_OPF_DIFF|WF_OPF_INTID, round, "llvm.round", "round", round) /* half away from zero */ \
+  M(X, TRUNC,   "trunc",   1, WF_OPF_DIFF|WF_OPF_INTID, trunc, "llvm.trunc", "trunc", trunc) \
+  M(X, RINT,    "rint",    1, WF_OPF_DIFF|WF_OPF_INTID, rint,  "llvm.rint",  "rint",  rint) /* half to even */
+
+#define WF_IRDEF(_) WF_IRDEF_HEAD(WF_OP_P_, _) WF_MATHDEF(WF_OP_M_, _) WF_IRDEF_TAIL(WF_OP_P_, _)
+#define WF_OP_P_(_, e, s, na, nr, fl, ty, cuda) _(e, s, na, nr, fl, ty, , NULL, cuda, 0)
+#define WF_OP_M_(_, e, s, na, fl, libm, llvm, cuda, fold) \
+  _(e, s, na, 1, WF_OPF_PURE|WF_OPF_BUILTIN|(fl), WF_TY_FLOAT, libm, llvm, cuda, fold)
+
+/* P(X, e, s, na, nr, fl, ty, cuda) */
+#define WF_IRDEF_HEAD(P, X) \
   /* constants and parameters */ \
-  _(CONST,    "const",    0, 1, WF_OPF_PURE)            /* imm/fimm by type */ \
-  _(PARAM,    "param",    0, 1, WF_OPF_PURE)            /* imm = index; only in printing */ \
-  _(UNDEF,    "undef",    0, 1, WF_OPF_PURE)            /* zero of its type */ \
+  P(X, CONST,    "const",    0, 1, WF_OPF_PURE, WF_TY_OWN, NULL)  /* imm/fimm by type */ \
+  P(X, PARAM,    "param",    0, 1, WF_OPF_PURE, WF_TY_OWN, NULL)  /* imm = index; only in printing */ \
+  P(X, UNDEF,    "undef",    0, 1, WF_OPF_PURE, WF_TY_OWN, NULL)  /* zero of its type */ \
   /* arithmetic on scalars of one type */ \
-  _(ADD,      "add",      2, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(SUB,      "sub",      2, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(MUL,      "mul",      2, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(DIV,      "div",      2, 1, WF_OPF_PURE|WF_OPF_DIFF) /* ints: trunc toward 0 */ \
-  _(MOD,      "mod",      2, 1, WF_OPF_PURE|WF_OPF_DIFF) /* Lua %: sign of divisor */ \
-  _(FLOORDIV, "floordiv", 2, 1, WF_OPF_PURE)           \
-  _(NEG,      "neg",      1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(POW,      "pow",      2, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(MIN,      "min",      2, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(MAX,      "max",      2, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(ABS,      "abs",      1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(SIGN,     "sign",     1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(SQRT,     "sqrt",     1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(EXP,      "exp",      1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(LOG,      "log",      1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(SIN,      "sin",      1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(COS,      "cos",      1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(TAN,      "tan",      1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(ASIN,     "asin",     1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(ACOS,     "acos",     1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(ATAN,     "atan",     1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(ATAN2,    "atan2",    2, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(SINH,     "sinh",     1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(COSH,     "cosh",     1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(TANH,     "tanh",     1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(FLOOR,    "floor",    1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(CEIL,     "ceil",     1, 1, WF_OPF_PURE|WF_OPF_DIFF) \
-  _(ROUND,    "round",    1, 1, WF_OPF_PURE|WF_OPF_DIFF) /* half away from zero */ \
+  P(X, ADD,      "add",      2, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_NUM, NULL) \
+  P(X, SUB,      "sub",      2, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_NUM, NULL) \
+  P(X, MUL,      "mul",      2, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_NUM, NULL) \
+  P(X, DIV,      "div",      2, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_NUM, NULL) /* ints: trunc toward 0 */ \
+  P(X, MOD,      "mod",      2, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_NUM, "wf_fmod") /* Lua %: sign of divisor */ \
+  P(X, FLOORDIV, "floordiv", 2, 1, WF_OPF_PURE|WF_OPF_BUILTIN, WF_TY_NUM, "wf_ffloordiv") \
+  P(X, NEG,      "neg",      1, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_NUM, NULL) \
+  P(X, MIN,      "min",      2, 1, WF_OPF_PURE|WF_OPF_DIFF|WF_OPF_BUILTIN, WF_TY_NUM, "wf_fmin") \
+  P(X, MAX,      "max",      2, 1, WF_OPF_PURE|WF_OPF_DIFF|WF_OPF_BUILTIN, WF_TY_NUM, "wf_fmax") \
+  P(X, ABS,      "abs",      1, 1, WF_OPF_PURE|WF_OPF_DIFF|WF_OPF_BUILTIN, WF_TY_NUM, "fabs")
+  /* then the scalar float functions (WF_MATHDEF) */
+
+#define WF_IRDEF_TAIL(P, X) \
   /* comparisons: operands of one scalar type, result bool */ \
-  _(EQ,       "eq",       2, 1, WF_OPF_PURE|WF_OPF_CMP) \
-  _(NE,       "ne",       2, 1, WF_OPF_PURE|WF_OPF_CMP) \
-  _(LT,       "lt",       2, 1, WF_OPF_PURE|WF_OPF_CMP) \
-  _(LE,       "le",       2, 1, WF_OPF_PURE|WF_OPF_CMP) \
-  _(GT,       "gt",       2, 1, WF_OPF_PURE|WF_OPF_CMP) \
-  _(GE,       "ge",       2, 1, WF_OPF_PURE|WF_OPF_CMP) \
+  P(X, EQ,       "eq",       2, 1, WF_OPF_PURE|WF_OPF_CMP, WF_TY_CMP, NULL) \
+  P(X, NE,       "ne",       2, 1, WF_OPF_PURE|WF_OPF_CMP, WF_TY_CMP, NULL) \
+  P(X, LT,       "lt",       2, 1, WF_OPF_PURE|WF_OPF_CMP, WF_TY_CMP, NULL) \
+  P(X, LE,       "le",       2, 1, WF_OPF_PURE|WF_OPF_CMP, WF_TY_CMP, NULL) \
+  P(X, GT,       "gt",       2, 1, WF_OPF_PURE|WF_OPF_CMP, WF_TY_CMP, NULL) \
+  P(X, GE,       "ge",       2, 1, WF_OPF_PURE|WF_OPF_CMP, WF_TY_CMP, NULL) \
   /* logic and bits: bool or integer operands */ \
-  _(NOT,      "not",      1, 1, WF_OPF_PURE)            /* bool */ \
-  _(BAND,     "band",     2, 1, WF_OPF_PURE)            /* bool and int */ \
-  _(BOR,      "bor",      2, 1, WF_OPF_PURE)            \
-  _(BXOR,     "bxor",     2, 1, WF_OPF_PURE)            \
-  _(BNOT,     "bnot",     1, 1, WF_OPF_PURE)            \
-  _(SHL,      "shl",      2, 1, WF_OPF_PURE)            \
-  _(SHR,      "shr",      2, 1, WF_OPF_PURE)            /* logical for unsigned, arithmetic for signed */ \
-  _(SELECT,   "select",   3, 1, WF_OPF_PURE|WF_OPF_DIFF) /* cond, a, b (any type) */ \
-  _(CAST,     "cast",     1, 1, WF_OPF_PURE|WF_OPF_DIFF) /* scalar conversion to the result type */ \
+  P(X, NOT,      "not",      1, 1, WF_OPF_PURE, WF_TY_BOOL, NULL) \
+  P(X, BAND,     "band",     2, 1, WF_OPF_PURE, WF_TY_BITS, NULL) \
+  P(X, BOR,      "bor",      2, 1, WF_OPF_PURE, WF_TY_BITS, NULL) \
+  P(X, BXOR,     "bxor",     2, 1, WF_OPF_PURE, WF_TY_BITS, NULL) \
+  P(X, BNOT,     "bnot",     1, 1, WF_OPF_PURE, WF_TY_BITS, NULL) \
+  P(X, SHL,      "shl",      2, 1, WF_OPF_PURE, WF_TY_OWN, NULL) \
+  P(X, SHR,      "shr",      2, 1, WF_OPF_PURE, WF_TY_OWN, NULL) /* logical for unsigned, arithmetic for signed */ \
+  P(X, SELECT,   "select",   3, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_OWN, NULL) /* cond, a, b (any type) */ \
+  P(X, CAST,     "cast",     1, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_OWN, NULL) /* scalar conversion to the result type */ \
   /* aggregates */ \
-  _(AGG,      "agg",     -1, 1, WF_OPF_PURE|WF_OPF_DIFF) /* build from wf_t_arity components */ \
-  _(EXTRACT,  "extract",  1, 1, WF_OPF_PURE|WF_OPF_DIFF) /* imm = component index */ \
-  _(INSERT,   "insert",   2, 1, WF_OPF_PURE|WF_OPF_DIFF) /* agg, value; imm = index */ \
+  P(X, AGG,      "agg",     -1, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_OWN, NULL) /* build from wf_t_arity components */ \
+  P(X, EXTRACT,  "extract",  1, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_OWN, NULL) /* imm = component index */ \
+  P(X, INSERT,   "insert",   2, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_OWN, NULL) /* agg, value; imm = index */ \
   /* arrays: args = array, ndim int indices (i32 or i64) [, value] */ \
-  _(SHAPE,    "shape",    1, 1, WF_OPF_PURE)            /* imm = dim; result i32 */ \
-  _(VIEW,     "view",     2, 1, WF_OPF_PURE)            /* array, index: peel dim 0 */ \
-  _(LOAD,     "load",    -1, 1, WF_OPF_MEM|WF_OPF_DIFF) \
-  _(STORE,    "store",   -1, 0, WF_OPF_MEM|WF_OPF_DIFF) \
-  _(ATOMIC_ADD, "atomic_add", -1, 1, WF_OPF_MEM|WF_OPF_DIFF) /* returns old value */ \
-  _(ATOMIC_MIN, "atomic_min", -1, 1, WF_OPF_MEM|WF_OPF_DIFF) \
-  _(ATOMIC_MAX, "atomic_max", -1, 1, WF_OPF_MEM|WF_OPF_DIFF) \
+  P(X, SHAPE,    "shape",    1, 1, WF_OPF_PURE, WF_TY_OWN, NULL) /* imm = dim; result i32 */ \
+  P(X, VIEW,     "view",     2, 1, WF_OPF_PURE, WF_TY_OWN, NULL) /* array, index: peel dim 0 */ \
+  P(X, LOAD,     "load",    -1, 1, WF_OPF_MEM|WF_OPF_DIFF, WF_TY_OWN, NULL) \
+  P(X, STORE,    "store",   -1, 0, WF_OPF_MEM|WF_OPF_DIFF, WF_TY_OWN, NULL) \
+  P(X, ATOMIC_ADD, "atomic_add", -1, 1, WF_OPF_MEM|WF_OPF_DIFF, WF_TY_OWN, NULL) /* returns old value */ \
+  P(X, ATOMIC_MIN, "atomic_min", -1, 1, WF_OPF_MEM|WF_OPF_DIFF, WF_TY_OWN, NULL) \
+  P(X, ATOMIC_MAX, "atomic_max", -1, 1, WF_OPF_MEM|WF_OPF_DIFF, WF_TY_OWN, NULL) \
   /* threads, randomness, printing */ \
-  _(TID,      "tid",      0, 1, WF_OPF_PURE)            /* imm = dimension; result i32 */ \
-  _(RNG_INIT, "rng_init", 2, 1, WF_OPF_PURE)            /* seed, offset (i32) -> rng */ \
-  _(RANDF,    "randf",    1, 2, WF_OPF_PURE)            /* rng -> f32 in [0,1), next rng */ \
-  _(RANDI,    "randi",    1, 2, WF_OPF_PURE)            /* rng -> i32, next rng */ \
-  _(PRINT,    "print",   -1, 0, WF_OPF_MEM)             /* str = format, args scalars */ \
-  _(TRAP,     "trap",     0, 0, WF_OPF_MEM)             /* str = message; imm 1 ("trap ... debug"): only debug builds run it */ \
-  _(CHECK,    "check",   -1, 0, WF_OPF_MEM)             /* array, first[, last]: a hoisted bounds check (pass_bounds.c) */ \
+  P(X, TID,      "tid",      0, 1, WF_OPF_PURE, WF_TY_OWN, NULL) /* imm = dimension; result i32 */ \
+  P(X, RNG_INIT, "rng_init", 2, 1, WF_OPF_PURE, WF_TY_OWN, NULL) /* seed, offset (i32) -> rng */ \
+  P(X, RANDF,    "randf",    1, 2, WF_OPF_PURE, WF_TY_OWN, NULL) /* rng -> f32 in [0,1), next rng */ \
+  P(X, RANDI,    "randi",    1, 2, WF_OPF_PURE, WF_TY_OWN, NULL) /* rng -> i32, next rng */ \
+  P(X, PRINT,    "print",   -1, 0, WF_OPF_MEM, WF_TY_OWN, NULL) /* str = format, args scalars */ \
+  P(X, TRAP,     "trap",     0, 0, WF_OPF_MEM, WF_TY_OWN, NULL) /* str = message; imm 1 ("trap ... debug"): only debug builds run it */ \
+  P(X, CHECK,    "check",   -1, 0, WF_OPF_MEM, WF_TY_OWN, NULL) /* array, first[, last]: a hoisted bounds check (pass_bounds.c) */ \
   /* calls (removed by the inline pass before the backends run) */ \
-  _(CALL,     "call",    -1, -1, 0)                     /* imm = callee index in module */ \
+  P(X, CALL,     "call",    -1, -1, 0, WF_TY_OWN, NULL)            /* imm = callee index in module */ \
   /* structured control flow */ \
-  _(IF,       "if",       1, -1, WF_OPF_REGION)         /* cond; blocks then, else */ \
-  _(FOR,      "for",     -1, -1, WF_OPF_REGION)         /* lo, hi, step, inits...; blocks body */ \
-  _(WHILE,    "while",   -1, -1, WF_OPF_REGION)         /* inits...; blocks before, after */ \
+  P(X, IF,       "if",       1, -1, WF_OPF_REGION, WF_TY_OWN, NULL) /* cond; blocks then, else */ \
+  P(X, FOR,      "for",     -1, -1, WF_OPF_REGION, WF_TY_OWN, NULL) /* lo, hi, step, inits...; blocks body */ \
+  P(X, WHILE,    "while",   -1, -1, WF_OPF_REGION, WF_TY_OWN, NULL) /* inits...; blocks before, after */ \
   /* terminators */ \
-  _(YIELD,    "yield",   -1, 0, WF_OPF_TERM)            \
-  _(COND,     "condition", -1, 0, WF_OPF_TERM)          /* cond, values... */ \
-  _(RET,      "ret",     -1, 0, WF_OPF_TERM)
+  P(X, YIELD,    "yield",   -1, 0, WF_OPF_TERM, WF_TY_OWN, NULL) \
+  P(X, COND,     "condition", -1, 0, WF_OPF_TERM, WF_TY_OWN, NULL) /* cond, values... */ \
+  P(X, RET,      "ret",     -1, 0, WF_OPF_TERM, WF_TY_OWN, NULL)
 /* clang-format on */
 
 typedef enum wf_op {
-#define WF_OPENUM(e, s, na, nr, fl) WF_OP_##e,
+#define WF_OPENUM(e, s, na, nr, fl, ty, libm, llvm, cuda, fold) WF_OP_##e,
   WF_IRDEF(WF_OPENUM)
 #undef WF_OPENUM
       WF_OP__COUNT
@@ -227,6 +280,11 @@ typedef struct wf_opinfo {
   const char *name;
   int8_t nargs, nres; /* -1: variadic */
   uint16_t flags;
+  uint8_t ty;         /* wf_tyrule */
+  const char *libm;   /* float64 name ("erf"; float32 adds "f"), or NULL */
+  const char *llvm;   /* LLVM intrinsic ("llvm.sqrt"), or NULL */
+  const char *cuda;   /* CUDA function (float32 adds "f" unless "wf_..."), or NULL */
+  double (*fold)(double); /* exact evaluation for constant folding, or NULL */
 } wf_opinfo;
 WF_IR_INTERNAL extern const wf_opinfo wf_opinfo_tab[WF_OP__COUNT];
 /* Name of an op; "?" for a value outside the table (a corrupt instruction
@@ -235,6 +293,12 @@ static inline const char *wf_op_name(int op) {
   return (op >= 0 && op < WF_OP__COUNT) ? wf_opinfo_tab[op].name : "?";
 }
 #define wf_op_flags(op) (wf_opinfo_tab[(op)].flags)
+/* Arithmetic on scalars of one type (the NUM and FLOAT type rules): the
+** ops whose integer instances carry no derivative. */
+static inline int wf_op_is_arith(int op) {
+  int ty = wf_opinfo_tab[op].ty;
+  return ty == WF_TY_NUM || ty == WF_TY_FLOAT;
+}
 
 /* ======================================================================
 ** values, instructions, blocks, functions, modules

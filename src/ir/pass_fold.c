@@ -4,9 +4,10 @@
 ** Folded:
 **  - scalar ops whose operands are all constants: integer arithmetic with
 **    wrap-around at the type's width (division by zero, INT_MIN / -1 and
-**    out-of-range shifts are left to run time), float + - * / sqrt neg abs
-**    floor ceil round min max sign and comparisons (computed in double and
-**    rounded once to f32, which is exact for these ops), bool logic, casts
+**    out-of-range shifts are left to run time), float + - * / neg abs min
+**    max, the functions with a fold column in ir.h (sqrt floor ceil round
+**    trunc rint) and comparisons (computed in double and rounded once to
+**    f32, which is exact for these ops), bool logic, casts
 **    between ints and floats (not to bool; float -> int truncates and
 **    saturates, NaN -> 0, as both backends convert at run time);
 **    transcendental functions are left alone (libm results differ by target).
@@ -163,7 +164,6 @@ static int eval_int(wf_op op, const wf_type *t, int64_t a, int64_t b, int64_t *o
     if (sg && a == minv) return 0;
     *out = sg && a < 0 ? -a : a;
     return 1;
-  case WF_OP_SIGN: *out = (sg && a < 0) ? -1 : 1; return 1; /* Warp: sign(0) = 1 */
   case WF_OP_NOT: *out = !a; return 1;
   case WF_OP_BAND: *out = a & b; return 1;
   case WF_OP_BOR: *out = a | b; return 1;
@@ -190,20 +190,16 @@ static int eval_float(wf_op op, const wf_type *t, double a, double b, double *ou
   case WF_OP_DIV: r = a / b; break;
   case WF_OP_NEG: r = -a; break;
   case WF_OP_ABS: r = fabs(a); break;
-  case WF_OP_SQRT: r = sqrt(a); break;
-  case WF_OP_FLOOR: r = floor(a); break;
-  case WF_OP_CEIL: r = ceil(a); break;
-  case WF_OP_ROUND: r = round(a); break;
-  case WF_OP_SIGN:
-    if (isnan(a)) return 0;
-    r = a < 0 ? -1.0 : 1.0; /* Warp: sign(0) = 1, as the backends do */
-    break;
   case WF_OP_MIN:
   case WF_OP_MAX:
     if (isnan(a) || isnan(b) || (a == 0 && b == 0)) return 0; /* target-defined */
     r = op == WF_OP_MIN ? (a < b ? a : b) : (a > b ? a : b);
     break;
-  default: return 0;
+  default:
+    /* a scalar float function computed exactly (its fold column) */
+    if (!wf_opinfo_tab[op].fold || wf_opinfo_tab[op].nargs != 1) return 0;
+    r = wf_opinfo_tab[op].fold(a);
+    break;
   }
   *out = fround(t, r);
   return 1;

@@ -240,30 +240,26 @@ static int check_op(vstate *V, wf_inst *in) {
   char a[128];
   wf_types *T = V->m->types;
   const wf_type *rt = in->nres ? ty(V, in->res[0]) : NULL;
+  switch ((wf_tyrule)wf_opinfo_tab[in->op].ty) {
+  case WF_TY_NUM: return same_as_result(V, in, is_num, "a number");
+  case WF_TY_FLOAT: return same_as_result(V, in, wf_t_is_float, "a float");
+  case WF_TY_BOOL: return same_as_result(V, in, is_bool, "bool");
+  case WF_TY_BITS: return same_as_result(V, in, is_bool_or_int, "bool or an integer");
+  case WF_TY_CMP: {
+    const wf_type *ot = ty(V, in->args[0]);
+    if (!wf_t_is_scalar(ot)) return fail(V, in, "compares values of type %s", tn(ot, a));
+    if (!arg_is(V, in, 1, ot)) return 0;
+    return res_is(V, in, 0, wf_t_bool(T));
+  }
+  case WF_TY_OWN: break;
+  }
+  /* the ops whose rule is their own (WF_TY_OWN) */
   switch (in->op) {
   case WF_OP_CONST:
     if (!wf_t_is_scalar(rt)) return fail(V, in, "constant of non-scalar type %s", tn(rt, a));
     return 1;
   case WF_OP_PARAM:
   case WF_OP_UNDEF: return 1;
-  case WF_OP_ADD: case WF_OP_SUB: case WF_OP_MUL: case WF_OP_DIV: case WF_OP_MOD:
-  case WF_OP_FLOORDIV: case WF_OP_NEG: case WF_OP_POW: case WF_OP_MIN: case WF_OP_MAX:
-  case WF_OP_ABS: case WF_OP_SIGN:
-    return same_as_result(V, in, is_num, "a number");
-  case WF_OP_SQRT: case WF_OP_EXP: case WF_OP_LOG: case WF_OP_SIN: case WF_OP_COS:
-  case WF_OP_TAN: case WF_OP_ASIN: case WF_OP_ACOS: case WF_OP_ATAN: case WF_OP_ATAN2:
-  case WF_OP_SINH: case WF_OP_COSH: case WF_OP_TANH: case WF_OP_FLOOR: case WF_OP_CEIL:
-  case WF_OP_ROUND:
-    return same_as_result(V, in, wf_t_is_float, "a float");
-  case WF_OP_EQ: case WF_OP_NE: case WF_OP_LT: case WF_OP_LE: case WF_OP_GT: case WF_OP_GE: {
-    const wf_type *ot = ty(V, in->args[0]);
-    if (!wf_t_is_scalar(ot)) return fail(V, in, "compares values of type %s", tn(ot, a));
-    if (!arg_is(V, in, 1, ot)) return 0;
-    return res_is(V, in, 0, wf_t_bool(T));
-  }
-  case WF_OP_NOT: return same_as_result(V, in, is_bool, "bool");
-  case WF_OP_BAND: case WF_OP_BOR: case WF_OP_BXOR: case WF_OP_BNOT:
-    return same_as_result(V, in, is_bool_or_int, "bool or an integer");
   case WF_OP_SHL: case WF_OP_SHR:
     if (!wf_t_is_int(rt)) return fail(V, in, "result type %s is not an integer", tn(rt, a));
     if (!arg_is(V, in, 0, rt)) return 0;
@@ -359,7 +355,7 @@ static int check_op(vstate *V, wf_inst *in) {
   case WF_OP_IF: return check_if(V, in);
   case WF_OP_FOR: return check_for(V, in);
   case WF_OP_WHILE: return check_while(V, in);
-  default: return 1;
+  default: return fail(V, in, "has no type rule (ty column of WF_IRDEF, or a case here)");
   }
 }
 
