@@ -259,9 +259,10 @@ return function(weft, P)
   -- (a hook like the tape's), so local copies of weft.launch record too.
   -- g.launches (cpu graphs): the recorded launches { k, dim, inputs, opts }.
   local capturing = nil -- device index being captured (-1: the cpu)
-  -- CUDA captures: the kernels launched ({ k, ker = load_kernel's record }),
-  -- kept by the graph; a replay checks that their captured values did not
-  -- change since (the graph holds the code of those values)
+  -- CUDA captures: the kernels launched (load_kernel's record -> kernel,
+  -- one entry however often it is launched), kept by the graph; a replay
+  -- checks that their captured values did not change since (the graph
+  -- holds the code of those values)
   local captured = nil
   local Graph = {}
   Graph.__index = Graph
@@ -274,15 +275,20 @@ return function(weft, P)
     return c
   end
 
+  -- The empty grid of each rank, for the check launches.
+  local zero_dims = { { 0 }, { 0, 0 }, { 0, 0, 0 }, { 0, 0, 0, 0 } }
+
   -- weft.launch while the cpu captures: check, compile, record. cap.busy
-  -- lets the check launch through the hook.
+  -- lets the check launch through the hook. A record holds the launch's
+  -- own copies of its lists (the caller may change them afterwards); the
+  -- check launch packs the arguments into the code's block as a replay
+  -- will, so a replay allocates nothing.
   local function recorder(cap, list)
     return function(k, dim, inputs, opts)
-      if type(dim) == "table" then dim = copy(dim) end
       local empty = 0
       if type(dim) == "table" then
-        empty = {}
-        for i = 1, #dim do empty[i] = 0 end
+        dim = copy(dim)
+        empty = zero_dims[#dim] or dim -- a bad rank: the check launch says so
       end
       local o = copy(opts)
       if o then o.outputs, o.adj_inputs, o.adj_outputs = copy(o.outputs), copy(o.adj_inputs), copy(o.adj_outputs) end
@@ -348,11 +354,11 @@ return function(weft, P)
       end
       return
     end
-    for _, r in ipairs(g.kernels or {}) do
-      if not r.ker.guard() then
+    for ker, k in pairs(g.kernels or {}) do
+      if not ker.guard() then
         raise(fmt("weft.capture_launch: kernel '%s' reads names whose values changed since the "
                   .. "graph was captured; the graph would run the old code (capture it again)",
-                  r.k.name))
+                  k.name))
       end
     end
     check(C.wf_cuda_graph_launch(rt, g.device, g.handle))
@@ -443,62 +449,46 @@ return function(weft, P)
     return ffi.string(p + 4)
   end
 
-  -- One pointer per kernel parameter: arrays pass their header (the
-  -- kernel reads its first 72 bytes), scalars a boxed copy; then the
-  -- headers of extra (a derived kernel's adjoint/tangent arrays), and one
-  -- free slot for debug mode's error slot.
-  local function marshal(k, n, args, extra)
-    local np = #k.params
-    local ptrs = ffi.new("void *[?]", np + #extra + 1)
-    local keep = {}
-    for i, p in ipairs(k.params) do
-      local v = args[i]
-      if weft.is_array and weft.is_array(v) then
-        if v.h.device ~= n then
-          raise(fmt("weft.launch: kernel '%s': array '%s' is on %s, but the launch runs on cuda:%d",
-                    k.name, p.name, tostring(v.device), n))
-        end
-        ptrs[i - 1] = ffi.cast("void *", v)
-      else
-        local t = p.type
-        local box = ffi.new(P.array_ctype(t), 1)
-        local err = t.store(box, 0, v)
-        if err then
-          raise(fmt("weft.launch: kernel '%s': '%s' is %s", k.name, p.name, err))
-        end
-        keep[#keep + 1] = box
-        ptrs[i - 1] = box
-      end
-    end
-    for j, g in ipairs(extra) do
-      keep[#keep + 1] = g
-      ptrs[np + j - 1] = ffi.cast("void *", g)
-    end
-    return ptrs, keep
+  -- The kernelParams of a loaded kernel (P.cuda_args: one pointer per
+  -- parameter, arrays passing their header, which the kernel reads the
+  -- first 72 bytes of; then the derived kernel's adjoint/tangent arrays;
+  -- then, in release and debug mode, the error slot's address) and their
+  -- packer (P.packer), made at its first launch and reused by every
+  -- launch after it: the driver copies the values when it queues one.
+  local function kernel_args(ker, k, n, kind, nextra, mode)
+    local types = {}
+    for i, p in ipairs(k.params) do types[i] = p.type end
+    local a = P.cuda_args(types, nextra, mode > 0)
+    a.pack = P.packer{ k = k, types = types, addrs = a.addrs, nextra = nextra, device = n,
+                       writes = ker.writes or nil,
+                       where = kind and fmt("weft: %s launch of '%s'", kind == "adj" and "adjoint" or "tangent",
+                                            k.name) }
+    ker.args = a
+    return a
   end
+
+  local launch_dims = ffi.new("int64_t[4]")
+  local NOEXTRA = {}
 
   -- Launch k (kind nil) or its derived kernel on cuda:n with block_dim
   -- threads per block (nil: the runtime's choice), on stream (a stream
-  -- handle; nil: the device's current stream).
-  local function launch_on(k, n, kind, dim, args, extra, block_dim, stream)
+  -- handle; nil: the device's current stream). The arguments are ins[i]
+  -- for i <= nin, then outs[i - nin]; extra: a derived kernel's arrays.
+  local function launch_on(k, n, kind, dim, ins, outs, nin, extra, block_dim, stream)
     local mode = P.mode_index()
     local debug = mode == 2
     local ker = load_kernel(k, n, mode, kind)
-    if captured and capturing == n then captured[#captured + 1] = { k = k, ker = ker } end
-    if ker.writes then
-      for i, p in ipairs(k.params) do
-        local v = args[i]
-        if ker.writes[i] and weft.is_array(v) and bit.band(v.h.flags, 4) ~= 0 then
-          raise(fmt("weft.launch: kernel '%s' writes '%s', but the array passed is read-only",
-                    k.name, p.name))
-        end
-      end
+    if captured and capturing == n then captured[ker] = k end
+    local nd = 1
+    if type(dim) == "table" then
+      nd = #dim
+      for i = 1, nd do launch_dims[i - 1] = dim[i] end
+    else
+      launch_dims[0] = dim
     end
-    local d = type(dim) == "table" and dim or { dim }
-    local dims = ffi.new("int64_t[4]")
-    for i = 1, #d do dims[i - 1] = d[i] end
-    local ptrs, keep = marshal(k, n, args, extra)
-    local nargs, slot = #k.params + #extra, nil
+    local a = ker.args or kernel_args(ker, k, n, kind, #extra, mode)
+    a.pack(ins, outs, nin, extra)
+    local slot
     if mode > 0 then -- the error slot's device pointer, passed last
       if debug then
         slot = error_slot(n)
@@ -509,20 +499,15 @@ return function(weft, P)
           release_slots[n] = s
         end
         release_pending[n] = true
-        keep[#keep + 1] = s
       end
-      local box = ffi.new("void *[1]", (slot or release_slots[n]).h.data)
-      keep[#keep + 1] = box
-      ptrs[nargs] = box
-      nargs = nargs + 1
+      a.slot[0] = (slot or release_slots[n]).h.data
     end
-    check(C.wf_cuda_launch(rt, n, ker.fn, #d, dims, nargs, ptrs, block_dim or 0,
-                                 weft.config.verify_cuda and 1 or 0, stream))
+    check(C.wf_cuda_launch(rt, n, ker.fn, nd, launch_dims, a.n, a.ptrs, block_dim or 0,
+                           weft.config.verify_cuda and 1 or 0, stream))
     if slot then
       local msg = slot_message(slot)
       if msg then error(msg, 0) end -- positioned at the kernel's line
     end
-    return keep
   end
 
   function P.launch_device(k, dim, inputs, opts)
@@ -537,20 +522,18 @@ return function(weft, P)
                 st.device, P.device_name(n)))
     end
     if n < 0 then return weft.launch(k, dim, inputs, { outputs = opts.outputs }) end
-    local args = {}
-    for _, v in ipairs(inputs or {}) do args[#args + 1] = v end
-    for _, v in ipairs(opts.outputs or {}) do args[#args + 1] = v end
-    if #args ~= #k.params then
+    local ins, outs = inputs or NOEXTRA, opts.outputs or NOEXTRA
+    if #ins + #outs ~= #k.params then
       raise(fmt("weft.launch: kernel '%s' takes %d arguments (inputs then outputs), got %d", k.name,
-                #k.params, #args))
+                #k.params, #ins + #outs))
     end
-    return launch_on(k, n, nil, dim, args, {}, opts.block_dim, st and st.handle)
+    launch_on(k, n, nil, dim, ins, outs, #ins, NOEXTRA, opts.block_dim, st and st.handle)
   end
 
   -- The derived kernel (kind "adj" or "jvp") of k on cuda:n: args are the
   -- primal arguments, extra one adjoint/tangent array per array parameter
   -- (a header with a null data pointer for none).
   function P.launch_device_derived(kind, k, n, dim, args, extra)
-    return launch_on(k, n, kind, dim, args, extra)
+    launch_on(k, n, kind, dim, args, args, #args, extra)
   end
 end
