@@ -32,7 +32,7 @@ local function solve(f, x, target, sgn)
     local g = f(x) - target
     local dx = g / (sgn * TWO_SQRTPI * exp(-x * x) + x * g)
     x = x - dx
-    if not (abs(dx) > 2 ^ -53 * abs(x)) then break end
+    if not (abs(dx) > 2 ^ -53 * abs(x)) then break end -- luacheck: ignore 581 (a NaN step stops too)
   end
   return x
 end
@@ -41,7 +41,7 @@ local function erfcinv_small(c) -- 0 < c <= 1
 end
 local function erfinv(y)
   local ay = abs(y)
-  if not (ay <= 1) then return 0 / 0 end
+  if not (ay <= 1) then return 0 / 0 end -- luacheck: ignore 581 (NaN too)
   if ay == 0 then return y end
   if ay == 1 then return y * math.huge end
   local x

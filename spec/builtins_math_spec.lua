@@ -1,0 +1,262 @@
+-- The scalar math builtins of the op table (src/ir/ir.h: erf, erfc,
+-- erfinv, erfcinv, cbrt, exp2, expm1, log2, log10, log1p, trunc, rint) and
+-- of lua/weft/stdlib.lua (step, nonzero, lerp, smoothstep, degrees,
+-- radians, frac, isnan, isinf, isfinite): values against Warp 1.19 on the
+-- CPU (spec/helpers/warp_math_ref.lua, written by warp_math_ref.py),
+-- gradients against central differences in float64, CUDA C through NVRTC
+-- and ptxas, and the same CUDA C run on the host (tests/cuda/shim.h).
+local weft, internal = require "weft", require "weft.internal" -- internal: the parts' private table
+local ref = dofile("spec/helpers/warp_math_ref.lua")
+local shim = dofile("tests/cuda/shim.lua")
+
+local f32, f64 = weft.float32, weft.float64
+local core = internal.core
+local have_nvrtc = core.cuda_nvrtc_version and core.cuda_nvrtc_version() ~= nil
+
+local function num(v)
+  if v == "nan" then return 0 / 0 elseif v == "inf" then return 1 / 0 elseif v == "-inf" then return -1 / 0 end
+  return v
+end
+
+-- a kernel y[i] = fn(x[i]) for a builtin or stdlib function fn
+local function unary_kernel(fn, t, rt)
+  return weft.kernel{ x = weft.array(t), y = weft.array(rt or t), function(x, y)
+    local i = weft.tid()
+    y[i] = fn(x[i])
+  end }
+end
+
+local function run(k, xs, t, rt)
+  local x = weft.array(xs, t)
+  local y = weft.zeros(#xs, rt or t)
+  weft.launch(k, #xs, { x }, { outputs = { y } })
+  return y:totable()
+end
+
+-- a and b agree within rel (relative to b), NaN with NaN, inf with inf
+local function close(a, b, rel)
+  if b ~= b then return a ~= a end
+  if b == 1 / 0 or b == -1 / 0 then return a == b end
+  return math.abs(a - b) <= rel * math.max(math.abs(b), 1e-300)
+end
+
+local FLOAT_FNS = { "erf", "erfc", "erfinv", "erfcinv", "cbrt", "log2", "log10", "trunc", "rint",
+                    "frac", "degrees", "radians", "step", "nonzero" }
+local PREDICATES = { "isnan", "isinf", "isfinite" }
+
+describe("math builtins", function()
+  it("match Warp 1.19 on the CPU in float32 and float64, nan, inf, 0, -0 and erfinv(+-1) included", function()
+    local xs = {}
+    for i, v in ipairs(ref.inputs) do xs[i] = num(v) end
+    for _, t in ipairs { f32, f64 } do
+      local want = ref[tostring(t):match("float%d+")]
+      -- 2 ulp; Warp's float64 erfinv and erfcinv are accurate to about 1e-8
+      -- only (erfinv(1e-8) = 8.86226920e-9 where sqrt(pi)/2 1e-8 =
+      -- 8.86226925e-9): weft's are checked to the last bits below
+      local ulp = t == f32 and 2 ^ -22 or 2 ^ -51
+      for _, name in ipairs(FLOAT_FNS) do
+        local got = run(unary_kernel(weft[name], t), xs, t)
+        local rel = (t == f64 and name:match("^erf.*inv$")) and 1e-7 or ulp
+        for i = 1, #xs do
+          local w = num(want[name][i])
+          -- Warp's float64 erfinv(1e-300) underflows to 0, and its
+          -- erfcinv(c) is erfinv(1 - c): inf for c < 1e-16 (weft's tails
+          -- are exact, see below)
+          local tiny = rel == 1e-7 and (math.abs(got[i] - w) < 1e-290 or
+            (name == "erfcinv" and xs[i] > 0 and xs[i] < 1e-16))
+          assert(close(got[i], w, rel) or tiny,
+            string.format("%s %s(%.17g) = %.17g, Warp gives %.17g", tostring(t), name, xs[i], got[i], w))
+        end
+      end
+      for _, name in ipairs(PREDICATES) do
+        local got = run(unary_kernel(weft[name], t, weft.bool), xs, t, weft.bool)
+        for i = 1, #xs do
+          assert(got[i] == want[name][i], string.format("%s(%g) = %s, Warp gives %s", name, xs[i],
+            tostring(got[i]), tostring(want[name][i])))
+        end
+      end
+    end
+  end)
+
+  it("erfinv and erfcinv invert erf and erfc to the last bits, in the tails too", function()
+    local k = weft.kernel{ x = weft.array(f64), y = weft.array(f64), function(x, y)
+      local i = weft.tid()
+      y[2 * i] = weft.erf(weft.erfinv(x[i]))
+      y[2 * i + 1] = weft.erfc(weft.erfcinv(x[i]))
+    end }
+    local xs = { 1e-300, 1e-100, 1e-20, 1e-5, 0.01, 0.3, 0.5, 0.7, 0.9, 0.999999 }
+    local x = weft.array(xs, f64)
+    local y = weft.zeros(2 * #xs, f64)
+    weft.launch(k, #xs, { x }, { outputs = { y } })
+    local r = y:totable()
+    for i, v in ipairs(xs) do
+      assert(close(r[2 * i - 1], v, 4e-16), string.format("erf(erfinv(%g)) = %.17g", v, r[2 * i - 1]))
+      -- erfc(x) for small c: one ulp of x moves erfc by 2 x^2 ulp (x < 16)
+      assert(close(r[2 * i], v, 1e-13), string.format("erfc(erfcinv(%g)) = %.17g", v, r[2 * i]))
+    end
+    local e = run(unary_kernel(weft.erfcinv, f64), { 0, 2, -0.5, 2.5, 1 }, f64)
+    assert.same({ 1 / 0, -1 / 0 }, { e[1], e[2] })
+    assert.is_true(e[3] ~= e[3] and e[4] ~= e[4])
+    assert.equal(0, e[5])
+    local n = run(unary_kernel(weft.erfinv, f32), { 1, -1, 1.5, -2 }, f32)
+    assert.same({ 1 / 0, -1 / 0 }, { n[1], n[2] })
+    assert.is_true(n[3] ~= n[3] and n[4] ~= n[4])
+  end)
+
+  it("exp2, expm1 and log1p (not in Warp) agree with C's libm", function()
+    local ffi = require "ffi"
+    local xs = { -3, -1e-10, 0, 1e-10, 0.5, 2, 10 }
+    for _, name in ipairs { "exp2", "expm1", "log1p" } do
+      local got = run(unary_kernel(weft[name], f64), xs, f64)
+      for i, v in ipairs(xs) do
+        assert.is_true(close(got[i], tonumber(ffi.C[name](v)), 0))
+        assert.is_true(close(weft[name](v), got[i], 0)) -- the host fallback
+      end
+    end
+  end)
+
+  it("work on the host: libm fallbacks, Lua erfinv, kernel-side stdlib", function()
+    assert.equal(0.5204998778130465, weft.erf(0.5))
+    assert.is_true(close(weft.cbrt(-27), -3, 2 ^ -52))
+    assert.equal(2, weft.rint(2.5))
+    assert.equal(-2, weft.trunc(-2.5))
+    assert.equal(1 / 0, weft.erfinv(1))
+    local dev = run(unary_kernel(weft.erfinv, f64), { 0.5, -0.999, 1e-9 }, f64)
+    assert.is_true(close(weft.erfinv(0.5), dev[1], 2 ^ -52))
+    assert.is_true(close(weft.erfinv(-0.999), dev[2], 2 ^ -52))
+    assert.is_true(close(weft.erfcinv(1 - 1e-9), dev[3], 1e-7))
+  end)
+
+  it("keep integers: step and nonzero in the argument's type, trunc and rint as the identity", function()
+    local k = weft.kernel{ x = weft.array(weft.int32), y = weft.array(weft.int32), function(x, y)
+      local i = weft.tid()
+      y[3 * i] = weft.step(x[i])
+      y[3 * i + 1] = weft.nonzero(x[i])
+      y[3 * i + 2] = weft.trunc(x[i]) + weft.rint(x[i])
+    end }
+    local x = weft.array({ -4, 0, 9 }, weft.int32)
+    local y = weft.zeros(9, weft.int32)
+    weft.launch(k, 3, { x }, { outputs = { y } })
+    assert.same({ 1, 1, -8, 0, 0, 0, 0, 1, 18 }, y:totable())
+    local u = run(unary_kernel(weft.step, weft.uint8), { 0, 200 }, weft.uint8)
+    assert.same({ 0, 0 }, u)
+  end)
+
+  it("lerp and the predicates take vectors", function()
+    local k = weft.kernel{ a = weft.array(weft.vec3d), y = weft.array(weft.vec3d),
+      b = weft.array(weft.bool), function(a, y, b)
+        local i = weft.tid()
+        y[i] = weft.lerp(a[i], a[i] * 3.0, weft.float64(0.25))
+        b[2 * i] = weft.isnan(a[i])
+        b[2 * i + 1] = weft.isfinite(a[i])
+      end }
+    local a = weft.array({ { 1, 2, 4 }, { 1, 0 / 0, 3 }, { 1 / 0, 0, 0 } }, weft.vec3d)
+    local y, b = weft.zeros(3, weft.vec3d), weft.zeros(6, weft.bool)
+    weft.launch(k, 3, { a }, { outputs = { y, b } })
+    assert.same({ 1.5, 3, 6 }, y:totable()[1])
+    assert.same({ false, true, true, false, false, false }, b:totable())
+  end)
+
+  it("reject integers where Warp takes floats only, at the call's line", function()
+    local ok, err = pcall(function()
+      return weft.kernel{ x = weft.array(weft.int32), function(x)
+        local i = weft.tid()
+        x[i] = weft.erf(x[i])
+      end }:ptx("sm_80")
+    end)
+    assert.is_false(ok)
+    assert.matches("builtins_math_spec.lua:%d+: erf expects a float argument, got int32", err)
+  end)
+end)
+
+describe("math builtins: gradients", function()
+  -- y[i] = expr(a) with a = x[i], checked by weft.check_grad (central
+  -- differences in float64)
+  local function check(expr, lo, hi)
+    local src = "local weft = ...\n" ..
+      "return weft.kernel{ x = weft.array(weft.float64), y = weft.array(weft.float64),\n" ..
+      "  function(x, y) local i = weft.tid(); local a = x[i]\n  y[i] = " .. expr .. "\nend }\n"
+    local k = assert(load(src))(weft)
+    local xs = {}
+    for i = 1, 6 do xs[i] = lo + (hi - lo) * (i - 0.5) / 6 end
+    local x, y = weft.array(xs, f64), weft.zeros(6, f64)
+    local ok, e, where = weft.check_grad(k, 6, { x }, { y })
+    assert(ok, expr .. ": " .. tostring(where) .. " (error " .. tostring(e) .. ")")
+    local J = weft.jacobian(k, 6, { x }, { y }, 1, 1):totable()
+    return J
+  end
+
+  it("match central differences in float64", function()
+    local cases = {
+      { "weft.erf(a)", -2, 2 }, { "weft.erfc(a)", -2, 2 }, { "weft.erfinv(a)", -0.95, 0.95 },
+      { "weft.erfcinv(a)", 0.05, 1.95 }, { "weft.cbrt(a)", 0.1, 8 }, { "weft.cbrt(a)", -8, -0.1 },
+      { "weft.exp2(a)", -3, 3 }, { "weft.expm1(a)", -3, 3 }, { "weft.log2(a)", 0.1, 5 },
+      { "weft.log10(a)", 0.1, 5 }, { "weft.log1p(a)", -0.5, 5 },
+      { "weft.degrees(a)", -3, 3 }, { "weft.radians(a)", -90, 90 }, { "weft.frac(a)", 0.1, 0.9 },
+      { "weft.lerp(a, a * a, a)", -2, 2 }, { "weft.smoothstep(weft.float64(-1), weft.float64(1), a)", -1.5, 1.5 },
+      { "weft.smoothstep(a, a * a + 2, weft.float64(0.5))", -0.5, 0.5 },
+      { "weft.erf(weft.erfinv(a))", -0.9, 0.9 },
+    }
+    for _, c in ipairs(cases) do
+      local J = check(c[1], c[2], c[3])
+      local any = false
+      for i = 1, 6 do any = any or J[i][i] ~= 0 end
+      assert(any, c[1] .. ": gradient is zero everywhere")
+    end
+    -- d/da erf(erfinv(a)) = 1
+    local J = check("weft.erf(weft.erfinv(a))", -0.9, 0.9)
+    for i = 1, 6 do assert(close(J[i][i], 1, 1e-12), "erf(erfinv(a))' = " .. J[i][i]) end
+  end)
+
+  it("are zero for the piecewise constant ones", function()
+    for _, expr in ipairs { "weft.trunc(a)", "weft.rint(a)", "weft.step(a)", "weft.nonzero(a)" } do
+      local J = check(expr, -2.9, 2.9)
+      for i = 1, 6 do assert.equal(0, J[i][i]) end
+    end
+  end)
+end)
+
+describe("math builtins: CUDA", function()
+  local function all_fns(x, y)
+    local i = weft.tid()
+    local a = x[i]
+    y[i] = weft.erf(a) + weft.erfc(a) + weft.erfinv(a * 0.5) + weft.erfcinv(a + 1) + weft.cbrt(a) +
+      weft.exp2(a) + weft.expm1(a) + weft.log2(a + 2) + weft.log10(a + 2) + weft.log1p(a + 1) +
+      weft.trunc(a * 3) + weft.rint(a * 3) + weft.frac(a * 3) + weft.degrees(a) + weft.radians(a) +
+      weft.step(a) + weft.nonzero(a) + weft.lerp(a, a * 2, a) +
+      weft.smoothstep(a, a + 1, a * a) + weft.select(weft.isnan(a) or weft.isinf(a), a, a * 2) +
+      weft.select(weft.isfinite(a), a, a * 3)
+  end
+
+  it("compiles every new builtin (forward and adjoint) with NVRTC and assembles with ptxas", function()
+    if not have_nvrtc then return pending("NVRTC is not available") end
+    for _, t in ipairs { weft.float16, f32, f64 } do
+      local k = weft.kernel{ x = weft.array(t), y = weft.array(t), all_fns }
+      local src = k:source("cuda")
+      for _, fn in ipairs { "erfinv", "erfcinv", "cbrt", "log1p", "expm1", "exp2", "rint", "trunc" } do
+        assert.matches(fn .. (t == f64 and "" or "f") .. "(", src, 1, true)
+      end
+      local ptx = k:ptx("sm_80")
+      assert.matches("%.entry%s+weft_adj_", ptx)
+      assert.is_true(core.cuda_assemble(ptx, "sm_80") > 0)
+    end
+  end)
+
+  it("runs on the host through the shim with the CPU backend's results", function()
+    if not shim.available() then return pending("g++ is not available") end
+    -- erfinv/erfcinv are CUDA-only functions (C has none): left out here
+    local k = weft.kernel{ x = weft.array(f64), y = weft.array(f64), function(x, y)
+      local i = weft.tid()
+      local a = x[i]
+      y[i] = weft.erf(a) + weft.erfc(a) * 3 + weft.cbrt(a) + weft.exp2(a) + weft.expm1(a) +
+        weft.log2(a + 2) + weft.log10(a + 2) + weft.log1p(a + 1) + weft.trunc(a * 3) +
+        weft.rint(a * 3) * 5 + weft.frac(a * 3) + weft.degrees(a) + weft.step(a) + weft.nonzero(a)
+    end }
+    local xs = { -0.75, -0.5, 0, 0.25, 0.5, 0.9 }
+    local cpu = run(k, xs, f64)
+    local x, y = weft.array(xs, f64), weft.zeros(#xs, f64)
+    shim.run(weft, k, #xs, { x, y })
+    local got = y:totable()
+    for i = 1, #xs do assert(close(got[i], cpu[i], 1e-14), string.format("%g: %.17g vs %.17g", xs[i], got[i], cpu[i])) end
+  end)
+end)
