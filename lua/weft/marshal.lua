@@ -57,27 +57,28 @@ return function(weft, P)
 
   local function device_name(d) return d < 0 and "the cpu" or "cuda:" .. d end
 
-  -- The error of argument i (value v) of the launch that spec s packs.
-  local function bad_arg(s, i, v, nin)
-    local p, where = s.k.params[i], s.where
+  -- The error of argument i (value v) of the launch that m packs (m: the
+  -- packer's { names, types, device, where }).
+  local function bad_arg(m, i, v, nin)
+    local name, where = m.names[i], m.where
     local role = i <= nin and "input" or "output"
-    local t = s.types[i]
-    if is_array(v) and v.h.device ~= s.device and t.kind == "array" then
-      raise("%s: %s '%s' is on device %s, but the launch runs on %s", where, role, p.name,
-            tostring(v.device), device_name(s.device))
+    local t = m.types[i]
+    if is_array(v) and v.h.device ~= m.device and t.kind == "array" then
+      raise("%s: %s '%s' is on device %s, but the launch runs on %s", where, role, name,
+            tostring(v.device), device_name(m.device))
     end
     if t.kind == "int" and type(v) == "number" then
-      raise("%s: parameter '%s' expects %s, got %s (%s)", where, p.name, t.name, fmtnum(v),
+      raise("%s: parameter '%s' expects %s, got %s (%s)", where, name, t.name, fmtnum(v),
             v % 1 ~= 0 and "not an integer" or "out of range for " .. t.name)
     end
-    raise("%s: parameter '%s' expects %s, got %s", where, p.name, t.name, typename(v))
+    raise("%s: parameter '%s' expects %s, got %s", where, name, t.name, typename(v))
   end
 
   -- The error of a read-only array passed for a parameter the kernel
   -- writes (stores to or updates atomically).
-  local function readonly_arg(s, i, nin)
-    raise("%s writes %s '%s', but the array passed is read-only", s.where,
-          i <= nin and "input" or "output", s.k.params[i].name)
+  local function readonly_arg(m, i, nin)
+    raise("%s writes %s '%s', but the array passed is read-only", m.where,
+          i <= nin and "input" or "output", m.names[i])
   end
 
   -- The range of an integer type as Lua numbers (64-bit ends are rounded to
@@ -134,16 +135,21 @@ return function(weft, P)
   function P.packer(s)
     local k, types, addrs = s.k, s.types, s.addrs
     local np, nextra = #k.params, s.nextra or 0
-    s.device = s.device or -1
-    s.where = s.where or fmt("weft.launch: kernel '%s'", kname(k))
+    -- what messages need, without the kernel: code records that hold the
+    -- packer sit in tables weakly keyed by the kernel or its module, and
+    -- a value pointing back at its key would keep it alive
+    local m = { names = {}, types = types, device = s.device or -1,
+                where = s.where or fmt("weft.launch: kernel '%s'", kname(k)) }
+    for i, p in ipairs(k.params) do m.names[i] = p.name end
+    local device = m.device
     local writes = s.writes or {}
-    local env = { is_array = is_array, bad = bad_arg, readonly = readonly_arg, s = s, type = type,
+    local env = { is_array = is_array, bad = bad_arg, readonly = readonly_arg, s = m, type = type,
                   istype = ffi.istype, i64 = ffi.typeof("int64_t"), u64 = ffi.typeof("uint64_t"),
                   half = P.half_from_number, band = bit.band, cast = ffi.cast }
     local body = { "return function(ins, outs, nin, extra)", "local v" }
     for i = 1, np do
       body[#body + 1] = fmt("if nin >= %d then v = ins[%d] else v = outs[%d - nin] end", i, i, i)
-      pack_lines(body, i, types[i], env, writes[i], s.device)
+      pack_lines(body, i, types[i], env, writes[i], device)
     end
     for j = 1, nextra do
       env["p" .. (np + j) .. "t"] = arrpp

@@ -35,9 +35,12 @@ static void push_interop(lua_State *L) {
     lua_pop(L, 1);
     lua_getglobal(L, "require");
     lua_pushstring(L, "weft.interop");
-    lua_call(L, 1, 1); /* the part: function(weft) */
+    lua_call(L, 1, 1); /* the part: function(weft, P) */
     lua_pushvalue(L, -2);
-    lua_call(L, 1, 0);
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "weft.internal"); /* P, set by init.lua */
+    lua_call(L, 1, 1);
+    lua_call(L, 2, 0);
     lua_getfield(L, -1, "_interop");
     if (!lua_istable(L, -1)) luaL_error(L, "weft: lua/weft/interop.lua did not set weft._interop");
   }
