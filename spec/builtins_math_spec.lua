@@ -169,6 +169,42 @@ describe("math builtins", function()
   end)
 end)
 
+describe("bit builtins with Warp's names", function()
+  it("match Warp 1.19 on int32 and uint32; bit.* keep LuaJIT's meaning", function()
+    local k = weft.kernel{ a = weft.array(weft.int32), b = weft.array(weft.int32),
+      o = weft.array(weft.int32), function(a, b, o)
+        local i = weft.tid()
+        o[i * 6 + 0] = weft.bit_and(a[i], b[i])
+        o[i * 6 + 1] = weft.bit_or(a[i], b[i])
+        o[i * 6 + 2] = weft.bit_xor(a[i], b[i])
+        o[i * 6 + 3] = weft.invert(a[i])
+        o[i * 6 + 4] = weft.lshift(a[i], b[i] % 8)
+        o[i * 6 + 5] = weft.rshift(a[i], b[i] % 8)
+      end }
+    local a = weft.array({ -16, 5, 123456789, -1, 0, 2147483647 }, weft.int32)
+    local b = weft.array({ 3, 12, 7, 1, 5, 2 }, weft.int32)
+    local o = weft.zeros(36, weft.int32)
+    weft.launch(k, 6, { a, b }, { outputs = { o } })
+    -- from warp 1.19 on the CPU, the same kernel
+    assert.same({ 0, -13, -13, 15, -128, -2, 4, 13, 9, -6, 80, 0, 5, 123456791, 123456786,
+                  -123456790, -1377400192, 964506, 1, -1, -2, 0, -2, -1, 0, 5, 5, -1, 0, 0, 2,
+                  2147483647, 2147483645, -2147483648, -4, 536870911 }, o:totable())
+    local ku = weft.kernel{ ua = weft.array(weft.uint32), ub = weft.array(weft.uint32),
+      uo = weft.array(weft.uint32), function(ua, ub, uo)
+        local i = weft.tid()
+        uo[i * 2] = weft.invert(ua[i])
+        uo[i * 2 + 1] = weft.rshift(ua[i], ub[i])
+      end }
+    local uo = weft.zeros(4, weft.uint32)
+    weft.launch(ku, 2, { weft.array({ 4294967280, 7 }, weft.uint32), weft.array({ 3, 1 }, weft.uint32) },
+      { outputs = { uo } })
+    assert.same({ 15, 536870910, 4294967288, 3 }, uo:totable())
+    -- on the host, and bit.rshift still the logical shift
+    assert.same({ 0, -13, -2, 268435455 }, { weft.bit_and(-16, 3), weft.bit_or(-16, 3),
+      weft.rshift(-16, 3), bit.rshift(-16, 4) })
+  end)
+end)
+
 describe("math builtins: gradients", function()
   -- y[i] = expr(a) with a = x[i], checked by weft.check_grad (central
   -- differences in float64)

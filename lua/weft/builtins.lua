@@ -3,7 +3,7 @@
 --
 -- Inside a kernel, a call is recognized by the value the name resolves to:
 -- weft.sqrt and math.sqrt are the same function and both lower to "sqrt";
--- bit.band lowers to "band"; the global print to "print". On the host the
+-- bit.band lowers to "bit.band"; the global print to "print". On the host the
 -- scalar math builtins work as plain Lua functions; the kernel-only ones
 -- (tid, atomics, random numbers, vector math) raise a clear error.
 local bit = require "bit"
@@ -138,11 +138,18 @@ return function(weft, P)
     weft[name] = kernel_only(name)
   end
 
-  -- bit operations (LuaJIT's bit library)
+  -- bit operations: LuaJIT's bit library (bit.rshift is a logical shift)
   for name, fn in pairs { band = bit.band, bor = bit.bor, bxor = bit.bxor, bnot = bit.bnot,
                           lshift = bit.lshift, rshift = bit.rshift, arshift = bit.arshift } do
-    reg(name, fn)
+    reg("bit." .. name, fn)
   end
+  -- and Warp's names (rshift is C's >>: arithmetic on signed integers)
+  weft.bit_and = reg("bit_and", function(a, b) return bit.band(a, b) end)
+  weft.bit_or = reg("bit_or", function(a, b) return bit.bor(a, b) end)
+  weft.bit_xor = reg("bit_xor", function(a, b) return bit.bxor(a, b) end)
+  weft.invert = reg("invert", function(a) return bit.bnot(a) end)
+  weft.lshift = reg("lshift", function(a, b) return bit.lshift(a, b) end)
+  weft.rshift = reg("rshift", function(a, b) return bit.arshift(a, b) end)
 
   -- print inside kernels: the global print
   reg("print", print)

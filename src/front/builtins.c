@@ -505,9 +505,25 @@ static int do_atomic(wf_fstate *F, const char *name, wf_op op, wf_expr *call, wf
 }
 
 /* ---- bit operations ---- */
-static int do_bit(wf_fstate *F, const char *name, wf_op op, int nargs, wf_expr *call, wf_rv *out) {
+/* LuaJIT's bit library and Warp's names. bit.rshift is LuaJIT's logical
+** shift; Warp's rshift is C's >> (arithmetic on signed types). */
+typedef struct bit_entry {
+  const char *name;
+  wf_op op;
+  int nargs, logical;
+} bit_entry;
+static const bit_entry bit_tab[] = {
+    {"bit.band", WF_OP_BAND, 2, 0},   {"bit.bor", WF_OP_BOR, 2, 0},
+    {"bit.bxor", WF_OP_BXOR, 2, 0},   {"bit.bnot", WF_OP_BNOT, 1, 0},
+    {"bit.lshift", WF_OP_SHL, 2, 0},  {"bit.rshift", WF_OP_SHR, 2, 1},
+    {"bit.arshift", WF_OP_SHR, 2, 0}, {"bit_and", WF_OP_BAND, 2, 0},
+    {"bit_or", WF_OP_BOR, 2, 0},      {"bit_xor", WF_OP_BXOR, 2, 0},
+    {"invert", WF_OP_BNOT, 1, 0},     {"lshift", WF_OP_SHL, 2, 0},
+    {"rshift", WF_OP_SHR, 2, 0},      {NULL, 0, 0, 0}};
+
+static int do_bit(wf_fstate *F, const char *name, wf_op op, int nargs, int logical, wf_expr *call,
+                  wf_rv *out) {
   wf_rv a[8];
-  int logical = !strcmp(name, "rshift");
   int n = getargs(F, name, call, nargs, nargs == 2 && op != WF_OP_SHL && op != WF_OP_SHR ? 8 : nargs, a);
   const wf_type *t = unify(F, name, op == WF_OP_SHL || op == WF_OP_SHR ? 1 : n, a, call->args, 0);
   if (t->kind != WF_T_INT && !(t->kind == WF_T_BOOL && op != WF_OP_SHL && op != WF_OP_SHR))
@@ -815,12 +831,8 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     return 1;
   }
   if (!strcmp(name, "randf") || !strcmp(name, "randi")) return do_rand(F, name, call, out);
-  if (!strcmp(name, "band")) return do_bit(F, name, WF_OP_BAND, 2, call, out);
-  if (!strcmp(name, "bor")) return do_bit(F, name, WF_OP_BOR, 2, call, out);
-  if (!strcmp(name, "bxor")) return do_bit(F, name, WF_OP_BXOR, 2, call, out);
-  if (!strcmp(name, "bnot")) return do_bit(F, name, WF_OP_BNOT, 1, call, out);
-  if (!strcmp(name, "lshift")) return do_bit(F, name, WF_OP_SHL, 2, call, out);
-  if (!strcmp(name, "rshift") || !strcmp(name, "arshift")) return do_bit(F, name, WF_OP_SHR, 2, call, out);
+  for (const bit_entry *e = bit_tab; e->name; e++)
+    if (!strcmp(name, e->name)) return do_bit(F, name, e->op, e->nargs, e->logical, call, out);
   ERR(call, "the builtin '%s' is not supported in kernels", name);
 }
 
