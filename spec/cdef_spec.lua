@@ -145,7 +145,7 @@ describe("lua/weft/cdef.lua", function()
     end)
 
     it("a struct field's type in a C header", function()
-      local ok, errs = run(decls, headers_with("src/runtime/wf_rt.h", "int32_t elsize;", "int64_t elsize;"))
+      local ok, errs = run(decls, headers_with("src/ir/abi.h", "int32_t elsize;", "int64_t elsize;"))
       assert.is_false(ok)
       local all = table.concat(errs, "\n")
       assert.matches("wf_array.elsize: the cdef field type differs from C", all, 1, true)

@@ -54,7 +54,7 @@ int wf_array_is_contiguous(const wf_array *a);
 int wf_device_count(wf_rt *rt);
 const char *wf_device_name(wf_rt *rt, int32_t device);
 
-/* ---- launches (src/cpu/wf_launch.h) ---- */
+/* ---- launches (src/runtime/wf_launch.h) ---- */
 int wf_cpu_launch(wf_rt *rt, void *fn, int ndim, const int64_t *dims, const void *args,
                   int64_t cost);
 

@@ -8,15 +8,27 @@
 **   jit.c    target machine, O3, object code, ORC LLJIT, disk cache, Lua API
 **   rtlib.c  C helpers called by kernels (bounds errors, traps, print) and
 **            the symbol table handed to the JIT
-**   launch.c wf_cpu_launch (see wf_launch.h for the kernel ABI)
 */
 #ifndef WF_CPU_H
 #define WF_CPU_H
 
 #include <llvm-c/Core.h>
 
-#include "cpu/wf_launch.h"
+#include "ir/abi.h"
 #include "ir/ir.h"
+#include "util/util.h"
+
+/* Offsets into the headers generated code reads: from the compiler, not
+** from comments (ir/abi.h asserts the layout; these, the load widths). */
+#define WF_HDR_SHAPE ((int64_t)offsetof(wf_array, shape))
+#define WF_HDR_STRIDES ((int64_t)offsetof(wf_array, strides))
+#define WF_CTX_DIMS ((int64_t)offsetof(wf_launch_ctx, dims))
+#define WF_CTX_ERROR ((int64_t)offsetof(wf_launch_ctx, error))
+_Static_assert(offsetof(wf_array, data) == 0, "the data pointer loads from the header itself");
+_Static_assert(sizeof(((wf_array *)0)->shape[0]) == 8 && sizeof(((wf_array *)0)->strides[0]) == 8,
+               "shape and strides load as i64");
+_Static_assert(sizeof(((wf_launch_ctx *)0)->dims[0]) == 8, "dims load as i64");
+_Static_assert(sizeof(((wf_launch_ctx *)0)->error) == 4, "error loads as i32");
 
 /* Bump when the generated code changes: part of the disk cache key. */
 #define WF_CPU_CODEGEN_VERSION 5
@@ -35,7 +47,7 @@ typedef struct wf_cpu_opts {
 } wf_cpu_opts;
 
 /* Build an LLVM module holding the kernel function `symbol` (ABI of
-** wf_launch.h) for fn. NULL on error, with the message in err. */
+** ir/abi.h) for fn. NULL on error, with the message in err. */
 WF_INTERNAL LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o,
                                        char *err, size_t errsize);
 

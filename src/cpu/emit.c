@@ -579,8 +579,10 @@ LLVMValueRef header_value(E *e, LLVMValueRef hdr, int nd) {
   LLVMValueRef sh = LLVMGetUndef(LLVMArrayType(e->i64, (unsigned)nd));
   LLVMValueRef st = sh;
   for (int k = 0; k < nd; k++) {
-    LLVMValueRef a = LLVMBuildLoad2(B, e->i64, gep8(e, hdr, ci64(e, 8 + 8 * k)), "shape");
-    LLVMValueRef s = LLVMBuildLoad2(B, e->i64, gep8(e, hdr, ci64(e, 40 + 8 * k)), "stride");
+    LLVMValueRef a =
+        LLVMBuildLoad2(B, e->i64, gep8(e, hdr, ci64(e, WF_HDR_SHAPE + 8 * k)), "shape");
+    LLVMValueRef s =
+        LLVMBuildLoad2(B, e->i64, gep8(e, hdr, ci64(e, WF_HDR_STRIDES + 8 * k)), "stride");
     LLVMSetAlignment(a, 8);
     LLVMSetAlignment(s, 8);
     sh = LLVMBuildInsertValue(B, sh, a, (unsigned)k, "");

@@ -10,7 +10,7 @@
 ** One IR kernel becomes three LLVM functions:
 **
 **   void <symbol>(ptr args, i64 begin, i64 end, ptr ctx)      exported
-**       reads the parameters out of the argument block (wf_launch.h),
+**       reads the parameters out of the argument block (ir/abi.h),
 **       checks whether the arrays are distinct with compact innermost
 **       strides, and calls one of:
 **   internal void body.c(data0, shape0.., strides0.., x, .., begin, end, ctx)
@@ -140,7 +140,8 @@ static void entry_checks(E *e, LLVMValueRef F) {
   int nd = e->o->ndim < 1 ? 1 : e->o->ndim > 4 ? 4 : e->o->ndim;
   LLVMValueRef dims[WF_MAXDIM];
   for (int d = 0; d < nd; d++) {
-    dims[d] = LLVMBuildLoad2(e->B, e->i64, wf_cpu_gep8(e, e->ctx, wf_cpu_ci64(e, 8 * d)), "dim");
+    dims[d] = LLVMBuildLoad2(e->B, e->i64,
+                             wf_cpu_gep8(e, e->ctx, wf_cpu_ci64(e, WF_CTX_DIMS + 8 * d)), "dim");
     LLVMSetAlignment(dims[d], 8);
   }
   hoisted_checks(e, dims, nd);
@@ -215,7 +216,8 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
   int nd = e->o->ndim < 1 ? 1 : e->o->ndim > 4 ? 4 : e->o->ndim;
   LLVMValueRef dims[WF_MAXDIM];
   for (int d = 0; d < nd; d++) {
-    dims[d] = LLVMBuildLoad2(B, e->i64, wf_cpu_gep8(e, e->ctx, wf_cpu_ci64(e, 8 * d)), "dim");
+    dims[d] =
+        LLVMBuildLoad2(B, e->i64, wf_cpu_gep8(e, e->ctx, wf_cpu_ci64(e, WF_CTX_DIMS + 8 * d)), "dim");
     LLVMSetAlignment(dims[d], 8);
   }
   for (int d = 0; d < WF_MAXDIM; d++)
@@ -275,7 +277,7 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
   LLVMValueRef more = LLVMBuildICmp(B, LLVMIntSLT, jn, jend, "");
   if (e->o->debug) {
     /* stop when another thread failed */
-    LLVMValueRef ep = wf_cpu_gep8(e, e->ctx, wf_cpu_ci64(e, 36));
+    LLVMValueRef ep = wf_cpu_gep8(e, e->ctx, wf_cpu_ci64(e, WF_CTX_ERROR));
     LLVMValueRef ev = LLVMBuildLoad2(B, e->i32, ep, "error");
     LLVMSetAlignment(ev, 4);
     LLVMSetOrdering(ev, LLVMAtomicOrderingMonotonic);

@@ -32,12 +32,7 @@ void wf_cpu_rt_trap(wf_launch_ctx *ctx, const char *where, const char *msg) {
   snprintf(ctx->msg, sizeof ctx->msg, "%s: %s", where, msg);
 }
 
-void wf_cpu_rt_interrupted(wf_launch_ctx *ctx) {
-  int32_t zero = 0;
-  if (__atomic_compare_exchange_n(&ctx->error, &zero, WF_LAUNCH_INTERRUPTED, 0, __ATOMIC_ACQ_REL,
-                                  __ATOMIC_RELAXED))
-    snprintf(ctx->msg, sizeof ctx->msg, "interrupted");
-}
+void wf_cpu_rt_interrupted(wf_launch_ctx *ctx) { wf_launch_interrupted(ctx); }
 
 /* A growable line buffer (stack first, heap when a line is long). */
 typedef struct pbuf {

@@ -40,7 +40,6 @@
 #include <lauxlib.h>
 
 #include "interop/interop.h"
-#include "cpu/wf_launch.h"
 #include "interop/pyc.h"
 #include "runtime/rt.h"
 #include "runtime/state.h"
@@ -220,7 +219,7 @@ static void ctx_free(wf_pyctx *c) {
   free(c);
 }
 
-/* Long CPU launches release the GIL (src/cpu/wf_launch.h): only on a thread
+/* Long CPU launches release the GIL (src/runtime/wf_launch.h): only on a thread
 ** that holds it. The Python package serializes the calls into one runtime
 ** (Runtime._lock), so no other thread enters its Lua state meanwhile. */
 static void *py_unblock(void) {
@@ -260,7 +259,10 @@ static pyobj *py_ctx_new(pyobj *self, pyobj *const *a, pyssize n) {
     ctx_free(c);
     return NULL;
   }
-  if (&PyEval_RestoreThread) wf_cpu_set_unblock(py_unblock, py_reblock);
+  if (&PyEval_RestoreThread) { /* the hooks of this weft_State's launches */
+    __atomic_store_n(&c->W->intr.reblock, py_reblock, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->W->intr.unblock, py_unblock, __ATOMIC_RELEASE);
+  }
   pyobj *r = PyLong_FromVoidPtr(c);
   if (!r) ctx_free(c);
   return r;

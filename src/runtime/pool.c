@@ -25,7 +25,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cpu/wf_launch.h"
+#include "runtime/wf_launch.h"
 
 #define SPIN_ITERS 4000 /* ~ tens of microseconds of pause instructions */
 

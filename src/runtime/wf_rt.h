@@ -30,12 +30,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ir/abi.h"
+#include "util/util.h"
 #include "weft.h"
 
-#define WF_INTERNAL __attribute__((visibility("hidden")))
 #define WF_FFI WEFT_API
 
-#define WF_MAXDIM 4
 #define WF_ALIGN 64          /* host allocations are 64-byte aligned */
 #define WF_DEVICE_CPU (-1)   /* device index of the host; n >= 0 is cuda:n */
 #define WF_MSGSIZE 2048
@@ -48,7 +48,6 @@
 
 #define WF_BUF_PINNED 1 /* page-locked host memory (cuMemAllocHost) */
 
-typedef struct wf_buffer wf_buffer;
 struct wf_buffer {
   int64_t refcount; /* touched with __atomic builtins only */
   void *ptr;
@@ -59,19 +58,7 @@ struct wf_buffer {
   void *ctx;                     /* owner data: DLPack tensor, CUDA context... */
 };
 
-typedef struct wf_array {
-  void *data;
-  int64_t shape[WF_MAXDIM];
-  int64_t strides[WF_MAXDIM]; /* in bytes */
-  int64_t size;               /* number of elements */
-  int32_t ndim;
-  int32_t dtype;  /* id in the Lua type registry (weft.types) */
-  int32_t device; /* WF_DEVICE_CPU or a cuda ordinal */
-  int32_t flags;
-  int32_t elsize; /* bytes per element */
-  int32_t pad_;
-  wf_buffer *buf;
-} wf_array;
+/* wf_array, the header kernels read, is part of the launch ABI: ir/abi.h */
 
 typedef struct wf_rt wf_rt;
 
@@ -79,10 +66,16 @@ typedef struct wf_rt wf_rt;
 ** or a signal handler and read with relaxed loads by kernels at loop
 ** back-edges; the launch (or Lua hook) that stops for it clears it and
 ** bumps `taken`, which tells the C API the call ended by an interrupt.
-** Touched with __atomic builtins only. */
+** Touched with __atomic builtins only.
+**
+** It also carries the host's hooks around long CPU launches (wf_launch.h:
+** an embedding interpreter lets its other threads run meanwhile), set by
+** the owner of the weft_State; NULL = none. Loaded with __atomic too. */
 typedef struct wf_intr {
   int32_t pending;
   uint32_t taken;
+  void *(*unblock)(void);
+  void (*reblock)(void *token);
 } wf_intr;
 
 /* ---- runtime (FFI) ---------------------------------------------------- */

@@ -16,6 +16,7 @@
 #include "ad/ad.h"
 #include "cpu/cpu.h"
 #include "runtime/rt.h"
+#include "runtime/wf_launch.h"
 #include "wtest.h"
 
 static wf_jit *J;

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/wf_launch.h"
+#include "runtime/wf_launch.h"
 #include "interop/dlpack.h"
 #include "weft.h"
 #include "wtest.h"

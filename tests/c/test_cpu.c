@@ -11,6 +11,7 @@
 
 #include "cpu/cpu.h"
 #include "runtime/rt.h"
+#include "runtime/wf_launch.h"
 
 #include "wtest.h"
 

@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cpu/wf_launch.h"
+#include "runtime/wf_launch.h"
 #include "weft.h"
 #include "wtest.h"
 

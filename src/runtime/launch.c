@@ -1,12 +1,13 @@
 /*
-** launch.c -- wf_cpu_launch: run a compiled kernel over a grid on the pool.
+** launch.c -- wf_cpu_launch: run a compiled kernel over a grid on the pool
+** (wf_launch.h; the kernel ABI is src/ir/abi.h). No LLVM here: the CPU
+** backend hands over a function pointer.
 */
 #include <stdint.h>
 #include <string.h>
 
-#include "cpu/cpu.h"
-#include "cpu/wf_launch.h"
 #include "runtime/rt.h"
+#include "runtime/wf_launch.h"
 
 /* Work (estimated instructions) below which a launch runs on the caller:
 ** waking the workers costs a few microseconds. */
@@ -25,19 +26,10 @@ typedef struct launch_job {
 static void run_chunk(void *job, int64_t begin, int64_t end) {
   launch_job *j = job;
   if (__atomic_load_n(j->ctx->intr, __ATOMIC_RELAXED)) {
-    wf_cpu_rt_interrupted(j->ctx);
+    wf_launch_interrupted(j->ctx);
     return;
   }
   j->fn(j->args, begin, end, j->ctx);
-}
-
-/* The hooks of wf_cpu_set_unblock (set once, read by every launch). */
-static void *(*unblock_fn)(void);
-static void (*reblock_fn)(void *);
-
-void wf_cpu_set_unblock(void *(*unblock)(void), void (*reblock)(void *token)) {
-  __atomic_store_n(&reblock_fn, reblock, __ATOMIC_RELEASE);
-  __atomic_store_n(&unblock_fn, unblock, __ATOMIC_RELEASE);
 }
 
 /* Creates the runtime's pool on first use (rt.h: the launch part owns it). */
@@ -83,8 +75,10 @@ int wf_cpu_launch(wf_rt *rt, void *fn, int ndim, const int64_t *dims, const void
   wf_kernel_fn kfn = (wf_kernel_fn)fn;
   wf_pool *pool = work < WF_INLINE_WORK ? NULL : get_pool(rt);
   ctx.serial = pool == NULL;
-  void *(*unblock)(void) = __atomic_load_n(&unblock_fn, __ATOMIC_ACQUIRE);
-  void *token = unblock && work >= WF_UNBLOCK_WORK ? unblock() : NULL;
+  /* the host's hooks (the weft_State's, through the interrupt request) */
+  void *(*unblock)(void) = __atomic_load_n(&intr->unblock, __ATOMIC_ACQUIRE);
+  void (*reblock)(void *) = __atomic_load_n(&intr->reblock, __ATOMIC_ACQUIRE);
+  void *token = unblock && reblock && work >= WF_UNBLOCK_WORK ? unblock() : NULL;
   if (!pool) {
     kfn(args, 0, total, &ctx);
   } else {
@@ -92,7 +86,7 @@ int wf_cpu_launch(wf_rt *rt, void *fn, int ndim, const int64_t *dims, const void
     int64_t grain = WF_CHUNK_WORK / cost;
     wf_pool_run(pool, total, grain < 1 ? 1 : grain, run_chunk, &job, &ctx.error);
   }
-  if (token) __atomic_load_n(&reblock_fn, __ATOMIC_ACQUIRE)(token);
+  if (token) reblock(token);
   int32_t err = __atomic_load_n(&ctx.error, __ATOMIC_ACQUIRE);
   if (err == WF_LAUNCH_INTERRUPTED) {
     /* count the stop even if the request was taken meanwhile */
