@@ -138,8 +138,9 @@ local PTYPES = {
   { "weft.vec3", "vec3" }, { "weft.mat33", "mat33" }, { "weft.bool", "bool" },
   { nil, "arr", "f32", 1 }, -- generic: launched with a float32 array
 }
-local FLIT = { "0.5", "1.0", "-2.0", "0.0", "3.0", "1e30", "-1e-30", "3.0e38", "1e300", "0.1",
+local FLIT = { "0.5", "1.0", "-2.0", "0.0", "3.0", "1e30", "-1e-30", "3.0e38", "0.1",
   "123456.75", "-0.0", "2.5e-8", "(1/0)", "(0/0)", "math.pi", "math.huge" }
+local FLIT64 = { "1e300", "-4.9e-324", "1.7976931348623157e308", unpack(FLIT) }
 local ILIT = { "0", "1", "2", "-1", "3", "7", "2147483647", "-2147483648", "65536", "31", "32",
   "100", "-7" }
 local F1 = { "weft.sqrt", "weft.sin", "weft.cos", "weft.exp", "weft.log", "weft.abs", "weft.floor",
@@ -151,7 +152,7 @@ local IARITH = { "+", "-", "*", "%" }
 local CMP = { "<", "<=", ">", ">=", "==", "~=" }
 local BITS = { "bit.band", "bit.bor", "bit.bxor", "bit.lshift", "bit.rshift", "bit.arshift" }
 local CAST = { f32 = "weft.float32", f64 = "weft.float64", i32 = "weft.int32" }
-local ALLT = { "f32", "f64", "i32", "bool", "vec3", "mat33" }
+local ALLT = { "f32", "f64", "i32", "bool", "vec3", "mat33", "quat" }
 
 local function generator(bytes)
   local pos, nb = 0, #bytes
@@ -162,6 +163,7 @@ local function generator(bytes)
   local function pick(t) return t[b() % #t + 1] end
 
   local scope = {}      -- { name=, ty=, arr=, ndim=, param= }
+  local has_rng = false -- a local random state 'rng' after the tid
   local nvars, out = 0, {}
   local function vars_of(ty)
     local r = {}
@@ -188,9 +190,9 @@ local function generator(bytes)
 
   local gen = {}
   gen.f32 = function(d, ty)
-    local c = d >= 4 and b() % 3 or b() % 17
-    if c == 0 then return var_or(ty, pick(FLIT)) end
-    if c == 1 then return fmt("%s(%s)", CAST[ty], pick(FLIT)) end
+    local c = d >= 4 and b() % 3 or b() % 19
+    if c == 0 then return var_or(ty, pick(ty == "f64" and FLIT64 or FLIT)) end
+    if c == 1 then return fmt("%s(%s)", CAST[ty], pick(ty == "f64" and FLIT64 or FLIT)) end
     if c == 2 then
       local as = arrays_of(ty)
       if #as > 0 then return index(d, pick(as)) end
@@ -219,12 +221,14 @@ local function generator(bytes)
       return fmt("weft.select(%s, %s, %s)", expr("bool", d + 1), expr(ty, d + 1), expr(ty, d + 1))
     end
     if c == 15 and ty == "f32" then return fmt("weft.determinant(%s)", expr("mat33", d + 1)) end
-    if c == 16 then return fmt("(%s %s %s)", expr(ty, d + 1), pick(ARITH), pick(FLIT)) end
-    return var_or(ty, pick(FLIT))
+    if c == 16 then return fmt("(%s %s %s)", expr(ty, d + 1), pick(ARITH), pick(ty == "f64" and FLIT64 or FLIT)) end
+    if c == 17 and ty == "f32" and has_rng then return "weft.randf(rng)" end
+    if c == 18 and ty == "f32" then return fmt("%s.%s", expr("quat", d + 1), pick({ "x", "w" })) end
+    return var_or(ty, pick(ty == "f64" and FLIT64 or FLIT))
   end
   gen.f64 = gen.f32
   gen.i32 = function(d)
-    local c = d >= 4 and b() % 3 or b() % 12
+    local c = d >= 4 and b() % 3 or b() % 13
     if c == 0 then return var_or("i32", pick(ILIT)) end
     if c == 1 then return "i" end
     if c == 2 then
@@ -249,6 +253,7 @@ local function generator(bytes)
     end
     if c == 9 then return fmt("(-%s)", expr("i32", d + 1)) end
     if c == 10 then return fmt("(%s and %s or %s)", expr("bool", d + 1), expr("i32", d + 1), pick(ILIT)) end
+    if c == 11 and has_rng then return "weft.int32(weft.randi(rng))" end
     return fmt("(%s %s %s)", expr("i32", d + 1), pick(IARITH), pick(ILIT))
   end
   gen.bool = function(d)
@@ -265,7 +270,7 @@ local function generator(bytes)
     return fmt("(%s < %s)", expr("i32", d + 1), pick(ILIT))
   end
   gen.vec3 = function(d)
-    local c = d >= 4 and b() % 2 or b() % 12
+    local c = d >= 4 and b() % 2 or b() % 13
     if c == 0 then return var_or("vec3", "weft.vec3()") end
     if c == 1 then
       return fmt("weft.vec3(%s, %s, %s)", expr("f32", d + 1), expr("f32", d + 1), expr("f32", d + 1))
@@ -283,7 +288,22 @@ local function generator(bytes)
     if c == 8 then return fmt("(%s * %s)", expr("mat33", d + 1), expr("vec3", d + 1)) end
     if c == 9 then return fmt("(-%s)", expr("vec3", d + 1)) end
     if c == 10 then return fmt("%s[%d]", expr("mat33", d + 1), b() % 3) end
+    if c == 11 then return fmt("weft.quat_rotate(%s, %s)", expr("quat", d + 1), expr("vec3", d + 1)) end
     return fmt("(%s / %s)", expr("vec3", d + 1), expr("f32", d + 1))
+  end
+  gen.quat = function(d)
+    local c = d >= 4 and b() % 2 or b() % 7
+    if c == 0 then return var_or("quat", "weft.quat_identity()") end
+    if c == 1 then
+      return fmt("weft.quat(%s, %s, %s, %s)", expr("f32", d + 1), pick(FLIT), pick(FLIT), expr("f32", d + 1))
+    end
+    if c == 2 then
+      return fmt("weft.quat_from_axis_angle(%s, %s)", expr("vec3", d + 1), expr("f32", d + 1))
+    end
+    if c == 3 then return fmt("weft.quat_inverse(%s)", expr("quat", d + 1)) end
+    if c == 4 then return fmt("(%s * %s)", expr("quat", d + 1), expr("quat", d + 1)) end
+    if c == 5 then return fmt("weft.normalize(%s)", expr("quat", d + 1)) end
+    return fmt("(%s + %s)", expr("quat", d + 1), expr("quat", d + 1))
   end
   gen.mat33 = function(d)
     local c = d >= 4 and b() % 2 or b() % 8
@@ -398,7 +418,9 @@ local function generator(bytes)
   scope[#scope + 1] = { name = "i", ty = "i32", param = true }
   local hbody = b() % 3 == 0 and "a * b + 1.0" or pick({ "weft.min(a, b)", "a", "a / b",
     "weft.sqrt(a * a + b * b)" })
-  local body = block(1, 0, false)
+  has_rng = b() % 3 == 0
+  local rng = has_rng and fmt("  local rng = weft.rand_init(%s, i)\n", pick(ILIT)) or ""
+  local body = rng .. block(1, 0, false)
   return concat({
     'local weft = require "weft"',
     fmt("local h = weft.func{ a = weft.float32, b = weft.float32, function(a, b) return %s end }", hbody),
