@@ -19,6 +19,12 @@
 ** Numeric for loops without exits use the FOR op; with exits they become
 ** WHILE loops carrying the induction variable.
 **
+** The lowering is three files: this one (variables, values, aggregates,
+** arithmetic, comparisons, indexing, expressions, assignment, statements,
+** functions), literal.c (untyped number literals and weak numbers) and
+** flow.c (control-flow merging: `if`, and/or, loops). lower.h holds what
+** they share.
+**
 ** Integer `/` truncates toward zero (as in C and Warp); `%` follows Lua (the
 ** result has the sign of the divisor); `^` is always a float power.
 */
@@ -65,7 +71,7 @@ const char *wf_lo_tname(wf_fctx *C, const wf_type *t) {
 /* ======================================================================
 ** variables
 ** ====================================================================== */
-static int addvar(wf_fstate *F, const char *name, wf_val v, const wf_type *t) {
+int wf_lo_addvar(wf_fstate *F, const char *name, wf_val v, const wf_type *t) {
   if (F->nvars == F->capvars) {
     int nc = F->capvars ? F->capvars * 2 : 32;
     wf_var *nv = wf_front_alloc(F->C, sizeof(wf_var) * (size_t)nc);
@@ -91,20 +97,15 @@ int wf_lo_findvar(wf_fstate *F, const char *name) {
   return -1;
 }
 
-typedef struct snap {
-  int n;
-  wf_var *v;
-} snap;
-
-static snap take_snap(wf_fstate *F) {
-  snap s;
+wf_lo_snap wf_lo_take_snap(wf_fstate *F) {
+  wf_lo_snap s;
   s.n = F->nvars;
   s.v = wf_front_alloc(F->C, sizeof(wf_var) * (size_t)(s.n ? s.n : 1));
   if (s.n) memcpy(s.v, F->vars, sizeof(wf_var) * (size_t)s.n);
   return s;
 }
 
-static void restore_snap(wf_fstate *F, snap s) {
+void wf_lo_restore_snap(wf_fstate *F, wf_lo_snap s) {
   F->nvars = s.n;
   if (s.n) memcpy(F->vars, s.v, sizeof(wf_var) * (size_t)s.n);
 }
@@ -118,15 +119,6 @@ wf_rv wf_lo_mkval(wf_val v, const wf_type *t) {
   r.kind = RV_VAL;
   r.v = v;
   r.t = t;
-  return r;
-}
-
-static wf_rv mklit(double num, int isint) {
-  wf_rv r;
-  memset(&r, 0, sizeof r);
-  r.kind = RV_LIT;
-  r.num = num;
-  r.isint = isint;
   return r;
 }
 
@@ -153,54 +145,9 @@ static const wf_type *scalar_of(const wf_type *t) {
   return t;
 }
 
-static int is_agg(const wf_type *t) {
+int wf_lo_is_agg(const wf_type *t) {
   return t->kind == WF_T_VEC || t->kind == WF_T_MAT || t->kind == WF_T_QUAT ||
          t->kind == WF_T_TRANSFORM || t->kind == WF_T_STRUCT;
-}
-
-/* The range of int type t: lo <= v < hi (exact in double). */
-static void int_range(const wf_type *t, double *lo, double *hi) {
-  *lo = t->is_signed ? -ldexp(1, t->bits - 1) : 0;
-  *hi = ldexp(1, t->is_signed ? t->bits - 1 : t->bits);
-}
-
-/* An integer-valued double in int type t's range, as the constant's bits. */
-static int64_t int_bits(double v) { return v >= 0x1p63 ? (int64_t)(uint64_t)v : (int64_t)v; }
-
-/* The shortest text that reads back as v (integers in full). */
-static const char *numtext(wf_fstate *F, double v) {
-  char *buf = wf_front_alloc(F->C, 40);
-  snprintf(buf, 40, "%.15g", v);
-  if (strtod(buf, NULL) != v) snprintf(buf, 40, "%.17g", v);
-  return buf;
-}
-
-/* Check that the number v fits int type t (a literal never wraps). */
-static void check_int_fits(wf_fstate *F, double v, const wf_type *t, wf_expr *at) {
-  double lo, hi;
-  int_range(t, &lo, &hi);
-  if (!(v >= lo && v < hi))
-    ERR(at, "cannot use the number %s as %s (out of range %s..%s)", numtext(F, v), TN(t),
-        numtext(F, lo), numtext(F, hi - 1));
-}
-
-/* Materialize a literal as a constant of type t, checking it fits. */
-static wf_val lit_as(wf_fstate *F, wf_rv *r, const wf_type *t, wf_expr *at) {
-  if (t->kind == WF_T_INT) {
-    if (!isfinite(r->num) || r->num != floor(r->num))
-      ERR(at, "cannot use the number %g as %s (not an integer)", r->num, TN(t));
-    check_int_fits(F, r->num, t, at);
-    return wf_b_consti(&F->b, t, int_bits(r->num));
-  }
-  if (t->kind == WF_T_FLOAT) {
-    /* a finite literal past the type's largest value would become inf */
-    double max = t->bits == 16 ? 65519.99 : t->bits == 32 ? 0x1.fffffefffffffp127 : INFINITY;
-    if (isfinite(r->num) && fabs(r->num) > max)
-      ERR(at, "cannot use the number %s as %s (out of range)", numtext(F, r->num), TN(t));
-    return wf_b_constf(&F->b, t, r->num);
-  }
-  if (is_agg(t) && t->kind != WF_T_STRUCT) ERR(at, "cannot use the number %g as %s", r->num, TN(t));
-  ERR(at, "cannot use a number as %s", TN(t));
 }
 
 static const char *rvdesc(wf_fstate *F, wf_rv *r) {
@@ -219,16 +166,6 @@ static const char *rvdesc(wf_fstate *F, wf_rv *r) {
     return buf;
   }
   return "?";
-}
-
-static wf_val weak_as(wf_fstate *F, const wf_weak *w, const wf_type *t, wf_expr *at);
-
-/* Number literal local x is carried by the innermost loop: remember that
-** for error messages. */
-static void loop_typed(wf_fstate *F, wf_var *x) {
-  x->loopline = F->loopline;
-  x->loophasnum = !x->weak;
-  x->loopnum = x->num;
 }
 
 /* Why a value r of type has (read from a number literal local typed by a
@@ -260,12 +197,12 @@ wf_val wf_lo_value(wf_fstate *F, wf_rv *r, const wf_type *want, wf_expr *at) {
     return r->v;
   case RV_LIT:
     if (!want) want = r->isint ? t_i32(F) : t_f32(F);
-    return lit_as(F, r, want, at);
+    return wf_lo_lit_as(F, r, want, at);
   case RV_WEAK:
     if (!want) want = r->isint ? t_i32(F) : t_f32(F);
     if (want->kind != WF_T_INT && want->kind != WF_T_FLOAT)
       ERR(at, "cannot use a number as %s", TN(want));
-    return weak_as(F, r->weak, want, at);
+    return wf_lo_weak_as(F, r->weak, want, at);
   case RV_NONE: ERR(at, "expression has no value");
   case RV_STR: ERR(at, "strings are only supported as print's format argument");
   case RV_SHAPE: ERR(at, "x.shape must be indexed with a constant: x.shape[0]");
@@ -389,250 +326,6 @@ static const char *opverb(int op) {
   }
 }
 
-/* Fold an arithmetic operation on two literals (Lua semantics). */
-static wf_rv fold_lits(int op, wf_rv a, wf_rv b) {
-  double x = a.num, y = b.num, r = 0;
-  int isint = a.isint && b.isint;
-  switch (op) {
-  case '+': r = x + y; break;
-  case '-': r = x - y; break;
-  case '*': r = x * y; break;
-  case '/': r = x / y; isint = isint && r == floor(r); break;
-  case '%': r = x - floor(x / y) * y; break;
-  case '^': r = pow(x, y); isint = 0; break;
-  }
-  return mklit(r, isint);
-}
-
-/* ======================================================================
-** weak numbers: conditionals of literals (see wf_weak in lower.h)
-** ====================================================================== */
-#define WEAK_MAXLEAVES 64 /* folding literals leaf by leaf stops here */
-
-static wf_weak *weak_new(wf_fstate *F) {
-  wf_weak *w = wf_front_alloc(F->C, sizeof *w);
-  w->cond = WF_NOVAL;
-  w->dyn = WF_NOVAL;
-  w->loc = F->b.loc;
-  return w;
-}
-
-static const wf_weak *weak_leaf(wf_fstate *F, double num, int isint) {
-  wf_weak *w = weak_new(F);
-  w->num = num;
-  w->isint = isint;
-  w->integral = isfinite(num) && num == floor(num);
-  return w;
-}
-
-static const wf_weak *weak_node(wf_fstate *F, wf_val cond, const wf_weak *a, const wf_weak *b) {
-  wf_weak *w = weak_new(F);
-  w->cond = cond;
-  w->isint = a->isint && b->isint;
-  w->integral = a->integral && b->integral;
-  w->a = a;
-  w->b = b;
-  return w;
-}
-
-static const wf_weak *weak_dyn(wf_fstate *F, wf_val v, int isint, int integral) {
-  wf_weak *w = weak_new(F);
-  w->dyn = v;
-  w->isint = isint;
-  w->integral = integral;
-  return w;
-}
-
-/* a op b (b NULL for op 'n', negation), done at the type of the use. */
-static const wf_weak *weak_opnode(wf_fstate *F, int op, const wf_weak *a, const wf_weak *b) {
-  wf_weak *w = weak_new(F);
-  w->op = op;
-  w->a = a;
-  w->b = b;
-  int keeps = op == 'n' || op == '+' || op == '-' || op == '*' || op == '%';
-  w->isint = keeps && a->isint && (!b || b->isint);
-  w->integral = keeps && a->integral && (!b || b->integral);
-  return w;
-}
-
-/* The weak number of an RV_LIT or RV_WEAK. */
-static const wf_weak *weak_of(wf_fstate *F, const wf_rv *r) {
-  return r->kind == RV_WEAK ? r->weak : weak_leaf(F, r->num, r->isint);
-}
-
-static int weak_isleaf(const wf_weak *w) { return w->cond == WF_NOVAL && !w->op; }
-
-/* An expression result for w (a literal leaf is a plain RV_LIT). */
-static wf_rv weak_rv(const wf_weak *w) {
-  if (weak_isleaf(w) && w->dyn == WF_NOVAL) return mklit(w->num, w->isint);
-  wf_rv r;
-  memset(&r, 0, sizeof r);
-  r.kind = RV_WEAK;
-  r.weak = w;
-  r.isint = w->isint;
-  return r;
-}
-
-wf_rv wf_lo_weak_select(wf_fstate *F, wf_val cond, const wf_rv *x, const wf_rv *y) {
-  return weak_rv(weak_node(F, cond, weak_of(F, x), weak_of(F, y)));
-}
-
-/* Literal leaves under w when it is only conditionals of literals, else a
-** number above any limit. */
-static int weak_leaves(const wf_weak *w) {
-  if (w->op || w->dyn != WF_NOVAL) return WEAK_MAXLEAVES + 1;
-  if (w->cond == WF_NOVAL) return 1;
-  int n = weak_leaves(w->a) + weak_leaves(w->b);
-  return n > WEAK_MAXLEAVES ? WEAK_MAXLEAVES + 1 : n;
-}
-
-static int is_num_type(const wf_type *t) { return t->kind == WF_T_INT || t->kind == WF_T_FLOAT; }
-
-/* w as a value of scalar type t: SELECTs of constants of t, arithmetic
-** on dyn leaves done in t. */
-static wf_val weak_as1(wf_fstate *F, const wf_weak *w, const wf_type *t, wf_expr *at) {
-  if (w->cond != WF_NOVAL) {
-    wf_val a = weak_as1(F, w->a, t, at), b = weak_as1(F, w->b, t, at);
-    return wf_b_op3(&F->b, WF_OP_SELECT, t, w->cond, a, b);
-  }
-  if (!w->op && w->dyn == WF_NOVAL) {
-    wf_rv r = mklit(w->num, w->isint);
-    return lit_as(F, &r, t, at);
-  }
-  if (t->kind == WF_T_INT && !w->integral)
-    ERR(at, "cannot use a number that is not always an integer as %s", TN(t));
-  if (!is_num_type(t)) ERR(at, "cannot use a number as %s", TN(t));
-  if (w->op) {
-    wf_val a = weak_as1(F, w->a, t, at);
-    if (w->op == 'n') return wf_b_op1(&F->b, WF_OP_NEG, t, a);
-    wf_val b = weak_as1(F, w->b, t, at);
-    wf_rv r = wf_lo_arith(F, w->op, wf_lo_mkval(a, t), wf_lo_mkval(b, t), at);
-    if (r.t != t) ERR(at, "cannot use a number as %s", TN(t));
-    return r.v;
-  }
-  if (t == wf_vtype(F->fn, w->dyn)) return w->dyn;
-  return wf_b_op1(&F->b, WF_OP_CAST, t, w->dyn);
-}
-
-/* The ops that build a weak number where it is used carry the position
-** of the conditional (or arithmetic) that made it, not of the use. */
-static wf_loc weak_at(wf_fstate *F, const wf_weak *w) {
-  wf_loc saved = F->b.loc;
-  if (w->loc.line > 0) F->b.loc = w->loc;
-  return saved;
-}
-
-static wf_val weak_as(wf_fstate *F, const wf_weak *w, const wf_type *t, wf_expr *at) {
-  wf_loc saved = weak_at(F, w);
-  wf_val v = weak_as1(F, w, t, at);
-  F->b.loc = saved;
-  return v;
-}
-
-/* w as a bool (leaves are 0 or 1: folded comparisons). */
-static wf_val weak_bool1(wf_fstate *F, const wf_weak *w) {
-  if (w->cond == WF_NOVAL) return wf_b_consti(&F->b, t_bool(F), w->num != 0);
-  wf_val a = weak_bool1(F, w->a), b = weak_bool1(F, w->b);
-  return wf_b_op3(&F->b, WF_OP_SELECT, t_bool(F), w->cond, a, b);
-}
-
-static wf_val weak_bool(wf_fstate *F, const wf_weak *w) {
-  wf_loc saved = weak_at(F, w);
-  wf_val v = weak_bool1(F, w);
-  F->b.loc = saved;
-  return v;
-}
-
-int wf_lo_num_integral(const wf_rv *r) {
-  if (r->kind == RV_WEAK) return r->weak->integral;
-  return r->kind == RV_LIT && isfinite(r->num) && r->num == floor(r->num);
-}
-
-/* Convert as weft.T(x) does: truncate to ints, x ~= 0 for bool. */
-static wf_val weak_cast1(wf_fstate *F, const wf_weak *w, const wf_type *t, wf_expr *at) {
-  if (w->cond != WF_NOVAL) {
-    wf_val a = weak_cast1(F, w->a, t, at), b = weak_cast1(F, w->b, t, at);
-    return wf_b_op3(&F->b, WF_OP_SELECT, t, w->cond, a, b);
-  }
-  if (!w->op && w->dyn == WF_NOVAL) {
-    double v = w->num;
-    if (t->kind == WF_T_INT) {
-      /* as the backends convert at run time (llvm.fptosi.sat, the CUDA
-      ** prelude): truncated, saturated at the type's limits, NaN -> 0 */
-      double lo, hi;
-      int_range(t, &lo, &hi);
-      uint64_t max = t->is_signed ? (UINT64_C(1) << (t->bits - 1)) - 1
-                     : t->bits == 64 ? UINT64_MAX
-                                     : (UINT64_C(1) << t->bits) - 1;
-      int64_t k = v != v ? 0 : v <= lo ? (int64_t)lo : v >= hi ? (int64_t)max : int_bits(trunc(v));
-      return wf_b_consti(&F->b, t, k);
-    }
-    if (t->kind == WF_T_BOOL) v = v != 0;
-    return wf_lo_const(F, t, v);
-  }
-  if (t->kind == WF_T_FLOAT) return weak_as1(F, w, t, at);
-  /* through float64, which holds every literal exactly */
-  const wf_type *dt = wf_t_float(F->C->T, 64);
-  wf_val d = weak_as1(F, w, dt, at);
-  if (t->kind == WF_T_BOOL) return wf_b_op2(&F->b, WF_OP_NE, t, d, wf_b_constf(&F->b, dt, 0));
-  return wf_b_op1(&F->b, WF_OP_CAST, t, d);
-}
-
-wf_val wf_lo_num_cast(wf_fstate *F, const wf_rv *r, const wf_type *t, wf_expr *at) {
-  const wf_weak *w = weak_of(F, r);
-  wf_loc saved = weak_at(F, w);
-  wf_val v = weak_cast1(F, w, t, at);
-  F->b.loc = saved;
-  return v;
-}
-
-/* A comparison of two literals (bool as 0 or 1). */
-static wf_rv fold_cmp(int op, double x, double y) {
-  int r = 0;
-  switch (op) {
-  case TK_EQ: r = x == y; break;
-  case TK_NE: r = x != y; break;
-  case '<': r = x < y; break;
-  case TK_LE: r = x <= y; break;
-  case '>': r = x > y; break;
-  case TK_GE: r = x >= y; break;
-  }
-  return mklit(r, 1);
-}
-
-static int is_arith(int op) { return op && strchr("+-*/%^", op) != NULL; }
-
-/* a op b leaf by leaf (arithmetic, or a comparison giving 0/1 leaves) for
-** conditionals of literals (weak_leaves bounds the size). */
-static const wf_weak *weak_fold(wf_fstate *F, int op, const wf_weak *a, const wf_weak *b) {
-  if (a->cond != WF_NOVAL || b->cond != WF_NOVAL) {
-    const wf_weak *n = a->cond != WF_NOVAL ? a : b;
-    const wf_weak *x = weak_fold(F, op, n == a ? a->a : a, n == b ? b->a : b);
-    const wf_weak *y = weak_fold(F, op, n == a ? a->b : a, n == b ? b->b : b);
-    return weak_node(F, n->cond, x, y);
-  }
-  wf_rv r = is_arith(op) ? fold_lits(op, mklit(a->num, a->isint), mklit(b->num, b->isint))
-                         : fold_cmp(op, a->num, b->num);
-  return weak_leaf(F, r.num, r.isint);
-}
-
-/* a op b for two untyped numbers, one of them weak: folded when small,
-** else (arithmetic) an op done at the type of the use; NULL for a
-** comparison that cannot be folded. */
-static const wf_weak *weak_binop(wf_fstate *F, int op, const wf_rv *a, const wf_rv *b) {
-  const wf_weak *wa = weak_of(F, a), *wb = weak_of(F, b);
-  int na = weak_leaves(wa), nb = weak_leaves(wb);
-  if (na <= WEAK_MAXLEAVES && nb <= WEAK_MAXLEAVES && na * nb <= WEAK_MAXLEAVES)
-    return weak_fold(F, op, wa, wb);
-  return is_arith(op) ? weak_opnode(F, op, wa, wb) : NULL;
-}
-
-static const wf_weak *weak_neg(wf_fstate *F, const wf_weak *w) {
-  if (weak_leaves(w) > WEAK_MAXLEAVES) return weak_opnode(F, 'n', w, NULL);
-  if (w->cond != WF_NOVAL) return weak_node(F, w->cond, weak_neg(F, w->a), weak_neg(F, w->b));
-  return weak_leaf(F, -w->num, w->isint);
-}
-
 static wf_op arith_op(int op) {
   switch (op) {
   case '+': return WF_OP_ADD;
@@ -651,9 +344,9 @@ static const wf_type *pow_type(wf_fstate *F, const wf_type *t) {
 }
 
 wf_rv wf_lo_arith(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at) {
-  if (a.kind == RV_LIT && b.kind == RV_LIT) return fold_lits(op, a, b);
+  if (a.kind == RV_LIT && b.kind == RV_LIT) return wf_lo_fold_lits(op, a, b);
   /* a weak number stays weak: `(c and 1 or 0) * 0.5` */
-  if (wf_lo_isnum(&a) && wf_lo_isnum(&b)) return weak_rv(weak_binop(F, op, &a, &b));
+  if (wf_lo_isnum(&a) && wf_lo_isnum(&b)) return wf_lo_weak_rv(wf_lo_weak_binop(F, op, &a, &b));
   if (!wf_lo_isnum(&a) && a.kind != RV_VAL) wf_lo_value(F, &a, NULL, at);
   if (!wf_lo_isnum(&b) && b.kind != RV_VAL) wf_lo_value(F, &b, NULL, at);
   const wf_type *ta = a.kind == RV_VAL ? a.t : NULL, *tb = b.kind == RV_VAL ? b.t : NULL;
@@ -677,17 +370,19 @@ wf_rv wf_lo_arith(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at) {
     return wf_lo_mkval(wf_b_op2(&F->b, arith_op(op), sa, va, vb), sa);
   }
   /* aggregates */
-  if (ta && tb && ta == tb && (op == '+' || op == '-') && is_agg(ta) && ta->kind != WF_T_STRUCT)
+  if (ta && tb && ta == tb && (op == '+' || op == '-') && wf_lo_is_agg(ta) &&
+      ta->kind != WF_T_STRUCT)
     return wf_lo_mkval(wf_lo_cw2(F, arith_op(op), ta, a.v, b.v, 0), ta);
   if (op == '*' || op == '/') {
     /* aggregate times / divided by a scalar */
-    const wf_type *agt = ta && is_agg(ta) ? ta : NULL;
+    const wf_type *agt = ta && wf_lo_is_agg(ta) ? ta : NULL;
     if (agt && agt->kind != WF_T_STRUCT && (!tb || wf_t_is_scalar(tb))) {
       const wf_type *st = scalar_of(agt);
       wf_val s = wf_lo_value(F, &b, st, at);
       return wf_lo_mkval(wf_lo_cw2(F, arith_op(op), agt, a.v, s, 1), agt);
     }
-    if (op == '*' && tb && is_agg(tb) && tb->kind != WF_T_STRUCT && (!ta || wf_t_is_scalar(ta))) {
+    if (op == '*' && tb && wf_lo_is_agg(tb) && tb->kind != WF_T_STRUCT &&
+        (!ta || wf_t_is_scalar(ta))) {
       const wf_type *st = scalar_of(tb);
       wf_val s = wf_lo_value(F, &a, st, at);
       return wf_lo_mkval(wf_lo_cw2(F, WF_OP_MUL, tb, b.v, s, 1), tb);
@@ -726,8 +421,8 @@ static wf_rv compare(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at) {
   }
   if (wf_lo_isnum(&a) && wf_lo_isnum(&b)) {
     /* compared leaf by leaf, in double precision as Lua would */
-    const wf_weak *w = weak_binop(F, op, &a, &b);
-    if (w) return wf_lo_mkval(weak_bool(F, w), t_bool(F));
+    const wf_weak *w = wf_lo_weak_binop(F, op, &a, &b);
+    if (w) return wf_lo_mkval(wf_lo_weak_bool(F, w), t_bool(F));
     /* in float64, which holds every literal exactly, as Lua compares */
     const wf_type *dt = wf_t_float(F->C->T, 64);
     a = wf_lo_mkval(wf_lo_value(F, &a, dt, at), dt);
@@ -748,12 +443,13 @@ static wf_rv compare(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at) {
     return wf_lo_mkval(e, bt);
   }
   if (t->kind != WF_T_INT && t->kind != WF_T_FLOAT)
-    ERR(at, "cannot order %s values with '%s'", TN(t), wf_tok_name(op) ? wf_tok_name(op) : (op == '<' ? "<" : ">"));
+    ERR(at, "cannot order %s values with '%s'", TN(t),
+        wf_tok_name(op) ? wf_tok_name(op) : (op == '<' ? "<" : ">"));
   wf_op o = op == '<' ? WF_OP_LT : op == TK_LE ? WF_OP_LE : op == '>' ? WF_OP_GT : WF_OP_GE;
   return wf_lo_mkval(wf_b_op2(&F->b, o, bt, va, vb), bt);
 }
 
-static wf_val as_bool(wf_fstate *F, wf_rv r, wf_expr *at, const char *what) {
+wf_val wf_lo_as_bool(wf_fstate *F, wf_rv r, wf_expr *at, const char *what) {
   if (r.kind == RV_VAL && r.t->kind == WF_T_BOOL) return r.v;
   if (r.kind == RV_VAL || wf_lo_isnum(&r))
     ERR(at, "%s must be a bool, got %s", what, r.kind == RV_VAL ? TN(r.t) : "a number");
@@ -761,432 +457,15 @@ static wf_val as_bool(wf_fstate *F, wf_rv r, wf_expr *at, const char *what) {
 }
 
 /* ======================================================================
-** structured if: both branches lowered into fresh blocks; the bindings
-** changed in either branch (and an optional expression value) become the
-** if's results.
-** ====================================================================== */
-typedef wf_rv (*branch_fn)(wf_fstate *F, void *arg);
-
-
-static wf_val undef_of(wf_fstate *F, const wf_type *t) {
-  return wf_b_inst(&F->b, WF_OP_UNDEF, 0, NULL, 1, &t, 0)->res[0];
-}
-
-/* The value of local x where it merges into type t: its SSA value, its
-** literal as a constant of t, or undef when it never got a value. */
-static wf_val var_value(wf_fstate *F, wf_var *x, const wf_type *t) {
-  if (x->v != WF_NOVAL) return x->v;
-  if (x->islit && x->weak) {
-    if (t->kind == WF_T_INT && !x->weak->integral)
-      wf_lo_err(F, F->b.loc.line, F->b.loc.col,
-                "local '%s' holds a number that is not always an integer here but %s elsewhere",
-                x->name, TN(t));
-    if (t->kind != WF_T_INT && t->kind != WF_T_FLOAT)
-      wf_lo_err(F, F->b.loc.line, F->b.loc.col, "local '%s' holds a number here but %s elsewhere",
-                x->name, TN(t));
-    wf_expr here;
-    memset(&here, 0, sizeof here);
-    here.line = F->b.loc.line;
-    here.col = F->b.loc.col;
-    return weak_as(F, x->weak, t, &here);
-  }
-  if (x->islit) {
-    if (t->kind == WF_T_INT && x->num != floor(x->num))
-      wf_lo_err(F, F->b.loc.line, F->b.loc.col,
-                "local '%s' holds the number %g here but %s elsewhere", x->name, x->num, TN(t));
-    if (t->kind == WF_T_INT) {
-      wf_expr here;
-      memset(&here, 0, sizeof here);
-      here.line = F->b.loc.line;
-      here.col = F->b.loc.col;
-      check_int_fits(F, x->num, t, &here);
-      return wf_b_consti(&F->b, t, int_bits(x->num));
-    }
-    if (t->kind == WF_T_FLOAT) return wf_lo_const(F, t, x->num);
-    wf_lo_err(F, F->b.loc.line, F->b.loc.col, "local '%s' holds a number here but %s elsewhere", x->name,
-              TN(t));
-  }
-  return undef_of(F, t);
-}
-
-/* Has local binding b changed from a (a new value or a new untyped number)? */
-static int binding_changed(const wf_var *a, const wf_var *b) {
-  if (a->v != b->v || a->islit != b->islit) return 1;
-  return a->islit && (a->weak != b->weak || a->litint != b->litint ||
-                      memcmp(&a->num, &b->num, sizeof a->num));
-}
-
-/* The weak number an untyped local holds. */
-static const wf_weak *var_weak(wf_fstate *F, const wf_var *x) {
-  return x->weak ? x->weak : weak_leaf(F, x->num, x->litint);
-}
-
-/* Local x holds the weak number w from now on. */
-static void set_weak(wf_var *x, const wf_weak *w) {
-  x->v = WF_NOVAL;
-  x->t = NULL;
-  x->islit = 1;
-  x->weak = weak_isleaf(w) && w->dyn == WF_NOVAL ? NULL : w;
-  x->num = w->num;
-  x->litint = w->isint;
-}
-
-#define WEAK_MAXNODES 128 /* a merged weak conditional grows up to this */
-
-/* Nodes of w, shared parts counted once per use (what building it costs),
-** or a number above lim. */
-static int weak_size(const wf_weak *w, int lim) {
-  if (!w) return 0;
-  int n = 1;
-  if (w->cond != WF_NOVAL || w->op) {
-    n += weak_size(w->a, lim);
-    if (n <= lim) n += weak_size(w->b, lim);
-  }
-  return n;
-}
-
-/* The locals an `if` merges as weak conditionals, and the values of its
-** branches (those from mark on: conditions, dyn leaves) they use, which
-** become results of the if. */
-typedef struct wmerge {
-  wf_val mark;
-  int nvar, nv, capv;
-  int *var;
-  const wf_weak **wt, **we;
-  wf_val *v;
-  int *side; /* 0: then, 1: else */
-} wmerge;
-
-static void wmerge_val(wf_fstate *F, wmerge *m, wf_val v, int side) {
-  if (v == WF_NOVAL || v < m->mark) return;
-  for (int k = 0; k < m->nv; k++)
-    if (m->v[k] == v) return;
-  if (m->nv == m->capv) {
-    int nc = m->capv ? m->capv * 2 : 8;
-    wf_val *nv = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)nc);
-    int *ns = wf_front_alloc(F->C, sizeof(int) * (size_t)nc);
-    if (m->nv) memcpy(nv, m->v, sizeof(wf_val) * (size_t)m->nv);
-    if (m->nv) memcpy(ns, m->side, sizeof(int) * (size_t)m->nv);
-    m->v = nv;
-    m->side = ns;
-    m->capv = nc;
-  }
-  m->v[m->nv] = v;
-  m->side[m->nv] = side;
-  m->nv++;
-}
-
-static void wmerge_scan(wf_fstate *F, wmerge *m, const wf_weak *w, int side) {
-  if (!w) return;
-  wmerge_val(F, m, w->cond, side);
-  wmerge_val(F, m, w->dyn, side);
-  wmerge_scan(F, m, w->a, side);
-  wmerge_scan(F, m, w->b, side);
-}
-
-static void wmerge_add(wf_fstate *F, wmerge *m, int vi, const wf_weak *wt, const wf_weak *we) {
-  if (!m->var) {
-    /* at most one per visible local: sized on first use */
-    int cap = F->nvars + 1;
-    m->var = wf_front_alloc(F->C, sizeof(int) * (size_t)cap);
-    m->wt = wf_front_alloc(F->C, sizeof(wf_weak *) * (size_t)cap);
-    m->we = wf_front_alloc(F->C, sizeof(wf_weak *) * (size_t)cap);
-  }
-  m->var[m->nvar] = vi;
-  m->wt[m->nvar] = wt;
-  m->we[m->nvar] = we;
-  m->nvar++;
-  wmerge_scan(F, m, wt, 0);
-  wmerge_scan(F, m, we, 1);
-}
-
-static wf_val wmerge_res(const wmerge *m, wf_val v, const wf_val *res) {
-  if (v == WF_NOVAL || v < m->mark) return v;
-  for (int k = 0; k < m->nv; k++)
-    if (m->v[k] == v) return res[k];
-  return v; /* cannot happen: every value was scanned */
-}
-
-/* w with the branches' values replaced by the if's results res[]. */
-static const wf_weak *weak_map(wf_fstate *F, const wf_weak *w, const wmerge *m, const wf_val *res) {
-  if (!w) return NULL;
-  const wf_weak *a = weak_map(F, w->a, m, res), *b = weak_map(F, w->b, m, res);
-  wf_val c = wmerge_res(m, w->cond, res), d = wmerge_res(m, w->dyn, res);
-  if (a == w->a && b == w->b && c == w->cond && d == w->dyn) return w;
-  wf_weak *n = weak_new(F);
-  *n = *w;
-  n->a = a;
-  n->b = b;
-  n->cond = c;
-  n->dyn = d;
-  return n;
-}
-
-/* Lower one branch into a new block; returns the block, fills snap/value. */
-static wf_block *lower_branch(wf_fstate *F, branch_fn fn, void *arg, snap s0, snap *out, wf_rv *val) {
-  wf_block *blk = wf_b_newblock(F->fn, 0, NULL);
-  wf_block *saved = F->b.block;
-  wf_loc loc = F->b.loc;
-  F->b.block = blk;
-  wf_rv r;
-  memset(&r, 0, sizeof r);
-  if (fn) r = fn(F, arg);
-  if (val) *val = r;
-  F->nvars = s0.n; /* drop the branch's locals */
-  *out = take_snap(F);
-  restore_snap(F, s0);
-  F->b.block = saved;
-  F->b.loc = loc;
-  return blk;
-}
-
-static wf_rv emit_if(wf_fstate *F, wf_val cond, branch_fn thenf, void *targ, branch_fn elsef,
-                     void *earg, int want_value, wf_expr *at) {
-  /* statements pass no expression: errors point at the statement */
-  wf_expr here;
-  if (!at) {
-    memset(&here, 0, sizeof here);
-    here.line = F->b.loc.line;
-    here.col = F->b.loc.col;
-    at = &here;
-  }
-  snap s0 = take_snap(F);
-  snap st, se;
-  wf_rv tv, ev;
-  wf_val mark = (wf_val)F->fn->nvals; /* values from here on are the branches' */
-  wf_block *bt = lower_branch(F, thenf, targ, s0, &st, want_value ? &tv : NULL);
-  wf_block *be = lower_branch(F, elsef, earg, s0, &se, want_value ? &ev : NULL);
-  /* result type of the value */
-  const wf_type *vt = NULL;
-  int weak = 0;
-  if (want_value) {
-    if (tv.kind == RV_VAL) vt = tv.t;
-    if (ev.kind == RV_VAL) {
-      if (vt && vt != ev.t)
-        ERR(at, "the two branches give different types: %s and %s", TN(vt), TN(ev.t));
-      vt = ev.t;
-    }
-    if (!vt && wf_lo_isnum(&tv) && wf_lo_isnum(&ev)) {
-      if (want_value == 2) {
-        /* a weak value (see wf_weak): two literals need no result; else
-        ** the branches yield the number as float64, exact for literals */
-        weak = tv.kind == RV_LIT && ev.kind == RV_LIT ? 1 : 2;
-        vt = weak == 2 ? wf_t_float(F->C->T, 64) : NULL;
-      } else {
-        vt = (tv.isint && ev.isint) ? t_i32(F) : t_f32(F);
-      }
-    }
-    if (!vt && !weak) {
-      wf_rv *bad = (tv.kind != RV_VAL && !wf_lo_isnum(&tv)) ? &tv : &ev;
-      wf_lo_value(F, bad, NULL, at);
-    }
-    if (weak == 1) want_value = 0;
-  }
-  /* bindings changed in either branch */
-  int nm = 0;
-  int *idx = wf_front_alloc(F->C, sizeof(int) * (size_t)(s0.n + 1));
-  const wf_type **types = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(s0.n + 2));
-  if (want_value) types[nm] = vt;
-  int off = want_value ? 1 : 0;
-  /* untyped in both branches: a weak conditional (wmerge), or a float64
-  ** dyn leaf when that would grow too big (isdyn) */
-  wmerge wm;
-  memset(&wm, 0, sizeof wm);
-  wm.mark = mark;
-  char *isdyn = wf_front_alloc(F->C, (size_t)(s0.n + 1));
-  for (int i = 0; i < s0.n; i++) {
-    if (!binding_changed(&s0.v[i], &st.v[i]) && !binding_changed(&s0.v[i], &se.v[i])) continue;
-    if (st.v[i].islit && se.v[i].islit) {
-      const wf_weak *wt = var_weak(F, &st.v[i]), *we = var_weak(F, &se.v[i]);
-      if (weak_size(wt, WEAK_MAXNODES) + weak_size(we, WEAK_MAXNODES) < WEAK_MAXNODES) {
-        wmerge_add(F, &wm, i, wt, we);
-        continue;
-      }
-      isdyn[nm] = 1;
-      idx[nm] = i;
-      types[off + nm] = wf_t_float(F->C->T, 64);
-      nm++;
-      continue;
-    }
-    const wf_type *t = st.v[i].t ? st.v[i].t : se.v[i].t;
-    if (st.v[i].t && se.v[i].t && st.v[i].t != se.v[i].t)
-      ERR(at, "local '%s' gets different types in the two branches: %s and %s", s0.v[i].name,
-          TN(st.v[i].t), TN(se.v[i].t));
-    idx[nm] = i;
-    types[off + nm] = t;
-    nm++;
-  }
-  /* the branches' values the merged weak conditionals use: more results */
-  int nr = off + nm + wm.nv;
-  if (wm.nv) {
-    const wf_type **nt = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(nr + 1));
-    memcpy(nt, types, sizeof(wf_type *) * (size_t)(off + nm));
-    for (int k = 0; k < wm.nv; k++) nt[off + nm + k] = wf_vtype(F->fn, wm.v[k]);
-    types = nt;
-  }
-  /* yields */
-  wf_block *blocks[2] = {bt, be};
-  snap *snaps[2] = {&st, &se};
-  wf_rv *vals[2] = {&tv, &ev};
-  wf_block *saved = F->b.block;
-  for (int k = 0; k < 2; k++) {
-    F->b.block = blocks[k];
-    wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(nr + 1));
-    if (want_value) ys[0] = wf_lo_value(F, vals[k], vt, at);
-    for (int j = 0; j < nm; j++) {
-      wf_var *x = &snaps[k]->v[idx[j]];
-      ys[off + j] = var_value(F, x, types[off + j]);
-    }
-    /* a value of one branch; the other yields a zero, never selected */
-    for (int j = 0; j < wm.nv; j++)
-      ys[off + nm + j] = wm.side[j] == k ? wm.v[j] : wf_lo_const(F, types[off + nm + j], 0);
-    wf_b_inst(&F->b, WF_OP_YIELD, nr, ys, 0, NULL, 0);
-  }
-  F->b.block = saved;
-  wf_inst *in = wf_b_inst(&F->b, WF_OP_IF, 1, &cond, nr, types, 2);
-  in->blocks[0] = bt;
-  in->blocks[1] = be;
-  bt->parent = in;
-  be->parent = in;
-  for (int j = 0; j < nm; j++) {
-    wf_var *x = &F->vars[idx[j]];
-    if (isdyn[j]) {
-      const wf_var *a = &st.v[idx[j]], *b = &se.v[idx[j]];
-      const wf_weak *w = weak_dyn(F, in->res[off + j], var_weak(F, a)->isint && var_weak(F, b)->isint,
-                                  var_weak(F, a)->integral && var_weak(F, b)->integral);
-      set_weak(x, w);
-      continue;
-    }
-    x->v = in->res[off + j];
-    x->t = types[off + j];
-    x->islit = 0;
-    x->weak = NULL;
-  }
-  for (int j = 0; j < wm.nvar; j++) {
-    const wf_weak *a = weak_map(F, wm.wt[j], &wm, in->res + off + nm);
-    const wf_weak *b = weak_map(F, wm.we[j], &wm, in->res + off + nm);
-    set_weak(&F->vars[wm.var[j]], weak_node(F, cond, a, b));
-  }
-  wf_rv r;
-  memset(&r, 0, sizeof r);
-  if (weak) F->b.loc = (wf_loc){at->line, at->col};
-  if (weak == 1) return weak_rv(weak_node(F, cond, weak_of(F, &tv), weak_of(F, &ev)));
-  if (weak == 2)
-    return weak_rv(weak_dyn(F, in->res[0], tv.isint && ev.isint,
-                            wf_lo_num_integral(&tv) && wf_lo_num_integral(&ev)));
-  if (want_value) r = wf_lo_mkval(in->res[0], vt);
-  return r;
-}
-
-static wf_rv br_expr(wf_fstate *F, void *arg) { return wf_lo_expr(F, (wf_expr *)arg); }
-static wf_rv br_true(wf_fstate *F, void *arg) {
-  (void)arg;
-  return wf_lo_mkval(wf_b_consti(&F->b, t_bool(F), 1), t_bool(F));
-}
-static wf_rv br_false(wf_fstate *F, void *arg) {
-  (void)arg;
-  return wf_lo_mkval(wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
-}
-
-static wf_rv br_boolexpr_while(wf_fstate *F, void *arg) {
-  wf_expr *e = (wf_expr *)arg;
-  wf_rv r = wf_lo_expr(F, e);
-  return wf_lo_mkval(as_bool(F, r, e, "while condition"), t_bool(F));
-}
-
-static wf_rv br_boolexpr(wf_fstate *F, void *arg) {
-  wf_expr *e = (wf_expr *)arg;
-  wf_rv r = wf_lo_expr(F, e);
-  return wf_lo_mkval(as_bool(F, r, e, "operand of 'and'/'or'"), t_bool(F));
-}
-
-/* Does evaluating e have no side effects and no memory reads? Then a
-** short-circuit can evaluate it eagerly. */
-static int simple_expr(wf_expr *e) {
-  switch (e->kind) {
-  case E_NUM: case E_TRUE: case E_FALSE: case E_NAME: return 1;
-  case E_PAREN: case E_UN: return simple_expr(e->a);
-  case E_BIN: /* '/' and '%' may trap on integer zero */
-    return e->op != '/' && e->op != '%' && simple_expr(e->a) && simple_expr(e->b);
-  case E_AND: case E_OR: return simple_expr(e->a) && simple_expr(e->b);
-  case E_FIELD: return simple_expr(e->a);
-  default: return 0;
-  }
-}
-
-static wf_rv lower_andor(wf_fstate *F, wf_expr *e) {
-  /* `c and x or y` with a non-bool x: a conditional value */
-  if (e->kind == E_OR && e->a->kind == E_AND) {
-    wf_rv c = wf_lo_expr(F, e->a->a);
-    wf_val cv = as_bool(F, c, e->a->a, "condition of 'c and x or y'");
-    if (simple_expr(e->a->b) && simple_expr(e->b)) {
-      /* both sides cheap and safe: a select when x is not a bool */
-      snap s0 = take_snap(F);
-      wf_inst *mark = F->b.block->last;
-      wf_rv x = wf_lo_expr(F, e->a->b);
-      if (!(x.kind == RV_VAL && x.t->kind == WF_T_BOOL)) {
-        wf_rv y = wf_lo_expr(F, e->b);
-        /* two untyped numbers: a weak number that takes its type from
-        ** where it is used, as a literal does */
-        if (wf_lo_isnum(&x) && wf_lo_isnum(&y)) {
-          F->b.loc = (wf_loc){e->line, e->col};
-          return wf_lo_weak_select(F, cv, &x, &y);
-        }
-        const wf_type *t = x.kind == RV_VAL ? x.t : y.kind == RV_VAL ? y.t : NULL;
-        if (x.kind == RV_VAL && y.kind == RV_VAL && x.t != y.t)
-          ERR(e, "'c and x or y' gives different types: %s and %s", TN(x.t), TN(y.t));
-        if (!t) t = (x.isint && y.isint) ? t_i32(F) : t_f32(F);
-        wf_val xv = wf_lo_value(F, &x, t, e->a->b), yv = wf_lo_value(F, &y, t, e->b);
-        return wf_lo_mkval(wf_b_op3(&F->b, WF_OP_SELECT, t, cv, xv, yv), t);
-      }
-      (void)mark;
-      restore_snap(F, s0);
-      /* x is a bool: plain and/or below (the lowered x stays unused) */
-      wf_val a = cv;
-      wf_val xa = x.v;
-      wf_val ab = wf_b_op2(&F->b, WF_OP_BAND, t_bool(F), a, xa);
-      wf_rv rb = wf_lo_expr(F, e->b);
-      wf_val yb = as_bool(F, rb, e->b, "operand of 'or'");
-      return wf_lo_mkval(wf_b_op2(&F->b, WF_OP_BOR, t_bool(F), ab, yb), t_bool(F));
-    }
-    /* general case: lazily evaluated branches */
-    wf_rv probe;
-    {
-      /* type of x decides between select semantics and boolean logic */
-      snap s0 = take_snap(F);
-      wf_block *scratch = wf_b_newblock(F->fn, 0, NULL);
-      wf_block *saved = F->b.block;
-      F->b.block = scratch;
-      probe = wf_lo_expr(F, e->a->b);
-      F->b.block = saved;
-      restore_snap(F, s0);
-    }
-    if (!(probe.kind == RV_VAL && probe.t->kind == WF_T_BOOL))
-      return emit_if(F, cv, br_expr, e->a->b, br_expr, e->b, 2, e);
-    wf_rv ab = emit_if(F, cv, br_boolexpr, e->a->b, br_false, NULL, 1, e->a);
-    return emit_if(F, ab.v, br_true, NULL, br_boolexpr, e->b, 1, e);
-  }
-  wf_rv a = wf_lo_expr(F, e->a);
-  wf_val av = as_bool(F, a, e->a, e->kind == E_AND ? "operand of 'and'" : "operand of 'or'");
-  if (simple_expr(e->b)) {
-    wf_rv b = wf_lo_expr(F, e->b);
-    wf_val bv = as_bool(F, b, e->b, e->kind == E_AND ? "operand of 'and'" : "operand of 'or'");
-    return wf_lo_mkval(wf_b_op2(&F->b, e->kind == E_AND ? WF_OP_BAND : WF_OP_BOR, t_bool(F), av, bv),
-                       t_bool(F));
-  }
-  if (e->kind == E_AND) return emit_if(F, av, br_boolexpr, e->b, br_false, NULL, 1, e);
-  return emit_if(F, av, br_true, NULL, br_boolexpr, e->b, 1, e);
-}
-
-/* ======================================================================
 ** indexing and fields
 ** ====================================================================== */
 wf_val wf_lo_index_key(wf_fstate *F, wf_rv k, wf_expr *at) {
   if (k.kind == RV_LIT) {
-    if (!isfinite(k.num) || k.num != floor(k.num)) ERR(at, "index must be an integer, got %g", k.num);
+    if (!isfinite(k.num) || k.num != floor(k.num))
+      ERR(at, "index must be an integer, got %g", k.num);
     /* an index past int32 is an int64 (arrays may be that large) */
     const wf_type *it = k.num >= -0x1p31 && k.num < 0x1p31 ? t_i32(F) : wf_t_int(F->C->T, 64, 1);
-    check_int_fits(F, k.num, it, at);
+    wf_lo_check_int_fits(F, k.num, it, at);
     return wf_b_consti(&F->b, it, (int64_t)k.num);
   }
   if (k.kind == RV_WEAK) {
@@ -1424,7 +703,7 @@ static wf_rv lower_binchain(wf_fstate *F, wf_expr *e) {
 static wf_rv lower_expr1(wf_fstate *F, wf_expr *e) {
   F->b.loc = (wf_loc){e->line, e->col};
   switch (e->kind) {
-  case E_NUM: return mklit(e->num, e->isint);
+  case E_NUM: return wf_lo_mklit(e->num, e->isint);
   case E_TRUE: case E_FALSE:
     return wf_lo_mkval(wf_b_consti(&F->b, t_bool(F), e->kind == E_TRUE), t_bool(F));
   case E_NIL: ERR(e, "nil is not supported in kernels");
@@ -1439,7 +718,7 @@ static wf_rv lower_expr1(wf_fstate *F, wf_expr *e) {
     int vi = wf_lo_findvar(F, e->name);
     if (vi >= 0) {
       wf_var *x = &F->vars[vi];
-      if (x->islit) return x->weak ? weak_rv(x->weak) : mklit(x->num, x->litint);
+      if (x->islit) return x->weak ? wf_lo_weak_rv(x->weak) : wf_lo_mklit(x->num, x->litint);
       if (x->v == WF_NOVAL) ERR(e, "local '%s' is used before it has a value", e->name);
       wf_rv r = wf_lo_mkval(x->v, x->t);
       if (x->loopline) {
@@ -1476,8 +755,8 @@ static wf_rv lower_expr1(wf_fstate *F, wf_expr *e) {
     wf_rv a = wf_lo_expr(F, e->a);
     F->b.loc = (wf_loc){e->line, e->col};
     if (e->op == '-') {
-      if (a.kind == RV_LIT) return mklit(-a.num, a.isint);
-      if (a.kind == RV_WEAK) return weak_rv(weak_neg(F, a.weak));
+      if (a.kind == RV_LIT) return wf_lo_mklit(-a.num, a.isint);
+      if (a.kind == RV_WEAK) return wf_lo_weak_rv(wf_lo_weak_neg(F, a.weak));
       wf_val v = wf_lo_value(F, &a, NULL, e->a);
       if (a.t->kind == WF_T_BOOL || a.t->kind == WF_T_ARRAY || a.t->kind == WF_T_STRUCT ||
           a.t->kind == WF_T_RNG)
@@ -1485,7 +764,7 @@ static wf_rv lower_expr1(wf_fstate *F, wf_expr *e) {
       return wf_lo_mkval(wf_lo_cw1(F, WF_OP_NEG, a.t, v), a.t);
     }
     if (e->op == TK_NOT) {
-      wf_val v = as_bool(F, a, e->a, "operand of 'not'");
+      wf_val v = wf_lo_as_bool(F, a, e->a, "operand of 'not'");
       return wf_lo_mkval(wf_b_op1(&F->b, WF_OP_NOT, t_bool(F), v), t_bool(F));
     }
     /* '#' */
@@ -1495,7 +774,7 @@ static wf_rv lower_expr1(wf_fstate *F, wf_expr *e) {
     in->imm = 0;
     return wf_lo_mkval(in->res[0], t_i32(F));
   }
-  case E_AND: case E_OR: return lower_andor(F, e);
+  case E_AND: case E_OR: return wf_lo_andor(F, e);
   case E_TABLE: ERR(e, "table constructors are only supported as struct values: P{...}");
   case E_FUNC: ERR(e, "function definitions (closures) are not supported inside kernels");
   case E_VARARG: ERR(e, "varargs ('...') are not supported in kernels");
@@ -1682,8 +961,6 @@ static void assign_to(wf_fstate *F, wf_expr *e, wf_rv r) {
 /* ======================================================================
 ** statements
 ** ====================================================================== */
-static void lower_stmt(wf_fstate *F, wf_stmt *s);
-static void lower_stmts(wf_fstate *F, wf_block_ast *b, int from);
 
 typedef struct restarg {
   wf_block_ast *b;
@@ -1692,21 +969,21 @@ typedef struct restarg {
 
 static wf_rv br_rest(wf_fstate *F, void *arg) {
   restarg *ra = arg;
-  lower_stmts(F, ra->b, ra->from);
+  wf_lo_stmts(F, ra->b, ra->from);
   wf_rv r;
   memset(&r, 0, sizeof r);
   return r;
 }
 
 static wf_rv br_block(wf_fstate *F, void *arg) {
-  lower_stmts(F, (wf_block_ast *)arg, 0);
+  wf_lo_stmts(F, (wf_block_ast *)arg, 0);
   wf_rv r;
   memset(&r, 0, sizeof r);
   return r;
 }
 
 /* not (break or return): whether execution continues here. */
-static wf_val continuing(wf_fstate *F) {
+wf_val wf_lo_continuing(wf_fstate *F) {
   const wf_type *bt = t_bool(F);
   wf_val c = wf_b_op1(&F->b, WF_OP_NOT, bt, F->vars[F->retflag].v);
   if (F->brk >= 0)
@@ -1714,18 +991,18 @@ static wf_val continuing(wf_fstate *F) {
   return c;
 }
 
-static void lower_stmts(wf_fstate *F, wf_block_ast *b, int from) {
+void wf_lo_stmts(wf_fstate *F, wf_block_ast *b, int from) {
   int scope = F->nvars;
   for (int i = from; i < b->n; i++) {
     wf_stmt *s = b->s[i];
     int nb = F->nbreaks, nr = F->nreturns;
-    lower_stmt(F, s);
+    wf_lo_stmt(F, s);
     if (s->kind == S_BREAK || s->kind == S_RETURN) break;
     if ((F->nbreaks != nb || F->nreturns != nr) && i + 1 < b->n) {
       /* the statement may exit: guard the rest of the block */
       F->b.loc = (wf_loc){b->s[i + 1]->line, b->s[i + 1]->col};
       restarg ra = {b, i + 1};
-      emit_if(F, continuing(F), br_rest, &ra, NULL, NULL, 0, NULL);
+      wf_lo_if(F, wf_lo_continuing(F), br_rest, &ra, NULL, NULL, 0, NULL);
       break;
     }
   }
@@ -1756,7 +1033,7 @@ static void lower_local(wf_fstate *F, wf_stmt *s) {
                   rvdesc(F, &vals[i]));
       if (wf_lo_isnum(&vals[i])) {
         /* an untyped literal local (see wf_var), possibly weak */
-        int vi = addvar(F, s->names[i], WF_NOVAL, NULL);
+        int vi = wf_lo_addvar(F, s->names[i], WF_NOVAL, NULL);
         F->vars[vi].islit = 1;
         F->vars[vi].litint = vals[i].isint;
         F->vars[vi].num = vals[i].num;
@@ -1766,7 +1043,7 @@ static void lower_local(wf_fstate *F, wf_stmt *s) {
       v = wf_lo_value(F, &vals[i], NULL, src);
       t = wf_vtype(F->fn, v);
     }
-    addvar(F, s->names[i], v, t);
+    wf_lo_addvar(F, s->names[i], v, t);
   }
 }
 
@@ -1796,547 +1073,22 @@ typedef struct ifarg {
 /* if conds[k] then blocks[k] else (the rest of the chain) */
 static void lower_ifchain(wf_fstate *F, wf_stmt *s, int k) {
   wf_rv c = wf_lo_expr(F, s->conds[k]);
-  wf_val cv = as_bool(F, c, s->conds[k], "if condition");
+  wf_val cv = wf_lo_as_bool(F, c, s->conds[k], "if condition");
   F->b.loc = (wf_loc){s->line, s->col};
   ifarg *next = wf_front_alloc(F->C, sizeof *next);
   next->s = s;
   next->k = k + 1;
   int has_more = k + 1 < s->nconds || s->has_else;
-  emit_if(F, cv, br_block, &s->blocks[k], has_more ? br_ifchain : NULL, next, 0, NULL);
+  wf_lo_if(F, cv, br_block, &s->blocks[k], has_more ? br_ifchain : NULL, next, 0, NULL);
 }
 
 static wf_rv br_ifchain(wf_fstate *F, void *arg) {
   ifarg *a = arg;
   if (a->k < a->s->nconds) lower_ifchain(F, a->s, a->k);
-  else lower_stmts(F, &a->s->blocks[a->s->nconds], 0);
+  else wf_lo_stmts(F, &a->s->blocks[a->s->nconds], 0);
   wf_rv r;
   memset(&r, 0, sizeof r);
   return r;
-}
-
-/* ---- loops ---- */
-
-/* What a loop body does to the bindings visible before it: the vars it
-** changes (idx[], their types after the body in types[]), whether it may
-** break or return, and how many return statements it lowers (nreturns
-** grows by that much whenever the loop is lowered). idx and types have
-** room for every var visible at the loop (cap). */
-typedef struct loopinfo {
-  int n, cap;
-  int *idx;
-  const wf_type **types;
-  int exits, dret;
-} loopinfo;
-
-/* What a probe depends on, per visible var: its type, its literal state
-** and which earlier var holds the same SSA value (a body "changes" a var
-** when its value differs afterwards), but not the values themselves. So
-** the probe of an inner loop made while probing the enclosing one also
-** serves the enclosing loop's real lowering, where the carried vars are
-** block parameters of the same types: each body of a nest is lowered a
-** bounded number of times instead of twice per nesting level. */
-typedef struct sigvar {
-  const wf_type *t;
-  const wf_weak *weak;
-  double num;
-  int flags; /* 1 literal, 2 integer literal, 4 no value, 8 parameter */
-  int alias; /* the first var holding the same value, or -1 */
-} sigvar;
-
-struct wf_loopmemo {
-  wf_fstate *F;
-  int nsig;
-  sigvar *sig;
-  loopinfo li;
-  struct wf_loopmemo *next;
-};
-
-static sigvar *loop_sig(wf_fstate *F) {
-  int n = F->nvars;
-  sigvar *sg = wf_front_alloc(F->C, sizeof(sigvar) * (size_t)(n ? n : 1));
-  /* first var holding each value: an open-addressing table of var indices */
-  int hn = 16;
-  while (hn < 2 * n) hn *= 2;
-  int *h = wf_front_alloc(F->C, sizeof(int) * (size_t)hn);
-  for (int k = 0; k < hn; k++) h[k] = -1;
-  for (int i = 0; i < n; i++) {
-    wf_var *x = &F->vars[i];
-    sg[i].t = x->t;
-    sg[i].weak = x->islit ? x->weak : NULL;
-    sg[i].num = x->islit ? x->num : 0;
-    sg[i].flags = (x->islit ? 1 : 0) | (x->islit && x->litint ? 2 : 0) |
-                  (x->v == WF_NOVAL ? 4 : 0) | (x->is_param ? 8 : 0);
-    sg[i].alias = -1;
-    if (x->v == WF_NOVAL) continue;
-    unsigned k = ((unsigned)x->v * 2654435761u) & (unsigned)(hn - 1);
-    while (h[k] >= 0 && F->vars[h[k]].v != x->v) k = (k + 1) & (unsigned)(hn - 1);
-    if (h[k] >= 0) sg[i].alias = h[k];
-    else h[k] = i;
-  }
-  return sg;
-}
-
-/* Same shape and leaves (the conditions' values do not matter). */
-static int weak_same(const wf_weak *a, const wf_weak *b) {
-  if (!a || !b) return a == b;
-  if ((a->cond == WF_NOVAL) != (b->cond == WF_NOVAL)) return 0;
-  if (a->op != b->op) return 0;
-  if (a->cond == WF_NOVAL && !a->op)
-    return (a->dyn == WF_NOVAL) == (b->dyn == WF_NOVAL) && a->isint == b->isint &&
-           a->integral == b->integral && !memcmp(&a->num, &b->num, sizeof a->num);
-  return weak_same(a->a, b->a) && weak_same(a->b, b->b);
-}
-
-static int sig_same(const sigvar *a, int na, const sigvar *b, int nb) {
-  if (na != nb) return 0;
-  for (int i = 0; i < na; i++)
-    if (a[i].t != b[i].t || a[i].flags != b[i].flags || a[i].alias != b[i].alias ||
-        memcmp(&a[i].num, &b[i].num, sizeof a[i].num) || !weak_same(a[i].weak, b[i].weak))
-      return 0;
-  return 1;
-}
-
-typedef void (*loop_body_fn)(wf_fstate *F, void *arg, wf_val iv);
-
-/* Lower body() into a scratch block with the current bindings and fill li
-** with what it changed. Restores all state. Loops met inside are not
-** lowered for real (F->probing): only their effect is applied. */
-static void probe_loop(wf_fstate *F, loop_body_fn body, void *arg, const wf_type *ivt,
-                       loopinfo *li) {
-  snap s0 = take_snap(F);
-  int nb = F->nbreaks, nr = F->nreturns;
-  wf_block *scratch = wf_b_newblock(F->fn, ivt ? 1 : 0, ivt ? &ivt : NULL);
-  wf_block *saved = F->b.block;
-  wf_loc loc = F->b.loc;
-  F->b.block = scratch;
-  F->probing++;
-  body(F, arg, ivt ? scratch->params[0] : WF_NOVAL);
-  F->probing--;
-  F->nvars = s0.n;
-  li->cap = s0.n + 1;
-  li->idx = wf_front_alloc(F->C, sizeof(int) * (size_t)li->cap);
-  li->types = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)li->cap);
-  li->n = 0;
-  for (int i = 0; i < s0.n; i++)
-    if (F->vars[i].v != s0.v[i].v) {
-      li->idx[li->n] = i;
-      li->types[li->n] = F->vars[i].t;
-      li->n++;
-    }
-  li->exits = F->nbreaks != nb || F->nreturns != nr;
-  li->dret = F->nreturns - nr;
-  restore_snap(F, s0);
-  F->nbreaks = nb;
-  F->nreturns = nr;
-  F->b.block = saved;
-  F->b.loc = loc;
-}
-
-/* What loop statement s changes from the current bindings: remembered
-** from an earlier probe with the same signature, else probed now. li gets
-** its own arrays (the real lowering may add to them). */
-static void loop_info(wf_fstate *F, wf_stmt *s, loop_body_fn body, void *arg, const wf_type *ivt,
-                      loopinfo *li) {
-  sigvar *sg = loop_sig(F);
-  struct wf_loopmemo *m;
-  for (m = s->memo; m; m = m->next)
-    if (m->F == F && sig_same(m->sig, m->nsig, sg, F->nvars)) break;
-  if (!m) {
-    m = wf_front_alloc(F->C, sizeof *m);
-    m->F = F;
-    m->nsig = F->nvars;
-    m->sig = sg;
-    probe_loop(F, body, arg, ivt, &m->li);
-    m->next = s->memo;
-    s->memo = m;
-  }
-  *li = m->li;
-  li->cap = F->nvars + 1;
-  li->idx = wf_front_alloc(F->C, sizeof(int) * (size_t)li->cap);
-  li->types = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)li->cap);
-  memcpy(li->idx, m->li.idx, sizeof(int) * (size_t)m->li.n);
-  memcpy(li->types, m->li.types, sizeof(wf_type *) * (size_t)m->li.n);
-}
-
-/* While an enclosing loop is probed, a loop only needs its effect: the
-** vars it changes hold values of their new types after it. */
-static void loop_effect(wf_fstate *F, const loopinfo *li) {
-  for (int j = 0; j < li->n; j++) {
-    wf_var *x = &F->vars[li->idx[j]];
-    x->v = undef_of(F, li->types[j]);
-    x->t = li->types[j];
-    if (x->islit) loop_typed(F, x);
-    x->islit = 0;
-    x->weak = NULL;
-  }
-  F->nreturns += li->dret;
-}
-
-/* Index of a var in idx[], or -1. */
-static int find_idx(int n, const int *idx, int vi) {
-  for (int j = 0; j < n; j++)
-    if (idx[j] == vi) return j;
-  return -1;
-}
-
-/* Check a real lowering against its probe: vars the body changed that are
-** not carried (a probe sees two vars holding one value where the real
-** bindings are two block parameters, and `a = b` then changes a only for
-** real) are added to li. Returns how many; the caller lowers again. */
-static int extra_changes(wf_fstate *F, snap entry, loopinfo *li) {
-  int added = 0;
-  for (int i = 0; i < entry.n; i++) {
-    if (F->vars[i].v == entry.v[i].v || find_idx(li->n, li->idx, i) >= 0) continue;
-    if (li->n >= li->cap) break; /* cannot happen: cap > entry.n */
-    li->idx[li->n] = i;
-    li->types[li->n] = F->vars[i].t;
-    li->n++;
-    added++;
-  }
-  return added;
-}
-
-/* After lowering a loop region: extra_changes, and when it added locals,
-** back to the block outside (the caller then lowers the loop again). */
-static int region_changed(wf_fstate *F, snap entry, loopinfo *li, wf_block *saved) {
-  int extra = extra_changes(F, entry, li);
-  if (extra) F->b.block = saved;
-  return extra;
-}
-
-typedef struct forarg {
-  wf_stmt *s;
-} forarg;
-
-static void for_body(wf_fstate *F, void *arg, wf_val iv) {
-  wf_stmt *s = ((forarg *)arg)->s;
-  int scope = F->nvars;
-  addvar(F, s->names[0], iv, wf_vtype(F->fn, iv));
-  lower_stmts(F, &s->body, 0);
-  F->nvars = scope;
-}
-
-typedef struct whilearg {
-  wf_stmt *s;
-} whilearg;
-
-static void while_probe_body(wf_fstate *F, void *arg, wf_val iv) {
-  (void)iv;
-  wf_stmt *s = ((whilearg *)arg)->s;
-  wf_rv c = wf_lo_expr(F, s->conds[0]);
-  as_bool(F, c, s->conds[0], "while condition");
-  lower_stmts(F, &s->body, 0);
-}
-
-/* Lower the statements of a repeat body from `from` on, then its until
-** condition, which sees the body's locals. When a statement may exit
-** (break or return), the rest of the body and the condition go into the
-** `if not exiting` branch, whose value is the condition (true when
-** exiting: the loop stops through its flags anyway). Returns the bool. */
-typedef struct repeatarg {
-  wf_stmt *s;
-  int from;
-} repeatarg;
-
-static wf_val repeat_until(wf_fstate *F, wf_stmt *s, int from);
-
-static wf_rv br_repeat_rest(wf_fstate *F, void *arg) {
-  repeatarg *ra = arg;
-  return wf_lo_mkval(repeat_until(F, ra->s, ra->from), t_bool(F));
-}
-
-static wf_val repeat_until(wf_fstate *F, wf_stmt *s, int from) {
-  wf_block_ast *b = &s->body;
-  for (int i = from; i < b->n; i++) {
-    int b0 = F->nbreaks, r0 = F->nreturns;
-    lower_stmt(F, b->s[i]);
-    if (b->s[i]->kind == S_BREAK || b->s[i]->kind == S_RETURN) break;
-    if ((F->nbreaks != b0 || F->nreturns != r0) && i + 1 < b->n) {
-      F->b.loc = (wf_loc){b->s[i + 1]->line, b->s[i + 1]->col};
-      repeatarg ra = {s, i + 1};
-      return emit_if(F, continuing(F), br_repeat_rest, &ra, br_true, NULL, 1, s->conds[0]).v;
-    }
-  }
-  wf_rv c = wf_lo_expr(F, s->conds[0]);
-  return as_bool(F, c, s->conds[0], "until condition");
-}
-
-static void repeat_body(wf_fstate *F, void *arg, wf_val iv) {
-  (void)iv;
-  repeat_until(F, ((whilearg *)arg)->s, 0);
-}
-
-/* The values of the carried vars (initial values before the loop, yielded
-** values at the end of a block). */
-static void current_vals(wf_fstate *F, const loopinfo *li, wf_val *out) {
-  for (int j = 0; j < li->n; j++) out[j] = var_value(F, &F->vars[li->idx[j]], li->types[j]);
-}
-
-/* The carried vars take the values vals[0..n) (typed values, no longer
-** literals). */
-static void bind_vals(wf_fstate *F, const wf_val *vals, const loopinfo *li) {
-  for (int j = 0; j < li->n; j++) {
-    wf_var *x = &F->vars[li->idx[j]];
-    x->v = vals[j];
-    x->t = li->types[j];
-    if (x->islit) loop_typed(F, x);
-    x->islit = 0;
-    x->weak = NULL;
-  }
-}
-
-/* In a loop block: the carried vars are its parameters from off on. */
-static void bind_params(wf_fstate *F, wf_block *blk, int off, const loopinfo *li) {
-  bind_vals(F, blk->params + off, li);
-}
-
-/* After the loop: the carried vars hold its results from res[off] on. */
-static void bind_results(wf_fstate *F, wf_inst *in, int off, const loopinfo *li) {
-  bind_vals(F, in->res + off, li);
-}
-
-/* exit test: brk or ret, from the carried flags */
-static wf_val exit_flag(wf_fstate *F, const loopinfo *li) {
-  const wf_type *bt = t_bool(F);
-  wf_val c = WF_NOVAL;
-  if (find_idx(li->n, li->idx, F->brk) >= 0) c = F->vars[F->brk].v;
-  if (find_idx(li->n, li->idx, F->retflag) >= 0) {
-    wf_val r = F->vars[F->retflag].v;
-    c = c == WF_NOVAL ? r : wf_b_op2(&F->b, WF_OP_BOR, bt, c, r);
-  }
-  return c;
-}
-
-/* The real lowering of a numeric for: a FOR op, or a WHILE carrying the
-** induction variable when the body may exit. Returns 0 when done, else
-** the number of vars added to li (nothing was linked; lower again). */
-static int for_real(wf_fstate *F, forarg *fa, const wf_type *t, const wf_val *bv, int stepsign,
-                    loopinfo *li, snap entry) {
-  wf_stmt *s = fa->s;
-  int n = li->n;
-  wf_val *inits = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 4));
-  const wf_type **ptypes = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(n + 1));
-  ptypes[0] = t;
-  for (int j = 0; j < n; j++) ptypes[1 + j] = li->types[j];
-  wf_block *saved = F->b.block;
-  if (!li->exits) {
-    inits[0] = bv[0];
-    inits[1] = bv[1];
-    inits[2] = bv[2];
-    current_vals(F, li, inits + 3);
-    wf_block *body = wf_b_newblock(F->fn, n + 1, ptypes);
-    F->b.block = body;
-    bind_params(F, body, 1, li);
-    for_body(F, fa, body->params[0]);
-    int extra = region_changed(F, entry, li, saved);
-    if (extra) return extra;
-    wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
-    current_vals(F, li, ys);
-    F->b.loc = (wf_loc){s->line, s->col};
-    wf_b_inst(&F->b, WF_OP_YIELD, n, ys, 0, NULL, 0);
-    F->b.block = saved;
-    wf_inst *in = wf_b_inst(&F->b, WF_OP_FOR, n + 3, inits, n, li->types, 1);
-    in->blocks[0] = body;
-    body->parent = in;
-    bind_results(F, in, 0, li);
-    return 0;
-  }
-  /* while form: carried (i, vars...) */
-  inits[0] = bv[0];
-  current_vals(F, li, inits + 1);
-  const wf_type *bt = t_bool(F);
-  /* before: condition */
-  wf_block *before = wf_b_newblock(F->fn, n + 1, ptypes);
-  F->b.block = before;
-  bind_params(F, before, 1, li);
-  wf_val iv = before->params[0];
-  wf_val inrange;
-  if (stepsign > 0) inrange = wf_b_op2(&F->b, WF_OP_LE, bt, iv, bv[1]);
-  else if (stepsign < 0) inrange = wf_b_op2(&F->b, WF_OP_GE, bt, iv, bv[1]);
-  else {
-    wf_val pos = wf_b_op2(&F->b, WF_OP_GT, bt, bv[2], wf_lo_const(F, t, 0));
-    inrange = wf_b_op3(&F->b, WF_OP_SELECT, bt, pos, wf_b_op2(&F->b, WF_OP_LE, bt, iv, bv[1]),
-                       wf_b_op2(&F->b, WF_OP_GE, bt, iv, bv[1]));
-  }
-  wf_val ex = exit_flag(F, li);
-  if (ex != WF_NOVAL)
-    inrange = wf_b_op2(&F->b, WF_OP_BAND, bt, inrange, wf_b_op1(&F->b, WF_OP_NOT, bt, ex));
-  wf_val *cargs = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 2));
-  cargs[0] = inrange;
-  cargs[1] = iv;
-  current_vals(F, li, cargs + 2);
-  wf_b_inst(&F->b, WF_OP_COND, n + 2, cargs, 0, NULL, 0);
-  /* after: body, then i + step */
-  wf_block *after = wf_b_newblock(F->fn, n + 1, ptypes);
-  F->b.block = after;
-  bind_params(F, after, 1, li);
-  for_body(F, fa, after->params[0]);
-  int extra = region_changed(F, entry, li, saved);
-  if (extra) return extra;
-  F->b.loc = (wf_loc){s->line, s->col};
-  wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
-  ys[0] = wf_b_op2(&F->b, WF_OP_ADD, t, after->params[0], bv[2]);
-  current_vals(F, li, ys + 1);
-  wf_b_inst(&F->b, WF_OP_YIELD, n + 1, ys, 0, NULL, 0);
-  F->b.block = saved;
-  wf_inst *in = wf_b_inst(&F->b, WF_OP_WHILE, n + 1, inits, n + 1, ptypes, 2);
-  in->blocks[0] = before;
-  in->blocks[1] = after;
-  before->parent = in;
-  after->parent = in;
-  bind_results(F, in, 1, li);
-  return 0;
-}
-
-static void lower_for(wf_fstate *F, wf_stmt *s) {
-  wf_rv lo = wf_lo_expr(F, s->exprs[0]);
-  wf_rv hi = wf_lo_expr(F, s->exprs[1]);
-  wf_rv st = s->nexprs > 2 ? wf_lo_expr(F, s->exprs[2]) : mklit(1, 1);
-  F->b.loc = (wf_loc){s->line, s->col};
-  /* the loop type: the typed bound, else int32 (float if a literal is;
-  ** int64 when an integer literal does not fit int32, so the loop runs
-  ** as Lua's would instead of from a wrapped bound) */
-  const wf_type *t = lo.kind == RV_VAL   ? lo.t
-                     : hi.kind == RV_VAL ? hi.t
-                     : st.kind == RV_VAL ? st.t
-                                         : NULL;
-  if (!t) t = (lo.isint && hi.isint && st.isint) ? t_i32(F) : t_f32(F);
-  if (t == t_i32(F) && lo.kind != RV_VAL && hi.kind != RV_VAL && st.kind != RV_VAL) {
-    wf_rv *b3[3] = {&lo, &hi, &st};
-    for (int k = 0; k < 3; k++)
-      if (b3[k]->kind == RV_LIT && !(b3[k]->num >= -0x1p31 && b3[k]->num < 0x1p31))
-        t = wf_t_int(F->C->T, 64, 1);
-  }
-  if (t->kind != WF_T_INT && t->kind != WF_T_FLOAT)
-    wf_lo_err(F, s->line, s->col, "for loop bounds must be numbers, got %s", TN(t));
-  wf_expr *es[3] = {s->exprs[0], s->exprs[1], s->nexprs > 2 ? s->exprs[2] : s->exprs[1]};
-  wf_rv *rs[3] = {&lo, &hi, &st};
-  wf_val bv[3];
-  for (int k = 0; k < 3; k++) {
-    if (rs[k]->kind == RV_VAL && rs[k]->t != t)
-      wf_lo_err(F, es[k]->line, es[k]->col, "for loop bounds have different types: %s and %s",
-                TN(t), TN(rs[k]->t));
-    bv[k] = wf_lo_value(F, rs[k], t, es[k]);
-  }
-  int stepsign = 0; /* known sign of a literal step */
-  if (st.kind == RV_LIT) {
-    if (st.num == 0) wf_lo_err(F, s->line, s->col, "for loop step is zero");
-    stepsign = st.num > 0 ? 1 : -1;
-  }
-  /* break flag for this loop */
-  int saved_brk = F->brk;
-  int scope = F->nvars;
-  int saved_base = F->loopbase, saved_line = F->loopline;
-  F->loopbase = scope;
-  F->loopline = s->line;
-  F->brk = addvar(F, "(break)", wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
-  forarg fa = {s};
-  loopinfo li;
-  loop_info(F, s, for_body, &fa, t, &li);
-  int nb0 = F->nbreaks;
-  if (F->probing) {
-    loop_effect(F, &li);
-  } else {
-    snap entry = take_snap(F);
-    int nr0 = F->nreturns;
-    while (for_real(F, &fa, t, bv, stepsign, &li, entry)) {
-      restore_snap(F, entry);
-      F->nbreaks = nb0;
-      F->nreturns = nr0;
-    }
-  }
-  F->nbreaks = nb0;
-  F->brk = saved_brk;
-  F->loopbase = saved_base;
-  F->loopline = saved_line;
-  F->nvars = scope;
-}
-
-/* The real lowering of a while or repeat loop (the WHILE form; `before`
-** holds the condition, and for repeat the body too). Returns as for_real. */
-static int while_real(wf_fstate *F, wf_stmt *s, int is_repeat, loopinfo *li, snap entry) {
-  int n = li->n;
-  wf_val *inits = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
-  current_vals(F, li, inits);
-  const wf_type *bt = t_bool(F);
-  wf_block *before = wf_b_newblock(F->fn, n, li->types);
-  wf_block *saved = F->b.block;
-  F->b.block = before;
-  bind_params(F, before, 0, li);
-  wf_val cont;
-  if (!is_repeat) {
-    wf_val ex = exit_flag(F, li);
-    if (ex == WF_NOVAL) {
-      wf_rv c = wf_lo_expr(F, s->conds[0]);
-      cont = as_bool(F, c, s->conds[0], "while condition");
-    } else {
-      wf_val notex = wf_b_op1(&F->b, WF_OP_NOT, bt, ex);
-      wf_rv r = emit_if(F, notex, br_boolexpr_while, s->conds[0], br_false, NULL, 1, s->conds[0]);
-      cont = r.v;
-    }
-  } else {
-    int inner = F->nvars;
-    wf_val until = repeat_until(F, s, 0);
-    wf_val ex = exit_flag(F, li);
-    cont = wf_b_op1(&F->b, WF_OP_NOT, bt, until);
-    if (ex != WF_NOVAL) cont = wf_b_op2(&F->b, WF_OP_BAND, bt, cont, wf_b_op1(&F->b, WF_OP_NOT, bt, ex));
-    F->nvars = inner;
-  }
-  int extra = region_changed(F, entry, li, saved);
-  if (extra) return extra;
-  F->b.loc = (wf_loc){s->line, s->col};
-  wf_val *cargs = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
-  cargs[0] = cont;
-  current_vals(F, li, cargs + 1);
-  wf_b_inst(&F->b, WF_OP_COND, n + 1, cargs, 0, NULL, 0);
-  wf_block *after = wf_b_newblock(F->fn, n, li->types);
-  F->b.block = after;
-  bind_params(F, after, 0, li);
-  if (!is_repeat) lower_stmts(F, &s->body, 0);
-  extra = region_changed(F, entry, li, saved);
-  if (extra) return extra;
-  wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
-  current_vals(F, li, ys);
-  F->b.loc = (wf_loc){s->line, s->col};
-  wf_b_inst(&F->b, WF_OP_YIELD, n, ys, 0, NULL, 0);
-  F->b.block = saved;
-  wf_inst *in = wf_b_inst(&F->b, WF_OP_WHILE, n, inits, n, li->types, 2);
-  in->blocks[0] = before;
-  in->blocks[1] = after;
-  before->parent = in;
-  after->parent = in;
-  bind_results(F, in, 0, li);
-  return 0;
-}
-
-static void lower_while(wf_fstate *F, wf_stmt *s, int is_repeat) {
-  int saved_brk = F->brk;
-  int scope = F->nvars;
-  int saved_base = F->loopbase, saved_line = F->loopline;
-  F->loopbase = scope;
-  F->loopline = s->line;
-  F->b.loc = (wf_loc){s->line, s->col};
-  F->brk = addvar(F, "(break)", wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
-  whilearg wa = {s};
-  int nb0 = F->nbreaks;
-  loopinfo li;
-  loop_info(F, s, is_repeat ? repeat_body : while_probe_body, &wa, NULL, &li);
-  if (F->probing) {
-    loop_effect(F, &li);
-  } else {
-    snap entry = take_snap(F);
-    int nr0 = F->nreturns;
-    while (while_real(F, s, is_repeat, &li, entry)) {
-      restore_snap(F, entry);
-      F->nbreaks = nb0;
-      F->nreturns = nr0;
-    }
-  }
-  F->nbreaks = nb0;
-  F->brk = saved_brk;
-  F->loopbase = saved_base;
-  F->loopline = saved_line;
-  F->nvars = scope;
 }
 
 static void lower_return(wf_fstate *F, wf_stmt *s) {
@@ -2367,10 +1119,11 @@ static void lower_return(wf_fstate *F, wf_stmt *s) {
   for (int i = 0; i < n; i++) {
     wf_var *x = &F->vars[F->retvars[i]];
     wf_expr *at = i < s->nexprs ? s->exprs[i] : s->exprs[s->nexprs - 1];
-    if (vals[i].kind == RV_NONE) wf_lo_err(F, at->line, at->col, "the call gives no value to return");
+    if (vals[i].kind == RV_NONE)
+      wf_lo_err(F, at->line, at->col, "the call gives no value to return");
     if (x->t && vals[i].kind == RV_VAL && vals[i].t != x->t)
-      wf_lo_err(F, at->line, at->col, "return value %d is %s here but %s in an earlier return", i + 1,
-                TN(vals[i].t), TN(x->t));
+      wf_lo_err(F, at->line, at->col, "return value %d is %s here but %s in an earlier return",
+                i + 1, TN(vals[i].t), TN(x->t));
     wf_val v = wf_lo_value(F, &vals[i], x->t, at);
     x->t = wf_vtype(F->fn, v);
     x->v = v;
@@ -2379,7 +1132,7 @@ static void lower_return(wf_fstate *F, wf_stmt *s) {
   F->nreturns++;
 }
 
-static void lower_stmt(wf_fstate *F, wf_stmt *s) {
+void wf_lo_stmt(wf_fstate *F, wf_stmt *s) {
   F->b.loc = (wf_loc){s->line, s->col};
   switch (s->kind) {
   case S_LOCAL: lower_local(F, s); return;
@@ -2390,10 +1143,10 @@ static void lower_stmt(wf_fstate *F, wf_stmt *s) {
     return;
   }
   case S_IF: lower_ifchain(F, s, 0); return;
-  case S_FORNUM: lower_for(F, s); return;
-  case S_WHILE: lower_while(F, s, 0); return;
-  case S_REPEAT: lower_while(F, s, 1); return;
-  case S_DO: lower_stmts(F, &s->body, 0); return;
+  case S_FORNUM: wf_lo_for(F, s); return;
+  case S_WHILE: wf_lo_while(F, s, 0); return;
+  case S_REPEAT: wf_lo_while(F, s, 1); return;
+  case S_DO: wf_lo_stmts(F, &s->body, 0); return;
   case S_BREAK:
     if (F->brk < 0) wf_lo_err(F, s->line, s->col, "'break' outside a loop");
     F->vars[F->brk].v = wf_b_consti(&F->b, t_bool(F), 1);
@@ -2429,12 +1182,12 @@ wf_func *wf_lo_function(wf_fctx *C, int fnref, const char *name, int is_kernel, 
   wf_b_init(&F->b, F->fn, F->fn->body);
   F->b.loc = (wf_loc){fa->line, fa->col};
   for (int i = 0; i < nparams; i++) {
-    int vi = addvar(F, fa->params[i], F->fn->params[i], ptypes[i]);
+    int vi = wf_lo_addvar(F, fa->params[i], F->fn->params[i], ptypes[i]);
     F->vars[vi].is_param = 1;
   }
-  F->retflag = addvar(F, "(ret)", wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
-  for (int i = 0; i < WF_MAXRET; i++) F->retvars[i] = addvar(F, "(r)", WF_NOVAL, NULL);
-  lower_stmts(F, &fa->body, 0);
+  F->retflag = wf_lo_addvar(F, "(ret)", wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
+  for (int i = 0; i < WF_MAXRET; i++) F->retvars[i] = wf_lo_addvar(F, "(r)", WF_NOVAL, NULL);
+  wf_lo_stmts(F, &fa->body, 0);
   F->b.loc = (wf_loc){fa->lastline, 1};
   int nret = F->nret < 0 ? 0 : F->nret;
   wf_val rv[WF_MAXRET];
@@ -2442,7 +1195,7 @@ wf_func *wf_lo_function(wf_fctx *C, int fnref, const char *name, int is_kernel, 
   for (int i = 0; i < nret; i++) {
     wf_var *x = &F->vars[F->retvars[i]];
     rt[i] = x->t;
-    rv[i] = var_value(F, x, x->t);
+    rv[i] = wf_lo_var_value(F, x, x->t);
   }
   wf_b_inst(&F->b, WF_OP_RET, nret, rv, 0, NULL, 0);
   F->fn->nret = nret;

@@ -1,6 +1,7 @@
 /*
-** lower.h -- shared internals of the typed lowering (lower.c, builtins.c,
-** resolve.c): expression results, variables, per-function state.
+** lower.h -- shared internals of the typed lowering (lower.c, literal.c,
+** flow.c, builtins.c, resolve.c): expression results, variables,
+** per-function state.
 **
 ** Locals are SSA bindings: `vars` maps each visible local name to its
 ** current IR value. Assignments rebind; `if` merges the bindings changed in
@@ -154,6 +155,70 @@ WF_INTERNAL wf_rv wf_lo_arith(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *a
 WF_INTERNAL int wf_lo_findvar(wf_fstate *F, const char *name);
 WF_INTERNAL void wf_lo_assign_var(wf_fstate *F, int vi, wf_rv r, wf_expr *at);
 WF_INTERNAL wf_val wf_lo_index_key(wf_fstate *F, wf_rv k, wf_expr *at);
+
+/* ---- lower.c, shared with literal.c and flow.c ---- */
+/* A copy of the bindings of the visible locals (F->vars). */
+typedef struct wf_lo_snap {
+  int n;
+  wf_var *v;
+} wf_lo_snap;
+WF_INTERNAL wf_lo_snap wf_lo_take_snap(wf_fstate *F);
+WF_INTERNAL void wf_lo_restore_snap(wf_fstate *F, wf_lo_snap s);
+/* A new local bound to v (of type t); returns its index in F->vars. */
+WF_INTERNAL int wf_lo_addvar(wf_fstate *F, const char *name, wf_val v, const wf_type *t);
+/* A vector, matrix, quaternion, transform or struct type? */
+WF_INTERNAL int wf_lo_is_agg(const wf_type *t);
+/* r as a bool value; `what` names the operand in the message. */
+WF_INTERNAL wf_val wf_lo_as_bool(wf_fstate *F, wf_rv r, wf_expr *at, const char *what);
+/* not (break or return): whether execution continues here. */
+WF_INTERNAL wf_val wf_lo_continuing(wf_fstate *F);
+WF_INTERNAL void wf_lo_stmt(wf_fstate *F, wf_stmt *s);
+/* The statements of b from index `from` on, in a scope of their own. */
+WF_INTERNAL void wf_lo_stmts(wf_fstate *F, wf_block_ast *b, int from);
+
+/* ---- literal.c: untyped numbers (RV_LIT, RV_WEAK) ---- */
+WF_INTERNAL wf_rv wf_lo_mklit(double num, int isint);
+/* An integer-valued double in an int type's range, as a constant's bits. */
+WF_INTERNAL int64_t wf_lo_int_bits(double v);
+/* Fail unless the number v fits int type t (a literal never wraps). */
+WF_INTERNAL void wf_lo_check_int_fits(wf_fstate *F, double v, const wf_type *t, wf_expr *at);
+/* A literal as a constant of type t, checked to fit. */
+WF_INTERNAL wf_val wf_lo_lit_as(wf_fstate *F, wf_rv *r, const wf_type *t, wf_expr *at);
+/* An arithmetic operation on two literals, folded with Lua's semantics. */
+WF_INTERNAL wf_rv wf_lo_fold_lits(int op, wf_rv a, wf_rv b);
+/* Weak numbers: a new node, a literal leaf, a conditional, a dyn leaf. */
+WF_INTERNAL wf_weak *wf_lo_weak_new(wf_fstate *F);
+WF_INTERNAL const wf_weak *wf_lo_weak_leaf(wf_fstate *F, double num, int isint);
+WF_INTERNAL const wf_weak *wf_lo_weak_node(wf_fstate *F, wf_val cond, const wf_weak *a,
+                                           const wf_weak *b);
+WF_INTERNAL const wf_weak *wf_lo_weak_dyn(wf_fstate *F, wf_val v, int isint, int integral);
+/* The weak number of an RV_LIT or RV_WEAK, and back (a leaf is an RV_LIT). */
+WF_INTERNAL const wf_weak *wf_lo_weak_of(wf_fstate *F, const wf_rv *r);
+WF_INTERNAL wf_rv wf_lo_weak_rv(const wf_weak *w);
+WF_INTERNAL int wf_lo_weak_isleaf(const wf_weak *w);
+/* w as a value of scalar type t, or as a bool (its leaves 0 or 1). */
+WF_INTERNAL wf_val wf_lo_weak_as(wf_fstate *F, const wf_weak *w, const wf_type *t, wf_expr *at);
+WF_INTERNAL wf_val wf_lo_weak_bool(wf_fstate *F, const wf_weak *w);
+/* a op b for untyped numbers, one weak (NULL: a comparison too big to
+** fold), and -w. */
+WF_INTERNAL const wf_weak *wf_lo_weak_binop(wf_fstate *F, int op, const wf_rv *a,
+                                            const wf_rv *b);
+WF_INTERNAL const wf_weak *wf_lo_weak_neg(wf_fstate *F, const wf_weak *w);
+
+/* ---- flow.c: control-flow merging ---- */
+typedef wf_rv (*wf_lo_branch_fn)(wf_fstate *F, void *arg);
+/* if cond then thenf(targ) else elsef(earg) (NULL: nothing), merging the
+** bindings either branch changes. want_value: 0 none; 1 the branches'
+** values as the result; 2 also two untyped numbers, as a weak number. */
+WF_INTERNAL wf_rv wf_lo_if(wf_fstate *F, wf_val cond, wf_lo_branch_fn thenf, void *targ,
+                           wf_lo_branch_fn elsef, void *earg, int want_value, wf_expr *at);
+/* `a and b`, `a or b`, `c and x or y`. */
+WF_INTERNAL wf_rv wf_lo_andor(wf_fstate *F, wf_expr *e);
+/* Numeric for; while (is_repeat 0) or repeat-until (1). */
+WF_INTERNAL void wf_lo_for(wf_fstate *F, wf_stmt *s);
+WF_INTERNAL void wf_lo_while(wf_fstate *F, wf_stmt *s, int is_repeat);
+/* The value of local x where it merges into type t. */
+WF_INTERNAL wf_val wf_lo_var_value(wf_fstate *F, wf_var *x, const wf_type *t);
 
 /* ---- builtins.c ---- */
 /* Lower a call to builtin `name`; returns the number of results in out. */
