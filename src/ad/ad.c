@@ -17,9 +17,9 @@
 ** (init, block param, yield, result) as a unit. Replays clone only
 ** instructions with a needed result; unneeded yields become `undef`.
 **
-** Regions. The reverse of a block B (reverse_region) replays B at the
-** current emission point (so B's values are visible), seeds the adjoints
-** of B's terminator operands, and sweeps B backwards. Adjoints of values
+** Regions. The reverse of a block B (wf_ad_reverse_region) replays B at
+** the current emission point (so B's values are visible), seeds the
+** adjoints of B's terminator operands, and sweeps B backwards. Adjoints of values
 ** defined outside a region and used inside it ("captured") flow through
 ** the reverse region as its results / loop-carried values.
 **

@@ -237,7 +237,7 @@ int wf_ad_try_fuse(wf_adctx *A, wf_inst *in, wf_ad_capset cs) {
       wf_block_append(F->parent, S[s]);
   }
   wf_inst_unlink(R);
-  /* captured first, as in rev_for; their adjoints so far (which may read
+  /* captured first, as in wf_ad_rev_for; their adjoints so far (which may read
   ** acc, as S does) are added after F: captured adjoints only accumulate */
   for (int i = 0; i < cs.n; i++) {
     A->adj[cs.v[i]] = saved_cap[i];

@@ -352,7 +352,7 @@ void wf_ad_rev_while(wf_adctx *A, wf_inst *in) {
   wf_ad_emit(A, WF_OP_YIELD, nc, ly, 0, NULL, 0);
   A->b.block = saved;
   A->b.loc = in->loc;
-  for (int i = 0; i < cs.n; i++) /* captured first, as in rev_for */
+  for (int i = 0; i < cs.n; i++) /* captured first, as in wf_ad_rev_for */
     A->adj[cs.v[i]] = L->res[nds + i];
   for (int d = 0; d < nds; d++)
     wf_ad_acc(A, in->args[ds[d]], L->res[d]);

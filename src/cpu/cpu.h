@@ -81,7 +81,7 @@ typedef struct wf_cpu_emitter {
   LLVMBasicBlockRef exit_bb, latch_bb;
   int contig;         /* emitting the noalias / compact-stride body */
   int privmode;       /* emitting body.p: atomic adds into priv[] params are plain */
-  const int8_t *priv; /* per parameter: only updated by atomic_add (see priv_scan) */
+  const int8_t *priv; /* per parameter: only updated by atomic_add (priv.c) */
   LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, vd;
   char chunk[256]; /* chunk name as Lua shows it */
   char *err;

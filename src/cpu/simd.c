@@ -26,8 +26,9 @@ typedef wf_cpu_emitter E;
 ** memory dependences nor what the instructions are, so weft asks for it
 ** only where lanes cannot interfere and every instruction can be widened:
 ** the contiguous (noalias) body, no private accumulation, no debug
-** checks, and the whitelist of body_simd_safe. Each lane keeps the scalar
-** order of operations, so results are bit-identical to the scalar body.
+** checks, and the whitelist of wf_cpu_body_simd_safe. Each lane keeps the
+** scalar order of operations, so results are bit-identical to the scalar
+** body.
 ** --------------------------------------------------------------------- */
 
 /* Does the block hold a FOR or WHILE loop (at any depth)? */
@@ -195,7 +196,7 @@ int wf_cpu_body_simd_safe(LLVMValueRef F, LLVMBasicBlockRef thread_bb, LLVMValue
     }
   }
   /* the interrupt polls (loads of intr, the block they branch to) are
-  ** not checked: drop_polls removes them from a body that passes */
+  ** not checked: wf_cpu_drop_polls removes them from a body that passes */
   for (int b = 0; ok && b < n; b++)
     for (LLVMValueRef I = LLVMGetFirstInstruction(bbs[b]); I && ok && bbs[b] != intr_bb;
          I = LLVMGetNextInstruction(I))
