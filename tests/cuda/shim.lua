@@ -97,6 +97,13 @@ function M.run(weft, k, dim, args, opts)
   local launch_args = {}
   local slot = opts.debug or opts.checks -- the kernel takes the error slot last
   local nargs = #ctypes - (slot and 1 or 0)
+  -- the kernel's own arguments, checked and packed as a CUDA launch packs
+  -- them (lua/weft/marshal.lua): scalars pass the bytes it stores
+  local internal = require("weft.internal")
+  local np, types = #k.params, {}
+  for i = 1, np do types[i] = (opts.types and opts.types[i]) or k.params[i].type end
+  local cargs = internal.cuda_args(types, 0, false)
+  internal.packer{ k = k, types = types, addrs = cargs.addrs }(args, args, np)
   for i = 1, nargs do
     local v = args[i]
     if v == false or v == nil then -- a null adjoint header
@@ -117,14 +124,10 @@ function M.run(weft, k, dim, args, opts)
       end
       launch_args[#launch_args + 1] = "A" .. i
     else
-      local t = (opts.types and opts.types[i]) or k.params[i].type
-      local box = ffi.new(require("weft.internal").array_ctype(t), 1)
-      local err = t.store(box, 0, v)
-      if err then error("shim: argument " .. i .. " is " .. err) end
-      local n = ffi.sizeof(box) -- one element
+      local n = ffi.sizeof(types[i].ffiname)
       main[#main + 1] = string.format(
         "  static const unsigned char s%db[] = %s; %s S%d; static_assert(sizeof S%d == %d, \"arg %d\"); memcpy(&S%d, s%db, %d);",
-        i, bytes(box, n), ctypes[i], i, i, n, i, i, i, n)
+        i, bytes(cargs.ptrs[i - 1], n), ctypes[i], i, i, n, i, i, i, n)
       launch_args[#launch_args + 1] = "S" .. i
     end
   end
