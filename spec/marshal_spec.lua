@@ -71,7 +71,7 @@ describe("argument marshaller", function()
 
   it("lays out CUDA kernelParams once: arrays point at their header, scalars at their value", function()
     local k = weft.kernel{ x = weft.array(weft.float32), n = weft.int32, v = weft.vec3, b = weft.bool,
-                           h = weft.float16, d = weft.float64, function(x, n, v, b, h, d) end }
+                           h = weft.float16, d = weft.float64, function(x, n, v, b, h, d) end } -- luacheck: no unused args
     local types = {}
     for i, p in ipairs(k.params) do types[i] = p.type end
     local a = internal.cuda_args(types, 1, true)
@@ -147,5 +147,18 @@ describe("argument marshaller", function()
     for i = 1, 60 do args[i + 1] = i end
     weft.launch(k, 1, args)
     assert.are.same({ 61 }, y:totable())
+  end)
+end)
+
+describe("the module table", function()
+  it("holds no private fields but weft._interop (the parts share require 'weft.internal')", function()
+    local private = {}
+    for key in pairs(weft) do
+      if type(key) == "string" and key:sub(1, 1) == "_" then private[#private + 1] = key end
+    end
+    assert.are.same({ "_interop" }, private)
+    assert.is_function(internal.launch_adjoint)
+    assert.is_function(internal.raise) -- published by types.lua, moved by init.lua
+    assert.is_table(internal.builtins)
   end)
 end)
