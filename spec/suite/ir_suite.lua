@@ -152,6 +152,8 @@ describe("every kernel module of the suite", function()
   end
 
   it("was collected by the spec run", function()
+    local errs = readall(os.getenv("WEFT_IR_SUITE_DIR") .. "/" .. collect.ERRORS)
+    assert(not errs, "spec/helpers/ir_collect.lua failed on kernels of the spec run:\n" .. tostring(errs))
     assert(#mods > 0, "no modules in WEFT_IR_SUITE_DIR: the spec run compiled no kernel, or "
            .. "spec/helpers/ir_collect.lua was not its busted helper")
   end)
