@@ -1,8 +1,8 @@
 /*
 ** rt.h -- the runtime object (wf_rt) shared by the runtime's C files.
 **
-** One wf_rt per LuaJIT state (made by wf_rt_new, held by the Lua layer as
-** weft._rt). It owns the error message of the last failed FFI call, the
+** One wf_rt per LuaJIT state (made by wf_rt_new, held by the Lua layer in
+** its private table as P.rt). It owns the error message of the last failed FFI call, the
 ** thread count of CPU launches, the thread pool (made lazily by the launch
 ** part) and the device backends.
 **
