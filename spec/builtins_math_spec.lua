@@ -199,6 +199,23 @@ describe("bit builtins with Warp's names", function()
     weft.launch(ku, 2, { weft.array({ 4294967280, 7 }, weft.uint32), weft.array({ 3, 1 }, weft.uint32) },
       { outputs = { uo } })
     assert.same({ 15, 536870910, 4294967288, 3 }, uo:totable())
+    -- bit_count: set bits of the value's own width, as int32 (Warp's doc
+    -- examples), at run time and folded from constants
+    local kc = weft.kernel{ ca = weft.array(weft.int64), co = weft.array(weft.int32), function(ca, co)
+      local i = weft.tid()
+      co[i * 5] = weft.bit_count(ca[i])
+      co[i * 5 + 1] = weft.bit_count(weft.int8(ca[i]))
+      co[i * 5 + 2] = weft.bit_count(weft.uint16(ca[i]))
+      co[i * 5 + 3] = weft.bit_count(weft.int32(ca[i]))
+      co[i * 5 + 4] = weft.bit_count(45) + weft.bit_count(weft.int64(-1))
+    end }
+    local co = weft.zeros(10, weft.int32)
+    weft.launch(kc, 2, { weft.array({ -1, 45 }, weft.int64) }, { outputs = { co } })
+    assert.same({ 64, 8, 16, 32, 68, 4, 4, 4, 4, 68 }, co:totable())
+    assert.same({ 4, 32, 0 }, { weft.bit_count(45), weft.bit_count(-1), weft.bit_count(0) })
+    local ptx = kc:ptx("sm_80")
+    assert.matches("popc", ptx)
+    assert.is_true(core.cuda_assemble(ptx, "sm_80") > 0)
     -- on the host, and bit.rshift still the logical shift
     assert.same({ 0, -13, -2, 268435455 }, { weft.bit_and(-16, 3), weft.bit_or(-16, 3),
       weft.rshift(-16, 3), bit.rshift(-16, 4) })

@@ -117,6 +117,11 @@ return function(weft, P)
     erf = libm.erf, erfc = libm.erfc, erfinv = erfinv, erfcinv = erfcinv, cbrt = libm.cbrt,
     exp2 = libm.exp2, expm1 = libm.expm1, log2 = libm.log2, log10 = libm.log10,
     log1p = libm.log1p, trunc = libm.trunc, rint = libm.rint,
+    bit_count = function(x) -- of the 32-bit value, as LuaJIT's bit library sees x
+      local n, v = 0, bit.tobit(x)
+      while v ~= 0 do v, n = bit.band(v, v - 1), n + 1 end
+      return n
+    end,
   }
   local core = P and P.core or weft._core
   for _, name in ipairs(core.builtin_ops()) do

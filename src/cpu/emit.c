@@ -1360,6 +1360,9 @@ void emit_inst(E *e, wf_inst *in) {
   case WF_OP_CAST:
     r = cast(e, in, argv(e, in, 0), argt(e, in, 0), rt);
     break;
+  case WF_OP_BIT_COUNT:
+    r = LLVMBuildIntCast2(B, intr1(e, "llvm.ctpop", argv(e, in, 0)), ltype(e, rt), 0, "");
+    break;
   case WF_OP_AGG: {
     int n = wf_t_arity(rt);
     if (n != in->nargs) {

@@ -1127,6 +1127,14 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
       wf_sb_puts(b, "continue;\n");
     }
     break;
+  case WF_OP_BIT_COUNT: {
+    /* the bits of the value's own width, as unsigned */
+    const wf_type *at = vt(E, in->args[0]);
+    decl(E, in->res[0]);
+    wf_sb_printf(b, "%s((%s)(%s)v%d);\n", at->bits == 64 ? "__popcll" : "__popc",
+                 at->bits == 64 ? "unsigned long long" : "unsigned", int_ctype(at->bits, 0), a0);
+    break;
+  }
   default:
     if (wf_opinfo_tab[in->op].ty == WF_TY_FLOAT && math_name(in->op)) {
       /* the scalar float functions (WF_MATHDEF rows; the verifier keeps

@@ -578,6 +578,16 @@ int wf_bi_names(lua_State *L) {
 int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *out) {
   wf_types *T = F->C->T;
   int op = table_op(name);
+  if (op == WF_OP_BIT_COUNT) {
+    /* Warp's bit_count: the set bits of an integer, as int32 */
+    wf_rv a[1];
+    getargs(F, name, call, 1, 1, a);
+    wf_val v = val(F, &a[0], wf_lo_isnum(&a[0]) ? t_i32(F) : NULL, call->args[0]);
+    const wf_type *at = wf_vtype(F->fn, v);
+    if (!wf_t_is_int(at)) ERR(call->args[0], "bit_count expects an integer, got %s", TN(at));
+    out[0] = wf_lo_mkval(wf_b_op1(B, WF_OP_BIT_COUNT, t_i32(F), v), t_i32(F));
+    return 1;
+  }
   if (op >= 0) {
     if (wf_opinfo_tab[op].nargs == 1) return unary_math(F, name, (wf_op)op, call, out);
     return binary_math(F, name, (wf_op)op, wf_opinfo_tab[op].ty == WF_TY_FLOAT, call, out);

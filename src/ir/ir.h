@@ -233,6 +233,7 @@ typedef enum wf_tyrule {
   P(X, BOR,      "bor",      2, 1, WF_OPF_PURE, WF_TY_BITS, NULL) \
   P(X, BXOR,     "bxor",     2, 1, WF_OPF_PURE, WF_TY_BITS, NULL) \
   P(X, BNOT,     "bnot",     1, 1, WF_OPF_PURE, WF_TY_BITS, NULL) \
+  P(X, BIT_COUNT, "bit_count", 1, 1, WF_OPF_PURE|WF_OPF_BUILTIN, WF_TY_OWN, NULL) /* int -> i32: set bits */ \
   P(X, SHL,      "shl",      2, 1, WF_OPF_PURE, WF_TY_OWN, NULL) \
   P(X, SHR,      "shr",      2, 1, WF_OPF_PURE, WF_TY_OWN, NULL) /* logical for unsigned, arithmetic for signed */ \
   P(X, SELECT,   "select",   3, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_OWN, NULL) /* cond, a, b (any type) */ \

@@ -248,6 +248,12 @@ static int fold_consts(fstate *F, wf_inst *in) {
   if (!a || (in->nargs == 2 && !b)) return 0;
   const wf_type *at = ty(F, in->args[0]), *rt = ty(F, in->res[0]);
   if (in->op == WF_OP_CAST) return fold_cast(F, in, a);
+  if (in->op == WF_OP_BIT_COUNT && wf_t_is_int(at)) {
+    uint64_t bits = (uint64_t)a->imm;
+    if (at->bits < 64) bits &= (UINT64_C(1) << at->bits) - 1;
+    make_const(F, in, __builtin_popcountll(bits), 0);
+    return 1;
+  }
   if (!wf_t_is_scalar(at) || !wf_t_is_scalar(rt)) return 0;
   /* f32 constants may hold more precision than the backends keep */
   double fa = at->kind == WF_T_FLOAT ? fround(at, a->fimm) : 0;

@@ -260,6 +260,10 @@ static int check_op(vstate *V, wf_inst *in) {
     return 1;
   case WF_OP_PARAM:
   case WF_OP_UNDEF: return 1;
+  case WF_OP_BIT_COUNT:
+    if (!wf_t_is_int(ty(V, in->args[0])))
+      return fail(V, in, "operand has type %s, expected an integer", tn(ty(V, in->args[0]), a));
+    return res_is(V, in, 0, wf_t_int(T, 32, 1));
   case WF_OP_SHL: case WF_OP_SHR:
     if (!wf_t_is_int(rt)) return fail(V, in, "result type %s is not an integer", tn(rt, a));
     if (!arg_is(V, in, 0, rt)) return 0;
