@@ -28,6 +28,7 @@
 ** Integer `/` truncates toward zero (as in C and Warp); `%` follows Lua (the
 ** result has the sign of the divisor); `^` is always a float power.
 */
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -481,7 +482,11 @@ wf_val wf_lo_index_key(wf_fstate *F, wf_rv k, wf_expr *at) {
 /* Constant integer value of a literal rv, or -1 with ok = 0. */
 static int const_index(wf_rv k, int *ok) {
   *ok = k.kind == RV_LIT && k.num == floor(k.num);
-  return *ok ? (int)k.num : -1;
+  if (!*ok) return -1;
+  /* beyond int (2^31, 1e300, inf) converting is undefined: any value out
+  ** of every range will do, the callers' messages print k.num */
+  if (k.num < INT_MIN || k.num > INT_MAX) return k.num < 0 ? INT_MIN : INT_MAX;
+  return (int)k.num;
 }
 
 /* Debug builds check a dynamic component index k of a t (0..n-1): an IF
@@ -538,7 +543,7 @@ static wf_rv index_agg(wf_fstate *F, wf_rv obj, wf_rv key, wf_expr *at) {
   int c = const_index(key, &ok);
   const wf_type *ct = wf_t_component(F->C->T, t, 0);
   if (ok) {
-    if (c < 0 || c >= n) ERR(at, "index %d out of range for %s (0..%d)", c, TN(t), n - 1);
+    if (c < 0 || c >= n) ERR(at, "index %.14g out of range for %s (0..%d)", key.num, TN(t), n - 1);
     return wf_lo_mkval(wf_b_extract(&F->b, obj.v, c), ct);
   }
   wf_val k = wf_lo_index_key(F, key, at);
@@ -624,7 +629,7 @@ static wf_rv lower_index(wf_fstate *F, wf_expr *e) {
       int ok, d = const_index(k, &ok);
       if (!ok) ERR(ie->b, "x.shape must be indexed with a constant");
       if (d < 0 || d >= obj.t->ndim)
-        ERR(ie->b, "shape index %d out of range for a %d-d array", d, obj.t->ndim);
+        ERR(ie->b, "shape index %.14g out of range for a %d-d array", k.num, obj.t->ndim);
       wf_inst *in = wf_b_inst(&F->b, WF_OP_SHAPE, 1, &obj.v, 1, (const wf_type *[]){t_i32(F)}, 0);
       in->imm = d;
       obj = wf_lo_mkval(in->res[0], t_i32(F));
@@ -859,7 +864,7 @@ static wf_val insert_comp(wf_fstate *F, const wf_type *t, wf_val agg, wf_rv key,
   int ok, c = const_index(key, &ok);
   int n = wf_t_arity(t);
   if (ok) {
-    if (c < 0 || c >= n) ERR(at, "index %d out of range for %s (0..%d)", c, TN(t), n - 1);
+    if (c < 0 || c >= n) ERR(at, "index %.14g out of range for %s (0..%d)", key.num, TN(t), n - 1);
     return wf_b_insert(&F->b, agg, c, v);
   }
   wf_val k = wf_lo_index_key(F, key, at);
