@@ -185,8 +185,8 @@ static void r_tanh(wf_adctx *A, const wf_inst *in, const wf_val *g) {
 #define EXPV(v) wf_ad_op1(A, WF_OP_EXP, t, (v))
 #define LN2 0.69314718055994530942
 #define LN10 2.30258509299404568402
-#define TWO_SQRTPI 1.12837916709551257390  /* d erf(x) = 2/sqrt(pi) exp(-x^2) */
-#define SQRTPI_2 0.88622692545275801365    /* d erfinv(y) = sqrt(pi)/2 exp(r^2) */
+#define TWO_SQRTPI 1.12837916709551257390 /* d erf(x) = 2/sqrt(pi) exp(-x^2) */
+#define SQRTPI_2 0.88622692545275801365   /* d erfinv(y) = sqrt(pi)/2 exp(r^2) */
 /* r = cbrt(x): dx = g / (3 r^2) (inf at 0, as in Warp) */
 static void r_cbrt(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   const wf_type *t = RT(in);
@@ -621,8 +621,10 @@ static const wf_ad_rule rules_tab[WF_OP__COUNT] = {
 ** without a rule (or a rule for a non-DIFF op) stops the build here. */
 _Static_assert(WF_OP__COUNT <= 128, "op bit sets hold 128 ops");
 #define WF_AD_BIT(op, half) (((op) >> 6) == (half) ? 1ULL << ((op)&63) : 0ULL)
-#define WF_AD_DIFF_LO(e, s, na, nr, fl, ty, libm, llvm, cuda, fold) | (((fl)&WF_OPF_DIFF) ? WF_AD_BIT(WF_OP_##e, 0) : 0ULL)
-#define WF_AD_DIFF_HI(e, s, na, nr, fl, ty, libm, llvm, cuda, fold) | (((fl)&WF_OPF_DIFF) ? WF_AD_BIT(WF_OP_##e, 1) : 0ULL)
+#define WF_AD_DIFF_LO(e, s, na, nr, fl, ty, libm, llvm, cuda, fold)                                \
+  | (((fl)&WF_OPF_DIFF) ? WF_AD_BIT(WF_OP_##e, 0) : 0ULL)
+#define WF_AD_DIFF_HI(e, s, na, nr, fl, ty, libm, llvm, cuda, fold)                                \
+  | (((fl)&WF_OPF_DIFF) ? WF_AD_BIT(WF_OP_##e, 1) : 0ULL)
 #define WF_AD_RULE_LO(op, fn, rd, tfn) | WF_AD_BIT(WF_OP_##op, 0)
 #define WF_AD_RULE_HI(op, fn, rd, tfn) | WF_AD_BIT(WF_OP_##op, 1)
 _Static_assert((0ULL WF_IRDEF(WF_AD_DIFF_LO)) == (0ULL WF_AD_RULES(WF_AD_RULE_LO)) &&

@@ -354,10 +354,11 @@ static const wf_cpu_sym symbols[] = {
     {"wf_cpu_rt_print", (void *)wf_cpu_rt_print},
     {"wf_cpu_rt_priv_begin", (void *)wf_cpu_rt_priv_begin},
     {"wf_cpu_rt_priv_end", (void *)wf_cpu_rt_priv_end},
-#define WF_SYM(X, e, s, na, fl, libm, llvm, cuda, fold)                                             \
-  {#libm, (void *)libm}, {#libm "f", (void *)libm##f},
+/* clang-format off */
+#define WF_SYM(X, e, s, na, fl, libm, llvm, cuda, fold) {#libm, (void *)libm}, {#libm "f", (void *)libm##f},
     WF_MATHDEF(WF_SYM, )
 #undef WF_SYM
+    /* clang-format on */
     {"fabs", (void *)fabs},
     {"fabsf", (void *)fabsf},
     {"nearbyint", (void *)nearbyint},

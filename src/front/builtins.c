@@ -97,7 +97,8 @@ static int unary_math(wf_fstate *F, const char *name, wf_op op, wf_expr *call, w
       out[0] = wf_lo_mkval(v, t);
       return 1;
     }
-    if (oi->ty == WF_TY_FLOAT) ERR(call->args[0], "%s expects a float argument, got %s", name, TN(t));
+    if (oi->ty == WF_TY_FLOAT)
+      ERR(call->args[0], "%s expects a float argument, got %s", name, TN(t));
   }
   out[0] = wf_lo_mkval(wf_lo_cw1(F, op, t, v), t);
   return 1;
