@@ -49,7 +49,7 @@ if not core then
 end
 P.core = core
 
--- A weft_State (src/runtime/state.c) leaves its interrupt request here;
+-- A weft_State (src/interop/state.c) leaves its interrupt request here;
 -- kernels of this runtime poll it.
 local intr = reg["weft.intr"]
 if intr ~= nil then cdef.C.wf_rt_attach_intr(P.rt, intr) end

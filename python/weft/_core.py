@@ -205,7 +205,7 @@ class Runtime:
         tuple of up to 4), with weft Arrays, NumPy arrays, torch tensors,
         JAX arrays or numbers as arguments (arrays shared without copies:
         a tensor passed here is viewed for the time of the launch)."""
-        # The lock: a long launch releases the GIL (src/cpu/launch.c), and no
+        # The lock: a long launch releases the GIL (src/runtime/launch.c), and no
         # other thread may enter this runtime's Lua state meanwhile.
         with self._lock:
             ctx = self._ctx

@@ -10,7 +10,7 @@ the loaded path so the Lua layer (lua/weft/cdef.lua) binds the same file.
 All functions are called through a PyDLL handle: the GIL stays held, and
 the capsule helpers can use the Python C API. The one exception is inside a
 CPU launch big enough for the thread pool, which lets go of the GIL while the
-kernel runs (src/cpu/launch.c); every entry into a runtime's Lua state takes
+kernel runs (src/runtime/launch.c); every entry into a runtime's Lua state takes
 Runtime._lock, so no other thread enters it meanwhile.
 
 The hot paths (imports, exports, launches: `fast` below) are not ctypes

@@ -85,7 +85,4 @@ WF_IR_INTERNAL int wf_ad_jvp(wf_module *m, int kernel_index, char *err, size_t n
 ** primal arrays) are the primal values its gradient depends on. */
 WF_IR_INTERNAL void wf_ad_param_uses(const wf_func *fn, int n, uint8_t *loads, uint8_t *writes);
 
-/* Adds core.adjoint(moduleud [, kernel]) to the core table at index t. */
-WF_IR_INTERNAL void wf_ad_register(struct lua_State *L, int t);
-
 #endif

@@ -44,7 +44,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 
 #include "cpu/cpu.h"
-#include "runtime/core.h"
+#include "bindings/bindings.h" /* the Lua part: to move to src/bindings */
 #include "util/diskcache.h"
 #include "util/dump.h"
 #include "util/hash.h"
@@ -243,7 +243,7 @@ void wf_jit_free(wf_jit *j) {
 }
 
 /* The Lua state's JIT. Creating an LLJIT costs about a millisecond, so
-** wf_cpu_register starts it on a background thread when the library loads;
+** wf_bind_cpu starts it on a background thread when the library loads;
 ** the first compile (or cache load) joins that thread. */
 typedef struct jit_ud {
   wf_jit *j;
@@ -957,7 +957,7 @@ static int kernels_table(lua_State *L) {
 **   checks), ndim (1-4, default 1), names (parameter names),
 **   name (function to compile; default the first kernel). */
 static int l_cpu_compile(lua_State *L) {
-  wf_module *m = wf_core_checkmodule(L, 1);
+  wf_module *m = wf_bind_checkmodule(L, 1);
   wf_func *fn = pick_kernel(L, m, 2);
   const char *names[MAXNAMES];
   wf_cpu_opts o;
@@ -1017,7 +1017,7 @@ static int l_cpu_compile(lua_State *L) {
 /* core.llvm_ir(module [, opts]) -> LLVM IR text (opts.optimize = false for
 ** the IR before O3). */
 static int l_llvm_ir(lua_State *L) {
-  wf_module *m = wf_core_checkmodule(L, 1);
+  wf_module *m = wf_bind_checkmodule(L, 1);
   wf_func *fn = pick_kernel(L, m, 2);
   const char *names[MAXNAMES];
   wf_cpu_opts o;
@@ -1081,7 +1081,7 @@ static int l_cpu_stats(lua_State *L) {
   return 1;
 }
 
-void wf_cpu_register(lua_State *L, int t) {
+void wf_bind_cpu(lua_State *L, int t) {
   lua_getfield(L, LUA_REGISTRYINDEX, JIT_MT ".instance");
   int have = !lua_isnil(L, -1);
   lua_pop(L, 1);

@@ -10,7 +10,7 @@
 ** ~/.cache/weft ("0", "off" or empty disables it, as for the CPU). key =
 ** 128-bit hash of the source, the target, the options and the NVRTC
 ** version. Entries are checksummed and written atomically (temp file +
-** rename): src/runtime/diskcache.h; a damaged one is compiled again with a
+** rename): src/util/diskcache.h; a damaged one is compiled again with a
 ** warning.
 */
 #include <dlfcn.h>

@@ -6,7 +6,6 @@
 **             disk cache, error lines mapped back to the Lua source
 **   driver.c  libcuda loaded with dlopen: devices, memory, modules, launches,
 **             graphs; the "cuda" device table of the runtime (wf_cuda_attach)
-**   lua.c     core.cuda_source / core.cuda_ptx / ... (wf_cuda_register)
 **
 ** Nothing here links against CUDA: every library is found at run time, so
 ** libweft loads on machines without a driver or toolkit.

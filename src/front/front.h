@@ -19,7 +19,7 @@
 
 #include "ir/ir.h"
 #include "util/arena.h"
-#include "runtime/wf_rt.h"
+#include "util/util.h"
 
 /* ======================================================================
 ** arena
@@ -199,5 +199,11 @@ WF_INTERNAL void wf_front_getsrc(wf_fctx *C, int idx, wf_src *src);
 /* Compile the decl at stack index declidx (with argtypes at argidx, or 0)
 ** into C->mod as its first function. */
 WF_INTERNAL void wf_front_compile_kernel(wf_fctx *C, int declidx, int argidx);
+/* The front end's entry: compile the kernel or weft.func declaration at
+** stack index decl (argument types at index args, 0 = none; both
+** absolute) into a new module, which the caller owns, and push the list of
+** free names it resolved. Errors are Lua errors ("chunk:line: message"),
+** raised after everything the compile made is freed. */
+WF_INTERNAL wf_module *wf_front_compile(lua_State *L, int decl, int args);
 
 #endif

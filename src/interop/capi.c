@@ -15,7 +15,7 @@
 #include <lauxlib.h>
 
 #include "interop/interop.h"
-#include "runtime/state.h"
+#include "interop/state.h"
 
 #define KEEP_KEY "weft.interop.keep" /* registry: strings of the last results */
 

@@ -42,7 +42,7 @@
 #include "interop/interop.h"
 #include "interop/pyc.h"
 #include "runtime/rt.h"
-#include "runtime/state.h"
+#include "interop/state.h"
 
 #define SCRATCH_KEY "weft.interop.scratch" /* registry: scratch arrays */
 #define MAXSTACKARGS 16

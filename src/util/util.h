@@ -9,8 +9,9 @@
 **   dump.h       WEFT_DUMP parsing (which stages print to stderr)
 **   diskcache.h  checked, atomic cache entries on disk (CPU and CUDA)
 **
-** Dependencies point one way (tests/deps/check-includes checks it):
-**   util <- ir <- (front, ad) <- (cpu, cuda) <- runtime <- (lua, interop, cli)
+** Dependencies point one way (tests/deps/check_includes.lua checks it):
+**   util <- ir <- (front, ad) <- (cpu, cuda) <- runtime <- bindings
+**        <- (interop, cli)
 ** A folder's .c and .h files include headers of their own folder and of the
 ** folders to their left only.
 */

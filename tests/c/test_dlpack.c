@@ -9,7 +9,7 @@
 
 #include "interop/interop.h"
 #include "runtime/rt.h"
-#include "runtime/state.h"
+#include "interop/state.h"
 #include "weft.h"
 
 #include "wtest.h"

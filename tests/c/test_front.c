@@ -15,8 +15,8 @@
 
 /* core.c reaches the parts through weak symbols, which do not pull objects
 ** out of the static library this test links: reference the front end. */
-void wf_front_register(lua_State *L, int t);
-void (*volatile wf_test_keep_front)(lua_State *, int) = wf_front_register;
+void wf_bind_front(lua_State *L, int t);
+void (*volatile wf_test_keep_front)(lua_State *, int) = wf_bind_front;
 
 static char errbuf[2048];
 

@@ -1,5 +1,5 @@
 /*
-** lua.c -- the CUDA functions of the core table (wf_cuda_register):
+** cuda.c -- the CUDA functions of the core table (wf_bind_cuda):
 **
 **   core.cuda_source(mod [, opts])     -> CUDA C text, {entry names}
 **   core.cuda_ptx(mod [, arch [, opts]]) -> PTX text (arch "sm_80", "compute_80"
@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "cuda/wf_cuda.h"
-#include "runtime/core.h"
+#include "bindings/bindings.h"
 #include "util/dump.h"
 
 #pragma weak wf_ir_optimize
@@ -107,7 +107,7 @@ static void read_opts(lua_State *L, int oi, wf_cuda_opts *o, const char **names,
 ** with the options at index oi. Raises with the emitter's message; nothing
 ** is left allocated then. */
 static void emit_module(lua_State *L, int idx, int oi, wf_cuda_src *src, const char **fast) {
-  wf_module *m = wf_core_checkmodule(L, idx);
+  wf_module *m = wf_bind_checkmodule(L, idx);
   char err[1024];
   const char *names[64];
   wf_cuda_opts o;
@@ -210,7 +210,7 @@ static int l_nvrtc_version(lua_State *L) {
   return 1;
 }
 
-void wf_cuda_register(lua_State *L, int t) {
+void wf_bind_cuda(lua_State *L, int t) {
   static const luaL_Reg fns[] = {{"cuda_source", l_cuda_source},
                                  {"cuda_ptx", l_cuda_ptx},
                                  {"ptx", l_cuda_ptx},

@@ -1,5 +1,5 @@
 /*
-** ad_lua.c -- core.adjoint and core.jvp: the Lua entries to src/ad.
+** ad.c -- core.adjoint and core.jvp: the Lua entries to src/ad.
 **
 **   name = core.adjoint(module [, kernel [, opts]])
 **
@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "ad/ad.h"
-#include "runtime/core.h"
+#include "bindings/bindings.h"
 #include "util/dump.h"
 
 #define WF_AD_MAXNAMES 64
@@ -65,7 +65,7 @@ typedef int (*transform_fn)(wf_module *m, int k, const char *const *names, char 
 
 /* Appends prefix..name with fn, optimizes, dumps on WEFT_DUMP=ad. */
 static int transform(lua_State *L, transform_fn fn, const char *prefix) {
-  wf_module *m = wf_core_checkmodule(L, 1);
+  wf_module *m = wf_bind_checkmodule(L, 1);
   int k = kernel_arg(L, m, 2);
   const char *names[WF_AD_MAXNAMES] = {0};
   read_names(L, m->funcs[k], 3, names);
@@ -109,7 +109,7 @@ static void push_indices(lua_State *L, const uint8_t *flag, int n) {
 ** kernel itself writes. The tape uses them to refuse a launch whose
 ** adjoint would read an array that a later launch overwrote. */
 static int l_adjoint_uses(lua_State *L) {
-  wf_module *m = wf_core_checkmodule(L, 1);
+  wf_module *m = wf_bind_checkmodule(L, 1);
   int k = kernel_arg(L, m, 2);
   const wf_func *pf = m->funcs[k];
   char name[256];
@@ -128,7 +128,7 @@ static int l_adjoint_uses(lua_State *L) {
   return 2;
 }
 
-void wf_ad_register(lua_State *L, int t) {
+void wf_bind_ad(lua_State *L, int t) {
   lua_pushcfunction(L, l_adjoint_uses);
   lua_setfield(L, t, "adjoint_uses");
   lua_pushcfunction(L, l_adjoint);

@@ -11,8 +11,8 @@
 #include <lauxlib.h>
 #include <lualib.h>
 
-#include "runtime/core.h"
-#include "runtime/state.h"
+#include "bindings/bindings.h"
+#include "interop/state.h"
 
 const char *weft_version(void) { return WEFT_VERSION; }
 

@@ -9,7 +9,7 @@
 #include <llvm-c/Core.h>
 #include <llvm-c/TargetMachine.h>
 
-#include "runtime/core.h"
+#include "bindings/bindings.h"
 
 /* Is "+name" one of the comma-separated entries of an LLVM feature list? */
 static int has_feature(const char *features, const char *name) {
@@ -72,7 +72,7 @@ static int l_host_info(lua_State *L) {
   return 1;
 }
 
-void wf_info_register(lua_State *L, int t) {
+void wf_bind_info(lua_State *L, int t) {
   lua_pushcfunction(L, l_host_info);
   lua_setfield(L, t, "host_info");
 }

@@ -1,0 +1,165 @@
+/*
+** front.c -- the front end's Lua C functions in the core table:
+**
+**   core.front_setup(env)        env = { builtins=, type_mt=, func_mt=,
+**                                        const_mt=, kernel_mt= } (kernel.lua)
+**   core.compile(decl, argtypes) -> "weft.module" userdata (optimized IR),
+**                                   deps (free names resolved: resolve.c)
+**   core.ir(module)              -> IR text
+**   core.writes(module [, name]) -> per parameter: does it write the array?
+**   core.builtin_ops()           -> the builtins the front end lowers
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bindings/bindings.h"
+#include "front/lower.h"
+#include "util/dump.h"
+
+static int l_compile(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_settop(L, 3);
+  int optimize = 1; /* opts.optimize = false: the module as lowered, calls kept (autodiff) */
+  if (lua_istable(L, 3)) {
+    lua_getfield(L, 3, "optimize");
+    optimize = lua_isnil(L, -1) || lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_settop(L, 2);
+  wf_module *m = wf_front_compile(L, 1, 2);
+  int depsidx = lua_gettop(L);
+  char err[512];
+  if (optimize && wf_ir_optimize(m, err, sizeof err)) {
+    char *text = wf_ir_to_string(m);
+    if (text && getenv("WEFT_DEBUG_IR")) fprintf(stderr, "%s\n", text);
+    free(text);
+    wf_module_free(m);
+    return luaL_error(L, "weft: internal compiler error: %s", err);
+  }
+  if (wf_dump_wanted("ir")) {
+    fprintf(stderr, "-- weft IR\n");
+    wf_ir_print(m, stderr);
+  }
+  wf_bind_newmodule(L)->mod = m;
+  lua_pushvalue(L, depsidx);
+  return 2;
+}
+
+static int l_ir(lua_State *L) {
+  wf_module *m = wf_bind_checkmodule(L, 1);
+  char *s = wf_ir_to_string(m);
+  if (!s) return luaL_error(L, "weft: out of memory");
+  lua_pushstring(L, s);
+  free(s);
+  return 1;
+}
+
+/* ---- which array parameters a function writes (core.writes) -----------
+** A store or atomic goes to an array value; its root is found by peeling
+** views (and both sides of a select). A root that is a parameter marks
+** that parameter; any other root (an array carried through a loop or an
+** if) marks every array parameter, which errs on the safe side. A call
+** marks the arguments its callee writes. */
+#define WRITES_DEPTH 16
+
+static void writes_block(const wf_func *fn, const wf_block *bl, uint8_t *w, int depth);
+
+static void writes_mark(const wf_func *fn, wf_val v, uint8_t *w, int depth) {
+  for (int hops = 0; v >= 0 && v < fn->nvals && hops < 1000; hops++) {
+    const wf_inst *d = fn->vals[v].def;
+    if (!d && !fn->vals[v].block) { /* a function parameter */
+      w[fn->vals[v].index] = 1;
+      return;
+    }
+    if (d && d->op == WF_OP_VIEW && d->nargs >= 1) {
+      v = d->args[0];
+      continue;
+    }
+    if (d && d->op == WF_OP_SELECT && d->nargs == 3 && depth < WRITES_DEPTH) {
+      writes_mark(fn, d->args[1], w, depth + 1);
+      v = d->args[2];
+      continue;
+    }
+    break;
+  }
+  for (int i = 0; i < fn->nparams; i++)
+    if (fn->vals[fn->params[i]].type->kind == WF_T_ARRAY) w[i] = 1;
+}
+
+static void writes_func(const wf_func *fn, uint8_t *w, int depth) {
+  if (fn->body && depth < WRITES_DEPTH) writes_block(fn, fn->body, w, depth);
+}
+
+static void writes_block(const wf_func *fn, const wf_block *bl, uint8_t *w, int depth) {
+  for (const wf_inst *in = bl->first; in; in = in->next) {
+    switch (in->op) {
+    case WF_OP_STORE:
+    case WF_OP_ATOMIC_ADD:
+    case WF_OP_ATOMIC_MIN:
+    case WF_OP_ATOMIC_MAX:
+      if (in->nargs > 0) writes_mark(fn, in->args[0], w, depth);
+      break;
+    case WF_OP_CALL: {
+      const wf_module *m = fn->mod;
+      const wf_func *callee = in->imm >= 0 && in->imm < m->nfuncs ? m->funcs[in->imm] : NULL;
+      int n = callee ? callee->nparams : 0;
+      uint8_t *cw = n > 0 ? calloc((size_t)n, 1) : NULL;
+      if (cw) writes_func(callee, cw, depth + 1);
+      for (int i = 0; i < in->nargs; i++)
+        if (fn->vals[in->args[i]].type->kind == WF_T_ARRAY && (!cw || i >= n || cw[i]))
+          writes_mark(fn, in->args[i], w, depth);
+      free(cw);
+      break;
+    }
+    default:
+      break;
+    }
+    for (int b = 0; b < in->nblocks; b++)
+      writes_block(fn, in->blocks[b], w, depth);
+  }
+}
+
+/* core.writes(module [, name]) -> { [i] = true/false per parameter }: the
+** array parameters function `name` (default: the module's first kernel)
+** stores to or updates atomically, anywhere in its body. */
+static int l_writes(lua_State *L) {
+  wf_module *m = wf_bind_checkmodule(L, 1);
+  const char *name = luaL_optstring(L, 2, NULL);
+  const wf_func *fn = NULL;
+  for (int i = 0; i < m->nfuncs && !fn; i++)
+    if (name ? !strcmp(m->funcs[i]->name, name) : m->funcs[i]->is_kernel) fn = m->funcs[i];
+  if (!fn) return luaL_error(L, "weft: the module has no function '%s'", name ? name : "(kernel)");
+  uint8_t *w = calloc((size_t)fn->nparams + 1, 1);
+  if (!w) return luaL_error(L, "weft: out of memory");
+  writes_func(fn, w, 0);
+  lua_createtable(L, fn->nparams, 0);
+  for (int i = 0; i < fn->nparams; i++) {
+    lua_pushboolean(L, w[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  free(w);
+  return 1;
+}
+
+static int l_front_setup(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_pushvalue(L, 1);
+  lua_setfield(L, LUA_REGISTRYINDEX, WF_FRONT_ENV_KEY);
+  return 0;
+}
+
+void wf_bind_front(lua_State *L, int t) {
+  lua_pushcfunction(L, l_compile);
+  lua_setfield(L, t, "compile");
+  lua_pushcfunction(L, l_ir);
+  lua_setfield(L, t, "ir");
+  lua_pushcfunction(L, l_writes);
+  lua_setfield(L, t, "writes");
+  lua_pushcfunction(L, l_front_setup);
+  lua_setfield(L, t, "front_setup");
+  lua_pushcfunction(L, wf_bi_names);
+  lua_setfield(L, t, "builtin_ops");
+  lua_pushboolean(L, 1); /* f:grad / f:replay are compiled (lua/weft/tape.lua) */
+  lua_setfield(L, t, "front_custom_grad");
+}
