@@ -138,7 +138,7 @@ describe("lua/weft/cdef.lua", function()
     end)
 
     it("a function renamed in a C header", function()
-      local ok, errs = run(decls, headers_with("src/cuda/wf_cuda.h", "wf_cuda_graph_free%(", "wf_cuda_graph_drop("))
+      local ok, errs = run(decls, headers_with("src/runtime/wf_cudadrv.h", "wf_cuda_graph_free%(", "wf_cuda_graph_drop("))
       assert.is_false(ok)
       assert.matches("lua/weft/cdef.lua:" .. line_of("void wf_cuda_graph_free%(") .. ":[^\n]*wf_cuda_graph_free",
                      table.concat(errs, "\n"))
@@ -161,9 +161,9 @@ describe("lua/weft/cdef.lua", function()
     end)
 
     it("an FFI function added to a C header only", function()
-      local root = headers_with("src/cuda/wf_cuda.h", "\nWF_FFI int wf_cuda_available%(",
+      local root = headers_with("src/runtime/wf_cudadrv.h", "\nWF_FFI int wf_cuda_available%(",
                                 "\nWF_FFI int wf_cuda_new_thing(wf_rt *rt);\nWF_FFI int wf_cuda_available(")
-      assert.are.same({ "src/cuda/wf_cuda.h: wf_cuda_new_thing" }, (missing_ffi(root)))
+      assert.are.same({ "src/runtime/wf_cudadrv.h: wf_cuda_new_thing" }, (missing_ffi(root)))
     end)
 
     it("a declaration the checker cannot read", function()

@@ -65,7 +65,7 @@ int wf_dlpack_import(wf_rt *rt, void *managed, int versioned, int ntrail,
                      const int64_t *trail, wf_array *out, const char **scalar);
 void wf_dlpack_delete(void *managed, int versioned);
 /* ---- end interop ---- */
-/* ---- cuda (src/cuda/wf_cuda.h) ---- */
+/* ---- cuda (src/runtime/wf_cudadrv.h) ---- */
 int wf_cuda_available(wf_rt *rt);
 int wf_cuda_device_info(wf_rt *rt, int32_t dev, char *name, size_t namelen,
                         int *cc_major, int *cc_minor, size_t *total_mem);

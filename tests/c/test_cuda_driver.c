@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cuda/wf_cuda.h"
-#include "wtest.h"
 #include "runtime/rt.h"
+#include "runtime/wf_cudadrv.h"
+#include "wtest.h"
 
 static int have_driver(void) {
   void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);

@@ -26,8 +26,6 @@ local PUBLIC = { ["weft.h"] = true }
 -- list only shrinks.
 local PENDING = {
   ["cpu/jit.c:bindings/bindings.h"] = "core.cpu_compile & co. live beside the JIT state they hold",
-  ["cuda/driver.c:runtime/rt.h"] = "the CUDA device table of the runtime (to become runtime/device_cuda.c)",
-  ["cuda/wf_cuda.h:runtime/wf_rt.h"] = "the driver's FFI declarations (with driver.c)",
 }
 
 -- Files under dir/F/ for every folder F (one level, .c and .h).

@@ -1,5 +1,5 @@
 /*
-** driver.c -- the CUDA Driver API through dlopen("libcuda.so.1").
+** device_cuda.c -- the CUDA Driver API through dlopen("libcuda.so.1").
 **
 ** libweft never links libcuda (nor its stub): binaries must start on
 ** machines without a driver. The first use of a cuda device loads the
@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/wf_cuda.h"
 #include "runtime/rt.h"
+#include "runtime/wf_cudadrv.h"
 
 typedef int CUresult;
 typedef int CUdevice;

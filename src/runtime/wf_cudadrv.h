@@ -1,0 +1,71 @@
+/*
+** wf_cudadrv.h -- CUDA devices through the Driver API (device_cuda.c):
+** libcuda loaded with dlopen; devices, memory, modules, launches, streams,
+** events and graphs (FFI), and the "cuda" device table of the runtime
+** (wf_cuda_attach, device.h).
+**
+** Nothing links against CUDA: libweft loads on machines without a driver.
+** The kernels it launches come from src/cuda (CUDA C -> PTX/CUBIN); their
+** parameters follow the ABI described in src/cuda/wf_cuda.h.
+*/
+#ifndef WF_CUDADRV_H
+#define WF_CUDADRV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime/wf_rt.h"
+
+typedef struct wf_cudrv wf_cudrv; /* loaded libcuda, refcounted */
+
+/* Load libcuda.so.1 (or $WEFT_LIBCUDA) and call cuInit. Returns NULL with a
+** message when there is no driver; never fails loudly. */
+WF_INTERNAL wf_cudrv *wf_cudrv_open(char *err, size_t errsize);
+WF_INTERNAL void wf_cudrv_release(wf_cudrv *d);
+/* Number of devices (0 without a driver; err is then set). */
+WF_INTERNAL int wf_cuda_device_count(void *ctx, char *err, size_t n);
+/* "CUDA_ERROR_X: message" for a CUresult. */
+WF_INTERNAL void wf_cudrv_errstr(wf_cudrv *d, int res, char *buf, size_t n);
+
+/* The message every use of a cuda device gives without a driver. */
+#define WF_CUDA_NODRIVER                                                                           \
+  "weft: CUDA is not available: libcuda.so.1 could not be loaded (no NVIDIA driver)"
+
+/* ---- FFI: modules, launches, streams, graphs (declared in cdef.lua) ---- */
+WF_FFI int wf_cuda_available(wf_rt *rt);
+WF_FFI int wf_cuda_device_info(wf_rt *rt, int32_t dev, char *name, size_t namelen, int *cc_major,
+                               int *cc_minor, size_t *total_mem);
+WF_FFI int wf_cuda_module_load(wf_rt *rt, int32_t dev, const void *image, size_t size,
+                               void **module);
+WF_FFI int wf_cuda_module_unload(wf_rt *rt, int32_t dev, void *module);
+WF_FFI int wf_cuda_module_function(wf_rt *rt, void *module, const char *name, void **fn);
+/* Launch fn over dims[0..ndim) with args (one pointer per kernel
+** parameter, the wf_dims first is made here). block_size 0 = 256.
+** stream: a stream of dev from wf_cuda_stream_new, or NULL for the
+** device's current stream. */
+WF_FFI int wf_cuda_launch(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *dims,
+                          int nargs, void **args, int block_size, int verify, void *stream);
+WF_FFI int wf_cuda_synchronize(wf_rt *rt, int32_t dev);
+WF_FFI int wf_cuda_capture_begin(wf_rt *rt, int32_t dev);
+WF_FFI int wf_cuda_capture_end(wf_rt *rt, int32_t dev, void **graph);
+WF_FFI int wf_cuda_graph_launch(wf_rt *rt, int32_t dev, void *graph);
+WF_FFI void wf_cuda_graph_free(wf_rt *rt, void *graph);
+/* Streams and events: refcounted handles, each holding a driver reference
+** (usable after weft_close until released). A device's current stream
+** (wf_cuda_set_stream; NULL = its own default stream) takes launches,
+** captures and graph launches that name no stream. */
+WF_FFI int wf_cuda_stream_new(wf_rt *rt, int32_t dev, void **out);
+WF_FFI void wf_cuda_stream_release(void *s);
+WF_FFI int wf_cuda_stream_synchronize(wf_rt *rt, void *s);
+WF_FFI int wf_cuda_stream_wait_event(wf_rt *rt, void *s, void *e);
+WF_FFI int wf_cuda_set_stream(wf_rt *rt, int32_t dev, void *s);
+WF_FFI int wf_cuda_event_new(wf_rt *rt, int32_t dev, int timing, void **out);
+WF_FFI void wf_cuda_event_release(void *e);
+/* s NULL (record, wait): the own stream of the event's device */
+WF_FFI int wf_cuda_event_record(wf_rt *rt, void *e, void *s);
+WF_FFI int wf_cuda_event_synchronize(wf_rt *rt, void *e);
+WF_FFI int wf_cuda_event_elapsed(wf_rt *rt, void *start, void *end, float *ms);
+/* Page-locked host memory (device -1, flags WF_BUF_PINNED). */
+WF_FFI int wf_cuda_host_alloc(wf_rt *rt, size_t nbytes, wf_buffer **out);
+
+#endif
