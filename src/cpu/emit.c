@@ -1120,24 +1120,36 @@ static LLVMValueRef for_in_range(E *e, const wf_type *it, LLVMValueRef i, LLVMVa
     return LLVMBuildSelect(e->B, up, LLVMBuildFCmp(e->B, LLVMRealOLE, i, hi, ""),
                            LLVMBuildFCmp(e->B, LLVMRealOGE, i, hi, ""), "");
   }
-  if (it && it->kind == WF_T_INT && !it->is_signed) return LLVMBuildICmp(e->B, LLVMIntULE, i, hi, "");
+  if (it && it->kind == WF_T_INT && !it->is_signed)
+    return LLVMBuildICmp(e->B, LLVMIntULE, i, hi, "");
   LLVMValueRef up = LLVMBuildICmp(e->B, LLVMIntSGT, step, LLVMConstInt(LLVMTypeOf(step), 0, 0), "");
   return LLVMBuildSelect(e->B, up, LLVMBuildICmp(e->B, LLVMIntSLE, i, hi, ""),
                          LLVMBuildICmp(e->B, LLVMIntSGE, i, hi, ""), "");
 }
 
-/* Integer loops: is i (in range) the last value? Tested before the
-** increment, so a loop ending at the type's limit stops instead of
-** wrapping: hi - i < step, as unsigned (it fits: i <= hi); down loops
-** i - hi < -step. */
-static LLVMValueRef for_int_last(E *e, const wf_type *it, LLVMValueRef i, LLVMValueRef hi,
+/* Integer loops: the counter's value after the last iteration, last +
+** step (wrapping). last = lo + (hi - lo) / step * step, in unsigned
+** arithmetic (the span fits: lo <= hi when the loop runs; down loops
+** mirrored). The latch leaves when i + step == stop, so a loop ending at
+** the type's limit stops instead of wrapping around, and a unit-step
+** loop keeps the shape LLVM's vectorizers read (i.next != hi + 1). The
+** step is not zero here (for_step_check). */
+static LLVMValueRef for_int_stop(E *e, const wf_type *it, LLVMValueRef lo, LLVMValueRef hi,
                                  LLVMValueRef step) {
-  LLVMValueRef up = LLVMBuildICmp(e->B, LLVMIntULT, LLVMBuildSub(e->B, hi, i, ""), step, "");
-  if (it && !it->is_signed) return up;
-  LLVMValueRef zero = LLVMConstInt(LLVMTypeOf(step), 0, 0);
-  LLVMValueRef down = LLVMBuildICmp(e->B, LLVMIntULT, LLVMBuildSub(e->B, i, hi, ""),
-                                    LLVMBuildSub(e->B, zero, step, ""), "");
-  return LLVMBuildSelect(e->B, LLVMBuildICmp(e->B, LLVMIntSGT, step, zero, ""), up, down, "");
+  LLVMBuilderRef B = e->B;
+  if (it && !it->is_signed) {
+    LLVMValueRef q = LLVMBuildUDiv(B, LLVMBuildSub(B, hi, lo, ""), step, "");
+    return LLVMBuildAdd(B, LLVMBuildAdd(B, lo, LLVMBuildMul(B, q, step, ""), ""), step, "");
+  }
+  LLVMValueRef zero = LLVMConstNull(LLVMTypeOf(step));
+  LLVMValueRef up = LLVMBuildICmp(B, LLVMIntSGT, step, zero, "");
+  LLVMValueRef mag = LLVMBuildSelect(B, up, step, LLVMBuildSub(B, zero, step, ""), "");
+  LLVMValueRef span =
+      LLVMBuildSelect(B, up, LLVMBuildSub(B, hi, lo, ""), LLVMBuildSub(B, lo, hi, ""), "");
+  LLVMValueRef off = LLVMBuildMul(B, LLVMBuildUDiv(B, span, mag, ""), mag, "");
+  LLVMValueRef last =
+      LLVMBuildSelect(B, up, LLVMBuildAdd(B, lo, off, ""), LLVMBuildSub(B, lo, off, ""), "");
+  return LLVMBuildAdd(B, last, step, "");
 }
 
 /* A step known only at run time may be zero: an error, as in Lua (the
@@ -1145,7 +1157,8 @@ static LLVMValueRef for_int_last(E *e, const wf_type *it, LLVMValueRef i, LLVMVa
 static void for_step_check(E *e, const wf_inst *in, LLVMValueRef step, int isfloat) {
   if (!isfloat && LLVMIsAConstantInt(step) && LLVMConstIntGetZExtValue(step) != 0) return;
   if (isfloat && LLVMIsAConstantFP(step) && !LLVMIsNull(step)) return;
-  LLVMValueRef zero = isfloat ? LLVMConstReal(LLVMTypeOf(step), 0) : LLVMConstNull(LLVMTypeOf(step));
+  LLVMValueRef zero =
+      isfloat ? LLVMConstReal(LLVMTypeOf(step), 0) : LLVMConstNull(LLVMTypeOf(step));
   LLVMValueRef ok = isfloat ? LLVMBuildFCmp(e->B, LLVMRealUNE, step, zero, "")
                             : LLVMBuildICmp(e->B, LLVMIntNE, step, zero, "");
   LLVMBasicBlockRef good = begin_check(e, ok);
@@ -1153,14 +1166,14 @@ static void for_step_check(E *e, const wf_inst *in, LLVMValueRef step, int isflo
   end_check(e, good);
 }
 
-/* FOR: one phi set in the head holds the induction variable, the carried
-** values and `go`, whether the body runs. Integer loops decide `go` for
-** the next iteration before the increment (for_int_last), so the counter
-** never passes the type's limit; LLVM threads `go` into a rotated loop
-** (guard, then a latch test i == hi for unit steps) that the loop
-** vectorizer and the SIMD-across-threads path read as before. A float
-** counter that stops changing (i + step == i: 2^24 + 1 in float32) is an
-** error at the loop's line instead of a hang. */
+/* FOR, emitted rotated: the bounds test at entry, then a latch test that
+** for integers is i + step != stop (for_int_stop), so the counter never
+** passes the type's limit, and `for j = 0, n - 1` keeps the shape the loop
+** vectorizer and the SIMD-across-threads path read (j.next != n). The
+** body's phis hold the induction variable and the carried values; the
+** results are phis in for.end (the inits when the body never runs). A
+** float counter that stops changing (i + step == i: 2^24 + 1 in float32)
+** is an error at the loop's line instead of a hang. */
 static void emit_for(E *e, wf_inst *in) {
   if (in->nargs < 3 || in->nblocks < 1) {
     efail(e, in, "malformed for");
@@ -1176,10 +1189,10 @@ static void emit_for(E *e, wf_inst *in) {
   const wf_type *it = argt(e, in, 0);
   int isfloat = it && it->kind == WF_T_FLOAT;
   LLVMValueRef lo = argv(e, in, 0), hi = argv(e, in, 1), step = argv(e, in, 2);
-  /* one phi set: the induction variable, the carried values, go (any
-  ** number: vals, then cur) */
-  LLVMValueRef *vals = malloc(sizeof(LLVMValueRef) * 2 * (size_t)(nc + 2)), *cur = vals + nc + 2;
-  LLVMTypeRef *ty = malloc(sizeof(LLVMTypeRef) * (size_t)(nc + 2));
+  /* vals: the induction variable, then the carried values; cur: the
+  ** body's phis; ty: their types (ty + 1: the results') */
+  LLVMValueRef *vals = malloc(sizeof(LLVMValueRef) * 2 * (size_t)(nc + 1)), *cur = vals + nc + 1;
+  LLVMTypeRef *ty = malloc(sizeof(LLVMTypeRef) * (size_t)(nc + 1));
   if (!vals || !ty) {
     free(vals), free(ty);
     efail(e, in, "out of memory");
@@ -1192,23 +1205,32 @@ static void emit_for(E *e, wf_inst *in) {
     ty[k + 1] = ltype(e, wf_vtype(e->fn, in->res[k]));
     vals[k + 1] = argv(e, in, 3 + k);
   }
-  ty[nc + 1] = e->i1;
-  vals[nc + 1] = for_in_range(e, it, lo, hi, step);
-  phiset ps;
-  if (phiset_init(e, &ps, nc + 2, ty)) {
+  LLVMValueRef go = for_in_range(e, it, lo, hi, step);
+  LLVMValueRef stop = isfloat ? NULL : for_int_stop(e, it, lo, hi, step);
+  phiset ps, rs;
+  if (phiset_init(e, &ps, nc + 1, ty)) {
     free(vals), free(ty);
     return;
   }
-  LLVMBasicBlockRef hb = LLVMAppendBasicBlockInContext(e->C, e->F, "for.head");
+  if (phiset_init(e, &rs, nc, ty + 1)) {
+    phiset_free(&ps);
+    free(vals), free(ty);
+    return;
+  }
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(e->B);
   LLVMBasicBlockRef bb = LLVMAppendBasicBlockInContext(e->C, e->F, "for.body");
   LLVMBasicBlockRef xb = LLVMAppendBasicBlockInContext(e->C, e->F, "for.end");
-  phiset_enter(e, &ps, vals, hb);
+  LLVMPositionBuilderAtEnd(e->B, bb);
+  phiset_phis(e, &ps);
+  LLVMPositionBuilderAtEnd(e->B, xb);
+  phiset_phis(e, &rs);
+  LLVMPositionBuilderAtEnd(e->B, pre);
+  phiset_incoming(e, &ps, vals);
+  phiset_incoming(e, &rs, vals + 1);
+  LLVMBuildCondBr(e->B, go, bb, xb);
+  LLVMPositionBuilderAtEnd(e->B, bb);
   phiset_values(e, &ps, cur);
   LLVMValueRef iphi = cur[0];
-  for (int k = 0; k < nc; k++)
-    e->v[in->res[k]] = cur[k + 1];
-  LLVMBuildCondBr(e->B, cur[nc + 1], bb, xb);
-  LLVMPositionBuilderAtEnd(e->B, bb);
   e->v[body->params[0]] = iphi;
   for (int k = 0; k < nc; k++)
     e->v[body->params[k + 1]] = cur[k + 1];
@@ -1217,23 +1239,32 @@ static void emit_for(E *e, wf_inst *in) {
   if (isfloat) {
     vals[0] = LLVMBuildFAdd(e->B, iphi, step, "");
     LLVMBasicBlockRef good = begin_check(e, LLVMBuildFCmp(e->B, LLVMRealUNE, vals[0], iphi, ""));
-    char msg[160];
+    char msg[128];
     snprintf(msg, sizeof msg,
-             "for loop counter stops changing (%s counter + step == counter); use an integer loop",
-             it->name ? it->name : "float");
+             "for loop counter stops changing: float%d counter + step == counter (use an integer "
+             "loop)",
+             it->bits);
     emit_trap(e, in, msg);
     end_check(e, good);
-    vals[nc + 1] = for_in_range(e, it, vals[0], hi, step);
+    go = for_in_range(e, it, vals[0], hi, step);
   } else {
-    vals[nc + 1] = LLVMBuildNot(e->B, for_int_last(e, it, iphi, hi, step), "");
     vals[0] = LLVMBuildAdd(e->B, iphi, step, "");
+    go = LLVMBuildICmp(e->B, LLVMIntNE, vals[0], stop, "");
   }
+  phiset_incoming(e, &rs, vals + 1);
+  LLVMBasicBlockRef back = LLVMAppendBasicBlockInContext(e->C, e->F, "for.latch");
+  LLVMBuildCondBr(e->B, go, back, xb);
+  LLVMPositionBuilderAtEnd(e->B, back);
   poll_interrupt(e, 0);
   phiset_incoming(e, &ps, vals);
-  LLVMBuildBr(e->B, hb);
-  phiset_free(&ps);
-  free(vals), free(ty);
+  LLVMBuildBr(e->B, bb);
   LLVMPositionBuilderAtEnd(e->B, xb);
+  phiset_values(e, &rs, cur);
+  for (int k = 0; k < nc; k++)
+    e->v[in->res[k]] = cur[k];
+  phiset_free(&ps);
+  phiset_free(&rs);
+  free(vals), free(ty);
 }
 
 static void emit_while(E *e, wf_inst *in) {

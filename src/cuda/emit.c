@@ -702,44 +702,134 @@ static void emit_if(emitter *E, const wf_inst *in) {
   wf_sb_puts(&E->body, "}\n");
 }
 
-/* Lua's inclusive numeric for: the step's sign picks the test. Carried
-** values live in c<id>_k; the body's params are copies made per iteration. */
+/* An error at in's line that ends the thread: release and debug code
+** report through the error slot; fast code has none and traps (with the
+** position in the message). */
+static void fail_or_trap(emitter *E, const wf_inst *in, const char *msg) {
+  if (E->debug || E->checks) {
+    fail_here(E, in, msg);
+    return;
+  }
+  char buf[448];
+  if (in && in->loc.line > 0 && E->chunk)
+    snprintf(buf, sizeof buf, "%s:%d: %s", E->chunk, (int)in->loc.line, msg);
+  else
+    snprintf(buf, sizeof buf, "%s", msg);
+  ind(E);
+  wf_sb_puts(&E->body, "wf_trap(");
+  sb_cstr(&E->body, buf);
+  wf_sb_puts(&E->body, ");\n");
+}
+
+/* Is v a constant other than zero? */
+static int nonzero_const(emitter *E, wf_val v) {
+  const wf_inst *d = E->fn->vals[v].def;
+  if (!d || d->op != WF_OP_CONST) return 0;
+  return vt(E, v)->kind == WF_T_FLOAT ? d->fimm != 0 : d->imm != 0;
+}
+
+/* Lua's inclusive numeric for; the step's sign picks the test. Carried
+** values live in c<id>_k; the body's params are copies made per
+** iteration. Integer loops never step past the type's limit: e<id> is
+** the counter after the last iteration (last + step, wrapping; last = lo
+** + (hi - lo) / step * step in unsigned arithmetic), and the loop leaves
+** when the increment reaches it. A float counter that stops changing
+** (i + step == i) is an error instead of a hang, as on the CPU. */
 static void emit_for(emitter *E, const wf_inst *in) {
+  sbuf *b = &E->body;
   int id = E->nloops++;
   const wf_block *body = in->blocks[0];
   const wf_type *it = vt(E, in->args[0]);
   const char *ity = ctype(E, it);
+  int isfloat = it->kind == WF_T_FLOAT, half = is_half(it);
   int ncar = in->nargs - 3;
   char prefix[32];
   snprintf(prefix, sizeof prefix, "c%d_", id);
   for (int k = 0; k < ncar; k++) {
     ind(E);
-    wf_sb_printf(&E->body, "%s c%d_%d = v%d;\n", ctype(E, vt(E, in->args[3 + k])), id, k,
-              (int)in->args[3 + k]);
+    wf_sb_printf(b, "%s c%d_%d = v%d;\n", ctype(E, vt(E, in->args[3 + k])), id, k,
+                 (int)in->args[3 + k]);
   }
   ind(E);
-  wf_sb_printf(
-      &E->body,
-      "for (%s i%d = v%d, h%d = v%d, s%d = v%d; s%d > 0 ? i%d <= h%d : i%d >= h%d; i%d += s%d) {\n",
-      ity, id, (int)in->args[0], id, (int)in->args[1], id, (int)in->args[2], id, id, id, id, id, id,
-      id);
+  wf_sb_printf(b, "{\n");
+  E->indent++;
+  ind(E);
+  wf_sb_printf(b, "%s i%d = v%d; const %s h%d = v%d, s%d = v%d;\n", ity, id, (int)in->args[0], ity,
+               id, (int)in->args[1], id, (int)in->args[2]);
+  /* F(x): a float loop's value as float (halves widened) */
+  const char *fo = half ? "wf_h2f(" : "(", *fc = ")";
+  if (!nonzero_const(E, in->args[2])) {
+    ind(E);
+    if (isfloat)
+      wf_sb_printf(b, "if (%ss%d%s == 0)\n", fo, id, fc);
+    else
+      wf_sb_printf(b, "if (s%d == 0)\n", id);
+    E->indent++;
+    fail_or_trap(E, in, "for loop step is zero");
+    E->indent--;
+  }
+  ind(E);
+  if (isfloat) {
+    wf_sb_printf(b, "while (%ss%d%s > 0 ? %si%d%s <= %sh%d%s : %si%d%s >= %sh%d%s) {\n", fo, id, fc,
+                 fo, id, fc, fo, id, fc, fo, id, fc, fo, id, fc);
+  } else {
+    const char *u = it->bits <= 32 ? "unsigned int" : "unsigned long long";
+    wf_sb_printf(b, "const %s m%d = s%d > 0 ? (%s)s%d : (%s)0 - (%s)s%d;\n", u, id, id, u, id, u, u,
+                 id);
+    ind(E);
+    wf_sb_printf(b, "const %s q%d = (s%d > 0 ? (%s)h%d - (%s)i%d : (%s)i%d - (%s)h%d) / m%d;\n", u,
+                 id, id, u, id, u, id, u, id, u, id, id);
+    ind(E);
+    wf_sb_printf(b,
+                 "const %s e%d = (%s)((s%d > 0 ? (%s)i%d + q%d * m%d : (%s)i%d - q%d * m%d) + "
+                 "(%s)s%d);\n",
+                 ity, id, ity, id, u, id, id, id, u, id, id, id, u, id);
+    ind(E);
+    wf_sb_printf(
+        b,
+        "for (bool g%d = s%d > 0 ? i%d <= h%d : i%d >= h%d; g%d; g%d = (i%d = (%s)((%s)i%d + "
+        "(%s)s%d)) != e%d) {\n",
+        id, id, id, id, id, id, id, id, id, ity, u, id, u, id, id);
+  }
   E->indent++;
   if (body->nparams > 0) {
     ind(E);
-    wf_sb_printf(&E->body, "%s v%d = i%d;\n", ity, (int)body->params[0], id);
+    wf_sb_printf(b, "%s v%d = i%d;\n", ity, (int)body->params[0], id);
   }
   for (int k = 0; k < ncar && k + 1 < body->nparams; k++) {
     ind(E);
-    wf_sb_printf(&E->body, "%s v%d = c%d_%d;\n", ctype(E, vt(E, body->params[k + 1])),
-              (int)body->params[k + 1], id, k);
+    wf_sb_printf(b, "%s v%d = c%d_%d;\n", ctype(E, vt(E, body->params[k + 1])),
+                 (int)body->params[k + 1], id, k);
   }
   emit_block(E, body, NULL, ncar, prefix);
+  if (isfloat) {
+    ind(E);
+    if (half)
+      wf_sb_printf(b, "%s n%d = wf_f2h(wf_h2f(i%d) + wf_h2f(s%d));\n", ity, id, id, id);
+    else
+      wf_sb_printf(b, "%s n%d = i%d + s%d;\n", ity, id, id, id);
+    ind(E);
+    wf_sb_printf(b, "if (%sn%d%s == %si%d%s)\n", fo, id, fc, fo, id, fc);
+    E->indent++;
+    char msg[128];
+    snprintf(msg, sizeof msg,
+             "for loop counter stops changing: float%d counter + step == counter (use an integer "
+             "loop)",
+             it->bits);
+    fail_or_trap(E, in, msg);
+    E->indent--;
+    ind(E);
+    wf_sb_printf(b, "i%d = n%d;\n", id, id);
+  }
   E->indent--;
   ind(E);
-  wf_sb_puts(&E->body, "}\n");
+  wf_sb_puts(b, "}\n");
+  E->indent--;
+  ind(E);
+  wf_sb_puts(b, "}\n");
   for (int k = 0; k < in->nres; k++) {
     ind(E);
-    wf_sb_printf(&E->body, "%s v%d = c%d_%d;\n", ctype(E, vt(E, in->res[k])), (int)in->res[k], id, k);
+    wf_sb_printf(b, "%s v%d = c%d_%d;\n", ctype(E, vt(E, in->res[k])), (int)in->res[k], id, k);
   }
 }
 
@@ -1084,14 +1174,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     break;
   case WF_OP_TRAP:
     if (in->imm && !E->debug) break; /* a debug-only check */
-    if (E->debug) {
-      fail_here(E, in, in->str ? in->str : "trap");
-      break;
-    }
-    ind(E);
-    wf_sb_puts(b, "wf_trap(");
-    sb_cstr(b, in->str ? in->str : "trap");
-    wf_sb_puts(b, ");\n");
+    fail_or_trap(E, in, in->str ? in->str : "trap");
     break;
   case WF_OP_CHECK:
     check_range(E, in);

@@ -746,6 +746,52 @@ static wf_val exit_flag(wf_fstate *F, const loopinfo *li) {
   return c;
 }
 
+/* if (cond) trap msg: an error at the current position when cond holds. */
+static void trap_when(wf_fstate *F, wf_val cond, const char *msg) {
+  wf_block *saved = F->b.block;
+  wf_block *yes = wf_b_newblock(F->fn, 0, NULL), *no = wf_b_newblock(F->fn, 0, NULL);
+  F->b.block = yes;
+  wf_inst *tr = wf_b_inst(&F->b, WF_OP_TRAP, 0, NULL, 0, NULL, 0);
+  tr->str = wf_ir_strdup(F->C->mod, msg); /* the module's arena outlives the front end's */
+  wf_b_inst(&F->b, WF_OP_YIELD, 0, NULL, 0, NULL, 0);
+  F->b.block = no;
+  wf_b_inst(&F->b, WF_OP_YIELD, 0, NULL, 0, NULL, 0);
+  F->b.block = saved;
+  wf_inst *in = wf_b_inst(&F->b, WF_OP_IF, 1, &cond, 0, NULL, 2);
+  in->blocks[0] = yes;
+  in->blocks[1] = no;
+  yes->parent = in;
+  no->parent = in;
+}
+
+/* The while form's step at the end of an iteration at iv: iv + step. An
+** integer counter that would pass its type's limit (the add wraps) ends
+** the loop through the break flag, so `for j = 2147483646, 2147483647`
+** runs twice; a float counter that stops changing (iv + step == iv) is
+** an error instead of a hang. The backends do the same for FOR. */
+static wf_val for_next(wf_fstate *F, const wf_type *t, wf_val iv, wf_val step, int stepsign) {
+  const wf_type *bt = t_bool(F);
+  wf_val next = wf_b_op2(&F->b, WF_OP_ADD, t, iv, step);
+  if (t->kind == WF_T_FLOAT) {
+    char msg[128];
+    snprintf(msg, sizeof msg,
+             "for loop counter stops changing: float%d counter + step == counter (use an integer "
+             "loop)",
+             t->bits);
+    trap_when(F, wf_b_op2(&F->b, WF_OP_EQ, bt, next, iv), msg);
+    return next;
+  }
+  wf_val up = wf_b_op2(&F->b, WF_OP_LT, bt, next, iv), wrapped = up;
+  if (t->is_signed && stepsign <= 0) {
+    wf_val down = wf_b_op2(&F->b, WF_OP_GT, bt, next, iv);
+    wf_val pos = wf_b_op2(&F->b, WF_OP_GT, bt, step, wf_lo_const(F, t, 0));
+    wrapped = stepsign < 0 ? down : wf_b_op3(&F->b, WF_OP_SELECT, bt, pos, up, down);
+  }
+  wf_var *brk = &F->vars[F->brk];
+  brk->v = wf_b_op2(&F->b, WF_OP_BOR, bt, brk->v, wrapped);
+  return next;
+}
+
 /* The real lowering of a numeric for: a FOR op, or a WHILE carrying the
 ** induction variable when the body may exit. Returns 0 when done, else
 ** the number of vars added to li (nothing was linked; lower again). */
@@ -810,11 +856,12 @@ static int for_real(wf_fstate *F, forarg *fa, const wf_type *t, const wf_val *bv
   F->b.block = after;
   bind_params(F, after, 1, li);
   for_body(F, fa, after->params[0]);
+  F->b.loc = (wf_loc){s->line, s->col};
+  wf_val next = for_next(F, t, after->params[0], bv[2], stepsign);
   int extra = region_changed(F, entry, li, saved);
   if (extra) return extra;
-  F->b.loc = (wf_loc){s->line, s->col};
   wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));
-  ys[0] = wf_b_op2(&F->b, WF_OP_ADD, t, after->params[0], bv[2]);
+  ys[0] = next;
   current_vals(F, li, ys + 1);
   wf_b_inst(&F->b, WF_OP_YIELD, n + 1, ys, 0, NULL, 0);
   F->b.block = saved;
@@ -876,6 +923,11 @@ void wf_lo_for(wf_fstate *F, wf_stmt *s) {
   if (F->probing) {
     loop_effect(F, &li);
   } else {
+    /* a step known at run time only: zero is an error (the FOR op's
+    ** backends check it themselves) */
+    if (li.exits && stepsign == 0)
+      trap_when(F, wf_b_op2(&F->b, WF_OP_EQ, t_bool(F), bv[2], wf_lo_const(F, t, 0)),
+                "for loop step is zero");
     wf_lo_snap entry = wf_lo_take_snap(F);
     int nr0 = F->nreturns;
     while (for_real(F, &fa, t, bv, stepsign, &li, entry)) {
