@@ -1,6 +1,9 @@
 /*
 ** ad.h -- reverse-mode automatic differentiation on weft's IR (src/ad).
 **
+** Takes: an IR module. Gives: the same module with adjoint ("adj_") and
+** tangent ("jvp_") kernels appended, still plain IR for both backends.
+**
 ** wf_ad_kernel appends to a module the adjoint of one kernel. The adjoint
 ** kernel "adj_<name>" takes the primal parameters (in order), then one
 ** adjoint array per ARRAY parameter of the primal (same type). Scalar

@@ -1,5 +1,6 @@
 /*
 ** main.c -- the weft command line: run scripts with the weft module loaded.
+** Takes: the public C API (include/weft.h) only. Gives: the `weft` program.
 **
 **   weft script.lua [args]   run a script (arg table as luajit builds it)
 **   weft -e code             run a string

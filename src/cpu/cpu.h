@@ -1,5 +1,7 @@
 /*
-** cpu.h -- internals of the CPU backend shared by its files:
+** cpu.h -- the CPU backend. Takes: IR functions (and ir/abi.h). Gives:
+** native kernels from LLVM's ORC JIT, cached on disk, that the runtime
+** launches (src/runtime/wf_launch.h). Internals shared by its files:
 **   emit.c   IR -> LLVM IR: the instructions of a kernel body; cost estimate
 **   entry.c  the thread loop, the exported entry, argument layout, and
 **            wf_llvm_emit, which builds the module

@@ -2,6 +2,10 @@
 ** front.h -- the kernel compiler's front end: Lua kernel source -> AST ->
 ** typed lowering into the SSA IR of ir/ir.h.
 **
+** Takes: a Lua function (its source through the debug library, its
+** upvalues and environment) and ir. Gives: a typed IR module
+** (wf_front_compile), or a positioned Lua error.
+**
 **   source text --lex.c--> tokens --parse.c--> AST (wf_ast_*)
 **   AST --lower.c (+ builtins.c, resolve.c)--> wf_module (typed SSA IR)
 **

@@ -3,6 +3,10 @@
 ** (lua/weft/interop.lua, through the FFI) and the Python package (through
 ** ctypes) call. The public C API built on them is in include/weft.h.
 **
+** Takes: the runtime and the bindings (state.c opens a Lua state with
+** weft.core preloaded). Gives: DLPack in and out, the C API for hosts
+** (include/weft.h: capi.c, state.c), the Python fast paths (pyapi.c).
+**
 ** Ownership across the DLPack boundary:
 **
 **   export  wf_array --retain--> wf_buffer <--- wf_export block (malloc'd)

@@ -1,6 +1,10 @@
 /*
 ** ir.h -- weft's typed SSA IR with structured control flow.
 **
+** Takes: util. Gives every stage above it the IR (types, modules, the op
+** table, passes, printer, parser, verifier) and, in abi.h, the launch ABI
+** the backends compile to and the runtime calls.
+**
 ** A module holds functions (kernels and weft.func helpers). A function has
 ** typed parameters and one body block. A block is a list of instructions
 ** with block parameters (loop induction variables, loop-carried values) and

@@ -1,6 +1,10 @@
 /*
 ** wf_rt.h -- the runtime's C ABI, reached from Lua through the LuaJIT FFI.
 **
+** Takes: the kernel ABI (ir/abi.h), CPU kernels as function pointers and
+** CUDA images from the backends. Gives: the runtime object, buffers and
+** arrays, devices (device_cpu.c, device_cuda.c), launches (wf_launch.h).
+**
 ** lua/weft/cdef.lua declares exactly the structs and functions marked
 ** "FFI" below; keep the two in step (WF_ABI_VERSION guards a mismatch).
 **
