@@ -11,9 +11,8 @@
 **   front.c  compile, ir, writes, front_setup, builtin_ops   wf_bind_front
 **   ad.c     adjoint, jvp, ...                               wf_bind_ad
 **   cuda.c   cuda_source, cuda_ptx, ...                      wf_bind_cuda
+**   cpu.c    cpu_compile, llvm_ir, cpu_stats                 wf_bind_cpu
 **   info.c   host_info                                       wf_bind_info
-**   cpu      cpu_compile, llvm_ir, cpu_stats                 wf_bind_cpu
-**            (still in src/cpu/jit.c, beside the JIT state it holds)
 **
 ** Lua C functions here may raise Lua errors (they are called through the
 ** Lua C API, not the FFI) but must free what they allocated first.

@@ -7,7 +7,7 @@
 **            wf_llvm_emit, which builds the module
 **   simd.c   SIMD across threads (marks the thread loop for the vectorizer)
 **   priv.c   privatized atomics (per-chunk private accumulation)
-**   jit.c    target machine, O3, object code, ORC LLJIT, disk cache, Lua API
+**   jit.c    target machine, O3, object code, ORC LLJIT, disk cache
 **   rtlib.c  C helpers called by kernels (bounds errors, traps, print) and
 **            the symbol table handed to the JIT
 */
@@ -129,6 +129,36 @@ WF_INTERNAL void wf_jit_free(wf_jit *j);
 WF_INTERNAL void *wf_jit_compile(wf_jit *j, wf_func *fn, wf_cpu_opts *o, int *from_disk, char *err,
                                  size_t errsize);
 WF_INTERNAL void wf_jit_stats(const wf_jit *j, int64_t *compiles, int64_t *disk_hits);
+/* Drops one owner of j (wf_jit_new made the first); the last frees it. */
+WF_INTERNAL void wf_jit_release(wf_jit *j);
+/* The 32 hex digits naming fn's code (irtext: its module's IR text). */
+WF_INTERNAL void wf_jit_key(wf_jit *j, wf_func *fn, const wf_cpu_opts *o, const char *irtext,
+                            char key[33]);
+/* A kernel's code in the JIT, counted by the references to it. */
+typedef struct wf_jit_code wf_jit_code;
+typedef struct wf_jit_kernel {
+  void *fn;          /* the entry (wf_kernel_fn), valid while code is held */
+  wf_jit_code *code; /* one reference to the code and one to the JIT */
+  int from_disk;
+  char key[33];
+} wf_jit_kernel;
+/* Compile fn (or find it in the JIT or on disk). 0 and *out, or -1 + err. */
+WF_INTERNAL int wf_jit_kernel_get(wf_jit *j, wf_func *fn, wf_cpu_opts *o, const char *irtext,
+                                  wf_jit_kernel *out, char *err, size_t errsize);
+/* Drops a wf_jit_kernel's references: the last to the code removes it
+** from the JIT; the last to the JIT frees it. c may be NULL. */
+WF_INTERNAL void wf_jit_code_release(wf_jit *j, wf_jit_code *c);
+/* Counts a compile answered by the caller's own table (cpu_stats). */
+WF_INTERNAL void wf_jit_mem_hit(wf_jit *j);
+/* The LLVM IR of fn (before O3 unless optimize), malloc'd; NULL + err. */
+WF_INTERNAL char *wf_jit_llvm_ir(wf_jit *j, wf_func *fn, wf_cpu_opts *o, int optimize, char *err,
+                                 size_t errsize);
+typedef struct wf_jit_info {
+  int64_t compiles, disk_hits, disk_writes, mem_hits, code_live, code_freed;
+  const char *cache_dir; /* NULL: no disk cache */
+  const char *cpu, *triple;
+} wf_jit_info;
+WF_INTERNAL void wf_jit_info_get(const wf_jit *j, wf_jit_info *out);
 
 /* ---- rtlib.c: helpers called from generated code -------------------- */
 WF_INTERNAL void wf_cpu_rt_oob(wf_launch_ctx *ctx, const char *where, int64_t index, int32_t axis,

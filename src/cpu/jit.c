@@ -1,7 +1,7 @@
 /*
 ** jit.c -- native code for kernels: O3, object code, ORC LLJIT, the disk
-** cache, and the Lua functions of the CPU backend (core.cpu_compile,
-** core.llvm_ir, core.cpu_stats).
+** cache. The Lua functions over it (core.cpu_compile, core.llvm_ir,
+** core.cpu_stats) are src/bindings/cpu.c.
 **
 ** One wf_jit per Lua state, made on first use and kept in the registry
 ** (userdata "weft.cpujit", freed by __gc with the state). It owns the
@@ -20,9 +20,9 @@
 **   the object goes into the LLJIT; the entry symbol is "wfk_<key>".
 **
 ** Code lifetime: each object is added under its own ORC resource tracker
-** and counted by the code handles ("weft.cpucode" userdata) that
-** core.cpu_compile returns; when the last one is collected the tracker
-** removes the code. The in-memory table is weak, and the JIT itself is
+** and counted by its references (wf_jit_kernel_get; the "weft.cpucode"
+** handles that core.cpu_compile returns hold one each); when the last is
+** dropped the tracker removes the code. The in-memory table is weak, and the JIT itself is
 ** freed only when its holder and all handles are gone.
 */
 #include <errno.h>
@@ -44,7 +44,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 
 #include "cpu/cpu.h"
-#include "bindings/bindings.h" /* the Lua part: to move to src/bindings */
+#include "weft.h" /* WEFT_VERSION, part of cache keys */
 #include "util/diskcache.h"
 #include "util/dump.h"
 #include "util/hash.h"
@@ -53,8 +53,6 @@
 #define WEFT_LLVM_VERSION "?"
 #endif
 
-#define JIT_MT "weft.cpujit"
-#define JIT_KERNELS "weft.cpujit.kernels"
 #define CACHE_MAGIC "WEFTOBJ2" /* entry format tag, also part of the key */
 
 struct wf_jit {
@@ -69,7 +67,7 @@ struct wf_jit {
   ** returns its code instead of defining the symbol twice. Each entry's
   ** object sits under its own resource tracker and is removed from the
   ** LLJIT when its last code handle is collected (code_unref). */
-  struct jit_entry {
+  struct wf_jit_code {
     char key[33];
     void *fn;
     LLVMOrcResourceTrackerRef rt;
@@ -242,67 +240,11 @@ void wf_jit_free(wf_jit *j) {
   free(j);
 }
 
-/* The Lua state's JIT. Creating an LLJIT costs about a millisecond, so
-** wf_bind_cpu starts it on a background thread when the library loads;
-** the first compile (or cache load) joins that thread. */
-typedef struct jit_ud {
-  wf_jit *j;
-  pthread_t th;
-  int started; /* the background thread is running or not yet joined */
-  char err[512];
-} jit_ud;
-
-static void *jit_thread(void *arg) {
-  jit_ud *u = arg;
-  u->j = wf_jit_new(u->err, sizeof u->err);
-  return NULL;
-}
-
-static void jit_join(jit_ud *u) {
-  if (u->started) {
-    pthread_join(u->th, NULL);
-    u->started = 0;
-  }
-}
-
-/* Drops one owner of j; the last frees it. Code handles own the JIT too,
-** since the state's holder may be collected before them at lua_close. */
-static void jit_unref(wf_jit *j) {
+/* Drops one owner of j; the last frees it. Code references own the JIT
+** too (wf_jit_kernel), since the Lua state's holder may be collected
+** before them at lua_close. */
+void wf_jit_release(wf_jit *j) {
   if (j && --j->refs == 0) wf_jit_free(j);
-}
-
-static int jit_gc(lua_State *L) {
-  jit_ud *u = luaL_checkudata(L, 1, JIT_MT);
-  jit_join(u);
-  jit_unref(u->j);
-  u->j = NULL;
-  return 0;
-}
-
-/* Makes the registry's JIT holder (and starts the background creation). */
-static jit_ud *jit_holder(lua_State *L, int start) {
-  jit_ud *u = lua_newuserdata(L, sizeof *u);
-  memset(u, 0, sizeof *u);
-  if (luaL_newmetatable(L, JIT_MT)) {
-    lua_pushcfunction(L, jit_gc);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_setmetatable(L, -2);
-  lua_setfield(L, LUA_REGISTRYINDEX, JIT_MT ".instance");
-  if (start && pthread_create(&u->th, NULL, jit_thread, u) == 0) u->started = 1;
-  return u;
-}
-
-/* The state's JIT; raises a Lua error when it cannot be made. */
-static wf_jit *get_jit(lua_State *L) {
-  lua_getfield(L, LUA_REGISTRYINDEX, JIT_MT ".instance");
-  jit_ud *u = luaL_testudata(L, -1, JIT_MT);
-  lua_pop(L, 1);
-  if (!u) u = jit_holder(L, 0);
-  jit_join(u);
-  if (!u->j) u->j = wf_jit_new(u->err, sizeof u->err);
-  if (!u->j) luaL_error(L, "%s", u->err);
-  return u->j;
 }
 
 /* ---------------------------------------------------------------------
@@ -689,7 +631,7 @@ static void *add_and_lookup(wf_jit *j, LLVMMemoryBufferRef obj, const char *sym,
 }
 
 /* The entry of a kernel this JIT already holds, or NULL. */
-static struct jit_entry *loaded_find(const wf_jit *j, const char *key) {
+static struct wf_jit_code *loaded_find(const wf_jit *j, const char *key) {
   for (int i = 0; i < j->nloaded; i++)
     if (!strcmp(j->loaded[i]->key, key)) return j->loaded[i];
   return NULL;
@@ -697,12 +639,12 @@ static struct jit_entry *loaded_find(const wf_jit *j, const char *key) {
 
 /* Remembers a loaded kernel, or NULL when out of memory (its code is then
 ** removed again, so nothing leaks and the caller reports the failure). */
-static struct jit_entry *loaded_add(wf_jit *j, const char *key, void *fn,
+static struct wf_jit_code *loaded_add(wf_jit *j, const char *key, void *fn,
                                     LLVMOrcResourceTrackerRef rt) {
-  struct jit_entry *e = NULL;
+  struct wf_jit_code *e = NULL;
   if (j->nloaded == j->caploaded) {
     int cap = j->caploaded ? 2 * j->caploaded : 16;
-    struct jit_entry **n = realloc(j->loaded, sizeof *n * (size_t)cap);
+    struct wf_jit_code **n = realloc(j->loaded, sizeof *n * (size_t)cap);
     if (n) {
       j->loaded = n;
       j->caploaded = cap;
@@ -721,7 +663,7 @@ static struct jit_entry *loaded_add(wf_jit *j, const char *key, void *fn,
 }
 
 /* Drops one reference to e; the last removes its code from the JIT. */
-static void loaded_unref(wf_jit *j, struct jit_entry *e) {
+static void loaded_unref(wf_jit *j, struct wf_jit_code *e) {
   if (--e->refs > 0) return;
   for (int i = 0; i < j->nloaded; i++)
     if (j->loaded[i] == e) {
@@ -735,11 +677,12 @@ static void loaded_unref(wf_jit *j, struct jit_entry *e) {
 
 typedef struct cresult {
   void *fn;
-  struct jit_entry *e;
+  struct wf_jit_code *e;
   int from_disk;
   char key[33];
 } cresult;
 
+/* Compiles or finds fn; on success out->e carries one reference. */
 static int compile_kernel(wf_jit *j, wf_func *fn, wf_cpu_opts *o, const char *irtext, cresult *out,
                           char *err, size_t es) {
   kernel_key(j, fn, o, irtext, out->key);
@@ -841,255 +784,65 @@ void wf_jit_stats(const wf_jit *j, int64_t *compiles, int64_t *disk_hits) {
   if (disk_hits) *disk_hits = j->disk_hits;
 }
 
-/* ---------------------------------------------------------------------
-** Lua functions
-** --------------------------------------------------------------------- */
-
-/* The kernel to compile: opts.name, else the module's first kernel. */
-static wf_func *pick_kernel(lua_State *L, wf_module *m, int opts) {
-  const char *name = NULL;
-  if (lua_istable(L, opts)) {
-    lua_getfield(L, opts, "name");
-    name = lua_tostring(L, -1);
-    lua_pop(L, 1);
-  }
-  for (int i = 0; i < m->nfuncs; i++) {
-    wf_func *f = m->funcs[i];
-    if (name ? (f->name && !strcmp(f->name, name)) : f->is_kernel) return f;
-  }
-  if (name) luaL_error(L, "weft: module has no function '%s'", name);
-  luaL_error(L, "weft: module has no kernel");
-  return NULL;
+void wf_jit_key(wf_jit *j, wf_func *fn, const wf_cpu_opts *o, const char *irtext, char key[33]) {
+  kernel_key(j, fn, o, irtext, key);
 }
 
-/* Reads opts {debug, checks, ndim, names}; the name strings stay on the stack
-** (referenced by the opts table) while the caller uses them. */
-static void read_opts(lua_State *L, int opts, wf_cpu_opts *o, const char **names, int maxn) {
-  memset(o, 0, sizeof *o);
-  o->ndim = 1;
-  o->names = names;
-  if (!lua_istable(L, opts)) return;
-  lua_getfield(L, opts, "debug");
-  o->debug = lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  lua_getfield(L, opts, "checks"); /* release mode's bounds checks */
-  o->checks = lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  lua_getfield(L, opts, "ndim");
-  if (lua_isnumber(L, -1)) o->ndim = (int)lua_tointeger(L, -1);
-  lua_pop(L, 1);
-  if (o->ndim < 1 || o->ndim > 4) luaL_error(L, "weft: ndim must be 1 to 4, got %d", o->ndim);
-  lua_getfield(L, opts, "names");
-  if (lua_istable(L, -1)) {
-    int n = (int)lua_objlen(L, -1);
-    if (n > maxn) n = maxn;
-    for (int i = 0; i < n; i++) {
-      lua_rawgeti(L, -1, i + 1);
-      names[i] = lua_tostring(L, -1); /* kept alive by the names table */
-      lua_pop(L, 1);
-    }
-    o->nnames = n;
-  }
-  lua_pop(L, 1);
-}
-
-#define MAXNAMES 256
-#define CODE_MT "weft.cpucode"
-
-/* A code handle: keeps one kernel's code in the JIT while Lua holds it
-** (the result of core.cpu_compile has it as field "code"). */
-typedef struct code_ud {
-  wf_jit *j;
-  struct jit_entry *e;
-} code_ud;
-
-static int code_gc(lua_State *L) {
-  code_ud *u = luaL_checkudata(L, 1, CODE_MT);
-  if (u->e) loaded_unref(u->j, u->e);
-  if (u->j) jit_unref(u->j);
-  u->e = NULL;
-  u->j = NULL;
+int wf_jit_kernel_get(wf_jit *j, wf_func *fn, wf_cpu_opts *o, const char *irtext,
+                      wf_jit_kernel *out, char *err, size_t es) {
+  cresult res;
+  memset(&res, 0, sizeof res);
+  memset(out, 0, sizeof *out);
+  if (compile_kernel(j, fn, o, irtext, &res, err, es) != 0) return -1;
+  out->fn = res.fn;
+  out->code = res.e;
+  out->from_disk = res.from_disk;
+  memcpy(out->key, res.key, sizeof out->key);
+  j->refs++; /* the code's owner owns the JIT too */
   return 0;
 }
 
-/* Pushes an empty handle; code_adopt fills it without allocating. */
-static code_ud *code_new(lua_State *L) {
-  code_ud *u = lua_newuserdata(L, sizeof *u);
-  u->j = NULL;
-  u->e = NULL;
-  if (luaL_newmetatable(L, CODE_MT)) {
-    lua_pushcfunction(L, code_gc);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_setmetatable(L, -2);
-  return u;
+void wf_jit_code_release(wf_jit *j, wf_jit_code *c) {
+  if (!j) return;
+  if (c) loaded_unref(j, c);
+  wf_jit_release(j);
 }
 
-/* The handle takes over the reference to e that compile_kernel took. */
-static void code_adopt(code_ud *u, wf_jit *j, struct jit_entry *e) {
-  u->j = j;
-  u->e = e;
-  j->refs++;
-}
+void wf_jit_mem_hit(wf_jit *j) { j->mem_hits++; }
 
-/* The registry table key -> compile result. Its values are weak: a result
-** lives while some launcher holds it or its code handle. */
-static int kernels_table(lua_State *L) {
-  lua_getfield(L, LUA_REGISTRYINDEX, JIT_KERNELS);
-  if (lua_istable(L, -1)) return lua_gettop(L);
-  lua_pop(L, 1);
-  lua_newtable(L);
-  lua_createtable(L, 0, 1);
-  lua_pushliteral(L, "v");
-  lua_setfield(L, -2, "__mode");
-  lua_setmetatable(L, -2);
-  lua_pushvalue(L, -1);
-  lua_setfield(L, LUA_REGISTRYINDEX, JIT_KERNELS);
-  return lua_gettop(L);
-}
-
-/* core.cpu_compile(module, opts) -> { fn = lightuserdata, size = bytes,
-**   offsets = {byte offset of each parameter}, cost = work per thread,
-**   key = hex, from_disk = bool, code = handle }
-** fn stays valid while the handle `code` is reachable: its __gc removes
-** the kernel's code from the JIT when no other handle shares it.
-** opts: debug (bool: every check), checks (bool: release mode's bounds
-**   checks), ndim (1-4, default 1), names (parameter names),
-**   name (function to compile; default the first kernel). */
-static int l_cpu_compile(lua_State *L) {
-  wf_module *m = wf_bind_checkmodule(L, 1);
-  wf_func *fn = pick_kernel(L, m, 2);
-  const char *names[MAXNAMES];
-  wf_cpu_opts o;
-  read_opts(L, 2, &o, names, MAXNAMES);
-  wf_jit *j = get_jit(L);
-  char *irtext = wf_ir_to_string(m);
-  if (!irtext) return luaL_error(L, "weft: out of memory");
-  /* in-memory cache: same key -> same code */
-  char key[33];
-  kernel_key(j, fn, &o, irtext, key);
-  int kt = kernels_table(L);
-  lua_getfield(L, kt, key);
-  if (!lua_isnil(L, -1)) {
-    free(irtext);
-    j->mem_hits++;
-    return 1;
-  }
-  lua_pop(L, 1);
-  code_ud *u = code_new(L);
-  int ui = lua_gettop(L);
-  cresult res;
-  memset(&res, 0, sizeof res);
-  char err[1024];
-  int st = compile_kernel(j, fn, &o, irtext, &res, err, sizeof err);
-  free(irtext);
-  if (st != 0) return luaL_error(L, "%s", err);
-  code_adopt(u, j, res.e); /* owns the code from here on, even on errors */
-  lua_createtable(L, 0, 8);
-  lua_pushvalue(L, ui);
-  lua_setfield(L, -2, "code");
-  int64_t offs_buf[64],
-      *offs = fn->nparams <= 64 ? offs_buf : malloc(sizeof(int64_t) * (size_t)fn->nparams);
-  if (!offs) return luaL_error(L, "weft: out of memory");
-  int64_t size = wf_cpu_arg_layout(fn, offs);
-  lua_pushlightuserdata(L, res.fn);
-  lua_setfield(L, -2, "fn");
-  lua_pushnumber(L, (lua_Number)size);
-  lua_setfield(L, -2, "size");
-  lua_createtable(L, fn->nparams, 0);
-  for (int i = 0; i < fn->nparams; i++) {
-    lua_pushnumber(L, (lua_Number)offs[i]);
-    lua_rawseti(L, -2, i + 1);
-  }
-  lua_setfield(L, -2, "offsets");
-  if (offs != offs_buf) free(offs);
-  lua_pushnumber(L, (lua_Number)wf_cpu_cost(fn));
-  lua_setfield(L, -2, "cost");
-  lua_pushstring(L, res.key);
-  lua_setfield(L, -2, "key");
-  lua_pushboolean(L, res.from_disk);
-  lua_setfield(L, -2, "from_disk");
-  lua_pushvalue(L, -1);
-  lua_setfield(L, kt, key);
-  return 1;
-}
-
-/* core.llvm_ir(module [, opts]) -> LLVM IR text (opts.optimize = false for
-** the IR before O3). */
-static int l_llvm_ir(lua_State *L) {
-  wf_module *m = wf_bind_checkmodule(L, 1);
-  wf_func *fn = pick_kernel(L, m, 2);
-  const char *names[MAXNAMES];
-  wf_cpu_opts o;
-  read_opts(L, 2, &o, names, MAXNAMES);
-  int optimize = 1;
-  if (lua_istable(L, 2)) {
-    lua_getfield(L, 2, "optimize");
-    if (!lua_isnil(L, -1)) optimize = lua_toboolean(L, -1);
-    lua_pop(L, 1);
-  }
-  wf_jit *j = get_jit(L);
+char *wf_jit_llvm_ir(wf_jit *j, wf_func *fn, wf_cpu_opts *o, int optimize, char *err, size_t es) {
   char sym[128];
   snprintf(sym, sizeof sym, "wfk_%s", fn->name ? fn->name : "kernel");
-  o.symbol = sym;
-  o.cpu = j->cpu;
-  o.features = j->features;
-  o.simd = simd_on();
-  o.poll = poll_on();
-  char err[1024];
+  o->symbol = sym;
+  o->cpu = j->cpu;
+  o->features = j->features;
+  o->simd = simd_on();
+  o->poll = poll_on();
   LLVMContextRef C = context_new();
-  LLVMModuleRef M = build_module(j, C, fn, &o, optimize, err, sizeof err);
+  LLVMModuleRef M = build_module(j, C, fn, o, optimize, err, es);
   if (!M) {
     LLVMContextDispose(C);
-    return luaL_error(L, "%s", err);
+    return NULL;
   }
   char *s = LLVMPrintModuleToString(M);
   LLVMDisposeModule(M);
   LLVMContextDispose(C);
-  lua_pushstring(L, s);
+  char *r = s ? strdup(s) : NULL;
   LLVMDisposeMessage(s);
-  return 1;
+  o->symbol = NULL;
+  if (!r) snprintf(err, es, "weft: out of memory");
+  return r;
 }
 
-/* core.cpu_stats() -> { compiles, disk_hits, disk_writes, memory_hits,
-**   code_live (kernels in the JIT), code_freed (removed from it),
-**   cache_dir (or false), cpu, features, triple } */
-static int l_cpu_stats(lua_State *L) {
-  wf_jit *j = get_jit(L);
-  lua_createtable(L, 0, 8);
-  lua_pushnumber(L, (lua_Number)j->compiles);
-  lua_setfield(L, -2, "compiles");
-  lua_pushnumber(L, (lua_Number)j->disk_hits);
-  lua_setfield(L, -2, "disk_hits");
-  lua_pushnumber(L, (lua_Number)j->disk_writes);
-  lua_setfield(L, -2, "disk_writes");
-  lua_pushnumber(L, (lua_Number)j->mem_hits);
-  lua_setfield(L, -2, "memory_hits");
-  lua_pushnumber(L, (lua_Number)j->nloaded);
-  lua_setfield(L, -2, "code_live");
-  lua_pushnumber(L, (lua_Number)j->code_freed);
-  lua_setfield(L, -2, "code_freed");
-  if (j->cache_on)
-    lua_pushstring(L, j->cachedir);
-  else
-    lua_pushboolean(L, 0);
-  lua_setfield(L, -2, "cache_dir");
-  lua_pushstring(L, j->cpu);
-  lua_setfield(L, -2, "cpu");
-  lua_pushstring(L, j->triple);
-  lua_setfield(L, -2, "triple");
-  return 1;
+void wf_jit_info_get(const wf_jit *j, wf_jit_info *out) {
+  out->compiles = j->compiles;
+  out->disk_hits = j->disk_hits;
+  out->disk_writes = j->disk_writes;
+  out->mem_hits = j->mem_hits;
+  out->code_live = j->nloaded;
+  out->code_freed = j->code_freed;
+  out->cache_dir = j->cache_on ? j->cachedir : NULL;
+  out->cpu = j->cpu;
+  out->triple = j->triple;
 }
 
-void wf_bind_cpu(lua_State *L, int t) {
-  lua_getfield(L, LUA_REGISTRYINDEX, JIT_MT ".instance");
-  int have = !lua_isnil(L, -1);
-  lua_pop(L, 1);
-  if (!have) jit_holder(L, 1);
-  lua_pushcfunction(L, l_cpu_compile);
-  lua_setfield(L, t, "cpu_compile");
-  lua_pushcfunction(L, l_llvm_ir);
-  lua_setfield(L, t, "llvm_ir");
-  lua_pushcfunction(L, l_cpu_stats);
-  lua_setfield(L, t, "cpu_stats");
-}
