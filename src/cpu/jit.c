@@ -9,8 +9,9 @@
 ** features, O3, PIC), and counters.
 **
 ** Compiling a kernel:
-**   key = hash(codegen version, weft and LLVM versions, triple, cpu,
-**              features, options, chunk/locations, IR text)   128 bits
+**   key = hash(codegen version, libweft's build id (util/buildid.h),
+**              weft and LLVM versions, triple, cpu, features, options,
+**              chunk/locations, IR text)                      128 bits
 **   in memory (registry table key -> result)                  -> done
 **   disk: $WEFT_CACHE_DIR/<key>.o (default ~/.cache/weft; "0", "off" or
 **         empty disables), a checksummed entry "WEFTOBJ2" (diskcache.h);
@@ -45,6 +46,7 @@
 
 #include "cpu/cpu.h"
 #include "weft.h" /* WEFT_VERSION, part of cache keys */
+#include "util/buildid.h"
 #include "util/diskcache.h"
 #include "util/dump.h"
 #include "util/hash.h"
@@ -564,6 +566,10 @@ static void kernel_key(wf_jit *j, wf_func *fn, const wf_cpu_opts *o, const char 
            WF_CPU_CODEGEN_VERSION, WEFT_VERSION, WEFT_LLVM_VERSION, o->debug, o->checks, o->ndim,
            pv ? pv : "", simd_on(), poll_on());
   wf_hash_str(&h, hdr);
+  /* the library's own code: a rebuild that changes the emitter misses */
+  char bid[320];
+  wf_build_id(bid, sizeof bid);
+  wf_hash_str(&h, bid);
   wf_hash_str(&h, CACHE_MAGIC);
   wf_hash_str(&h, j->triple);
   wf_hash_str(&h, j->cpu);

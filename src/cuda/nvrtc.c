@@ -8,10 +8,10 @@
 **
 ** Cache: <dir>/cuda/<key>.ptx or .cubin, dir = $WEFT_CACHE_DIR or
 ** ~/.cache/weft ("0", "off" or empty disables it, as for the CPU). key =
-** 128-bit hash of the source, the target, the options and the NVRTC
-** version. Entries are checksummed and written atomically (temp file +
-** rename): src/util/diskcache.h; a damaged one is compiled again with a
-** warning.
+** 128-bit hash of the source, the target, the options, the NVRTC version
+** and libweft's build id (src/util/buildid.h). Entries are checksummed
+** and written atomically (temp file + rename): src/util/diskcache.h; a
+** damaged one is compiled again with a warning.
 */
 #include <dlfcn.h>
 #include <errno.h>
@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cuda/wf_cuda.h"
+#include "util/buildid.h"
 #include "util/diskcache.h"
 #include "util/hash.h"
 
@@ -195,11 +196,13 @@ int wf_cuda_cache_dir(char *buf, size_t n) { return wf_dcache_dir("cuda", buf, n
 /* The key of an image: every input of the compile (util/hash.h). */
 static void cache_key(wf_nvrtc *nv, const char *src, const char *arch, const char *opts,
                       char out[33]) {
-  char ver[32];
+  char ver[32], bid[320];
   snprintf(ver, sizeof ver, "nvrtc %d.%d", nv->major, nv->minor);
+  wf_build_id(bid, sizeof bid); /* the library's code: the prelude, the options it adds */
   wf_hash128 h;
   wf_hash_init(&h);
   wf_hash_str(&h, src);
+  wf_hash_str(&h, bid);
   wf_hash_str(&h, arch);
   wf_hash_str(&h, opts);
   wf_hash_str(&h, ver);

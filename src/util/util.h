@@ -8,6 +8,7 @@
 **   hash.h       128-bit non-cryptographic hash naming cache entries
 **   dump.h       WEFT_DUMP parsing (which stages print to stderr)
 **   diskcache.h  checked, atomic cache entries on disk (CPU and CUDA)
+**   buildid.h    libweft's own GNU build id, part of every cache key
 **
 ** Dependencies point one way (tests/deps/check_includes.lua checks it):
 **   util <- ir <- (front, ad) <- (cpu, cuda) <- runtime <- bindings
