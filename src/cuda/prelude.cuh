@@ -95,6 +95,11 @@ WF_FN wf_half wf_atomic_max(wf_half *p, wf_half v) {
 //@ piece portable
 struct wf_arr { char *data; long long shape[4]; long long strides[4]; };
 struct wf_dims { long long n; long long dim[4]; long long div[4]; };
+/* the host passes these: a wf_array header's first WF_ARR_KERNEL_BYTES
+** (src/ir/abi.h) and the wf_dims of src/runtime/device_cuda.c, which
+** asserts the same sizes */
+static_assert(sizeof(wf_arr) == 72, "wf_arr: the first 72 bytes of a wf_array header");
+static_assert(sizeof(wf_dims) == 72, "wf_dims: as src/runtime/device_cuda.c builds it");
 //@ piece portable wf_view(
 /* a[i] of an n-D array: the (n-1)-D array at row i */
 WF_FN wf_arr wf_view(wf_arr a, long long i) {
@@ -163,6 +168,7 @@ template <class T> WF_FN T wf_atomic_narrow(T *p, T v, int op) {
 /* debug mode: the first failing thread writes its message here; the
 ** host reads the slot after the launch (512 bytes, zeroed before) */
 struct wf_err { int flag; char msg[508]; };
+static_assert(sizeof(wf_err) == 512, "wf_err: WF_CUDA_ERRSLOT bytes (src/cuda/wf_cuda.h)");
 WF_FN void wf_put(wf_err *e, int *k, const char *s) { while (*s && *k < 507) e->msg[(*k)++] = *s++; }
 WF_FN void wf_putll(wf_err *e, int *k, long long v) {
   char t[24]; int n = 0; unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;

@@ -60,6 +60,7 @@ typedef struct wf_cuda_opts {
   int checks; /* release mode: bounds checks but those wf_pass_bounds covers; the error slot too */
 } wf_cuda_opts;
 #define WF_CUDA_ERRSLOT 512
+_Static_assert(WF_CUDA_ERRSLOT == 512, "struct wf_err of src/cuda/prelude.cuh is 512 bytes");
 WF_INTERNAL int wf_cuda_emit_opts(wf_module *m, const wf_cuda_opts *o, wf_cuda_src *out, char *err,
                                   size_t errsize);
 WF_INTERNAL void wf_cuda_src_free(wf_cuda_src *s);

@@ -727,6 +727,7 @@ typedef struct wf_dims {
   int64_t dim[4];
   int64_t div[4];
 } wf_dims;
+_Static_assert(sizeof(wf_dims) == 72, "struct wf_dims of src/cuda/prelude.cuh");
 
 static int make_dims(wf_rt *rt, int ndim, const int64_t *dims, wf_dims *out) {
   if (ndim < 1 || ndim > 4)
