@@ -233,6 +233,12 @@ describe("for loops that cannot end", function()
     end
     y[0] = n
   end }
+  local hl = line_after(3)
+  local f16_loop = weft.kernel{ y = F32, function(y)
+    local n = 0.0
+    for h = weft.float16(0), 3000 do n = n + 1.0 end
+    y[0] = n
+  end }
   local STUCK = "for loop counter stops changing: float32 counter + step == counter " ..
                 "(use an integer loop)"
   local cases = {
@@ -241,6 +247,7 @@ describe("for loops that cannot end", function()
     { "a float32 loop to 3e9", f32_big, fl, STUCK, {} },
     { "a float32 loop to an upvalue of 2^31", f32_upvalue, ul, STUCK, {} },
     { "a float32 loop with a break past 2^24", f32_break, fbl, STUCK, {} },
+    { "a float16 loop past 2048", f16_loop, hl, STUCK:gsub("float32", "float16"), {} },
   }
 
   for _, c in ipairs(cases) do
@@ -273,6 +280,17 @@ describe("for loops that cannot end", function()
     end)
   end
 
+  it("compile with NVRTC and assemble with ptxas", function()
+    if not have_nvrtc then return pending("NVRTC not found") end
+    for _, c in ipairs(cases) do
+      for _, checks in ipairs { true, false } do
+        local ptx = core.cuda_ptx(c[2]:_module(), "compute_80",
+                                  { checks = checks, names = internal.param_names(c[2]) })
+        assert.is_true(core.cuda_assemble(ptx, "sm_80") > 0)
+      end
+    end
+  end)
+
   it("float loops that advance still run as in Lua", function()
     local k = weft.kernel{ y = A(weft.float64), function(y)
       local s, n = 0.0, 0
@@ -280,11 +298,18 @@ describe("for loops that cannot end", function()
       for x = 16777214.0, 16777215.0 do n = n + 1 end
       local d = weft.float64(0)
       for x = weft.float64(9007199254740990), 9007199254740991 do d = d + 1.0 end
-      y[0], y[1], y[2] = weft.float64(s), weft.float64(n), d
+      local h = 0.0
+    for x = weft.float16(0), 10, 0.5 do h = h + weft.float32(x) end
+    y[0], y[1], y[2], y[3] = weft.float64(s), weft.float64(n), d, weft.float64(h)
     end }
-    local y = weft.zeros(3, weft.float64)
+    local y = weft.zeros(4, weft.float64)
     weft.launch(k, 1, { y })
-    assert.same({ 4.5, 2, 2 }, y:totable())
+    assert.same({ 4.5, 2, 2, 105 }, y:totable())
+    if have_shim then
+      local y2 = weft.zeros(4, weft.float64)
+      shim.run(weft, k, 1, { y2 })
+      assert.same({ 4.5, 2, 2, 105 }, y2:totable())
+    end
   end)
 end)
 
