@@ -163,9 +163,9 @@ describe("for loops at the limits of their types", function()
       local a, b, c, d, e = weft.int64(0), weft.int64(0), weft.int64(0), weft.int64(0), weft.int64(0)
       for j = 2147483646, 2147483647 do a = a + weft.int64(j) end
       for j = -2147483647, -2147483648, -1 do b = b + weft.int64(j) end
-      for j = 2147483640, 2147483647, 3 do c = c + 1 end
+      for _ = 2147483640, 2147483647, 3 do c = c + 1 end
       for j = weft.uint8(250), 255, 2 do d = d + weft.int64(j) end
-      for j = 2147483646, 2147483647 do
+      for _ = 2147483646, 2147483647 do
         if e > 5 then break end
         e = e + 1
       end
@@ -199,13 +199,13 @@ describe("for loops that cannot end", function()
   local zl = line_after(3)
   local zero_step = weft.kernel{ y = F32, s = weft.int32, function(y, s)
     local n = 0.0
-    for j = 1, 10, s do n = n + 1.0 end
+    for _ = 1, 10, s do n = n + 1.0 end
     y[0] = n
   end }
   local zbl = line_after(3)
   local zero_step_break = weft.kernel{ y = F32, s = weft.int32, function(y, s)
     local n = 0.0
-    for j = 1, 10, s do
+    for _ = 1, 10, s do
       if n > 100.0 then break end
       n = n + 1.0
     end
@@ -214,14 +214,14 @@ describe("for loops that cannot end", function()
   local fl = line_after(3)
   local f32_big = weft.kernel{ y = F32, function(y)
     local n = 0
-    for j = 0, 3e9 do n = n + 1 end
+    for _ = 0, 3e9 do n = n + 1 end
     y[0] = weft.float32(n)
   end }
   local big = 2 ^ 31
   local ul = line_after(3)
   local f32_upvalue = weft.kernel{ y = F32, function(y)
     local n = 0
-    for j = 0, big do n = n + 1 end
+    for _ = 0, big do n = n + 1 end
     y[0] = weft.float32(n)
   end }
   local fbl = line_after(3)
@@ -236,7 +236,7 @@ describe("for loops that cannot end", function()
   local hl = line_after(3)
   local f16_loop = weft.kernel{ y = F32, function(y)
     local n = 0.0
-    for h = weft.float16(0), 3000 do n = n + 1.0 end
+    for _ = weft.float16(0), 3000 do n = n + 1.0 end
     y[0] = n
   end }
   local STUCK = "for loop counter stops changing: float32 counter + step == counter " ..
@@ -295,9 +295,9 @@ describe("for loops that cannot end", function()
     local k = weft.kernel{ y = A(weft.float64), function(y)
       local s, n = 0.0, 0
       for x = 0.0, 1.0, 0.125 do s = s + x end
-      for x = 16777214.0, 16777215.0 do n = n + 1 end
+      for _ = 16777214.0, 16777215.0 do n = n + 1 end
       local d = weft.float64(0)
-      for x = weft.float64(9007199254740990), 9007199254740991 do d = d + 1.0 end
+      for _ = weft.float64(9007199254740990), 9007199254740991 do d = d + 1.0 end
       local h = 0.0
     for x = weft.float16(0), 10, 0.5 do h = h + weft.float32(x) end
     y[0], y[1], y[2], y[3] = weft.float64(s), weft.float64(n), d, weft.float64(h)
