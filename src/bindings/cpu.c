@@ -78,7 +78,6 @@ static wf_jit *get_jit(lua_State *L) {
   return u->j;
 }
 
-
 /* The kernel to compile: opts.name, else the module's first kernel. */
 static wf_func *pick_kernel(lua_State *L, wf_module *m, int opts) {
   const char *name = NULL;
@@ -157,7 +156,6 @@ static code_ud *code_new(lua_State *L) {
   lua_setmetatable(L, -2);
   return u;
 }
-
 
 /* The registry table key -> compile result. Its values are weak: a result
 ** lives while some launcher holds it or its code handle. */

@@ -15,7 +15,7 @@
 
 typedef struct wf_arena wf_arena;
 
-WF_INTERNAL wf_arena *wf_arena_new(void); /* NULL when out of memory */
+WF_INTERNAL wf_arena *wf_arena_new(void);    /* NULL when out of memory */
 WF_INTERNAL void wf_arena_free(wf_arena *a); /* NULL is ignored */
 /* n zeroed bytes (n = 0 gives a distinct non-NULL block); NULL on OOM. */
 WF_INTERNAL void *wf_arena_alloc(wf_arena *a, size_t n);
