@@ -12,7 +12,7 @@ local i32, f32, f64 = weft.int32, weft.float32, weft.float64
 
 local H = dofile("spec/helpers/front.lua")
 local f32of, compile_error = H.f32of, H.compile_error
-local line_of = H.line_finder("spec/front_weak_assign_spec.lua") -- the line holding a marker
+local line_of = H.line_finder("spec/front_untyped_locals_spec.lua") -- the line holding a marker
 
 local xs = { 3, -1.5, 0, 0.7, 2.5, -4 }
 
@@ -264,7 +264,7 @@ describe("if merging untyped numbers into an untyped local", function()
     end }
     local err = compile_error(k)
     assert.truthy(err)
-    assert.truthy(err:find("front_weak_assign_spec.lua:" .. line_of("MARK-int-store") .. ":", 1, true), err)
+    assert.truthy(err:find("front_untyped_locals_spec.lua:" .. line_of("MARK-int-store") .. ":", 1, true), err)
     assert.truthy(err:find("0.5", 1, true), err)
   end)
 
@@ -277,7 +277,7 @@ describe("if merging untyped numbers into an untyped local", function()
     end }
     local err = compile_error(k)
     assert.truthy(err)
-    assert.truthy(err:find("front_weak_assign_spec.lua:" .. line_of("MARK-bool-if") .. ":", 1, true), err)
+    assert.truthy(err:find("front_untyped_locals_spec.lua:" .. line_of("MARK-bool-if") .. ":", 1, true), err)
     assert.truthy(err:find("local 'v'", 1, true), err)
   end)
 end)
@@ -292,7 +292,7 @@ describe("untyped locals and loops", function()
     end }
     local err = compile_error(k)
     assert.truthy(err)
-    assert.truthy(err:find("front_weak_assign_spec.lua:" .. line_of("MARK-loop-store") ..
+    assert.truthy(err:find("front_untyped_locals_spec.lua:" .. line_of("MARK-loop-store") ..
                            ": expected float64, got int32", 1, true), err)
     assert.truthy(err:find("local 'n'", 1, true), err)
     assert.truthy(err:find("loop at line " .. line_of("MARK-loop") .. ",", 1, true), err)
@@ -308,7 +308,7 @@ describe("untyped locals and loops", function()
     end }
     local err = compile_error(k)
     assert.truthy(err)
-    assert.truthy(err:find("front_weak_assign_spec.lua:" .. line_of("MARK-while-use") ..
+    assert.truthy(err:find("front_untyped_locals_spec.lua:" .. line_of("MARK-while-use") ..
                            ": cannot multiply float32 and float64", 1, true), err)
     assert.truthy(err:find("loop at line " .. line_of("MARK-while") .. ",", 1, true), err)
     assert.truthy(err:find("local s = weft.float64(0.5)", 1, true), err)
