@@ -6,6 +6,10 @@ ifeq ($(SANITIZE),1)
 BUILD := build-asan
 CMAKE_FLAGS += -DWEFT_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 endif
+# CI builds with warnings as errors (the house rule: no warnings under -Wall -Wextra).
+ifeq ($(CI),true)
+CMAKE_FLAGS += -DWEFT_WERROR=ON
+endif
 export BUILD_DIR := $(BUILD)
 # One Python venv (6 GB with torch) serves every build directory.
 export WEFT_VENV ?= $(CURDIR)/build/venv
@@ -19,7 +23,7 @@ PY_BENCH_PKGS ?= warp-lang
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 1200
 
-.PHONY: all deps deps-bench build run test test-lua test-c test-python bench clean format lint fuzz
+.PHONY: all deps deps-bench build run test test-lua test-c test-python bench clean format format-check lint fuzz
 
 all: build
 
@@ -51,8 +55,14 @@ bench: build deps-bench
 lint:
 	luacheck lua/
 
+# C formatting (settings in .clang-format); format-check changes nothing and
+# fails on any difference (part of make test).
+C_SOURCES = $(wildcard include/*.h src/*/*.c src/*/*.h examples/*.c tests/c/*.c tests/c/*.h tests/fuzz/*.c)
 format:
-	clang-format -i include/*.h src/*/*.c src/*/*.h examples/*.c tests/c/*.c
+	clang-format -i $(C_SOURCES)
+
+format-check:
+	@clang-format --dry-run --Werror $(C_SOURCES) && echo "format-check: $(words $(C_SOURCES)) files formatted"
 
 clean:
 	rm -rf build build-asan
