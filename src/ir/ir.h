@@ -153,6 +153,10 @@ WF_IR_INTERNAL int wf_t_snprint(const wf_type *t, char *buf, size_t n);
 #define WF_OPF_CMP 32      /* comparison: result bool */
 #define WF_OPF_BUILTIN 64  /* a kernel builtin named like the op (weft.sqrt) */
 #define WF_OPF_INTID 128   /* the builtin is the identity on integers (floor) */
+#define WF_OPF_COMM 256    /* commutative for every operand type (NaN payloads
+                           ** aside): CSE matches it with its operands swapped.
+                           ** min and max are not: min(NaN, 1) = 1, min(1, NaN)
+                           ** = NaN, and min(-0, 0) = 0, min(0, -0) = -0 */
 
 /* Operand and result type rules (the ty column). */
 typedef enum wf_tyrule {
@@ -211,9 +215,9 @@ typedef enum wf_tyrule {
   P(X, PARAM,    "param",    0, 1, WF_OPF_PURE, WF_TY_OWN, NULL)  /* imm = index; only in printing */ \
   P(X, UNDEF,    "undef",    0, 1, WF_OPF_PURE, WF_TY_OWN, NULL)  /* zero of its type */ \
   /* arithmetic on scalars of one type */ \
-  P(X, ADD,      "add",      2, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_NUM, NULL) \
+  P(X, ADD,      "add",      2, 1, WF_OPF_PURE|WF_OPF_DIFF|WF_OPF_COMM, WF_TY_NUM, NULL) \
   P(X, SUB,      "sub",      2, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_NUM, NULL) \
-  P(X, MUL,      "mul",      2, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_NUM, NULL) \
+  P(X, MUL,      "mul",      2, 1, WF_OPF_PURE|WF_OPF_DIFF|WF_OPF_COMM, WF_TY_NUM, NULL) \
   P(X, DIV,      "div",      2, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_NUM, NULL) /* ints: trunc toward 0 */ \
   P(X, MOD,      "mod",      2, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_NUM, "wf_fmod") /* Lua %: sign of divisor */ \
   P(X, FLOORDIV, "floordiv", 2, 1, WF_OPF_PURE|WF_OPF_BUILTIN, WF_TY_NUM, "wf_ffloordiv") \
@@ -225,17 +229,17 @@ typedef enum wf_tyrule {
 
 #define WF_IRDEF_TAIL(P, X) \
   /* comparisons: operands of one scalar type, result bool */ \
-  P(X, EQ,       "eq",       2, 1, WF_OPF_PURE|WF_OPF_CMP, WF_TY_CMP, NULL) \
-  P(X, NE,       "ne",       2, 1, WF_OPF_PURE|WF_OPF_CMP, WF_TY_CMP, NULL) \
+  P(X, EQ,       "eq",       2, 1, WF_OPF_PURE|WF_OPF_CMP|WF_OPF_COMM, WF_TY_CMP, NULL) \
+  P(X, NE,       "ne",       2, 1, WF_OPF_PURE|WF_OPF_CMP|WF_OPF_COMM, WF_TY_CMP, NULL) \
   P(X, LT,       "lt",       2, 1, WF_OPF_PURE|WF_OPF_CMP, WF_TY_CMP, NULL) \
   P(X, LE,       "le",       2, 1, WF_OPF_PURE|WF_OPF_CMP, WF_TY_CMP, NULL) \
   P(X, GT,       "gt",       2, 1, WF_OPF_PURE|WF_OPF_CMP, WF_TY_CMP, NULL) \
   P(X, GE,       "ge",       2, 1, WF_OPF_PURE|WF_OPF_CMP, WF_TY_CMP, NULL) \
   /* logic and bits: bool or integer operands */ \
   P(X, NOT,      "not",      1, 1, WF_OPF_PURE, WF_TY_BOOL, NULL) \
-  P(X, BAND,     "band",     2, 1, WF_OPF_PURE, WF_TY_BITS, NULL) \
-  P(X, BOR,      "bor",      2, 1, WF_OPF_PURE, WF_TY_BITS, NULL) \
-  P(X, BXOR,     "bxor",     2, 1, WF_OPF_PURE, WF_TY_BITS, NULL) \
+  P(X, BAND,     "band",     2, 1, WF_OPF_PURE|WF_OPF_COMM, WF_TY_BITS, NULL) \
+  P(X, BOR,      "bor",      2, 1, WF_OPF_PURE|WF_OPF_COMM, WF_TY_BITS, NULL) \
+  P(X, BXOR,     "bxor",     2, 1, WF_OPF_PURE|WF_OPF_COMM, WF_TY_BITS, NULL) \
   P(X, BNOT,     "bnot",     1, 1, WF_OPF_PURE, WF_TY_BITS, NULL) \
   P(X, BIT_COUNT, "bit_count", 1, 1, WF_OPF_PURE|WF_OPF_BUILTIN, WF_TY_OWN, NULL) /* int -> i32: set bits */ \
   P(X, SHL,      "shl",      2, 1, WF_OPF_PURE, WF_TY_OWN, NULL) \

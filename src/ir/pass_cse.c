@@ -4,7 +4,7 @@
 ** A pure instruction (WF_OPF_PURE, no blocks) equal to an earlier one in
 ** the same block or in an enclosing block (which dominates it in structured
 ** form) is removed and its results forwarded. Equal: same op, same operands
-** (commutative ops compared with sorted operands), same imm, bit-equal
+** (WF_OPF_COMM ops compared with sorted operands), same imm, bit-equal
 ** fimm, same result types.
 **
 ** Available instructions live in a hash table whose chains are undone when
@@ -32,14 +32,10 @@ typedef struct cstate {
   int oom;
 } cstate;
 
-static int commutative(wf_op op) {
-  return op == WF_OP_ADD || op == WF_OP_MUL || op == WF_OP_EQ || op == WF_OP_NE ||
-         op == WF_OP_BAND || op == WF_OP_BOR || op == WF_OP_BXOR;
-}
-
 /* Operand k in canonical order. */
 static wf_val argk(const wf_inst *in, int k) {
-  if (in->nargs == 2 && commutative(in->op) && in->args[0] > in->args[1]) return in->args[1 - k];
+  if (in->nargs == 2 && (wf_op_flags(in->op) & WF_OPF_COMM) && in->args[0] > in->args[1])
+    return in->args[1 - k];
   return in->args[k];
 }
 
@@ -54,8 +50,10 @@ static uint32_t hash_inst(const cstate *C, const wf_inst *in) {
   memcpy(&fb, &in->fimm, sizeof fb);
   uint32_t h = mix((uint32_t)in->op, (uint64_t)in->imm);
   h = mix(h, fb);
-  for (int k = 0; k < in->nargs; k++) h = mix(h, (uint64_t)argk(in, k));
-  for (int k = 0; k < in->nres; k++) h = mix(h, (uint64_t)(uintptr_t)C->fn->vals[in->res[k]].type);
+  for (int k = 0; k < in->nargs; k++)
+    h = mix(h, (uint64_t)argk(in, k));
+  for (int k = 0; k < in->nres; k++)
+    h = mix(h, (uint64_t)(uintptr_t)C->fn->vals[in->res[k]].type);
   return h;
 }
 
@@ -116,7 +114,8 @@ static void cse_block(cstate *C, wf_block *bl) {
     if (!candidate(in) || C->oom) continue;
     wf_inst *prev = lookup_or_add(C, in);
     if (!prev) continue;
-    for (int k = 0; k < in->nres; k++) C->repl[in->res[k]] = prev->res[k];
+    for (int k = 0; k < in->nres; k++)
+      C->repl[in->res[k]] = prev->res[k];
     wf_inst_unlink(in);
   }
   pop_to(C, mark);
@@ -128,12 +127,15 @@ void wf_pass_cse(wf_module *m) {
     cstate C = {.fn = fn};
     wf_func_fix_parents(fn);
     C.nbuckets = 1024;
-    while (C.nbuckets < fn->nvals) C.nbuckets *= 2;
+    while (C.nbuckets < fn->nvals)
+      C.nbuckets *= 2;
     C.buckets = malloc(sizeof(int) * (size_t)C.nbuckets);
     C.repl = malloc(sizeof(wf_val) * (size_t)(fn->nvals > 0 ? fn->nvals : 1));
     if (C.buckets && C.repl) {
-      for (int i = 0; i < C.nbuckets; i++) C.buckets[i] = -1;
-      for (int i = 0; i < fn->nvals; i++) C.repl[i] = WF_NOVAL;
+      for (int i = 0; i < C.nbuckets; i++)
+        C.buckets[i] = -1;
+      for (int i = 0; i < fn->nvals; i++)
+        C.repl[i] = WF_NOVAL;
       cse_block(&C, fn->body);
     }
     free(C.buckets);
