@@ -129,18 +129,11 @@ WF_FN float wf_fmax(float a, float b) { return a > b ? a : b; }
 WF_FN double wf_fmax(double a, double b) { return a > b ? a : b; }
 //@ piece portable wf_iabs(
 template <class T> WF_FN T wf_iabs(T a) { return a < 0 ? (T)(0 - a) : a; }
-//@ piece portable wf_ipow(
-template <class T> WF_FN T wf_ipow(T a, T b) {
-  if (b < 0) return a == 1 ? (T)1 : a == (T)-1 ? ((b & 1) ? a : (T)1) : (T)0;
-  T r = 1; while (b) { if (b & 1) r = (T)(r * a); a = (T)(a * a); b = (T)(b >> 1); } return r; }
 //@ piece portable wf_fmod(|wf_ffloordiv(
 WF_FN float wf_fmod(float a, float b) { return a - floorf(a / b) * b; }
 WF_FN double wf_fmod(double a, double b) { return a - floor(a / b) * b; }
 WF_FN float wf_ffloordiv(float a, float b) { return floorf(a / b); }
 WF_FN double wf_ffloordiv(double a, double b) { return floor(a / b); }
-//@ piece portable wf_fsign(
-WF_FN float wf_fsign(float a) { return a < 0.0f ? -1.0f : 1.0f; }
-WF_FN double wf_fsign(double a) { return a < 0.0 ? -1.0 : 1.0; }
 //@ piece portable wf_rng_init(|wf_randi(|wf_randf(
 /* RNG: PCG hash (as the CPU backend) */
 WF_FN unsigned int wf_pcg(unsigned int s) {

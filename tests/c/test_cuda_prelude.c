@@ -6,7 +6,9 @@
 **   2. every "//@" marker line is one src/cuda/emit.c knows
 **   3. the file is valid CUDA C on its own: NVRTC compiles it
 **   4. an emitted module carries a piece only when its code uses it
+**   5. no piece is dead: one of its names occurs in the emitter's sources
 */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,12 +103,52 @@ static void test_selection(void) {
   wf_module_free(m);
 }
 
+/* Does some NAME of the piece marker at p (up to its newline) occur in
+** one of srcs? A piece without names is always emitted, so it is used. */
+static int piece_used(const char *p, char *const *srcs, int nsrc) {
+  const char *eol = strchr(p, '\n');
+  size_t len = eol ? (size_t)(eol - p) : strlen(p);
+  const char *q = p + strlen("//@ piece ");
+  while (q < p + len && *q != ' ')
+    q++; /* KIND */
+  if (q >= p + len) return 1;
+  for (q++; q < p + len;) {
+    char name[64];
+    size_t n = 0;
+    while (q < p + len && *q != '|' && n + 1 < sizeof name)
+      name[n++] = *q++;
+    while (n > 0 && name[n - 1] != '_' && !isalnum((unsigned char)name[n - 1]))
+      n--; /* "wf_view(" -> "wf_view" */
+    name[n] = 0;
+    for (int i = 0; i < nsrc && n > 0; i++)
+      if (srcs[i] && strstr(srcs[i], name)) return 1;
+    if (q < p + len) q++; /* '|' */
+  }
+  return 0;
+}
+
+/* The emitter names helpers in src/cuda/emit.c and in the op table's cuda
+** column (src/ir/ir.h); a piece named in neither is dead text. */
+static void test_pieces_used(const char *text) {
+  char *srcs[2] = {read_file("src/cuda/emit.c"), read_file("src/ir/ir.h")};
+  CHECK(srcs[0] != NULL && srcs[1] != NULL);
+  for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+    if (strncmp(p, "//@ piece ", strlen("//@ piece ")) != 0) continue;
+    int used = piece_used(p, srcs, 2);
+    if (!used) fprintf(stderr, "piece nothing emits: %.*s\n", (int)strcspn(p, "\n"), p);
+    CHECK(used);
+  }
+  free(srcs[0]);
+  free(srcs[1]);
+}
+
 int main(void) {
   char *text = read_file("src/cuda/prelude.cuh");
   CHECK(text != NULL);
   if (text) {
     CHECK_STR(wf_cuda_prelude, text);
     test_markers(text);
+    test_pieces_used(text);
     test_nvrtc(text);
   }
   free(text);
