@@ -276,7 +276,27 @@ static void test_dead_struct(void) {
   wf_module_free(m);
 }
 
+/* tests/fuzz/ir.dict gives fuzz_ir the op names as tokens: its op_ lines
+** are exactly the op table's names, one `op_NAME="NAME"` each. */
+static void test_fuzz_dict(void) {
+  char *dict = read_file("tests/fuzz/ir.dict");
+  CHECK(dict != NULL);
+  if (!dict) return;
+  int nlines = 0;
+  for (const char *p = dict; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p))
+    if (strncmp(p, "op_", 3) == 0) nlines++;
+  CHECK_INT(nlines, WF_OP__COUNT);
+  for (int op = 0; op < WF_OP__COUNT; op++) {
+    char line[80];
+    snprintf(line, sizeof line, "\nop_%s=\"%s\"\n", wf_op_name(op), wf_op_name(op));
+    if (!strstr(dict, line)) fprintf(stderr, "ir.dict lacks op_%s\n", wf_op_name(op));
+    CHECK(strstr(dict, line) != NULL);
+  }
+  free(dict);
+}
+
 int main(void) {
+  test_fuzz_dict();
   test_dead_struct();
   test_mutations();
   test_roundtrip_file();
