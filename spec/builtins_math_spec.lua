@@ -157,6 +157,27 @@ describe("math builtins", function()
     assert.same({ false, true, true, false, false, false }, b:totable())
   end)
 
+  it("isinf counts a vector with any infinite component, NaN components or not (Warp)", function()
+    local vs = { { 1, 2, 4 }, { 0 / 0, 1 / 0, 3 }, { 1 / 0, 0, 0 }, { 0 / 0, 0, 0 },
+                 { 0, 0, -1 / 0 }, { 0 / 0, -1 / 0, 0 / 0 }, { 6e4, -6e4, 0 } }
+    local want = { false, true, true, false, true, true, false }
+    for _, vt in ipairs { weft.vec3d, weft.vec3, weft.vec3h } do
+      local k = weft.kernel{ a = weft.array(vt), b = weft.array(weft.bool), function(a, b)
+        local i = weft.tid()
+        b[i] = weft.isinf(a[i])
+      end }
+      local a, b = weft.array(vs, vt), weft.zeros(#vs, weft.bool)
+      weft.launch(k, #vs, { a }, { outputs = { b } })
+      local got = b:totable()
+      assert.same(want, got)
+      if vt == weft.vec3d and shim.available() then
+        local sb = weft.zeros(#vs, weft.bool)
+        shim.run(weft, k, #vs, { a, sb })
+        assert.same(want, sb:totable())
+      end
+    end
+  end)
+
   it("reject integers where Warp takes floats only, at the call's line", function()
     local ok, err = pcall(function()
       return weft.kernel{ x = weft.array(weft.int32), function(x)

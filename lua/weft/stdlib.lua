@@ -7,6 +7,7 @@
 -- since an untyped literal would take its default type.
 return function(weft)
   local func, select, sign, trunc, clamp = weft.func, weft.select, weft.sign, weft.trunc, weft.clamp
+  local min, max = weft.min, weft.max
 
   -- step(x): 1 if x < 0, else 0, in x's type (unsigned: always 0)
   weft.step = func(function(x)
@@ -57,10 +58,15 @@ return function(weft)
     return d == d
   end)
 
-  -- isinf(x): x is +-infinity. A vector counts when it has an infinite
-  -- component and no NaN one (Warp: any infinite component).
+  -- isinf(x): x is +-infinity (a vector: any component is, NaN ones or
+  -- not, as Warp). max(x, 0) - min(x, 0) is |x| with each NaN component
+  -- made 0 (min and max return their second operand when the first is
+  -- NaN); the zero is s - s, exact in x's type. inf - inf is NaN.
   weft.isinf = func(function(x)
-    local d = x - x
-    return x == x and d ~= d
+    local s = sign(x)
+    local z = s - s
+    local a = max(x, z) - min(x, z)
+    local d = a - a
+    return d ~= d
   end)
 end
