@@ -322,13 +322,14 @@ describe("math builtins: CUDA", function()
 
   it("runs on the host through the shim with the CPU backend's results", function()
     if not shim.available() then return pending("g++ is not available") end
-    -- erfinv/erfcinv are CUDA-only functions (C has none): left out here
+    -- erfinv/erfcinv: CUDA-only functions that tests/cuda/shim.h supplies
     local k = weft.kernel{ x = weft.array(f64), y = weft.array(f64), function(x, y)
       local i = weft.tid()
       local a = x[i]
       y[i] = weft.erf(a) + weft.erfc(a) * 3 + weft.cbrt(a) + weft.exp2(a) + weft.expm1(a) +
         weft.log2(a + 2) + weft.log10(a + 2) + weft.log1p(a + 1) + weft.trunc(a * 3) +
-        weft.rint(a * 3) * 5 + weft.frac(a * 3) + weft.degrees(a) + weft.step(a) + weft.nonzero(a)
+        weft.rint(a * 3) * 5 + weft.frac(a * 3) + weft.degrees(a) + weft.step(a) + weft.nonzero(a) +
+        weft.erfinv(a * 0.5) * 7 + weft.erfcinv(a + 1) * 11
     end }
     local xs = { -0.75, -0.5, 0, 0.25, 0.5, 0.9 }
     local cpu = run(k, xs, f64)
@@ -336,5 +337,29 @@ describe("math builtins: CUDA", function()
     shim.run(weft, k, #xs, { x, y })
     local got = y:totable()
     for i = 1, #xs do assert(close(got[i], cpu[i], 1e-14), string.format("%g: %.17g vs %.17g", xs[i], got[i], cpu[i])) end
+  end)
+
+  it("runs erfinv and erfcinv on the host through the shim, tails and edges included", function()
+    if not shim.available() then return pending("g++ is not available") end
+    local xs = { 1e-300, 1e-100, 1e-20, 1e-5, 0.01, 0.3, 0.5, 0.7, 0.9, 0.999999, 1, 1.5, 1.999,
+                 1 - 1e-16, 0, -0.3, -0.999, -1, 2, 2.5, 0 / 0 }
+    for _, t in ipairs { f64, f32 } do
+      local k = weft.kernel{ x = weft.array(t), y = weft.array(t), function(x, y)
+        local i = weft.tid()
+        y[2 * i] = weft.erfinv(x[i])
+        y[2 * i + 1] = weft.erfcinv(x[i])
+      end }
+      local x = weft.array(xs, t)
+      local yc, ys = weft.zeros(2 * #xs, t), weft.zeros(2 * #xs, t)
+      weft.launch(k, #xs, { x }, { outputs = { yc } })
+      shim.run(weft, k, #xs, { x, ys })
+      local cpu, got = yc:totable(), ys:totable()
+      -- a few ulp: the CPU refines with Halley steps, the shim with Newton's
+      local rel = t == f64 and 1e-14 or 2 ^ -23
+      for i = 1, 2 * #xs do
+        assert(close(got[i], cpu[i], rel), string.format("%s %s(%.17g): shim %.17g, cpu %.17g", tostring(t),
+          i % 2 == 1 and "erfinv" or "erfcinv", xs[math.floor((i + 1) / 2)], got[i], cpu[i]))
+      end
+    end
   end)
 end)

@@ -10,6 +10,7 @@
 **     wf_cas32 and wf_claim (narrow atomics, the debug error slot) too
 **   - wf_half is _Float16 with the emitter's conversion functions
 **   - wf_trap throws wf_shim_trap, which WF_SHIM_LAUNCH catches and reports
+**   - CUDA math functions C lacks (erfinv, erfcinv and their f forms)
 ** Tests compile <shim.h> + <emitted .cu> + a driver that calls
 ** WF_SHIM_LAUNCH(kernel, ndim, dims, args...) and prints the results.
 */
@@ -93,6 +94,54 @@ template <class T> static inline T wf_atomic_max(T *p, T v) {
   }
   return old;
 }
+
+/* ---- CUDA math functions that C's libm lacks ----
+** erfcinv(c) for 0 < c < 0.5 solves log(erfc(x)) = log(c) by Newton's
+** method. log(erfc) is concave and decreasing, so from a start right of
+** the root (sqrt(-log c), where erfc < c) the iterates decrease
+** monotonically to it, and in log form the tail keeps its relative
+** precision down to tiny subnormals. erfinv(y) for |y| <= 0.5 solves
+** erf(x) = |y| the same way from the left (erf is concave on x >= 0, and
+** the first step lands below the root). The rest maps onto these two
+** through exact differences: erfinv(y) = erfcinv(1 - |y|) for |y| > 0.5,
+** erfcinv(c) = erfinv(1 - c) for 0.5 <= c <= 1.5 (erfc near 1 cannot
+** resolve a small x) and -erfcinv(2 - c) above. The float versions round
+** the double result once, as the CPU backend does. */
+#define WF_SHIM_2_SQRTPI 1.12837916709551257390 /* 2 / sqrt(pi) */
+static inline double wf_shim_erfcinv_tail(double c) {
+  double lc = log(c), x = sqrt(-lc);
+  while (x > 0 && erfc(x) == 0) x *= 0.999; /* c near the smallest subnormal */
+  for (int i = 0; i < 100; i++) {
+    double e = erfc(x);
+    double dx = (log(e) - lc) / (-WF_SHIM_2_SQRTPI * exp(-x * x) / e);
+    if (!(dx == dx) || x - dx == x) break;
+    x -= dx;
+  }
+  return x;
+}
+static inline double erfinv(double y) {
+  double ay = fabs(y), x = 0;
+  if (!(ay <= 1)) return WF_NAN;
+  if (ay == 0) return y; /* keeps -0 */
+  if (ay == 1) return copysign(WF_INF, y);
+  if (ay > 0.5) return copysign(wf_shim_erfcinv_tail(1 - ay), y);
+  for (int i = 0; i < 100; i++) {
+    double dx = (erf(x) - ay) / (WF_SHIM_2_SQRTPI * exp(-x * x));
+    if (x - dx == x) break;
+    x -= dx;
+  }
+  return copysign(x, y);
+}
+static inline double erfcinv(double c) {
+  if (!(c >= 0 && c <= 2)) return WF_NAN;
+  if (c == 0) return WF_INF;
+  if (c == 2) return -WF_INF;
+  if (c < 0.5) return wf_shim_erfcinv_tail(c);
+  if (c > 1.5) return -wf_shim_erfcinv_tail(2 - c);
+  return erfinv(1 - c);
+}
+static inline float erfinvf(float y) { return (float)erfinv(y); }
+static inline float erfcinvf(float c) { return (float)erfcinv(c); }
 
 /* ---- traps ---- */
 struct wf_shim_trap {
