@@ -178,6 +178,43 @@ describe("math builtins", function()
     end
   end)
 
+  it("give float literal arguments the float type of the other arguments (float64, float16)", function()
+    for _, t in ipairs { f64, weft.float16 } do
+      local k = weft.kernel{ x = weft.array(t), y = weft.array(t), function(x, y)
+        local i = weft.tid()
+        y[4 * i] = weft.lerp(x[i], 1.0, 0.25)
+        y[4 * i + 1] = weft.smoothstep(0.0, 1.0, x[i])
+        y[4 * i + 2] = weft.smoothstep(x[i], 2.5, 1.5)
+        y[4 * i + 3] = weft.lerp(0.5, x[i], x[i] > 1.0 and 0.5 or 0.75) -- a literal conditional too
+      end }
+      local x, y = weft.array({ 0.5, 2 }, t), weft.zeros(8, t)
+      weft.launch(k, 2, { x }, { outputs = { y } })
+      assert.same({ 0.625, 0.5, 0.5, 0.5, 1.75, 1, 0, 1.25 }, y:totable())
+      if have_nvrtc then assert.is_true(core.cuda_assemble((k:ptx("sm_80")), "sm_80") > 0) end
+    end
+    -- a vector's float type, and a user weft.func generic in both arguments
+    local scale = weft.func(function(a, s) return a * s end)
+    local kv = weft.kernel{ v = weft.array(weft.vec3d), w = weft.array(weft.vec3d), function(v, w)
+      local i = weft.tid()
+      w[i] = weft.lerp(v[i], v[i] * 3.0, 0.25) + scale(v[i], 0.5)
+    end }
+    local w = weft.zeros(1, weft.vec3d)
+    weft.launch(kv, 1, { weft.array({ { 2, 4, 8 } }, weft.vec3d) }, { outputs = { w } })
+    assert.same({ { 4, 8, 16 } }, w:totable())
+    -- integer literals keep int32 (a count or an index, perhaps), and
+    -- float arguments of two types leave float literals float32
+    for _, body in ipairs {
+      "y[i] = weft.smoothstep(0, 1, x[i])",
+      "y[i] = weft.lerp(x[i], weft.float32(1), 0.5)",
+    } do
+      local src = "local weft = ...\nreturn weft.kernel{ x = weft.array(weft.float64), " ..
+        "y = weft.array(weft.float64), function(x, y)\n  local i = weft.tid()\n  " .. body .. "\nend }"
+      local ok, err = pcall(function() return assert(load(src))(weft):ir() end)
+      assert.is_false(ok)
+      assert.matches("stdlib.lua:%d+: cannot %a+ float64 and %a+%d+", err)
+    end
+  end)
+
   it("reject integers where Warp takes floats only, at the call's line", function()
     local ok, err = pcall(function()
       return weft.kernel{ x = weft.array(weft.int32), function(x)

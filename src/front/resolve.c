@@ -519,6 +519,29 @@ static void companion_func(wf_fstate *F, int oi, const char *field, const wf_fun
   C->cur = saved;
 }
 
+/* The float type that float literals at a call's generic parameters take
+** (DESIGN.md: number literals take the type of the other operand): the
+** scalar type shared by the float values (scalars, vectors, matrices,
+** quaternions, transforms) passed to its other generic parameters, so
+** that weft.lerp(x, 1.0, 0.25) works for a float64 or float16 x. NULL when
+** there are none or they disagree (the literals keep float32). Integer
+** literals keep int32: at a generic parameter they may be a count or an
+** index. */
+static const wf_type *generic_float(const wf_rv *args, const wf_type *const *pt, int n) {
+  const wf_type *f = NULL;
+  for (int i = 0; i < n; i++) {
+    if (pt[i] || args[i].kind != RV_VAL) continue;
+    const wf_type *t = args[i].t;
+    int agg = t->kind == WF_T_VEC || t->kind == WF_T_MAT || t->kind == WF_T_QUAT ||
+              t->kind == WF_T_TRANSFORM;
+    const wf_type *s = agg ? t->elem : t;
+    if (s->kind != WF_T_FLOAT) continue;
+    if (f && f != s) return NULL;
+    f = s;
+  }
+  return f;
+}
+
 int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *out) {
   wf_fctx *C = F->C;
   lua_State *L = C->L;
@@ -605,9 +628,12 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
   /* final parameter types and argument values */
   const wf_type *ptypes[32];
   wf_val vals[32];
+  const wf_type *gf = generic_float(args, bestt, na);
   for (int i = 0; i < na; i++) {
     ptypes[i] = bestt[i];
-    vals[i] = wf_lo_value(F, &args[i], bestt[i], call->args[i]);
+    const wf_type *pt = bestt[i];
+    if (!pt && gf && wf_lo_isnum(&args[i]) && !args[i].isint) pt = gf;
+    vals[i] = wf_lo_value(F, &args[i], pt, call->args[i]);
     if (!ptypes[i]) ptypes[i] = wf_vtype(F->fn, vals[i]);
   }
   lua_rawgeti(L, dsi, best);
