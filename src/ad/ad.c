@@ -288,8 +288,7 @@ static int is_term(wf_op op) {
 
 /* Stores and atomics: their adjoint comes from the written element. */
 static int is_memwrite(wf_op op) {
-  return op == WF_OP_STORE || op == WF_OP_ATOMIC_ADD || op == WF_OP_ATOMIC_MIN ||
-         op == WF_OP_ATOMIC_MAX;
+  return (wf_op_flags(op) & WF_OPF_WRITE) != 0;
 }
 
 /* Does this instance of a differentiable op carry adjoints? (float-typed
@@ -335,10 +334,7 @@ static int custom_call(wf_adctx *A, const wf_inst *in) {
 static int func_memdiff(const wf_func *f, const wf_block *bl) {
   for (const wf_inst *in = bl->first; in; in = in->next) {
     if (in->op == WF_OP_LOAD && wf_ad_difft(f->vals[in->res[0]].type)) return 1;
-    if ((in->op == WF_OP_STORE || in->op == WF_OP_ATOMIC_ADD || in->op == WF_OP_ATOMIC_MIN ||
-         in->op == WF_OP_ATOMIC_MAX) &&
-        wf_ad_difft(f->vals[in->args[in->nargs - 1]].type))
-      return 1;
+    if (is_memwrite(in->op) && wf_ad_difft(f->vals[in->args[in->nargs - 1]].type)) return 1;
     for (int k = 0; k < in->nblocks; k++)
       if (func_memdiff(f, in->blocks[k])) return 1;
   }
@@ -347,9 +343,7 @@ static int func_memdiff(const wf_func *f, const wf_block *bl) {
 
 static int has_effects(const wf_block *bl) {
   for (const wf_inst *in = bl->first; in; in = in->next) {
-    if (in->op == WF_OP_STORE || in->op == WF_OP_ATOMIC_ADD || in->op == WF_OP_ATOMIC_MIN ||
-        in->op == WF_OP_ATOMIC_MAX || in->op == WF_OP_PRINT || in->op == WF_OP_CALL)
-      return 1;
+    if (is_memwrite(in->op) || in->op == WF_OP_PRINT || in->op == WF_OP_CALL) return 1;
     for (int k = 0; k < in->nblocks; k++)
       if (has_effects(in->blocks[k])) return 1;
   }

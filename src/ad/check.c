@@ -87,8 +87,7 @@ static int same_element(const wf_func *fn, const access *a, const access *b) {
 ** memory facts for the adjoint's replay (see ad_int.h)
 ** ====================================================================== */
 static int is_write(const wf_inst *in) {
-  return in->op == WF_OP_STORE || in->op == WF_OP_ATOMIC_ADD || in->op == WF_OP_ATOMIC_MIN ||
-         in->op == WF_OP_ATOMIC_MAX;
+  return (wf_op_flags(in->op) & WF_OPF_WRITE) != 0;
 }
 
 static int nidx_of(const wf_inst *in) {

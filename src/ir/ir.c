@@ -68,6 +68,15 @@ _Static_assert(WF_OP__COUNT < 128, "ops fit in a byte");
   _Static_assert(WF_OPNA_##e == 1 || WF_OPNA_##e == 2, #e ": one or two operands");
 WF_MATHDEF(WF_MATH_ARITY, )
 #undef WF_MATH_ARITY
+/* CSE swaps the two operands of a WF_OPF_COMM op and removes duplicates
+** of pure ones; DCE keeps a WF_OPF_WRITE op only because it is not pure. */
+#define WF_FLAG_RULES(e, s, na, nr, fl, ty, libm, llvm, cuda, fold)                                \
+  _Static_assert(!((fl)&WF_OPF_COMM) || ((na) == 2 && ((fl)&WF_OPF_PURE)),                         \
+                 #e ": a commutative op is pure and binary");                                      \
+  _Static_assert(!((fl)&WF_OPF_WRITE) || (((fl)&WF_OPF_MEM) && !((fl)&WF_OPF_PURE)),               \
+                 #e ": a write has an effect");
+WF_IRDEF(WF_FLAG_RULES)
+#undef WF_FLAG_RULES
 
 /* ---- module and functions ---- */
 wf_module *wf_module_new(wf_types *T) {

@@ -153,10 +153,11 @@ WF_IR_INTERNAL int wf_t_snprint(const wf_type *t, char *buf, size_t n);
 #define WF_OPF_CMP 32      /* comparison: result bool */
 #define WF_OPF_BUILTIN 64  /* a kernel builtin named like the op (weft.sqrt) */
 #define WF_OPF_INTID 128   /* the builtin is the identity on integers (floor) */
-#define WF_OPF_COMM 256    /* commutative for every operand type (NaN payloads
-                           ** aside): CSE matches it with its operands swapped.
-                           ** min and max are not: min(NaN, 1) = 1, min(1, NaN)
-                           ** = NaN, and min(-0, 0) = 0, min(0, -0) = -0 */
+#define WF_OPF_COMM 256    /* commutative: CSE matches swapped operands (1) */
+#define WF_OPF_WRITE 512   /* writes the array element it indexes (2) */
+/* (1) for every operand type, NaN payloads aside. min and max are not:
+**     min(NaN, 1) = 1 but min(1, NaN) = NaN; min(-0, 0) = 0, min(0, -0) = -0.
+** (2) args: array, ndim indices, value (stores and atomics). */
 
 /* Operand and result type rules (the ty column). */
 typedef enum wf_tyrule {
@@ -254,10 +255,10 @@ typedef enum wf_tyrule {
   P(X, SHAPE,    "shape",    1, 1, WF_OPF_PURE, WF_TY_OWN, NULL) /* imm = dim; result i32 */ \
   P(X, VIEW,     "view",     2, 1, WF_OPF_PURE, WF_TY_OWN, NULL) /* array, index: peel dim 0 */ \
   P(X, LOAD,     "load",    -1, 1, WF_OPF_MEM|WF_OPF_DIFF, WF_TY_OWN, NULL) \
-  P(X, STORE,    "store",   -1, 0, WF_OPF_MEM|WF_OPF_DIFF, WF_TY_OWN, NULL) \
-  P(X, ATOMIC_ADD, "atomic_add", -1, 1, WF_OPF_MEM|WF_OPF_DIFF, WF_TY_OWN, NULL) /* returns old value */ \
-  P(X, ATOMIC_MIN, "atomic_min", -1, 1, WF_OPF_MEM|WF_OPF_DIFF, WF_TY_OWN, NULL) \
-  P(X, ATOMIC_MAX, "atomic_max", -1, 1, WF_OPF_MEM|WF_OPF_DIFF, WF_TY_OWN, NULL) \
+  P(X, STORE,    "store",   -1, 0, WF_OPF_MEM|WF_OPF_DIFF|WF_OPF_WRITE, WF_TY_OWN, NULL) \
+  P(X, ATOMIC_ADD, "atomic_add", -1, 1, WF_OPF_MEM|WF_OPF_DIFF|WF_OPF_WRITE, WF_TY_OWN, NULL) /* returns old value */ \
+  P(X, ATOMIC_MIN, "atomic_min", -1, 1, WF_OPF_MEM|WF_OPF_DIFF|WF_OPF_WRITE, WF_TY_OWN, NULL) \
+  P(X, ATOMIC_MAX, "atomic_max", -1, 1, WF_OPF_MEM|WF_OPF_DIFF|WF_OPF_WRITE, WF_TY_OWN, NULL) \
   /* threads, randomness, printing */ \
   P(X, TID,      "tid",      0, 1, WF_OPF_PURE, WF_TY_OWN, NULL) /* imm = dimension; result i32 */ \
   P(X, RNG_INIT, "rng_init", 2, 1, WF_OPF_PURE, WF_TY_OWN, NULL) /* seed, offset (i32) -> rng */ \

@@ -44,8 +44,7 @@
 #include "ir/ir.h"
 
 static int is_access(wf_op op) {
-  return op == WF_OP_LOAD || op == WF_OP_STORE || op == WF_OP_ATOMIC_ADD ||
-         op == WF_OP_ATOMIC_MIN || op == WF_OP_ATOMIC_MAX || op == WF_OP_VIEW;
+  return op == WF_OP_LOAD || op == WF_OP_VIEW || (wf_op_flags(op) & WF_OPF_WRITE);
 }
 
 /* Number of index operands of an access (args[1 .. n]). */
