@@ -29,7 +29,8 @@
 -- A batch that fails is redone module by module (the module's own CUDA C,
 -- as a launch compiles it, then nvJitLink), so every failure names its
 -- kernel and the Lua position (#line maps NVRTC errors to the Lua line).
-local weft, internal = require "weft", require "weft.internal" -- internal: the parts' private table
+require "weft" -- loads libweft; weft.internal is the parts' private table
+local internal = require "weft.internal"
 local collect = dofile("spec/helpers/ir_collect.lua")
 
 local core = internal.core
