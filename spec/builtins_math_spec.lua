@@ -203,15 +203,17 @@ describe("math builtins", function()
     assert.same({ { 4, 8, 16 } }, w:totable())
     -- integer literals keep int32 (a count or an index, perhaps), and
     -- float arguments of two types leave float literals float32
-    for _, body in ipairs {
-      "y[i] = weft.smoothstep(0, 1, x[i])",
-      "y[i] = weft.lerp(x[i], weft.float32(1), 0.5)",
+    for body, msg in pairs {
+      ["y[i] = weft.smoothstep(0, 1, x[i])"] = "weft.smoothstep(int32, int32, float64): the " ..
+        "arguments must share one float type; integer literals are int32 here (write 1.0, not 1)",
+      ["y[i] = weft.lerp(x[i], weft.float32(1), 0.5)"] =
+        "weft.lerp(float64, float32, float32): the arguments must share one float type",
     } do
       local src = "local weft = ...\nreturn weft.kernel{ x = weft.array(weft.float64), " ..
         "y = weft.array(weft.float64), function(x, y)\n  local i = weft.tid()\n  " .. body .. "\nend }"
       local ok, err = pcall(function() return assert(load(src))(weft):ir() end)
       assert.is_false(ok)
-      assert.matches("stdlib.lua:%d+: cannot %a+ float64 and %a+%d+", err)
+      assert.equal(":4: " .. msg, err:match("^%[string [^\n]-%](:%d+: [^\n]*)"))
     end
   end)
 

@@ -1,7 +1,11 @@
 -- Every file in spec/fails/ declares a kernel that the compiler must reject.
 -- Its first line says where and why: "-- expect: <line>: <message>". The
 -- error must read "spec/fails/<file>.lua:<line>: <message>", followed by the
--- source line and a caret line.
+-- source line and a caret line. An error inside a weft.func the kernel
+-- calls then lists the calls on the way, innermost first: each is declared
+-- by a line "-- called from: <line>" (at the end of the file, so that the
+-- other lines keep their numbers) and must appear as "called from
+-- spec/fails/<file>.lua:<line>".
 local weft = require "weft"
 
 local dir = "spec/fails"
@@ -20,9 +24,14 @@ end
 local function expectation(path)
   local f = assert(io.open(path))
   local first = f:read("*l")
+  local calls = {}
+  for l in f:lines() do
+    local at = l:match("^%-%- called from: (%d+)$")
+    if at then calls[#calls + 1] = "called from " .. path .. ":" .. at end
+  end
   f:close()
   local line, msg = first:match("^%-%- expect: (%d+): (.*)$")
-  return tonumber(line), msg
+  return tonumber(line), msg, calls
 end
 
 local function source_line(path, n)
@@ -43,7 +52,7 @@ describe("kernels that must fail", function()
   for _, name in ipairs(files) do
     it(name, function()
       local path = dir .. "/" .. name
-      local line, msg = expectation(path)
+      local line, msg, calls = expectation(path)
       assert.is_not_nil(line, "missing '-- expect: <line>: <message>' in " .. path)
       local ok, err = pcall(function()
         local k = dofile(path)
@@ -55,9 +64,12 @@ describe("kernels that must fail", function()
       assert.are.equal(head, err:sub(1, #head))
       -- the source line and a caret follow
       local rest = err:sub(#head + 1)
-      local src, caret = rest:match("^\n([^\n]*)\n([^\n]*)$")
+      local src, caret, tail = rest:match("^\n([^\n]*)\n([^\n]*)(.*)$")
       assert.are.equal(source_line(path, line), src)
       assert.truthy(caret and caret:match("^[ \t]*%^$"), "no caret line in: " .. err)
+      local got = {}
+      for l in (tail or ""):gmatch("\n([^\n]*)") do got[#got + 1] = l end
+      assert.are.same(calls, got)
     end)
   end
 end)

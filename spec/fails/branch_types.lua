@@ -7,3 +7,4 @@ end)
 return weft.kernel{ x = weft.array(weft.float32), function(x)
   x[0] = f(x[0])
 end }
+-- called from: 8

@@ -5,3 +5,4 @@ fact = weft.func(function(n) if n <= 1 then return 1 end return n * fact(n - 1) 
 return weft.kernel{ x = weft.array(weft.int32), function(x)
   x[0] = fact(5)
 end }
+-- called from: 6

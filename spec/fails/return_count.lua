@@ -7,3 +7,4 @@ end)
 return weft.kernel{ x = weft.array(weft.int32), function(x)
   x[0] = f(x[1])
 end }
+-- called from: 8

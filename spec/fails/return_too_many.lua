@@ -5,3 +5,4 @@ local f = weft.func(function(a) return a, a, a, a, a, a, a, a, g(a) end)
 return weft.kernel{ x = weft.array(weft.float32), function(x)
   x[0] = f(x[1])
 end }
+-- called from: 6

@@ -33,12 +33,8 @@ char *wf_front_strdup(wf_fctx *C, const char *s, size_t n) {
 /* ======================================================================
 ** positioned errors
 ** ====================================================================== */
-void wf_front_error(wf_fctx *C, const wf_src *src, int line, int col, const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
+/* Push "chunk:line: msg", the source line and a caret under col. */
+static void push_positioned(wf_fctx *C, const wf_src *src, int line, int col, const char *msg) {
   /* the source line, and a caret under col (tabs kept so it lines up) */
   const char *t = src->text ? src->text : "";
   size_t i = 0, len = src->len;
@@ -65,7 +61,45 @@ void wf_front_error(wf_fctx *C, const wf_src *src, int line, int col, const char
   caret[k] = 0;
   lua_pushfstring(C->L, "%s:%d: %s\n%s%s\n%s", src->chunk ? src->chunk : "?", line, msg, more,
                   wf_front_strdup(C, t + i + ws, ll), caret);
-  lua_error(C->L);
+}
+
+/* The calls listed after an error (deeper nests end with a count). */
+#define WF_MAX_CALLED_FROM 8
+
+void wf_front_error(wf_fctx *C, const wf_src *src, int line, int col, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  lua_State *L = C->L;
+  const wf_callsite *s = C->site;
+  if (s && s->builtin) {
+    /* In a builtin's body the user can only change the call: report it
+    ** there, at the outermost builtin call (one builtin may call another),
+    ** which user code made. */
+    while (s->up && s->up->builtin)
+      s = s->up;
+    char full[1200];
+    snprintf(full, sizeof full, "%s: %s", s->path, msg);
+    push_positioned(C, s->src, s->line, s->col, full);
+    s = s->up;
+  } else {
+    push_positioned(C, src, line, col, msg);
+  }
+  for (int k = 0; s; s = s->up, k++) {
+    if (k == WF_MAX_CALLED_FROM) {
+      int rest = 0;
+      for (; s; s = s->up)
+        rest++;
+      lua_pushfstring(L, "\n(%d more calls)", rest);
+      lua_concat(L, 2);
+      break;
+    }
+    lua_pushfstring(L, "\ncalled from %s:%d", s->src->chunk ? s->src->chunk : "?", s->line);
+    lua_concat(L, 2);
+  }
+  lua_error(L);
   for (;;) {
   }
 }

@@ -170,6 +170,19 @@ typedef struct wf_fspec {
   struct wf_fspec *next;
 } wf_fspec;
 
+/* Where a weft.func being compiled was called: one entry per nesting level,
+** innermost first, pushed around the callee's compile (resolve.c). An
+** error in a builtin's body (a stdlib.lua weft.func) is reported at the
+** user's call; one in the user's own weft.func at its line, followed by
+** "called from chunk:line" for each call on the way to the kernel. */
+typedef struct wf_callsite {
+  const wf_src *src; /* the caller's source */
+  int line, col;     /* of the call */
+  const char *path;  /* the callee as written ("weft.lerp") */
+  int builtin;       /* the callee is weft's own (the func object's _builtin) */
+  struct wf_callsite *up;
+} wf_callsite;
+
 typedef struct wf_fctx {
   lua_State *L;
   wf_arena *A;
@@ -183,9 +196,12 @@ typedef struct wf_fctx {
   wf_fstate *cur; /* function being lowered (innermost) */
   wf_fspec *specs;
   int depth; /* nesting of func compiles (recursion guard) */
+  wf_callsite *site; /* innermost weft.func call being compiled (NULL: the kernel) */
 } wf_fctx;
 
-/* Raise "chunk:line: message" with the source line and a caret at col. */
+/* Raise "chunk:line: message" with the source line and a caret at col,
+** then a "called from chunk:line" line per enclosing weft.func call; inside
+** a builtin's body, at the user's call instead (C->site). */
 WF_INTERNAL void wf_front_error(wf_fctx *C, const wf_src *src, int line, int col, const char *fmt,
                                 ...) __attribute__((format(printf, 5, 6), noreturn));
 WF_INTERNAL char *wf_front_strdup(wf_fctx *C, const char *s, size_t n);

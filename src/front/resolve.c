@@ -422,6 +422,19 @@ static int arg_fits(wf_rv *a, const wf_type *t) {
   return 0;
 }
 
+/* Note that F's call at `at` (of path) is being compiled, for the
+** positions of errors in the callee (front.h: wf_callsite). */
+static void push_site(wf_fstate *F, wf_expr *at, const char *path, int builtin) {
+  wf_callsite *s = wf_front_alloc(F->C, sizeof *s);
+  s->src = &F->src;
+  s->line = at->line;
+  s->col = at->col;
+  s->path = path;
+  s->builtin = builtin;
+  s->up = F->C->site;
+  F->C->site = s;
+}
+
 static wf_fspec *find_spec(wf_fctx *C, const void *fp, int n, const wf_type **types) {
   for (wf_fspec *s = C->specs; s; s = s->next) {
     if (s->fnptr != fp || s->nargs != n) continue;
@@ -432,9 +445,11 @@ static wf_fspec *find_spec(wf_fctx *C, const void *fp, int n, const wf_type **ty
   return NULL;
 }
 
-/* Compile the weft.func decl (stack top-relative index di) for types. */
+/* Compile the weft.func decl (stack top-relative index di) for types;
+** path is the callee as the call wrote it, builtin its _builtin mark. */
 static wf_func *specialize(wf_fstate *F, int di, const char *fname, int n, const wf_type **ptypes,
-                           const char **pnames, int *index, wf_expr *at) {
+                           const char **pnames, int *index, wf_expr *at, const char *path,
+                           int builtin) {
   wf_fctx *C = F->C;
   lua_State *L = C->L;
   lua_getfield(L, di, "fn");
@@ -464,7 +479,9 @@ static wf_func *specialize(wf_fstate *F, int di, const char *fname, int n, const
   /* the callee's state links to ours for the recursion check */
   wf_fstate *saved = C->cur;
   C->cur = F;
+  push_site(F, at, path, builtin);
   wf_func *fn = wf_lo_function(C, ref, name, 0, n, ptypes, pnames, &src);
+  C->site = C->site->up;
   C->cur = saved;
   C->depth--;
   /* the new function's fnptr is recorded through the spec list */
@@ -515,7 +532,9 @@ static void companion_func(wf_fstate *F, int oi, const char *field, const wf_fun
   lua_pop(L, 1);
   wf_fstate *saved = C->cur;
   C->cur = F;
+  push_site(F, at, fn->name, 0);
   wf_lo_function(C, ref, name, 0, n, pt, names, &src);
+  C->site = C->site->up;
   C->cur = saved;
 }
 
@@ -540,6 +559,82 @@ static const wf_type *generic_float(const wf_rv *args, const wf_type *const *pt,
     f = s;
   }
   return f;
+}
+
+static const char *kind_name(const wf_type *t) {
+  switch (t->kind) {
+  case WF_T_BOOL:
+    return "bool";
+  case WF_T_INT:
+    return "int";
+  case WF_T_FLOAT:
+    return "float";
+  case WF_T_VEC:
+    return "vec";
+  case WF_T_MAT:
+    return "mat";
+  case WF_T_QUAT:
+    return "quat";
+  case WF_T_TRANSFORM:
+    return "transform";
+  case WF_T_STRUCT:
+    return "struct";
+  case WF_T_ARRAY:
+    return "array";
+  default:
+    return "other";
+  }
+}
+
+/* A builtin written as a weft.func (lua/weft/stdlib.lua) checks its
+** argument types before its body is compiled, so that a wrong call is
+** reported at the call and in the builtin's terms: the func object's
+** _builtin(d1, ..., dn) gets a description of each argument ({ name,
+** kind, scalar, float, literal = "int" | "float" | nil }) and returns nil
+** or what is wrong. Returns whether the func (at oi) is a builtin. */
+static int check_builtin(wf_fstate *F, int oi, const char *path, int na, const wf_rv *args,
+                         const wf_type *const *ptypes, wf_expr *call) {
+  lua_State *L = F->C->L;
+  lua_getfield(L, oi, "_builtin");
+  if (!lua_isfunction(L, -1)) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  luaL_checkstack(L, na + 4, "weft: too many arguments");
+  for (int i = 0; i < na; i++) {
+    const wf_type *t = ptypes[i];
+    const wf_type *st = wf_t_is_scalar(t) ? t : t->elem;
+    int agg = t->kind == WF_T_VEC || t->kind == WF_T_MAT || t->kind == WF_T_QUAT ||
+              t->kind == WF_T_TRANSFORM;
+    if (!wf_t_is_scalar(t) && !agg) st = NULL;
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, wf_lo_tname(F->C, t));
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, kind_name(t));
+    lua_setfield(L, -2, "kind");
+    if (st) {
+      lua_pushstring(L, wf_lo_tname(F->C, st));
+      lua_setfield(L, -2, "scalar");
+      lua_pushboolean(L, st->kind == WF_T_FLOAT);
+      lua_setfield(L, -2, "float");
+    }
+    if (wf_lo_isnum(&args[i])) {
+      lua_pushstring(L, args[i].isint ? "int" : "float");
+      lua_setfield(L, -2, "literal");
+    }
+  }
+  lua_call(L, na, 1);
+  if (lua_isstring(L, -1)) {
+    char buf[256] = "";
+    size_t off = 0;
+    for (int i = 0; i < na && off < sizeof buf - 40; i++)
+      off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? ", " : "",
+                              wf_lo_tname(F->C, ptypes[i]));
+    const char *msg = wf_front_strdup(F->C, lua_tostring(L, -1), lua_objlen(L, -1));
+    ERR(call, "%s(%s): %s", path, buf, msg);
+  }
+  lua_pop(L, 1);
+  return 1;
 }
 
 int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *out) {
@@ -636,9 +731,12 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
     vals[i] = wf_lo_value(F, &args[i], pt, call->args[i]);
     if (!ptypes[i]) ptypes[i] = wf_vtype(F->fn, vals[i]);
   }
+  const char *path = fobj.str ? fobj.str : fname;
+  int builtin = check_builtin(F, oi, path, na, args, ptypes, call);
   lua_rawgeti(L, dsi, best);
   int index;
-  wf_func *fn = specialize(F, lua_gettop(L), fname, na, ptypes, bestnames, &index, call);
+  wf_func *fn =
+      specialize(F, lua_gettop(L), fname, na, ptypes, bestnames, &index, call, path, builtin);
   companion_func(F, oi, "grad_fn", fn, "$grad", call);
   companion_func(F, oi, "replay_fn", fn, "$replay", call);
   lua_settop(L, oi - 1);
