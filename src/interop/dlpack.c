@@ -199,11 +199,14 @@ static const DLTensor *tensor_of(const void *managed, int versioned) {
 
 /* Shape, strides and offset: sizes, extents and the address range. */
 static int validate_layout(wf_rt *rt, const DLTensor *t) {
-  int64_t sb = t->dtype.bits / 8, size = 1, compact = sb, lo = 0, hi = 0;
+  int64_t sb = t->dtype.bits / 8, size = 1, compact = sb, lo = 0, hi = 0, nonzero = 1;
   for (int d = t->ndim - 1; d >= 0; d--) {
     int64_t n = t->shape[d], sbytes = compact, ext;
     if (n < 0) return FAIL("dimension %d has negative size %lld", d, (long long)n);
-    if (__builtin_mul_overflow(size, n, &size))
+    /* an empty tensor's other sizes must still multiply without overflow:
+    ** weft computes with shapes (views, reshapes, launch dims) */
+    if (__builtin_mul_overflow(size, n, &size) ||
+        (n > 0 && __builtin_mul_overflow(nonzero, n, &nonzero)))
       return FAIL("the element count overflows 64 bits at dimension %d (size %lld)", d,
                   (long long)n);
     if (t->strides && __builtin_mul_overflow(t->strides[d], sb, &sbytes))
@@ -321,18 +324,29 @@ static int import_header(wf_rt *rt, const DLTensor *t, int ntrail, const int64_t
   for (int d = nd - 1; d >= 0; d--) {
     a->shape[d] = t->shape[d];
     a->strides[d] = t->strides ? t->strides[d] * sb : compact;
-    compact *= t->shape[d];
+    /* used only without strides, where validate_layout checked it */
+    if (__builtin_mul_overflow(compact, t->shape[d], &compact)) compact = 0;
   }
   for (int d = a->ndim; d < WF_MAXDIM; d++) a->shape[d] = 1, a->strides[d] = 0;
+  /* An empty tensor's other dimensions may be anything validate_layout let
+  ** through (their product need not fit, data may be NULL): it addresses no
+  ** memory, so it keeps its data pointer as given and no offset is added. */
   a->size = 1;
-  for (int d = 0; d < a->ndim; d++) a->size *= a->shape[d];
-  a->data = (char *)t->data + t->byte_offset;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->shape[d] == 0) a->size = 0;
+  for (int d = 0; a->size && d < a->ndim; d++) a->size *= a->shape[d];
+  a->data = a->size ? (char *)t->data + t->byte_offset : (char *)t->data;
   return WEFT_OK;
 }
 
 /* The bytes the array spans, and its lowest address. */
 static void span_of(const wf_array *a, char **lo, size_t *nbytes) {
   int64_t min = 0, max = 0;
+  if (a->size == 0) { /* nothing addressed; extents may not even fit */
+    *lo = (char *)a->data;
+    *nbytes = 0;
+    return;
+  }
   for (int d = 0; d < a->ndim; d++) {
     int64_t ext = (a->shape[d] - 1) * a->strides[d];
     if (ext < 0) min += ext;

@@ -356,6 +356,24 @@ static void test_import_validation(wf_rt *rt) {
   CHECK(wf_dlpack_import(rt, &p.v, 1, 0, NULL, &a, &scalar) == 0);
   CHECK(a.size == 0);
   wf_array_release(&a);
+  /* empty tensors address nothing (found by fuzz_dlpack): NULL data with a
+  ** byte_offset, huge strides or sizes beside the 0 are no arithmetic on
+  ** the pointer, and sizes whose product overflows are still refused */
+  make_tensor(&p, 2, shape, NULL);
+  p.shape[1] = 0;
+  p.v.dl_tensor.data = NULL;
+  p.v.dl_tensor.byte_offset = 64;
+  CHECK(wf_dlpack_import(rt, &p.v, 1, 0, NULL, &a, &scalar) == 0);
+  CHECK(a.size == 0 && a.data == NULL);
+  wf_array_release(&a);
+  int64_t wide[2] = {(int64_t)1 << 62, 0}, zero_strides[2] = {0, 1};
+  make_tensor(&p, 2, wide, zero_strides);
+  CHECK(wf_dlpack_import(rt, &p.v, 1, 0, NULL, &a, &scalar) == 0);
+  CHECK(a.size == 0 && a.shape[0] == (int64_t)1 << 62 && a.shape[1] == 0);
+  wf_array_release(&a);
+  int64_t over[3] = {(int64_t)1 << 40, (int64_t)1 << 40, 0};
+  make_tensor(&p, 3, over, NULL);
+  expect_import_error(rt, &p, 1, 0, NULL, "the element count overflows 64 bits");
   int64_t neg[1] = {-1};
   int64_t four[1] = {4};
   make_tensor(&p, 1, four, neg);
