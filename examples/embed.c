@@ -85,14 +85,17 @@ static void spawn(Particles *s) {
   }
 }
 
-static float absf(float x) { return x < 0.0f ? -x : x; }
+static float absf(float x) {
+  return x < 0.0f ? -x : x;
+}
 
 /* The kernel's step in plain C, to check the result. */
 static void step_reference(Particles *s, float dt) {
   for (int i = 0; i < NPART; i++) {
     float *p = s->pos[i], *v = s->vel[i];
     v[1] += -9.81f * dt;
-    for (int k = 0; k < 3; k++) p[k] += v[k] * dt;
+    for (int k = 0; k < 3; k++)
+      p[k] += v[k] * dt;
     if (p[1] < 0.0f) {
       p[1] = -p[1];
       v[1] = -v[1] * 0.8f;
@@ -118,7 +121,8 @@ static int consume_positions(DLManagedTensor *m, const void *expect_data, float 
     *min_y = 3.4e38f;
     centroid[0] = centroid[1] = centroid[2] = 0.0f;
     for (int64_t i = 0; i < t->shape[0]; i++) {
-      for (int k = 0; k < 3; k++) centroid[k] += p[i * s0 + k * s1] / NPART;
+      for (int k = 0; k < 3; k++)
+        centroid[k] += p[i * s0 + k * s1] / NPART;
       if (p[i * s0 + s1] < *min_y) *min_y = p[i * s0 + s1];
     }
   }

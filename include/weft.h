@@ -94,8 +94,8 @@ WEFT_API const char *weft_errmsg(weft_State *W);
 ** dtype is a weft type name ("float32", "vec3", ...); shape has ndim (1-4)
 ** entries, row-major, compact. The memory must stay valid while Lua can
 ** reach the array (until the global is cleared and collected, or W closes). */
-WEFT_API int weft_wrap(weft_State *W, const char *global, void *data, const char *dtype,
-                       int ndim, const int64_t *shape, const char *device);
+WEFT_API int weft_wrap(weft_State *W, const char *global, void *data, const char *dtype, int ndim,
+                       const int64_t *shape, const char *device);
 
 /* Export the array in Lua global `global` as a DLPack tensor: a
 ** DLManagedTensor* (versioned = 0) or DLManagedTensorVersioned* (versioned =
@@ -106,8 +106,7 @@ WEFT_API void *weft_export_dlpack(weft_State *W, const char *global, int version
 /* Bind Lua global `global` to the DLPack tensor `managed` without copying.
 ** Takes ownership: the deleter runs once, when the last user drops it (also
 ** when this call fails). */
-WEFT_API int weft_import_dlpack(weft_State *W, const char *global, void *managed,
-                                int versioned);
+WEFT_API int weft_import_dlpack(weft_State *W, const char *global, void *managed, int versioned);
 
 /*
 ** ======================================================================
@@ -177,16 +176,15 @@ WEFT_API int weft_set(weft_State *W, const char *global, const weft_Arg *value);
 WEFT_API void weft_unref(weft_State *W, int64_t ref);
 /* Call the Lua function at a global path; up to nres results go to res
 ** (missing ones are WEFT_ARG_NIL). */
-WEFT_API int weft_call(weft_State *W, const char *func, int nargs, const weft_Arg *args,
-                       int nres, weft_Arg *res);
+WEFT_API int weft_call(weft_State *W, const char *func, int nargs, const weft_Arg *args, int nres,
+                       weft_Arg *res);
 /* Launch the kernel at a global path over a grid of ndim (1-4) dimensions,
 ** with the kernel's parameters in order (weft.launch(k, dims, args)). */
 WEFT_API int weft_launch(weft_State *W, const char *kernel, int ndim, const int64_t *dims,
                          int nargs, const weft_Arg *args);
 /* The same with inputs and outputs apart (what the tape records). */
 WEFT_API int weft_launch_io(weft_State *W, const char *kernel, int ndim, const int64_t *dims,
-                            int nin, const weft_Arg *inputs, int nout,
-                            const weft_Arg *outputs);
+                            int nin, const weft_Arg *inputs, int nout, const weft_Arg *outputs);
 /* Export an array value (WEFT_ARG_GLOBAL, _REF or _ARRAY) as DLPack like
 ** weft_export_dlpack; copy = 1 exports a fresh copy (flag IS_COPIED). */
 WEFT_API void *weft_export_value(weft_State *W, const weft_Arg *value, int versioned, int copy);

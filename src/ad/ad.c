@@ -173,19 +173,16 @@ void wf_ad_if_end(wf_adctx *A, wf_ad_if *s, const wf_val *ye) {
 int wf_ad_difft(const wf_type *t) {
   if (!t) return 0;
   switch (t->kind) {
-  case WF_T_FLOAT:
-    return 1;
+  case WF_T_FLOAT: return 1;
   case WF_T_VEC:
   case WF_T_MAT:
   case WF_T_QUAT:
-  case WF_T_TRANSFORM:
-    return t->elem && t->elem->kind == WF_T_FLOAT;
+  case WF_T_TRANSFORM: return t->elem && t->elem->kind == WF_T_FLOAT;
   case WF_T_STRUCT:
     for (int i = 0; i < t->nfields; i++)
       if (wf_ad_difft(t->fields[i].type)) return 1;
     return 0;
-  default:
-    return 0;
+  default: return 0;
   }
 }
 
@@ -505,15 +502,9 @@ int wf_ad_need_block(wf_adctx *A, wf_block *bl) {
   int ch = 0;
   for (wf_inst *in = bl->last; in; in = in->prev) {
     switch (in->op) {
-    case WF_OP_IF:
-      ch |= need_if(A, in);
-      break;
-    case WF_OP_FOR:
-      ch |= need_for(A, in);
-      break;
-    case WF_OP_WHILE:
-      ch |= need_while(A, in);
-      break;
+    case WF_OP_IF: ch |= need_if(A, in); break;
+    case WF_OP_FOR: ch |= need_for(A, in); break;
+    case WF_OP_WHILE: ch |= need_while(A, in); break;
     default:
       if (!is_term(in->op)) ch |= need_inst(A, in);
     }
@@ -670,8 +661,7 @@ static void replay_inst(wf_adctx *A, const wf_inst *in) {
   switch (in->op) {
   case WF_OP_STORE:
   case WF_OP_PRINT:
-  case WF_OP_TRAP:
-    return; /* done by the forward launch */
+  case WF_OP_TRAP: return; /* done by the forward launch */
   case WF_OP_ATOMIC_ADD:
   case WF_OP_ATOMIC_MIN:
   case WF_OP_ATOMIC_MAX:
@@ -785,20 +775,11 @@ static void rev_if(wf_adctx *A, wf_inst *in) {
 static void reverse_inst(wf_adctx *A, wf_inst *in) {
   A->b.loc = in->loc;
   switch (in->op) {
-  case WF_OP_IF:
-    rev_if(A, in);
-    return;
-  case WF_OP_FOR:
-    wf_ad_rev_for(A, in);
-    return;
-  case WF_OP_WHILE:
-    wf_ad_rev_while(A, in);
-    return;
-  case WF_OP_CALL:
-    reverse_call(A, in);
-    return;
-  default:
-    break;
+  case WF_OP_IF: rev_if(A, in); return;
+  case WF_OP_FOR: wf_ad_rev_for(A, in); return;
+  case WF_OP_WHILE: wf_ad_rev_while(A, in); return;
+  case WF_OP_CALL: reverse_call(A, in); return;
+  default: break;
   }
   const wf_ad_rule *r = wf_ad_rule_of(in->op);
   if (!r || !inst_diff(A, in)) return;

@@ -179,9 +179,7 @@ static void jvp_block(wf_adctx *A, wf_block *bl) {
     switch (in->op) {
     case WF_OP_IF:
     case WF_OP_FOR:
-    case WF_OP_WHILE:
-      jvp_region(A, in);
-      break;
+    case WF_OP_WHILE: jvp_region(A, in); break;
     case WF_OP_CALL:
       wf_ad_fail(A, in, "autodiff: call of function %d was not inlined before differentiation",
                  (int)in->imm);

@@ -112,8 +112,7 @@ static void writes_block(const wf_func *fn, const wf_block *bl, uint8_t *w, int 
       free(cw);
       break;
     }
-    default:
-      break;
+    default: break;
     }
     for (int b = 0; b < in->nblocks; b++)
       writes_block(fn, in->blocks[b], w, depth);

@@ -63,8 +63,8 @@ static int l_host_info(lua_State *L) {
   lua_setfield(L, -2, "vector");
   LLVMDisposeMessage(cpu);
   LLVMDisposeMessage(feat);
-  int toolkit = access(WEFT_CUDA_HOME "/bin/ptxas", X_OK) == 0 ||
-                can_dlopen("libnvrtc.so.13") || can_dlopen(WEFT_CUDA_HOME "/lib64/libnvrtc.so");
+  int toolkit = access(WEFT_CUDA_HOME "/bin/ptxas", X_OK) == 0 || can_dlopen("libnvrtc.so.13") ||
+                can_dlopen(WEFT_CUDA_HOME "/lib64/libnvrtc.so");
   lua_pushstring(L, toolkit ? "found (" WEFT_CUDA_HOME ")" : "not found");
   lua_setfield(L, -2, "cuda_toolkit");
   lua_pushboolean(L, can_dlopen("libcuda.so.1"));

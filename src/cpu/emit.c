@@ -86,21 +86,14 @@ LLVMTypeRef arr_ltype(E *e, int nd) {
 LLVMTypeRef ltype(E *e, const wf_type *t) {
   if (!t) return e->i32;
   switch (t->kind) {
-  case WF_T_VOID:
-    return e->vd;
-  case WF_T_BOOL:
-    return e->i1;
-  case WF_T_INT:
-    return LLVMIntTypeInContext(e->C, t->bits);
-  case WF_T_FLOAT:
-    return t->bits == 16 ? e->f16 : t->bits == 32 ? e->f32 : e->f64;
-  case WF_T_RNG:
-    return e->i32;
+  case WF_T_VOID: return e->vd;
+  case WF_T_BOOL: return e->i1;
+  case WF_T_INT: return LLVMIntTypeInContext(e->C, t->bits);
+  case WF_T_FLOAT: return t->bits == 16 ? e->f16 : t->bits == 32 ? e->f32 : e->f64;
+  case WF_T_RNG: return e->i32;
   case WF_T_VEC:
-  case WF_T_QUAT:
-    return LLVMArrayType(ltype(e, t->elem), (unsigned)wf_t_arity(t));
-  case WF_T_MAT:
-    return LLVMArrayType(LLVMArrayType(ltype(e, t->elem), t->cols), t->rows);
+  case WF_T_QUAT: return LLVMArrayType(ltype(e, t->elem), (unsigned)wf_t_arity(t));
+  case WF_T_MAT: return LLVMArrayType(LLVMArrayType(ltype(e, t->elem), t->cols), t->rows);
   case WF_T_TRANSFORM: {
     LLVMTypeRef s = ltype(e, t->elem);
     LLVMTypeRef f[2] = {LLVMArrayType(s, 3), LLVMArrayType(s, 4)};
@@ -115,8 +108,7 @@ LLVMTypeRef ltype(E *e, const wf_type *t) {
     if (f != buf) free(f);
     return r;
   }
-  case WF_T_ARRAY:
-    return arr_ltype(e, t->ndim);
+  case WF_T_ARRAY: return arr_ltype(e, t->ndim);
   }
   return e->i32;
 }
@@ -380,16 +372,13 @@ static LLVMValueRef unary(E *e, const wf_inst *in, const wf_type *t, LLVMValueRe
   if (t->kind == WF_T_INT) {
     LLVMValueRef zero = cint(e, t, 0);
     switch (op) {
-    case WF_OP_NEG:
-      return LLVMBuildSub(B, zero, a, "");
+    case WF_OP_NEG: return LLVMBuildSub(B, zero, a, "");
     case WF_OP_ABS:
       if (!t->is_signed) return a;
       return LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, a, zero, ""),
                              LLVMBuildSub(B, zero, a, ""), a, "");
-    case WF_OP_BNOT:
-      return LLVMBuildNot(B, a, "");
-    default:
-      break;
+    case WF_OP_BNOT: return LLVMBuildNot(B, a, "");
+    default: break;
     }
     if (wf_op_flags(op) & WF_OPF_INTID) return a;
     efail(e, in, "operation '%s' is not defined on integers", wf_op_name(op));
@@ -405,12 +394,9 @@ static LLVMValueRef unary(E *e, const wf_inst *in, const wf_type *t, LLVMValueRe
     return a;
   }
   switch (op) {
-  case WF_OP_NEG:
-    return LLVMBuildFNeg(B, a, "");
-  case WF_OP_ABS:
-    return intr1(e, "llvm.fabs", a);
-  default:
-    break;
+  case WF_OP_NEG: return LLVMBuildFNeg(B, a, "");
+  case WF_OP_ABS: return intr1(e, "llvm.fabs", a);
+  default: break;
   }
   if (wf_opinfo_tab[op].libm) return math_fn(e, op, t, a, NULL);
   efail(e, in, "operation '%s' is not defined on floats", wf_op_name(op));
@@ -423,25 +409,18 @@ static LLVMValueRef binary(E *e, const wf_inst *in, const wf_type *t, LLVMValueR
   wf_op op = in->op;
   if (t->kind == WF_T_FLOAT) {
     switch (op) {
-    case WF_OP_ADD:
-      return LLVMBuildFAdd(B, a, b, "");
-    case WF_OP_SUB:
-      return LLVMBuildFSub(B, a, b, "");
-    case WF_OP_MUL:
-      return LLVMBuildFMul(B, a, b, "");
-    case WF_OP_DIV:
-      return LLVMBuildFDiv(B, a, b, "");
+    case WF_OP_ADD: return LLVMBuildFAdd(B, a, b, "");
+    case WF_OP_SUB: return LLVMBuildFSub(B, a, b, "");
+    case WF_OP_MUL: return LLVMBuildFMul(B, a, b, "");
+    case WF_OP_DIV: return LLVMBuildFDiv(B, a, b, "");
     case WF_OP_MOD: {
       /* LuaJIT's a % b = a - floor(a / b) * b */
       LLVMValueRef q = intr1(e, "llvm.floor", LLVMBuildFDiv(B, a, b, ""));
       return LLVMBuildFSub(B, a, LLVMBuildFMul(B, q, b, ""), "");
     }
-    case WF_OP_FLOORDIV:
-      return intr1(e, "llvm.floor", LLVMBuildFDiv(B, a, b, ""));
-    case WF_OP_MIN:
-      return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, b, ""), a, b, "");
-    case WF_OP_MAX:
-      return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, a, b, ""), a, b, "");
+    case WF_OP_FLOORDIV: return intr1(e, "llvm.floor", LLVMBuildFDiv(B, a, b, ""));
+    case WF_OP_MIN: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, b, ""), a, b, "");
+    case WF_OP_MAX: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, a, b, ""), a, b, "");
     default:
       if (wf_opinfo_tab[op].libm) return math_fn(e, op, t, a, b);
       break;
@@ -452,45 +431,33 @@ static LLVMValueRef binary(E *e, const wf_inst *in, const wf_type *t, LLVMValueR
     if (LLVMTypeOf(b) != LLVMTypeOf(a) && (op == WF_OP_SHL || op == WF_OP_SHR))
       b = LLVMBuildIntCast2(B, b, LLVMTypeOf(a), 0, "");
     switch (op) {
-    case WF_OP_ADD:
-      return LLVMBuildAdd(B, a, b, "");
-    case WF_OP_SUB:
-      return LLVMBuildSub(B, a, b, "");
-    case WF_OP_MUL:
-      return LLVMBuildMul(B, a, b, "");
+    case WF_OP_ADD: return LLVMBuildAdd(B, a, b, "");
+    case WF_OP_SUB: return LLVMBuildSub(B, a, b, "");
+    case WF_OP_MUL: return LLVMBuildMul(B, a, b, "");
     case WF_OP_DIV:
     case WF_OP_MOD:
-    case WF_OP_FLOORDIV:
-      return int_divmod(e, in, t, a, b);
+    case WF_OP_FLOORDIV: return int_divmod(e, in, t, a, b);
     case WF_OP_MIN:
       return LLVMBuildSelect(B, LLVMBuildICmp(B, sg ? LLVMIntSLT : LLVMIntULT, a, b, ""), a, b, "");
     case WF_OP_MAX:
       return LLVMBuildSelect(B, LLVMBuildICmp(B, sg ? LLVMIntSGT : LLVMIntUGT, a, b, ""), a, b, "");
-    case WF_OP_BAND:
-      return LLVMBuildAnd(B, a, b, "");
-    case WF_OP_BOR:
-      return LLVMBuildOr(B, a, b, "");
-    case WF_OP_BXOR:
-      return LLVMBuildXor(B, a, b, "");
+    case WF_OP_BAND: return LLVMBuildAnd(B, a, b, "");
+    case WF_OP_BOR: return LLVMBuildOr(B, a, b, "");
+    case WF_OP_BXOR: return LLVMBuildXor(B, a, b, "");
     case WF_OP_SHL:
     case WF_OP_SHR: {
       LLVMValueRef amt = LLVMBuildAnd(B, b, cint(e, t, t->bits - 1), "");
       if (op == WF_OP_SHL) return LLVMBuildShl(B, a, amt, "");
       return sg ? LLVMBuildAShr(B, a, amt, "") : LLVMBuildLShr(B, a, amt, "");
     }
-    default:
-      break;
+    default: break;
     }
   } else if (t->kind == WF_T_BOOL) {
     switch (op) {
-    case WF_OP_BAND:
-      return LLVMBuildAnd(B, a, b, "");
-    case WF_OP_BOR:
-      return LLVMBuildOr(B, a, b, "");
-    case WF_OP_BXOR:
-      return LLVMBuildXor(B, a, b, "");
-    default:
-      break;
+    case WF_OP_BAND: return LLVMBuildAnd(B, a, b, "");
+    case WF_OP_BOR: return LLVMBuildOr(B, a, b, "");
+    case WF_OP_BXOR: return LLVMBuildXor(B, a, b, "");
+    default: break;
     }
   }
   efail(e, in, "operation '%s' is not defined on %s", wf_op_name(op),
@@ -521,8 +488,7 @@ LLVMValueRef mload(E *e, const wf_type *t, LLVMValueRef p) {
     LLVMSetAlignment(hdr, 8);
     return header_value(e, hdr, t->ndim);
   }
-  default:
-    break;
+  default: break;
   }
   int n = wf_t_arity(t);
   LLVMValueRef r = LLVMGetUndef(ltype(e, t));
@@ -552,11 +518,8 @@ static void mstore(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef p, LL
     LLVMSetAlignment(s, t->align ? t->align : 1);
     return;
   }
-  case WF_T_ARRAY:
-    efail(e, in, "cannot store an array into memory");
-    return;
-  default:
-    break;
+  case WF_T_ARRAY: efail(e, in, "cannot store an array into memory"); return;
+  default: break;
   }
   int n = wf_t_arity(t);
   uint32_t off = 0;
@@ -680,8 +643,7 @@ void range_check(E *e, const wf_inst *in, const LLVMValueRef *dims, int nd) {
   ** first itself or -1 */
   LLVMValueRef firstbad = LLVMBuildOr(B, LLVMBuildICmp(B, LLVMIntSLT, first, ci64(e, 0), ""),
                                       LLVMBuildICmp(B, LLVMIntSGE, first, size, ""), "");
-  LLVMValueRef idx =
-      LLVMBuildSelect(B, firstbad, first, down ? ci64(e, -1) : size, "");
+  LLVMValueRef idx = LLVMBuildSelect(B, firstbad, first, down ? ci64(e, -1) : size, "");
   oob_fail(e, in, arr, idx, size, e->adepth[arr] + axis);
   end_check(e, good);
 }
@@ -720,9 +682,7 @@ static LLVMValueRef atomic_scalar(E *e, const wf_inst *in, const wf_type *t, LLV
     return v;
   }
   switch (in->op) {
-  case WF_OP_ATOMIC_ADD:
-    op = isf ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd;
-    break;
+  case WF_OP_ATOMIC_ADD: op = isf ? LLVMAtomicRMWBinOpFAdd : LLVMAtomicRMWBinOpAdd; break;
   case WF_OP_ATOMIC_MIN:
     op = isf            ? LLVMAtomicRMWBinOpFMin
          : t->is_signed ? LLVMAtomicRMWBinOpMin
@@ -1343,9 +1303,7 @@ void emit_inst(E *e, wf_inst *in) {
     else
       r = LLVMConstNull(ltype(e, rt));
     break;
-  case WF_OP_UNDEF:
-    r = LLVMConstNull(ltype(e, rt));
-    break;
+  case WF_OP_UNDEF: r = LLVMConstNull(ltype(e, rt)); break;
   case WF_OP_PARAM:
     if (in->imm >= 0 && in->imm < e->fn->nparams) r = e->v[e->fn->params[in->imm]];
     break;
@@ -1361,23 +1319,17 @@ void emit_inst(E *e, wf_inst *in) {
   case WF_OP_BOR:
   case WF_OP_BXOR:
   case WF_OP_SHL:
-  case WF_OP_SHR:
-    r = binary(e, in, argt(e, in, 0), argv(e, in, 0), argv(e, in, 1));
-    break;
+  case WF_OP_SHR: r = binary(e, in, argt(e, in, 0), argv(e, in, 0), argv(e, in, 1)); break;
   case WF_OP_NEG:
   case WF_OP_ABS:
   case WF_OP_NOT:
-  case WF_OP_BNOT:
-    r = unary(e, in, argt(e, in, 0), argv(e, in, 0));
-    break;
+  case WF_OP_BNOT: r = unary(e, in, argt(e, in, 0), argv(e, in, 0)); break;
   case WF_OP_EQ:
   case WF_OP_NE:
   case WF_OP_LT:
   case WF_OP_LE:
   case WF_OP_GT:
-  case WF_OP_GE:
-    r = compare(e, in, argt(e, in, 0), in->op, argv(e, in, 0), argv(e, in, 1));
-    break;
+  case WF_OP_GE: r = compare(e, in, argt(e, in, 0), in->op, argv(e, in, 0), argv(e, in, 1)); break;
   case WF_OP_SELECT:
     r = LLVMBuildSelect(B, argv(e, in, 0), argv(e, in, 1), argv(e, in, 2), "");
     if (argt(e, in, 1) && argt(e, in, 1)->kind == WF_T_ARRAY) {
@@ -1388,9 +1340,7 @@ void emit_inst(E *e, wf_inst *in) {
       e->adepth[in->res[0]] = e->adepth[in->args[1]];
     }
     break;
-  case WF_OP_CAST:
-    r = cast(e, in, argv(e, in, 0), argt(e, in, 0), rt);
-    break;
+  case WF_OP_CAST: r = cast(e, in, argv(e, in, 0), argt(e, in, 0), rt); break;
   case WF_OP_BIT_COUNT:
     r = LLVMBuildIntCast2(B, intr1(e, "llvm.ctpop", argv(e, in, 0)), ltype(e, rt), 0, "");
     break;
@@ -1434,9 +1384,7 @@ void emit_inst(E *e, wf_inst *in) {
     r = LLVMTypeOf(s) == ltype(e, rt) ? s : LLVMBuildTrunc(B, s, ltype(e, rt), "");
     break;
   }
-  case WF_OP_VIEW:
-    r = view(e, in);
-    break;
+  case WF_OP_VIEW: r = view(e, in); break;
   case WF_OP_LOAD: {
     LLVMValueRef p = elem_addr(e, in, in->nargs - 1);
     r = mload(e, rt, p);
@@ -1484,9 +1432,7 @@ void emit_inst(E *e, wf_inst *in) {
     if (in->nres > 1) e->v[in->res[1]] = s;
     return;
   }
-  case WF_OP_PRINT:
-    emit_print(e, in);
-    return;
+  case WF_OP_PRINT: emit_print(e, in); return;
   case WF_OP_TRAP: {
     if (in->imm && !e->o->debug) return; /* a debug-only check */
     emit_trap(e, in, in->str ? in->str : "trap");
@@ -1503,24 +1449,19 @@ void emit_inst(E *e, wf_inst *in) {
   case WF_OP_CALL:
     efail(e, in, "internal error: call to function %d was not inlined", (int)in->imm);
     return;
-  case WF_OP_IF:
-    emit_if(e, in);
-    return;
-  case WF_OP_FOR:
-    emit_for(e, in);
-    return;
-  case WF_OP_WHILE:
-    emit_while(e, in);
-    return;
+  case WF_OP_IF: emit_if(e, in); return;
+  case WF_OP_FOR: emit_for(e, in); return;
+  case WF_OP_WHILE: emit_while(e, in); return;
   case WF_OP_YIELD:
   case WF_OP_COND:
-  case WF_OP_RET:
-    return; /* handled by the owner */
+  case WF_OP_RET: return; /* handled by the owner */
   default:
     /* the scalar float functions (WF_MATHDEF rows) */
     if (!wf_opinfo_tab[in->op].libm) break;
-    if (in->nargs == 1) r = unary(e, in, argt(e, in, 0), argv(e, in, 0));
-    else r = binary(e, in, argt(e, in, 0), argv(e, in, 0), argv(e, in, 1));
+    if (in->nargs == 1)
+      r = unary(e, in, argt(e, in, 0), argv(e, in, 0));
+    else
+      r = binary(e, in, argt(e, in, 0), argv(e, in, 0), argv(e, in, 1));
     break;
   }
   if (in->nres > 0) {

@@ -216,8 +216,8 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
   int nd = e->o->ndim < 1 ? 1 : e->o->ndim > 4 ? 4 : e->o->ndim;
   LLVMValueRef dims[WF_MAXDIM];
   for (int d = 0; d < nd; d++) {
-    dims[d] =
-        LLVMBuildLoad2(B, e->i64, wf_cpu_gep8(e, e->ctx, wf_cpu_ci64(e, WF_CTX_DIMS + 8 * d)), "dim");
+    dims[d] = LLVMBuildLoad2(B, e->i64, wf_cpu_gep8(e, e->ctx, wf_cpu_ci64(e, WF_CTX_DIMS + 8 * d)),
+                             "dim");
     LLVMSetAlignment(dims[d], 8);
   }
   for (int d = 0; d < WF_MAXDIM; d++)

@@ -74,7 +74,7 @@ struct wf_jit {
     void *fn;
     LLVMOrcResourceTrackerRef rt;
     int refs; /* code handles (l_cpu_compile) and pins (wf_jit_compile) */
-  } **loaded;
+  } * *loaded;
   int nloaded, caploaded;
   int64_t code_freed;
   int refs; /* owners: the Lua state's holder and every live code handle */
@@ -252,10 +252,14 @@ void wf_jit_release(wf_jit *j) {
 /* ---------------------------------------------------------------------
 ** compiling
 ** --------------------------------------------------------------------- */
-static int dump_llvm(void) { return wf_dump_wanted("llvm"); }
+static int dump_llvm(void) {
+  return wf_dump_wanted("llvm");
+}
 
 /* WEFT_DUMP=time: compile phases on stderr. */
-static int dump_time(void) { return wf_dump_wanted("time"); }
+static int dump_time(void) {
+  return wf_dump_wanted("time");
+}
 
 static double now_ms(void) {
   struct timespec ts;
@@ -488,9 +492,11 @@ static int fix_gathers_fn(LLVMContextRef C, LLVMValueRef F) {
     LLVMSetAlignment(l, (unsigned)LLVMConstIntGetZExtValue(LLVMGetOperand(g, 1)));
     if (LLVMGetMetadata(g, ks)) LLVMSetMetadata(l, ks, LLVMGetMetadata(g, ks));
     if (LLVMGetMetadata(g, kn)) LLVMSetMetadata(l, kn, LLVMGetMetadata(g, kn));
-    LLVMValueRef one = LLVMBuildInsertElement(s.B, LLVMGetPoison(vt), l, LLVMConstInt(s.i32, 0, 0), "");
-    LLVMValueRef splat = LLVMBuildShuffleVector(
-        s.B, one, LLVMGetPoison(vt), LLVMConstNull(LLVMVectorType(s.i32, LLVMGetVectorSize(vt))), "");
+    LLVMValueRef one =
+        LLVMBuildInsertElement(s.B, LLVMGetPoison(vt), l, LLVMConstInt(s.i32, 0, 0), "");
+    LLVMValueRef splat =
+        LLVMBuildShuffleVector(s.B, one, LLVMGetPoison(vt),
+                               LLVMConstNull(LLVMVectorType(s.i32, LLVMGetVectorSize(vt))), "");
     LLVMReplaceAllUsesWith(g, splat);
     LLVMInstructionEraseFromParent(g);
     s.v[i] = NULL;
@@ -646,7 +652,7 @@ static struct wf_jit_code *loaded_find(const wf_jit *j, const char *key) {
 /* Remembers a loaded kernel, or NULL when out of memory (its code is then
 ** removed again, so nothing leaks and the caller reports the failure). */
 static struct wf_jit_code *loaded_add(wf_jit *j, const char *key, void *fn,
-                                    LLVMOrcResourceTrackerRef rt) {
+                                      LLVMOrcResourceTrackerRef rt) {
   struct wf_jit_code *e = NULL;
   if (j->nloaded == j->caploaded) {
     int cap = j->caploaded ? 2 * j->caploaded : 16;
@@ -814,7 +820,9 @@ void wf_jit_code_release(wf_jit *j, wf_jit_code *c) {
   wf_jit_release(j);
 }
 
-void wf_jit_mem_hit(wf_jit *j) { j->mem_hits++; }
+void wf_jit_mem_hit(wf_jit *j) {
+  j->mem_hits++;
+}
 
 char *wf_jit_llvm_ir(wf_jit *j, wf_func *fn, wf_cpu_opts *o, int optimize, char *err, size_t es) {
   char sym[128];
@@ -851,4 +859,3 @@ void wf_jit_info_get(const wf_jit *j, wf_jit_info *out) {
   out->cpu = j->cpu;
   out->triple = j->triple;
 }
-

@@ -32,7 +32,9 @@ void wf_cpu_rt_trap(wf_launch_ctx *ctx, const char *where, const char *msg) {
   snprintf(ctx->msg, sizeof ctx->msg, "%s: %s", where, msg);
 }
 
-void wf_cpu_rt_interrupted(wf_launch_ctx *ctx) { wf_launch_interrupted(ctx); }
+void wf_cpu_rt_interrupted(wf_launch_ctx *ctx) {
+  wf_launch_interrupted(ctx);
+}
 
 /* A growable line buffer (stack first, heap when a line is long). */
 typedef struct pbuf {

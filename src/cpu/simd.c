@@ -114,10 +114,8 @@ static int simd_inst_ok(LLVMValueRef I, int in_inner, LLVMValueRef j) {
   case LLVMExtractValue:
   case LLVMInsertValue:
   case LLVMBr:
-  case LLVMRet:
-    return 1;
-  case LLVMLoad:
-    return !LLVMGetVolatile(I) && LLVMGetOrdering(I) == LLVMAtomicOrderingNotAtomic;
+  case LLVMRet: return 1;
+  case LLVMLoad: return !LLVMGetVolatile(I) && LLVMGetOrdering(I) == LLVMAtomicOrderingNotAtomic;
   case LLVMStore:
     return !in_inner && !LLVMGetVolatile(I) && LLVMGetOrdering(I) == LLVMAtomicOrderingNotAtomic &&
            depends_on(LLVMGetOperand(I, 1), j, 0);
@@ -127,8 +125,7 @@ static int simd_inst_ok(LLVMValueRef I, int in_inner, LLVMValueRef j) {
     const char *nm = callee && LLVMIsAFunction(callee) ? LLVMGetValueName2(callee, &len) : NULL;
     return nm && simd_intrinsic_ok(nm);
   }
-  default:
-    return 0;
+  default: return 0;
   }
 }
 

@@ -117,14 +117,10 @@ static int is_sint(const wf_type *t) {
 
 static const char *int_ctype(int bits, int is_signed) {
   switch (bits) {
-  case 8:
-    return is_signed ? "signed char" : "unsigned char";
-  case 16:
-    return is_signed ? "short" : "unsigned short";
-  case 32:
-    return is_signed ? "int" : "unsigned int";
-  default:
-    return is_signed ? "long long" : "unsigned long long";
+  case 8: return is_signed ? "signed char" : "unsigned char";
+  case 16: return is_signed ? "short" : "unsigned short";
+  case 32: return is_signed ? "int" : "unsigned int";
+  default: return is_signed ? "long long" : "unsigned long long";
   }
 }
 
@@ -188,31 +184,25 @@ static const char *agg_ctype(emitter *E, const wf_type *t) {
   }
   wf_sb_puts(b, "};\n");
   wf_sb_printf(b, "static_assert(sizeof(%s) == %u, \"layout of %s\");\n", name, t->size,
-            t->name ? t->name : "");
+               t->name ? t->name : "");
   if (fields != fbuf) free(fields);
   return name;
 }
 
 static const char *ctype(emitter *E, const wf_type *t) {
   switch (t->kind) {
-  case WF_T_VOID:
-    return "void";
-  case WF_T_BOOL:
-    return "bool";
-  case WF_T_INT:
-    return int_ctype(t->bits, t->is_signed);
+  case WF_T_VOID: return "void";
+  case WF_T_BOOL: return "bool";
+  case WF_T_INT: return int_ctype(t->bits, t->is_signed);
   case WF_T_FLOAT:
     if (t->bits == 16) {
       E->uses_half = 1;
       return "wf_half";
     }
     return t->bits == 32 ? "float" : "double";
-  case WF_T_RNG:
-    return "unsigned int";
-  case WF_T_ARRAY:
-    return "wf_arr";
-  default:
-    return agg_ctype(E, t);
+  case WF_T_RNG: return "unsigned int";
+  case WF_T_ARRAY: return "wf_arr";
+  default: return agg_ctype(E, t);
   }
 }
 
@@ -280,34 +270,20 @@ static const char *math_name(wf_op op) {
 
 static const char *binop_sym(wf_op op) {
   switch (op) {
-  case WF_OP_ADD:
-    return "+";
-  case WF_OP_SUB:
-    return "-";
-  case WF_OP_MUL:
-    return "*";
-  case WF_OP_DIV:
-    return "/";
-  case WF_OP_EQ:
-    return "==";
-  case WF_OP_NE:
-    return "!=";
-  case WF_OP_LT:
-    return "<";
-  case WF_OP_LE:
-    return "<=";
-  case WF_OP_GT:
-    return ">";
-  case WF_OP_GE:
-    return ">=";
-  case WF_OP_BAND:
-    return "&";
-  case WF_OP_BOR:
-    return "|";
-  case WF_OP_BXOR:
-    return "^";
-  default:
-    return NULL;
+  case WF_OP_ADD: return "+";
+  case WF_OP_SUB: return "-";
+  case WF_OP_MUL: return "*";
+  case WF_OP_DIV: return "/";
+  case WF_OP_EQ: return "==";
+  case WF_OP_NE: return "!=";
+  case WF_OP_LT: return "<";
+  case WF_OP_LE: return "<=";
+  case WF_OP_GT: return ">";
+  case WF_OP_GE: return ">=";
+  case WF_OP_BAND: return "&";
+  case WF_OP_BOR: return "|";
+  case WF_OP_BXOR: return "^";
+  default: return NULL;
   }
 }
 
@@ -337,7 +313,7 @@ static void emit_iarith(emitter *E, const wf_inst *in, const char *sym) {
   if (is_sint(t) && t->bits >= 32) {
     const char *u = int_ctype(t->bits, 0);
     wf_sb_printf(&E->body, "(%s)((%s)v%d %s (%s)v%d);\n", ty, u, (int)in->args[0], sym, u,
-              (int)in->args[1]);
+                 (int)in->args[1]);
   } else {
     wf_sb_printf(&E->body, "(%s)(v%d %s v%d);\n", ty, (int)in->args[0], sym, (int)in->args[1]);
   }
@@ -390,7 +366,7 @@ static void cast_expr(emitter *E, const wf_type *rt, const wf_type *st, const ch
     double dlo = rt->is_signed ? -ldexp(1.0, rt->bits - 1) : -1.0;
     double dhi = ldexp(1.0, rt->is_signed ? rt->bits - 1 : rt->bits);
     wf_sb_printf(b, "wf_fptoi<%s>(%s%s%s, %a, %a, %s, %s)", rty, is_half(st) ? "wf_h2f(" : "", x,
-              is_half(st) ? ")" : "", dlo, dhi, lo, hi);
+                 is_half(st) ? ")" : "", dlo, dhi, lo, hi);
   } else if (is_half(st))
     wf_sb_printf(b, "(%s)wf_h2f(%s)", rty, x);
   else
@@ -482,8 +458,9 @@ static void check_range(emitter *E, const wf_inst *in) {
     int narrow = it && it->kind == WF_T_INT && it->bits < 64;
     wf_sb_printf(b, "if ((long long)v%d %s (long long)v%d && ", (int)in->args[1],
                  down ? ">=" : "<=", (int)in->args[2]);
-    wf_sb_printf(b, "wf_range(wf_e, (long long)v%d + %lldLL, (long long)v%d + %lldLL, %d, %d, "
-                    "v%d.shape[%d], ",
+    wf_sb_printf(b,
+                 "wf_range(wf_e, (long long)v%d + %lldLL, (long long)v%d + %lldLL, %d, %d, "
+                 "v%d.shape[%d], ",
                  (int)in->args[1], off, (int)in->args[2], off, down, narrow, (int)arr, axis);
   }
   where_lit(E, in);
@@ -843,7 +820,7 @@ static void emit_while(emitter *E, const wf_inst *in) {
   for (int k = 0; k < in->nargs; k++) {
     ind(E);
     wf_sb_printf(&E->body, "%s c%d_%d = v%d;\n", ctype(E, vt(E, in->args[k])), id, k,
-              (int)in->args[k]);
+                 (int)in->args[k]);
   }
   for (int k = 0; k < in->nres; k++) {
     ind(E);
@@ -858,7 +835,7 @@ static void emit_while(emitter *E, const wf_inst *in) {
   for (int k = 0; k < before->nparams; k++) {
     ind(E);
     wf_sb_printf(&E->body, "%s v%d = c%d_%d;\n", ctype(E, vt(E, before->params[k])),
-              (int)before->params[k], id, k);
+                 (int)before->params[k], id, k);
   }
   emit_block(E, before, in->res, in->nres, NULL);
   E->indent--;
@@ -869,8 +846,8 @@ static void emit_while(emitter *E, const wf_inst *in) {
   E->indent++;
   for (int k = 0; k < after->nparams && k < in->nres; k++) {
     ind(E);
-    wf_sb_printf(&E->body, "%s v%d = v%d;\n", ctype(E, vt(E, after->params[k])), (int)after->params[k],
-              (int)in->res[k]);
+    wf_sb_printf(&E->body, "%s v%d = v%d;\n", ctype(E, vt(E, after->params[k])),
+                 (int)after->params[k], (int)in->res[k]);
   }
   emit_block(E, after, NULL, in->nargs, prefix);
   E->indent--;
@@ -894,9 +871,9 @@ static void atomic_leaf(emitter *E, const wf_inst *in, const char *fn, const wf_
     if (r >= 0) wf_sb_printf(&E->body, "v%d%s = ", r, path);
     if (t->kind == WF_T_INT && t->bits < 32) /* CAS on the aligned 32-bit word */
       wf_sb_printf(&E->body, "wf_atomic_narrow(&wf_p->v%s, v%d%s, %d);\n", path, v, path,
-                in->op == WF_OP_ATOMIC_ADD   ? 0
-                : in->op == WF_OP_ATOMIC_MIN ? 1
-                                             : 2);
+                   in->op == WF_OP_ATOMIC_ADD   ? 0
+                   : in->op == WF_OP_ATOMIC_MIN ? 1
+                                                : 2);
     else
       wf_sb_printf(&E->body, "%s(&wf_p->v%s, v%d%s);\n", fn, path, v, path);
     return;
@@ -967,9 +944,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
       wf_sb_puts(b, "{}");
     wf_sb_puts(b, ";\n");
     break;
-  case WF_OP_PARAM:
-    fail(E, in, "unexpected param instruction");
-    break;
+  case WF_OP_PARAM: fail(E, in, "unexpected param instruction"); break;
   case WF_OP_UNDEF:
     ind(E);
     wf_sb_printf(b, "%s v%d = {};\n", ctype(E, t), (int)in->res[0]);
@@ -986,8 +961,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     if (t->kind == WF_T_INT && in->op == WF_OP_DIV) check_divisor(E, in);
     decl(E, in->res[0]);
     if (is_half(t)) {
-      wf_sb_printf(b, "wf_f2h(wf_h2f(v%d) %s wf_h2f(v%d));\n", a0, binop_sym(in->op),
-                a1);
+      wf_sb_printf(b, "wf_f2h(wf_h2f(v%d) %s wf_h2f(v%d));\n", a0, binop_sym(in->op), a1);
     } else if (t->kind == WF_T_INT && in->op == WF_OP_DIV) {
       wf_sb_printf(b, "wf_idiv(v%d, v%d);\n", a0, a1);
     } else
@@ -1067,7 +1041,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
   case WF_OP_SHL:
     decl(E, in->res[0]);
     wf_sb_printf(b, "(%s)((%s)v%d << ((int)v%d & %d));\n", ctype(E, t),
-              int_ctype(t->bits < 32 ? 32 : t->bits, 0), a0, a1, t->bits - 1);
+                 int_ctype(t->bits < 32 ? 32 : t->bits, 0), a0, a1, t->bits - 1);
     break;
   case WF_OP_SHR:
     decl(E, in->res[0]);
@@ -1083,9 +1057,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     decl(E, in->res[0]);
     wf_sb_printf(b, "v%d ? v%d : v%d;\n", a0, a1, (int)in->args[2]);
     break;
-  case WF_OP_CAST:
-    emit_cast(E, in);
-    break;
+  case WF_OP_CAST: emit_cast(E, in); break;
   case WF_OP_AGG:
     ind(E);
     wf_sb_printf(b, "%s v%d;\n", ctype(E, t), (int)in->res[0]);
@@ -1146,9 +1118,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
   }
   case WF_OP_ATOMIC_ADD:
   case WF_OP_ATOMIC_MIN:
-  case WF_OP_ATOMIC_MAX:
-    emit_atomic(E, in);
-    break;
+  case WF_OP_ATOMIC_MAX: emit_atomic(E, in); break;
   case WF_OP_TID:
     decl(E, in->res[0]);
     /* axis 0 needs no modulo: wf_i < n = dim[0] * div[0] */
@@ -1156,7 +1126,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
       wf_sb_printf(b, "(%s)(wf_i / wf_d.div[0]);\n", ctype(E, t));
     else
       wf_sb_printf(b, "(%s)((wf_i / wf_d.div[%d]) %% wf_d.dim[%d]);\n", ctype(E, t), (int)in->imm,
-                (int)in->imm);
+                   (int)in->imm);
     break;
   case WF_OP_RNG_INIT:
     decl(E, in->res[0]);
@@ -1167,30 +1137,21 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     ind(E);
     wf_sb_printf(b, "unsigned int v%d = v%d;\n", (int)in->res[1], a0);
     decl(E, in->res[0]);
-    wf_sb_printf(b, "%s(&v%d);\n", in->op == WF_OP_RANDF ? "wf_randf" : "wf_randi", (int)in->res[1]);
+    wf_sb_printf(b, "%s(&v%d);\n", in->op == WF_OP_RANDF ? "wf_randf" : "wf_randi",
+                 (int)in->res[1]);
     break;
-  case WF_OP_PRINT:
-    emit_print(E, in);
-    break;
+  case WF_OP_PRINT: emit_print(E, in); break;
   case WF_OP_TRAP:
     if (in->imm && !E->debug) break; /* a debug-only check */
     fail_or_trap(E, in, in->str ? in->str : "trap");
     break;
-  case WF_OP_CHECK:
-    check_range(E, in);
-    break;
+  case WF_OP_CHECK: check_range(E, in); break;
   case WF_OP_CALL:
     fail(E, in, "call to function %d was not inlined (run wf_ir_optimize first)", (int)in->imm);
     break;
-  case WF_OP_IF:
-    emit_if(E, in);
-    break;
-  case WF_OP_FOR:
-    emit_for(E, in);
-    break;
-  case WF_OP_WHILE:
-    emit_while(E, in);
-    break;
+  case WF_OP_IF: emit_if(E, in); break;
+  case WF_OP_FOR: emit_for(E, in); break;
+  case WF_OP_WHILE: emit_while(E, in); break;
   case WF_OP_YIELD:
     if (carry)
       emit_assign(E, targets, in->nargs, in->args, carry);
@@ -1351,7 +1312,9 @@ static const char *next_mark(const char *p) {
 }
 
 /* The length of the word at w (up to a space or the end of the line). */
-static size_t word_len(const char *w) { return strcspn(w, " \n"); }
+static size_t word_len(const char *w) {
+  return strcspn(w, " \n");
+}
 
 /* Parses the piece whose marker is the next at or after *at and moves *at
 ** to the marker after it: 1, or 0 at the end of the text, or -1 for a
@@ -1363,21 +1326,24 @@ static int read_piece(const char **at, piece *pc) {
   const char *eol = strchr(m, '\n');
   if (!eol) eol = m + strlen(m);
   const char *w = m + sizeof MARK - 1;
-  while (*w == ' ') w++;
+  while (*w == ' ')
+    w++;
   size_t n = word_len(w);
   int k = -1;
   if (n == 4 && strncmp(w, "file", 4) == 0) {
     k = PIECE_FILE;
     w += n;
   } else if (n == 5 && strncmp(w, "piece", 5) == 0) {
-    for (w += n; *w == ' '; w++) {}
+    for (w += n; *w == ' '; w++) {
+    }
     n = word_len(w);
     for (int i = 0; i < 3; i++)
       if (strlen(kinds[i]) == n && strncmp(kinds[i], w, n) == 0) k = i;
     w += n;
   }
   if (k < 0) return -1;
-  while (*w == ' ') w++;
+  while (*w == ' ')
+    w++;
   pc->kind = (piece_kind)k;
   pc->names = w;
   pc->nnames = (size_t)(eol - w);

@@ -191,7 +191,9 @@ void wf_nvrtc_map_log(const char *log, char *out, size_t n) {
 }
 
 /* ---- cache -------------------------------------------------------------- */
-int wf_cuda_cache_dir(char *buf, size_t n) { return wf_dcache_dir("cuda", buf, n); }
+int wf_cuda_cache_dir(char *buf, size_t n) {
+  return wf_dcache_dir("cuda", buf, n);
+}
 
 /* The key of an image: every input of the compile (util/hash.h). */
 static void cache_key(wf_nvrtc *nv, const char *src, const char *arch, const char *opts,

@@ -92,8 +92,7 @@ typedef struct wf_cuda_image {
 /* fast is NVRTC's --Ofast-compile level ("min", "mid", "max"), or NULL or
 ** "0" for full optimization; ignored by NVRTC before 12.8. */
 WF_INTERNAL int wf_nvrtc_compile(wf_nvrtc *nv, const char *src, const char *name, const char *arch,
-                                 const char *fast, wf_cuda_image *out, char *err,
-                                 size_t errsize);
+                                 const char *fast, wf_cuda_image *out, char *err, size_t errsize);
 WF_INTERNAL void wf_cuda_image_free(wf_cuda_image *img);
 /* Assemble PTX for sm_XX with nvJitLink (a validity check without a GPU).
 ** 0 on success; else err holds the linker log. cubin_size (may be NULL)

@@ -44,7 +44,8 @@ static void push_positioned(wf_fctx *C, const wf_src *src, int line, int col, co
     i++;
   }
   size_t e = i;
-  while (e < len && t[e] != '\n' && t[e] != '\r') e++;
+  while (e < len && t[e] != '\n' && t[e] != '\r')
+    e++;
   /* at most 400 characters of a long line: a window around col, marked
   ** with "..." when it does not start the line */
   size_t c0 = col > 1 ? (size_t)(col - 1) : 0, ws = 0;
@@ -180,8 +181,10 @@ void wf_front_compile_kernel(wf_fctx *C, int declidx, int argidx) {
   /* name */
   char name[128];
   lua_getfield(L, declidx, "name");
-  if (lua_isstring(L, -1)) snprintf(name, sizeof name, "%s", lua_tostring(L, -1));
-  else snprintf(name, sizeof name, "%s_%d", is_kernel ? "kernel" : "func", src.linedefined);
+  if (lua_isstring(L, -1))
+    snprintf(name, sizeof name, "%s", lua_tostring(L, -1));
+  else
+    snprintf(name, sizeof name, "%s_%d", is_kernel ? "kernel" : "func", src.linedefined);
   lua_pop(L, 1);
   lua_pushvalue(L, fi);
   int ref = wf_res_keep(C);

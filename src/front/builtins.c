@@ -16,9 +16,15 @@
 #define TN(t) wf_lo_tname(F->C, (t))
 #define B (&F->b)
 
-static const wf_type *t_bool(wf_fstate *F) { return wf_t_bool(F->C->T); }
-static const wf_type *t_i32(wf_fstate *F) { return wf_t_int(F->C->T, 32, 1); }
-static const wf_type *t_f32(wf_fstate *F) { return wf_t_float(F->C->T, 32); }
+static const wf_type *t_bool(wf_fstate *F) {
+  return wf_t_bool(F->C->T);
+}
+static const wf_type *t_i32(wf_fstate *F) {
+  return wf_t_int(F->C->T, 32, 1);
+}
+static const wf_type *t_f32(wf_fstate *F) {
+  return wf_t_float(F->C->T, 32);
+}
 static const wf_type *comp(wf_fstate *F, const wf_type *t, int i) {
   return wf_t_component(F->C->T, t, i);
 }
@@ -27,11 +33,11 @@ static const wf_type *comp(wf_fstate *F, const wf_type *t, int i) {
 static int getargs(wf_fstate *F, const char *name, wf_expr *call, int lo, int hi, wf_rv *out) {
   int n = call->nargs;
   if (n < lo || n > hi) {
-    if (lo == hi)
-      ERR(call, "%s expects %d argument%s, got %d", name, lo, lo == 1 ? "" : "s", n);
+    if (lo == hi) ERR(call, "%s expects %d argument%s, got %d", name, lo, lo == 1 ? "" : "s", n);
     ERR(call, "%s expects %d to %d arguments, got %d", name, lo, hi, n);
   }
-  for (int i = 0; i < n; i++) out[i] = wf_lo_expr(F, call->args[i]);
+  for (int i = 0; i < n; i++)
+    out[i] = wf_lo_expr(F, call->args[i]);
   F->b.loc = (wf_loc){call->line, call->col};
   return n;
 }
@@ -47,7 +53,8 @@ static const wf_type *unify(wf_fstate *F, const char *name, int n, wf_rv *a, wf_
   const wf_type *t = NULL;
   for (int i = 0; i < n; i++) {
     if (a[i].kind == RV_VAL) {
-      if (t && a[i].t != t) ERR(ae[i], "%s: arguments have different types: %s and %s", name, TN(t), TN(a[i].t));
+      if (t && a[i].t != t)
+        ERR(ae[i], "%s: arguments have different types: %s and %s", name, TN(t), TN(a[i].t));
       t = a[i].t;
     } else if (!wf_lo_isnum(&a[i])) {
       wf_lo_value(F, &a[i], NULL, ae[i]);
@@ -55,7 +62,8 @@ static const wf_type *unify(wf_fstate *F, const char *name, int n, wf_rv *a, wf_
   }
   if (!t) {
     int allint = 1;
-    for (int i = 0; i < n; i++) allint = allint && a[i].isint;
+    for (int i = 0; i < n; i++)
+      allint = allint && a[i].isint;
     t = (allint && !want_float) ? t_i32(F) : t_f32(F);
   }
   return t;
@@ -71,7 +79,8 @@ static wf_val sign_of(wf_fstate *F, const wf_type *t, wf_val v) {
   if (!wf_t_is_scalar(t)) {
     int n = wf_t_arity(t);
     wf_val c[WF_MAX_COMP];
-    for (int i = 0; i < n; i++) c[i] = sign_of(F, comp(F, t, i), wf_b_extract(&F->b, v, i));
+    for (int i = 0; i < n; i++)
+      c[i] = sign_of(F, comp(F, t, i), wf_b_extract(&F->b, v, i));
     return wf_b_agg(&F->b, t, n, c);
   }
   wf_val neg = wf_b_op2(&F->b, WF_OP_LT, t_bool(F), v, wf_lo_const(F, t, 0));
@@ -126,15 +135,19 @@ static int binary_math(wf_fstate *F, const char *name, wf_op op, int float_only,
   const wf_type *t = unify(F, name, n, a, call->args, float_only);
   const wf_type *st = scalar_of(t);
   if (!st || st->kind == WF_T_BOOL) ERR(call, "%s expects numbers, got %s", name, TN(t));
-  if (float_only && st->kind != WF_T_FLOAT) ERR(call, "%s expects float arguments, got %s", name, TN(t));
+  if (float_only && st->kind != WF_T_FLOAT)
+    ERR(call, "%s expects float arguments, got %s", name, TN(t));
   wf_val acc = val(F, &a[0], t, call->args[0]);
-  for (int i = 1; i < n; i++) acc = wf_lo_cw2(F, op, t, acc, val(F, &a[i], t, call->args[i]), 0);
+  for (int i = 1; i < n; i++)
+    acc = wf_lo_cw2(F, op, t, acc, val(F, &a[i], t, call->args[i]), 0);
   out[0] = wf_lo_mkval(acc, t);
   return 1;
 }
 
 /* ---- vectors ---- */
-static wf_val X(wf_fstate *F, wf_val a, int i) { return wf_b_extract(B, a, i); }
+static wf_val X(wf_fstate *F, wf_val a, int i) {
+  return wf_b_extract(B, a, i);
+}
 static wf_val MUL(wf_fstate *F, const wf_type *t, wf_val a, wf_val b) {
   return wf_b_op2(B, WF_OP_MUL, t, a, b);
 }
@@ -149,7 +162,8 @@ static wf_val dot(wf_fstate *F, const wf_type *vt, wf_val a, wf_val b) {
   const wf_type *st = vt->elem;
   int n = wf_t_arity(vt);
   wf_val acc = MUL(F, st, X(F, a, 0), X(F, b, 0));
-  for (int i = 1; i < n; i++) acc = ADD(F, st, acc, MUL(F, st, X(F, a, i), X(F, b, i)));
+  for (int i = 1; i < n; i++)
+    acc = ADD(F, st, acc, MUL(F, st, X(F, a, i), X(F, b, i)));
   return acc;
 }
 
@@ -170,7 +184,9 @@ static wf_val vscale(wf_fstate *F, const wf_type *vt, wf_val v, wf_val s) {
 static const wf_type *need_vec(wf_fstate *F, const char *name, wf_rv *r, wf_expr *at, int n) {
   if (r->kind != RV_VAL || (r->t->kind != WF_T_VEC && r->t->kind != WF_T_QUAT) ||
       (n && wf_t_arity(r->t) != n) || r->t->elem->kind != WF_T_FLOAT) {
-    if (n) ERR(at, "%s expects a float vector of length %d, got %s", name, n, r->kind == RV_VAL ? TN(r->t) : "a number");
+    if (n)
+      ERR(at, "%s expects a float vector of length %d, got %s", name, n,
+          r->kind == RV_VAL ? TN(r->t) : "a number");
     ERR(at, "%s expects a float vector, got %s", name, r->kind == RV_VAL ? TN(r->t) : "a number");
   }
   return r->t;
@@ -194,8 +210,10 @@ static wf_val det_n(wf_fstate *F, const wf_type *st, int n, const wf_val *m) {
       for (int j = 0; j < n; j++)
         if (j != c) minor[k++] = m[i * n + j];
     wf_val term = MUL(F, st, m[c], det_n(F, st, n - 1, minor));
-    if (acc == WF_NOVAL) acc = term;
-    else acc = (c & 1) ? SUB(F, st, acc, term) : ADD(F, st, acc, term);
+    if (acc == WF_NOVAL)
+      acc = term;
+    else
+      acc = (c & 1) ? SUB(F, st, acc, term) : ADD(F, st, acc, term);
   }
   return acc;
 }
@@ -208,7 +226,8 @@ static wf_val *elems(wf_fstate *F, const wf_type *mt) {
 static void mat_elems(wf_fstate *F, const wf_type *mt, wf_val m, wf_val *out) {
   for (int i = 0; i < mt->rows; i++) {
     wf_val row = X(F, m, i);
-    for (int j = 0; j < mt->cols; j++) out[i * mt->cols + j] = X(F, row, j);
+    for (int j = 0; j < mt->cols; j++)
+      out[i * mt->cols + j] = X(F, row, j);
   }
 }
 
@@ -216,7 +235,8 @@ static wf_val mat_from(wf_fstate *F, const wf_type *mt, const wf_val *e) {
   const wf_type *rt = comp(F, mt, 0);
   wf_val rows[WF_MAX_COMP];
   _Static_assert(WF_MAX_COMP >= 64, "a matrix has up to 64 rows");
-  for (int i = 0; i < mt->rows; i++) rows[i] = wf_b_agg(B, rt, mt->cols, e + i * mt->cols);
+  for (int i = 0; i < mt->rows; i++)
+    rows[i] = wf_b_agg(B, rt, mt->cols, e + i * mt->cols);
   return wf_b_agg(B, mt, mt->rows, rows);
 }
 
@@ -290,8 +310,8 @@ typedef struct pconv {
 ** converted) vararg. A float printed with %d is converted to int64, an
 ** integer printed with %f to float64, as the format asks; a bool without
 ** a conversion of the user's prints as true or false, with %d as 1 or 0. */
-static void print_scalar(wf_fstate *F, wf_val v, const wf_type *t, pconv pc, char **buf, size_t *len,
-                         size_t *cap, wf_val *args, int *na) {
+static void print_scalar(wf_fstate *F, wf_val v, const wf_type *t, pconv pc, char **buf,
+                         size_t *len, size_t *cap, wf_val *args, int *na) {
   if (t->kind == WF_T_BOOL && !pc.conv) {
     /* true / false as Lua's print shows them: both backends print a bool
     ** given to %s as its Lua text (rtlib.c, cuda/emit.c) */
@@ -307,9 +327,12 @@ static void print_scalar(wf_fstate *F, wf_val v, const wf_type *t, pconv pc, cha
   char f[48];
   int isf = c && strchr("fFeEgGaA", c) != NULL;
   if (!c) {
-    if (pt->kind == WF_T_FLOAT) snprintf(f, sizeof f, "%%%s%s", pc.spec, t->bits == 64 ? ".14g" : "g");
-    else if (pt->bits == 64) snprintf(f, sizeof f, "%%%sll%c", pc.spec, pt->is_signed ? 'd' : 'u');
-    else snprintf(f, sizeof f, "%%%s%c", pc.spec, pt->is_signed ? 'd' : 'u');
+    if (pt->kind == WF_T_FLOAT)
+      snprintf(f, sizeof f, "%%%s%s", pc.spec, t->bits == 64 ? ".14g" : "g");
+    else if (pt->bits == 64)
+      snprintf(f, sizeof f, "%%%sll%c", pc.spec, pt->is_signed ? 'd' : 'u');
+    else
+      snprintf(f, sizeof f, "%%%s%c", pc.spec, pt->is_signed ? 'd' : 'u');
   } else if (isf) {
     if (pt->kind != WF_T_FLOAT) {
       pt = wf_t_float(F->C->T, 64);
@@ -322,8 +345,10 @@ static void print_scalar(wf_fstate *F, wf_val v, const wf_type *t, pconv pc, cha
       pv = wf_b_op1(B, WF_OP_CAST, pt, pv);
     }
     if ((c == 'd' || c == 'i') && !pt->is_signed) c = 'u';
-    if (c == 'c') snprintf(f, sizeof f, "%%%sc", pc.spec);
-    else snprintf(f, sizeof f, "%%%s%s%c", pc.spec, pt->bits == 64 ? "ll" : "", c);
+    if (c == 'c')
+      snprintf(f, sizeof f, "%%%sc", pc.spec);
+    else
+      snprintf(f, sizeof f, "%%%s%s%c", pc.spec, pt->bits == 64 ? "ll" : "", c);
   }
   args[(*na)++] = pv;
   fmt_append(F, buf, len, cap, f);
@@ -351,7 +376,8 @@ static int do_print(wf_fstate *F, wf_expr *call) {
   int n = call->nargs;
   wf_rv a[64];
   if (n > 64) ERR(call, "print: too many arguments");
-  for (int i = 0; i < n; i++) a[i] = wf_lo_expr(F, call->args[i]);
+  for (int i = 0; i < n; i++)
+    a[i] = wf_lo_expr(F, call->args[i]);
   F->b.loc = (wf_loc){call->line, call->col};
   size_t cap = 64, len = 0;
   char *buf = wf_front_alloc(F->C, cap);
@@ -434,8 +460,10 @@ static int do_print(wf_fstate *F, wf_expr *call) {
 static int do_rand(wf_fstate *F, const char *name, wf_expr *call, wf_rv *out) {
   int isf = !strcmp(name, "randf");
   if (call->nargs != 1 && !(isf && call->nargs == 3))
-    ERR(call, isf ? "randf expects 1 or 3 arguments (state [, lo, hi]), got %d"
-                  : "randi expects 1 argument (state), got %d", call->nargs);
+    ERR(call,
+        isf ? "randf expects 1 or 3 arguments (state [, lo, hi]), got %d"
+            : "randi expects 1 argument (state), got %d",
+        call->nargs);
   wf_expr *se = call->args[0];
   int vi = se->kind == E_NAME ? wf_lo_findvar(F, se->name) : -1;
   if (vi < 0) ERR(se, "%s: the state must be a local variable (it is updated in place)", name);
@@ -494,7 +522,9 @@ static int do_atomic(wf_fstate *F, const char *name, wf_op op, wf_expr *call, wf
     args[1 + i] = wf_lo_index_key(F, wf_lo_expr(F, call->args[1 + i]), call->args[1 + i]);
   const wf_type *et = a.t->elem;
   /* numbers, or vectors/matrices/quaternions of numbers (componentwise, as in Warp) */
-  const wf_type *est = wf_t_is_scalar(et) ? et : (et->kind != WF_T_STRUCT && et->kind != WF_T_TRANSFORM) ? et->elem : NULL;
+  const wf_type *est = wf_t_is_scalar(et)                                        ? et
+                       : (et->kind != WF_T_STRUCT && et->kind != WF_T_TRANSFORM) ? et->elem
+                                                                                 : NULL;
   if (!est || est->kind == WF_T_BOOL || (et->kind == WF_T_MAT && !wf_t_is_scalar(est)))
     ERR(call, "%s needs an array of numbers, vectors or matrices, got %s", name, TN(a.t));
   wf_rv v = wf_lo_expr(F, call->args[n - 1]);
@@ -525,7 +555,8 @@ static const bit_entry bit_tab[] = {
 static int do_bit(wf_fstate *F, const char *name, wf_op op, int nargs, int logical, wf_expr *call,
                   wf_rv *out) {
   wf_rv a[8];
-  int n = getargs(F, name, call, nargs, nargs == 2 && op != WF_OP_SHL && op != WF_OP_SHR ? 8 : nargs, a);
+  int n = getargs(F, name, call, nargs,
+                  nargs == 2 && op != WF_OP_SHL && op != WF_OP_SHR ? 8 : nargs, a);
   const wf_type *t = unify(F, name, op == WF_OP_SHL || op == WF_OP_SHR ? 1 : n, a, call->args, 0);
   if (t->kind != WF_T_INT && !(t->kind == WF_T_BOOL && op != WF_OP_SHL && op != WF_OP_SHR))
     ERR(call, "%s expects integers, got %s", name, TN(t));
@@ -538,7 +569,8 @@ static int do_bit(wf_fstate *F, const char *name, wf_op op, int nargs, int logic
     wf_val b = val(F, &a[i], (op == WF_OP_SHL || op == WF_OP_SHR) && a[i].kind == RV_VAL ? NULL : t,
                    call->args[i]);
     if (wf_vtype(F->fn, b) != t) {
-      if (wf_vtype(F->fn, b)->kind != WF_T_INT) ERR(call->args[i], "%s: shift count must be an integer", name);
+      if (wf_vtype(F->fn, b)->kind != WF_T_INT)
+        ERR(call->args[i], "%s: shift count must be an integer", name);
       b = wf_b_op1(B, WF_OP_CAST, t, b);
     }
     if (logical && t->is_signed) {
@@ -613,7 +645,8 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     const wf_type *t = unify(F, name, 3, a, call->args, 0);
     wf_val x = val(F, &a[0], t, call->args[0]), lo = val(F, &a[1], t, call->args[1]),
            hi = val(F, &a[2], t, call->args[2]);
-    out[0] = wf_lo_mkval(wf_lo_cw2(F, WF_OP_MIN, t, wf_lo_cw2(F, WF_OP_MAX, t, x, lo, 0), hi, 0), t);
+    out[0] =
+        wf_lo_mkval(wf_lo_cw2(F, WF_OP_MIN, t, wf_lo_cw2(F, WF_OP_MAX, t, x, lo, 0), hi, 0), t);
     return 1;
   }
   if (!strcmp(name, "select") || !strcmp(name, "where")) {
@@ -642,8 +675,10 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     if (a[1].kind != RV_VAL || a[1].t != t)
       ERR(call->args[1], "%s: arguments have different types: %s and %s", name, TN(t),
           a[1].kind == RV_VAL ? TN(a[1].t) : "a number");
-    if (isc) out[0] = wf_lo_mkval(cross(F, t, a[0].v, a[1].v), t);
-    else out[0] = wf_lo_mkval(dot(F, t, a[0].v, a[1].v), t->elem);
+    if (isc)
+      out[0] = wf_lo_mkval(cross(F, t, a[0].v, a[1].v), t);
+    else
+      out[0] = wf_lo_mkval(dot(F, t, a[0].v, a[1].v), t->elem);
     return 1;
   }
   if (!strcmp(name, "length") || !strcmp(name, "length_sq") || !strcmp(name, "normalize")) {
@@ -675,7 +710,8 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     getargs(F, name, call, 2, 2, a);
     const wf_type *ta = need_vec(F, name, &a[0], call->args[0], 0);
     const wf_type *tb = need_vec(F, name, &a[1], call->args[1], 0);
-    if (ta->elem != tb->elem) ERR(call, "outer: arguments have different types: %s and %s", TN(ta), TN(tb));
+    if (ta->elem != tb->elem)
+      ERR(call, "outer: arguments have different types: %s and %s", TN(ta), TN(tb));
     const wf_type *mt = wf_t_mat(T, wf_t_arity(ta), wf_t_arity(tb), ta->elem);
     wf_val *e = elems(F, mt);
     for (int i = 0; i < mt->rows; i++)
@@ -695,7 +731,8 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     if (name[0] == 't') {
       const wf_type *tt = wf_t_mat(T, Cc, R, st);
       for (int i = 0; i < R; i++)
-        for (int j = 0; j < Cc; j++) r[j * R + i] = e[i * Cc + j];
+        for (int j = 0; j < Cc; j++)
+          r[j * R + i] = e[i * Cc + j];
       out[0] = wf_lo_mkval(mat_from(F, tt, r), tt);
       return 1;
     }
@@ -731,7 +768,8 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     const wf_type *mt = wf_t_mat(T, k, k, st);
     wf_val *e = elems(F, mt);
     wf_val z = wf_lo_const(F, st, 0), o = wf_lo_const(F, st, 1);
-    for (int i = 0; i < k * k; i++) e[i] = (i / k == i % k) ? o : z;
+    for (int i = 0; i < k * k; i++)
+      e[i] = (i / k == i % k) ? o : z;
     out[0] = wf_lo_mkval(mat_from(F, mt, e), mt);
     return 1;
   }
@@ -743,7 +781,8 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     const wf_type *mt = wf_t_mat(T, k, k, vt->elem);
     wf_val *e = elems(F, mt);
     wf_val z = wf_lo_const(F, vt->elem, 0);
-    for (int i = 0; i < k * k; i++) e[i] = (i / k == i % k) ? X(F, a[0].v, i / k) : z;
+    for (int i = 0; i < k * k; i++)
+      e[i] = (i / k == i % k) ? X(F, a[0].v, i / k) : z;
     out[0] = wf_lo_mkval(mat_from(F, mt, e), mt);
     return 1;
   }
@@ -782,9 +821,11 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
   if (!strcmp(name, "quat_inverse")) {
     wf_rv a[1];
     getargs(F, name, call, 1, 1, a);
-    if (a[0].kind != RV_VAL || a[0].t->kind != WF_T_QUAT) ERR(call->args[0], "quat_inverse expects a quaternion");
+    if (a[0].kind != RV_VAL || a[0].t->kind != WF_T_QUAT)
+      ERR(call->args[0], "quat_inverse expects a quaternion");
     const wf_type *qt = a[0].t, *st = qt->elem;
-    wf_val qc[4] = {wf_b_op1(B, WF_OP_NEG, st, X(F, a[0].v, 0)), wf_b_op1(B, WF_OP_NEG, st, X(F, a[0].v, 1)),
+    wf_val qc[4] = {wf_b_op1(B, WF_OP_NEG, st, X(F, a[0].v, 0)),
+                    wf_b_op1(B, WF_OP_NEG, st, X(F, a[0].v, 1)),
                     wf_b_op1(B, WF_OP_NEG, st, X(F, a[0].v, 2)), X(F, a[0].v, 3)};
     out[0] = wf_lo_mkval(wf_b_agg(B, qt, 4, qc), qt);
     return 1;
@@ -792,14 +833,16 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
   if (!strcmp(name, "quat_rotate") || !strcmp(name, "quat_rotate_inv")) {
     wf_rv a[2];
     getargs(F, name, call, 2, 2, a);
-    if (a[0].kind != RV_VAL || a[0].t->kind != WF_T_QUAT) ERR(call->args[0], "%s expects a quaternion", name);
+    if (a[0].kind != RV_VAL || a[0].t->kind != WF_T_QUAT)
+      ERR(call->args[0], "%s expects a quaternion", name);
     const wf_type *qt = a[0].t;
     const wf_type *vt = need_vec(F, name, &a[1], call->args[1], 3);
     if (vt->elem != qt->elem) ERR(call, "%s: %s and %s differ in precision", name, TN(qt), TN(vt));
     wf_val q = a[0].v;
     if (strlen(name) > 11) {
       const wf_type *st = qt->elem;
-      wf_val qc[4] = {wf_b_op1(B, WF_OP_NEG, st, X(F, q, 0)), wf_b_op1(B, WF_OP_NEG, st, X(F, q, 1)),
+      wf_val qc[4] = {wf_b_op1(B, WF_OP_NEG, st, X(F, q, 0)),
+                      wf_b_op1(B, WF_OP_NEG, st, X(F, q, 1)),
                       wf_b_op1(B, WF_OP_NEG, st, X(F, q, 2)), X(F, q, 3)};
       q = wf_b_agg(B, qt, 4, qc);
     }
@@ -809,7 +852,8 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
   if (!strcmp(name, "transform_point") || !strcmp(name, "transform_vector")) {
     wf_rv a[2];
     getargs(F, name, call, 2, 2, a);
-    if (a[0].kind != RV_VAL || a[0].t->kind != WF_T_TRANSFORM) ERR(call->args[0], "%s expects a transform", name);
+    if (a[0].kind != RV_VAL || a[0].t->kind != WF_T_TRANSFORM)
+      ERR(call->args[0], "%s expects a transform", name);
     const wf_type *tt = a[0].t;
     const wf_type *vt = need_vec(F, name, &a[1], call->args[1], 3);
     if (vt->elem != tt->elem) ERR(call, "%s: %s and %s differ in precision", name, TN(tt), TN(vt));
@@ -822,7 +866,8 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
   if (!strcmp(name, "transform_get_translation") || !strcmp(name, "transform_get_rotation")) {
     wf_rv a[1];
     getargs(F, name, call, 1, 1, a);
-    if (a[0].kind != RV_VAL || a[0].t->kind != WF_T_TRANSFORM) ERR(call->args[0], "%s expects a transform", name);
+    if (a[0].kind != RV_VAL || a[0].t->kind != WF_T_TRANSFORM)
+      ERR(call->args[0], "%s expects a transform", name);
     int i = strstr(name, "rotation") ? 1 : 0;
     out[0] = wf_lo_mkval(X(F, a[0].v, i), comp(F, a[0].t, i));
     return 1;
@@ -851,8 +896,7 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
 static wf_val cast_scalar(wf_fstate *F, const wf_type *to, wf_val v) {
   const wf_type *from = wf_vtype(F->fn, v);
   if (from == to) return v;
-  if (to->kind == WF_T_BOOL)
-    return wf_b_op2(B, WF_OP_NE, to, v, wf_lo_const(F, from, 0));
+  if (to->kind == WF_T_BOOL) return wf_b_op2(B, WF_OP_NE, to, v, wf_lo_const(F, from, 0));
   if (from->kind == WF_T_BOOL)
     return wf_b_op3(B, WF_OP_SELECT, to, v, wf_lo_const(F, to, 1), wf_lo_const(F, to, 0));
   return wf_b_op1(B, WF_OP_CAST, to, v);
@@ -863,7 +907,8 @@ static wf_val cast_agg(wf_fstate *F, const wf_type *to, wf_val v) {
   if (wf_t_is_scalar(to)) return cast_scalar(F, to, v);
   int n = wf_t_arity(to);
   wf_val c[WF_MAX_COMP];
-  for (int i = 0; i < n; i++) c[i] = cast_agg(F, comp(F, to, i), X(F, v, i));
+  for (int i = 0; i < n; i++)
+    c[i] = cast_agg(F, comp(F, to, i), X(F, v, i));
   return wf_b_agg(B, to, n, c);
 }
 
@@ -877,7 +922,8 @@ int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out) {
   if (t->kind == WF_T_STRUCT) {
     /* a struct may have any number of fields */
     wf_val *c = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(t->nfields ? t->nfields : 1));
-    for (int i = 0; i < t->nfields; i++) c[i] = WF_NOVAL;
+    for (int i = 0; i < t->nfields; i++)
+      c[i] = WF_NOVAL;
     if (call->nargs > 1 || (call->nargs == 1 && call->args[0]->kind != E_TABLE))
       ERR(call, "%s is built from a table of fields: %s{ field = value, ... }", tn, tn);
     if (call->nargs == 1) {
@@ -905,7 +951,8 @@ int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out) {
   int n = call->nargs;
   wf_rv a[64];
   if (n > 64) ERR(call, "%s: too many arguments (at most 64)", tn);
-  for (int i = 0; i < n; i++) a[i] = wf_lo_expr(F, call->args[i]);
+  for (int i = 0; i < n; i++)
+    a[i] = wf_lo_expr(F, call->args[i]);
   F->b.loc = (wf_loc){call->line, call->col};
   if (wf_t_is_scalar(t)) {
     if (n == 0) {
@@ -934,7 +981,8 @@ int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out) {
       wf_val qc[4] = {zs, zs, zs, o};
       const wf_type *qt = wf_t_quat(F->C->T, st);
       wf_val q = wf_b_agg(B, qt, 4, qc);
-      if (t->kind == WF_T_QUAT) z = q;
+      if (t->kind == WF_T_QUAT)
+        z = q;
       else {
         wf_val pc[3] = {zs, zs, zs};
         wf_val tc[2] = {wf_b_agg(B, comp(F, t, 0), 3, pc), q};
@@ -964,13 +1012,16 @@ int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out) {
     int ar = wf_t_arity(t);
     wf_val c[WF_MAX_COMP];
     if (t->kind == WF_T_VEC) {
-      for (int i = 0; i < ar; i++) c[i] = s;
+      for (int i = 0; i < ar; i++)
+        c[i] = s;
     } else {
       const wf_type *rt = comp(F, t, 0);
       wf_val rc[WF_MAX_COMP];
-      for (int j = 0; j < t->cols; j++) rc[j] = s;
+      for (int j = 0; j < t->cols; j++)
+        rc[j] = s;
       wf_val row = wf_b_agg(B, rt, t->cols, rc);
-      for (int i = 0; i < ar; i++) c[i] = row;
+      for (int i = 0; i < ar; i++)
+        c[i] = row;
     }
     out[0] = wf_lo_mkval(wf_b_agg(B, t, ar, c), t);
     return 1;
@@ -986,19 +1037,21 @@ int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out) {
   if (t->kind == WF_T_MAT && n == t->rows && a[0].kind == RV_VAL && a[0].t->kind == WF_T_VEC) {
     const wf_type *rt = comp(F, t, 0);
     wf_val rows[WF_MAX_COMP];
-    for (int i = 0; i < n; i++) rows[i] = val(F, &a[i], rt, call->args[i]);
+    for (int i = 0; i < n; i++)
+      rows[i] = val(F, &a[i], rt, call->args[i]);
     out[0] = wf_lo_mkval(wf_b_agg(B, t, n, rows), t);
     return 1;
   }
-  if (n != ncomp)
-    ERR(call, "%s expects %d numbers (or none), got %d arguments", tn, ncomp, n);
+  if (n != ncomp) ERR(call, "%s expects %d numbers (or none), got %d arguments", tn, ncomp, n);
   wf_val e[64]; /* n <= 64 arguments */
   for (int i = 0; i < n; i++) {
     if (a[i].kind == RV_VAL && a[i].t != st)
       ERR(call->args[i], "%s: argument %d is %s, expected %s", tn, i + 1, TN(a[i].t), TN(st));
     e[i] = val(F, &a[i], st, call->args[i]);
   }
-  if (t->kind == WF_T_MAT) out[0] = wf_lo_mkval(mat_from(F, t, e), t);
-  else out[0] = wf_lo_mkval(wf_b_agg(B, t, n, e), t);
+  if (t->kind == WF_T_MAT)
+    out[0] = wf_lo_mkval(mat_from(F, t, e), t);
+  else
+    out[0] = wf_lo_mkval(wf_b_agg(B, t, n, e), t);
   return 1;
 }

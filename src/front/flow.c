@@ -20,9 +20,15 @@
 #define ERR(e, ...) wf_lo_err(F, (e)->line, (e)->col, __VA_ARGS__)
 #define TN(t) wf_lo_tname(F->C, (t))
 
-static const wf_type *t_i32(wf_fstate *F) { return wf_t_int(F->C->T, 32, 1); }
-static const wf_type *t_f32(wf_fstate *F) { return wf_t_float(F->C->T, 32); }
-static const wf_type *t_bool(wf_fstate *F) { return wf_t_bool(F->C->T); }
+static const wf_type *t_i32(wf_fstate *F) {
+  return wf_t_int(F->C->T, 32, 1);
+}
+static const wf_type *t_f32(wf_fstate *F) {
+  return wf_t_float(F->C->T, 32);
+}
+static const wf_type *t_bool(wf_fstate *F) {
+  return wf_t_bool(F->C->T);
+}
 
 /* Number literal local x is carried by the innermost loop: remember that
 ** for error messages. */
@@ -37,7 +43,6 @@ static void loop_typed(wf_fstate *F, wf_var *x) {
 ** changed in either branch (and an optional expression value) become the
 ** if's results.
 ** ====================================================================== */
-
 
 static wf_val undef_of(wf_fstate *F, const wf_type *t) {
   return wf_b_inst(&F->b, WF_OP_UNDEF, 0, NULL, 1, &t, 0)->res[0];
@@ -83,8 +88,8 @@ wf_val wf_lo_var_value(wf_fstate *F, wf_var *x, const wf_type *t) {
 /* Has local binding b changed from a (a new value or a new untyped number)? */
 static int binding_changed(const wf_var *a, const wf_var *b) {
   if (a->v != b->v || a->islit != b->islit) return 1;
-  return a->islit && (a->weak != b->weak || a->litint != b->litint ||
-                      memcmp(&a->num, &b->num, sizeof a->num));
+  return a->islit &&
+         (a->weak != b->weak || a->litint != b->litint || memcmp(&a->num, &b->num, sizeof a->num));
 }
 
 /* The weak number an untyped local holds. */
@@ -213,7 +218,7 @@ static wf_block *lower_branch(wf_fstate *F, wf_lo_branch_fn fn, void *arg, wf_lo
 }
 
 wf_rv wf_lo_if(wf_fstate *F, wf_val cond, wf_lo_branch_fn thenf, void *targ, wf_lo_branch_fn elsef,
-                     void *earg, int want_value, wf_expr *at) {
+               void *earg, int want_value, wf_expr *at) {
   /* statements pass no expression: errors point at the statement */
   wf_expr here;
   if (!at) {
@@ -293,7 +298,8 @@ wf_rv wf_lo_if(wf_fstate *F, wf_val cond, wf_lo_branch_fn thenf, void *targ, wf_
   if (wm.nv) {
     const wf_type **nt = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(nr + 1));
     memcpy(nt, types, sizeof(wf_type *) * (size_t)(off + nm));
-    for (int k = 0; k < wm.nv; k++) nt[off + nm + k] = wf_vtype(F->fn, wm.v[k]);
+    for (int k = 0; k < wm.nv; k++)
+      nt[off + nm + k] = wf_vtype(F->fn, wm.v[k]);
     types = nt;
   }
   /* yields */
@@ -347,12 +353,14 @@ wf_rv wf_lo_if(wf_fstate *F, wf_val cond, wf_lo_branch_fn thenf, void *targ, wf_
     return wf_lo_weak_rv(wf_lo_weak_node(F, cond, wf_lo_weak_of(F, &tv), wf_lo_weak_of(F, &ev)));
   if (weak == 2)
     return wf_lo_weak_rv(wf_lo_weak_dyn(F, in->res[0], tv.isint && ev.isint,
-                            wf_lo_num_integral(&tv) && wf_lo_num_integral(&ev)));
+                                        wf_lo_num_integral(&tv) && wf_lo_num_integral(&ev)));
   if (want_value) r = wf_lo_mkval(in->res[0], vt);
   return r;
 }
 
-static wf_rv br_expr(wf_fstate *F, void *arg) { return wf_lo_expr(F, (wf_expr *)arg); }
+static wf_rv br_expr(wf_fstate *F, void *arg) {
+  return wf_lo_expr(F, (wf_expr *)arg);
+}
 static wf_rv br_true(wf_fstate *F, void *arg) {
   (void)arg;
   return wf_lo_mkval(wf_b_consti(&F->b, t_bool(F), 1), t_bool(F));
@@ -378,11 +386,16 @@ static wf_rv br_boolexpr(wf_fstate *F, void *arg) {
 ** short-circuit can evaluate it eagerly. */
 static int simple_expr(wf_expr *e) {
   switch (e->kind) {
-  case E_NUM: case E_TRUE: case E_FALSE: case E_NAME: return 1;
-  case E_PAREN: case E_UN: return simple_expr(e->a);
+  case E_NUM:
+  case E_TRUE:
+  case E_FALSE:
+  case E_NAME: return 1;
+  case E_PAREN:
+  case E_UN: return simple_expr(e->a);
   case E_BIN: /* '/' and '%' may trap on integer zero */
     return e->op != '/' && e->op != '%' && simple_expr(e->a) && simple_expr(e->b);
-  case E_AND: case E_OR: return simple_expr(e->a) && simple_expr(e->b);
+  case E_AND:
+  case E_OR: return simple_expr(e->a) && simple_expr(e->b);
   case E_FIELD: return simple_expr(e->a);
   default: return 0;
   }
@@ -495,9 +508,11 @@ static sigvar *loop_sig(wf_fstate *F) {
   sigvar *sg = wf_front_alloc(F->C, sizeof(sigvar) * (size_t)(n ? n : 1));
   /* first var holding each value: an open-addressing table of var indices */
   int hn = 16;
-  while (hn < 2 * n) hn *= 2;
+  while (hn < 2 * n)
+    hn *= 2;
   int *h = wf_front_alloc(F->C, sizeof(int) * (size_t)hn);
-  for (int k = 0; k < hn; k++) h[k] = -1;
+  for (int k = 0; k < hn; k++)
+    h[k] = -1;
   for (int i = 0; i < n; i++) {
     wf_var *x = &F->vars[i];
     sg[i].t = x->t;
@@ -508,9 +523,12 @@ static sigvar *loop_sig(wf_fstate *F) {
     sg[i].alias = -1;
     if (x->v == WF_NOVAL) continue;
     unsigned k = ((unsigned)x->v * 2654435761u) & (unsigned)(hn - 1);
-    while (h[k] >= 0 && F->vars[h[k]].v != x->v) k = (k + 1) & (unsigned)(hn - 1);
-    if (h[k] >= 0) sg[i].alias = h[k];
-    else h[k] = i;
+    while (h[k] >= 0 && F->vars[h[k]].v != x->v)
+      k = (k + 1) & (unsigned)(hn - 1);
+    if (h[k] >= 0)
+      sg[i].alias = h[k];
+    else
+      h[k] = i;
   }
   return sg;
 }
@@ -708,7 +726,8 @@ static void repeat_body(wf_fstate *F, void *arg, wf_val iv) {
 /* The values of the carried vars (initial values before the loop, yielded
 ** values at the end of a block). */
 static void current_vals(wf_fstate *F, const loopinfo *li, wf_val *out) {
-  for (int j = 0; j < li->n; j++) out[j] = wf_lo_var_value(F, &F->vars[li->idx[j]], li->types[j]);
+  for (int j = 0; j < li->n; j++)
+    out[j] = wf_lo_var_value(F, &F->vars[li->idx[j]], li->types[j]);
 }
 
 /* The carried vars take the values vals[0..n) (typed values, no longer
@@ -802,7 +821,8 @@ static int for_real(wf_fstate *F, forarg *fa, const wf_type *t, const wf_val *bv
   wf_val *inits = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 4));
   const wf_type **ptypes = wf_front_alloc(F->C, sizeof(wf_type *) * (size_t)(n + 1));
   ptypes[0] = t;
-  for (int j = 0; j < n; j++) ptypes[1 + j] = li->types[j];
+  for (int j = 0; j < n; j++)
+    ptypes[1 + j] = li->types[j];
   wf_block *saved = F->b.block;
   if (!li->exits) {
     inits[0] = bv[0];
@@ -836,8 +856,10 @@ static int for_real(wf_fstate *F, forarg *fa, const wf_type *t, const wf_val *bv
   bind_params(F, before, 1, li);
   wf_val iv = before->params[0];
   wf_val inrange;
-  if (stepsign > 0) inrange = wf_b_op2(&F->b, WF_OP_LE, bt, iv, bv[1]);
-  else if (stepsign < 0) inrange = wf_b_op2(&F->b, WF_OP_GE, bt, iv, bv[1]);
+  if (stepsign > 0)
+    inrange = wf_b_op2(&F->b, WF_OP_LE, bt, iv, bv[1]);
+  else if (stepsign < 0)
+    inrange = wf_b_op2(&F->b, WF_OP_GE, bt, iv, bv[1]);
   else {
     wf_val pos = wf_b_op2(&F->b, WF_OP_GT, bt, bv[2], wf_lo_const(F, t, 0));
     inrange = wf_b_op3(&F->b, WF_OP_SELECT, bt, pos, wf_b_op2(&F->b, WF_OP_LE, bt, iv, bv[1]),

@@ -49,11 +49,39 @@ enum {
   TK_NUMBER,
   TK_STRING,
   /* keywords */
-  TK_AND, TK_BREAK, TK_DO, TK_ELSE, TK_ELSEIF, TK_END, TK_FALSE, TK_FOR, TK_FUNCTION,
-  TK_GOTO, TK_IF, TK_IN, TK_LOCAL, TK_NIL, TK_NOT, TK_OR, TK_REPEAT, TK_RETURN, TK_THEN,
-  TK_TRUE, TK_UNTIL, TK_WHILE,
+  TK_AND,
+  TK_BREAK,
+  TK_DO,
+  TK_ELSE,
+  TK_ELSEIF,
+  TK_END,
+  TK_FALSE,
+  TK_FOR,
+  TK_FUNCTION,
+  TK_GOTO,
+  TK_IF,
+  TK_IN,
+  TK_LOCAL,
+  TK_NIL,
+  TK_NOT,
+  TK_OR,
+  TK_REPEAT,
+  TK_RETURN,
+  TK_THEN,
+  TK_TRUE,
+  TK_UNTIL,
+  TK_WHILE,
   /* multi-char symbols */
-  TK_EQ, TK_NE, TK_LE, TK_GE, TK_CONCAT, TK_DOTS, TK_IDIV, TK_SHL, TK_SHR, TK_DBCOLON
+  TK_EQ,
+  TK_NE,
+  TK_LE,
+  TK_GE,
+  TK_CONCAT,
+  TK_DOTS,
+  TK_IDIV,
+  TK_SHL,
+  TK_SHR,
+  TK_DBCOLON
 };
 
 typedef struct wf_token {
@@ -85,8 +113,24 @@ WF_INTERNAL const char *wf_tok_name(int tok);
 ** AST
 ** ====================================================================== */
 typedef enum wf_ek {
-  E_NUM, E_TRUE, E_FALSE, E_NIL, E_STR, E_NAME, E_INDEX, E_FIELD, E_CALL, E_METHOD,
-  E_BIN, E_UN, E_AND, E_OR, E_TABLE, E_PAREN, E_FUNC, E_VARARG
+  E_NUM,
+  E_TRUE,
+  E_FALSE,
+  E_NIL,
+  E_STR,
+  E_NAME,
+  E_INDEX,
+  E_FIELD,
+  E_CALL,
+  E_METHOD,
+  E_BIN,
+  E_UN,
+  E_AND,
+  E_OR,
+  E_TABLE,
+  E_PAREN,
+  E_FUNC,
+  E_VARARG
 } wf_ek;
 
 typedef struct wf_expr wf_expr;
@@ -113,7 +157,16 @@ struct wf_expr {
 };
 
 typedef enum wf_sk {
-  S_LOCAL, S_ASSIGN, S_CALL, S_IF, S_FORNUM, S_WHILE, S_REPEAT, S_BREAK, S_RETURN, S_DO
+  S_LOCAL,
+  S_ASSIGN,
+  S_CALL,
+  S_IF,
+  S_FORNUM,
+  S_WHILE,
+  S_REPEAT,
+  S_BREAK,
+  S_RETURN,
+  S_DO
 } wf_sk;
 
 typedef struct wf_block_ast {
@@ -135,7 +188,7 @@ struct wf_stmt {
   wf_expr **conds;
   wf_block_ast *blocks;
   int has_else;
-  wf_block_ast body; /* S_FORNUM, S_WHILE, S_REPEAT, S_DO */
+  wf_block_ast body;        /* S_FORNUM, S_WHILE, S_REPEAT, S_DO */
   struct wf_loopmemo *memo; /* loops: what the body changes, per incoming bindings (lower.c) */
 };
 
@@ -195,7 +248,7 @@ typedef struct wf_fctx {
   int ndeps;
   wf_fstate *cur; /* function being lowered (innermost) */
   wf_fspec *specs;
-  int depth; /* nesting of func compiles (recursion guard) */
+  int depth;         /* nesting of func compiles (recursion guard) */
   wf_callsite *site; /* innermost weft.func call being compiled (NULL: the kernel) */
 } wf_fctx;
 

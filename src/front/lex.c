@@ -9,10 +9,10 @@
 
 #include "front/front.h"
 
-static const char *const kwnames[] = {"and",   "break",  "do",     "else", "elseif", "end",
-                                      "false", "for",    "function", "goto", "if",   "in",
-                                      "local", "nil",    "not",    "or",   "repeat", "return",
-                                      "then",  "true",   "until",  "while"};
+static const char *const kwnames[] = {"and",   "break", "do",       "else", "elseif", "end",
+                                      "false", "for",   "function", "goto", "if",     "in",
+                                      "local", "nil",   "not",      "or",   "repeat", "return",
+                                      "then",  "true",  "until",    "while"};
 
 /* Printable token name for "expected X near Y" messages. */
 const char *wf_tok_name(int tok) {
@@ -35,7 +35,9 @@ void wf_lex_init(wf_lex *X, wf_fctx *C, const wf_src *src, size_t pos, int line)
   X->linestart = pos;
 }
 
-static int cur(wf_lex *X) { return X->pos < X->src->len ? (unsigned char)X->src->text[X->pos] : -1; }
+static int cur(wf_lex *X) {
+  return X->pos < X->src->len ? (unsigned char)X->src->text[X->pos] : -1;
+}
 static int at(wf_lex *X, size_t k) {
   return X->pos + k < X->src->len ? (unsigned char)X->src->text[X->pos + k] : -1;
 }
@@ -49,13 +51,16 @@ static void newline(wf_lex *X) {
   X->linestart = X->pos;
 }
 
-static int colof(wf_lex *X) { return (int)(X->pos - X->linestart) + 1; }
+static int colof(wf_lex *X) {
+  return (int)(X->pos - X->linestart) + 1;
+}
 
 /* Long bracket level at pos ('[' followed by '='* and '['), or -1. */
 static int longlevel(wf_lex *X) {
   size_t k = 1;
   int lvl = 0;
-  while (at(X, k) == '=') k++, lvl++;
+  while (at(X, k) == '=')
+    k++, lvl++;
   return at(X, k) == '[' ? lvl : -1;
 }
 
@@ -70,7 +75,8 @@ static const char *longstring(wf_lex *X, int lvl, size_t *outlen, int sline, int
     if (c == ']') {
       size_t k = 1;
       int l = 0;
-      while (at(X, k) == '=') k++, l++;
+      while (at(X, k) == '=')
+        k++, l++;
       if (l == lvl && at(X, k) == ']') {
         size_t end = X->pos;
         X->pos += k + 1;
@@ -112,11 +118,16 @@ static void shortstring(wf_lex *X, wf_token *t) {
       case '\\': c = '\\'; break;
       case '"': c = '"'; break;
       case '\'': c = '\''; break;
-      case '\n': c = '\n'; X->line++; X->linestart = X->pos; break;
+      case '\n':
+        c = '\n';
+        X->line++;
+        X->linestart = X->pos;
+        break;
       default:
         if (e >= '0' && e <= '9') {
           int v = e - '0', k = 1;
-          while (k < 3 && cur(X) >= '0' && cur(X) <= '9') v = v * 10 + (cur(X) - '0'), X->pos++, k++;
+          while (k < 3 && cur(X) >= '0' && cur(X) <= '9')
+            v = v * 10 + (cur(X) - '0'), X->pos++, k++;
           c = v & 255;
         } else {
           wf_front_error(X->C, X->src, X->line, colof(X) - 1, "invalid escape sequence '\\%c'", e);
@@ -143,7 +154,8 @@ static void number(wf_lex *X, wf_token *t) {
   int isint = 1;
   if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
     k = 2;
-    while (isxdigit((unsigned char)at(X, k))) k++;
+    while (isxdigit((unsigned char)at(X, k)))
+      k++;
   } else {
     while (isdigit((unsigned char)at(X, k)) || at(X, k) == '.') {
       if (at(X, k) == '.') isint = 0;
@@ -153,7 +165,8 @@ static void number(wf_lex *X, wf_token *t) {
       isint = 0;
       k++;
       if (at(X, k) == '+' || at(X, k) == '-') k++;
-      while (isdigit((unsigned char)at(X, k))) k++;
+      while (isdigit((unsigned char)at(X, k)))
+        k++;
     }
   }
   /* a trailing letter (e.g. LuaJIT's 1ULL) is not part of the subset */
@@ -181,15 +194,24 @@ static void scan(wf_lex *X, wf_token *t) {
     t->col = colof(X);
     switch (c) {
     case -1: t->tok = TK_EOF; return;
-    case '\n': case '\r': newline(X); continue;
-    case ' ': case '\t': case '\f': case '\v': X->pos++; continue;
+    case '\n':
+    case '\r': newline(X); continue;
+    case ' ':
+    case '\t':
+    case '\f':
+    case '\v': X->pos++; continue;
     case '-':
-      if (at(X, 1) != '-') { X->pos++; t->tok = '-'; return; }
+      if (at(X, 1) != '-') {
+        X->pos++;
+        t->tok = '-';
+        return;
+      }
       X->pos += 2;
       if (cur(X) == '[' && longlevel(X) >= 0) {
         longstring(X, longlevel(X), NULL, t->line, t->col);
       } else {
-        while (cur(X) >= 0 && cur(X) != '\n' && cur(X) != '\r') X->pos++;
+        while (cur(X) >= 0 && cur(X) != '\n' && cur(X) != '\r')
+          X->pos++;
       }
       continue;
     case '[': {
@@ -200,38 +222,97 @@ static void scan(wf_lex *X, wf_token *t) {
         t->str = wf_front_strdup(X->C, s, t->slen);
         return;
       }
-      X->pos++; t->tok = '['; return;
+      X->pos++;
+      t->tok = '[';
+      return;
     }
-    case '=': X->pos++; if (cur(X) == '=') { X->pos++; t->tok = TK_EQ; } else t->tok = '='; return;
+    case '=':
+      X->pos++;
+      if (cur(X) == '=') {
+        X->pos++;
+        t->tok = TK_EQ;
+      } else
+        t->tok = '=';
+      return;
     case '<':
       X->pos++;
-      if (cur(X) == '=') { X->pos++; t->tok = TK_LE; }
-      else if (cur(X) == '<') { X->pos++; t->tok = TK_SHL; }
-      else t->tok = '<';
+      if (cur(X) == '=') {
+        X->pos++;
+        t->tok = TK_LE;
+      } else if (cur(X) == '<') {
+        X->pos++;
+        t->tok = TK_SHL;
+      } else
+        t->tok = '<';
       return;
     case '>':
       X->pos++;
-      if (cur(X) == '=') { X->pos++; t->tok = TK_GE; }
-      else if (cur(X) == '>') { X->pos++; t->tok = TK_SHR; }
-      else t->tok = '>';
+      if (cur(X) == '=') {
+        X->pos++;
+        t->tok = TK_GE;
+      } else if (cur(X) == '>') {
+        X->pos++;
+        t->tok = TK_SHR;
+      } else
+        t->tok = '>';
       return;
-    case '~': X->pos++; if (cur(X) == '=') { X->pos++; t->tok = TK_NE; } else t->tok = '~'; return;
-    case '/': X->pos++; if (cur(X) == '/') { X->pos++; t->tok = TK_IDIV; } else t->tok = '/'; return;
-    case ':': X->pos++; if (cur(X) == ':') { X->pos++; t->tok = TK_DBCOLON; } else t->tok = ':'; return;
-    case '"': case '\'': t->tok = TK_STRING; shortstring(X, t); return;
+    case '~':
+      X->pos++;
+      if (cur(X) == '=') {
+        X->pos++;
+        t->tok = TK_NE;
+      } else
+        t->tok = '~';
+      return;
+    case '/':
+      X->pos++;
+      if (cur(X) == '/') {
+        X->pos++;
+        t->tok = TK_IDIV;
+      } else
+        t->tok = '/';
+      return;
+    case ':':
+      X->pos++;
+      if (cur(X) == ':') {
+        X->pos++;
+        t->tok = TK_DBCOLON;
+      } else
+        t->tok = ':';
+      return;
+    case '"':
+    case '\'':
+      t->tok = TK_STRING;
+      shortstring(X, t);
+      return;
     case '.':
       if (at(X, 1) == '.') {
         X->pos += 2;
-        if (cur(X) == '.') { X->pos++; t->tok = TK_DOTS; } else t->tok = TK_CONCAT;
+        if (cur(X) == '.') {
+          X->pos++;
+          t->tok = TK_DOTS;
+        } else
+          t->tok = TK_CONCAT;
         return;
       }
-      if (!isdigit((unsigned char)at(X, 1))) { X->pos++; t->tok = '.'; return; }
-      t->tok = TK_NUMBER; number(X, t); return;
+      if (!isdigit((unsigned char)at(X, 1))) {
+        X->pos++;
+        t->tok = '.';
+        return;
+      }
+      t->tok = TK_NUMBER;
+      number(X, t);
+      return;
     default:
-      if (isdigit(c)) { t->tok = TK_NUMBER; number(X, t); return; }
+      if (isdigit(c)) {
+        t->tok = TK_NUMBER;
+        number(X, t);
+        return;
+      }
       if (isalpha(c) || c == '_') {
         size_t s = X->pos;
-        while (isalnum(cur(X)) || cur(X) == '_') X->pos++;
+        while (isalnum(cur(X)) || cur(X) == '_')
+          X->pos++;
         size_t n = X->pos - s;
         for (size_t k = 0; k < sizeof kwnames / sizeof kwnames[0]; k++)
           if (strlen(kwnames[k]) == n && !memcmp(kwnames[k], X->src->text + s, n)) {

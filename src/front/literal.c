@@ -18,7 +18,9 @@
 #define ERR(e, ...) wf_lo_err(F, (e)->line, (e)->col, __VA_ARGS__)
 #define TN(t) wf_lo_tname(F->C, (t))
 
-static const wf_type *t_bool(wf_fstate *F) { return wf_t_bool(F->C->T); }
+static const wf_type *t_bool(wf_fstate *F) {
+  return wf_t_bool(F->C->T);
+}
 
 wf_rv wf_lo_mklit(double num, int isint) {
   wf_rv r;
@@ -36,7 +38,9 @@ static void int_range(const wf_type *t, double *lo, double *hi) {
 }
 
 /* An integer-valued double in int type t's range, as the constant's bits. */
-int64_t wf_lo_int_bits(double v) { return v >= 0x1p63 ? (int64_t)(uint64_t)v : (int64_t)v; }
+int64_t wf_lo_int_bits(double v) {
+  return v >= 0x1p63 ? (int64_t)(uint64_t)v : (int64_t)v;
+}
 
 /* The shortest text that reads back as v (integers in full). */
 static const char *numtext(wf_fstate *F, double v) {
@@ -83,9 +87,15 @@ wf_rv wf_lo_fold_lits(int op, wf_rv a, wf_rv b) {
   case '+': r = x + y; break;
   case '-': r = x - y; break;
   case '*': r = x * y; break;
-  case '/': r = x / y; isint = isint && r == floor(r); break;
+  case '/':
+    r = x / y;
+    isint = isint && r == floor(r);
+    break;
   case '%': r = x - floor(x / y) * y; break;
-  case '^': r = pow(x, y); isint = 0; break;
+  case '^':
+    r = pow(x, y);
+    isint = 0;
+    break;
   }
   return wf_lo_mklit(r, isint);
 }
@@ -146,7 +156,9 @@ const wf_weak *wf_lo_weak_of(wf_fstate *F, const wf_rv *r) {
   return r->kind == RV_WEAK ? r->weak : wf_lo_weak_leaf(F, r->num, r->isint);
 }
 
-int wf_lo_weak_isleaf(const wf_weak *w) { return w->cond == WF_NOVAL && !w->op; }
+int wf_lo_weak_isleaf(const wf_weak *w) {
+  return w->cond == WF_NOVAL && !w->op;
+}
 
 /* An expression result for w (a literal leaf is a plain RV_LIT). */
 wf_rv wf_lo_weak_rv(const wf_weak *w) {
@@ -172,7 +184,9 @@ static int weak_leaves(const wf_weak *w) {
   return n > WEAK_MAXLEAVES ? WEAK_MAXLEAVES + 1 : n;
 }
 
-static int is_num_type(const wf_type *t) { return t->kind == WF_T_INT || t->kind == WF_T_FLOAT; }
+static int is_num_type(const wf_type *t) {
+  return t->kind == WF_T_INT || t->kind == WF_T_FLOAT;
+}
 
 /* w as a value of scalar type t: SELECTs of constants of t, arithmetic
 ** on dyn leaves done in t. */
@@ -247,7 +261,7 @@ static wf_val weak_cast1(wf_fstate *F, const wf_weak *w, const wf_type *t, wf_ex
       ** prelude): truncated, saturated at the type's limits, NaN -> 0 */
       double lo, hi;
       int_range(t, &lo, &hi);
-      uint64_t max = t->is_signed ? (UINT64_C(1) << (t->bits - 1)) - 1
+      uint64_t max = t->is_signed    ? (UINT64_C(1) << (t->bits - 1)) - 1
                      : t->bits == 64 ? UINT64_MAX
                                      : (UINT64_C(1) << t->bits) - 1;
       int64_t k = v != v    ? 0
@@ -289,7 +303,9 @@ static wf_rv fold_cmp(int op, double x, double y) {
   return wf_lo_mklit(r, 1);
 }
 
-static int is_arith(int op) { return op && strchr("+-*/%^", op) != NULL; }
+static int is_arith(int op) {
+  return op && strchr("+-*/%^", op) != NULL;
+}
 
 /* a op b leaf by leaf (arithmetic, or a comparison giving 0/1 leaves) for
 ** conditionals of literals (weak_leaves bounds the size). */

@@ -130,13 +130,20 @@ wf_val wf_lo_const(wf_fstate *F, const wf_type *t, double v) {
   int n = wf_t_arity(t);
   /* structs may have more than WF_MAX_COMP fields */
   wf_val *c = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n ? n : 1));
-  for (int i = 0; i < n; i++) c[i] = wf_lo_const(F, wf_t_component(F->C->T, t, i), v);
+  for (int i = 0; i < n; i++)
+    c[i] = wf_lo_const(F, wf_t_component(F->C->T, t, i), v);
   return wf_b_agg(&F->b, t, n, c);
 }
 
-static const wf_type *t_i32(wf_fstate *F) { return wf_t_int(F->C->T, 32, 1); }
-static const wf_type *t_f32(wf_fstate *F) { return wf_t_float(F->C->T, 32); }
-static const wf_type *t_bool(wf_fstate *F) { return wf_t_bool(F->C->T); }
+static const wf_type *t_i32(wf_fstate *F) {
+  return wf_t_int(F->C->T, 32, 1);
+}
+static const wf_type *t_f32(wf_fstate *F) {
+  return wf_t_float(F->C->T, 32);
+}
+static const wf_type *t_bool(wf_fstate *F) {
+  return wf_t_bool(F->C->T);
+}
 
 /* Scalar element type of an aggregate (or the type itself for scalars). */
 static const wf_type *scalar_of(const wf_type *t) {
@@ -157,13 +164,17 @@ static const char *rvdesc(wf_fstate *F, wf_rv *r) {
   switch (r->kind) {
   case RV_NONE: return "no value";
   case RV_VAL: return TN(r->t);
-  case RV_LIT: case RV_WEAK: return "a number";
+  case RV_LIT:
+  case RV_WEAK: return "a number";
   case RV_STR: return "a string";
   case RV_SHAPE: return "a shape";
   case RV_LUA:
-    if (r->lk == LV_NS) snprintf(buf, 160, "the Lua table '%s'", r->str ? r->str : "?");
-    else if (r->lk == LV_TYPE) snprintf(buf, 160, "the type %s", TN(r->t));
-    else snprintf(buf, 160, "%s'%s'", lk[r->lk], r->str ? r->str : "?");
+    if (r->lk == LV_NS)
+      snprintf(buf, 160, "the Lua table '%s'", r->str ? r->str : "?");
+    else if (r->lk == LV_TYPE)
+      snprintf(buf, 160, "the type %s", TN(r->t));
+    else
+      snprintf(buf, 160, "%s'%s'", lk[r->lk], r->str ? r->str : "?");
     return buf;
   }
   return "?";
@@ -268,19 +279,22 @@ static wf_val matmul(wf_fstate *F, const wf_type *ta, wf_val a, const wf_type *t
   int r = ta->rows, k = ta->cols;
   if (tb->kind == WF_T_VEC) {
     wf_val c[WF_MAX_COMP];
-    for (int i = 0; i < r; i++) c[i] = dotv(F, st, k, wf_b_extract(&F->b, a, i), b);
+    for (int i = 0; i < r; i++)
+      c[i] = dotv(F, st, k, wf_b_extract(&F->b, a, i), b);
     return wf_b_agg(&F->b, rt, r, c);
   }
   int cc = tb->cols;
   /* r, k and cc are each at most WF_MAX_COMP (matrices up to 64 x 64) */
   wf_val brow[WF_MAX_COMP];
-  for (int j = 0; j < k; j++) brow[j] = wf_b_extract(&F->b, b, j);
+  for (int j = 0; j < k; j++)
+    brow[j] = wf_b_extract(&F->b, b, j);
   const wf_type *rowt = wf_t_vec(T, cc, st);
   wf_val rows[WF_MAX_COMP];
   for (int i = 0; i < r; i++) {
     wf_val arow = wf_b_extract(&F->b, a, i);
     wf_val ai[WF_MAX_COMP], c[WF_MAX_COMP];
-    for (int j = 0; j < k; j++) ai[j] = wf_b_extract(&F->b, arow, j);
+    for (int j = 0; j < k; j++)
+      ai[j] = wf_b_extract(&F->b, arow, j);
     for (int jc = 0; jc < cc; jc++) {
       wf_val acc = WF_NOVAL;
       for (int j = 0; j < k; j++) {
@@ -558,7 +572,8 @@ static wf_rv index_array(wf_fstate *F, wf_rv arr, int nk, wf_rv *keys, wf_expr *
   if (nk >= nd) {
     wf_val args[5];
     args[0] = arr.v;
-    for (int i = 0; i < nd; i++) args[1 + i] = wf_lo_index_key(F, keys[i], kexp[i]);
+    for (int i = 0; i < nd; i++)
+      args[1 + i] = wf_lo_index_key(F, keys[i], kexp[i]);
     const wf_type *et = t->elem;
     wf_val r = wf_b_inst(&F->b, WF_OP_LOAD, nd + 1, args, 1, &et, 0)->res[0];
     *used = nd;
@@ -682,7 +697,12 @@ wf_rv wf_lo_expr(wf_fstate *F, wf_expr *e) {
 static wf_rv lower_binop(wf_fstate *F, wf_expr *e, wf_rv a, wf_rv b) {
   F->b.loc = (wf_loc){e->line, e->col};
   switch (e->op) {
-  case '+': case '-': case '*': case '/': case '%': case '^': return wf_lo_arith(F, e->op, a, b, e);
+  case '+':
+  case '-':
+  case '*':
+  case '/':
+  case '%':
+  case '^': return wf_lo_arith(F, e->op, a, b, e);
   default: return compare(F, e->op, a, b, e);
   }
 }
@@ -693,10 +713,12 @@ static wf_rv lower_binop(wf_fstate *F, wf_expr *e, wf_rv a, wf_rv b) {
 static wf_rv lower_binchain(wf_fstate *F, wf_expr *e) {
   int n = 0;
   wf_expr *x = e;
-  for (; x->kind == E_BIN; x = x->a) n++;
+  for (; x->kind == E_BIN; x = x->a)
+    n++;
   wf_expr **spine = wf_front_alloc(F->C, sizeof(wf_expr *) * (size_t)n);
   int k = n;
-  for (wf_expr *y = e; y->kind == E_BIN; y = y->a) spine[--k] = y;
+  for (wf_expr *y = e; y->kind == E_BIN; y = y->a)
+    spine[--k] = y;
   wf_rv acc = wf_lo_expr(F, x);
   for (int i = 0; i < n; i++) {
     wf_rv b = wf_lo_expr(F, spine[i]->b);
@@ -709,8 +731,8 @@ static wf_rv lower_expr1(wf_fstate *F, wf_expr *e) {
   F->b.loc = (wf_loc){e->line, e->col};
   switch (e->kind) {
   case E_NUM: return wf_lo_mklit(e->num, e->isint);
-  case E_TRUE: case E_FALSE:
-    return wf_lo_mkval(wf_b_consti(&F->b, t_bool(F), e->kind == E_TRUE), t_bool(F));
+  case E_TRUE:
+  case E_FALSE: return wf_lo_mkval(wf_b_consti(&F->b, t_bool(F), e->kind == E_TRUE), t_bool(F));
   case E_NIL: ERR(e, "nil is not supported in kernels");
   case E_STR: {
     wf_rv r;
@@ -744,7 +766,8 @@ static wf_rv lower_expr1(wf_fstate *F, wf_expr *e) {
   }
   case E_FIELD: return lower_field(F, e);
   case E_INDEX: return lower_index(F, e);
-  case E_CALL: case E_METHOD: {
+  case E_CALL:
+  case E_METHOD: {
     wf_rv out[WF_MAXRET];
     int n = wf_lo_call(F, e, 1, out);
     if (n == 0) {
@@ -779,7 +802,8 @@ static wf_rv lower_expr1(wf_fstate *F, wf_expr *e) {
     in->imm = 0;
     return wf_lo_mkval(in->res[0], t_i32(F));
   }
-  case E_AND: case E_OR: return wf_lo_andor(F, e);
+  case E_AND:
+  case E_OR: return wf_lo_andor(F, e);
   case E_TABLE: ERR(e, "table constructors are only supported as struct values: P{...}");
   case E_FUNC: ERR(e, "function definitions (closures) are not supported inside kernels");
   case E_VARARG: ERR(e, "varargs ('...') are not supported in kernels");
@@ -788,8 +812,7 @@ static wf_rv lower_expr1(wf_fstate *F, wf_expr *e) {
 }
 
 int wf_lo_call(wf_fstate *F, wf_expr *e, int want, wf_rv *out) {
-  if (e->kind == E_METHOD)
-    ERR(e, "method calls (':%s') are not supported in kernels", e->name);
+  if (e->kind == E_METHOD) ERR(e, "method calls (':%s') are not supported in kernels", e->name);
   wf_rv callee = wf_lo_expr(F, e->a);
   F->b.loc = (wf_loc){e->line, e->col};
   if (callee.kind == RV_LUA) {
@@ -815,7 +838,8 @@ static void lower_exprlist(wf_fstate *F, int ne, wf_expr **es, int n, wf_rv *out
       int got = wf_lo_call(F, e, need, tmp);
       if (got < need)
         ERR(e, "the call gives %d value%s, %d needed", got, got == 1 ? "" : "s", need);
-      for (int j = 0; j < need; j++) out[k++] = tmp[j];
+      for (int j = 0; j < need; j++)
+        out[k++] = tmp[j];
       continue;
     }
     wf_rv r = wf_lo_expr(F, e);
@@ -893,14 +917,15 @@ static void assign_to(wf_fstate *F, wf_expr *e, wf_rv r) {
     wf_expr *chain[16];
     int n = 0;
     wf_expr *x = e;
-    while (x->kind == E_INDEX && n < 16) chain[n++] = x, x = x->a;
+    while (x->kind == E_INDEX && n < 16)
+      chain[n++] = x, x = x->a;
     /* peel to find the array base: evaluate the base object */
     wf_rv base = wf_lo_expr(F, x);
     if (base.kind == RV_VAL && base.t->kind == WF_T_ARRAY && n <= base.t->ndim) {
       const wf_type *t = base.t;
       if (n < t->ndim)
-        ERR(e, "cannot assign to a %d-d view of %s; index all %d dimensions", t->ndim - n,
-            TN(t), t->ndim);
+        ERR(e, "cannot assign to a %d-d view of %s; index all %d dimensions", t->ndim - n, TN(t),
+            t->ndim);
       wf_val args[6];
       args[0] = base.v;
       for (int i = 0; i < n; i++) {
@@ -1065,7 +1090,8 @@ static void lower_assign(wf_fstate *F, wf_stmt *s) {
     if (vals[i].kind == RV_LUA)
       wf_lo_err(F, s->targets[i]->line, s->targets[i]->col, "cannot assign %s",
                 rvdesc(F, &vals[i]));
-  for (int i = 0; i < n; i++) assign_to(F, s->targets[i], vals[i]);
+  for (int i = 0; i < n; i++)
+    assign_to(F, s->targets[i], vals[i]);
 }
 
 static wf_rv br_ifchain(wf_fstate *F, void *arg);
@@ -1089,8 +1115,10 @@ static void lower_ifchain(wf_fstate *F, wf_stmt *s, int k) {
 
 static wf_rv br_ifchain(wf_fstate *F, void *arg) {
   ifarg *a = arg;
-  if (a->k < a->s->nconds) lower_ifchain(F, a->s, a->k);
-  else wf_lo_stmts(F, &a->s->blocks[a->s->nconds], 0);
+  if (a->k < a->s->nconds)
+    lower_ifchain(F, a->s, a->k);
+  else
+    wf_lo_stmts(F, &a->s->blocks[a->s->nconds], 0);
   wf_rv r;
   memset(&r, 0, sizeof r);
   return r;
@@ -1107,17 +1135,21 @@ static void lower_return(wf_fstate *F, wf_stmt *s) {
     /* a trailing call may give several values */
     wf_expr *last = s->exprs[n - 1];
     if (last->kind == E_CALL || last->kind == E_METHOD) {
-      for (int i = 0; i < n - 1; i++) vals[i] = wf_lo_expr(F, s->exprs[i]);
+      for (int i = 0; i < n - 1; i++)
+        vals[i] = wf_lo_expr(F, s->exprs[i]);
       wf_rv tmp[WF_MAXRET];
       int got = wf_lo_call(F, last, WF_MAXRET - (n - 1), tmp);
-      for (int j = 0; j < got; j++) vals[n - 1 + j] = tmp[j];
+      for (int j = 0; j < got; j++)
+        vals[n - 1 + j] = tmp[j];
       n = n - 1 + got;
     } else {
-      for (int i = 0; i < n; i++) vals[i] = wf_lo_expr(F, s->exprs[i]);
+      for (int i = 0; i < n; i++)
+        vals[i] = wf_lo_expr(F, s->exprs[i]);
     }
   }
   F->b.loc = (wf_loc){s->line, s->col};
-  if (F->nret < 0) F->nret = n;
+  if (F->nret < 0)
+    F->nret = n;
   else if (F->nret != n)
     wf_lo_err(F, s->line, s->col, "this return gives %d value%s, an earlier one %d", n,
               n == 1 ? "" : "s", F->nret);
@@ -1191,7 +1223,8 @@ wf_func *wf_lo_function(wf_fctx *C, int fnref, const char *name, int is_kernel, 
     F->vars[vi].is_param = 1;
   }
   F->retflag = wf_lo_addvar(F, "(ret)", wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
-  for (int i = 0; i < WF_MAXRET; i++) F->retvars[i] = wf_lo_addvar(F, "(r)", WF_NOVAL, NULL);
+  for (int i = 0; i < WF_MAXRET; i++)
+    F->retvars[i] = wf_lo_addvar(F, "(r)", WF_NOVAL, NULL);
   wf_lo_stmts(F, &fa->body, 0);
   F->b.loc = (wf_loc){fa->lastline, 1};
   int nret = F->nret < 0 ? 0 : F->nret;

@@ -30,21 +30,21 @@
 ** that is not possible (dyn leaves, too many leaves) it is kept as an op
 ** node and done in the type of the use, as for a typed operand. */
 typedef struct wf_weak {
-  wf_val cond;  /* a node: its bool condition; WF_NOVAL for a leaf */
-  wf_val dyn;   /* a leaf: WF_NOVAL for a literal (num), else a float64 value */
-  double num;   /* a literal leaf */
-  int isint;    /* every literal below was written as an integer */
-  int integral; /* every value below is an integer */
-  int op;       /* an arithmetic node: '+' '-' '*' '/' '%' '^' on a, b; 'n': -a */
+  wf_val cond;                 /* a node: its bool condition; WF_NOVAL for a leaf */
+  wf_val dyn;                  /* a leaf: WF_NOVAL for a literal (num), else a float64 value */
+  double num;                  /* a literal leaf */
+  int isint;                   /* every literal below was written as an integer */
+  int integral;                /* every value below is an integer */
+  int op;                      /* an arithmetic node: '+' '-' '*' '/' '%' '^' on a, b; 'n': -a */
   const struct wf_weak *a, *b; /* a node: then, else (or the operands) */
-  wf_loc loc;   /* of the conditional: stamped on its SELECTs */
+  wf_loc loc;                  /* of the conditional: stamped on its SELECTs */
 } wf_weak;
 
 /* A value read from a number literal local that a loop typed (see wf_var). */
 typedef struct wf_why {
   const char *name;
   int loopline;
-  int hasnum;   /* it held the literal num when the loop began */
+  int hasnum; /* it held the literal num when the loop began */
   double num;
 } wf_why;
 
@@ -65,10 +65,10 @@ typedef struct wf_rv {
   wf_rvkind kind;
   const wf_type *t; /* RV_VAL, RV_SHAPE (array type); LV_TYPE: the type */
   wf_val v;
-  double num; /* RV_LIT */
-  int isint;  /* RV_LIT; RV_WEAK: every leaf is an integer literal */
-  const wf_weak *weak; /* RV_WEAK */
-  const char *str; /* RV_STR; LV_BUILTIN: builtin name; RV_LUA: dotted path */
+  double num;               /* RV_LIT */
+  int isint;                /* RV_LIT; RV_WEAK: every leaf is an integer literal */
+  const wf_weak *weak;      /* RV_WEAK */
+  const char *str;          /* RV_STR; LV_BUILTIN: builtin name; RV_LUA: dotted path */
   const struct wf_why *why; /* RV_VAL: where its type came from, for errors (or NULL) */
   wf_lvkind lk;
   int ref; /* RV_LUA: index in the keep table */
@@ -92,8 +92,8 @@ typedef struct wf_var {
   int islit, litint;
   double num;
   const wf_weak *weak; /* islit: `local s = c and 1 or 0` holds this instead of num */
-  int loopline;   /* a number local carried (so typed) by the loop at this line */
-  int loophasnum; /* ... which held the literal loopnum before that loop */
+  int loopline;        /* a number local carried (so typed) by the loop at this line */
+  int loophasnum;      /* ... which held the literal loopnum before that loop */
   double loopnum;
 } wf_var;
 
@@ -116,15 +116,15 @@ struct wf_fstate {
   const void *fnptr;
   wf_var *vars;
   int nvars, capvars;
-  int retflag;             /* var index of "(ret)" */
-  int retvars[WF_MAXRET];  /* var indices of "(r1)".. */
-  int nret;                /* -1 until the first return */
-  int brk;                 /* var index of the innermost loop's "(break)", or -1 */
-  int nbreaks, nreturns;   /* counters of lowered break/return statements */
-  int probing;             /* > 0 while a loop body is lowered into a scratch block */
-  int loopbase;            /* vars below this index are declared outside the innermost loop */
-  int loopline;            /* line of the innermost loop statement (0: none) */
-  int edepth;              /* nesting of expressions being lowered (wf_lo_expr) */
+  int retflag;            /* var index of "(ret)" */
+  int retvars[WF_MAXRET]; /* var indices of "(r1)".. */
+  int nret;               /* -1 until the first return */
+  int brk;                /* var index of the innermost loop's "(break)", or -1 */
+  int nbreaks, nreturns;  /* counters of lowered break/return statements */
+  int probing;            /* > 0 while a loop body is lowered into a scratch block */
+  int loopbase;           /* vars below this index are declared outside the innermost loop */
+  int loopline;           /* line of the innermost loop statement (0: none) */
+  int edepth;             /* nesting of expressions being lowered (wf_lo_expr) */
   wf_fstate *parent;
 };
 
@@ -201,8 +201,7 @@ WF_INTERNAL wf_val wf_lo_weak_as(wf_fstate *F, const wf_weak *w, const wf_type *
 WF_INTERNAL wf_val wf_lo_weak_bool(wf_fstate *F, const wf_weak *w);
 /* a op b for untyped numbers, one weak (NULL: a comparison too big to
 ** fold), and -w. */
-WF_INTERNAL const wf_weak *wf_lo_weak_binop(wf_fstate *F, int op, const wf_rv *a,
-                                            const wf_rv *b);
+WF_INTERNAL const wf_weak *wf_lo_weak_binop(wf_fstate *F, int op, const wf_rv *a, const wf_rv *b);
 WF_INTERNAL const wf_weak *wf_lo_weak_neg(wf_fstate *F, const wf_weak *w);
 
 /* ---- flow.c: control-flow merging ---- */

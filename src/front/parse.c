@@ -22,17 +22,22 @@ typedef struct P {
 static const char *neartok(P *p, char *buf, size_t n) {
   const wf_token *t = &p->X.t;
   const char *s = wf_tok_name(t->tok);
-  if (t->tok == TK_NAME || t->tok == TK_STRING) snprintf(buf, n, "'%.40s'", t->str);
-  else if (t->tok == TK_NUMBER) snprintf(buf, n, "'%g'", t->num);
-  else if (s) snprintf(buf, n, "'%s'", s);
-  else snprintf(buf, n, "'%c'", t->tok);
+  if (t->tok == TK_NAME || t->tok == TK_STRING)
+    snprintf(buf, n, "'%.40s'", t->str);
+  else if (t->tok == TK_NUMBER)
+    snprintf(buf, n, "'%g'", t->num);
+  else if (s)
+    snprintf(buf, n, "'%s'", s);
+  else
+    snprintf(buf, n, "'%c'", t->tok);
   return buf;
 }
 
 static void synerr(P *p, const char *what) __attribute__((noreturn));
 static void synerr(P *p, const char *what) {
   char b[64];
-  wf_front_error(p->C, p->X.src, p->X.t.line, p->X.t.col, "%s near %s", what, neartok(p, b, sizeof b));
+  wf_front_error(p->C, p->X.src, p->X.t.line, p->X.t.col, "%s near %s", what,
+                 neartok(p, b, sizeof b));
 }
 
 static void unsupported(P *p, const char *what) __attribute__((noreturn));
@@ -40,14 +45,18 @@ static void unsupported(P *p, const char *what) {
   wf_front_error(p->C, p->X.src, p->X.t.line, p->X.t.col, "%s", what);
 }
 
-static void next(P *p) { wf_lex_next(&p->X); }
+static void next(P *p) {
+  wf_lex_next(&p->X);
+}
 
 static void check(P *p, int tok) {
   if (TOK != tok) {
     char b[48];
     const char *s = wf_tok_name(tok);
-    if (s) snprintf(b, sizeof b, "'%s' expected", s);
-    else snprintf(b, sizeof b, "'%c' expected", tok);
+    if (s)
+      snprintf(b, sizeof b, "'%s' expected", s);
+    else
+      snprintf(b, sizeof b, "'%c' expected", tok);
     synerr(p, b);
   }
 }
@@ -148,13 +157,16 @@ static wf_expr *table(P *p) {
     }
     f->value = expr(p);
     vpush(p, &v, f);
-    if (TOK == ',' || TOK == ';') next(p);
-    else break;
+    if (TOK == ',' || TOK == ';')
+      next(p);
+    else
+      break;
   }
   match(p, '}', '{', line);
   e->nfields = v.n;
   e->fields = wf_front_alloc(p->C, sizeof(wf_tfield) * (size_t)(v.n ? v.n : 1));
-  for (int i = 0; i < v.n; i++) e->fields[i] = *(wf_tfield *)v.v[i];
+  for (int i = 0; i < v.n; i++)
+    e->fields[i] = *(wf_tfield *)v.v[i];
   return e;
 }
 
@@ -229,7 +241,9 @@ static wf_expr *suffixedexp(P *p) {
       e = f;
       break;
     }
-    case '(': case TK_STRING: case '{': {
+    case '(':
+    case TK_STRING:
+    case '{': {
       wf_expr *f = newexpr(p, E_CALL, pline, pcol);
       f->a = e;
       callargs(p, f);
@@ -270,14 +284,27 @@ static wf_expr *simpleexp(P *p) {
 /* Binary operator priorities (left, right), as in Lua 5.1. */
 static int binprio(int tok, int *right) {
   switch (tok) {
-  case '+': case '-': *right = 6; return 6;
-  case '*': case '/': case '%': *right = 7; return 7;
+  case '+':
+  case '-': *right = 6; return 6;
+  case '*':
+  case '/':
+  case '%': *right = 7; return 7;
   case '^': *right = 9; return 10;
   case TK_CONCAT: *right = 4; return 5;
-  case TK_EQ: case TK_NE: case '<': case TK_LE: case '>': case TK_GE: *right = 3; return 3;
+  case TK_EQ:
+  case TK_NE:
+  case '<':
+  case TK_LE:
+  case '>':
+  case TK_GE: *right = 3; return 3;
   case TK_AND: *right = 2; return 2;
   case TK_OR: *right = 1; return 1;
-  case TK_IDIV: case TK_SHL: case TK_SHR: case '&': case '|': case '~': *right = 7; return 7;
+  case TK_IDIV:
+  case TK_SHL:
+  case TK_SHR:
+  case '&':
+  case '|':
+  case '~': *right = 7; return 7;
   default: return -1;
   }
 }
@@ -287,7 +314,8 @@ static void badop(P *p, int tok) __attribute__((noreturn));
 static void badop(P *p, int tok) {
   switch (tok) {
   case TK_CONCAT: unsupported(p, "string concatenation ('..') is not supported in kernels");
-  case TK_IDIV: unsupported(p, "operator '//' is not supported in kernels; use weft.floordiv(a, b)");
+  case TK_IDIV:
+    unsupported(p, "operator '//' is not supported in kernels; use weft.floordiv(a, b)");
   case TK_SHL: unsupported(p, "operator '<<' is not supported in kernels; use bit.lshift(a, n)");
   case TK_SHR: unsupported(p, "operator '>>' is not supported in kernels; use bit.rshift(a, n)");
   case '&': unsupported(p, "operator '&' is not supported in kernels; use bit.band(a, b)");
@@ -327,7 +355,9 @@ static wf_expr *subexpr(P *p, int limit) {
   return e;
 }
 
-static wf_expr *expr(P *p) { return subexpr(p, 0); }
+static wf_expr *expr(P *p) {
+  return subexpr(p, 0);
+}
 
 static void funcbody_unsupported(P *p) __attribute__((noreturn));
 static void funcbody_unsupported(P *p) {
@@ -361,7 +391,8 @@ static wf_stmt *ifstat(P *p, int line, int col) {
   s->nconds = conds.n;
   s->conds = (wf_expr **)conds.v;
   s->blocks = wf_front_alloc(p->C, sizeof(wf_block_ast) * (size_t)blocks.n);
-  for (int i = 0; i < blocks.n; i++) s->blocks[i] = *(wf_block_ast *)blocks.v[i];
+  for (int i = 0; i < blocks.n; i++)
+    s->blocks[i] = *(wf_block_ast *)blocks.v[i];
   return s;
 }
 
@@ -410,7 +441,8 @@ static wf_stmt *localstat(P *p, int line, int col) {
   s->nnames = names.n;
   s->names = (const char **)names.v;
   s->namecols = wf_front_alloc(p->C, sizeof(int) * (size_t)names.n);
-  for (int i = 0; i < names.n; i++) s->namecols[i] = *(int *)cols.v[i];
+  for (int i = 0; i < names.n; i++)
+    s->namecols[i] = *(int *)cols.v[i];
   if (TOK == '=') {
     next(p);
     s->nexprs = exprlist(p, &s->exprs);
@@ -482,7 +514,8 @@ static wf_stmt *statement(P *p) {
   }
   case TK_FUNCTION: funcbody_unsupported(p);
   case TK_LOCAL: return localstat(p, line, col);
-  case TK_DBCOLON: case TK_GOTO: unsupported(p, "goto and labels are not supported in kernels");
+  case TK_DBCOLON:
+  case TK_GOTO: unsupported(p, "goto and labels are not supported in kernels");
   case TK_RETURN: {
     next(p);
     wf_stmt *s = newstmt(p, S_RETURN, line, col);
@@ -572,16 +605,18 @@ static int same_params(int n, const char **a, int m, const char *const *b) {
 ** cannot be told apart: that is an error, never a guess.
 ** ---------------------------------------------------------------------- */
 typedef struct cand {
-  wf_lex at;           /* the lexer at the candidate's 'function' token */
-  int endline, endcol; /* its 'end' (endline 0: not closed) */
+  wf_lex at;            /* the lexer at the candidate's 'function' token */
+  int endline, endcol;  /* its 'end' (endline 0: not closed) */
   size_t endoff, lpoff; /* byte offsets of its 'end' and its '(' */
-  int n, is_method;    /* parameters, -1 when not a list of names */
+  int n, is_method;     /* parameters, -1 when not a list of names */
   const char **names;
 } cand;
 
 /* Byte offset of the current token (the lexer's line start is that of
 ** the token: tokens but long strings do not span lines). */
-static size_t tok_offset(P *p) { return p->X.linestart + (size_t)(p->X.t.col - 1); }
+static size_t tok_offset(P *p) {
+  return p->X.linestart + (size_t)(p->X.t.col - 1);
+}
 
 /* Parameter names after 'function' [funcname] without raising (those
 ** before a '...', which Lua's own list leaves out too): -1 when the list
@@ -607,8 +642,10 @@ static int scan_params(P *p, cand *c) {
     if (TOK != TK_NAME) return -1;
     vpush(p, &v, (void *)p->X.t.str);
     next(p);
-    if (TOK == ',') next(p);
-    else if (TOK != ')') return -1;
+    if (TOK == ',')
+      next(p);
+    else if (TOK != ')')
+      return -1;
   }
   c->names = (const char **)v.v;
   return v.n;
@@ -652,7 +689,8 @@ static int find_candidates(P *p, int line, cand **out) {
     next(p);
   }
   *out = wf_front_alloc(p->C, sizeof(cand) * (size_t)(cs.n ? cs.n : 1));
-  for (int i = 0; i < cs.n; i++) (*out)[i] = *(cand *)cs.v[i];
+  for (int i = 0; i < cs.n; i++)
+    (*out)[i] = *(cand *)cs.v[i];
   return cs.n;
 }
 

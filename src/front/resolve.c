@@ -17,7 +17,9 @@
 
 #define ERR(e, ...) wf_lo_err(F, (e)->line, (e)->col, __VA_ARGS__)
 
-void wf_res_push(wf_fctx *C, int ref) { lua_rawgeti(C->L, C->keepidx, ref); }
+void wf_res_push(wf_fctx *C, int ref) {
+  lua_rawgeti(C->L, C->keepidx, ref);
+}
 
 int wf_res_keep(wf_fctx *C) {
   lua_rawseti(C->L, C->keepidx, ++C->nkeep);
@@ -124,13 +126,15 @@ const wf_type *wf_front_totype(wf_fctx *C, int idx) {
     lua_pop(L, 1);
     if (!st) return NULL;
   }
-  if (!strcmp(kind, "bool")) t = wf_t_bool(T);
+  if (!strcmp(kind, "bool"))
+    t = wf_t_bool(T);
   else if (!strcmp(kind, "int")) {
     lua_getfield(L, idx, "signed");
     int sg = lua_toboolean(L, -1);
     lua_pop(L, 1);
     t = wf_t_int(T, getint(L, idx, "bits", 32), sg);
-  } else if (!strcmp(kind, "float")) t = wf_t_float(T, getint(L, idx, "bits", 32));
+  } else if (!strcmp(kind, "float"))
+    t = wf_t_float(T, getint(L, idx, "bits", 32));
   else if (!strcmp(kind, "vec")) {
     int n = getint(L, idx, "n", 3);
     if (n < 1 || n > WF_MAX_COMP) return NULL; /* the front end's limit (lower.h) */
@@ -139,9 +143,10 @@ const wf_type *wf_front_totype(wf_fctx *C, int idx) {
     int r = getint(L, idx, "rows", 3), c = getint(L, idx, "cols", 3);
     if (r < 1 || r > WF_MAX_COMP || c < 1 || c > WF_MAX_COMP) return NULL;
     t = wf_t_mat(T, r, c, st);
-  }
-  else if (!strcmp(kind, "quat")) t = wf_t_quat(T, st);
-  else if (!strcmp(kind, "transform")) t = wf_t_transform(T, st);
+  } else if (!strcmp(kind, "quat"))
+    t = wf_t_quat(T, st);
+  else if (!strcmp(kind, "transform"))
+    t = wf_t_transform(T, st);
   else if (!strcmp(kind, "array")) {
     lua_getfield(L, idx, "dtype");
     const wf_type *et = wf_front_totype(C, -1);
@@ -208,7 +213,8 @@ static wf_val const_from(wf_fstate *F, const wf_type *t, int ci, int *k, wf_expr
   int n = wf_t_arity(t);
   wf_val c[64];
   if (n > 64) ERR(at, "weft.constant: %s has too many components", wf_lo_tname(F->C, t));
-  for (int i = 0; i < n; i++) c[i] = const_from(F, wf_t_component(F->C->T, t, i), ci, k, at);
+  for (int i = 0; i < n; i++)
+    c[i] = const_from(F, wf_t_component(F->C->T, t, i), ci, k, at);
   return wf_b_agg(&F->b, t, n, c);
 }
 
@@ -332,8 +338,10 @@ static void record_dep(wf_fctx *C, const char *kind, int cidx, int ikey, const c
   lua_rawseti(L, -2, 1);
   lua_pushvalue(L, cidx);
   lua_rawseti(L, -2, 2);
-  if (skey) lua_pushstring(L, skey);
-  else lua_pushinteger(L, ikey);
+  if (skey)
+    lua_pushstring(L, skey);
+  else
+    lua_pushinteger(L, ikey);
   lua_rawseti(L, -2, 3);
   lua_pushvalue(L, vi);
   lua_rawseti(L, -2, 4);
@@ -367,7 +375,8 @@ wf_rv wf_res_name(wf_fstate *F, const char *name, wf_expr *at) {
 
 wf_rv wf_res_field(wf_fstate *F, wf_rv ns, const char *name, wf_expr *at) {
   if (ns.lk != LV_NS) {
-    if (ns.lk == LV_TYPE) ERR(at, "cannot access field '%s' of the type %s", name, wf_lo_tname(F->C, ns.t));
+    if (ns.lk == LV_TYPE)
+      ERR(at, "cannot access field '%s' of the type %s", name, wf_lo_tname(F->C, ns.t));
     ERR(at, "cannot access field '%s' of '%s'", name, ns.str);
   }
   lua_State *L = F->C->L;
@@ -439,7 +448,8 @@ static wf_fspec *find_spec(wf_fctx *C, const void *fp, int n, const wf_type **ty
   for (wf_fspec *s = C->specs; s; s = s->next) {
     if (s->fnptr != fp || s->nargs != n) continue;
     int same = 1;
-    for (int i = 0; i < n && same; i++) same = s->argtypes[i] == types[i];
+    for (int i = 0; i < n && same; i++)
+      same = s->argtypes[i] == types[i];
     if (same) return s;
   }
   return NULL;
@@ -471,7 +481,8 @@ static wf_func *specialize(wf_fstate *F, int di, const char *fname, int n, const
   /* a unique name per specialization */
   char name[128];
   snprintf(name, sizeof name, "%s", fname);
-  for (int k = 2; wf_module_find(C->mod, name) >= 0; k++) snprintf(name, sizeof name, "%s_%d", fname, k);
+  for (int k = 2; wf_module_find(C->mod, name) >= 0; k++)
+    snprintf(name, sizeof name, "%s_%d", fname, k);
   lua_pushvalue(L, fi);
   int ref = wf_res_keep(C);
   lua_pop(L, 1);
@@ -523,8 +534,10 @@ static void companion_func(wf_fstate *F, int oi, const char *field, const wf_fun
     ERR(at, "the %s function of '%s' must take %d parameters (%s)", is_grad ? "grad" : "replay",
         fn->name, n, is_grad ? "its arguments, then the adjoint of each result" : "its arguments");
   const wf_type *pt[64];
-  for (int i = 0; i < fn->nparams; i++) pt[i] = fn->vals[fn->params[i]].type;
-  for (int j = 0; is_grad && j < fn->nret; j++) pt[fn->nparams + j] = fn->rettypes[j];
+  for (int i = 0; i < fn->nparams; i++)
+    pt[i] = fn->vals[fn->params[i]].type;
+  for (int j = 0; is_grad && j < fn->nret; j++)
+    pt[fn->nparams + j] = fn->rettypes[j];
   wf_src src;
   wf_front_getsrc(C, gi, &src);
   lua_pushvalue(L, gi);
@@ -563,26 +576,16 @@ static const wf_type *generic_float(const wf_rv *args, const wf_type *const *pt,
 
 static const char *kind_name(const wf_type *t) {
   switch (t->kind) {
-  case WF_T_BOOL:
-    return "bool";
-  case WF_T_INT:
-    return "int";
-  case WF_T_FLOAT:
-    return "float";
-  case WF_T_VEC:
-    return "vec";
-  case WF_T_MAT:
-    return "mat";
-  case WF_T_QUAT:
-    return "quat";
-  case WF_T_TRANSFORM:
-    return "transform";
-  case WF_T_STRUCT:
-    return "struct";
-  case WF_T_ARRAY:
-    return "array";
-  default:
-    return "other";
+  case WF_T_BOOL: return "bool";
+  case WF_T_INT: return "int";
+  case WF_T_FLOAT: return "float";
+  case WF_T_VEC: return "vec";
+  case WF_T_MAT: return "mat";
+  case WF_T_QUAT: return "quat";
+  case WF_T_TRANSFORM: return "transform";
+  case WF_T_STRUCT: return "struct";
+  case WF_T_ARRAY: return "array";
+  default: return "other";
   }
 }
 
@@ -644,7 +647,8 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
   int na = call->nargs;
   if (na > 32) ERR(call, "too many arguments");
   wf_rv args[32];
-  for (int i = 0; i < na; i++) args[i] = wf_lo_expr(F, call->args[i]);
+  for (int i = 0; i < na; i++)
+    args[i] = wf_lo_expr(F, call->args[i]);
   F->b.loc = (wf_loc){call->line, call->col};
   wf_res_push(C, fobj.ref);
   int oi = lua_gettop(L);
@@ -681,9 +685,12 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
         lua_getfield(L, ti, names[i]);
         if (!lua_isnil(L, -1)) {
           pt[i] = wf_front_totype(C, -1);
-          if (!pt[i]) ok = 0;
-          else if (!arg_fits(&args[i], pt[i])) ok = 0;
-          else score += arg_fits(&args[i], pt[i]);
+          if (!pt[i])
+            ok = 0;
+          else if (!arg_fits(&args[i], pt[i]))
+            ok = 0;
+          else
+            score += arg_fits(&args[i], pt[i]);
         }
         lua_pop(L, 1);
       }
@@ -707,13 +714,15 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
   if (best < 0) {
     lua_settop(L, oi - 1);
     if (nd == 1 && arity_seen != na)
-      ERR(call, "'%s' expects %d argument%s, got %d", fname, arity_seen, arity_seen == 1 ? "" : "s", na);
+      ERR(call, "'%s' expects %d argument%s, got %d", fname, arity_seen, arity_seen == 1 ? "" : "s",
+          na);
     char buf[256] = "";
     size_t off = 0;
     for (int i = 0; i < na && off < sizeof buf - 40; i++)
       off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? ", " : "",
-                              args[i].kind == RV_VAL ? wf_lo_tname(C, args[i].t)
-                              : wf_lo_isnum(&args[i]) ? "number" : "non-value");
+                              args[i].kind == RV_VAL  ? wf_lo_tname(C, args[i].t)
+                              : wf_lo_isnum(&args[i]) ? "number"
+                                                      : "non-value");
     ERR(call, "no definition of '%s' matches the arguments (%s)", fname, buf);
   }
   if (tie) {
@@ -743,6 +752,7 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
   F->b.loc = (wf_loc){call->line, call->col};
   wf_inst *in = wf_b_inst(&F->b, WF_OP_CALL, na, vals, fn->nret, fn->rettypes, 0);
   in->imm = index;
-  for (int i = 0; i < fn->nret && i < WF_MAXRET; i++) out[i] = wf_lo_mkval(in->res[i], fn->rettypes[i]);
+  for (int i = 0; i < fn->nret && i < WF_MAXRET; i++)
+    out[i] = wf_lo_mkval(in->res[i], fn->rettypes[i]);
   return fn->nret < WF_MAXRET ? fn->nret : WF_MAXRET;
 }

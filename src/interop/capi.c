@@ -56,7 +56,9 @@ static void push_helper(lua_State *L, const char *name) {
   lua_remove(L, -2);
 }
 
-void wf_interop_push_helper(lua_State *L, const char *name) { push_helper(L, name); }
+void wf_interop_push_helper(lua_State *L, const char *name) {
+  push_helper(L, name);
+}
 
 /* Push the value at a dotted global path ("sim.step"); an intermediate
 ** that is not a table is an error naming the path. */
@@ -82,7 +84,9 @@ static void get_path(lua_State *L, const char *path) {
   }
 }
 
-void wf_interop_get_path(lua_State *L, const char *path) { get_path(L, path); }
+void wf_interop_get_path(lua_State *L, const char *path) {
+  get_path(L, path);
+}
 
 /* Assign the value on top to the dotted global path (pops it). */
 static void set_path(lua_State *L, const char *path) {
@@ -102,8 +106,10 @@ static void set_path(lua_State *L, const char *path) {
 
 /* "cpu" or "cuda:N" for a device ordinal. */
 static void push_device(lua_State *L, int32_t dev) {
-  if (dev < 0) lua_pushliteral(L, "cpu");
-  else lua_pushfstring(L, "cuda:%d", (int)dev);
+  if (dev < 0)
+    lua_pushliteral(L, "cpu");
+  else
+    lua_pushfstring(L, "cuda:%d", (int)dev);
 }
 
 /* Push a table {d1, ..., dn}. */
@@ -142,9 +148,12 @@ static void push_arg(lua_State *L, const weft_Arg *a, int k, int *mark) {
     push_dims(L, a->ndim, a->shape);
     push_device(L, a->device);
     int strided = 0;
-    for (int k = 0; k < a->ndim; k++) strided |= a->strides[k] != 0;
-    if (strided) push_dims(L, a->ndim, a->strides);
-    else lua_pushnil(L);
+    for (int k = 0; k < a->ndim; k++)
+      strided |= a->strides[k] != 0;
+    if (strided)
+      push_dims(L, a->ndim, a->strides);
+    else
+      lua_pushnil(L);
     lua_call(L, 5, 1);
     return;
   }
@@ -153,8 +162,10 @@ static void push_arg(lua_State *L, const weft_Arg *a, int k, int *mark) {
     push_helper(L, "import");
     lua_pushlightuserdata(L, a->p);
     lua_pushboolean(L, a->type == WEFT_ARG_DLPACK_VERSIONED);
-    if (a->s) lua_pushstring(L, a->s);
-    else lua_pushnil(L);
+    if (a->s)
+      lua_pushstring(L, a->s);
+    else
+      lua_pushnil(L);
     *mark = k + 1;
     lua_call(L, 3, 1);
     return;
@@ -211,7 +222,8 @@ static void to_result(lua_State *L, int idx, weft_Arg *r, int keep) {
       r->ndim = h->ndim;
       r->flags = h->flags;
       r->device = h->device;
-      for (int k = 0; k < WF_MAXDIM; k++) r->shape[k] = h->shape[k], r->strides[k] = h->strides[k];
+      for (int k = 0; k < WF_MAXDIM; k++)
+        r->shape[k] = h->shape[k], r->strides[k] = h->strides[k];
       r->d = (double)h->elsize;
       r->handle = (void *)h;
     }
@@ -223,19 +235,21 @@ static void to_result(lua_State *L, int idx, weft_Arg *r, int keep) {
 
 typedef struct op {
   weft_State *W;
-  const char *path;    /* global path */
-  int nargs, nin;      /* arguments; the first nin are launch inputs */
+  const char *path; /* global path */
+  int nargs, nin;   /* arguments; the first nin are launch inputs */
   const weft_Arg *args;
   int nres;
   weft_Arg *res;
-  int ndim;            /* launch grid */
+  int ndim; /* launch grid */
   const int64_t *dims;
   int versioned, copy; /* export */
   void *managed;       /* export result / import argument */
   int nconsumed;       /* args[0 .. nconsumed-1] have been handed to Lua */
 } op;
 
-static op *op_of(lua_State *L) { return (op *)lua_touserdata(L, 1); }
+static op *op_of(lua_State *L) {
+  return (op *)lua_touserdata(L, 1);
+}
 
 /* Run f(o) protected; the message of a failure goes to W. */
 static int run(op *o, lua_CFunction f) {
@@ -289,11 +303,13 @@ int weft_wrap(weft_State *W, const char *global, void *data, const char *dtype, 
   a.p = data;
   a.s = dtype;
   a.ndim = ndim;
-  for (int k = 0; k < ndim; k++) a.shape[k] = shape[k];
+  for (int k = 0; k < ndim; k++)
+    a.shape[k] = shape[k];
   a.device = -1;
   if (device && strcmp(device, "cpu") != 0) {
     int n = 0;
-    if (strcmp(device, "cuda") == 0) n = 0;
+    if (strcmp(device, "cuda") == 0)
+      n = 0;
     else if (sscanf(device, "cuda:%d", &n) != 1 || n < 0)
       return wf_state_seterr(W, WEFT_ERRARG, "weft_wrap: unknown device '%s'", device);
     a.device = n;
@@ -358,8 +374,10 @@ static int do_call(lua_State *L) {
   int got = lua_gettop(L) - base + 1;
   int keep = push_keep(L);
   for (int k = 0; k < o->nres; k++) {
-    if (k < got) to_result(L, base + k, &o->res[k], keep);
-    else memset(&o->res[k], 0, sizeof o->res[k]);
+    if (k < got)
+      to_result(L, base + k, &o->res[k], keep);
+    else
+      memset(&o->res[k], 0, sizeof o->res[k]);
   }
   return 0;
 }
@@ -373,7 +391,8 @@ int weft_call(weft_State *W, const char *func, int nargs, const weft_Arg *args, 
     if (args && nargs > 0) drop_unconsumed(args, 0, nargs);
     return st;
   }
-  for (int k = 0; k < nres; k++) memset(&res[k], 0, sizeof res[k]);
+  for (int k = 0; k < nres; k++)
+    memset(&res[k], 0, sizeof res[k]);
   op o = {.W = W, .path = func, .nargs = nargs, .args = args, .nres = nres, .res = res};
   st = run(&o, do_call);
   if (st != WEFT_OK) drop_unconsumed(args, o.nconsumed, nargs);

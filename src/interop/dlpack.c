@@ -27,7 +27,9 @@ static void export_free(wf_export *e) {
   wf_buffer_release(e->buf);
   free(e);
 }
-static void export_delete_legacy(DLManagedTensor *m) { export_free((wf_export *)m->manager_ctx); }
+static void export_delete_legacy(DLManagedTensor *m) {
+  export_free((wf_export *)m->manager_ctx);
+}
 static void export_delete_versioned(DLManagedTensorVersioned *m) {
   export_free((wf_export *)m->manager_ctx);
 }
@@ -42,8 +44,8 @@ static DLDevice device_of(int32_t dev) {
 
 /* Fill the shape and element strides of the export from the array (strides
 ** in bytes -> elements of the scalar type) plus the trailing element dims. */
-static int export_layout(wf_rt *rt, const wf_array *a, int bytes, int ntrail,
-                         const int64_t *trail, wf_export *e) {
+static int export_layout(wf_rt *rt, const wf_array *a, int bytes, int ntrail, const int64_t *trail,
+                         wf_export *e) {
   int64_t inner = 1;
   for (int k = ntrail - 1; k >= 0; k--) {
     e->shape[a->ndim + k] = trail[k];
@@ -66,8 +68,8 @@ static int export_layout(wf_rt *rt, const wf_array *a, int bytes, int ntrail,
   return WEFT_OK;
 }
 
-int wf_dlpack_export(wf_rt *rt, const wf_array *a, int versioned, int code, int bits,
-                     int ntrail, const int64_t *trail, uint64_t flags, void **out) {
+int wf_dlpack_export(wf_rt *rt, const wf_array *a, int versioned, int code, int bits, int ntrail,
+                     const int64_t *trail, uint64_t flags, void **out) {
   *out = NULL;
   if (a->ndim < 1 || a->ndim > WF_MAXDIM || ntrail < 0 || ntrail > 2)
     return wf_rt_seterr(rt, WEFT_ERRARG, "weft: to_dlpack: bad array header (%d dimensions)",
@@ -124,13 +126,17 @@ void wf_dlpack_delete(void *managed, int versioned) {
 }
 
 /* Buffer release functions: the last reference hands the tensor back. */
-static void import_release_legacy(wf_buffer *b) { wf_dlpack_delete(b->ctx, 0); }
-static void import_release_versioned(wf_buffer *b) { wf_dlpack_delete(b->ctx, 1); }
+static void import_release_legacy(wf_buffer *b) {
+  wf_dlpack_delete(b->ctx, 0);
+}
+static void import_release_versioned(wf_buffer *b) {
+  wf_dlpack_delete(b->ctx, 1);
+}
 
 /* The weft scalar types in the order of their indices (interop.h). */
-const char *const wf_dlpack_scalars[WF_NSCALARS] = {
-    "bool",   "int8",   "int16",  "int32",   "int64",   "uint8",
-    "uint16", "uint32", "uint64", "float16", "float32", "float64"};
+const char *const wf_dlpack_scalars[WF_NSCALARS] = {"bool",   "int8",    "int16",   "int32",
+                                                    "int64",  "uint8",   "uint16",  "uint32",
+                                                    "uint64", "float16", "float32", "float64"};
 
 int wf_dlpack_scalar_index(int code, int bits) {
   int k = bits == 8 ? 0 : bits == 16 ? 1 : bits == 32 ? 2 : bits == 64 ? 3 : -1;
@@ -160,9 +166,7 @@ static const char *dtype_code_name(int code) {
 static int import_device(wf_rt *rt, DLDevice d, int32_t *dev) {
   switch (d.device_type) {
   case WF_kDLCPU:
-  case WF_kDLCUDAHost:
-    *dev = WF_DEVICE_CPU;
-    return WEFT_OK;
+  case WF_kDLCUDAHost: *dev = WF_DEVICE_CPU; return WEFT_OK;
   case WF_kDLCUDA:
   case WF_kDLCUDAManaged:
     if (d.device_id < 0)
@@ -315,7 +319,8 @@ static int import_header(wf_rt *rt, const DLTensor *t, int ntrail, const int64_t
     return wf_rt_seterr(rt, WEFT_ERRARG,
                         "weft: from_dlpack: %d dimensions (weft arrays have 1 to 4)", nd);
   int64_t sb = t->dtype.bits / 8, inner = 1;
-  for (int k = 0; k < ntrail; k++) inner *= trail[k];
+  for (int k = 0; k < ntrail; k++)
+    inner *= trail[k];
   a->elsize = (int32_t)(sb * inner);
   a->ndim = nd > 0 ? nd : 1; /* 0-d tensors become one-element arrays */
   a->shape[0] = 1;
@@ -327,14 +332,16 @@ static int import_header(wf_rt *rt, const DLTensor *t, int ntrail, const int64_t
     /* used only without strides, where validate_layout checked it */
     if (__builtin_mul_overflow(compact, t->shape[d], &compact)) compact = 0;
   }
-  for (int d = a->ndim; d < WF_MAXDIM; d++) a->shape[d] = 1, a->strides[d] = 0;
+  for (int d = a->ndim; d < WF_MAXDIM; d++)
+    a->shape[d] = 1, a->strides[d] = 0;
   /* An empty tensor's other dimensions may be anything validate_layout let
   ** through (their product need not fit, data may be NULL): it addresses no
   ** memory, so it keeps its data pointer as given and no offset is added. */
   a->size = 1;
   for (int d = 0; d < a->ndim; d++)
     if (a->shape[d] == 0) a->size = 0;
-  for (int d = 0; a->size && d < a->ndim; d++) a->size *= a->shape[d];
+  for (int d = 0; a->size && d < a->ndim; d++)
+    a->size *= a->shape[d];
   a->data = a->size ? (char *)t->data + t->byte_offset : (char *)t->data;
   return WEFT_OK;
 }
@@ -349,8 +356,10 @@ static void span_of(const wf_array *a, char **lo, size_t *nbytes) {
   }
   for (int d = 0; d < a->ndim; d++) {
     int64_t ext = (a->shape[d] - 1) * a->strides[d];
-    if (ext < 0) min += ext;
-    else max += ext;
+    if (ext < 0)
+      min += ext;
+    else
+      max += ext;
   }
   *lo = (char *)a->data + min;
   *nbytes = a->size == 0 ? 0 : (size_t)(max - min + a->elsize);
@@ -382,9 +391,9 @@ int wf_dlpack_import_k(wf_rt *rt, void *managed, int versioned, int ntrail, cons
     char *lo;
     size_t nbytes;
     span_of(out, &lo, &nbytes);
-    st = wf_buffer_wrap(rt, out->device, lo, nbytes,
-                        versioned ? import_release_versioned : import_release_legacy, managed,
-                        &buf);
+    st =
+        wf_buffer_wrap(rt, out->device, lo, nbytes,
+                       versioned ? import_release_versioned : import_release_legacy, managed, &buf);
   }
   if (st != WEFT_OK) {
     wf_dlpack_delete(managed, versioned);
@@ -395,8 +404,8 @@ int wf_dlpack_import_k(wf_rt *rt, void *managed, int versioned, int ntrail, cons
   return WEFT_OK;
 }
 
-int wf_dlpack_import(wf_rt *rt, void *managed, int versioned, int ntrail,
-                     const int64_t *trail, wf_array *out, const char **scalar) {
+int wf_dlpack_import(wf_rt *rt, void *managed, int versioned, int ntrail, const int64_t *trail,
+                     wf_array *out, const char **scalar) {
   int k = -1;
   int st = wf_dlpack_import_k(rt, managed, versioned, ntrail, trail, out, &k);
   *scalar = st == WEFT_OK ? wf_dlpack_scalars[k] : NULL;

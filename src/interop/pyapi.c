@@ -50,13 +50,13 @@
 /* What the fast paths of one Runtime need besides its weft_State. */
 typedef struct wf_pyctx {
   weft_State *W;
-  wf_rt *rt;                /* messages of imports */
-  int32_t ids[WF_NSCALARS]; /* Lua type ids of the scalar types */
-  pyobj *error;             /* weft.WeftError */
-  pyobj *array_type;        /* weft.Array (C-owned headers) */
-  pyobj *lua_array_type;    /* its subclass for arrays Lua holds */
-  pyobj *converters;        /* dict: type -> f(x) -> DLPack capsule */
-  pyobj *fallback;          /* f(x, rt, kernel, index, nin) -> capsule or value */
+  wf_rt *rt;                 /* messages of imports */
+  int32_t ids[WF_NSCALARS];  /* Lua type ids of the scalar types */
+  pyobj *error;              /* weft.WeftError */
+  pyobj *array_type;         /* weft.Array (C-owned headers) */
+  pyobj *lua_array_type;     /* its subclass for arrays Lua holds */
+  pyobj *converters;         /* dict: type -> f(x) -> DLPack capsule */
+  pyobj *fallback;           /* f(x, rt, kernel, index, nin) -> capsule or value */
   pyobj *s_h, *s_ref, *s_rt; /* interned attribute names */
 } wf_pyctx;
 
@@ -134,7 +134,8 @@ static void header_dtor(pyobj *cap) {
 static pyobj *weft_error(wf_pyctx *c, const char *where, const char *msg) {
   if (strncmp(msg, "weft: ", 6) == 0) {
     const char *p = msg + 6;
-    while ((*p >= 'a' && *p <= 'z') || *p == '_') p++;
+    while ((*p >= 'a' && *p <= 'z') || *p == '_')
+      p++;
     if (p[0] == ':' && p[1] == ' ') msg = p + 2;
   }
   char buf[WF_MSGSIZE + 128];
@@ -211,8 +212,8 @@ static int do_ctx_init(lua_State *L) {
 }
 
 static void ctx_free(wf_pyctx *c) {
-  pyobj *held[] = {c->error, c->array_type, c->lua_array_type, c->converters, c->fallback,
-                   c->s_h,   c->s_ref,      c->s_rt};
+  pyobj *held[] = {c->error,    c->array_type, c->lua_array_type, c->converters,
+                   c->fallback, c->s_h,        c->s_ref,          c->s_rt};
   for (size_t k = 0; k < sizeof held / sizeof held[0]; k++)
     if (held[k]) Py_DecRef(held[k]);
   wf_rt_free(c->rt);
@@ -241,7 +242,8 @@ static pyobj *py_ctx_new(pyobj *self, pyobj *const *a, pyssize n) {
   if (!c) return PyErr_NoMemory();
   c->W = W;
   c->rt = wf_rt_new();
-  for (int k = 1; k < 6; k++) Py_IncRef(a[k]);
+  for (int k = 1; k < 6; k++)
+    Py_IncRef(a[k]);
   c->error = a[1], c->array_type = a[2], c->lua_array_type = a[3];
   c->converters = a[4], c->fallback = a[5];
   c->s_h = PyUnicode_InternFromString("_h");
@@ -279,7 +281,8 @@ static pyobj *py_ctx_free(pyobj *self, pyobj *const *a, pyssize n) {
 /* ---- arrays ---------------------------------------------------------------- */
 
 /* import_(ctx, capsule, desc, where) -> h: consume a DLPack capsule into a
-** new C-owned header (no Lua), held by the "weft.header" capsule h. desc (or None) folds trailing dimensions
+** new C-owned header (no Lua), held by the "weft.header" capsule h. desc (or None) folds trailing
+*dimensions
 ** into vector/matrix elements and must agree with the tensor's scalars. */
 static pyobj *py_import(pyobj *self, pyobj *const *a, pyssize n) {
   if (check_nargs(n, 4, "import_") < 0) return NULL;
@@ -317,7 +320,9 @@ static pyobj *py_import(pyobj *self, pyobj *const *a, pyssize n) {
   return r;
 }
 
-static void capsule_dtor(pyobj *cap) { wf_dlpack_capsule_destructor(cap); }
+static void capsule_dtor(pyobj *cap) {
+  wf_dlpack_capsule_destructor(cap);
+}
 
 /* export(h, versioned, desc) -> a DLPack capsule viewing header h; the
 ** tensor holds a buffer reference, so it outlives the array and the
@@ -332,8 +337,7 @@ static pyobj *py_export(pyobj *self, pyobj *const *a, pyssize n) {
   rt.msg[0] = 0;
   void *m = NULL;
   versioned = versioned != 0;
-  if (wf_dlpack_export(&rt, h, (int)versioned, d.code, d.bits, d.ntrail, d.trail, 0, &m) !=
-      WEFT_OK)
+  if (wf_dlpack_export(&rt, h, (int)versioned, d.code, d.bits, d.ntrail, d.trail, 0, &m) != WEFT_OK)
     return raise(PyExc_BufferError, rt.msg);
   pyobj *cap = PyCapsule_New(m, wf_dlpack_capsule_name((int)versioned), capsule_dtor);
   if (!cap) wf_dlpack_delete(m, (int)versioned);
@@ -367,12 +371,9 @@ static pyobj *py_info(pyobj *self, pyobj *const *a, pyssize n) {
   if (check_nargs(n, 1, "info") < 0) return NULL;
   wf_array *h = header_of(a[0]);
   if (!h) return NULL;
-  pyobj *items[7] = {PyLong_FromVoidPtr(h->data),
-                     dims_tuple(h->ndim, h->shape),
-                     dims_tuple(h->ndim, h->strides),
-                     PyLong_FromLongLong(h->device),
-                     PyLong_FromLongLong(h->elsize),
-                     PyLong_FromLongLong(h->dtype),
+  pyobj *items[7] = {PyLong_FromVoidPtr(h->data),     dims_tuple(h->ndim, h->shape),
+                     dims_tuple(h->ndim, h->strides), PyLong_FromLongLong(h->device),
+                     PyLong_FromLongLong(h->elsize),  PyLong_FromLongLong(h->dtype),
                      PyLong_FromLongLong(h->flags)};
   pyobj *t = PyTuple_New(7);
   for (int k = 0; k < 7; k++) {
@@ -445,11 +446,11 @@ enum { ARG_NIL, ARG_BOOL, ARG_NUM, ARG_REF, ARG_HDR };
 /* One launch argument, converted from Python before Lua runs. */
 typedef struct pyarg {
   int kind;
-  double num;      /* ARG_BOOL (0/1), ARG_NUM */
-  int64_t ref;     /* ARG_REF: registry reference */
-  wf_array h;      /* ARG_HDR: the header the kernel sees (borrowed memory) */
-  wf_array *slot;  /* the scratch array h was copied into */
-  void *managed;   /* a DLPack tensor taken for this launch, deleted after */
+  double num;     /* ARG_BOOL (0/1), ARG_NUM */
+  int64_t ref;    /* ARG_REF: registry reference */
+  wf_array h;     /* ARG_HDR: the header the kernel sees (borrowed memory) */
+  wf_array *slot; /* the scratch array h was copied into */
+  void *managed;  /* a DLPack tensor taken for this launch, deleted after */
   int versioned;
 } pyarg;
 

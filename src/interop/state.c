@@ -14,7 +14,9 @@
 #include "bindings/bindings.h"
 #include "interop/state.h"
 
-const char *weft_version(void) { return WEFT_VERSION; }
+const char *weft_version(void) {
+  return WEFT_VERSION;
+}
 
 int wf_state_seterr(weft_State *W, int status, const char *fmt, ...) {
   char buf[WF_MSGSIZE];
@@ -233,9 +235,13 @@ void weft_close(weft_State *W) {
   free(W);
 }
 
-lua_State *weft_lua(weft_State *W) { return W ? W->L : NULL; }
+lua_State *weft_lua(weft_State *W) {
+  return W ? W->L : NULL;
+}
 
-const char *weft_errmsg(weft_State *W) { return (W && W->msg) ? W->msg : ""; }
+const char *weft_errmsg(weft_State *W) {
+  return (W && W->msg) ? W->msg : "";
+}
 
 int weft_dostring(weft_State *W, const char *code) {
   if (!W || !code) return WEFT_ERRARG;

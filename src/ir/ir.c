@@ -94,14 +94,17 @@ wf_module *wf_module_new(wf_types *T) {
 
 void wf_module_free(wf_module *m) {
   if (!m) return;
-  for (int i = 0; i < m->nfuncs; i++) free(m->funcs[i]->vals);
+  for (int i = 0; i < m->nfuncs; i++)
+    free(m->funcs[i]->vals);
   free(m->funcs);
   wf_arena_free(m->arena);
   if (!m->borrowed_types) wf_types_free(m->types);
   free(m);
 }
 
-void *wf_ir_alloc(wf_module *m, size_t n) { return wf_arena_alloc(m->arena, n); }
+void *wf_ir_alloc(wf_module *m, size_t n) {
+  return wf_arena_alloc(m->arena, n);
+}
 
 const char *wf_ir_strdup(wf_module *m, const char *s) {
   if (!s) return NULL;
@@ -142,7 +145,8 @@ wf_func *wf_func_new(wf_module *m, const char *name, int is_kernel, int nparams,
   fn->body = wf_ir_alloc(m, sizeof(wf_block));
   if (!fn->name || !fn->params || !fn->rettypes || !fn->body) return NULL;
   m->funcs[m->nfuncs++] = fn; /* before values: wf_module_free frees fn->vals */
-  for (int i = 0; i < nret; i++) fn->rettypes[i] = rettypes[i];
+  for (int i = 0; i < nret; i++)
+    fn->rettypes[i] = rettypes[i];
   for (int i = 0; i < nparams; i++) {
     fn->params[i] = newparam(fn, ptypes[i], NULL, i);
     if (fn->params[i] < 0) return NULL;
@@ -186,7 +190,8 @@ wf_block *wf_b_newblock(wf_func *fn, int nparams, const wf_type *const *ptypes) 
   bl->params = wf_ir_alloc(fn->mod, sizeof(wf_val) * (size_t)(nparams > 0 ? nparams : 1));
   if (!bl->params) return NULL;
   bl->nparams = nparams;
-  for (int i = 0; i < nparams; i++) bl->params[i] = newparam(fn, ptypes[i], bl, i);
+  for (int i = 0; i < nparams; i++)
+    bl->params[i] = newparam(fn, ptypes[i], bl, i);
   return bl;
 }
 
@@ -203,7 +208,8 @@ wf_inst *wf_inst_new(wf_func *fn, wf_op op, int nargs, const wf_val *args, int n
   in->nblocks = nblocks;
   in->blocks = wf_ir_alloc(m, sizeof(wf_block *) * (size_t)(nblocks > 0 ? nblocks : 1));
   if (!in->args || !in->res || !in->blocks) return NULL;
-  for (int i = 0; i < nargs; i++) in->args[i] = args ? args[i] : WF_NOVAL;
+  for (int i = 0; i < nargs; i++)
+    in->args[i] = args ? args[i] : WF_NOVAL;
   for (int i = 0; i < nres; i++) {
     in->res[i] = wf_b_newval(fn, rtypes ? rtypes[i] : NULL);
     if (in->res[i] < 0) return NULL;
@@ -218,13 +224,17 @@ wf_inst *wf_b_inst(wf_builder *b, wf_op op, int nargs, const wf_val *args, int n
   wf_inst *in = wf_inst_new(b->fn, op, nargs, args, nres, rtypes, nblocks);
   if (!in) return NULL;
   in->loc = b->loc;
-  if (b->before) wf_inst_insert_before(b->before, in);
-  else if (b->block) wf_block_append(b->block, in);
+  if (b->before)
+    wf_inst_insert_before(b->before, in);
+  else if (b->block)
+    wf_block_append(b->block, in);
   return in;
 }
 
 /* Result 0 of a freshly built inst, or WF_NOVAL when allocation failed. */
-static wf_val res0(wf_inst *in) { return in && in->nres > 0 ? in->res[0] : WF_NOVAL; }
+static wf_val res0(wf_inst *in) {
+  return in && in->nres > 0 ? in->res[0] : WF_NOVAL;
+}
 
 wf_val wf_b_op1(wf_builder *b, wf_op op, const wf_type *rt, wf_val a) {
   return res0(wf_b_inst(b, op, 1, &a, 1, &rt, 0));
@@ -243,16 +253,20 @@ wf_val wf_b_op3(wf_builder *b, wf_op op, const wf_type *rt, wf_val a, wf_val c, 
 wf_val wf_b_consti(wf_builder *b, const wf_type *t, int64_t v) {
   wf_inst *in = wf_b_inst(b, WF_OP_CONST, 0, NULL, 1, &t, 0);
   if (!in) return WF_NOVAL;
-  if (t && t->kind == WF_T_FLOAT) in->fimm = (double)v;
-  else in->imm = t && t->kind == WF_T_BOOL ? (v != 0) : v;
+  if (t && t->kind == WF_T_FLOAT)
+    in->fimm = (double)v;
+  else
+    in->imm = t && t->kind == WF_T_BOOL ? (v != 0) : v;
   return in->res[0];
 }
 
 wf_val wf_b_constf(wf_builder *b, const wf_type *t, double v) {
   wf_inst *in = wf_b_inst(b, WF_OP_CONST, 0, NULL, 1, &t, 0);
   if (!in) return WF_NOVAL;
-  if (t && t->kind == WF_T_FLOAT) in->fimm = v;
-  else in->imm = t && t->kind == WF_T_BOOL ? (v != 0) : (int64_t)v;
+  if (t && t->kind == WF_T_FLOAT)
+    in->fimm = v;
+  else
+    in->imm = t && t->kind == WF_T_BOOL ? (v != 0) : (int64_t)v;
   return in->res[0];
 }
 
@@ -280,10 +294,14 @@ wf_val wf_b_agg(wf_builder *b, const wf_type *t, int n, const wf_val *comps) {
 /* ---- editing ---- */
 void wf_inst_unlink(wf_inst *i) {
   wf_block *bl = i->parent;
-  if (i->prev) i->prev->next = i->next;
-  else if (bl && bl->first == i) bl->first = i->next;
-  if (i->next) i->next->prev = i->prev;
-  else if (bl && bl->last == i) bl->last = i->prev;
+  if (i->prev)
+    i->prev->next = i->next;
+  else if (bl && bl->first == i)
+    bl->first = i->next;
+  if (i->next)
+    i->next->prev = i->prev;
+  else if (bl && bl->last == i)
+    bl->last = i->prev;
   i->prev = i->next = NULL;
   i->parent = NULL;
 }
@@ -293,8 +311,10 @@ void wf_inst_insert_before(wf_inst *pos, wf_inst *i) {
   i->parent = bl;
   i->next = pos;
   i->prev = pos->prev;
-  if (pos->prev) pos->prev->next = i;
-  else if (bl) bl->first = i;
+  if (pos->prev)
+    pos->prev->next = i;
+  else if (bl)
+    bl->first = i;
   pos->prev = i;
 }
 
@@ -302,8 +322,10 @@ void wf_block_append(wf_block *bl, wf_inst *i) {
   i->parent = bl;
   i->next = NULL;
   i->prev = bl->last;
-  if (bl->last) bl->last->next = i;
-  else bl->first = i;
+  if (bl->last)
+    bl->last->next = i;
+  else
+    bl->first = i;
   bl->last = i;
 }
 

@@ -77,17 +77,17 @@ typedef struct wf_field {
 
 struct wf_type {
   wf_tkind kind;
-  uint8_t bits;      /* INT, FLOAT */
-  uint8_t is_signed; /* INT */
-  uint8_t rows, cols;      /* VEC: rows = n, cols = 1; MAT: rows x cols */
-  uint8_t ndim;            /* ARRAY */
-  const wf_type *elem;     /* VEC/MAT/QUAT/TRANSFORM: scalar; ARRAY: element */
-  const char *name;        /* display name: "f32", "vec3f", struct name */
-  uint32_t size, align;    /* C layout (arrays: size of a pointer) */
-  int nfields;             /* STRUCT */
-  const wf_field *fields;  /* STRUCT */
-  int ncomp;               /* number of scalar components (VEC/MAT/QUAT/TRANSFORM) */
-  int32_t lua_id;          /* type registry id on the Lua side, or -1 */
+  uint8_t bits;           /* INT, FLOAT */
+  uint8_t is_signed;      /* INT */
+  uint8_t rows, cols;     /* VEC: rows = n, cols = 1; MAT: rows x cols */
+  uint8_t ndim;           /* ARRAY */
+  const wf_type *elem;    /* VEC/MAT/QUAT/TRANSFORM: scalar; ARRAY: element */
+  const char *name;       /* display name: "f32", "vec3f", struct name */
+  uint32_t size, align;   /* C layout (arrays: size of a pointer) */
+  int nfields;            /* STRUCT */
+  const wf_field *fields; /* STRUCT */
+  int ncomp;              /* number of scalar components (VEC/MAT/QUAT/TRANSFORM) */
+  int32_t lua_id;         /* type registry id on the Lua side, or -1 */
 };
 
 typedef struct wf_types wf_types; /* interning context; owns all types */
@@ -145,16 +145,16 @@ WF_IR_INTERNAL int wf_t_snprint(const wf_type *t, char *buf, size_t n);
 ** Derivative rules live in src/ad/rules.c; a static check there fails the
 ** build when a WF_OPF_DIFF op has no rule.
 ** ====================================================================== */
-#define WF_OPF_PURE 1      /* no side effects: CSE and DCE may touch it */
-#define WF_OPF_DIFF 2      /* differentiable (float operands) */
-#define WF_OPF_TERM 4      /* block terminator */
-#define WF_OPF_REGION 8    /* owns blocks */
-#define WF_OPF_MEM 16      /* reads or writes memory */
-#define WF_OPF_CMP 32      /* comparison: result bool */
-#define WF_OPF_BUILTIN 64  /* a kernel builtin named like the op (weft.sqrt) */
-#define WF_OPF_INTID 128   /* the builtin is the identity on integers (floor) */
-#define WF_OPF_COMM 256    /* commutative: CSE matches swapped operands (1) */
-#define WF_OPF_WRITE 512   /* writes the array element it indexes (2) */
+#define WF_OPF_PURE 1     /* no side effects: CSE and DCE may touch it */
+#define WF_OPF_DIFF 2     /* differentiable (float operands) */
+#define WF_OPF_TERM 4     /* block terminator */
+#define WF_OPF_REGION 8   /* owns blocks */
+#define WF_OPF_MEM 16     /* reads or writes memory */
+#define WF_OPF_CMP 32     /* comparison: result bool */
+#define WF_OPF_BUILTIN 64 /* a kernel builtin named like the op (weft.sqrt) */
+#define WF_OPF_INTID 128  /* the builtin is the identity on integers (floor) */
+#define WF_OPF_COMM 256   /* commutative: CSE matches swapped operands (1) */
+#define WF_OPF_WRITE 512  /* writes the array element it indexes (2) */
 /* (1) for every operand type, NaN payloads aside. min and max are not:
 **     min(NaN, 1) = 1 but min(1, NaN) = NaN; min(-0, 0) = 0, min(0, -0) = -0.
 ** (2) args: array, ndim indices, value (stores and atomics). */
@@ -290,10 +290,10 @@ typedef struct wf_opinfo {
   const char *name;
   int8_t nargs, nres; /* -1: variadic */
   uint16_t flags;
-  uint8_t ty;         /* wf_tyrule */
-  const char *libm;   /* float64 name ("erf"; float32 adds "f"), or NULL */
-  const char *llvm;   /* LLVM intrinsic ("llvm.sqrt"), or NULL */
-  const char *cuda;   /* CUDA function (float32 adds "f" unless "wf_..."), or NULL */
+  uint8_t ty;             /* wf_tyrule */
+  const char *libm;       /* float64 name ("erf"; float32 adds "f"), or NULL */
+  const char *llvm;       /* LLVM intrinsic ("llvm.sqrt"), or NULL */
+  const char *cuda;       /* CUDA function (float32 adds "f" unless "wf_..."), or NULL */
   double (*fold)(double); /* exact evaluation for constant folding, or NULL */
 } wf_opinfo;
 WF_IR_INTERNAL extern const wf_opinfo wf_opinfo_tab[WF_OP__COUNT];
@@ -400,8 +400,8 @@ WF_IR_INTERNAL wf_val wf_b_newval(wf_func *fn, const wf_type *t);
 WF_IR_INTERNAL wf_block *wf_b_newblock(wf_func *fn, int nparams, const wf_type *const *ptypes);
 /* Generic: create an instruction with nargs args, nres results of rtypes,
 ** nblocks empty block slots (filled by the caller). Returns the inst. */
-WF_IR_INTERNAL wf_inst *wf_b_inst(wf_builder *b, wf_op op, int nargs, const wf_val *args,
-                                  int nres, const wf_type *const *rtypes, int nblocks);
+WF_IR_INTERNAL wf_inst *wf_b_inst(wf_builder *b, wf_op op, int nargs, const wf_val *args, int nres,
+                                  const wf_type *const *rtypes, int nblocks);
 /* One-result helpers return the result value. */
 WF_IR_INTERNAL wf_val wf_b_op1(wf_builder *b, wf_op op, const wf_type *rt, wf_val a);
 WF_IR_INTERNAL wf_val wf_b_op2(wf_builder *b, wf_op op, const wf_type *rt, wf_val a, wf_val c);
@@ -419,7 +419,9 @@ WF_IR_INTERNAL void wf_inst_insert_before(wf_inst *pos, wf_inst *i);
 WF_IR_INTERNAL void wf_block_append(wf_block *bl, wf_inst *i);
 /* Replace every use of `from` with `to` inside fn. */
 WF_IR_INTERNAL void wf_replace_uses(wf_func *fn, wf_val from, wf_val to);
-static inline const wf_type *wf_vtype(const wf_func *fn, wf_val v) { return fn->vals[v].type; }
+static inline const wf_type *wf_vtype(const wf_func *fn, wf_val v) {
+  return fn->vals[v].type;
+}
 
 /* ---- text form: printer and parser (round-trip) ---- */
 WF_IR_INTERNAL void wf_ir_print_func(const wf_func *fn, FILE *f);
@@ -454,8 +456,12 @@ WF_IR_INTERNAL wf_module *wf_ir_parse(const char *text, wf_types *T, char *err, 
 static inline int64_t wf_check_imm(int axis, int flags, int64_t offset) {
   return offset * 256 + (axis | flags);
 }
-static inline int wf_check_axis(int64_t imm) { return (int)(imm & 15); }
-static inline int64_t wf_check_offset(int64_t imm) { return (imm - (imm & 255)) / 256; }
+static inline int wf_check_axis(int64_t imm) {
+  return (int)(imm & 15);
+}
+static inline int64_t wf_check_offset(int64_t imm) {
+  return (imm - (imm & 255)) / 256;
+}
 /* Marks accesses and places CHECKs in every kernel; a rerun first drops
 ** what an earlier run added, so the pass is idempotent. */
 WF_IR_INTERNAL void wf_pass_bounds(wf_module *m);
@@ -475,8 +481,8 @@ WF_IR_INTERNAL int wf_ir_optimize(wf_module *m, char *err, size_t errsize);
 /* The first interned struct called `name`, or NULL. */
 WF_IR_INTERNAL const wf_type *wf_t_find_struct(wf_types *T, const char *name);
 /* Like wf_b_inst but not linked into any block (passes move it later). */
-WF_IR_INTERNAL wf_inst *wf_inst_new(wf_func *fn, wf_op op, int nargs, const wf_val *args,
-                                    int nres, const wf_type *const *rtypes, int nblocks);
+WF_IR_INTERNAL wf_inst *wf_inst_new(wf_func *fn, wf_op op, int nargs, const wf_val *args, int nres,
+                                    const wf_type *const *rtypes, int nblocks);
 /* inst->blocks[k] = bl and bl->parent = inst. Builders may also fill
 ** inst->blocks[] directly: the verifier and passes call wf_func_fix_parents. */
 WF_IR_INTERNAL void wf_inst_set_block(wf_inst *in, int k, wf_block *bl);

@@ -73,14 +73,16 @@ typedef struct pstate {
 } pstate;
 
 /* Records the first error as "line:col: message" at position `at`. */
-__attribute__((format(printf, 3, 4))) static int perr(pstate *P, const char *at,
-                                                      const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static int perr(pstate *P, const char *at, const char *fmt,
+                                                      ...) {
   if (P->failed) return 0;
   P->failed = 1;
   int line = 1, col = 1;
   for (const char *q = P->src; q < at && *q; q++) {
-    if (*q == '\n') line++, col = 1;
-    else col++;
+    if (*q == '\n')
+      line++, col = 1;
+    else
+      col++;
   }
   char msg[256];
   va_list ap;
@@ -105,17 +107,21 @@ static int grow(void **arr, int *cap, int n, size_t sz) {
 /* ---- lexical helpers ---- */
 static void skip_ws(pstate *P) {
   for (;;) {
-    while (*P->p == ' ' || *P->p == '\t' || *P->p == '\n' || *P->p == '\r') P->p++;
+    while (*P->p == ' ' || *P->p == '\t' || *P->p == '\n' || *P->p == '\r')
+      P->p++;
     if (*P->p != ';') return;
-    while (*P->p && *P->p != '\n') P->p++;
+    while (*P->p && *P->p != '\n')
+      P->p++;
   }
 }
 
 /* Skips blanks on the current line only (operands end at the newline). */
 static void skip_hs(pstate *P) {
-  while (*P->p == ' ' || *P->p == '\t' || *P->p == '\r') P->p++;
+  while (*P->p == ' ' || *P->p == '\t' || *P->p == '\r')
+    P->p++;
   if (*P->p == ';')
-    while (*P->p && *P->p != '\n') P->p++;
+    while (*P->p && *P->p != '\n')
+      P->p++;
 }
 
 static int is_idch(char c) {
@@ -139,7 +145,8 @@ static int expect(pstate *P, char c) {
 /* An identifier at p (no skipping); returns its length, 0 if none. */
 static size_t ident_len(const char *p) {
   size_t n = 0;
-  while (is_idch(p[n])) n++;
+  while (is_idch(p[n]))
+    n++;
   return n;
 }
 
@@ -173,7 +180,9 @@ static int parse_int(pstate *P, long long *out) {
 
 /* A parsed size as an int; out of int's range gives -1, which every type
 ** constructor rejects (a plain cast would wrap 2^32 + 1 to 1). */
-static int size_arg(long long v) { return v < INT_MIN || v > INT_MAX ? -1 : (int)v; }
+static int size_arg(long long v) {
+  return v < INT_MIN || v > INT_MAX ? -1 : (int)v;
+}
 
 /* A C-escaped quoted string, decoded into a malloc'd buffer. */
 static char *parse_string(pstate *P) {
@@ -203,11 +212,14 @@ static char *parse_string(pstate *P) {
       case 'n': c = '\n'; break;
       case 't': c = '\t'; break;
       case 'r': c = '\r'; break;
-      case '\\': case '"': case '\'': break;
+      case '\\':
+      case '"':
+      case '\'': break;
       default:
         if (c >= '0' && c <= '7') {
           int v = c - '0';
-          for (int k = 0; k < 2 && *P->p >= '0' && *P->p <= '7'; k++) v = v * 8 + (*P->p++ - '0');
+          for (int k = 0; k < 2 && *P->p >= '0' && *P->p <= '7'; k++)
+            v = v * 8 + (*P->p++ - '0');
           c = (char)v;
         } else {
           free(out);
@@ -251,8 +263,8 @@ static const wf_type *suffix_scalar(wf_types *T, const char *s, size_t n) {
   static const struct {
     const char *sx;
     int kind, bits, sgn;
-  } tab[] = {{"h", 1, 16, 0}, {"f", 1, 32, 0}, {"d", 1, 64, 0},  {"b", 0, 8, 1},
-             {"ub", 0, 8, 0}, {"s", 0, 16, 1}, {"us", 0, 16, 0}, {"i", 0, 32, 1},
+  } tab[] = {{"h", 1, 16, 0},  {"f", 1, 32, 0}, {"d", 1, 64, 0},  {"b", 0, 8, 1},
+             {"ub", 0, 8, 0},  {"s", 0, 16, 1}, {"us", 0, 16, 0}, {"i", 0, 32, 1},
              {"ui", 0, 32, 0}, {"l", 0, 64, 1}, {"ul", 0, 64, 0}};
   for (size_t k = 0; k < sizeof tab / sizeof tab[0]; k++)
     if (strlen(tab[k].sx) == n && memcmp(tab[k].sx, s, n) == 0)
@@ -389,17 +401,22 @@ static int vpush(pstate *P, vlist *l, wf_val v) {
 
 /* %a, %b, ... up to a non-'%' (the list may be empty). */
 static int parse_uses(pstate *P, vlist *l, int inline_only) {
-  if (inline_only) skip_hs(P);
-  else skip_ws(P);
+  if (inline_only)
+    skip_hs(P);
+  else
+    skip_ws(P);
   if (*P->p != '%') return 1;
   for (;;) {
     wf_val v = WF_NOVAL;
     if (!parse_use(P, &v) || !vpush(P, l, v)) return 0;
-    if (inline_only) skip_hs(P);
-    else skip_ws(P);
+    if (inline_only)
+      skip_hs(P);
+    else
+      skip_ws(P);
     if (*P->p != ',') return 1;
     const char *q = P->p + 1;
-    while (*q == ' ' || *q == '\t') q++;
+    while (*q == ' ' || *q == '\t')
+      q++;
     if (*q != '%') return 1; /* ", 2": a trailing imm */
     P->p++;
   }
@@ -427,9 +444,12 @@ static int parse_const(pstate *P, wf_inst *in, const wf_type *t) {
     return 1;
   }
   if (t && t->kind == WF_T_BOOL) {
-    if (accept_kw(P, "true")) in->imm = 1;
-    else if (accept_kw(P, "false")) in->imm = 0;
-    else return perr(P, at, "expected true or false");
+    if (accept_kw(P, "true"))
+      in->imm = 1;
+    else if (accept_kw(P, "false"))
+      in->imm = 0;
+    else
+      return perr(P, at, "expected true or false");
     return 1;
   }
   long long v;
@@ -559,8 +579,10 @@ static int parse_inst(pstate *P, wf_block *bl) {
   size_t n = ident_len(P->p);
   wf_op op = find_op(P->p, n);
   if (op == WF_OP__COUNT) {
-    if (n) perr(P, opat, "unknown op '%.*s'", (int)n, opat);
-    else perr(P, opat, "expected an instruction");
+    if (n)
+      perr(P, opat, "unknown op '%.*s'", (int)n, opat);
+    else
+      perr(P, opat, "expected an instruction");
     goto done;
   }
   P->p += n;
@@ -598,7 +620,8 @@ static int parse_inst(pstate *P, wf_block *bl) {
     in->blocks = wf_ir_alloc(P->m, sizeof(wf_block *) * (size_t)nblocks);
     if (!in->blocks) goto oom_or_done;
     in->nblocks = nblocks;
-    for (int k = 0; k < nblocks; k++) wf_inst_set_block(in, k, blocks[k]);
+    for (int k = 0; k < nblocks; k++)
+      wf_inst_set_block(in, k, blocks[k]);
   }
   ok = 1;
   goto done;
@@ -654,7 +677,8 @@ static int parse_body(pstate *P, wf_block *bl, int allow_params) {
 /* ---- top level ---- */
 static int parse_func(pstate *P, int is_kernel) {
   skip_ws(P);
-  if (*P->p != '@') return perr(P, P->p, "expected '@name' after %s", is_kernel ? "kernel" : "func");
+  if (*P->p != '@')
+    return perr(P, P->p, "expected '@name' after %s", is_kernel ? "kernel" : "func");
   P->p++;
   const char *at = P->p;
   char *name = parse_name(P, "a function name");
@@ -763,7 +787,8 @@ static int parse_struct(pstate *P) {
   P->structs[P->nstructs++] = t;
   ok = 1;
 done:
-  for (int i = 0; i < nf; i++) free((void *)f[i].name);
+  for (int i = 0; i < nf; i++)
+    free((void *)f[i].name);
   free(f);
   free(name);
   return ok;
@@ -796,14 +821,19 @@ wf_module *wf_ir_parse(const char *text, wf_types *T, char *err, size_t errsize)
     skip_ws(&P);
     if (!*P.p) break;
     const char *at = P.p;
-    if (accept_kw(&P, "struct")) ok = parse_struct(&P);
-    else if (accept_kw(&P, "kernel")) ok = parse_func(&P, 1);
-    else if (accept_kw(&P, "func")) ok = parse_func(&P, 0);
-    else ok = perr(&P, at, "expected 'kernel', 'func' or 'struct'");
+    if (accept_kw(&P, "struct"))
+      ok = parse_struct(&P);
+    else if (accept_kw(&P, "kernel"))
+      ok = parse_func(&P, 1);
+    else if (accept_kw(&P, "func"))
+      ok = parse_func(&P, 0);
+    else
+      ok = perr(&P, at, "expected 'kernel', 'func' or 'struct'");
     if (!ok) break;
   }
   if (ok) ok = resolve_calls(&P);
-  for (int i = 0; i < P.nfix; i++) free(P.fix[i].name);
+  for (int i = 0; i < P.nfix; i++)
+    free(P.fix[i].name);
   free(P.fix);
   free(P.names);
   free(P.structs);

@@ -19,9 +19,9 @@
 
 #include "ir/ir.h"
 
-#define LIVE 1u       /* inst->flags: kept */
-#define EFFECT 2u     /* inst->flags: has or contains an effect */
-#define EFF_KNOWN 4u  /* EFFECT computed */
+#define LIVE 1u      /* inst->flags: kept */
+#define EFFECT 2u    /* inst->flags: has or contains an effect */
+#define EFF_KNOWN 4u /* EFFECT computed */
 
 typedef struct dstate {
   wf_func *fn;
@@ -33,7 +33,8 @@ static int has_effect(wf_inst *in);
 
 static int block_has_effect(wf_block *bl) {
   int e = 0;
-  for (wf_inst *in = bl ? bl->first : NULL; in; in = in->next) e |= has_effect(in);
+  for (wf_inst *in = bl ? bl->first : NULL; in; in = in->next)
+    e |= has_effect(in);
   return e;
 }
 
@@ -46,7 +47,8 @@ static int has_effect(wf_inst *in) {
     e = 0;
   else if (op == WF_OP_IF || op == WF_OP_FOR) {
     e = 0;
-    for (int k = 0; k < in->nblocks; k++) e |= block_has_effect(in->blocks[k]);
+    for (int k = 0; k < in->nblocks; k++)
+      e |= block_has_effect(in->blocks[k]);
   } else {
     e = 1;
   }
@@ -76,7 +78,8 @@ static int for_slot_live(dstate *D, const wf_inst *in, int k) {
 static void mark_term(dstate *D, wf_inst *t) {
   wf_inst *own = t->parent ? t->parent->parent : NULL;
   if (!own || own->op == WF_OP_WHILE || t->op != WF_OP_YIELD) {
-    for (int k = 0; k < t->nargs; k++) mark(D, t->args[k]);
+    for (int k = 0; k < t->nargs; k++)
+      mark(D, t->args[k]);
     return;
   }
   for (int k = 0; k < t->nargs; k++) {
@@ -100,11 +103,13 @@ static void mark_block(dstate *D, wf_block *bl) {
     }
     if (!(in->flags & LIVE)) continue;
     if (in->op == WF_OP_FOR && in->nblocks == 1 && in->nargs >= 3) {
-      for (int k = 0; k < 3; k++) mark(D, in->args[k]);
+      for (int k = 0; k < 3; k++)
+        mark(D, in->args[k]);
       for (int k = 0; k + 3 < in->nargs && k < in->nres; k++)
         if (for_slot_live(D, in, k)) mark(D, in->args[3 + k]);
     } else {
-      for (int k = 0; k < in->nargs; k++) mark(D, in->args[k]);
+      for (int k = 0; k < in->nargs; k++)
+        mark(D, in->args[k]);
     }
     for (int k = 0; k < in->nblocks; k++)
       if (in->blocks[k]) mark_block(D, in->blocks[k]);
@@ -121,13 +126,15 @@ static void drop_arg(wf_inst *t, int k) {
 static void drop_res(dstate *D, wf_inst *in, int k) {
   memmove(in->res + k, in->res + k + 1, sizeof(wf_val) * (size_t)(in->nres - k - 1));
   in->nres--;
-  for (int j = k; j < in->nres; j++) D->fn->vals[in->res[j]].index = j;
+  for (int j = k; j < in->nres; j++)
+    D->fn->vals[in->res[j]].index = j;
 }
 
 static void drop_param(dstate *D, wf_block *bl, int k) {
   memmove(bl->params + k, bl->params + k + 1, sizeof(wf_val) * (size_t)(bl->nparams - k - 1));
   bl->nparams--;
-  for (int j = k; j < bl->nparams; j++) D->fn->vals[bl->params[j]].index = j;
+  for (int j = k; j < bl->nparams; j++)
+    D->fn->vals[bl->params[j]].index = j;
 }
 
 /* Drops dead results of if and dead slots of for. */

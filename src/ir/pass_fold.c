@@ -45,7 +45,8 @@ typedef struct fstate {
 static wf_val resolve(fstate *F, wf_val v) {
   if (!F->fwd || v < 0 || v >= F->nfwd) return v;
   wf_val r = v;
-  while (F->fwd[r] != r) r = F->fwd[r];
+  while (F->fwd[r] != r)
+    r = F->fwd[r];
   while (F->fwd[v] != r) { /* shorten the chain for the next lookup */
     wf_val n = F->fwd[v];
     F->fwd[v] = r;
@@ -55,13 +56,16 @@ static wf_val resolve(fstate *F, wf_val v) {
 }
 
 static void resolve_args(fstate *F, wf_inst *in) {
-  for (int k = 0; k < in->nargs; k++) in->args[k] = resolve(F, in->args[k]);
+  for (int k = 0; k < in->nargs; k++)
+    in->args[k] = resolve(F, in->args[k]);
 }
 
 /* Uses of `from` become uses of `to` (through the map when there is one). */
 static void replace(fstate *F, wf_val from, wf_val to) {
-  if (F->fwd && from >= 0 && from < F->nfwd) F->fwd[from] = resolve(F, to);
-  else wf_replace_uses(F->fn, from, to);
+  if (F->fwd && from >= 0 && from < F->nfwd)
+    F->fwd[from] = resolve(F, to);
+  else
+    wf_replace_uses(F->fn, from, to);
 }
 
 /* Applies the forwarding map to every operand in bl. */
@@ -73,8 +77,12 @@ static void resolve_block(fstate *F, wf_block *bl) {
   }
 }
 
-static wf_inst *def(fstate *F, wf_val v) { return F->fn->vals[v].def; }
-static const wf_type *ty(fstate *F, wf_val v) { return F->fn->vals[v].type; }
+static wf_inst *def(fstate *F, wf_val v) {
+  return F->fn->vals[v].def;
+}
+static const wf_type *ty(fstate *F, wf_val v) {
+  return F->fn->vals[v].type;
+}
 
 /* The CONST defining v, or NULL. */
 static wf_inst *cst(fstate *F, wf_val v) {
@@ -94,7 +102,9 @@ static int64_t wrap(const wf_type *t, uint64_t v) {
 }
 
 /* Rounds a double to the precision of float type t. */
-static double fround(const wf_type *t, double d) { return t->bits == 32 ? (double)(float)d : d; }
+static double fround(const wf_type *t, double d) {
+  return t->bits == 32 ? (double)(float)d : d;
+}
 
 static int is_const_int(fstate *F, wf_val v, int64_t k) {
   wf_inst *c = cst(F, v);
@@ -153,9 +163,12 @@ static int eval_int(wf_op op, const wf_type *t, int64_t a, int64_t b, int64_t *o
       return 1;
     }
     int64_t q = a / b, r = a % b;
-    if (op == WF_OP_DIV) *out = q;
-    else if (op == WF_OP_FLOORDIV) *out = (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
-    else *out = (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+    if (op == WF_OP_DIV)
+      *out = q;
+    else if (op == WF_OP_FLOORDIV)
+      *out = (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+    else
+      *out = (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
     return 1;
   }
   case WF_OP_MIN: *out = (sg ? a < b : ua < ub) ? a : b; return 1;
@@ -172,9 +185,12 @@ static int eval_int(wf_op op, const wf_type *t, int64_t a, int64_t b, int64_t *o
   case WF_OP_SHL:
   case WF_OP_SHR:
     if (b < 0 || b >= t->bits) return 0;
-    if (op == WF_OP_SHL) *out = wrap(t, ua << b);
-    else if (sg) *out = a < 0 ? ~(~a >> b) : a >> b;
-    else *out = wrap(t, ua >> b);
+    if (op == WF_OP_SHL)
+      *out = wrap(t, ua << b);
+    else if (sg)
+      *out = a < 0 ? ~(~a >> b) : a >> b;
+    else
+      *out = wrap(t, ua >> b);
     return 1;
   default: return 0;
   }
@@ -212,9 +228,12 @@ static int fold_cast(fstate *F, wf_inst *in, wf_inst *c) {
   if (from->kind == WF_T_FLOAT && from->bits == 16) return 0;
   if (to->kind == WF_T_FLOAT) {
     double d;
-    if (from->kind == WF_T_FLOAT) d = fround(from, c->fimm);
-    else if (from->kind == WF_T_INT && !from->is_signed && from->bits == 64) d = (double)(uint64_t)c->imm;
-    else d = (double)c->imm;
+    if (from->kind == WF_T_FLOAT)
+      d = fround(from, c->fimm);
+    else if (from->kind == WF_T_INT && !from->is_signed && from->bits == 64)
+      d = (double)(uint64_t)c->imm;
+    else
+      d = (double)c->imm;
     make_const(F, in, 0, fround(to, d));
     return 1;
   }
@@ -225,14 +244,18 @@ static int fold_cast(fstate *F, wf_inst *in, wf_inst *c) {
     double d = trunc(fround(from, c->fimm));
     double lo = to->is_signed ? -ldexp(1, to->bits - 1) : 0;
     double hi = to->is_signed ? ldexp(1, to->bits - 1) : ldexp(1, to->bits);
-    uint64_t max = to->is_signed ? (UINT64_C(1) << (to->bits - 1)) - 1
+    uint64_t max = to->is_signed    ? (UINT64_C(1) << (to->bits - 1)) - 1
                    : to->bits == 64 ? UINT64_MAX
                                     : (UINT64_C(1) << to->bits) - 1;
     int64_t k;
-    if (d != d) k = 0;
-    else if (d <= lo) k = (int64_t)lo;
-    else if (d >= hi) k = (int64_t)max;
-    else k = to->is_signed || to->bits < 64 ? (int64_t)d : (int64_t)(uint64_t)d;
+    if (d != d)
+      k = 0;
+    else if (d <= lo)
+      k = (int64_t)lo;
+    else if (d >= hi)
+      k = (int64_t)max;
+    else
+      k = to->is_signed || to->bits < 64 ? (int64_t)d : (int64_t)(uint64_t)d;
     make_const(F, in, k, 0);
     return 1;
   }
@@ -262,12 +285,12 @@ static int fold_consts(fstate *F, wf_inst *in) {
     int lt, eq, gt;
     if (at->kind == WF_T_FLOAT) {
       if (at->bits == 16) return 0;
-      lt = fa < fb, eq = fa == fb, gt = fa > fb;
+      lt = fa<fb, eq = fa == fb, gt = fa> fb;
     } else if (at->kind == WF_T_INT && !at->is_signed) {
       uint64_t x = (uint64_t)a->imm, y = (uint64_t)b->imm;
-      lt = x < y, eq = x == y, gt = x > y;
+      lt = x<y, eq = x == y, gt = x> y;
     } else {
-      lt = a->imm < b->imm, eq = a->imm == b->imm, gt = a->imm > b->imm;
+      lt = a->imm<b->imm, eq = a->imm == b->imm, gt = a->imm> b->imm;
     }
     make_const(F, in, cmp_result(in->op, lt, eq, gt), 0);
     return 1;
@@ -310,7 +333,8 @@ static int fold_identity(fstate *F, wf_inst *in) {
   case WF_OP_DIV:
     if ((isi && is_const_int(F, y, 1)) || (isf && is_const_float(F, y, 1.0)))
       return forward(F, in, x), 1;
-    if (in->op == WF_OP_MUL && ((isi && is_const_int(F, x, 1)) || (isf && is_const_float(F, x, 1.0))))
+    if (in->op == WF_OP_MUL &&
+        ((isi && is_const_int(F, x, 1)) || (isf && is_const_float(F, x, 1.0))))
       return forward(F, in, y), 1;
     return 0;
   case WF_OP_NEG:
@@ -376,7 +400,8 @@ static int fold_if(fstate *F, wf_inst *in) {
     wf_inst_unlink(i);
     wf_inst_insert_before(in, i);
   }
-  for (int k = 0; k < in->nres; k++) replace(F, in->res[k], y->args[k]);
+  for (int k = 0; k < in->nres; k++)
+    replace(F, in->res[k], y->args[k]);
   wf_inst_unlink(in);
   F->changed = 1;
   return 1;
@@ -404,7 +429,8 @@ void wf_pass_fold(wf_module *m) {
     wf_func_fix_parents(F.fn);
     F.nfwd = F.fn->nvals;
     F.fwd = malloc(sizeof(wf_val) * (size_t)(F.nfwd > 0 ? F.nfwd : 1));
-    for (int v = 0; F.fwd && v < F.nfwd; v++) F.fwd[v] = v;
+    for (int v = 0; F.fwd && v < F.nfwd; v++)
+      F.fwd[v] = v;
     for (int round = 0; round < 8; round++) {
       F.changed = 0;
       fold_block(&F, F.fn->body);

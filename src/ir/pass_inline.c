@@ -28,11 +28,13 @@ typedef struct istate {
 /* Writes "recursive call: @a -> @b -> @a" from the DFS stack. */
 static int cycle_error(istate *S, int callee) {
   int at = 0;
-  while (at < S->depth && S->stack[at] != callee) at++;
+  while (at < S->depth && S->stack[at] != callee)
+    at++;
   size_t len = 0;
   len += (size_t)snprintf(S->err, S->errsize, "recursive call: ");
   for (int i = at; i < S->depth && len < S->errsize; i++)
-    len += (size_t)snprintf(S->err + len, S->errsize - len, "@%s -> ", S->m->funcs[S->stack[i]]->name);
+    len +=
+        (size_t)snprintf(S->err + len, S->errsize - len, "@%s -> ", S->m->funcs[S->stack[i]]->name);
   if (len < S->errsize)
     snprintf(S->err + len, S->errsize - len, "@%s (weft functions cannot be recursive)",
              S->m->funcs[callee]->name);
@@ -43,8 +45,7 @@ static int cycle_error(istate *S, int callee) {
 static int check_rets(istate *S, wf_func *fn, wf_block *bl) {
   for (wf_inst *in = bl->first; in; in = in->next) {
     if (in->op == WF_OP_RET && (bl != fn->body || in->next)) {
-      snprintf(S->err, S->errsize, "in @%s: ret inside a nested block cannot be inlined",
-               fn->name);
+      snprintf(S->err, S->errsize, "in @%s: ret inside a nested block cannot be inlined", fn->name);
       return -1;
     }
     for (int k = 0; k < in->nblocks; k++)
@@ -59,7 +60,9 @@ typedef struct cmap {
   wf_val *map; /* src value -> dst value */
 } cmap;
 
-static wf_val mapv(cmap *c, wf_val v) { return v >= 0 && v < c->src->nvals ? c->map[v] : v; }
+static wf_val mapv(cmap *c, wf_val v) {
+  return v >= 0 && v < c->src->nvals ? c->map[v] : v;
+}
 
 static wf_block *copy_block(cmap *c, const wf_block *sb, wf_inst *owner);
 
@@ -67,12 +70,15 @@ static wf_block *copy_block(cmap *c, const wf_block *sb, wf_inst *owner);
 static wf_inst *copy_inst(cmap *c, const wf_inst *si) {
   const wf_type *rt[16] = {0}, **rts = rt;
   if (si->nres > 16 && !(rts = malloc(sizeof(*rts) * (size_t)si->nres))) return NULL;
-  for (int k = 0; k < si->nres; k++) rts[k] = c->src->vals[si->res[k]].type;
+  for (int k = 0; k < si->nres; k++)
+    rts[k] = c->src->vals[si->res[k]].type;
   wf_inst *in = wf_inst_new(c->dst, si->op, si->nargs, NULL, si->nres, rts, si->nblocks);
   if (rts != rt) free(rts);
   if (!in) return NULL;
-  for (int k = 0; k < si->nargs; k++) in->args[k] = mapv(c, si->args[k]);
-  for (int k = 0; k < si->nres; k++) c->map[si->res[k]] = in->res[k];
+  for (int k = 0; k < si->nargs; k++)
+    in->args[k] = mapv(c, si->args[k]);
+  for (int k = 0; k < si->nres; k++)
+    c->map[si->res[k]] = in->res[k];
   in->loc = si->loc;
   in->imm = si->imm;
   in->fimm = si->fimm;
@@ -87,12 +93,14 @@ static wf_inst *copy_inst(cmap *c, const wf_inst *si) {
 static wf_block *copy_block(cmap *c, const wf_block *sb, wf_inst *owner) {
   const wf_type *pt[16] = {0}, **pts = pt;
   if (sb->nparams > 16 && !(pts = malloc(sizeof(*pts) * (size_t)sb->nparams))) return NULL;
-  for (int k = 0; k < sb->nparams; k++) pts[k] = c->src->vals[sb->params[k]].type;
+  for (int k = 0; k < sb->nparams; k++)
+    pts[k] = c->src->vals[sb->params[k]].type;
   wf_block *bl = wf_b_newblock(c->dst, sb->nparams, pts);
   if (pts != pt) free(pts);
   if (!bl) return NULL;
   bl->parent = owner;
-  for (int k = 0; k < sb->nparams; k++) c->map[sb->params[k]] = bl->params[k];
+  for (int k = 0; k < sb->nparams; k++)
+    c->map[sb->params[k]] = bl->params[k];
   for (const wf_inst *si = sb->first; si; si = si->next) {
     wf_inst *in = copy_inst(c, si);
     if (!in) return NULL;
@@ -106,8 +114,10 @@ static int inline_call(istate *S, wf_func *fn, wf_inst *call) {
   wf_func *cal = S->m->funcs[call->imm];
   cmap c = {fn, cal, malloc(sizeof(wf_val) * (size_t)(cal->nvals > 0 ? cal->nvals : 1))};
   if (!c.map) return snprintf(S->err, S->errsize, "out of memory"), -1;
-  for (int i = 0; i < cal->nvals; i++) c.map[i] = WF_NOVAL;
-  for (int i = 0; i < cal->nparams && i < call->nargs; i++) c.map[cal->params[i]] = call->args[i];
+  for (int i = 0; i < cal->nvals; i++)
+    c.map[i] = WF_NOVAL;
+  for (int i = 0; i < cal->nparams && i < call->nargs; i++)
+    c.map[cal->params[i]] = call->args[i];
   const wf_inst *ret = NULL;
   for (const wf_inst *si = cal->body->first; si; si = si->next) {
     if (si->op == WF_OP_RET) {
@@ -176,8 +186,12 @@ static int visit(istate *S, int f) {
 
 int wf_pass_inline(wf_module *m, char *err, size_t errsize) {
   char dummy[8];
-  istate S = {m, calloc((size_t)m->nfuncs + 1, 1), malloc(sizeof(int) * ((size_t)m->nfuncs + 1)),
-              0, errsize ? err : dummy, errsize ? errsize : sizeof dummy};
+  istate S = {m,
+              calloc((size_t)m->nfuncs + 1, 1),
+              malloc(sizeof(int) * ((size_t)m->nfuncs + 1)),
+              0,
+              errsize ? err : dummy,
+              errsize ? errsize : sizeof dummy};
   int rc = 0;
   S.err[0] = 0;
   if (!S.color || !S.stack) {

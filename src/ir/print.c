@@ -34,18 +34,25 @@ static void number_val(pctx *c, wf_val v) {
 /* Assigns print numbers in the order the printer emits definitions. */
 static void number_block(pctx *c, const wf_block *bl) {
   if (!bl) return;
-  for (int i = 0; i < bl->nparams; i++) number_val(c, bl->params[i]);
+  for (int i = 0; i < bl->nparams; i++)
+    number_val(c, bl->params[i]);
   for (const wf_inst *in = bl->first; in; in = in->next) {
-    for (int k = 0; k < in->nres; k++) number_val(c, in->res[k]);
-    for (int k = 0; k < in->nblocks; k++) number_block(c, in->blocks[k]);
+    for (int k = 0; k < in->nres; k++)
+      number_val(c, in->res[k]);
+    for (int k = 0; k < in->nblocks; k++)
+      number_block(c, in->blocks[k]);
   }
 }
 
 static void put_val(pctx *c, wf_val v) {
-  if (v < 0 || v >= c->fn->nvals) wf_sb_printf(c->s, "%%!%d", (int)v);
-  else if (!c->num) wf_sb_printf(c->s, "%%%d", (int)v);
-  else if (c->num[v] < 0) wf_sb_printf(c->s, "%%!%d", (int)v); /* defined nowhere */
-  else wf_sb_printf(c->s, "%%%d", (int)c->num[v]);
+  if (v < 0 || v >= c->fn->nvals)
+    wf_sb_printf(c->s, "%%!%d", (int)v);
+  else if (!c->num)
+    wf_sb_printf(c->s, "%%%d", (int)v);
+  else if (c->num[v] < 0)
+    wf_sb_printf(c->s, "%%!%d", (int)v); /* defined nowhere */
+  else
+    wf_sb_printf(c->s, "%%%d", (int)c->num[v]);
 }
 
 static void put_type(sbuf *s, const wf_type *t) {
@@ -91,8 +98,10 @@ static void put_str(sbuf *s, const char *t) {
     case '\t': wf_sb_puts(s, "\\t"); break;
     case '\r': wf_sb_puts(s, "\\r"); break;
     default:
-      if (*p < 32 || *p >= 127) wf_sb_printf(s, "\\%03o", *p);
-      else wf_sb_putn(s, (const char *)p, 1);
+      if (*p < 32 || *p >= 127)
+        wf_sb_printf(s, "\\%03o", *p);
+      else
+        wf_sb_putn(s, (const char *)p, 1);
     }
   }
   wf_sb_puts(s, "\"");
@@ -104,8 +113,10 @@ static void put_name(sbuf *s, const char *nm) {
   for (const char *p = nm; bare && *p; p++)
     bare = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
            *p == '_' || *p == '.';
-  if (bare) wf_sb_puts(s, nm);
-  else put_str(s, nm);
+  if (bare)
+    wf_sb_puts(s, nm);
+  else
+    put_str(s, nm);
 }
 
 /* Ops whose imm is part of the text (trailing integer operand). */
@@ -125,9 +136,12 @@ static void put_const(pctx *c, const wf_inst *in) {
   const wf_type *t = in->nres > 0 && in->res[0] >= 0 && in->res[0] < c->fn->nvals
                          ? c->fn->vals[in->res[0]].type
                          : NULL;
-  if (t && t->kind == WF_T_FLOAT) put_double(c->s, in->fimm);
-  else if (t && t->kind == WF_T_BOOL) wf_sb_puts(c->s, in->imm ? "true" : "false");
-  else wf_sb_printf(c->s, "%lld", (long long)in->imm);
+  if (t && t->kind == WF_T_FLOAT)
+    put_double(c->s, in->fimm);
+  else if (t && t->kind == WF_T_BOOL)
+    wf_sb_puts(c->s, in->imm ? "true" : "false");
+  else
+    wf_sb_printf(c->s, "%lld", (long long)in->imm);
 }
 
 /* The operand part of an instruction line (after the op name). */
@@ -141,8 +155,10 @@ static void put_operands(pctx *c, const wf_inst *in) {
   case WF_OP_CALL: {
     const wf_module *m = c->fn->mod;
     wf_sb_puts(s, " @");
-    if (m && in->imm >= 0 && in->imm < m->nfuncs) put_name(s, m->funcs[in->imm]->name);
-    else wf_sb_printf(s, "#%lld", (long long)in->imm);
+    if (m && in->imm >= 0 && in->imm < m->nfuncs)
+      put_name(s, m->funcs[in->imm]->name);
+    else
+      wf_sb_printf(s, "#%lld", (long long)in->imm);
     wf_sb_puts(s, "(");
     put_args(c, in, 0, in->nargs);
     wf_sb_puts(s, ")");
@@ -171,7 +187,8 @@ static void put_operands(pctx *c, const wf_inst *in) {
   default:
     if (in->nargs) wf_sb_puts(s, " ");
     put_args(c, in, 0, in->nargs);
-    if (uses_imm(in->op) || in->imm != 0) wf_sb_printf(s, "%s%lld", in->nargs ? ", " : " ", (long long)in->imm);
+    if (uses_imm(in->op) || in->imm != 0)
+      wf_sb_printf(s, "%s%lld", in->nargs ? ", " : " ", (long long)in->imm);
     return;
   }
 }
@@ -185,11 +202,13 @@ static void put_inst_head(pctx *c, const wf_inst *in) {
   if (in->nres) wf_sb_puts(c->s, " = ");
   wf_sb_puts(c->s, (unsigned)in->op < WF_OP__COUNT ? wf_op_name(in->op) : "?");
   put_operands(c, in);
-  if (in->loc.line || in->loc.col) wf_sb_printf(c->s, " !%d:%d", (int)in->loc.line, (int)in->loc.col);
+  if (in->loc.line || in->loc.col)
+    wf_sb_printf(c->s, " !%d:%d", (int)in->loc.line, (int)in->loc.col);
 }
 
 static void indent(sbuf *s, int depth) {
-  for (int i = 0; i < depth; i++) wf_sb_puts(s, "  ");
+  for (int i = 0; i < depth; i++)
+    wf_sb_puts(s, "  ");
 }
 
 static void put_block(pctx *c, const wf_block *bl, int depth);
@@ -219,7 +238,8 @@ static void put_block(pctx *c, const wf_block *bl, int depth) {
     }
     wf_sb_puts(c->s, "):\n");
   }
-  for (const wf_inst *in = bl->first; in; in = in->next) put_inst(c, in, depth + 1);
+  for (const wf_inst *in = bl->first; in; in = in->next)
+    put_inst(c, in, depth + 1);
 }
 
 static void put_func(sbuf *s, const wf_func *fn) {
@@ -229,8 +249,10 @@ static void put_func(sbuf *s, const wf_func *fn) {
     s->oom = 1;
     return;
   }
-  for (int i = 0; i < fn->nvals; i++) c.num[i] = -1;
-  for (int i = 0; i < fn->nparams; i++) number_val(&c, fn->params[i]);
+  for (int i = 0; i < fn->nvals; i++)
+    c.num[i] = -1;
+  for (int i = 0; i < fn->nparams; i++)
+    number_val(&c, fn->params[i]);
   number_block(&c, fn->body);
   wf_sb_puts(s, fn->is_kernel ? "kernel @" : "func @");
   put_name(s, fn->name);
@@ -277,7 +299,8 @@ static void decl_struct(sbuf *s, tset *ts, const wf_type *t) {
     ts->cap = nc;
   }
   ts->v[ts->n++] = t;
-  for (int i = 0; i < t->nfields; i++) collect_type(s, ts, t->fields[i].type);
+  for (int i = 0; i < t->nfields; i++)
+    collect_type(s, ts, t->fields[i].type);
   wf_sb_puts(s, "struct ");
   put_name(s, t->name);
   wf_sb_puts(s, " {");
@@ -292,7 +315,8 @@ static void decl_struct(sbuf *s, tset *ts, const wf_type *t) {
 }
 
 static void collect_type(sbuf *s, tset *ts, const wf_type *t) {
-  while (t && t->kind == WF_T_ARRAY) t = t->elem;
+  while (t && t->kind == WF_T_ARRAY)
+    t = t->elem;
   if (t && t->kind == WF_T_STRUCT) decl_struct(s, ts, t);
 }
 
@@ -305,10 +329,13 @@ static void collect_val(sbuf *s, tset *ts, const wf_func *fn, wf_val v) {
 ** not declare it again, breaking the round trip). */
 static void collect_block(sbuf *s, tset *ts, const wf_func *fn, const wf_block *bl) {
   if (!bl) return;
-  for (int i = 0; i < bl->nparams; i++) collect_val(s, ts, fn, bl->params[i]);
+  for (int i = 0; i < bl->nparams; i++)
+    collect_val(s, ts, fn, bl->params[i]);
   for (const wf_inst *in = bl->first; in; in = in->next) {
-    for (int k = 0; k < in->nres; k++) collect_val(s, ts, fn, in->res[k]);
-    for (int k = 0; k < in->nblocks; k++) collect_block(s, ts, fn, in->blocks[k]);
+    for (int k = 0; k < in->nres; k++)
+      collect_val(s, ts, fn, in->res[k]);
+    for (int k = 0; k < in->nblocks; k++)
+      collect_block(s, ts, fn, in->blocks[k]);
   }
 }
 
@@ -316,9 +343,11 @@ static void collect_structs(sbuf *s, const wf_module *m) {
   tset ts = {0};
   for (int f = 0; f < m->nfuncs; f++) {
     const wf_func *fn = m->funcs[f];
-    for (int i = 0; i < fn->nparams; i++) collect_val(s, &ts, fn, fn->params[i]);
+    for (int i = 0; i < fn->nparams; i++)
+      collect_val(s, &ts, fn, fn->params[i]);
     collect_block(s, &ts, fn, fn->body);
-    for (int i = 0; i < fn->nret; i++) collect_type(s, &ts, fn->rettypes[i]);
+    for (int i = 0; i < fn->nret; i++)
+      collect_type(s, &ts, fn->rettypes[i]);
   }
   if (ts.n) wf_sb_puts(s, "\n");
   free(ts.v);

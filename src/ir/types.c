@@ -24,7 +24,9 @@ struct wf_types {
   int n, cap;
 };
 
-wf_types *wf_types_new(void) { return calloc(1, sizeof(wf_types)); }
+wf_types *wf_types_new(void) {
+  return calloc(1, sizeof(wf_types));
+}
 
 /* Frees every type with its owned name and field array. */
 void wf_types_free(wf_types *T) {
@@ -33,7 +35,8 @@ void wf_types_free(wf_types *T) {
     wf_type *t = T->all[i];
     free((void *)t->name);
     if (t->fields) {
-      for (int k = 0; k < t->nfields; k++) free((void *)t->fields[k].name);
+      for (int k = 0; k < t->nfields; k++)
+        free((void *)t->fields[k].name);
       free((void *)t->fields);
     }
     free(t);
@@ -191,7 +194,8 @@ const wf_type *wf_t_struct(wf_types *T, const char *name, int nfields, const wf_
   k.name = nm;
   const wf_type *t = ok ? add(T, &k) : NULL;
   if (!t) {
-    for (int i = 0; fc && i < nfields; i++) free((void *)fc[i].name);
+    for (int i = 0; fc && i < nfields; i++)
+      free((void *)fc[i].name);
     free(fc);
     free(nm);
   }
@@ -209,8 +213,12 @@ const wf_type *wf_t_find_struct(wf_types *T, const char *name) {
 int wf_t_is_scalar(const wf_type *t) {
   return t && (t->kind == WF_T_BOOL || t->kind == WF_T_INT || t->kind == WF_T_FLOAT);
 }
-int wf_t_is_float(const wf_type *t) { return t && t->kind == WF_T_FLOAT; }
-int wf_t_is_int(const wf_type *t) { return t && t->kind == WF_T_INT; }
+int wf_t_is_float(const wf_type *t) {
+  return t && t->kind == WF_T_FLOAT;
+}
+int wf_t_is_int(const wf_type *t) {
+  return t && t->kind == WF_T_INT;
+}
 
 int wf_t_arity(const wf_type *t) {
   if (!t) return 0;
@@ -276,20 +284,28 @@ int wf_t_snprint(const wf_type *t, char *buf, size_t n) {
   case WF_T_INT: APP("%c%d", t->is_signed ? 'i' : 'u', t->bits); break;
   case WF_T_FLOAT: APP("f%d", t->bits); break;
   case WF_T_VEC:
-    if (sx) APP("vec%d%s", t->rows, sx);
-    else APP("vec%d<%s>", t->rows, sub);
+    if (sx)
+      APP("vec%d%s", t->rows, sx);
+    else
+      APP("vec%d<%s>", t->rows, sub);
     break;
   case WF_T_MAT:
-    if (sx && t->rows < 10 && t->cols < 10) APP("mat%d%d%s", t->rows, t->cols, sx);
-    else APP("mat<%d,%d,%s>", t->rows, t->cols, sub);
+    if (sx && t->rows < 10 && t->cols < 10)
+      APP("mat%d%d%s", t->rows, t->cols, sx);
+    else
+      APP("mat<%d,%d,%s>", t->rows, t->cols, sub);
     break;
   case WF_T_QUAT:
-    if (sx) APP("quat%s", sx);
-    else APP("quat<%s>", sub);
+    if (sx)
+      APP("quat%s", sx);
+    else
+      APP("quat<%s>", sub);
     break;
   case WF_T_TRANSFORM:
-    if (sx) APP("transform%s", sx);
-    else APP("transform<%s>", sub);
+    if (sx)
+      APP("transform%s", sx);
+    else
+      APP("transform<%s>", sub);
     break;
   case WF_T_STRUCT: APP("struct.%s", t->name); break;
   case WF_T_ARRAY: APP("array<%s,%d>", sub, t->ndim); break;

@@ -26,8 +26,8 @@ typedef struct vstate {
 } vstate;
 
 /* Records the first error, naming the function and the instruction. */
-__attribute__((format(printf, 3, 4))) static int fail(vstate *V, const wf_inst *in,
-                                                      const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static int fail(vstate *V, const wf_inst *in, const char *fmt,
+                                                      ...) {
   if (V->failed) return 0;
   V->failed = 1;
   char msg[256], ins[256] = "";
@@ -37,8 +37,10 @@ __attribute__((format(printf, 3, 4))) static int fail(vstate *V, const wf_inst *
   va_end(ap);
   if (in) wf_ir_snprint_inst(V->fn, in, ins, sizeof ins);
   if (!V->errsize) return 0;
-  if (in) snprintf(V->err, V->errsize, "in @%s: `%s`: %s", V->fn->name, ins, msg);
-  else snprintf(V->err, V->errsize, "in @%s: %s", V->fn->name, msg);
+  if (in)
+    snprintf(V->err, V->errsize, "in @%s: `%s`: %s", V->fn->name, ins, msg);
+  else
+    snprintf(V->err, V->errsize, "in @%s: %s", V->fn->name, msg);
   return 0;
 }
 
@@ -47,9 +49,13 @@ static const char *tn(const wf_type *t, char *buf) {
   return buf;
 }
 
-static int valid(vstate *V, wf_val v) { return v >= 0 && v < V->fn->nvals; }
+static int valid(vstate *V, wf_val v) {
+  return v >= 0 && v < V->fn->nvals;
+}
 
-static const wf_type *ty(vstate *V, wf_val v) { return valid(V, v) ? V->fn->vals[v].type : NULL; }
+static const wf_type *ty(vstate *V, wf_val v) {
+  return valid(V, v) ? V->fn->vals[v].type : NULL;
+}
 
 /* Operand k must have type t. */
 static int arg_is(vstate *V, const wf_inst *in, int k, const wf_type *t) {
@@ -84,12 +90,15 @@ static int values_match(vstate *V, const wf_inst *term, int from, int n, const w
 /* Types of a list of values (into a malloc'd array). */
 static const wf_type **types_of(vstate *V, const wf_val *vs, int n) {
   const wf_type **t = malloc(sizeof(*t) * (size_t)(n > 0 ? n : 1));
-  for (int k = 0; t && k < n; k++) t[k] = ty(V, vs[k]);
+  for (int k = 0; t && k < n; k++)
+    t[k] = ty(V, vs[k]);
   return t;
 }
 
 /* ---- per-op rules ---- */
-static int is_num(const wf_type *t) { return wf_t_is_int(t) || wf_t_is_float(t); }
+static int is_num(const wf_type *t) {
+  return wf_t_is_int(t) || wf_t_is_float(t);
+}
 
 /* All operands have the result's type, and the result is of an allowed kind. */
 static int same_as_result(vstate *V, const wf_inst *in, int (*kind_ok)(const wf_type *),
@@ -102,8 +111,12 @@ static int same_as_result(vstate *V, const wf_inst *in, int (*kind_ok)(const wf_
   return 1;
 }
 
-static int is_bool_or_int(const wf_type *t) { return wf_t_is_int(t) || (t && t->kind == WF_T_BOOL); }
-static int is_bool(const wf_type *t) { return t && t->kind == WF_T_BOOL; }
+static int is_bool_or_int(const wf_type *t) {
+  return wf_t_is_int(t) || (t && t->kind == WF_T_BOOL);
+}
+static int is_bool(const wf_type *t) {
+  return t && t->kind == WF_T_BOOL;
+}
 
 /* array, ndim integer indices [, value of the element type]. */
 static int check_access(vstate *V, const wf_inst *in, int has_value) {
@@ -157,7 +170,8 @@ static int check_if(vstate *V, wf_inst *in) {
 
 static int check_for(vstate *V, wf_inst *in) {
   char a[128];
-  if (in->nargs < 3) return fail(V, in, "has %d operands, expected lo, hi, step, inits...", in->nargs);
+  if (in->nargs < 3)
+    return fail(V, in, "has %d operands, expected lo, hi, step, inits...", in->nargs);
   const wf_type *it = ty(V, in->args[0]);
   if (!is_num(it)) return fail(V, in, "loop bounds have type %s, expected a number", tn(it, a));
   if (!arg_is(V, in, 1, it) || !arg_is(V, in, 2, it)) return 0;
@@ -264,7 +278,8 @@ static int check_op(vstate *V, wf_inst *in) {
     if (!wf_t_is_int(ty(V, in->args[0])))
       return fail(V, in, "operand has type %s, expected an integer", tn(ty(V, in->args[0]), a));
     return res_is(V, in, 0, wf_t_int(T, 32, 1));
-  case WF_OP_SHL: case WF_OP_SHR:
+  case WF_OP_SHL:
+  case WF_OP_SHR:
     if (!wf_t_is_int(rt)) return fail(V, in, "result type %s is not an integer", tn(rt, a));
     if (!arg_is(V, in, 0, rt)) return 0;
     if (!wf_t_is_int(ty(V, in->args[1])))
@@ -414,13 +429,14 @@ static int check_block(vstate *V, wf_block *bl, const wf_inst *owner, int role) 
     int term = (wf_op_flags(in->op) & WF_OPF_TERM) != 0;
     ok = check_generic(V, in, bl);
     if (ok && term && in->next) ok = fail(V, in, "terminator in the middle of a block");
-    if (ok && !term && !in->next)
-      ok = fail(V, in, "the block does not end with a terminator");
+    if (ok && !term && !in->next) ok = fail(V, in, "the block does not end with a terminator");
     if (ok && term) ok = check_term(V, in, owner, role);
     if (ok && !term) ok = check_op(V, in);
-    for (int k = 0; ok && k < in->nres; k++) define(V, in->res[k]);
+    for (int k = 0; ok && k < in->nres; k++)
+      define(V, in->res[k]);
   }
-  for (int k = 0; k < bl->nparams; k++) V->inscope[bl->params[k]] = 0;
+  for (int k = 0; k < bl->nparams; k++)
+    V->inscope[bl->params[k]] = 0;
   for (wf_inst *in = bl->first; in; in = in->next)
     for (int k = 0; k < in->nres; k++)
       if (valid(V, in->res[k])) V->inscope[in->res[k]] = 0;
@@ -439,7 +455,8 @@ static int check_func(vstate *V, wf_func *fn) {
   for (int i = 0; ok && i < fn->nparams; i++) {
     if (!valid(V, fn->params[i]) || V->fn->vals[fn->params[i]].def)
       ok = fail(V, NULL, "parameter %d is not a parameter value", i + 1);
-    else define(V, fn->params[i]);
+    else
+      define(V, fn->params[i]);
   }
   for (int i = 0; ok && i < V->m->nfuncs; i++)
     if (V->m->funcs[i] != fn && strcmp(V->m->funcs[i]->name, fn->name) == 0)

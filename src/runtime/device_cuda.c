@@ -99,7 +99,7 @@ typedef struct wf_cufns {
 typedef struct wf_custream wf_custream;
 
 typedef struct wf_cudev {
-  CUcontext ctx; /* primary context, NULL until first use */
+  CUcontext ctx;    /* primary context, NULL until first use */
   CUstream stream;  /* the device's own stream */
   wf_custream *cur; /* the current stream set by the user (retained), or NULL */
   CUstream cap;     /* the stream being captured */
@@ -118,50 +118,28 @@ struct wf_cudrv {
 ** answers every call with CUDA_ERROR_STUB_LIBRARY). */
 static const char *fallback_name(int r) {
   switch (r) {
-  case 1:
-    return "CUDA_ERROR_INVALID_VALUE";
-  case 2:
-    return "CUDA_ERROR_OUT_OF_MEMORY";
-  case 3:
-    return "CUDA_ERROR_NOT_INITIALIZED";
-  case 34:
-    return "CUDA_ERROR_STUB_LIBRARY";
-  case 35:
-    return "CUDA_ERROR_INSUFFICIENT_DRIVER";
-  case 100:
-    return "CUDA_ERROR_NO_DEVICE";
-  case 101:
-    return "CUDA_ERROR_INVALID_DEVICE";
-  case 200:
-    return "CUDA_ERROR_INVALID_IMAGE";
-  case 201:
-    return "CUDA_ERROR_INVALID_CONTEXT";
-  case 209:
-    return "CUDA_ERROR_NO_BINARY_FOR_GPU";
-  case 218:
-    return "CUDA_ERROR_INVALID_PTX";
-  case 222:
-    return "CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
-  case 400:
-    return "CUDA_ERROR_INVALID_HANDLE";
-  case 500:
-    return "CUDA_ERROR_NOT_FOUND";
-  case 700:
-    return "CUDA_ERROR_ILLEGAL_ADDRESS";
-  case 701:
-    return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
-  case 710:
-    return "CUDA_ERROR_ASSERT";
-  case 719:
-    return "CUDA_ERROR_LAUNCH_FAILED";
-  case 900:
-    return "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
-  case 901:
-    return "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
-  case 999:
-    return "CUDA_ERROR_UNKNOWN";
-  default:
-    return NULL;
+  case 1: return "CUDA_ERROR_INVALID_VALUE";
+  case 2: return "CUDA_ERROR_OUT_OF_MEMORY";
+  case 3: return "CUDA_ERROR_NOT_INITIALIZED";
+  case 34: return "CUDA_ERROR_STUB_LIBRARY";
+  case 35: return "CUDA_ERROR_INSUFFICIENT_DRIVER";
+  case 100: return "CUDA_ERROR_NO_DEVICE";
+  case 101: return "CUDA_ERROR_INVALID_DEVICE";
+  case 200: return "CUDA_ERROR_INVALID_IMAGE";
+  case 201: return "CUDA_ERROR_INVALID_CONTEXT";
+  case 209: return "CUDA_ERROR_NO_BINARY_FOR_GPU";
+  case 218: return "CUDA_ERROR_INVALID_PTX";
+  case 222: return "CUDA_ERROR_UNSUPPORTED_PTX_VERSION";
+  case 400: return "CUDA_ERROR_INVALID_HANDLE";
+  case 500: return "CUDA_ERROR_NOT_FOUND";
+  case 700: return "CUDA_ERROR_ILLEGAL_ADDRESS";
+  case 701: return "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
+  case 710: return "CUDA_ERROR_ASSERT";
+  case 719: return "CUDA_ERROR_LAUNCH_FAILED";
+  case 900: return "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED";
+  case 901: return "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED";
+  case 999: return "CUDA_ERROR_UNKNOWN";
+  default: return NULL;
   }
 }
 

@@ -115,7 +115,9 @@ const wf_device_ops *wf_device_ops_for(wf_rt *rt, int32_t dev) {
   int n = cuda_count(rt);
   if (n == 0) {
     wf_rt_seterr(rt, WEFT_ERRDEVICE,
-                 "weft: device 'cuda:%d': CUDA is not available: libcuda.so.1 could not be loaded (no NVIDIA driver)", (int)dev);
+                 "weft: device 'cuda:%d': CUDA is not available: libcuda.so.1 could not be loaded "
+                 "(no NVIDIA driver)",
+                 (int)dev);
     return NULL;
   }
   if (dev >= n) {

@@ -40,8 +40,8 @@
 
 #define WF_FFI WEFT_API
 
-#define WF_ALIGN 64          /* host allocations are 64-byte aligned */
-#define WF_DEVICE_CPU (-1)   /* device index of the host; n >= 0 is cuda:n */
+#define WF_ALIGN 64        /* host allocations are 64-byte aligned */
+#define WF_DEVICE_CPU (-1) /* device index of the host; n >= 0 is cuda:n */
 #define WF_MSGSIZE 2048
 
 /* array flags */

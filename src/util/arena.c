@@ -27,7 +27,9 @@ static wf_chunk *chunk_new(size_t cap) {
   return c;
 }
 
-wf_arena *wf_arena_new(void) { return calloc(1, sizeof(wf_arena)); }
+wf_arena *wf_arena_new(void) {
+  return calloc(1, sizeof(wf_arena));
+}
 
 void wf_arena_free(wf_arena *a) {
   if (!a) return;

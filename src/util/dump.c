@@ -17,4 +17,6 @@ int wf_dump_in(const char *spec, const char *stage) {
   return 0;
 }
 
-int wf_dump_wanted(const char *stage) { return wf_dump_in(getenv("WEFT_DUMP"), stage); }
+int wf_dump_wanted(const char *stage) {
+  return wf_dump_in(getenv("WEFT_DUMP"), stage);
+}

@@ -10,7 +10,8 @@ void wf_sb_putn(wf_sbuf *s, const char *t, size_t n) {
   if (s->oom) return;
   if (s->len + n + 1 > s->cap) {
     size_t nc = s->cap ? s->cap * 2 : 256;
-    while (nc < s->len + n + 1) nc *= 2;
+    while (nc < s->len + n + 1)
+      nc *= 2;
     char *np = realloc(s->p, nc);
     if (!np) {
       s->oom = 1;
@@ -24,7 +25,9 @@ void wf_sb_putn(wf_sbuf *s, const char *t, size_t n) {
   s->p[s->len] = 0;
 }
 
-void wf_sb_puts(wf_sbuf *s, const char *t) { wf_sb_putn(s, t, strlen(t)); }
+void wf_sb_puts(wf_sbuf *s, const char *t) {
+  wf_sb_putn(s, t, strlen(t));
+}
 
 /* Formats into a stack buffer first; only long output takes a second pass. */
 void wf_sb_printf(wf_sbuf *s, const char *fmt, ...) {

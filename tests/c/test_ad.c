@@ -211,9 +211,9 @@ static double gradcheck(const gspec *g) {
   do {                                                                                             \
     gspec g_ = {__VA_ARGS__};                                                                      \
     double e_ = gradcheck(&g_);                                                                    \
-    wtest_checks++;                                                                                  \
+    wtest_checks++;                                                                                \
     if (!(e_ < 1e-5)) {                                                                            \
-      wtest_failures++;                                                                              \
+      wtest_failures++;                                                                            \
       fprintf(stderr, "%s:%d: gradient check '%s' failed (worst relative error %g)\n", __FILE__,   \
               __LINE__, g_.name, e_);                                                              \
     }                                                                                              \
@@ -223,11 +223,10 @@ static double gradcheck(const gspec *g) {
 
 /* Every unary op u: out[k*N + i] = u(x[i]); binary: out = b(x[i], z[i]). */
 static char *ops_kernel(void) {
-  static const char *un[] = {"neg",   "abs",   "sqrt",  "exp",    "log",     "sin",  "cos",
-                             "tan",   "asin",  "acos",  "atan",   "sinh",    "cosh", "tanh",
-                             "floor", "ceil",  "round", "trunc",  "rint",    "cbrt", "exp2",
-                             "expm1", "log2",  "log10", "log1p",  "erf",     "erfc", "erfinv",
-                             "erfcinv"};
+  static const char *un[] = {
+      "neg",  "abs",   "sqrt", "exp",   "log",   "sin",  "cos",   "tan",    "asin",   "acos",
+      "atan", "sinh",  "cosh", "tanh",  "floor", "ceil", "round", "trunc",  "rint",   "cbrt",
+      "exp2", "expm1", "log2", "log10", "log1p", "erf",  "erfc",  "erfinv", "erfcinv"};
   static const char *bin[] = {"add", "sub", "mul", "div", "mod", "pow", "min", "max", "atan2"};
   size_t cap = 16384;
   char *s = malloc(cap);
@@ -515,7 +514,9 @@ static double jvpcheck(const gspec *g) {
   double fd = (loss(&k, g, xp, w) - loss(&k, g, xm, w)) / (2 * h);
   double e = fabs(fd - dot) / (1e-6 + fabs(fd));
   if (fabs(L0 - Lj) > 1e-12 * (1 + fabs(L0))) e = INFINITY;
-  if (e > 1e-5) fprintf(stderr, "%s: J v %.12g, differences %.12g (outputs %g vs %g)\n", g->name, dot, fd, Lj, L0);
+  if (e > 1e-5)
+    fprintf(stderr, "%s: J v %.12g, differences %.12g (outputs %g vs %g)\n", g->name, dot, fd, Lj,
+            L0);
   for (int i = 0; i < g->nin; i++)
     free(xp[i]), free(xm[i]);
   for (int i = 0; i < g->narr; i++)
@@ -527,10 +528,10 @@ static double jvpcheck(const gspec *g) {
   do {                                                                                             \
     gspec g_ = {__VA_ARGS__};                                                                      \
     double e_ = jvpcheck(&g_);                                                                     \
-    wtest_checks++;                                                                                  \
+    wtest_checks++;                                                                                \
     if (!(e_ < 1e-5)) {                                                                            \
-      wtest_failures++;                                                                              \
-      fprintf(stderr, "%s:%d: jvp check '%s' failed (relative error %g)\n", __FILE__, __LINE__,   \
+      wtest_failures++;                                                                            \
+      fprintf(stderr, "%s:%d: jvp check '%s' failed (relative error %g)\n", __FILE__, __LINE__,    \
               g_.name, e_);                                                                        \
     }                                                                                              \
   } while (0)
@@ -579,21 +580,20 @@ static const char *overwrite_ir =
     "  ret\n"
     "}\n";
 
-static const char *no_overwrite_ir =
-    "kernel @ok(%0:array<f64,1>, %1:array<f64,1>) {\n"
-    "  %2:i32 = tid 0\n"
-    "  %3:f64 = const 2.0\n"
-    "  store %0, %2, %3\n"
-    "  %4:f64 = load %0, %2\n"
-    "  %5:i32 = const 1\n"
-    "  %6:i32 = add %2, %5\n"
-    "  %7:f64 = load %1, %6\n"
-    "  %9:f64 = mul %4, %4\n"
-    "  store %1, %2, %9\n"
-    "  %8:i32 = add %2, %5\n"
-    "  atomic_add %0, %8, %7\n"
-    "  ret\n"
-    "}\n";
+static const char *no_overwrite_ir = "kernel @ok(%0:array<f64,1>, %1:array<f64,1>) {\n"
+                                     "  %2:i32 = tid 0\n"
+                                     "  %3:f64 = const 2.0\n"
+                                     "  store %0, %2, %3\n"
+                                     "  %4:f64 = load %0, %2\n"
+                                     "  %5:i32 = const 1\n"
+                                     "  %6:i32 = add %2, %5\n"
+                                     "  %7:f64 = load %1, %6\n"
+                                     "  %9:f64 = mul %4, %4\n"
+                                     "  store %1, %2, %9\n"
+                                     "  %8:i32 = add %2, %5\n"
+                                     "  atomic_add %0, %8, %7\n"
+                                     "  ret\n"
+                                     "}\n";
 
 static void test_overwrite(void) {
   char err[512];
@@ -730,26 +730,25 @@ static const char *nofuse_ir =
 /* y[i] = x[i] * acc, acc = z[j] - acc each step (an alternating sum): the
 ** reverse reads no carried value but the carried adjoint flips sign every
 ** iteration, so the reverse must run backwards (not fused). */
-static const char *flip_ir =
-    "kernel @flip(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) {\n"
-    "  %3:i32 = tid 0\n"
-    "  %4:f64 = load %0, %3\n"
-    "  %5:f64 = const 0.0\n"
-    "  %6:i32 = const 0\n"
-    "  %7:i32 = shape %0, 0\n"
-    "  %8:i32 = const 1\n"
-    "  %9:i32 = sub %7, %8\n"
-    "  %10:f64 = for %6, %9, %8 iter(%5) {\n"
-    "  ^(%11:i32, %12:f64):\n"
-    "    %13:f64 = load %1, %11\n"
-    "    %14:f64 = sin %13\n"
-    "    %15:f64 = sub %14, %12\n"
-    "    yield %15\n"
-    "  }\n"
-    "  %16:f64 = mul %10, %4\n"
-    "  store %2, %3, %16\n"
-    "  ret\n"
-    "}\n";
+static const char *flip_ir = "kernel @flip(%0:array<f64,1>, %1:array<f64,1>, %2:array<f64,1>) {\n"
+                             "  %3:i32 = tid 0\n"
+                             "  %4:f64 = load %0, %3\n"
+                             "  %5:f64 = const 0.0\n"
+                             "  %6:i32 = const 0\n"
+                             "  %7:i32 = shape %0, 0\n"
+                             "  %8:i32 = const 1\n"
+                             "  %9:i32 = sub %7, %8\n"
+                             "  %10:f64 = for %6, %9, %8 iter(%5) {\n"
+                             "  ^(%11:i32, %12:f64):\n"
+                             "    %13:f64 = load %1, %11\n"
+                             "    %14:f64 = sin %13\n"
+                             "    %15:f64 = sub %14, %12\n"
+                             "    yield %15\n"
+                             "  }\n"
+                             "  %16:f64 = mul %10, %4\n"
+                             "  store %2, %3, %16\n"
+                             "  ret\n"
+                             "}\n";
 
 /* Occurrences of `needle` in the adjoint function's text (from its header). */
 static int count_in_adjoint(const adk *k, const char *needle);
@@ -961,7 +960,7 @@ static void test_custom_grad(void) {
     for (int i = 0; i < 4; i++) {
       CHECK(fabs(y[i] - (x[i] * x[i] + x[i])) < 1e-12);
       CHECK(fabs(gx[i] - 11 * (i + 1)) < 1e-12); /* the seeds gy were 1, 2, 3, 4 */
-      CHECK(gy[i] == 0);                          /* y was overwritten: its old value's */
+      CHECK(gy[i] == 0);                         /* y was overwritten: its old value's */
     }
   }
   adk_free(&k);
@@ -978,10 +977,9 @@ static void test_custom_grad(void) {
   snprintf(ir, sizeof ir, "%s%s%s", effects_funcs, put_replay, effects_kernel);
   CHECK(prep(ir, &k, err, sizeof err) == 0);
   if (k.pk && k.ak) {
-    double x[3] = {0.5, -1, 2}, y[3] = {0}, z[3] = {0}, gx[3] = {0}, gy[3] = {1, 1, 1},
-           gz[3] = {0};
-    wf_array a[6] = {mkarr(3, x), mkarr(3, y), mkarr(3, z), mkarr(3, gx), mkarr(3, gy),
-                     mkarr(3, gz)};
+    double x[3] = {0.5, -1, 2}, y[3] = {0}, z[3] = {0}, gx[3] = {0}, gy[3] = {1, 1, 1}, gz[3] = {0};
+    wf_array a[6] = {mkarr(3, x),  mkarr(3, y),  mkarr(3, z),
+                     mkarr(3, gx), mkarr(3, gy), mkarr(3, gz)};
     wf_array *pa[6] = {&a[0], &a[1], &a[2], &a[3], &a[4], &a[5]};
     launch(k.pf, k.pk, 3, pa, NULL);
     launch(k.af, k.ak, 3, pa, NULL);

@@ -54,7 +54,8 @@ static void test_runtime(void) {
     wf_buffer *b = (wf_buffer *)1;
     CHECK_INT(wf_buffer_new(rt, 0, 16, &b), WEFT_ERRDEVICE);
     CHECK(b == NULL);
-    CHECK_STR(wf_rt_errmsg(rt), "weft: device 'cuda:0': CUDA is not available: libcuda.so.1 could not be loaded (no NVIDIA driver)");
+    CHECK_STR(wf_rt_errmsg(rt), "weft: device 'cuda:0': CUDA is not available: libcuda.so.1 could "
+                                "not be loaded (no NVIDIA driver)");
   }
   wf_rt_free(rt);
   wf_rt_free(NULL);

@@ -15,15 +15,24 @@
 /* The test links the static library, whose objects come in only when
 ** something references them: keep the CPU launch entry point, which the
 ** Lua layer reaches through ffi.C, in the executable. */
-__attribute__((used)) static int (*const keep_launch)(wf_rt *, void *, int, const int64_t *, const void *,
-                                int64_t) = wf_cpu_launch;
+__attribute__((used)) static int (*const keep_launch)(wf_rt *, void *, int, const int64_t *,
+                                                      const void *, int64_t) = wf_cpu_launch;
 
-static weft_Arg arg_int(int64_t v) { return (weft_Arg){.type = WEFT_ARG_INT, .i = v}; }
-static weft_Arg arg_double(double v) { return (weft_Arg){.type = WEFT_ARG_DOUBLE, .d = v}; }
-static weft_Arg arg_float(float v) { return (weft_Arg){.type = WEFT_ARG_FLOAT, .d = v}; }
-static weft_Arg arg_string(const char *s) { return (weft_Arg){.type = WEFT_ARG_STRING, .s = s}; }
+static weft_Arg arg_int(int64_t v) {
+  return (weft_Arg){.type = WEFT_ARG_INT, .i = v};
+}
+static weft_Arg arg_double(double v) {
+  return (weft_Arg){.type = WEFT_ARG_DOUBLE, .d = v};
+}
+static weft_Arg arg_float(float v) {
+  return (weft_Arg){.type = WEFT_ARG_FLOAT, .d = v};
+}
+static weft_Arg arg_string(const char *s) {
+  return (weft_Arg){.type = WEFT_ARG_STRING, .s = s};
+}
 static weft_Arg arg_data(void *p, const char *dtype, int64_t n) {
-  return (weft_Arg){.type = WEFT_ARG_DATA, .p = p, .s = dtype, .ndim = 1, .shape = {n}, .device = -1};
+  return (weft_Arg){
+      .type = WEFT_ARG_DATA, .p = p, .s = dtype, .ndim = 1, .shape = {n}, .device = -1};
 }
 
 static void test_values(weft_State *W) {
@@ -31,7 +40,8 @@ static void test_values(weft_State *W) {
                          "function big() return 2LL ^ 40 end\n"
                          "cfg = { sim = { dt = 0.5 } }\n"
                          "arr = weft.array({1, 2, 3}, weft.float64)") == 0);
-  weft_Arg args[4] = {arg_int(2), arg_double(0.25), arg_string("hi"), {.type = WEFT_ARG_BOOL, .i = 1}};
+  weft_Arg args[4] = {
+      arg_int(2), arg_double(0.25), arg_string("hi"), {.type = WEFT_ARG_BOOL, .i = 1}};
   weft_Arg res[5];
   CHECK(weft_call(W, "f", 4, args, 5, res) == 0);
   CHECK(res[0].type == WEFT_ARG_DOUBLE && res[0].d == 2.25);
@@ -79,12 +89,17 @@ typedef struct counted {
   float data[8];
   int deleted;
 } counted;
-static void counted_delete(DLManagedTensor *m) { ((counted *)m->manager_ctx)->deleted++; }
+static void counted_delete(DLManagedTensor *m) {
+  ((counted *)m->manager_ctx)->deleted++;
+}
 static void make_counted(counted *c) {
   memset(c, 0, sizeof *c);
   c->shape[0] = 8;
-  c->m.dl_tensor = (DLTensor){.data = c->data, .device = {WF_kDLCPU, 0}, .ndim = 1,
-                              .dtype = {WF_kDLFloat, 32, 1}, .shape = c->shape};
+  c->m.dl_tensor = (DLTensor){.data = c->data,
+                              .device = {WF_kDLCPU, 0},
+                              .ndim = 1,
+                              .dtype = {WF_kDLFloat, 32, 1},
+                              .shape = c->shape};
   c->m.manager_ctx = c;
   c->m.deleter = counted_delete;
 }
@@ -147,7 +162,8 @@ static void test_launch(weft_State *W) {
                          "  end }\n"
                          "]]))()") == 0);
   float pos[3 * 4] = {0}, vel[3 * 4];
-  for (int k = 0; k < 12; k++) vel[k] = (float)k;
+  for (int k = 0; k < 12; k++)
+    vel[k] = (float)k;
   weft_Arg args[3] = {arg_data(pos, "vec3", 4), arg_data(vel, "vec3", 4), arg_float(0.5f)};
   int64_t n = 4;
   for (int step = 0; step < 3; step++) {
@@ -167,10 +183,11 @@ static void test_launch(weft_State *W) {
   if (m) m->deleter(m);
 
   /* a 2-D grid */
-  CHECK(weft_dostring(W, "assert(loadstring([[\n"
-                         "fill2 = weft.kernel{ m = weft.array(weft.float32, 2),\n"
-                         "  function(m) local i, j = weft.tid(); m[i][j] = weft.float32(10 * i + j) end }\n"
-                         "]]))()") == 0);
+  CHECK(weft_dostring(
+            W, "assert(loadstring([[\n"
+               "fill2 = weft.kernel{ m = weft.array(weft.float32, 2),\n"
+               "  function(m) local i, j = weft.tid(); m[i][j] = weft.float32(10 * i + j) end }\n"
+               "]]))()") == 0);
   float grid[2][3] = {{0}};
   weft_Arg g = arg_data(grid, "float32", 2);
   g.ndim = 2, g.shape[0] = 2, g.shape[1] = 3;

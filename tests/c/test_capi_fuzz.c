@@ -16,8 +16,8 @@
 #include "wtest.h"
 
 /* keep the CPU launch entry point (reached through ffi.C) in the binary */
-__attribute__((used)) static int (*const keep_launch)(wf_rt *, void *, int, const int64_t *, const void *,
-                                int64_t) = wf_cpu_launch;
+__attribute__((used)) static int (*const keep_launch)(wf_rt *, void *, int, const int64_t *,
+                                                      const void *, int64_t) = wf_cpu_launch;
 
 static unsigned long long rs = 0x2545f4914f6cdd1dULL;
 static unsigned long long rnd(void) { /* xorshift64: the same calls every run */
@@ -27,10 +27,9 @@ static unsigned long long rnd(void) { /* xorshift64: the same calls every run */
   return rs;
 }
 
-static const char *names[] = {NULL,      "",       "x",      "k",        "a",
-                              "vec3",    "float32", "nope",  "k.bad",    "math.huge",
-                              "sim.step", "weft",   "print", "bad type", "float64",
-                              "int8"};
+static const char *names[] = {NULL,      "",         "x",       "k",         "a",        "vec3",
+                              "float32", "nope",     "k.bad",   "math.huge", "sim.step", "weft",
+                              "print",   "bad type", "float64", "int8"};
 #define NNAMES (int)(sizeof names / sizeof names[0])
 static float buf[64];
 
@@ -88,15 +87,9 @@ int main(void) {
     const char *name = names[rnd() % NNAMES];
     int which = (int)(rnd() % 7), rc = 0;
     switch (which) {
-    case 0:
-      rc = weft_launch(W, name, nd, (rnd() % 4) ? dims : NULL, na, na ? args : NULL);
-      break;
-    case 1:
-      rc = weft_launch_io(W, name, nd, dims, na / 2, args, na - na / 2, args + na / 2);
-      break;
-    case 2:
-      rc = weft_call(W, name, na, args, (int)(rnd() % 4), res);
-      break;
+    case 0: rc = weft_launch(W, name, nd, (rnd() % 4) ? dims : NULL, na, na ? args : NULL); break;
+    case 1: rc = weft_launch_io(W, name, nd, dims, na / 2, args, na - na / 2, args + na / 2); break;
+    case 2: rc = weft_call(W, name, na, args, (int)(rnd() % 4), res); break;
     case 3:
       if (na) rc = weft_set(W, name, &args[0]);
       break;

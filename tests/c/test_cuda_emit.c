@@ -386,14 +386,12 @@ static void test_emit_debug(void) {
   if (rc == 0) {
     CHECK_HAS(s.text, "int v2, wf_err *wf_e) {");
     CHECK_HAS(s.text, "if (*(volatile int *)&wf_e->flag) return;");
-    CHECK_HAS(
-        s.text,
-        "if (wf_oob(wf_e, (long long)v3, v0.shape[0], \"spec/d.lua:5\", 0, \"grid\", \"k\")) "
-        "return;");
-    CHECK_HAS(
-        s.text,
-        "if (wf_oob(wf_e, (long long)v2, v4.shape[0], \"spec/d.lua:6\", 1, \"grid\", \"k\")) "
-        "return;");
+    CHECK_HAS(s.text,
+              "if (wf_oob(wf_e, (long long)v3, v0.shape[0], \"spec/d.lua:5\", 0, \"grid\", \"k\")) "
+              "return;");
+    CHECK_HAS(s.text,
+              "if (wf_oob(wf_e, (long long)v2, v4.shape[0], \"spec/d.lua:6\", 1, \"grid\", \"k\")) "
+              "return;");
     CHECK_HAS(s.text, "\"spec/d.lua:7\", 0, \"counts\", \"k\")) return;");
     CHECK_HAS(s.text, "{ wf_fail(wf_e, \"spec/d.lua:8\", \"integer division by zero\"); return; }");
     CHECK_HAS(s.text, "struct wf_err { int flag; char msg[508]; };");
@@ -422,10 +420,9 @@ static void test_emit_debug(void) {
                       "\"spec/d.lua:5\", 0, \"grid\", \"k\")) return;");
     CHECK_HAS(s.text, "if (wf_range(wf_e, 0LL, wf_d.dim[0] - 1 + 0LL, 0, 1, v1.shape[0], "
                       "\"spec/d.lua:7\", 0, \"counts\", \"k\")) return;");
-    CHECK_HAS(
-        s.text,
-        "if (wf_oob(wf_e, (long long)v2, v4.shape[0], \"spec/d.lua:6\", 1, \"grid\", \"k\")) "
-        "return;");
+    CHECK_HAS(s.text,
+              "if (wf_oob(wf_e, (long long)v2, v4.shape[0], \"spec/d.lua:6\", 1, \"grid\", \"k\")) "
+              "return;");
     CHECK(strstr(s.text, "wf_oob(wf_e, (long long)v3") == NULL);
     CHECK(strstr(s.text, "division by zero") == NULL);
     wf_cuda_src_free(&s);

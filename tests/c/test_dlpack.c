@@ -24,13 +24,18 @@ typedef struct producer {
   int deleted; /* times a deleter ran */
 } producer;
 
-static void del_versioned(DLManagedTensorVersioned *m) { ((producer *)m->manager_ctx)->deleted++; }
-static void del_legacy(DLManagedTensor *m) { ((producer *)m->manager_ctx)->deleted++; }
+static void del_versioned(DLManagedTensorVersioned *m) {
+  ((producer *)m->manager_ctx)->deleted++;
+}
+static void del_legacy(DLManagedTensor *m) {
+  ((producer *)m->manager_ctx)->deleted++;
+}
 
 /* A float32 CPU tensor of the given shape (compact unless strides given). */
 static void make_tensor(producer *p, int ndim, const int64_t *shape, const int64_t *strides) {
   memset(p, 0, sizeof *p);
-  for (int k = 0; k < 64; k++) p->data[k] = (float)k;
+  for (int k = 0; k < 64; k++)
+    p->data[k] = (float)k;
   for (int k = 0; k < ndim; k++) {
     p->shape[k] = shape[k];
     if (strides) p->strides[k] = strides[k];
@@ -59,14 +64,17 @@ typedef struct owned {
   int released;
 } owned;
 
-static void owned_release(wf_buffer *b) { ((owned *)b->ctx)->released++; }
+static void owned_release(wf_buffer *b) {
+  ((owned *)b->ctx)->released++;
+}
 
 /* A 2-D float32 array (rows x cols, compact) over o->data. */
 static wf_array owned_array(wf_rt *rt, owned *o, int rows, int cols) {
   wf_array a;
   memset(&a, 0, sizeof a);
   memset(o, 0, sizeof *o);
-  for (int k = 0; k < 32; k++) o->data[k] = (float)k * 0.5f;
+  for (int k = 0; k < 32; k++)
+    o->data[k] = (float)k * 0.5f;
   wf_buffer *b = NULL;
   CHECK(wf_buffer_wrap(rt, WF_DEVICE_CPU, o->data, sizeof o->data, owned_release, o, &b) == 0);
   a.data = o->data;

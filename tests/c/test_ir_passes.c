@@ -103,8 +103,8 @@ static void run_case(const char *file, const char *name, char *passes, const cha
   if (error) {
     if (!rc || strcmp(err, error) != 0) {
       wtest_failures++;
-      fprintf(stderr, "%s: case '%s': expected error\n  %s\ngot (rc %d)\n  %s\n", file, name,
-              error, rc, err);
+      fprintf(stderr, "%s: case '%s': expected error\n  %s\ngot (rc %d)\n  %s\n", file, name, error,
+              rc, err);
     }
   } else if (rc) {
     wtest_failures++;
@@ -156,9 +156,10 @@ static int run_file(const char *rel) {
       if (!strncmp(rest, "expect", 6)) {
         expect = e2 ? e2 + 1 : "";
         size_t el = strlen(expect); /* blank lines between cases are not part of it */
-        while (el >= 2 && expect[el - 1] == '\n' && expect[el - 2] == '\n') expect[--el] = 0;
-      }
-      else if (!strncmp(rest, "error ", 6)) error = rest + 6;
+        while (el >= 2 && expect[el - 1] == '\n' && expect[el - 2] == '\n')
+          expect[--el] = 0;
+      } else if (!strncmp(rest, "error ", 6))
+        error = rest + 6;
     }
     if (!sep || (!expect && !error)) {
       fprintf(stderr, "%s: case '%s' has no '---- expect' or '---- error'\n", rel, name);

@@ -34,8 +34,10 @@ static char *reprint(const char *text, wf_module **out) {
     return NULL;
   }
   char *s = wf_ir_to_string(m);
-  if (out) *out = m;
-  else wf_module_free(m);
+  if (out)
+    *out = m;
+  else
+    wf_module_free(m);
   return s;
 }
 
@@ -131,10 +133,18 @@ static void test_canonical(void) {
 static void test_types_roundtrip(void) {
   wf_types *T = wf_types_new();
   const wf_type *f16 = wf_t_float(T, 16), *f32 = wf_t_float(T, 32), *f64 = wf_t_float(T, 64);
-  const wf_type *scal[] = {wf_t_bool(T),       wf_t_int(T, 8, 1),  wf_t_int(T, 8, 0),
-                           wf_t_int(T, 16, 1), wf_t_int(T, 16, 0), wf_t_int(T, 32, 1),
-                           wf_t_int(T, 32, 0), wf_t_int(T, 64, 1), wf_t_int(T, 64, 0),
-                           f16,                f32,                f64};
+  const wf_type *scal[] = {wf_t_bool(T),
+                           wf_t_int(T, 8, 1),
+                           wf_t_int(T, 8, 0),
+                           wf_t_int(T, 16, 1),
+                           wf_t_int(T, 16, 0),
+                           wf_t_int(T, 32, 1),
+                           wf_t_int(T, 32, 0),
+                           wf_t_int(T, 64, 1),
+                           wf_t_int(T, 64, 0),
+                           f16,
+                           f32,
+                           f64};
   const wf_type *all[128];
   int n = 0;
   for (int i = 0; i < 12; i++) {
@@ -163,7 +173,8 @@ static void test_types_roundtrip(void) {
   wf_module *m2 = wf_ir_parse(txt, T, err, sizeof err);
   CHECK(m2 != NULL);
   if (!m2) fprintf(stderr, "%s\n%s\n", err, txt);
-  for (int i = 0; m2 && i < n; i++) CHECK(wf_vtype(m2->funcs[0], m2->funcs[0]->params[i]) == all[i]);
+  for (int i = 0; m2 && i < n; i++)
+    CHECK(wf_vtype(m2->funcs[0], m2->funcs[0]->params[i]) == all[i]);
   CHECK_HAS(txt, "struct S { x: f32 @0, m: mat33d @8 }\n");
   CHECK_HAS(txt, "%2:vec11<bool>");
   CHECK_HAS(txt, "mat<10,2,f16>");
@@ -190,10 +201,12 @@ static void test_parse_errors(void) {
       {"func @f() {\n  print \"abc\n}\n", "2:9: unterminated string"},
       {"func @f() {\n  %1:struct.Nope = undef\n}\n", "2:6: unknown struct 'Nope'"},
       {"func @f() {\n  %1:bool = const yes\n}\n", "2:19: expected true or false"},
-      {"func @f(%0:f32) {\n  %1:f32 = add %0 %0\n}\n", "2:19: unexpected '%' after the instruction"},
+      {"func @f(%0:f32) {\n  %1:f32 = add %0 %0\n}\n",
+       "2:19: unexpected '%' after the instruction"},
       {"func @f() {\n  %1:f32 = add\n  ret\n}\nfunc @f() {}\n", "5:7: redefinition of function @f"},
       {"func @f() {\n  ^(%0:f32):\n}\n", "2:3: a function body has no block parameters"},
-      {"func @f(%0:i32) {\n  %1:f32 = extract %0,\n}\n", "2:23: expected a value or an integer after ','"},
+      {"func @f(%0:i32) {\n  %1:f32 = extract %0,\n}\n",
+       "2:23: expected a value or an integer after ','"},
       /* sizes beyond int (found by tests/fuzz/fuzz_ir): no wrap, no overflow */
       {"func @f(%0:array<f32,4294967297>) {\n  ret\n}\n", "1:12: unknown type 'array'"},
       {"func @f(%0:mat<4,3466666666666666,f16>) {\n  ret\n}\n", "1:12: unknown type 'mat'"},

@@ -26,8 +26,8 @@ static void test_dostring(void) {
   CHECK_INT((int)lua_tointeger(L, -1), 42);
   lua_pop(L, 1);
   /* the weft module is loaded and required */
-  CHECK_INT(weft_dostring(W, "assert(require('weft') == weft); assert(weft.version == '" WEFT_VERSION
-                             "')"),
+  CHECK_INT(weft_dostring(
+                W, "assert(require('weft') == weft); assert(weft.version == '" WEFT_VERSION "')"),
             WEFT_OK);
   /* runtime errors carry the message and a traceback */
   CHECK_INT(weft_dostring(W, "local t = nil\nreturn t.x"), WEFT_ERRRUN);

@@ -14,30 +14,30 @@ static int wtest_failures, wtest_checks;
 
 #define CHECK(c)                                                                                   \
   do {                                                                                             \
-    wtest_checks++;                                                                                  \
+    wtest_checks++;                                                                                \
     if (!(c)) {                                                                                    \
-      wtest_failures++;                                                                              \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                      \
+      wtest_failures++;                                                                            \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);                        \
     }                                                                                              \
   } while (0)
 
 #define CHECK_INT(a, b)                                                                            \
   do {                                                                                             \
     long long a_ = (long long)(a), b_ = (long long)(b);                                            \
-    wtest_checks++;                                                                                  \
+    wtest_checks++;                                                                                \
     if (a_ != b_) {                                                                                \
-      wtest_failures++;                                                                              \
-      fprintf(stderr, "%s:%d: %s == %lld, expected %lld\n", __FILE__, __LINE__, #a, a_, b_);     \
+      wtest_failures++;                                                                            \
+      fprintf(stderr, "%s:%d: %s == %lld, expected %lld\n", __FILE__, __LINE__, #a, a_, b_);       \
     }                                                                                              \
   } while (0)
 
 #define CHECK_STR(a, b)                                                                            \
   do {                                                                                             \
     const char *a_ = (a), *b_ = (b);                                                               \
-    wtest_checks++;                                                                                  \
+    wtest_checks++;                                                                                \
     if (!a_ || !b_ || strcmp(a_, b_) != 0) {                                                       \
-      wtest_failures++;                                                                              \
-      fprintf(stderr, "%s:%d: %s\n--- got:\n%s\n--- expected:\n%s\n", __FILE__, __LINE__, #a,    \
+      wtest_failures++;                                                                            \
+      fprintf(stderr, "%s:%d: %s\n--- got:\n%s\n--- expected:\n%s\n", __FILE__, __LINE__, #a,      \
               a_ ? a_ : "(null)", b_ ? b_ : "(null)");                                             \
     }                                                                                              \
   } while (0)
@@ -46,18 +46,18 @@ static int wtest_failures, wtest_checks;
 #define CHECK_HAS(a, sub)                                                                          \
   do {                                                                                             \
     const char *a_ = (a), *s_ = (sub);                                                             \
-    wtest_checks++;                                                                                  \
+    wtest_checks++;                                                                                \
     if (!a_ || !strstr(a_, s_)) {                                                                  \
-      wtest_failures++;                                                                              \
-      fprintf(stderr, "%s:%d: \"%s\" does not contain \"%s\"\n", __FILE__, __LINE__,            \
+      wtest_failures++;                                                                            \
+      fprintf(stderr, "%s:%d: \"%s\" does not contain \"%s\"\n", __FILE__, __LINE__,               \
               a_ ? a_ : "(null)", s_);                                                             \
     }                                                                                              \
   } while (0)
 
-#define WTEST_DONE()                                                                                 \
+#define WTEST_DONE()                                                                               \
   do {                                                                                             \
-    printf("%d checks, %d failures\n", wtest_checks, wtest_failures);                                  \
-    return wtest_failures ? 1 : 0;                                                                   \
+    printf("%d checks, %d failures\n", wtest_checks, wtest_failures);                              \
+    return wtest_failures ? 1 : 0;                                                                 \
   } while (0)
 
 #endif

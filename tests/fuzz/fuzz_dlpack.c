@@ -93,8 +93,12 @@ typedef struct producer {
   int deleted;
 } producer;
 
-static void del_versioned(DLManagedTensorVersioned *m) { ((producer *)m->manager_ctx)->deleted++; }
-static void del_legacy(DLManagedTensor *m) { ((producer *)m->manager_ctx)->deleted++; }
+static void del_versioned(DLManagedTensorVersioned *m) {
+  ((producer *)m->manager_ctx)->deleted++;
+}
+static void del_legacy(DLManagedTensor *m) {
+  ((producer *)m->manager_ctx)->deleted++;
+}
 
 static void finding(const char *fmt, long long a, long long b) {
   fprintf(stderr, "fuzz_dlpack: ");
@@ -103,8 +107,8 @@ static void finding(const char *fmt, long long a, long long b) {
   abort();
 }
 
-static const char *const eltypes[] = {NULL,    NULL,    NULL,   "float32", "vec3",
-                                      "vec2",  "mat22", "vec4", "quat",    "nope"};
+static const char *const eltypes[] = {NULL,   NULL,    NULL,   "float32", "vec3",
+                                      "vec2", "mat22", "vec4", "quat",    "nope"};
 #define NELTYPES (int)(sizeof eltypes / sizeof eltypes[0])
 
 /* ---- the state -------------------------------------------------------- */
@@ -146,8 +150,10 @@ static int honest(const DLTensor *t, size_t len, __int128 *nelem) {
   for (int d = t->ndim - 1; d >= 0; d--) {
     __int128 st = t->strides ? (__int128)t->strides[d] : compact;
     __int128 ext = (t->shape[d] - 1) * st * sb;
-    if (ext < 0) lo += ext;
-    else hi += ext;
+    if (ext < 0)
+      lo += ext;
+    else
+      hi += ext;
     compact *= t->shape[d];
   }
   __int128 off = t->byte_offset;
@@ -176,13 +182,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int nalloc = t.ndim > 0 ? t.ndim : 0;
   int64_t *shape = malloc(sizeof(int64_t) * (size_t)(nalloc ? nalloc : 1));
   int64_t *strides = malloc(sizeof(int64_t) * (size_t)(nalloc ? nalloc : 1));
-  for (int k = 0; k < nalloc; k++) shape[k] = k < 6 ? take_dim(&r) : 1;
-  for (int k = 0; k < nalloc; k++) strides[k] = k < 6 ? take_dim(&r) : 1;
+  for (int k = 0; k < nalloc; k++)
+    shape[k] = k < 6 ? take_dim(&r) : 1;
+  for (int k = 0; k < nalloc; k++)
+    strides[k] = k < 6 ? take_dim(&r) : 1;
   t.shape = null_shape ? NULL : shape;
   t.strides = with_strides ? strides : NULL;
   size_t len = (size_t)take(&r, 1) * 4;
   uint8_t *buf = malloc(len ? len : 1);
-  for (size_t k = 0; k < len; k++) buf[k] = r.n ? (uint8_t)take(&r, 1) : (uint8_t)k;
+  for (size_t k = 0; k < len; k++)
+    buf[k] = r.n ? (uint8_t)take(&r, 1) : (uint8_t)k;
   t.data = datamode < 2 ? (void *)buf : datamode == 2 ? NULL : (void *)(uintptr_t)0x10000;
 
   producer *p = calloc(1, sizeof *p);
@@ -202,11 +211,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   a.p = versioned ? (void *)&p->v : (void *)&p->legacy;
   a.s = eltype;
   if (verbose) {
-    fprintf(stderr, "fuzz_dlpack: %s ndim %d dtype %d/%d/%d device %d:%d data %s len %zu "
-            "byte_offset %llu element %s\n", versioned ? "versioned" : "legacy", (int)t.ndim,
-            t.dtype.code, t.dtype.bits, t.dtype.lanes, t.device.device_type, t.device.device_id,
-            datamode < 2 ? "heap" : datamode == 2 ? "NULL" : "wild", len,
-            (unsigned long long)t.byte_offset, eltype ? eltype : "-");
+    fprintf(stderr,
+            "fuzz_dlpack: %s ndim %d dtype %d/%d/%d device %d:%d data %s len %zu "
+            "byte_offset %llu element %s\n",
+            versioned ? "versioned" : "legacy", (int)t.ndim, t.dtype.code, t.dtype.bits,
+            t.dtype.lanes, t.device.device_type, t.device.device_id,
+            datamode < 2    ? "heap"
+            : datamode == 2 ? "NULL"
+                            : "wild",
+            len, (unsigned long long)t.byte_offset, eltype ? eltype : "-");
     for (int k = 0; k < nalloc && k < 8; k++)
       fprintf(stderr, "  shape[%d] %lld stride %s%lld\n", k, (long long)shape[k],
               t.strides ? "" : "(unused) ", (long long)strides[k]);
@@ -214,7 +227,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int rc = weft_set(W, "x", &a);
   if (verbose) fprintf(stderr, "fuzz_dlpack: status %d: %s\n", rc, rc ? weft_errmsg(W) : "ok");
   if (rc != WEFT_OK) {
-    if (p->deleted != 1) finding("a failed import ran the deleter %lld times (status %lld)", p->deleted, rc);
+    if (p->deleted != 1)
+      finding("a failed import ran the deleter %lld times (status %lld)", p->deleted, rc);
     goto done;
   }
   weft_Arg out;
@@ -243,20 +257,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int64_t idx[4] = {0, 0, 0, 0};
     for (long k = 0;; k++) {
       const uint8_t *e = out.p;
-      for (int d = 0; d < out.ndim; d++) e += idx[d] * out.strides[d];
+      for (int d = 0; d < out.ndim; d++)
+        e += idx[d] * out.strides[d];
       if (e < buf || e + el > buf + len)
         finding("element at byte %lld lies outside the %lld-byte buffer", (long long)(e - buf),
                 (long long)len);
-      for (size_t b = 0; b < el; b++) sink ^= e[b];
+      for (size_t b = 0; b < el; b++)
+        sink ^= e[b];
       int d = out.ndim - 1;
       if (k == 65536) /* jump to the last element */
-        for (d = 0; d < out.ndim; d++) idx[d] = out.shape[d] - 1;
+        for (d = 0; d < out.ndim; d++)
+          idx[d] = out.shape[d] - 1;
       else
-        while (d >= 0 && ++idx[d] == out.shape[d]) idx[d--] = 0;
+        while (d >= 0 && ++idx[d] == out.shape[d])
+          idx[d--] = 0;
       if (d < 0 || k > 65536) break;
     }
     (void)sink;
-    if (n <= 256 && weft_dostring(W, "local ok = pcall(function() return x:totable() end)") != WEFT_OK)
+    if (n <= 256 &&
+        weft_dostring(W, "local ok = pcall(function() return x:totable() end)") != WEFT_OK)
       finding("x:totable() raised outside its pcall%lld%lld", 0, 0);
   }
   weft_unref(W, out.i);

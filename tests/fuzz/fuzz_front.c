@@ -58,7 +58,7 @@ typedef struct fuzz_state {
   weft_State *W;
   int runs; /* inputs since the state was opened */
   int strict;
-  int launch_all; /* WEFT_FUZZ_LAUNCH=1: launch every input */
+  int launch_all;            /* WEFT_FUZZ_LAUNCH=1: launch every input */
   long long stages[NSTAGES]; /* inputs that reached each stage (closed states) */
 } fuzz_state;
 
@@ -85,7 +85,8 @@ static void print_stats(void) {
   fuzz_state *S = the_state();
   if (S->W) collect_stats(S), S->W = (weft_close(S->W), NULL);
   fprintf(stderr, FUZZ_NAME ": inputs that reached each stage:");
-  for (int k = 0; k < NSTAGES; k++) fprintf(stderr, " %s %lld", stage_names[k], S->stages[k]);
+  for (int k = 0; k < NSTAGES; k++)
+    fprintf(stderr, " %s %lld", stage_names[k], S->stages[k]);
   fprintf(stderr, "\n");
 }
 
@@ -129,7 +130,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 /* A cheap hash of the input: which inputs are launched (stable per input). */
 static uint32_t fnv(const uint8_t *d, size_t n) {
   uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; i++) h = (h ^ d[i]) * 16777619u;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ d[i]) * 16777619u;
   return h;
 }
 

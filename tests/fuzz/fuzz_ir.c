@@ -73,7 +73,8 @@ static void check_roundtrip(wf_module *m, const char *input) {
 
 /* Pass-pipeline errors that are bugs rather than bad input. */
 static void check_pass_error(const char *err, const char *text) {
-  if (strstr(err, "IR verification failed after")) finding("a pass broke a verified module", err, text);
+  if (strstr(err, "IR verification failed after"))
+    finding("a pass broke a verified module", err, text);
 }
 
 /* LLVM IR of kernel fn; LLVM's verifier must accept what emits. */
@@ -120,7 +121,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_pass_error(err, text);
     goto freem;
   }
-  if (wf_ir_verify(m, err, sizeof err) != 0) finding("the pipeline left an invalid module", err, text);
+  if (wf_ir_verify(m, err, sizeof err) != 0)
+    finding("the pipeline left an invalid module", err, text);
   check_roundtrip(m, text);
   /* emit first (the transforms append functions), then each kernel's
   ** adjoint and tangent on the same module */
