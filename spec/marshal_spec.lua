@@ -12,7 +12,9 @@ local axpy = weft.kernel{ x = weft.array(weft.float32), y = weft.array(weft.floa
   end }
 
 -- Kilobytes allocated by fn (the collector stopped meanwhile), after a
--- first run that warms up the JIT (its traces count as allocations).
+-- first run that warms up the JIT (its traces count as allocations, and
+-- inside the whole suite a few traces may still be recorded: a per-launch
+-- allocation is at least 16 bytes, so the tests allow < 4 bytes a launch).
 local function allocated(fn)
   fn()
   collectgarbage()
@@ -35,7 +37,7 @@ describe("argument marshaller", function()
       y:zero_()
       for _ = 1, 10000 do weft.launch(axpy, 4, args) end
     end)
-    assert.is_true(kb < 4, string.format("%.1f KB for 10k launches", kb))
+    assert.is_true(kb * 1024 / 10000 < 4, string.format("%.1f KB for 10k launches", kb))
     assert.are.same({ 10000, 10000, 10000, 10000 }, y:totable())
   end)
 
@@ -48,7 +50,7 @@ describe("argument marshaller", function()
       y:zero_()
       for _ = 1, 10000 do weft.capture_launch(g) end
     end)
-    assert.is_true(kb < 4, string.format("%.1f KB for 10k replayed launches", kb))
+    assert.is_true(kb * 1024 / 10000 < 4, string.format("%.1f KB for 10k replayed launches", kb))
     assert.are.same({ 20000, 20000, 20000, 20000 }, y:totable())
   end)
 
