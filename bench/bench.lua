@@ -10,6 +10,7 @@
 local ffi = require "ffi"
 local clock = require "bench.clock"
 local weft = require "weft"
+local kernels = require "bench.kernels"
 
 ffi.cdef [[
 void bench_saxpy(long n, float a, const float *x, float *y);
@@ -68,23 +69,8 @@ end
 -- n-body O(n^2), vec3, n = 4096 -----------------------------------------------
 do
   local n = 4096
-  local nbody = weft.kernel{
-    pos = weft.array(weft.vec3), acc = weft.array(weft.vec3), n = weft.int32,
-    function(pos, acc, n)
-      local i = weft.tid()
-      local p = pos[i]
-      local a = weft.vec3(0.0, 0.0, 0.0)
-      for j = 0, n - 1 do
-        local d = pos[j] - p
-        local r2 = weft.dot(d, d) + 0.01
-        local inv = 1.0 / (r2 * weft.sqrt(r2))
-        a = a + d * inv
-      end
-      acc[i] = a
-    end,
-  }
-  local pos, acc = weft.zeros(n, weft.vec3), weft.zeros(n, weft.vec3)
-  for i = 0, n - 1 do pos[i] = weft.vec3(i % 16, math.floor(i / 16) % 16, math.floor(i / 256)) end
+  local nbody = kernels.nbody()
+  local pos, acc = kernels.grid_positions(n), weft.zeros(n, weft.vec3)
   local cacc = weft.zeros(n, weft.vec3)
   weft.launch(nbody, n, { pos, acc, n })
   local inputs = { pos, acc, n }

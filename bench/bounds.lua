@@ -5,6 +5,7 @@
 -- Usage: luajit bench/bounds.lua [runs]   (scripts/run-bench runs it)
 local clock = require "bench.clock"
 local weft = require "weft"
+local kernels = require "bench.kernels"
 
 local now, median = clock.now, clock.median
 local fmt = string.format
@@ -55,23 +56,8 @@ end
 -- n-body, n = 4096: tid indices and a loop range checked once per launch
 do
   local n = 4096
-  local nbody = weft.kernel{
-    pos = weft.array(weft.vec3), acc = weft.array(weft.vec3), n = weft.int32,
-    function(pos, acc, n)
-      local i = weft.tid()
-      local p = pos[i]
-      local a = weft.vec3(0.0, 0.0, 0.0)
-      for j = 0, n - 1 do
-        local d = pos[j] - p
-        local r2 = weft.dot(d, d) + 0.01
-        local inv = 1.0 / (r2 * weft.sqrt(r2))
-        a = a + d * inv
-      end
-      acc[i] = a
-    end,
-  }
-  local pos, acc = weft.zeros(n, weft.vec3), weft.zeros(n, weft.vec3)
-  for i = 0, n - 1 do pos[i] = weft.vec3(i % 16, math.floor(i / 16) % 16, math.floor(i / 256)) end
+  local nbody = kernels.nbody()
+  local pos, acc = kernels.grid_positions(n), weft.zeros(n, weft.vec3)
   local inputs = { pos, acc, n }
   local tr, tf = compare(function() weft.launch(nbody, n, inputs) end, math.max(5, math.floor(runs / 2)))
   row("bounds: n-body n=4096 vec3", tr, tf, "<= 1.05")

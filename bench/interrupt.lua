@@ -10,6 +10,7 @@
 local ffi = require "ffi"
 local clock = require "bench.clock"
 local weft = require "weft"
+local kernels = require "bench.kernels"
 
 pcall(ffi.cdef, [[
 int setenv(const char *name, const char *value, int overwrite);
@@ -53,23 +54,7 @@ end
 -- n-body, n = 4096: one FOR loop per thread, vectorized across threads
 do
   local n = 4096
-  local function make()
-    return weft.kernel{
-      pos = weft.array(weft.vec3), acc = weft.array(weft.vec3), n = weft.int32,
-      function(pos, acc, n)
-        local i = weft.tid()
-        local p = pos[i]
-        local a = weft.vec3(0.0, 0.0, 0.0)
-        for j = 0, n - 1 do
-          local d = pos[j] - p
-          local r2 = weft.dot(d, d) + 0.01
-          local inv = 1.0 / (r2 * weft.sqrt(r2))
-          a = a + d * inv
-        end
-        acc[i] = a
-      end,
-    }
-  end
+  local make = kernels.nbody
   local pos = weft.zeros(n, weft.vec3)
   for i = 0, n - 1 do pos[i] = weft.vec3(math.sin(i), math.cos(i * 0.7), i / n) end
   local acc = weft.zeros(n, weft.vec3)
