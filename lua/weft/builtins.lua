@@ -138,7 +138,7 @@ return function(weft, P)
     "quat_rotate_inv", "quat_inverse", "quat_identity", "transform_point",
     "transform_vector", "transform_identity", "transform_get_translation",
     "transform_get_rotation", "atomic_add", "atomic_min", "atomic_max", "rand_init",
-    "randf", "randi",
+    "randf", "randi", "matrix_from_rows", "matrix_from_cols",
   } do
     weft[name] = kernel_only(name)
   end

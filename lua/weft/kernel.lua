@@ -54,11 +54,81 @@ return function(weft, P)
     return c
   end
 
+  ---------------------------------------------------------------------------
+  -- source texts of chunks weft cannot read back itself
+  ---------------------------------------------------------------------------
+  -- The compiler parses a kernel from its chunk's text. A chunk loaded from
+  -- a string carries it; a file is read again; but a chunk loaded from a
+  -- buffer under a name ("=level1/ai", stdin, a REPL line) has none. Such
+  -- texts are registered by chunk name (weft.register_source, weft.load,
+  -- weft_dobuffer, weft_register_source), and each kernel or weft.func
+  -- keeps the text of its chunk from its declaration on, so a later chunk
+  -- of the same name (the next REPL entry) does not replace it. Both
+  -- tables live in the registry: the compiler (src/front/resolve.c) reads
+  -- them, and they outlast a reload of this layer.
+  local reg = debug.getregistry()
+  local sources = reg["weft.sources"] or {}            -- chunk name -> text
+  reg["weft.sources"] = sources
+  local fn_sources = reg["weft.fnsrc"] or setmetatable({}, { __mode = "k" }) -- function -> text
+  reg["weft.fnsrc"] = fn_sources
+
+  -- The registered text of a chunk (by its debug.getinfo source), also
+  -- when it was registered without the leading '=' or '@'.
+  local function chunk_text(src)
+    local t = sources[src]
+    if t == nil then
+      local c = src:sub(1, 1)
+      if c == "=" or c == "@" then t = sources[src:sub(2)] end
+    end
+    return t
+  end
+
+  function weft.register_source(chunkname, text)
+    if type(chunkname) ~= "string" then
+      error("weft.register_source: expected a chunk name (string), got " .. type(chunkname), 2)
+    end
+    if type(text) ~= "string" then
+      error("weft.register_source: expected the chunk's text (string), got " .. type(text), 2)
+    end
+    sources[chunkname] = text
+  end
+
+  -- loadstring and load that remember the text (for kernels in the chunk).
+  function weft.loadstring(text, chunkname)
+    if type(text) ~= "string" then
+      error("weft.loadstring: expected a string, got " .. type(text), 2)
+    end
+    if chunkname ~= nil then weft.register_source(chunkname, text) end
+    return loadstring(text, chunkname)
+  end
+
+  function weft.load(chunk, chunkname, mode, env)
+    if type(chunk) == "function" then -- a reader: gather its pieces
+      local parts = {}
+      while true do
+        local piece = chunk()
+        if piece == nil or piece == "" then break end
+        if type(piece) ~= "string" then
+          error("weft.load: the reader returned a " .. type(piece) .. ", expected a string", 2)
+        end
+        parts[#parts + 1] = piece
+      end
+      chunk = table.concat(parts)
+    elseif type(chunk) ~= "string" then
+      error("weft.load: expected a string or a reader function, got " .. type(chunk), 2)
+    end
+    if chunkname == nil then chunkname = chunk end
+    if chunkname ~= chunk then weft.register_source(chunkname, chunk) end
+    return load(chunk, chunkname, mode, env)
+  end
+
   -- Source lines, for finding the name a declaration is assigned to.
   local function source_line(fn, line)
     local info = debug.getinfo(fn, "S")
     local src = info.source
-    if src:sub(1, 1) == "@" then
+    local text = fn_sources[fn] or chunk_text(src)
+    if text then src = text end
+    if text == nil and src:sub(1, 1) == "@" then
       local f = io.open(src:sub(2), "r")
       if not f then return nil end
       local n = 0
@@ -71,7 +141,7 @@ return function(weft, P)
       end
       f:close()
       return nil
-    elseif src:sub(1, 1) ~= "=" then
+    elseif text or src:sub(1, 1) ~= "=" then
       local n = 0
       for l in (src .. "\n"):gmatch("([^\n]*)\n") do
         n = n + 1
@@ -154,6 +224,12 @@ return function(weft, P)
     if builtin then
       error(fmt("weft.%s: expected a function of your own, got the builtin '%s'", kind, builtin),
         level)
+    end
+    -- keep the text of a registered chunk with the function (see above)
+    local src = debug.getinfo(fn, "S").source
+    if fn_sources[fn] == nil then
+      local text = chunk_text(src)
+      if text then fn_sources[fn] = text end
     end
     local params, known = {}, {}
     for i = 1, 64 do
@@ -319,7 +395,13 @@ return function(weft, P)
     end
     if #terms == 0 then return always end
     local src = {}
-    if #consts > 0 then
+    -- past LuaJIT's 60 upvalues a function may have, the constants go in
+    -- one table (C[i]); the joined upvalues u1.. must stay upvalues
+    local boxed = #consts + #joins > 50
+    if boxed then
+      for i, t in ipairs(terms) do terms[i] = t:gsub("%f[%w_]c(%d+)%f[^%w_]", "C[%1]") end
+      src[#src + 1] = "local C = ..."
+    elseif #consts > 0 then
       local names = {}
       for i = 1, #consts do names[i] = "c" .. i end
       src[#src + 1] = "local " .. table.concat(names, ", ") .. " = ..."
@@ -339,7 +421,8 @@ return function(weft, P)
       chunk = assert(loadstring(src, "=weft guard"))
       guard_chunks[src] = chunk
     end
-    local guard = chunk(unpack(consts, 1, #consts)) -- new closures, new upvalues
+    local guard -- new closures, new upvalues
+    if boxed then guard = chunk(consts) else guard = chunk(unpack(consts, 1, #consts)) end
     if #joins > 0 then
       local index = {}
       for i = 1, math.huge do
@@ -454,6 +537,52 @@ return function(weft, P)
     local ok, ptx, entries, cached = pcall(c.ptx, m, arch, { fast_compile = fast })
     if not ok then error(ptx, 2) end
     return ptx, entries, cached
+  end
+
+  -- Compile now what the first launch would compile (so a game does not
+  -- stall on the frame that first launches the kernel): the kernel for
+  -- opts.device ("cpu" by default, or "cuda:N"), in the current
+  -- weft.config.mode, for launches of opts.ndim dimensions (1 by default;
+  -- a list compiles several). A generic parameter has no type until an
+  -- argument gives it one: name it in opts.types ({ x = weft.array(...) }
+  -- or a list by position), once per signature to compile; a launch with
+  -- arguments of those types then finds the code. Returns k.
+  function Kernel:compile(opts)
+    if opts ~= nil and type(opts) ~= "table" then
+      error(fmt("k:compile: opts must be a table, got %s", type(opts)), 2)
+    end
+    opts = opts or {}
+    local given = opts.types or {}
+    local types = {}
+    for i, p in ipairs(self.params) do
+      local t = p.type or given[p.name] or given[i]
+      if t == nil then
+        error(fmt("k:compile: kernel '%s': parameter '%s' is generic, so its type comes from "
+                  .. "a launch argument; name it (k:compile{ types = { %s = weft.array(weft.float32) } })"
+                  .. " or let the first launch compile it", self.name, p.name, p.name), 2)
+      end
+      if not weft.is_type(t) then
+        error(fmt("k:compile: kernel '%s': the type given for '%s' is not a weft type", self.name,
+                  p.name), 2)
+      end
+      types[i] = t
+    end
+    local dev = P.parse_device("k:compile", opts.device or "cpu")
+    local m = P.mode_index()
+    if dev >= 0 then
+      if not P.cuda_load_kernel then error("k:compile: CUDA is not available in this build", 2) end
+      P.cuda_load_kernel(self, dev, m)
+      return self
+    end
+    local nds = opts.ndim or 1
+    if type(nds) ~= "table" then nds = { nds } end
+    for _, nd in ipairs(nds) do
+      if type(nd) ~= "number" or nd < 1 or nd > 4 or nd ~= math.floor(nd) then
+        error(fmt("k:compile: ndim must be 1 to 4 (or a list of those), got %s", tostring(nd)), 2)
+      end
+      P.precompile(self, types, nd, m)
+    end
+    return self
   end
 
   function Kernel:__tostring()

@@ -16,7 +16,7 @@
 -- reported at the user's call (src/front/api.c: wf_front_error).
 return function(weft)
   local func, select, sign, trunc, clamp = weft.func, weft.select, weft.sign, weft.trunc, weft.clamp
-  local min, max = weft.min, weft.max
+  local min, max, abs = weft.min, weft.max, weft.abs
 
   -- weft[name] = a weft.func of fn whose arguments check accepts
   local function builtin(name, check, fn)
@@ -130,5 +130,337 @@ return function(weft)
     local a = max(x, z) - min(x, z)
     local d = a - a
     return d ~= d
+  end)
+
+  ---------------------------------------------------------------------
+  -- vectors and matrices (warp/native/vec.h, mat.h; warp/_src/math.py)
+  ---------------------------------------------------------------------
+  local FLOATS = { "h", "f", "d" } -- float16, float32, float64 suffixes
+
+  -- weft[name] = a weft.func with one overload per float type: make(sfx)
+  -- returns the overload's spec ({ arg = type, ..., function }) built
+  -- with that type's constructors as upvalues.
+  local function typed(name, check, make)
+    local f
+    for _, sfx in ipairs(FLOATS) do
+      local spec = make(sfx)
+      spec.name = name
+      if f then f:overload(spec) else f = func(spec) end
+    end
+    f._builtin = check
+    weft[name] = f
+  end
+
+  local function kinds_arg(kinds, what)
+    return function(...)
+      for _, d in ipairs { ... } do
+        if not kinds[d.kind] then return "the arguments must be " .. what .. literal_hint(d) end
+      end
+    end
+  end
+  local vec_arg = kinds_arg({ vec = true }, "vectors")
+  local mat_arg = kinds_arg({ mat = true }, "matrices")
+  local vec_scalar_arg = kinds_arg({ vec = true, float = true }, "a vector and a float scalar")
+
+  -- trace(m): the sum of the diagonal
+  builtin("trace", mat_arg, function(m)
+    local r = m[0][0]
+    for i = 1, #m - 1 do r = r + m[i][i] end
+    return r
+  end)
+
+  -- ddot(a, b): the sum of a[i][j] * b[i][j]
+  builtin("ddot", mat_arg, function(a, b)
+    local r = a[0][0] * b[0][0]
+    for i = 0, #a - 1 do
+      for j = 0, #a[0] - 1 do
+        if i + j > 0 then r = r + a[i][j] * b[i][j] end
+      end
+    end
+    return r
+  end)
+
+  -- get_diag(m): the diagonal as a vector
+  builtin("get_diag", mat_arg, function(m)
+    local d = m[0]
+    for i = 1, #m - 1 do d[i] = m[i][i] end
+    return d
+  end)
+
+  -- skew(v): the matrix with skew(v) * w = cross(v, w)
+  typed("skew", vec_arg, function(sfx)
+    local M = weft["mat33" .. sfx]
+    return { v = weft["vec3" .. sfx], function(v)
+      local s = sign(v[0])
+      local z = s - s
+      return M(z, -v[2], v[1], v[2], z, -v[0], -v[1], v[0], z)
+    end }
+  end)
+
+  -- the norms of warp/_src/math.py
+  builtin("norm_l1", vec_arg, function(v)
+    local n = abs(v[0])
+    for i = 1, #v - 1 do n = n + abs(v[i]) end
+    return n
+  end)
+  builtin("norm_l2", vec_arg, function(v)
+    return weft.length(v)
+  end)
+  local huber = func(function(v, delta)
+    local a = weft.dot(v, v)
+    if a <= delta * delta then return 0.5 * a end
+    return delta * (weft.sqrt(a) - 0.5 * delta)
+  end)
+  local pseudo_huber = func(function(v, delta)
+    local a = weft.dot(v, v)
+    return delta * weft.sqrt(1.0 + a / (delta * delta))
+  end)
+  builtin("norm_huber", vec_scalar_arg, function(v, delta) return huber(v, delta) end)
+  weft.norm_huber:overload(function(v) return huber(v, 1.0) end)
+  builtin("norm_pseudo_huber", vec_scalar_arg, function(v, delta) return pseudo_huber(v, delta) end)
+  weft.norm_pseudo_huber:overload(function(v) return pseudo_huber(v, 1.0) end)
+  builtin("smooth_normalize", vec_scalar_arg, function(v, delta)
+    return v / pseudo_huber(v, delta)
+  end)
+  weft.smooth_normalize:overload(function(v) return v / pseudo_huber(v, 1.0) end)
+
+  -- argmin(v), argmax(v): the index (uint32) of the first smallest
+  -- (largest) component; NaN components are skipped, all NaN gives 0
+  local arg_extreme = func(function(v, want_max)
+    local r = weft.uint32(0)
+    local best = v[0]
+    for i = 1, #v - 1 do
+      local x = v[i]
+      local better = select(want_max, x < best, x > best)
+      if x == x and (best ~= best or better) then
+        best = x
+        r = weft.uint32(i)
+      end
+    end
+    return r
+  end)
+  builtin("argmin", vec_arg, function(v) return arg_extreme(v, false) end)
+  builtin("argmax", vec_arg, function(v) return arg_extreme(v, true) end)
+
+  -- cw_mul, cw_div: componentwise product and quotient of vectors
+  builtin("cw_mul", vec_arg, function(a, b)
+    local r = a
+    for i = 0, #a - 1 do r[i] = a[i] * b[i] end
+    return r
+  end)
+  builtin("cw_div", vec_arg, function(a, b)
+    local r = a
+    for i = 0, #a - 1 do r[i] = a[i] / b[i] end
+    return r
+  end)
+
+  ---------------------------------------------------------------------
+  -- quaternions, transforms, spatial vectors (warp/native/quat.h,
+  -- spatial.h; warp/_src/math.py)
+  ---------------------------------------------------------------------
+  local quat_arg = kinds_arg({ quat = true }, "quaternions")
+  local transform_arg = kinds_arg({ transform = true }, "transforms")
+
+  -- quat_to_matrix(q): the rotation matrix, columns q rotating the axes
+  typed("quat_to_matrix", quat_arg, function(sfx)
+    local V = weft["vec3" .. sfx]
+    return { q = weft["quat" .. sfx], function(q)
+      return weft.matrix_from_cols(weft.quat_rotate(q, V(1.0, 0.0, 0.0)),
+        weft.quat_rotate(q, V(0.0, 1.0, 0.0)), weft.quat_rotate(q, V(0.0, 0.0, 1.0)))
+    end }
+  end)
+
+  -- quat_from_matrix(m): of a 3x3 rotation (or the top left of a 4x4),
+  -- Warp's branch on the trace and the largest diagonal element
+  local from_matrix = function(sfx)
+    local Q = weft["quat" .. sfx]
+    return function(m)
+      local tr = m[0][0] + m[1][1] + m[2][2]
+      local x, y, z, w, h
+      if tr >= 0.0 then
+        h = weft.sqrt(tr + 1.0)
+        w = 0.5 * h
+        h = 0.5 / h
+        x = (m[2][1] - m[1][2]) * h
+        y = (m[0][2] - m[2][0]) * h
+        z = (m[1][0] - m[0][1]) * h
+      else
+        local md = 0
+        if m[1][1] > m[0][0] then md = 1 end
+        if m[2][2] > select(md == 1, m[0][0], m[1][1]) then md = 2 end
+        if md == 0 then
+          h = weft.sqrt((m[0][0] - (m[1][1] + m[2][2])) + 1.0)
+          x = 0.5 * h
+          h = 0.5 / h
+          y = (m[0][1] + m[1][0]) * h
+          z = (m[2][0] + m[0][2]) * h
+          w = (m[2][1] - m[1][2]) * h
+        elseif md == 1 then
+          h = weft.sqrt((m[1][1] - (m[2][2] + m[0][0])) + 1.0)
+          y = 0.5 * h
+          h = 0.5 / h
+          z = (m[1][2] + m[2][1]) * h
+          x = (m[0][1] + m[1][0]) * h
+          w = (m[0][2] - m[2][0]) * h
+        else
+          h = weft.sqrt((m[2][2] - (m[0][0] + m[1][1])) + 1.0)
+          z = 0.5 * h
+          h = 0.5 / h
+          x = (m[2][0] + m[0][2]) * h
+          y = (m[1][2] + m[2][1]) * h
+          w = (m[1][0] - m[0][1]) * h
+        end
+      end
+      return weft.normalize(Q(x, y, z, w))
+    end
+  end
+  typed("quat_from_matrix", mat_arg, function(sfx)
+    return { m = weft["mat33" .. sfx], from_matrix(sfx) }
+  end)
+  for _, sfx in ipairs(FLOATS) do
+    weft.quat_from_matrix:overload{ m = weft["mat44" .. sfx], from_matrix(sfx) }
+  end
+
+  -- quat_rpy(roll, pitch, yaw)
+  typed("quat_rpy", nil, function(sfx)
+    local S, Q = weft["float" .. ({ h = 16, f = 32, d = 64 })[sfx]], weft["quat" .. sfx]
+    return { roll = S, pitch = S, yaw = S, function(roll, pitch, yaw)
+      local cy, sy = weft.cos(yaw * 0.5), weft.sin(yaw * 0.5)
+      local cr, sr = weft.cos(roll * 0.5), weft.sin(roll * 0.5)
+      local cp, sp = weft.cos(pitch * 0.5), weft.sin(pitch * 0.5)
+      return Q(cy * sr * cp - sy * cr * sp, cy * cr * sp + sy * sr * cp,
+        sy * cr * cp - cy * sr * sp, cy * cr * cp + sy * sr * sp)
+    end }
+  end)
+
+  -- quat_to_axis_angle(q): axis, angle (Warp's out arguments, returned)
+  typed("quat_to_axis_angle", quat_arg, function(sfx)
+    local V = weft["vec3" .. sfx]
+    return { q = weft["quat" .. sfx], function(q)
+      local v = V(q[0], q[1], q[2])
+      local axis = weft.normalize(v)
+      if q[3] < 0.0 then axis = -axis end
+      return axis, 2.0 * weft.atan2(weft.length(v), abs(q[3]))
+    end }
+  end)
+
+  -- quat_slerp(q0, q1, t), Warp's: q0 * axis_angle(t * angle(q0^-1 q1))
+  builtin("quat_slerp", nil, function(q0, q1, t)
+    local axis, angle = weft.quat_to_axis_angle(weft.quat_inverse(q0) * q1)
+    return q0 * weft.quat_from_axis_angle(axis, t * angle)
+  end)
+  weft.slerp = weft.quat_slerp
+
+  -- quat_to_rpy(q): roll, pitch, yaw as a vec3 (warp/_src/math.py)
+  typed("quat_to_rpy", quat_arg, function(sfx)
+    local V = weft["vec3" .. sfx]
+    return { q = weft["quat" .. sfx], function(q)
+      local x, y, z, w = q[0], q[1], q[2], q[3]
+      local t0 = 2.0 * (w * x + y * z)
+      local t1 = 1.0 - 2.0 * (x * x + y * y)
+      local roll = weft.atan2(t0, t1)
+      local t2 = clamp(2.0 * (w * y - z * x), -1.0, 1.0)
+      local pitch = weft.asin(t2)
+      local t3 = 2.0 * (w * z + x * y)
+      local t4 = 1.0 - 2.0 * (y * y + z * z)
+      return V(roll, pitch, weft.atan2(t3, t4))
+    end }
+  end)
+
+  -- transforms: t = (p, q) maps x to q x q^-1 + p
+  typed("transform_multiply", transform_arg, function(sfx)
+    local T = weft["transform" .. sfx]
+    return { a = T, b = T, function(a, b)
+      return T(weft.quat_rotate(a.q, b.p) + a.p, a.q * b.q)
+    end }
+  end)
+  typed("transform_inverse", transform_arg, function(sfx)
+    local T = weft["transform" .. sfx]
+    return { t = T, function(t)
+      local qi = weft.quat_inverse(t.q)
+      return T(-weft.quat_rotate(qi, t.p), qi)
+    end }
+  end)
+  -- transform_to_matrix(t): the 4x4 matrix of the transform
+  typed("transform_to_matrix", transform_arg, function(sfx)
+    local M = weft["mat44" .. sfx]
+    return { t = weft["transform" .. sfx], function(t)
+      local r = weft.quat_to_matrix(t.q)
+      local p = t.p
+      local s = sign(p[0])
+      local z, o = s - s, s * s
+      return M(r[0][0], r[0][1], r[0][2], p[0], r[1][0], r[1][1], r[1][2], p[1],
+        r[2][0], r[2][1], r[2][2], p[2], z, z, z, o)
+    end }
+  end)
+  -- transform_from_matrix(m): the transform of a 4x4 rigid matrix
+  typed("transform_from_matrix", mat_arg, function(sfx)
+    local T, V = weft["transform" .. sfx], weft["vec3" .. sfx]
+    return { m = weft["mat44" .. sfx], function(m)
+      return T(V(m[0][3], m[1][3], m[2][3]), weft.quat_from_matrix(m))
+    end }
+  end)
+
+  -- spatial vectors: (w, v), top w = components 0-2, bottom v = 3-5
+  local sv_arg = kinds_arg({ vec = true }, "spatial vectors")
+  typed("spatial_top", sv_arg, function(sfx)
+    local V = weft["vec3" .. sfx]
+    return { a = weft["spatial_vector" .. sfx], function(a) return V(a[0], a[1], a[2]) end }
+  end)
+  typed("spatial_bottom", sv_arg, function(sfx)
+    local V = weft["vec3" .. sfx]
+    return { a = weft["spatial_vector" .. sfx], function(a) return V(a[3], a[4], a[5]) end }
+  end)
+  builtin("spatial_dot", sv_arg, function(a, b) return weft.dot(a, b) end)
+  typed("spatial_cross", sv_arg, function(sfx)
+    local SV = weft["spatial_vector" .. sfx]
+    return { a = SV, b = SV, function(a, b)
+      local aw, av = weft.spatial_top(a), weft.spatial_bottom(a)
+      local bw, bv = weft.spatial_top(b), weft.spatial_bottom(b)
+      return SV(weft.cross(aw, bw), weft.cross(av, bw) + weft.cross(aw, bv))
+    end }
+  end)
+  typed("spatial_cross_dual", sv_arg, function(sfx)
+    local SV = weft["spatial_vector" .. sfx]
+    return { a = SV, b = SV, function(a, b)
+      local aw, av = weft.spatial_top(a), weft.spatial_bottom(a)
+      local bw, bv = weft.spatial_top(b), weft.spatial_bottom(b)
+      return SV(weft.cross(aw, bw) + weft.cross(av, bv), weft.cross(aw, bv))
+    end }
+  end)
+  -- spatial_adjoint(R, S): the 6x6 [[R, 0], [S, R]]
+  typed("spatial_adjoint", mat_arg, function(sfx)
+    local SM, M3 = weft["spatial_matrix" .. sfx], weft["mat33" .. sfx]
+    return { R = M3, S = M3, function(R, S)
+      local m = SM()
+      for i = 0, 2 do
+        for j = 0, 2 do
+          m[i][j] = R[i][j]
+          m[i + 3][j + 3] = R[i][j]
+          m[i + 3][j] = S[i][j]
+        end
+      end
+      return m
+    end }
+  end)
+  -- velocity_at_point(qd, r) = v + w x r
+  builtin("velocity_at_point", nil, function(qd, r)
+    return weft.spatial_bottom(qd) + weft.cross(weft.spatial_top(qd), r)
+  end)
+  -- transform_twist(t, x), transform_wrench(t, x) (warp/_src/math.py)
+  typed("transform_twist", nil, function(sfx)
+    local SV = weft["spatial_vector" .. sfx]
+    return { t = weft["transform" .. sfx], x = SV, function(t, x)
+      local w = weft.quat_rotate(t.q, weft.spatial_top(x))
+      local v = weft.quat_rotate(t.q, weft.spatial_bottom(x))
+      return SV(w, v + weft.cross(t.p, w))
+    end }
+  end)
+  typed("transform_wrench", nil, function(sfx)
+    local SV = weft["spatial_vector" .. sfx]
+    return { t = weft["transform" .. sfx], x = SV, function(t, x)
+      local f = weft.quat_rotate(t.q, weft.spatial_bottom(x))
+      return SV(weft.quat_rotate(t.q, weft.spatial_top(x)) + weft.cross(t.p, f), f)
+    end }
   end)
 end

@@ -131,7 +131,20 @@ static int sign_builtin(wf_fstate *F, wf_expr *call, wf_rv *out) {
 static int binary_math(wf_fstate *F, const char *name, wf_op op, int float_only, wf_expr *call,
                        wf_rv *out) {
   wf_rv a[8];
-  int n = getargs(F, name, call, 2, op == WF_OP_MIN || op == WF_OP_MAX ? 8 : 2, a);
+  int minmax = op == WF_OP_MIN || op == WF_OP_MAX;
+  int n = getargs(F, name, call, minmax ? 1 : 2, minmax ? 8 : 2, a);
+  if (n == 1) {
+    /* Warp's min(v) and max(v): the smallest (largest) component */
+    if (a[0].kind != RV_VAL || a[0].t->kind != WF_T_VEC || a[0].t->elem->kind == WF_T_BOOL)
+      ERR(call->args[0], "%s of one argument expects a vector, got %s", name,
+          a[0].kind == RV_VAL ? TN(a[0].t) : "a number");
+    const wf_type *st = a[0].t->elem;
+    wf_val acc = wf_b_extract(B, a[0].v, 0);
+    for (int i = 1; i < wf_t_arity(a[0].t); i++)
+      acc = wf_b_op2(B, op, st, acc, wf_b_extract(B, a[0].v, i));
+    out[0] = wf_lo_mkval(acc, st);
+    return 1;
+  }
   const wf_type *t = unify(F, name, n, a, call->args, float_only);
   const wf_type *st = scalar_of(t);
   if (!st || st->kind == WF_T_BOOL) ERR(call, "%s expects numbers, got %s", name, TN(t));
@@ -773,6 +786,25 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     out[0] = wf_lo_mkval(mat_from(F, mt, e), mt);
     return 1;
   }
+  if (!strcmp(name, "matrix_from_rows") || !strcmp(name, "matrix_from_cols")) {
+    /* Warp's matrix_from_rows(r0, r1, ...) and matrix_from_cols(c0, c1, ...) */
+    wf_rv a[16];
+    int n = getargs(F, name, call, 1, 16, a);
+    const wf_type *vt = need_vec(F, name, &a[0], call->args[0], 0);
+    if (vt->kind != WF_T_VEC) ERR(call->args[0], "%s expects vectors, got %s", name, TN(vt));
+    for (int i = 1; i < n; i++)
+      if (a[i].kind != RV_VAL || a[i].t != vt)
+        ERR(call->args[i], "%s: the vectors must have one type: %s and %s", name, TN(vt),
+            a[i].kind == RV_VAL ? TN(a[i].t) : "a number");
+    int k = wf_t_arity(vt), rows = name[12] == 'r';
+    const wf_type *mt = rows ? wf_t_mat(T, n, k, vt->elem) : wf_t_mat(T, k, n, vt->elem);
+    wf_val *e = elems(F, mt);
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < k; j++)
+        e[rows ? i * k + j : j * n + i] = X(F, a[i].v, j);
+    out[0] = wf_lo_mkval(mat_from(F, mt, e), mt);
+    return 1;
+  }
   if (!strcmp(name, "diag")) {
     wf_rv a[1];
     getargs(F, name, call, 1, 1, a);
@@ -852,8 +884,25 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
   if (!strcmp(name, "transform_point") || !strcmp(name, "transform_vector")) {
     wf_rv a[2];
     getargs(F, name, call, 2, 2, a);
+    if (a[0].kind == RV_VAL && a[0].t->kind == WF_T_MAT && a[0].t->rows == 4 && a[0].t->cols == 4) {
+      /* a 4x4 matrix: (M (v, 1)).xyz for a point, (M (v, 0)).xyz for a vector */
+      const wf_type *mt = a[0].t, *st = mt->elem;
+      const wf_type *vt = need_vec(F, name, &a[1], call->args[1], 3);
+      if (vt->elem != st) ERR(call, "%s: %s and %s differ in precision", name, TN(mt), TN(vt));
+      int pt = !strcmp(name, "transform_point");
+      wf_val r[3];
+      for (int i = 0; i < 3; i++) {
+        wf_val row = X(F, a[0].v, i);
+        wf_val acc = MUL(F, st, X(F, row, 0), X(F, a[1].v, 0));
+        for (int j = 1; j < 3; j++)
+          acc = ADD(F, st, acc, MUL(F, st, X(F, row, j), X(F, a[1].v, j)));
+        r[i] = pt ? ADD(F, st, acc, X(F, row, 3)) : acc;
+      }
+      out[0] = wf_lo_mkval(wf_b_agg(B, vt, 3, r), vt);
+      return 1;
+    }
     if (a[0].kind != RV_VAL || a[0].t->kind != WF_T_TRANSFORM)
-      ERR(call->args[0], "%s expects a transform", name);
+      ERR(call->args[0], "%s expects a transform or a mat44", name);
     const wf_type *tt = a[0].t;
     const wf_type *vt = need_vec(F, name, &a[1], call->args[1], 3);
     if (vt->elem != tt->elem) ERR(call, "%s: %s and %s differ in precision", name, TN(tt), TN(vt));
@@ -1024,6 +1073,22 @@ int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out) {
         c[i] = row;
     }
     out[0] = wf_lo_mkval(wf_b_agg(B, t, ar, c), t);
+    return 1;
+  }
+  if (n == 2 && a[0].kind == RV_VAL && a[0].t->kind == WF_T_VEC && wf_t_arity(a[0].t) == 3 &&
+      ((t->kind == WF_T_VEC && ncomp == 6) || t->kind == WF_T_QUAT)) {
+    /* spatial_vector(w, v) from two vec3, quat(v, w) from a vec3 and a scalar */
+    const wf_type *v3 = wf_t_vec(F->C->T, 3, st);
+    wf_val u = val(F, &a[0], v3, call->args[0]);
+    wf_val c[6] = {X(F, u, 0), X(F, u, 1), X(F, u, 2)};
+    if (t->kind == WF_T_QUAT) {
+      c[3] = val(F, &a[1], st, call->args[1]);
+    } else {
+      wf_val w = val(F, &a[1], v3, call->args[1]);
+      for (int i = 0; i < 3; i++)
+        c[3 + i] = X(F, w, i);
+    }
+    out[0] = wf_lo_mkval(wf_b_agg(B, t, ncomp, c), t);
     return 1;
   }
   if (t->kind == WF_T_TRANSFORM) {

@@ -329,6 +329,16 @@ static wf_val quatmul(wf_fstate *F, const wf_type *t, wf_val a, wf_val b) {
   return wf_b_agg(&F->b, t, 4, c);
 }
 
+/* An aggregate of type t with every scalar component s. */
+static wf_val splat(wf_fstate *F, const wf_type *t, wf_val s) {
+  if (wf_t_is_scalar(t)) return s;
+  int n = wf_t_arity(t);
+  wf_val c[WF_MAX_COMP];
+  for (int i = 0; i < n; i++)
+    c[i] = splat(F, wf_t_component(F->C->T, t, i), s);
+  return wf_b_agg(&F->b, t, n, c);
+}
+
 static const char *opverb(int op) {
   switch (op) {
   case '+': return "add";
@@ -396,11 +406,22 @@ wf_rv wf_lo_arith(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at) {
       wf_val s = wf_lo_value(F, &b, st, at);
       return wf_lo_mkval(wf_lo_cw2(F, arith_op(op), agt, a.v, s, 1), agt);
     }
-    if (op == '*' && tb && wf_lo_is_agg(tb) && tb->kind != WF_T_STRUCT &&
-        (!ta || wf_t_is_scalar(ta))) {
+    if (tb && wf_lo_is_agg(tb) && tb->kind != WF_T_STRUCT && (!ta || wf_t_is_scalar(ta))) {
       const wf_type *st = scalar_of(tb);
       wf_val s = wf_lo_value(F, &a, st, at);
-      return wf_lo_mkval(wf_lo_cw2(F, WF_OP_MUL, tb, b.v, s, 1), tb);
+      if (op == '*') return wf_lo_mkval(wf_lo_cw2(F, WF_OP_MUL, tb, b.v, s, 1), tb);
+      /* Warp's scalar / vector and scalar / matrix: componentwise */
+      return wf_lo_mkval(wf_lo_cw2(F, WF_OP_DIV, tb, splat(F, tb, s), b.v, 0), tb);
+    }
+    if (op == '*' && ta && tb && ta->kind == WF_T_VEC && tb->kind == WF_T_MAT &&
+        ta->rows == tb->rows && ta->elem == tb->elem) {
+      /* row vector times matrix: v^T M */
+      wf_types *T = F->C->T;
+      const wf_type *rt = wf_t_vec(T, tb->cols, tb->elem);
+      const wf_type *mt = wf_t_mat(T, 1, ta->rows, ta->elem);
+      wf_val row = wf_b_agg(&F->b, mt, 1, &a.v);
+      wf_val m = matmul(F, mt, row, tb, b.v, wf_t_mat(T, 1, tb->cols, tb->elem));
+      return wf_lo_mkval(wf_b_extract(&F->b, m, 0), rt);
     }
     if (op == '*' && ta && tb && ta->kind == WF_T_MAT && tb->kind == WF_T_VEC &&
         ta->cols == tb->rows && ta->elem == tb->elem) {
@@ -551,6 +572,15 @@ static wf_val dyn_extract(wf_fstate *F, const wf_type *t, wf_val agg, wf_val key
 /* Index into an aggregate value (v[i], m[i]). */
 static wf_rv index_agg(wf_fstate *F, wf_rv obj, wf_rv key, wf_expr *at) {
   const wf_type *t = obj.t;
+  if (t->kind == WF_T_TRANSFORM) {
+    /* Warp's t[i]: the 7 scalars px py pz qx qy qz qw, as a vector */
+    const wf_type *st = t->elem;
+    wf_val c[7];
+    for (int i = 0; i < 7; i++)
+      c[i] = wf_b_extract(&F->b, wf_b_extract(&F->b, obj.v, i < 3 ? 0 : 1), i < 3 ? i : i - 3);
+    obj = wf_lo_mkval(wf_b_agg(&F->b, wf_t_vec(F->C->T, 7, st), 7, c), wf_t_vec(F->C->T, 7, st));
+    t = obj.t;
+  }
   if (t->kind != WF_T_VEC && t->kind != WF_T_MAT && t->kind != WF_T_QUAT)
     ERR(at, "cannot index a value of type %s", TN(t));
   int n = wf_t_arity(t), ok;
@@ -795,7 +825,10 @@ static wf_rv lower_expr1(wf_fstate *F, wf_expr *e) {
       wf_val v = wf_lo_as_bool(F, a, e->a, "operand of 'not'");
       return wf_lo_mkval(wf_b_op1(&F->b, WF_OP_NOT, t_bool(F), v), t_bool(F));
     }
-    /* '#' */
+    /* '#': a vector's length, a matrix's rows (a constant), an array's first dimension */
+    if (a.kind == RV_VAL && (a.t->kind == WF_T_VEC || a.t->kind == WF_T_QUAT ||
+                             a.t->kind == WF_T_MAT || a.t->kind == WF_T_TRANSFORM))
+      return wf_lo_mklit(a.t->kind == WF_T_TRANSFORM ? 7 : wf_t_arity(a.t), 1);
     if (a.kind != RV_VAL || a.t->kind != WF_T_ARRAY)
       ERR(e, "'#' needs an array, got %s", rvdesc(F, &a));
     wf_inst *in = wf_b_inst(&F->b, WF_OP_SHAPE, 1, &a.v, 1, (const wf_type *[]){t_i32(F)}, 0);
