@@ -16,7 +16,7 @@
 --                                                    bad include fails
 -- ctest runs both (CMakeLists.txt).
 
-local RANK = { util = 0, ir = 1, front = 2, ad = 2, cpu = 3, cuda = 3, runtime = 4,
+local RANK = { util = 0, ir = 1, geom = 1, front = 2, ad = 2, cpu = 3, cuda = 3, runtime = 4,
                bindings = 5, interop = 6, cli = 6 }
 local FORBIDDEN = { runtime = { cpu = "the CPU backend: launches go through ir/abi.h" } }
 local GENERATED = { ["prelude_cuh.h"] = true } -- build-dir headers (cmake/embed.cmake)

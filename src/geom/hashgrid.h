@@ -1,0 +1,142 @@
+/*
+** hashgrid.h -- neighbour search on a periodic grid of cells: the query
+** that kernels run (plain C99, compiled into libweft for the CPU backend
+** and into the CUDA prelude with WF_GEOM_FN = `static __device__ inline`)
+** and the host object that builds it (hashgrid.c).
+**
+** A point p falls in cell (floor(p.x / w), floor(p.y / w), floor(p.z / w))
+** wrapped into dim_x * dim_y * dim_z cells, so points anywhere in space
+** work (as in Warp). After a build:
+**
+**   point_ids    point indices sorted by cell (stable: ascending in a cell)
+**   cell_starts  ncells + 1 offsets into point_ids; cell c holds
+**                point_ids[cell_starts[c] .. cell_starts[c + 1])
+**
+** A query visits every cell that the box p +- r touches (each cell once,
+** even when the box wraps around the grid) and yields the points stored
+** there: candidates, which the kernel filters by distance.
+*/
+#ifndef WF_GEOM_HASHGRID_H
+#define WF_GEOM_HASHGRID_H
+
+#ifndef __CUDACC_RTC__
+#include <math.h>
+#include <stdint.h>
+#endif
+
+#ifndef WF_GEOM_FN
+#define WF_GEOM_FN static inline
+#endif
+
+#define WF_HGRID_MAGIC 0x646972676874666full /* "oftghrid": a live descriptor */
+
+typedef struct wf_hgrid {
+  uint64_t magic;
+  const int32_t *point_ids;
+  const int32_t *cell_starts;
+  float cell_width, inv_width;
+  int32_t dim_x, dim_y, dim_z, npoints;
+} wf_hgrid;
+
+/* The per-thread state of `for j in weft.hash_grid_query(id, p, r)`. */
+typedef struct wf_hgrid_query {
+  const wf_hgrid *g;
+  int32_t x0, y0, z0, x1, y1, z1; /* the cell box, inclusive */
+  int32_t x, y, z;                /* the cell being visited */
+  int32_t at, end;                /* its slice of point_ids */
+} wf_hgrid_query;
+
+/* floor(v) as a cell coordinate, saturating instead of overflowing */
+WF_GEOM_FN int32_t wf_hgrid_coord(float v) {
+  const float c = floorf(v);
+  if (c >= 2147483520.0f) return 2147483646;
+  if (c >= -2147483648.0f) return (int32_t)c;
+  return c < -2147483648.0f ? (-2147483647 - 1) : 0; /* NaN lands in cell 0 */
+}
+
+WF_GEOM_FN int32_t wf_hgrid_wrap(int32_t x, int32_t d) {
+  int32_t c = x % d;
+  return c < 0 ? c + d : c;
+}
+
+WF_GEOM_FN int32_t wf_hgrid_cell(const wf_hgrid *g, int32_t x, int32_t y, int32_t z) {
+  return (wf_hgrid_wrap(z, g->dim_z) * g->dim_y + wf_hgrid_wrap(y, g->dim_y)) * g->dim_x +
+         wf_hgrid_wrap(x, g->dim_x);
+}
+
+/* the last cell to visit: never more than dim cells from the first */
+WF_GEOM_FN int32_t wf_hgrid_end(int32_t lo, int32_t hi, int32_t d) {
+  return (int64_t)hi - (int64_t)lo >= (int64_t)d ? lo + (d - 1) : hi;
+}
+
+WF_GEOM_FN void wf_hgrid_enter(wf_hgrid_query *q) {
+  const int32_t c = wf_hgrid_cell(q->g, q->x, q->y, q->z);
+  q->at = q->g->cell_starts[c];
+  q->end = q->g->cell_starts[c + 1];
+}
+
+WF_GEOM_FN void wf_hgrid_query_begin(wf_hgrid_query *q, const wf_hgrid *g, float px, float py,
+                                     float pz, float r) {
+  const float s = g->inv_width;
+  q->g = g;
+  q->x0 = wf_hgrid_coord((px - r) * s);
+  q->y0 = wf_hgrid_coord((py - r) * s);
+  q->z0 = wf_hgrid_coord((pz - r) * s);
+  q->x1 = wf_hgrid_end(q->x0, wf_hgrid_coord((px + r) * s), g->dim_x);
+  q->y1 = wf_hgrid_end(q->y0, wf_hgrid_coord((py + r) * s), g->dim_y);
+  q->z1 = wf_hgrid_end(q->z0, wf_hgrid_coord((pz + r) * s), g->dim_z);
+  q->x = q->x0, q->y = q->y0, q->z = q->z0;
+  if (g->npoints == 0) {
+    q->at = q->end = 0;
+    q->z = q->z1 + 1; /* nothing to visit */
+    return;
+  }
+  wf_hgrid_enter(q);
+}
+
+/* The next candidate into *j; 0 when the query is done. */
+WF_GEOM_FN int wf_hgrid_query_next(wf_hgrid_query *q, int32_t *j) {
+  for (;;) {
+    if (q->at < q->end) {
+      *j = q->g->point_ids[q->at++];
+      return 1;
+    }
+    if (q->z > q->z1) return 0;
+    if (++q->x > q->x1) {
+      q->x = q->x0;
+      if (++q->y > q->y1) {
+        q->y = q->y0;
+        if (++q->z > q->z1) return 0;
+      }
+    }
+    wf_hgrid_enter(q);
+  }
+}
+
+/* weft.hash_grid_point_id(id, i): the i-th point in cell order */
+WF_GEOM_FN int32_t wf_hgrid_point_id(const wf_hgrid *g, int32_t i) {
+  return (i >= 0 && i < g->npoints) ? g->point_ids[i] : -1;
+}
+
+/* ---- host side (hashgrid.c), the FFI surface of lua/weft/hashgrid.lua ---- */
+#ifndef __CUDACC_RTC__
+#include <stddef.h>
+
+#include "weft.h"
+
+typedef struct wf_hashgrid {
+  wf_hgrid desc; /* its address is the id */
+  int32_t *ids, *starts, *cells;
+  int64_t capacity; /* points the arrays hold */
+} wf_hashgrid;
+
+WEFT_API int wf_hashgrid_new(int dim_x, int dim_y, int dim_z, wf_hashgrid **out, char *err,
+                             size_t errlen);
+WEFT_API int wf_hashgrid_reserve(wf_hashgrid *h, int64_t n, char *err, size_t errlen);
+/* points: n vec3 of float at base + i * stride bytes */
+WEFT_API int wf_hashgrid_build(wf_hashgrid *h, const void *points, int64_t n, int64_t stride,
+                               double radius, int nthreads, char *err, size_t errlen);
+WEFT_API void wf_hashgrid_free(wf_hashgrid *h);
+#endif
+
+#endif

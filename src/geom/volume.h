@@ -1,0 +1,226 @@
+/*
+** volume.h -- sampling a NanoVDB grid: the one copy of the tree walk, the
+** closest and trilinear samplers, their gradient and the index/world maps.
+**
+** Plain C99 with no libc beyond floorf/roundf, so the same text compiles
+** into libweft for the CPU backend and into the CUDA prelude (define
+** WF_GEOM_FN as `static __device__ inline` there before including it).
+**
+** A volume id is the address of a wf_vol descriptor. The descriptor
+** caches what every lookup needs (where the root is, the per-type offsets
+** of the tables) so the walk does no type dispatch:
+**
+**   grid buffer (breadth first, checked by wf_nvdb_check before use)
+**   +------+------+------------------+--------+--------+--------+
+**   | grid | tree | root + its tiles | uppers | lowers | leaves |
+**   +------+------+------------------+--------+--------+--------+
+**     672    64     root_size + 32*n   32^3     16^3     8^3 values
+**
+** Root tiles are found by a key built from the coordinate's top bits;
+** internal nodes hold a child mask and a table whose slot is either a
+** tile value or the signed byte offset of the child from the node.
+*/
+#ifndef WF_GEOM_VOLUME_H
+#define WF_GEOM_VOLUME_H
+
+#ifndef __CUDACC_RTC__
+#include <math.h>
+#include <stdint.h>
+#endif
+
+#ifndef WF_GEOM_FN
+#define WF_GEOM_FN static inline
+#endif
+
+#define WF_VOL_MAGIC 0x6c6f76746665775full /* "_weftvol": a live descriptor */
+#define WF_VOL_CLOSEST 0
+#define WF_VOL_LINEAR 1
+
+/* NanoVDB grid types weft samples */
+#define WF_NVDB_FLOAT 1
+#define WF_NVDB_INT32 4
+#define WF_NVDB_VEC3F 6
+
+typedef struct wf_vol {
+  uint64_t magic;            /* WF_VOL_MAGIC while alive */
+  const unsigned char *grid; /* the grid buffer (device memory for CUDA) */
+  const unsigned char *root; /* the root node inside it */
+  uint32_t ntiles;           /* root tiles */
+  uint32_t type;             /* WF_NVDB_* */
+  uint32_t vsize;            /* bytes of one value: 4 or 12 */
+  uint32_t root_bg;          /* root: offset of the background value */
+  uint32_t root_size;        /* root: size before its tile table */
+  uint32_t table_stride;     /* internal nodes: bytes per table slot */
+  uint32_t upper_table;      /* upper node: offset of its table */
+  uint32_t lower_table;      /* lower node: offset of its table */
+  uint32_t leaf_table;       /* leaf: offset of its 512 values */
+  uint32_t pad_;
+  float mat[9], inv[9], vec[3]; /* index -> world: mat * ijk + vec */
+  float pad2_;
+} wf_vol;
+
+typedef struct wf_vol_v3 {
+  float x, y, z;
+} wf_vol_v3;
+
+#define WF_VOL_TILE_SIZE 32 /* root tile: key, child, state, value */
+#define WF_VOL_TILE_VALUE 20
+#define WF_VOL_UPPER_CHILD_MASK 4128
+#define WF_VOL_LOWER_CHILD_MASK 544
+
+WF_GEOM_FN int wf_vol_bit(const unsigned char *mask, uint32_t n) {
+  return (((const uint32_t *)mask)[n >> 5] >> (n & 31)) & 1u;
+}
+
+/* The address of the value at (i, j, k): in a leaf (*in_leaf = 1), in a
+** tile of an internal node or the root, or the background. */
+WF_GEOM_FN const unsigned char *wf_vol_walk(const wf_vol *v, int32_t i, int32_t j, int32_t k,
+                                            int *in_leaf) {
+  const unsigned char *root = v->root;
+  const uint64_t key = (uint64_t)((uint32_t)k >> 12) | ((uint64_t)((uint32_t)j >> 12) << 21) |
+                       ((uint64_t)((uint32_t)i >> 12) << 42);
+  const unsigned char *tile = root + v->root_size;
+  uint32_t t;
+  *in_leaf = 0;
+  for (t = 0; t < v->ntiles; t++, tile += WF_VOL_TILE_SIZE)
+    if (*(const uint64_t *)tile == key) break;
+  if (t == v->ntiles) return root + v->root_bg;
+  int64_t child = *(const int64_t *)(tile + 8);
+  if (child == 0) return tile + WF_VOL_TILE_VALUE;
+  const unsigned char *upper = root + child;
+  uint32_t n = (((uint32_t)i & 4095u) >> 7 << 10) | (((uint32_t)j & 4095u) >> 7 << 5) |
+               (((uint32_t)k & 4095u) >> 7);
+  const unsigned char *slot = upper + v->upper_table + (uint64_t)n * v->table_stride;
+  if (!wf_vol_bit(upper + WF_VOL_UPPER_CHILD_MASK, n)) return slot;
+  const unsigned char *lower = upper + *(const int64_t *)slot;
+  n = (((uint32_t)i & 127u) >> 3 << 8) | (((uint32_t)j & 127u) >> 3 << 4) |
+      (((uint32_t)k & 127u) >> 3);
+  slot = lower + v->lower_table + (uint64_t)n * v->table_stride;
+  if (!wf_vol_bit(lower + WF_VOL_LOWER_CHILD_MASK, n)) return slot;
+  const unsigned char *leaf = lower + *(const int64_t *)slot;
+  n = (((uint32_t)i & 7u) << 6) | (((uint32_t)j & 7u) << 3) | ((uint32_t)k & 7u);
+  *in_leaf = 1;
+  return leaf + v->leaf_table + (uint64_t)n * v->vsize;
+}
+
+WF_GEOM_FN const unsigned char *wf_vol_find(const wf_vol *v, int32_t i, int32_t j, int32_t k) {
+  int in_leaf;
+  return wf_vol_walk(v, i, j, k, &in_leaf);
+}
+
+WF_GEOM_FN float wf_vol_read_f(const wf_vol *v, int32_t i, int32_t j, int32_t k) {
+  return *(const float *)wf_vol_find(v, i, j, k);
+}
+WF_GEOM_FN int32_t wf_vol_read_i(const wf_vol *v, int32_t i, int32_t j, int32_t k) {
+  return *(const int32_t *)wf_vol_find(v, i, j, k);
+}
+WF_GEOM_FN wf_vol_v3 wf_vol_read_v(const wf_vol *v, int32_t i, int32_t j, int32_t k) {
+  const float *p = (const float *)wf_vol_find(v, i, j, k);
+  wf_vol_v3 r = {p[0], p[1], p[2]};
+  return r;
+}
+
+/* The round of Warp's closest sampling: halves away from zero. */
+WF_GEOM_FN int32_t wf_vol_round(float x) {
+  return (int32_t)roundf(x);
+}
+
+/* The 8 corner values of the cell whose low corner is (i, j, k), in the
+** order (0,0,0) (0,0,1) (0,1,0) ... (1,1,1): straight from one leaf when
+** the cell does not cross a leaf border, else one walk per corner. */
+WF_GEOM_FN void wf_vol_corners(const wf_vol *v, int32_t i, int32_t j, int32_t k, int nf,
+                               float *out) {
+  int c, q;
+  if (((i & 7) != 7) & ((j & 7) != 7) & ((k & 7) != 7)) {
+    int in_leaf;
+    const unsigned char *p = wf_vol_walk(v, i, j, k, &in_leaf);
+    /* inside one leaf the corners are neighbours in its value table; in a
+    ** tile (or the background) all eight share one value */
+    for (c = 0; c < 8; c++) {
+      const uint32_t at =
+          in_leaf ? (uint32_t)(((c >> 2) << 6) | (((c >> 1) & 1) << 3) | (c & 1)) : 0;
+      const float *s = (const float *)(p + (uint64_t)at * v->vsize);
+      for (q = 0; q < nf; q++)
+        out[c * nf + q] = s[q];
+    }
+    return;
+  }
+  for (c = 0; c < 8; c++) {
+    const float *s = (const float *)wf_vol_find(v, i + (c >> 2), j + ((c >> 1) & 1), k + (c & 1));
+    for (q = 0; q < nf; q++)
+      out[c * nf + q] = s[q];
+  }
+}
+
+/* Sample nf float components at index-space uvw; grad (3*nf, may be NULL)
+** receives d value / d uvw, row q for component q. */
+WF_GEOM_FN void wf_vol_sample(const wf_vol *v, float u, float w1, float w2, int mode, int nf,
+                              float *val, float *grad) {
+  int c, q;
+  if (grad)
+    for (q = 0; q < 3 * nf; q++)
+      grad[q] = 0.0f;
+  if (mode != WF_VOL_LINEAR) {
+    const float *s =
+        (const float *)wf_vol_find(v, wf_vol_round(u), wf_vol_round(w1), wf_vol_round(w2));
+    for (q = 0; q < nf; q++)
+      val[q] = mode == WF_VOL_CLOSEST ? s[q] : 0.0f;
+    return;
+  }
+  const float bu = floorf(u), bv = floorf(w1), bw = floorf(w2);
+  const float fx = u - bu, fy = w1 - bv, fz = w2 - bw;
+  const float wx[2] = {1.0f - fx, fx}, wy[2] = {1.0f - fy, fy}, wz[2] = {1.0f - fz, fz};
+  float cv[24];
+  wf_vol_corners(v, (int32_t)bu, (int32_t)bv, (int32_t)bw, nf, cv);
+  for (q = 0; q < nf; q++)
+    val[q] = 0.0f;
+  for (c = 0; c < 8; c++) {
+    const int ox = c >> 2, oy = (c >> 1) & 1, oz = c & 1;
+    const float wgt = wx[ox] * wy[oy] * wz[oz];
+    for (q = 0; q < nf; q++)
+      val[q] += wgt * cv[c * nf + q];
+    if (grad) {
+      const float gx = (float)(2 * ox - 1) * wy[oy] * wz[oz];
+      const float gy = (float)(2 * oy - 1) * wx[ox] * wz[oz];
+      const float gz = (float)(2 * oz - 1) * wx[ox] * wy[oy];
+      for (q = 0; q < nf; q++) {
+        grad[3 * q + 0] += gx * cv[c * nf + q];
+        grad[3 * q + 1] += gy * cv[c * nf + q];
+        grad[3 * q + 2] += gz * cv[c * nf + q];
+      }
+    }
+  }
+}
+
+WF_GEOM_FN float wf_vol_sample_f(const wf_vol *v, float u, float w1, float w2, int mode) {
+  float r;
+  wf_vol_sample(v, u, w1, w2, mode, 1, &r, 0);
+  return r;
+}
+
+WF_GEOM_FN int32_t wf_vol_sample_i(const wf_vol *v, float u, float w1, float w2) {
+  return wf_vol_read_i(v, wf_vol_round(u), wf_vol_round(w1), wf_vol_round(w2));
+}
+
+/* index <-> world through the grid's float map (Warp uses the same) */
+WF_GEOM_FN wf_vol_v3 wf_vol_map(const float *m, const float *add, float x, float y, float z) {
+  wf_vol_v3 r;
+  r.x = m[0] * x + m[1] * y + m[2] * z + (add ? add[0] : 0.0f);
+  r.y = m[3] * x + m[4] * y + m[5] * z + (add ? add[1] : 0.0f);
+  r.z = m[6] * x + m[7] * y + m[8] * z + (add ? add[2] : 0.0f);
+  return r;
+}
+WF_GEOM_FN wf_vol_v3 wf_vol_index_to_world(const wf_vol *v, float x, float y, float z) {
+  return wf_vol_map(v->mat, v->vec, x, y, z);
+}
+WF_GEOM_FN wf_vol_v3 wf_vol_world_to_index(const wf_vol *v, float x, float y, float z) {
+  return wf_vol_map(v->inv, 0, x - v->vec[0], y - v->vec[1], z - v->vec[2]);
+}
+WF_GEOM_FN wf_vol_v3 wf_vol_index_to_world_dir(const wf_vol *v, float x, float y, float z) {
+  return wf_vol_map(v->mat, 0, x, y, z);
+}
+WF_GEOM_FN wf_vol_v3 wf_vol_world_to_index_dir(const wf_vol *v, float x, float y, float z) {
+  return wf_vol_map(v->inv, 0, x, y, z);
+}
+
+#endif
