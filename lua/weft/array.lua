@@ -124,6 +124,7 @@ return function(weft, P)
     if d == nil then return default or weft.float32 end
     if is_type(d) then
       if d.kind == "array" then raise("%s: dtype %s is an array type, expected an element type", fname, d.name) end
+      if d.arrays then raise("%s: dtype %s holds arrays; arrays of it are not supported", fname, d.name) end
       return d
     end
     if type(d) == "string" then

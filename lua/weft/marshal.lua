@@ -16,7 +16,9 @@
 -- must be on `device` (-1: the cpu), and one the kernel writes (writes[i])
 -- must not be read-only. extra[j] (j <= nextra: the adjoint or tangent
 -- arrays of a derived kernel, checked by its caller) is stored as a header
--- address at addrs[#k.params + j]. Messages start with `where` (default
+-- address at addrs[#k.params + j], or by value when s.extra_types[j] is a
+-- struct (the adjoint struct of a struct holding arrays). Messages start
+-- with `where` (default
 -- "weft.launch: kernel 'name'").
 --
 -- The packer is generated once per signature and layout (Lua source ->
@@ -124,8 +126,22 @@ return function(weft, P)
       env[pn .. "t"] = ffi.typeof(t.ffiname .. " *")
       env["ct" .. i] = t.ctype
       add("if not istype(ct%d, v) then return bad(s, %d, v, nin) end", i, i)
+      if t.arrays then
+        -- the arrays a struct holds must be on the launch's device
+        env["wd" .. i] = t._wrong_device
+        add("if wd%d(v, %d) then return bad_field(s, %d, v, nin) end", i, device, i)
+      end
       add("%s[0] = v", pn)
     end
+  end
+
+  -- The error of a struct argument holding an array on another device.
+  local function bad_field(m, i, v, nin)
+    local t = m.types[i]
+    local path, a = t._wrong_device(v, m.device)
+    raise("%s: %s '%s': field '%s' is on device %s, but the launch runs on %s", m.where,
+          i <= nin and "input" or "output", m.names[i], path, a and tostring(a.device) or "?",
+          device_name(m.device))
   end
 
   -- LuaJIT allows 60 upvalues per function: beyond that the slot pointers
@@ -143,7 +159,8 @@ return function(weft, P)
     for i, p in ipairs(k.params) do m.names[i] = p.name end
     local device = m.device
     local writes = s.writes or {}
-    local env = { is_array = is_array, bad = bad_arg, readonly = readonly_arg, s = m, type = type,
+    local env = { is_array = is_array, bad = bad_arg, readonly = readonly_arg, bad_field = bad_field,
+                  s = m, type = type,
                   istype = ffi.istype, i64 = ffi.typeof("int64_t"), u64 = ffi.typeof("uint64_t"),
                   half = P.half_from_number, band = bit.band, cast = ffi.cast }
     local body = { "return function(ins, outs, nin, extra)", "local v" }
@@ -151,8 +168,11 @@ return function(weft, P)
       body[#body + 1] = fmt("if nin >= %d then v = ins[%d] else v = outs[%d - nin] end", i, i, i)
       pack_lines(body, i, types[i], env, writes[i], device)
     end
+    local xtypes = s.extra_types or {}
     for j = 1, nextra do
-      env["p" .. (np + j) .. "t"] = arrpp
+      -- an array's header address, or a struct holding arrays by value
+      local xt = xtypes[j]
+      env["p" .. (np + j) .. "t"] = xt and xt.kind == "struct" and ffi.typeof(xt.ffiname .. " *") or arrpp
       body[#body + 1] = fmt("p%d[0] = extra[%d]", np + j, j)
     end
     body[#body + 1] = "end"

@@ -501,11 +501,62 @@ return function(weft, h)
   ---------------------------------------------------------------------------
   -- structs
   ---------------------------------------------------------------------------
+  -- Arrays held by struct fields. A field keeps the first 72 bytes of its
+  -- array's header (types.lua); `keep` maps the address of such a slot to
+  -- the array, so the array lives as long as the struct holding it and
+  -- reads give the array object back. Structs with array fields are
+  -- allocated with a finalizer that drops their slots' entries; a copy
+  -- (P(s), nested assignment m.state = s) copies the entries too. A slot
+  -- whose bytes no longer match its entry reads as nil.
+  local keep = {}
+  local uptr, voidpp = ffi.typeof("uintptr_t"), ffi.typeof("void **")
+  local function addr(p) return tonumber(ffi.cast(uptr, p)) end
+  local function slot_array(p)
+    local a = keep[addr(p)]
+    if a ~= nil and ffi.cast(voidpp, p)[0] == a.h.data and a.h.data ~= nil then return a end
+    if a ~= nil and a.h.data == nil and ffi.cast(voidpp, p)[0] == nil then return a end
+    return nil
+  end
+  -- Copy the kept arrays of the slots of type t from struct src to dst.
+  local function copy_keep(t, dst, src)
+    local d, sp = ffi.cast(u8ptr, dst), ffi.cast(u8ptr, src)
+    for _, a in ipairs(t.arrays) do keep[addr(d + a.offset)] = slot_array(sp + a.offset) end
+  end
+  local function array_typename(v)
+    local dt = weft.types[v.h.dtype]
+    local nm = dt and dt.name or "?"
+    return v.h.ndim == 1 and fmt("array(%s)", nm) or fmt("array(%s,%d)", nm, v.h.ndim)
+  end
+
   local function struct(t, byfield)
     local sname, ct = t.name, t.ctype
+    local arrays = t.arrays
     -- assign one field from a host value (composite fields take tables)
     local function setfield(s, f, v)
       local ft = f.type
+      if ft.kind == "array" then
+        local p = ffi.cast(u8ptr, s) + f.offset
+        if v == nil then
+          ffi.fill(p, 72)
+          keep[addr(p)] = nil
+          return
+        end
+        if not (weft.is_array and weft.is_array(v)) then
+          raise("weft.%s: field '%s' expects %s, got %s", sname, f.name, ft.name, describe(v))
+        end
+        if v.h.dtype ~= ft.dtype.id or v.h.ndim ~= ft.ndim then
+          raise("weft.%s: field '%s' expects %s, got %s", sname, f.name, ft.name, array_typename(v))
+        end
+        ffi.copy(p, v, 72)
+        keep[addr(p)] = v
+        return
+      end
+      if ft.arrays and ffi.istype(ft.ctype, v) then
+        local p = ffi.cast(u8ptr, s) + f.offset
+        ffi.copy(p, v, ft.size)
+        copy_keep(ft, p, v)
+        return
+      end
       if ft == half then
         local x = tonum(v)
         if not x then raise("weft.%s: field '%s' is %s, expected a number", sname, f.name, describe(v)) end
@@ -518,10 +569,64 @@ return function(weft, h)
     end
     t._setfield = setfield
 
+    local new = ct
+    if arrays then
+      local function release(s)
+        local b = ffi.cast(u8ptr, s)
+        for _, a in ipairs(arrays) do keep[addr(b + a.offset)] = nil end
+      end
+      new = function(init)
+        local s = ffi.gc(ct(), release)
+        if init ~= nil then
+          ffi.copy(s, init, t.size)
+          copy_keep(t, s, init)
+        end
+        return s
+      end
+      -- The arrays s holds: { {path = "state.x", array = a}, ... } (set
+      -- slots only), for the launch's device checks and the tape.
+      t._arrays_of = function(s)
+        local b, r = ffi.cast(u8ptr, s), {}
+        for _, a in ipairs(arrays) do
+          local x = slot_array(b + a.offset)
+          if x then r[#r + 1] = { path = a.path, array = x, type = a.type } end
+        end
+        return r
+      end
+      -- A struct like s whose slots hold the gradients (a.grad) of the
+      -- arrays s holds, and nothing where an array has none: the adjoint
+      -- argument of s for an adjoint launch.
+      t._grads_of = function(s)
+        local g = new()
+        local b, gb = ffi.cast(u8ptr, s), ffi.cast(u8ptr, g)
+        for _, a in ipairs(arrays) do
+          local x = slot_array(b + a.offset)
+          local gr = x and x.grad
+          if gr then
+            ffi.copy(gb + a.offset, gr, 72)
+            keep[addr(gb + a.offset)] = gr
+          end
+        end
+        return g
+      end
+      -- nil, or the path of a slot set to an array not on `device`
+      -- (-1: the cpu) and that array
+      t._wrong_device = function(s, device)
+        local b = ffi.cast(u8ptr, s)
+        for _, a in ipairs(arrays) do
+          local p = b + a.offset
+          if ffi.cast(voidpp, p)[0] ~= nil then
+            local x = slot_array(p)
+            if not x or x.h.device ~= device then return a.path, x end
+          end
+        end
+      end
+    end
+
     t._make = function(init)
-      local s = ct()
-      if init == nil then return s end
-      if ffi.istype(ct, init) then return ct(init) end
+      if init == nil then return new() end
+      if ffi.istype(ct, init) then return new(init) end
+      local s = new()
       if type(init) ~= "table" then raise("weft.%s: expected a table of fields, got %s", sname, describe(init)) end
       for k, v in pairs(init) do
         local f = byfield[k]
@@ -534,6 +639,8 @@ return function(weft, h)
     mt.__index = function(s, k)
       local f = byfield[k]
       if f and f.type == half then return half_to_number(s[f.cfield]) end
+      if f and f.type.kind == "array" then return slot_array(ffi.cast(u8ptr, s) + f.offset) end
+      if f and f.type.arrays then return s[f.cfield] end
       if k == "totable" then return t.totable end
       raise("weft.%s has no field '%s'", sname, tostring(k))
     end
@@ -544,6 +651,8 @@ return function(weft, h)
     end
     local function fieldval(s, f)
       if f.type == half then return half_to_number(s[f.cfield]) end
+      if f.type.kind == "array" then return slot_array(ffi.cast(u8ptr, s) + f.offset) end
+      if f.type.arrays then return s[f.cfield] end
       if f.type == S.float32 or f.type == S.float64 then -- through the bits (NaNs)
         return f.type.load(ffi.cast(f.type.ptrct, ffi.cast(u8ptr, s) + f.offset), 0)
       end
@@ -560,7 +669,10 @@ return function(weft, h)
     ffi.metatype(ct, mt)
     t.totable = function(s)
       local r = {}
-      for _, f in ipairs(t.fields) do r[f.name] = f.type.totable(fieldval(s, f)) end
+      for _, f in ipairs(t.fields) do
+        local v = fieldval(s, f)
+        if f.type.kind == "array" then r[f.name] = v else r[f.name] = f.type.totable(v) end
+      end
       return r
     end
     t.load = function(p, i) return ct(p[i]) end

@@ -154,13 +154,16 @@ return function(weft, P)
     if c then return c end
     local res = core.cpu_compile(dmod, P.mode_opts(mode, { ndim = ndim, name = name,
                                                            names = P.param_names(k) }))
-    local nextra = 0
+    local nextra, xtypes = 0, {}
     for _, t in ipairs(types) do
-      if t.kind == "array" then nextra = nextra + 1 end
+      if t.kind == "array" or t.arrays then
+        nextra = nextra + 1
+        xtypes[nextra] = t
+      end
     end
     local buf = ffi.new("int64_t[?]", math.max(1, math.ceil(res.size / 8)))
     c = { fn = ffi.cast("void *", res.fn), code = res.code, cost = res.cost, buf = buf }
-    c.pack = P.packer{ k = k, types = types, nextra = nextra,
+    c.pack = P.packer{ k = k, types = types, nextra = nextra, extra_types = xtypes,
                        addrs = P.block_addrs(buf, res.offsets, #types + nextra),
                        where = fmt("weft: %s launch of '%s'", what[kind], kname(k)) }
     pk[ckey] = c
@@ -222,6 +225,15 @@ return function(weft, P)
           g = null_adjoint(v)
         end
         adjs[#adjs + 1] = g
+      elseif types[i].arrays then
+        -- a struct holding arrays: its derived argument is a struct of the
+        -- same type holding their adjoints (or tangents)
+        local g = i <= nin and d_in[i] or d_out[i - nin]
+        if g and not ffi.istype(types[i].ctype, g) then
+          raise("weft: %s launch of '%s': the %s of '%s' must be a %s", what[kind], kname(k),
+                what[kind], p.name, types[i].name)
+        end
+        adjs[#adjs + 1] = g or types[i]()
       end
     end
     -- read-only arrays that the derived kernel writes (an adjoint writes
@@ -234,6 +246,7 @@ return function(weft, P)
     end
     local w = 0
     for i, p in ipairs(k.params) do
+      if types[i].arrays then w = w + 1 end
       if types[i].kind == "array" then
         w = w + 1
         if writes[i] and bit.band(args[i].h.flags, 4) ~= 0 then
@@ -265,6 +278,12 @@ return function(weft, P)
         on(args[i], p.name)
         local g = adjs[j]
         if g.h.data ~= nil then on(g, what[kind] .. " of " .. p.name) end
+      elseif types[i].arrays then
+        j = j + 1
+        for _, f in ipairs(types[i]._arrays_of(args[i])) do on(f.array, p.name .. "." .. f.path) end
+        for _, f in ipairs(types[i]._arrays_of(adjs[j])) do
+          on(f.array, what[kind] .. " of " .. p.name .. "." .. f.path)
+        end
       end
     end
     if dev and dev >= 0 then return P.launch_device_derived(kind, k, dev, dim, args, adjs) end
@@ -390,7 +409,14 @@ return function(weft, P)
     if not ok then error(err, 0) end
   end
 
-  local function grad_or_nil(a) return is_array(a) and a.grad or nil end
+  -- The adjoint argument of a: its gradient array, or for a struct
+  -- holding arrays a struct of their gradients.
+  local function grad_or_nil(a)
+    if is_array(a) then return a.grad end
+    local t = type(a) == "cdata" and weft.dtype_of(a)
+    if t and t.arrays then return t._grads_of(a) end
+    return nil
+  end
 
   -- The argument of launch l for parameter p (1-based).
   local function arg_of(l, p)
@@ -487,7 +513,15 @@ return function(weft, P)
     for _, l in ipairs(tape.launches) do
       for _, set in ipairs { l.inputs, l.outputs } do
         for _, a in ipairs(set) do
-          if is_array(a) and not seen[a] then
+          local t = type(a) == "cdata" and not is_array(a) and weft.dtype_of(a)
+          if t and t.arrays then
+            for _, f in ipairs(t._arrays_of(a)) do
+              if not seen[f.array] then
+                seen[f.array] = true
+                list[#list + 1] = f.array
+              end
+            end
+          elseif is_array(a) and not seen[a] then
             seen[a] = true
             list[#list + 1] = a
           end

@@ -506,6 +506,18 @@ return function(weft)
   local nstructs = 0
   local function c_ident(s) return type(s) == "string" and s:match("^[%a_][%w_]*$") ~= nil end
 
+  -- An array field holds the first 72 bytes of its array's header (data,
+  -- shape, strides): the layout a CUDA kernel takes by value (struct wf_arr
+  -- of src/cuda/prelude.cuh) and the CPU backend reads in place.
+  local arrfield_ct, arrfield_name
+  local function arrfield()
+    if not arrfield_ct then
+      arrfield_ct, arrfield_name = newtype("arrfield", "struct { void *data; int64_t shape[4]; int64_t strides[4]; }")
+      assert(ffi.sizeof(arrfield_ct) == 72)
+    end
+    return arrfield_name
+  end
+
   -- weft.struct{ {"pos", weft.vec3}, {"mass", weft.float32} [, name = "P"] }
   function weft.struct(spec)
     if type(spec) ~= "table" then raise("weft.struct: expected a table of {name, type} fields, got %s", describe(spec)) end
@@ -521,15 +533,23 @@ return function(weft)
       end
       local fname, ft = f[1], f[2]
       if type(ft) == "string" then ft = by_name[ft] or ft end
-      if not is_type(ft) or ft.kind == "array" then
+      if not is_type(ft) then
         raise("weft.struct: field '%s' has %s, expected a weft type", fname, describe(f[2]))
       end
       if seen[fname] then raise("weft.struct: field '%s' appears twice", fname) end
       seen[fname] = true
       -- half fields are stored under a hidden name and converted on access
       local cfield = ft == half and ("_h_" .. fname) or fname
-      decl[#decl + 1] = ft.ffiname .. " " .. cfield .. ";"
-      cdecl[#cdecl + 1] = fmt("%s %s;", ft.cname, fname)
+      -- so are arrays and structs holding them (metatypes.lua keeps the
+      -- arrays alive through accesses by name)
+      if ft.kind == "array" or ft.arrays then cfield = "_a_" .. fname end
+      if ft.kind == "array" then
+        decl[#decl + 1] = arrfield() .. " " .. cfield .. ";"
+        cdecl[#cdecl + 1] = fmt("struct { void *data; int64_t shape[4]; int64_t strides[4]; } %s;", fname)
+      else
+        decl[#decl + 1] = ft.ffiname .. " " .. cfield .. ";"
+        cdecl[#cdecl + 1] = fmt("%s %s;", ft.cname, fname)
+      end
       t.fields[i] = { name = fname, type = ft, cfield = cfield }
     end
     local ct
@@ -540,10 +560,21 @@ return function(weft)
     t.cname = "weft_" .. sname
     t.cdecl = fmt("typedef struct %s { %s } %s;", t.cname, table.concat(cdecl, " "), t.cname)
     local byfield = {}
+    -- t.arrays: every array slot, nested structs' too, in field order:
+    -- { offset = bytes from the struct's start, type =, path = "state.x" }
+    local arrays = {}
     for _, f in ipairs(t.fields) do
       f.offset = ffi.offsetof(ct, f.cfield)
       byfield[f.name] = f
+      if f.type.kind == "array" then
+        arrays[#arrays + 1] = { offset = f.offset, type = f.type, path = f.name }
+      elseif f.type.arrays then
+        for _, a in ipairs(f.type.arrays) do
+          arrays[#arrays + 1] = { offset = f.offset + a.offset, type = a.type, path = f.name .. "." .. a.path }
+        end
+      end
     end
+    if #arrays > 0 then t.arrays = arrays end
 
     host.struct(t, byfield)
     return register(t)
@@ -599,6 +630,9 @@ return function(weft)
       raise("weft.array: ndim must be an integer from 1 to 4, got %s", tostring(ndim))
     end
     if dtype.kind == "array" then raise("weft.array: arrays of arrays are not supported") end
+    if dtype.arrays then
+      raise("weft.array: %s holds arrays; arrays of it are not supported (pass the struct itself)", dtype.name)
+    end
     local key = dtype.id .. "," .. ndim
     local t = arr_interned[key]
     if not t then

@@ -483,11 +483,8 @@ LLVMValueRef mload(E *e, const wf_type *t, LLVMValueRef p) {
     LLVMSetAlignment(l, t->align ? t->align : 1);
     return l;
   }
-  case WF_T_ARRAY: {
-    LLVMValueRef hdr = LLVMBuildLoad2(B, e->ptr, p, "");
-    LLVMSetAlignment(hdr, 8);
-    return header_value(e, hdr, t->ndim);
-  }
+  case WF_T_ARRAY: /* a struct's array field: the header's first bytes, in place */
+    return header_value(e, p, t->ndim);
   default: break;
   }
   int n = wf_t_arity(t);
@@ -583,13 +580,31 @@ static LLVMValueRef index64(E *e, const wf_inst *in, wf_val iv) {
 static void oob_fail(E *e, const wf_inst *in, wf_val arr, LLVMValueRef i, LLVMValueRef size,
                      int axis) {
   LLVMTypeRef pt[7] = {e->ptr, e->ptr, e->i64, e->i32, e->i64, e->ptr, e->ptr};
-  LLVMValueRef args[7] = {e->ctx,
-                          where_str(e, in),
-                          i,
-                          ci32(e, axis),
-                          size,
-                          LLVMBuildGlobalStringPtr(e->B, arr_name(e, arr), "arr"),
-                          LLVMBuildGlobalStringPtr(e->B, e->fn->name ? e->fn->name : "?", "kern")};
+  char path[256];
+  LLVMValueRef args[7] = {
+      e->ctx,
+      where_str(e, in),
+      i,
+      ci32(e, axis),
+      size,
+      LLVMBuildGlobalStringPtr(e->B, arr_path(e, arr, path, sizeof path), "arr"),
+      LLVMBuildGlobalStringPtr(e->B, e->fn->name ? e->fn->name : "?", "kern")};
+/* The name of array value v for messages: a parameter's name, or the path
+** of a struct field ("s.state.x") when v was extracted from a parameter. */
+static const char *arr_path(E *e, wf_val v, char *buf, size_t n) {
+  const wf_inst *d = e->fn->vals[v].def;
+  int p = e->fn->vals[v].index;
+  if (!d && !e->fn->vals[v].block && p >= 0 && p < e->o->nnames && e->o->names && e->o->names[p])
+    return e->o->names[p]; /* a struct parameter */
+  if (e->aname[v] >= 0 || !d || d->op != WF_OP_EXTRACT) return arr_name(e, v);
+  const wf_type *st = wf_vtype(e->fn, d->args[0]);
+  if (!st || st->kind != WF_T_STRUCT || d->imm < 0 || d->imm >= st->nfields) return "?";
+  char up[256];
+  const char *base = arr_path(e, d->args[0], up, sizeof up);
+  snprintf(buf, n, "%s.%s", base, st->fields[d->imm].name);
+  return buf;
+}
+
   call_ext(e, "wf_cpu_rt_oob", e->vd, pt, 7, args);
 }
 

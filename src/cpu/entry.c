@@ -396,6 +396,14 @@ static void emit_entry(E *e, LLVMValueRef fc, LLVMValueRef fg, LLVMValueRef fp, 
   free(cargs), free(datas), free(offs), free(hdrs), free(dataidx);
 }
 
+/* A struct with an array field, directly or in a nested struct. */
+static int holds_arrays(const wf_type *t) {
+  if (!t || t->kind != WF_T_STRUCT) return 0;
+  for (int i = 0; i < t->nfields; i++)
+    if (t->fields[i].type->kind == WF_T_ARRAY || holds_arrays(t->fields[i].type)) return 1;
+  return 0;
+}
+
 /* An environment switch set to "0" or "off" (for measurements). */
 static int getenv_off(const char *name) {
   const char *v = getenv(name);
@@ -444,9 +452,15 @@ LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, 
     e.aname[i] = -1;
   e.M = LLVMModuleCreateWithNameInContext(fn->name ? fn->name : "kernel", C);
   e.B = LLVMCreateBuilderInContext(C);
-  int has_arrays = 0;
-  for (int i = 0; i < fn->nparams; i++)
+  int has_arrays = 0, struct_arrays = 0;
+  for (int i = 0; i < fn->nparams; i++) {
     has_arrays |= wf_vtype(fn, fn->params[i])->kind == WF_T_ARRAY;
+    struct_arrays |= holds_arrays(wf_vtype(fn, fn->params[i]));
+  }
+  /* The contiguous variant marks array data noalias after checking the
+  ** parameters' arrays are distinct; arrays inside structs escape that
+  ** check, so such kernels run the general variant only. */
+  if (struct_arrays) has_arrays = 0;
   LLVMValueRef fc = NULL, fg, fp = NULL;
   int8_t pbuf[64];
   int32_t bbuf[64];

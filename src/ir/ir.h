@@ -83,7 +83,7 @@ struct wf_type {
   uint8_t ndim;           /* ARRAY */
   const wf_type *elem;    /* VEC/MAT/QUAT/TRANSFORM: scalar; ARRAY: element */
   const char *name;       /* display name: "f32", "vec3f", struct name */
-  uint32_t size, align;   /* C layout (arrays: size of a pointer) */
+  uint32_t size, align;   /* C layout (arrays: the 72-byte kernel header) */
   int nfields;            /* STRUCT */
   const wf_field *fields; /* STRUCT */
   int ncomp;              /* number of scalar components (VEC/MAT/QUAT/TRANSFORM) */

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/abi.h"
 #include "ir/ir.h"
 
 struct wf_types {
@@ -150,7 +151,11 @@ const wf_type *wf_t_array(wf_types *T, const wf_type *elem, int ndim) {
   if (!elem || elem->kind == WF_T_ARRAY || elem->kind == WF_T_VOID || ndim < 1 || ndim > 4)
     return NULL;
   wf_type k = {.kind = WF_T_ARRAY, .ndim = (uint8_t)ndim, .elem = elem};
-  k.size = k.align = (uint32_t)sizeof(void *);
+  /* As a struct field an array is its kernel header (data, shape,
+  ** strides) by value, the layout CUDA kernels take; a parameter's slot
+  ** holds a header pointer instead (cpu/entry.c). */
+  k.size = WF_ARR_KERNEL_BYTES;
+  k.align = (uint32_t)sizeof(void *);
   return intern(T, &k);
 }
 

@@ -31,7 +31,11 @@
 struct wf_shim_dim3 {
   unsigned int x, y, z;
 };
-static wf_shim_dim3 threadIdx, blockIdx, blockDim, gridDim;
+/* the emulated device (tests/cuda/emu) runs streams on threads: thread_local */
+#ifndef WF_SHIM_TLS
+#define WF_SHIM_TLS
+#endif
+static WF_SHIM_TLS wf_shim_dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 /* ---- constants and the debug error slot's claim ---- */
 #define WF_INFF __builtin_huge_valf()
