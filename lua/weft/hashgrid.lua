@@ -1,0 +1,85 @@
+-- Hash grids for neighbour search (src/geom/hashgrid.h and .c):
+--
+--   local g = weft.HashGrid(dim_x, dim_y, dim_z [, { device = "cpu" }])
+--   g:build(points, radius)   -- points: array of vec3f; cells of width radius
+--   g:reserve(n)   g.id
+--
+-- In kernels: for j in weft.hash_grid_query(g.id, p, r) do ... end yields
+-- the points of every cell that the box p +- r touches (candidates, to be
+-- filtered by distance), and weft.hash_grid_point_id(g.id, i) is the i-th
+-- point in cell order (a coherent order for the launch index).
+local ffi = require "ffi"
+local cdef = require "weft.cdef"
+
+cdef.declare [[
+typedef struct wf_hashgrid wf_hashgrid;
+int wf_hashgrid_new(int dim_x, int dim_y, int dim_z, wf_hashgrid **out, char *err, size_t errlen);
+int wf_hashgrid_reserve(wf_hashgrid *h, int64_t n, char *err, size_t errlen);
+int wf_hashgrid_build(wf_hashgrid *h, const void *points, int64_t n, int64_t stride,
+                      double radius, int nthreads, char *err, size_t errlen);
+void wf_hashgrid_free(wf_hashgrid *h);
+]]
+
+local ERRLEN = 256
+
+return function(weft, P)
+  local C = cdef.C
+  local raise, describe = P.raise, P.describe
+
+  local methods = {}
+  local mt = { __index = methods, __name = "weft.HashGrid" }
+  function mt.__tostring(g)
+    return string.format("weft.HashGrid(%d, %d, %d)", g.dim_x, g.dim_y, g.dim_z)
+  end
+
+  local function int_arg(fname, what, x)
+    if type(x) ~= "number" or x ~= math.floor(x) then
+      raise("%s: %s must be an integer, got %s", fname, what, describe(x))
+    end
+    return x
+  end
+
+  function weft.HashGrid(dx, dy, dz, opts)
+    local fname = "weft.HashGrid"
+    int_arg(fname, "dim_x", dx)
+    int_arg(fname, "dim_y", dy)
+    int_arg(fname, "dim_z", dz)
+    if opts ~= nil and type(opts) ~= "table" then raise("%s: opts must be a table, got %s", fname, describe(opts)) end
+    for k in pairs(opts or {}) do
+      if k ~= "device" then raise("%s: unknown option '%s'", fname, tostring(k)) end
+    end
+    local dev, devname = P.parse_device(fname, opts and opts.device)
+    if dev >= 0 then raise("%s: hash grids on %s are not supported yet (use the cpu)", fname, devname) end
+    local out, err = ffi.new("wf_hashgrid*[1]"), ffi.new("char[?]", ERRLEN)
+    if C.wf_hashgrid_new(dx, dy, dz, out, err, ERRLEN) ~= 0 then raise("%s", ffi.string(err)) end
+    local g = setmetatable({ dim_x = dx, dim_y = dy, dim_z = dz, device = devname }, mt)
+    g._h = ffi.gc(out[0], C.wf_hashgrid_free)
+    g.id = ffi.cast("uint64_t", out[0])
+    return g
+  end
+
+  function methods.reserve(g, n)
+    int_arg("HashGrid:reserve", "n", n)
+    local err = ffi.new("char[?]", ERRLEN)
+    if C.wf_hashgrid_reserve(g._h, n, err, ERRLEN) ~= 0 then raise("%s", ffi.string(err)) end
+  end
+
+  function methods.build(g, points, radius)
+    local fname = "HashGrid:build"
+    if not weft.is_array(points) or points.dtype.name ~= "vec3f" or points.ndim ~= 1 then
+      raise("%s: points must be a 1-D array of vec3f, got %s", fname, describe(points))
+    end
+    if points.device ~= g.device then
+      raise("%s: points are on %s, the grid on %s", fname, points.device, g.device)
+    end
+    if type(radius) ~= "number" then raise("%s: radius must be a number, got %s", fname, describe(radius)) end
+    local err = ffi.new("char[?]", ERRLEN)
+    local nthreads = C.wf_rt_num_threads(P.rt)
+    if C.wf_hashgrid_build(g._h, points.h.data, points.size, points.h.strides[0], radius, nthreads,
+                           err, ERRLEN) ~= 0 then
+      raise("%s", ffi.string(err))
+    end
+    g.radius = radius
+  end
+
+end

@@ -1,0 +1,208 @@
+-- Sparse volumes: weft.Volume over NanoVDB grids (src/geom/nanovdb.c reads,
+-- checks and writes them; src/geom/volume.h samples them in kernels).
+--
+--   local v = weft.Volume.load_from_nvdb(path_or_bytes [, { device, grid }])
+--   local v = weft.Volume.from_dense(a3d, { voxel_size, origin, background, name })
+--   v:save_nvdb(path [, "none" | "zip"])   v.id   v:voxel_size()   v:grid_info()
+--   v:sample(points [, mode])   -- host-side sampling of index-space points
+--
+-- A volume's id (uint64) is the address of its descriptor; it stays valid
+-- while the Lua object is alive.
+local ffi = require "ffi"
+local cdef = require "weft.cdef"
+
+cdef.declare [[
+typedef struct wf_volume wf_volume;
+typedef struct wf_vol_info {
+  char name[256];
+  char type_str[16];
+  uint64_t size_in_bytes;
+  uint32_t grid_index, grid_count, type, grid_class;
+  double voxel_size[3];
+  double translation[3];
+  double transform[9];
+  int32_t bbox_min[3], bbox_max[3];
+  uint64_t active_voxels;
+  uint32_t leaf_count, lower_count, upper_count, tile_count;
+} wf_vol_info;
+int wf_volume_load(const void *data, size_t n, int index, const char *name,
+                   wf_volume **out, char *err, size_t errlen);
+int wf_volume_from_dense(const void *data, int type, const int64_t *shape,
+                         const int64_t *strides, double voxel_size, const double *origin,
+                         const void *background, const char *name, wf_volume **out,
+                         char *err, size_t errlen);
+int wf_volume_save(const wf_volume *v, const char *path, int codec, char *err, size_t errlen);
+int wf_volume_info_get(const wf_volume *v, wf_vol_info *out);
+int wf_volume_sample_points(const wf_volume *v, const float *uvw, int64_t n, int mode,
+                            void *out, float *grad);
+void wf_volume_free(wf_volume *v);
+]]
+
+local NVDB_FLOAT, NVDB_INT32, NVDB_VEC3F = 1, 4, 6
+local MAGIC = "NanoVDB"
+local ERRLEN = 512
+
+return function(weft, P)
+  local C = cdef.C
+  local raise, describe = P.raise, P.describe
+
+  local Volume = { CLOSEST = 0, LINEAR = 1 }
+  local methods = {}
+  local mt = { __index = methods, __name = "weft.Volume" }
+  function mt.__tostring(v)
+    local info = v:grid_info()
+    return string.format("weft.Volume(%s '%s', %d voxels)", info.type_str, info.name,
+                         info.active_voxels)
+  end
+
+  -- the device of opts (volumes live on the host; CUDA needs a device
+  -- copy of the grid, which is not there yet)
+  local function device_of(fname, opts)
+    local dev, name = P.parse_device(fname, opts and opts.device)
+    if dev >= 0 then raise("%s: volumes on %s are not supported yet (use the cpu)", fname, name) end
+    return name
+  end
+
+  local function wrap(ptr, device)
+    local v = setmetatable({}, mt)
+    v._v = ffi.gc(ptr, C.wf_volume_free)
+    v.id = ffi.cast("uint64_t", ptr)
+    v.device = device
+    return v
+  end
+
+  local function check_opts(fname, opts, allowed)
+    if opts == nil then return {} end
+    if type(opts) ~= "table" then raise("%s: opts must be a table, got %s", fname, describe(opts)) end
+    for k in pairs(opts) do
+      if not allowed[k] then raise("%s: unknown option '%s'", fname, tostring(k)) end
+    end
+    return opts
+  end
+
+  -- Load a grid from a .nvdb file, or from its bytes in a string.
+  -- opts.grid picks the grid: a 0-based index or a name (default 0).
+  function Volume.load_from_nvdb(src, opts)
+    local fname = "weft.Volume.load_from_nvdb"
+    opts = check_opts(fname, opts, { device = true, grid = true })
+    local device = device_of(fname, opts)
+    if type(src) ~= "string" then raise("%s: expected a path or the file's bytes, got %s", fname, describe(src)) end
+    local data = src
+    if src:sub(1, #MAGIC) ~= MAGIC then
+      local f, ferr = io.open(src, "rb")
+      if not f then raise("%s: cannot open '%s': %s", fname, src, tostring(ferr)) end
+      data = f:read("*a")
+      f:close()
+    end
+    local index, name = 0, nil
+    if type(opts.grid) == "number" then index = opts.grid
+    elseif type(opts.grid) == "string" then name = opts.grid
+    elseif opts.grid ~= nil then raise("%s: opts.grid must be an index or a name, got %s", fname, describe(opts.grid)) end
+    if index ~= math.floor(index) then raise("%s: opts.grid must be an integer index, got %s", fname, tostring(index)) end
+    local out, err = ffi.new("wf_volume*[1]"), ffi.new("char[?]", ERRLEN)
+    if C.wf_volume_load(data, #data, index, name, out, err, ERRLEN) ~= 0 then
+      raise("%s: %s", fname, ffi.string(err))
+    end
+    return wrap(out[0], device)
+  end
+
+  local DENSE_TYPES = { float32 = NVDB_FLOAT, int32 = NVDB_INT32, vec3f = NVDB_VEC3F }
+
+  -- A volume holding every voxel of a 3-D array: element [x][y][z] is
+  -- voxel (x, y, z) at world position origin + voxel_size * (x, y, z).
+  function Volume.from_dense(a, opts)
+    local fname = "weft.Volume.from_dense"
+    opts = check_opts(fname, opts, { voxel_size = true, origin = true, background = true, name = true, device = true })
+    local device = device_of(fname, opts)
+    if not weft.is_array(a) then raise("%s: expected a 3-D array, got %s", fname, describe(a)) end
+    if a.ndim ~= 3 then raise("%s: expected a 3-D array, got %d dimensions", fname, a.ndim) end
+    if a.device ~= "cpu" then a = a:to("cpu") end
+    local t = DENSE_TYPES[a.dtype.name]
+    if not t then raise("%s: arrays of %s are not supported (float32, int32 or vec3f)", fname, a.dtype.name) end
+    local h = opts.voxel_size or 1.0
+    if type(h) ~= "number" or not (h > 0) then raise("%s: voxel_size must be a positive number", fname) end
+    local o = opts.origin or { 0, 0, 0 }
+    if type(o) == "cdata" then o = { o[0], o[1], o[2] } end
+    if type(o) ~= "table" or #o ~= 3 then raise("%s: origin must be a table of 3 numbers", fname) end
+    local origin = ffi.new("double[3]", o[1], o[2], o[3])
+    local bg
+    local b = opts.background or 0
+    if t == NVDB_VEC3F then
+      if type(b) == "number" then b = { b, b, b } end
+      if type(b) == "cdata" then b = { b[0], b[1], b[2] } end
+      bg = ffi.new("float[3]", b[1], b[2], b[3])
+    elseif t == NVDB_INT32 then
+      bg = ffi.new("int32_t[1]", b)
+    else
+      bg = ffi.new("float[1]", b)
+    end
+    local name = opts.name
+    if name ~= nil and type(name) ~= "string" then raise("%s: name must be a string", fname) end
+    local shape = ffi.new("int64_t[3]", a.h.shape[0], a.h.shape[1], a.h.shape[2])
+    local strides = ffi.new("int64_t[3]", a.h.strides[0], a.h.strides[1], a.h.strides[2])
+    local out, err = ffi.new("wf_volume*[1]"), ffi.new("char[?]", ERRLEN)
+    if C.wf_volume_from_dense(a.h.data, t, shape, strides, h, origin, bg, name, out, err, ERRLEN) ~= 0 then
+      raise("%s: %s", fname, ffi.string(err))
+    end
+    return wrap(out[0], device)
+  end
+
+  local CODECS = { none = 0, zip = 1 }
+  function methods.save_nvdb(v, path, codec)
+    local fname = "Volume:save_nvdb"
+    if type(path) ~= "string" then raise("%s: expected a path, got %s", fname, describe(path)) end
+    local c = CODECS[codec or "none"]
+    if not c then raise("%s: unknown codec '%s' (none or zip)", fname, tostring(codec)) end
+    local err = ffi.new("char[?]", ERRLEN)
+    if C.wf_volume_save(v._v, path, c, err, ERRLEN) ~= 0 then raise("%s: %s", fname, ffi.string(err)) end
+    return path
+  end
+
+  local function info(v)
+    local i = ffi.new("wf_vol_info")
+    C.wf_volume_info_get(v._v, i)
+    return i
+  end
+
+  function methods.voxel_size(v)
+    local i = info(v)
+    return i.voxel_size[0], i.voxel_size[1], i.voxel_size[2]
+  end
+
+  function methods.grid_info(v)
+    local i = info(v)
+    local m = {}
+    for r = 0, 2 do m[r + 1] = { i.transform[3 * r], i.transform[3 * r + 1], i.transform[3 * r + 2] } end
+    return {
+      name = ffi.string(i.name), type_str = ffi.string(i.type_str),
+      size_in_bytes = tonumber(i.size_in_bytes), grid_index = i.grid_index, grid_count = i.grid_count,
+      translation = { i.translation[0], i.translation[1], i.translation[2] },
+      transform_matrix = m,
+      voxel_size = { i.voxel_size[0], i.voxel_size[1], i.voxel_size[2] },
+      bbox_min = { i.bbox_min[0], i.bbox_min[1], i.bbox_min[2] },
+      bbox_max = { i.bbox_max[0], i.bbox_max[1], i.bbox_max[2] },
+      active_voxels = tonumber(i.active_voxels), leaf_count = i.leaf_count,
+      lower_count = i.lower_count, upper_count = i.upper_count, tile_count = i.tile_count,
+    }
+  end
+
+  -- Host-side sampling of an array of index-space points (vec3f):
+  -- returns an array of values (float32, vec3f or int32) and, for float
+  -- grids, their gradients w.r.t. the points.
+  function methods.sample(v, pts, mode)
+    local fname = "Volume:sample"
+    if not weft.is_array(pts) or pts.dtype.name ~= "vec3f" or pts.device ~= "cpu" then
+      raise("%s: expected a cpu array of vec3f, got %s", fname, describe(pts))
+    end
+    pts = pts:contiguous()
+    local t = info(v).type
+    local n = pts.size
+    local out = weft.zeros(n, t == NVDB_VEC3F and weft.vec3f or t == NVDB_INT32 and weft.int32 or weft.float32)
+    local grad = t == NVDB_FLOAT and weft.zeros(n, weft.vec3f) or nil
+    C.wf_volume_sample_points(v._v, ffi.cast("const float*", pts.h.data), n, mode or 1, out.h.data,
+                              grad and ffi.cast("float*", grad.h.data) or nil)
+    return out, grad
+  end
+
+  weft.Volume = Volume
+end
