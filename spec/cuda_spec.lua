@@ -808,8 +808,9 @@ describe("cuda on a GPU", function()
     local g = weft.capture_end()
     weft.capture_launch(g)
     weft.synchronize()
+    -- a capture records without running: the launch before it and the replay
     local xs, ys = a[1]:totable(), y:totable()
-    for i = 1, 100 do assert.are.equal(a[2]:totable()[i] + 3 * xs[i], ys[i]) end
+    for i = 1, 100 do assert.are.equal(a[2]:totable()[i] + 2 * xs[i], ys[i]) end
   end)
   it("streams: launches on a named stream, events order two streams and time them", function()
     local k, make = K.saxpy[1], K.saxpy[3]

@@ -121,15 +121,17 @@ return function(weft, P)
   end
 
   local function derived_module(kind, k, mod, types, check)
+    local tf = core and core[transforms[kind]]
+    if not tf then raise("weft: autodiff is not available in this build") end
+    -- the cache belongs to the module the entry goes into: a custom
+    -- gradient declared after a first transform switches to the raw module
+    if kind == "adj" and P.custom_grads then mod = raw_module(k, mod, types) end
     local per = mod_cache(mod)
     local pk = per[kind]
     if not pk then
       pk = {}
       per[kind] = pk
     end
-    local tf = core and core[transforms[kind]]
-    if not tf then raise("weft: autodiff is not available in this build") end
-    if kind == "adj" and P.custom_grads then mod = raw_module(k, mod, types) end
     check = check and kind == "adj"
     local name = pk.name
     if not name or (check and not pk.checked) then
