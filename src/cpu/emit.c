@@ -575,20 +575,6 @@ static LLVMValueRef index64(E *e, const wf_inst *in, wf_val iv) {
   return t->is_signed ? LLVMBuildSExt(e->B, x, e->i64, "") : LLVMBuildZExt(e->B, x, e->i64, "");
 }
 
-/* The out-of-bounds message (index i on axis `axis` of the root array of
-** arr, whose extent is size), then exit; in the current (cold) block. */
-static void oob_fail(E *e, const wf_inst *in, wf_val arr, LLVMValueRef i, LLVMValueRef size,
-                     int axis) {
-  LLVMTypeRef pt[7] = {e->ptr, e->ptr, e->i64, e->i32, e->i64, e->ptr, e->ptr};
-  char path[256];
-  LLVMValueRef args[7] = {
-      e->ctx,
-      where_str(e, in),
-      i,
-      ci32(e, axis),
-      size,
-      LLVMBuildGlobalStringPtr(e->B, arr_path(e, arr, path, sizeof path), "arr"),
-      LLVMBuildGlobalStringPtr(e->B, e->fn->name ? e->fn->name : "?", "kern")};
 /* The name of array value v for messages: a parameter's name, or the path
 ** of a struct field ("s.state.x") when v was extracted from a parameter. */
 static const char *arr_path(E *e, wf_val v, char *buf, size_t n) {
@@ -605,6 +591,20 @@ static const char *arr_path(E *e, wf_val v, char *buf, size_t n) {
   return buf;
 }
 
+/* The out-of-bounds message (index i on axis `axis` of the root array of
+** arr, whose extent is size), then exit; in the current (cold) block. */
+static void oob_fail(E *e, const wf_inst *in, wf_val arr, LLVMValueRef i, LLVMValueRef size,
+                     int axis) {
+  LLVMTypeRef pt[7] = {e->ptr, e->ptr, e->i64, e->i32, e->i64, e->ptr, e->ptr};
+  char path[256];
+  LLVMValueRef args[7] = {
+      e->ctx,
+      where_str(e, in),
+      i,
+      ci32(e, axis),
+      size,
+      LLVMBuildGlobalStringPtr(e->B, arr_path(e, arr, path, sizeof path), "arr"),
+      LLVMBuildGlobalStringPtr(e->B, e->fn->name ? e->fn->name : "?", "kern")};
   call_ext(e, "wf_cpu_rt_oob", e->vd, pt, 7, args);
 }
 
