@@ -71,6 +71,7 @@ int wf_cuda_device_info(wf_rt *rt, int32_t dev, char *name, size_t namelen,
                         int *cc_major, int *cc_minor, size_t *total_mem);
 int wf_cuda_module_load(wf_rt *rt, int32_t dev, const void *image, size_t size, void **module);
 int wf_cuda_module_unload(wf_rt *rt, int32_t dev, void *module);
+void wf_cuda_module_release(void *module);
 int wf_cuda_module_function(wf_rt *rt, void *module, const char *name, void **fn);
 int wf_cuda_launch(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *dims,
                    int nargs, void **args, int block_size, int verify, void *stream);

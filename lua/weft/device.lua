@@ -419,11 +419,13 @@ return function(weft, P)
     end
     local m = ffi.new("void *[1]")
     check(C.wf_cuda_module_load(rt, n, image, #image + 1, m))
+    -- unloaded when the record goes (a collected kernel, a recompile)
+    local mh = ffi.gc(m[0], C.wf_cuda_module_release)
     local f = ffi.new("void *[1]")
-    check(C.wf_cuda_module_function(rt, m[0], entry, f))
+    check(C.wf_cuda_module_function(rt, mh, entry, f))
     -- writes: the forward kernel's written array parameters (derived
     -- launches check theirs in lua/weft/tape.lua)
-    per[key] = { module = m[0], fn = f[0], image = image, writes = not kind and core.writes(mod),
+    per[key] = { module = mh, fn = f[0], image = image, writes = not kind and core.writes(mod),
                  guard = ent.guard }
     return per[key]
   end

@@ -664,6 +664,14 @@ int wf_cuda_device_info(wf_rt *rt, int32_t dev, char *name, size_t namelen, int 
   return r ? cuerr(rt, d, r, "device query") : WEFT_OK;
 }
 
+/* A loaded module holds a driver reference, so a kernel collected after
+** weft_close can still unload it (as buffers free their memory). */
+typedef struct wf_cumod {
+  wf_cudrv *d;
+  int32_t dev;
+  CUmodule m;
+} wf_cumod;
+
 int wf_cuda_module_load(wf_rt *rt, int32_t dev, const void *image, size_t size, void **module) {
   (void)size;
   *module = NULL;
@@ -672,23 +680,51 @@ int wf_cuda_module_load(wf_rt *rt, int32_t dev, const void *image, size_t size, 
   CUmodule m = NULL;
   CUresult r = d->fn.ModuleLoadData(&m, image);
   if (r) return cuerr(rt, d, r, "module load");
-  *module = m;
+  wf_cumod *w = malloc(sizeof *w);
+  if (!w) {
+    d->fn.ModuleUnload(m);
+    return wf_rt_seterr(rt, WEFT_ERRMEM, "weft: out of memory");
+  }
+  __atomic_fetch_add(&d->refcount, 1, __ATOMIC_RELAXED);
+  w->d = d;
+  w->dev = dev;
+  w->m = m;
+  *module = w;
   return WEFT_OK;
 }
 
+/* Unload and drop the driver reference; needs no runtime. */
+static CUresult module_free(wf_cumod *w) {
+  wf_cudrv *d = w->d;
+  CUresult r = 0;
+  if (d->dev[w->dev].ctx) {
+    d->fn.CtxSetCurrent(d->dev[w->dev].ctx);
+    r = d->fn.ModuleUnload(w->m);
+  }
+  free(w);
+  wf_cudrv_release(d);
+  return r;
+}
+
 int wf_cuda_module_unload(wf_rt *rt, int32_t dev, void *module) {
-  wf_cudrv *d = enter(rt, dev);
-  if (!d) return WEFT_ERRDEVICE;
-  CUresult r = d->fn.ModuleUnload(module);
+  (void)dev;
+  if (!module) return WEFT_OK;
+  wf_cudrv *d = ((wf_cumod *)module)->d;
+  CUresult r = module_free(module);
   return r ? cuerr(rt, d, r, "module unload") : WEFT_OK;
+}
+
+void wf_cuda_module_release(void *module) {
+  if (module) module_free(module);
 }
 
 int wf_cuda_module_function(wf_rt *rt, void *module, const char *name, void **fn) {
   *fn = NULL;
   wf_cudrv *d = drv_of(rt);
   if (!d) return WEFT_ERRDEVICE;
+  if (!module) return wf_rt_seterr(rt, WEFT_ERRARG, "weft: CUDA kernel '%s': no module", name);
   CUfunction f = NULL;
-  CUresult r = d->fn.ModuleGetFunction(&f, module, name);
+  CUresult r = d->fn.ModuleGetFunction(&f, ((wf_cumod *)module)->m, name);
   if (r) {
     char e[400];
     wf_cudrv_errstr(d, r, e, sizeof e);

@@ -38,6 +38,9 @@ WF_FFI int wf_cuda_device_info(wf_rt *rt, int32_t dev, char *name, size_t namele
 WF_FFI int wf_cuda_module_load(wf_rt *rt, int32_t dev, const void *image, size_t size,
                                void **module);
 WF_FFI int wf_cuda_module_unload(wf_rt *rt, int32_t dev, void *module);
+/* The same without a runtime (a finalizer): each module holds a driver
+** reference, so it may outlive weft_close. */
+WF_FFI void wf_cuda_module_release(void *module);
 WF_FFI int wf_cuda_module_function(wf_rt *rt, void *module, const char *name, void **fn);
 /* Launch fn over dims[0..ndim) with args (one pointer per kernel
 ** parameter, the wf_dims first is made here). block_size 0 = 256.
