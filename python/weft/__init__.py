@@ -17,7 +17,8 @@ from . import _lib
 from ._core import Array, LuaRef, Runtime, WeftError, capsule_of, _close_all
 
 __all__ = ["Runtime", "Array", "LuaRef", "WeftError", "runtime", "from_dlpack", "from_numpy",
-           "from_torch", "to_torch", "from_jax", "to_jax", "library_path"]
+           "from_torch", "to_torch", "from_jax", "to_jax", "library_path",
+           "register_ffi_callback"]
 
 library_path = _lib.path
 atexit.register(_close_all)
@@ -155,3 +156,32 @@ def to_jax(a):
 
 _F = _lib.fast
 _new = object.__new__
+
+
+# JAX's FFI (python/weft/jax.py, imported on first use: it imports jax)
+def _jax_kernel(self, name, num_outputs=1, launch_dims=None, output_dims=None,
+                in_out_argnames=(), vmap_method="broadcast_all", enable_backward=False):
+    """A JAX function (jit, vmap, grad, shard_map) running the Lua kernel
+    `name` as an XLA FFI call: see weft.jax."""
+    from . import jax as _wj
+    return _wj.jax_kernel(self, name, num_outputs, launch_dims, output_dims, in_out_argnames,
+                          vmap_method, enable_backward)
+
+
+def _jax_callable(self, name, num_outputs=1, output_dims=None, vmap_method="broadcast_all",
+                  dtypes=None):
+    """A JAX function calling the Lua function `name`, which launches
+    kernels on the inputs and fills its output parameters: see weft.jax."""
+    from . import jax as _wj
+    return _wj.jax_callable(self, name, num_outputs, output_dims, vmap_method, dtypes)
+
+
+def register_ffi_callback(name, pyfunc):
+    """Register pyfunc(inputs, outputs, attrs, ctx) as the XLA FFI target
+    `name` (cpu): see weft.jax."""
+    from . import jax as _wj
+    return _wj.register_ffi_callback(name, pyfunc)
+
+
+Runtime.jax_kernel = _jax_kernel
+Runtime.jax_callable = _jax_callable

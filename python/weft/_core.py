@@ -109,6 +109,9 @@ class Runtime:
             W, self._W = self._W, None
             ctx, self._ctx = self._ctx, 0
             self._pending = []
+            xla = self.__dict__.pop("_xla", None)  # weft.jax: no XLA launch after this
+            if xla is not None:
+                xla.close()
             if ctx:
                 _F.ctx_free(ctx)
             if W:

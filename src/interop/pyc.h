@@ -67,6 +67,14 @@ typedef struct wf_pythreadstate wf_pythreadstate; /* PyThreadState, opaque */
 extern int PyGILState_Check(void) WF_WEAK;
 extern wf_pythreadstate *PyEval_SaveThread(void) WF_WEAK;
 extern void PyEval_RestoreThread(wf_pythreadstate *t) WF_WEAK;
+/* the XLA FFI frames and callbacks of src/interop/xla_ffi.c */
+extern pyobj *PyList_New(pyssize n) WF_WEAK;
+extern int PyList_SetItem(pyobj *l, pyssize i, pyobj *v) WF_WEAK; /* steals v */
+extern pyobj *PyDict_New(void) WF_WEAK;
+extern int PyDict_SetItem(pyobj *d, pyobj *key, pyobj *v) WF_WEAK;
+extern pyobj *PyFloat_FromDouble(double v) WF_WEAK;
+extern pyobj *PyUnicode_FromStringAndSize(const char *s, pyssize n) WF_WEAK;
+extern pyobj *PyLong_FromUnsignedLongLong(unsigned long long v) WF_WEAK;
 
 extern struct wf_pytype PyFloat_Type WF_WEAK;
 extern struct wf_pytype PyLong_Type WF_WEAK;
