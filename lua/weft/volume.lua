@@ -120,7 +120,7 @@ return function(weft, P)
     local t = DENSE_TYPES[a.dtype.name]
     if not t then raise("%s: arrays of %s are not supported (float32, int32 or vec3f)", fname, a.dtype.name) end
     local h = opts.voxel_size or 1.0
-    if type(h) ~= "number" or not (h > 0) then raise("%s: voxel_size must be a positive number", fname) end
+    if type(h) ~= "number" or h ~= h or h <= 0 then raise("%s: voxel_size must be a positive number", fname) end
     local o = opts.origin or { 0, 0, 0 }
     if type(o) == "cdata" then o = { o[0], o[1], o[2] } end
     if type(o) ~= "table" or #o ~= 3 then raise("%s: origin must be a table of 3 numbers", fname) end
