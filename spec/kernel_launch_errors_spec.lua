@@ -196,7 +196,7 @@ describe("dynamic component indices", function()
     local ok, err = pcall(weft.launch, set, 1, { weft.zeros(1, weft.mat22), 2 })
     assert.is_false(ok)
     assert.matches("spec/kernel_launch_errors_spec.lua:" .. line_of("MARK-set")
-      .. ": component index out of range for mat22f (0..1)", err, 1, true)
+      .. ": index out of range for local 'a' of type mat22f (0..1)", err, 1, true)
     weft.config.mode = "release"
     local o = weft.zeros(1, weft.float64)
     weft.launch(get, 1, { weft.array({ { 1, 2, 3 } }, weft.vec3d), o, 7 })

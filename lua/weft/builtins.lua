@@ -138,7 +138,10 @@ return function(weft, P)
     "quat_rotate_inv", "quat_inverse", "quat_identity", "transform_point",
     "transform_vector", "transform_identity", "transform_get_translation",
     "transform_get_rotation", "atomic_add", "atomic_min", "atomic_max", "rand_init",
-    "randf", "randi", "matrix_from_rows", "matrix_from_cols",
+    "randf", "randi", "matrix_from_rows", "matrix_from_cols", "randn", "randu", "sample_triangle",
+    "sample_unit_ring", "sample_unit_disk", "sample_unit_sphere_surface", "sample_unit_sphere",
+    "sample_unit_hemisphere_surface", "sample_unit_hemisphere", "sample_unit_square",
+    "sample_unit_cube",
   } do
     weft[name] = kernel_only(name)
   end

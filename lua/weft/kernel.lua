@@ -41,6 +41,10 @@ return function(weft, P)
         func_mt = Func,
         const_mt = Const,
         kernel_mt = Kernel,
+        -- type constructors a kernel may call with constants:
+        -- weft.vector(64, weft.int32)() is a local array of 64 int32
+        typefns = { [weft.vector] = "vector", [weft.matrix] = "matrix" },
+        types = weft.types,
         -- a captured host value of a weft type (weft.vec3(...), a struct
         -- value): compiled as the constant of its contents (the guard
         -- watches those contents)

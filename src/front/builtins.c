@@ -508,6 +508,124 @@ static int do_rand(wf_fstate *F, const char *name, wf_expr *call, wf_rv *out) {
   return 1;
 }
 
+/* The random state variable a call's first argument names (updated in place). */
+static int rng_var(wf_fstate *F, const char *name, wf_expr *call) {
+  if (call->nargs < 1) ERR(call, "%s expects a random state as its first argument", name);
+  wf_expr *se = call->args[0];
+  int vi = se->kind == E_NAME ? wf_lo_findvar(F, se->name) : -1;
+  if (vi < 0) ERR(se, "%s: the state must be a local variable (it is updated in place)", name);
+  wf_var *x = &F->vars[vi];
+  if (x->v == WF_NOVAL || x->t->kind != WF_T_RNG)
+    ERR(se, "%s: '%s' is not a random state (make one with weft.rand_init)", name, se->name);
+  return vi;
+}
+
+/* The next draw of state variable vi: randf (float32 in [0, 1)) or the
+** raw 32 bits (int32), as Warp's rand_pcg steps. */
+static wf_val draw(wf_fstate *F, int vi, int isf) {
+  const wf_type *rt[2] = {isf ? t_f32(F) : t_i32(F), wf_t_rng(F->C->T)};
+  wf_inst *in = wf_b_inst(B, isf ? WF_OP_RANDF : WF_OP_RANDI, 1, &F->vars[vi].v, 2, rt, 0);
+  F->vars[vi].v = in->res[1];
+  return in->res[0];
+}
+
+/* Warp's randn, randu, randi(state, lo, hi) and sample_* (warp/native/
+** rand.h), drawing in Warp's order, in float32 as Warp computes them. */
+static int do_rand_more(wf_fstate *F, const char *name, wf_expr *call, wf_rv *out) {
+  int vi = rng_var(F, name, call);
+  const wf_type *f = t_f32(F), *u32 = wf_t_int(F->C->T, 32, 0);
+  const float pi = 3.14159265358979323846f;
+#define FC(x) wf_lo_const(F, f, (x))
+#define F1(op, x) wf_b_op1(B, op, f, x)
+  if (!strcmp(name, "randu") || !strcmp(name, "randi")) {
+    int isu = name[4] == 'u';
+    const wf_type *it = isu ? u32 : t_i32(F);
+    if (call->nargs != 1 && call->nargs != 3)
+      ERR(call, "%s expects 1 or 3 arguments (state [, lo, hi]), got %d", name, call->nargs);
+    wf_val lo = WF_NOVAL, hi = WF_NOVAL;
+    if (call->nargs == 3) {
+      wf_rv a[2] = {wf_lo_expr(F, call->args[1]), wf_lo_expr(F, call->args[2])};
+      lo = val(F, &a[0], it, call->args[1]);
+      hi = val(F, &a[1], it, call->args[2]);
+    }
+    F->b.loc = (wf_loc){call->line, call->col};
+    wf_val r = draw(F, vi, 0);
+    if (isu || call->nargs == 3) r = wf_b_op1(B, WF_OP_CAST, u32, r);
+    if (call->nargs == 3) {
+      /* state % (max - min) + min, the remainder unsigned as in C */
+      wf_val span = SUB(F, it, hi, lo);
+      if (!isu) span = wf_b_op1(B, WF_OP_CAST, u32, span);
+      r = wf_b_op2(B, WF_OP_MOD, u32, r, span);
+      if (!isu) r = wf_b_op1(B, WF_OP_CAST, it, r);
+      r = ADD(F, it, r, lo);
+    }
+    out[0] = wf_lo_mkval(r, it);
+    return 1;
+  }
+  if (call->nargs != 1) ERR(call, "%s expects 1 argument (state), got %d", name, call->nargs);
+  F->b.loc = (wf_loc){call->line, call->col};
+  if (!strcmp(name, "randn")) {
+    /* Box-Muller; 5.96e-8 keeps the log's argument above 0 */
+    wf_val u1 = draw(F, vi, 1);
+    wf_val u2 = draw(F, vi, 1);
+    wf_val l = F1(WF_OP_LOG, ADD(F, f, u1, FC(5.96e-8f)));
+    wf_val r = F1(WF_OP_SQRT, MUL(F, f, FC(-2.0f), l));
+    out[0] = wf_lo_mkval(MUL(F, f, r, F1(WF_OP_COS, MUL(F, f, FC(2.0f * pi), u2))), f);
+    return 1;
+  }
+  const wf_type *v2 = wf_t_vec(F->C->T, 2, f), *v3 = wf_t_vec(F->C->T, 3, f);
+  wf_val c[3];
+  if (!strcmp(name, "sample_unit_square") || !strcmp(name, "sample_unit_cube")) {
+    int n = name[12] == 's' ? 2 : 3;
+    for (int i = 0; i < n; i++)
+      c[i] = SUB(F, f, draw(F, vi, 1), FC(0.5f));
+    const wf_type *vt = n == 2 ? v2 : v3;
+    out[0] = wf_lo_mkval(wf_b_agg(B, vt, n, c), vt);
+    return 1;
+  }
+  if (!strcmp(name, "sample_triangle")) {
+    wf_val r = F1(WF_OP_SQRT, draw(F, vi, 1));
+    c[0] = SUB(F, f, FC(1.0f), r);
+    c[1] = MUL(F, f, draw(F, vi, 1), r);
+    out[0] = wf_lo_mkval(wf_b_agg(B, v2, 2, c), v2);
+    return 1;
+  }
+  if (!strcmp(name, "sample_unit_ring") || !strcmp(name, "sample_unit_disk")) {
+    wf_val r = name[12] == 'd' ? F1(WF_OP_SQRT, draw(F, vi, 1)) : WF_NOVAL;
+    wf_val th = MUL(F, f, FC(2.0f * pi), draw(F, vi, 1));
+    c[0] = F1(WF_OP_COS, th);
+    c[1] = F1(WF_OP_SIN, th);
+    if (r != WF_NOVAL) {
+      c[0] = MUL(F, f, r, c[0]);
+      c[1] = MUL(F, f, r, c[1]);
+    }
+    out[0] = wf_lo_mkval(wf_b_agg(B, v2, 2, c), v2);
+    return 1;
+  }
+  if (!strncmp(name, "sample_unit_", 12) && (strstr(name, "sphere") || strstr(name, "hemisphere"))) {
+    /* phi from acos(1 - 2u) (sphere) or acos(1 - u) (hemisphere) */
+    int hemi = strstr(name, "hemi") != NULL, surf = strstr(name, "surface") != NULL;
+    wf_val u = draw(F, vi, 1);
+    wf_val phi = F1(WF_OP_ACOS, SUB(F, f, FC(1.0f), hemi ? u : MUL(F, f, FC(2.0f), u)));
+    wf_val th = MUL(F, f, FC(2.0f * pi), draw(F, vi, 1));
+    wf_val r = surf ? WF_NOVAL : wf_b_op2(B, WF_OP_POW, f, draw(F, vi, 1), FC(1.0f / 3.0f));
+    wf_val sp = F1(WF_OP_SIN, phi);
+    c[0] = MUL(F, f, F1(WF_OP_COS, th), sp);
+    c[1] = MUL(F, f, F1(WF_OP_SIN, th), sp);
+    c[2] = F1(WF_OP_COS, phi);
+    if (!surf) {
+      c[0] = MUL(F, f, r, c[0]);
+      c[1] = MUL(F, f, r, c[1]);
+      c[2] = MUL(F, f, r, c[2]);
+    }
+    out[0] = wf_lo_mkval(wf_b_agg(B, v3, 3, c), v3);
+    return 1;
+  }
+#undef FC
+#undef F1
+  ERR(call, "the builtin '%s' is not supported in kernels", name);
+}
+
 /* An int32 value from an int argument (other int types are converted). */
 static wf_val int32_arg(wf_fstate *F, wf_rv *r, wf_expr *at, const char *name) {
   if (wf_lo_isnum(r)) return val(F, r, t_i32(F), at);
@@ -935,7 +1053,10 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     out[0] = wf_lo_mkval(in->res[0], rt);
     return 1;
   }
+  if (!strcmp(name, "randi") && call->nargs == 3) return do_rand_more(F, name, call, out);
   if (!strcmp(name, "randf") || !strcmp(name, "randi")) return do_rand(F, name, call, out);
+  if (!strcmp(name, "randn") || !strcmp(name, "randu") || !strncmp(name, "sample_", 7))
+    return do_rand_more(F, name, call, out);
   for (const bit_entry *e = bit_tab; e->name; e++)
     if (!strcmp(name, e->name)) return do_bit(F, name, e->op, e->nargs, e->logical, call, out);
   ERR(call, "the builtin '%s' is not supported in kernels", name);

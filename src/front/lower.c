@@ -524,11 +524,13 @@ static int const_index(wf_rv k, int *ok) {
   return (int)k.num;
 }
 
-/* Debug builds check a dynamic component index k of a t (0..n-1): an IF
-** around a debug-only TRAP, which release builds drop. Out of range, the
-** select chains below give component 0 (release) or stop the launch with
-** the position (debug). */
-static void check_component(wf_fstate *F, const wf_type *t, wf_val k) {
+/* A dynamic component index k of a t (0..n-1) is checked: an IF around
+** a TRAP that stops the launch with the position. Indexing a named local
+** (`stack[k]` of `local stack = weft.vector(64, weft.int32)()`, Warp's
+** local arrays) is checked in every mode and the message names it; other
+** aggregates (`v[i][k]`) only in debug mode, release mode's select chains
+** giving component 0 there. */
+static void check_component(wf_fstate *F, const wf_type *t, wf_val k, const char *local) {
   int n = wf_t_arity(t);
   const wf_type *kt = wf_vtype(F->fn, k), *bt = t_bool(F);
   wf_val out = wf_b_op2(&F->b, WF_OP_GE, bt, k, wf_b_consti(&F->b, kt, n));
@@ -537,12 +539,16 @@ static void check_component(wf_fstate *F, const wf_type *t, wf_val k) {
                    wf_b_op2(&F->b, WF_OP_LT, bt, k, wf_b_consti(&F->b, kt, 0)));
   wf_block *saved = F->b.block;
   wf_block *bt_blk = wf_b_newblock(F->fn, 0, NULL), *be_blk = wf_b_newblock(F->fn, 0, NULL);
-  char msg[96];
-  snprintf(msg, sizeof msg, "component index out of range for %s (0..%d)", TN(t), n - 1);
+  char msg[160];
+  if (local)
+    snprintf(msg, sizeof msg, "index out of range for local '%.60s' of type %s (0..%d)", local,
+             TN(t), n - 1);
+  else
+    snprintf(msg, sizeof msg, "component index out of range for %s (0..%d)", TN(t), n - 1);
   F->b.block = bt_blk;
   wf_inst *tr = wf_b_inst(&F->b, WF_OP_TRAP, 0, NULL, 0, NULL, 0);
   tr->str = wf_ir_strdup(F->C->mod, msg); /* the module's arena: it outlives the front end's */
-  tr->imm = 1;
+  tr->imm = local == NULL;
   wf_b_inst(&F->b, WF_OP_YIELD, 0, NULL, 0, NULL, 0);
   F->b.block = be_blk;
   wf_b_inst(&F->b, WF_OP_YIELD, 0, NULL, 0, NULL, 0);
@@ -555,8 +561,9 @@ static void check_component(wf_fstate *F, const wf_type *t, wf_val k) {
 }
 
 /* Component c of an aggregate with a dynamic index: a select chain. */
-static wf_val dyn_extract(wf_fstate *F, const wf_type *t, wf_val agg, wf_val key) {
-  check_component(F, t, key);
+static wf_val dyn_extract(wf_fstate *F, const wf_type *t, wf_val agg, wf_val key,
+                          const char *local) {
+  check_component(F, t, key, local);
   int n = wf_t_arity(t);
   const wf_type *ct = wf_t_component(F->C->T, t, 0);
   const wf_type *kt = wf_vtype(F->fn, key);
@@ -591,7 +598,8 @@ static wf_rv index_agg(wf_fstate *F, wf_rv obj, wf_rv key, wf_expr *at) {
     return wf_lo_mkval(wf_b_extract(&F->b, obj.v, c), ct);
   }
   wf_val k = wf_lo_index_key(F, key, at);
-  return wf_lo_mkval(dyn_extract(F, t, obj.v, k), ct);
+  const char *local = at->a && at->a->kind == E_NAME ? at->a->name : NULL;
+  return wf_lo_mkval(dyn_extract(F, t, obj.v, k, local), ct);
 }
 
 /* Index into an array value with one or more keys: peel with VIEW, load
@@ -853,6 +861,7 @@ int wf_lo_call(wf_fstate *F, wf_expr *e, int want, wf_rv *out) {
     case LV_BUILTIN: return wf_bi_call(F, callee.str, e, want, out);
     case LV_TYPE: return wf_bi_construct(F, callee.t, e, out);
     case LV_FUNC: return wf_res_callfunc(F, callee, e, want, out);
+    case LV_TYPEFN: out[0] = wf_res_calltypefn(F, callee, e); return 1;
     default: break;
     }
   }
@@ -925,7 +934,7 @@ static wf_val insert_comp(wf_fstate *F, const wf_type *t, wf_val agg, wf_rv key,
     return wf_b_insert(&F->b, agg, c, v);
   }
   wf_val k = wf_lo_index_key(F, key, at);
-  check_component(F, t, k);
+  check_component(F, t, k, at->a && at->a->kind == E_NAME ? at->a->name : NULL);
   const wf_type *kt = wf_vtype(F->fn, k);
   const wf_type *ct = wf_t_component(F->C->T, t, 0);
   wf_val comps[WF_MAX_COMP];

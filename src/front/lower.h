@@ -59,7 +59,9 @@ typedef enum {
   RV_LUA    /* compile-time Lua value: type, builtin, func, namespace */
 } wf_rvkind;
 
-typedef enum { LV_TYPE, LV_BUILTIN, LV_FUNC, LV_NS } wf_lvkind;
+/* LV_TYPEFN: a type constructor function of the Lua layer (weft.vector,
+** weft.matrix), called at compile time with constant arguments. */
+typedef enum { LV_TYPE, LV_BUILTIN, LV_FUNC, LV_NS, LV_TYPEFN } wf_lvkind;
 
 typedef struct wf_rv {
   wf_rvkind kind;
@@ -238,6 +240,9 @@ WF_INTERNAL void wf_res_push(wf_fctx *C, int ref);
 WF_INTERNAL int wf_res_keep(wf_fctx *C);
 /* Call a weft.func object (LV_FUNC) with the call's arguments. */
 WF_INTERNAL int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *out);
+/* weft.vector(64, weft.int32) in a kernel: the type, made at compile time
+** from number literals and types (an LV_TYPE value). */
+WF_INTERNAL wf_rv wf_res_calltypefn(wf_fstate *F, wf_rv fobj, wf_expr *call);
 /* Lower the body of a Lua function into a new IR function (kernel or func). */
 WF_INTERNAL wf_func *wf_lo_function(wf_fctx *C, int fnref, const char *name, int is_kernel,
                                     int nparams, const wf_type *const *ptypes,

@@ -304,6 +304,16 @@ static wf_rv classify(wf_fstate *F, const char *path, wf_expr *at) {
     return r;
   }
   if (lua_isfunction(L, top)) {
+    lua_getfield(L, C->envidx, "typefns");
+    lua_pushvalue(L, top);
+    lua_rawget(L, -2);
+    int typefn = lua_isstring(L, -1);
+    lua_pop(L, 2);
+    if (typefn) {
+      r.lk = LV_TYPEFN;
+      r.ref = wf_res_keep(C);
+      return r;
+    }
     lua_pop(L, 1);
     ERR(at, "'%s' is a Lua function, not a builtin or a weft.func; it cannot be called in a kernel",
         path);
@@ -371,6 +381,49 @@ wf_rv wf_res_name(wf_fstate *F, const char *name, wf_expr *at) {
   }
   lua_remove(L, fi);
   return classify(F, name, at);
+}
+
+wf_rv wf_res_calltypefn(wf_fstate *F, wf_rv fobj, wf_expr *call) {
+  wf_fctx *C = F->C;
+  lua_State *L = C->L;
+  int base = lua_gettop(L);
+  wf_res_push(C, fobj.ref);
+  for (int i = 0; i < call->nargs; i++) {
+    wf_expr *ae = call->args[i];
+    wf_rv a = wf_lo_expr(F, ae);
+    if (a.kind == RV_LIT) {
+      lua_pushnumber(L, a.num);
+      continue;
+    }
+    if (a.kind == RV_LUA && a.lk == LV_TYPE && a.t->lua_id > 0) {
+      lua_getfield(L, C->envidx, "types");
+      lua_rawgeti(L, -1, a.t->lua_id);
+      lua_remove(L, -2);
+      continue;
+    }
+    lua_settop(L, base);
+    ERR(ae, "argument %d of '%s' must be a number literal or a type, known when the kernel "
+            "compiles", i + 1, fobj.str);
+  }
+  if (lua_pcall(L, call->nargs, 1, 0) != 0) {
+    /* the Lua layer's message, without the position it points at */
+    const char *m = lua_tostring(L, -1);
+    const char *p = m ? strstr(m, ": weft.") : NULL;
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", p ? p + 2 : m ? m : "error");
+    lua_settop(L, base);
+    ERR(call, "%s", msg);
+  }
+  const wf_type *t = is_type_table(C, -1) ? wf_front_totype(C, -1) : NULL;
+  lua_settop(L, base);
+  if (!t) ERR(call, "'%s' did not give a type usable in kernels", fobj.str);
+  wf_rv r;
+  memset(&r, 0, sizeof r);
+  r.kind = RV_LUA;
+  r.lk = LV_TYPE;
+  r.t = t;
+  r.str = fobj.str;
+  return r;
 }
 
 wf_rv wf_res_field(wf_fstate *F, wf_rv ns, const char *name, wf_expr *at) {

@@ -1,0 +1,51 @@
+-- Warp's random builtins (src/front/builtins.c): randn, randu, randi(state,
+-- lo, hi) and the sample_* functions draw the same sequences as Warp 1.19
+-- on the CPU (spec/helpers/warp_rand_ref.lua, from warp_rand_ref.py):
+-- integers bit for bit, floats within an ulp (libm's sin, cos and acos
+-- may round differently from Warp's). Their CUDA C goes through the suite.
+local weft = require "weft"
+local ref = dofile("spec/helpers/warp_rand_ref.lua")
+
+describe("random builtins", function()
+  it("draw Warp's sequences", function()
+    local k = weft.kernel{ o = weft.array(weft.float32), u = weft.array(weft.uint32), n = weft.array(weft.int32), function(o, u, n)
+        local i = weft.tid()
+        local s = weft.rand_init(42, i)
+        o[i*30+0] = weft.randn(s)
+        local v2 = weft.sample_triangle(s); o[i*30+1] = v2[0]; o[i*30+2] = v2[1]
+        v2 = weft.sample_unit_ring(s); o[i*30+3] = v2[0]; o[i*30+4] = v2[1]
+        v2 = weft.sample_unit_disk(s); o[i*30+5] = v2[0]; o[i*30+6] = v2[1]
+        local v3 = weft.sample_unit_sphere_surface(s); o[i*30+7] = v3[0]; o[i*30+8] = v3[1]; o[i*30+9] = v3[2]
+        v3 = weft.sample_unit_sphere(s); o[i*30+10] = v3[0]; o[i*30+11] = v3[1]; o[i*30+12] = v3[2]
+        v3 = weft.sample_unit_hemisphere_surface(s); o[i*30+13] = v3[0]; o[i*30+14] = v3[1]; o[i*30+15] = v3[2]
+        v3 = weft.sample_unit_hemisphere(s); o[i*30+16] = v3[0]; o[i*30+17] = v3[1]; o[i*30+18] = v3[2]
+        v2 = weft.sample_unit_square(s); o[i*30+19] = v2[0]; o[i*30+20] = v2[1]
+        v3 = weft.sample_unit_cube(s); o[i*30+21] = v3[0]; o[i*30+22] = v3[2]
+        o[i*30+25] = weft.randn(s)
+        u[i*3+0] = weft.randu(s); u[i*3+1] = weft.randu(s, weft.uint32(5), weft.uint32(17)); u[i*3+2] = weft.randu(s)
+        n[i*2+0] = weft.randi(s, -7, 30); n[i*2+1] = weft.randi(s)
+    end }
+    local o, u, n = weft.zeros(90), weft.zeros(9, weft.uint32), weft.zeros(6, weft.int32)
+    weft.launch(k, 3, {}, {outputs={o, u, n}})
+    local O, U, N = o:totable(), u:totable(), n:totable()
+    assert.same(ref.u, U)
+    assert.same(ref.n, N)
+    local exact = 0
+    for j = 1, 90 do
+      assert(math.abs(O[j] - ref.o[j]) <= 2 ^ -23 * math.max(1, math.abs(ref.o[j])),
+        string.format("%d: %.9g, Warp %.9g", j, O[j], ref.o[j]))
+      if O[j] == ref.o[j] then exact = exact + 1 end
+    end
+    assert.is_true(exact >= 80)
+  end)
+
+  it("report a state that is not a local variable at the call", function()
+    local ok, err = pcall(function()
+      return weft.kernel{ o = weft.array(weft.float32), function(o)
+        o[0] = weft.randn(weft.rand_init(1))
+      end }:ir()
+    end)
+    assert.is_false(ok)
+    assert.matches("builtins_rand_spec.lua:%d+: randn: the state must be a local variable", err)
+  end)
+end)
