@@ -9,7 +9,7 @@
 ** Cache: <dir>/cuda/<key>.ptx or .cubin, dir = $WEFT_CACHE_DIR or
 ** ~/.cache/weft ("0", "off" or empty disables it, as for the CPU). key =
 ** 128-bit hash of the source, the target, the options, the NVRTC version
-** and libweft's build id (src/util/buildid.h). Entries are checksummed
+** ($WEFT_NVRTC too) and libweft's build id (src/util/buildid.h). Entries are checksummed
 ** and written atomically (temp file + rename): src/util/diskcache.h; a
 ** damaged one is compiled again with a warning.
 */
@@ -208,6 +208,9 @@ static void cache_key(wf_nvrtc *nv, const char *src, const char *arch, const cha
   wf_hash_str(&h, arch);
   wf_hash_str(&h, opts);
   wf_hash_str(&h, ver);
+  /* another NVRTC (the emulated device's pass-through) makes other images */
+  const char *lib = getenv("WEFT_NVRTC");
+  wf_hash_str(&h, lib ? lib : "");
   wf_hash_str(&h, CACHE_MAGIC);
   wf_hash_hex(&h, out);
 }

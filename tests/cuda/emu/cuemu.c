@@ -179,6 +179,7 @@ typedef struct emu_op {
   const char *src;
   size_t n, pitch, width, height;
   unsigned value, elsize;
+  long delay_ms; /* kernels: WEFT_CUDA_EMU_DELAY_MS when launched */
   /* event record */
   emu_event *ev;
   uint64_t gen;
@@ -609,8 +610,7 @@ static int run_op(emu_op *o) {
   int r = E_OK;
   switch (o->kind) {
   case OP_KERNEL: {
-    const char *d = getenv("WEFT_CUDA_EMU_DELAY_MS");
-    if (d && *d) sleep_ms(atol(d));
+    if (o->delay_ms > 0) sleep_ms(o->delay_ms);
     char err[512] = "";
     dev_enter();
     tls_in_kernel = 1;
@@ -1950,6 +1950,8 @@ EXPORT CUresult cuLaunchKernel(void *hf, unsigned gx, unsigned gy, unsigned gz, 
   }
   o->kind = OP_KERNEL;
   o->fn = f;
+  const char *delay = getenv("WEFT_CUDA_EMU_DELAY_MS"); /* late kernels show missing waits */
+  o->delay_ms = delay ? atol(delay) : 0;
   unsigned dims[6] = {gx, gy, gz, bx, by, bz};
   memcpy(o->dims, dims, sizeof dims);
   G.st.launches++;

@@ -1,0 +1,177 @@
+-- The emulated CUDA device (tests/cuda/emu, run through scripts/cuda-emu):
+-- weft's driver code against it, with the emulator's counters checked
+-- (misuse, leaks), injected faults turned into clear errors that leave weft
+-- working, stream ordering that a missing wait gets wrong, and the host
+-- dereference of a device pointer caught. Pending without the emulator.
+local weft = require "weft"
+local ffi = require "ffi"
+
+local emu_path = os.getenv("WEFT_CUDA_EMU_LIB")
+local emu = emu_path and weft.is_cuda_available() and ffi.load(emu_path)
+
+ffi.cdef [[
+typedef struct wf_cuemu_counts {
+  int64_t allocs_live, bytes_live, leaks, misuse, launches, host_compiles, faults;
+} wf_cuemu_counts;
+int wf_cuemu_stats(wf_cuemu_counts *out);
+const char *wf_cuemu_last(void);
+int setenv(const char *name, const char *value, int overwrite);
+int unsetenv(const char *name);
+]]
+
+local function stats()
+  local s = ffi.new("wf_cuemu_counts")
+  emu.wf_cuemu_stats(s)
+  return s
+end
+
+-- The error f raises, and the line it names.
+local function err_of(f, ...)
+  local ok, e = pcall(f, ...)
+  assert.is_false(ok, "expected an error")
+  return tostring(e)
+end
+
+local here = "spec/cuda_emu_spec.lua:"
+
+describe("the emulated CUDA device", function()
+  if not emu then
+    pending("not running under scripts/cuda-emu")
+    return
+  end
+  local saxpy = weft.kernel{ x = weft.array(weft.float32), y = weft.array(weft.float32), a = weft.float32,
+    function(x, y, a)
+      local i = weft.tid()
+      y[i] = a * x[i] + y[i]
+    end }
+  local copyk = weft.kernel{ src = weft.array(weft.float32), dst = weft.array(weft.float32),
+    function(src, dst)
+      local i = weft.tid()
+      dst[i] = src[i]
+    end }
+  local D = { device = "cuda:0" }
+
+  it("is cuda:0 and says it is emulated", function()
+    assert.are.same({ "cpu", "cuda:0" }, weft.devices())
+    assert.matches("emulated", weft.cuda_device_info("cuda:0").name)
+    assert.are.equal("sm_86", weft.cuda_device_info("cuda:0").arch)
+  end)
+
+  it("runs launches, copies and fills of every pattern without a misuse", function()
+    local m0 = stats().misuse
+    local x = weft.array({ 1, 2, 3, 4 }, weft.float32, D)
+    local y = weft.full(4, 10, weft.float32, D)
+    weft.launch(saxpy, 4, { x, y, 2 }, D)
+    weft.synchronize()
+    assert.are.same({ 12, 14, 16, 18 }, y:totable())
+    -- fills: one byte, 16-bit, 32-bit and wider element patterns
+    assert.are.same({ 0, 0, 0 }, weft.zeros(3, weft.int8, D):totable())
+    assert.are.same({ 7, 7, 7 }, weft.full(3, 7, weft.int16, D):totable())
+    assert.are.same({ 1.5, 1.5 }, weft.full(2, 1.5, weft.float64, D):totable())
+    local v = weft.full(3, weft.vec3(1, 2, 3), weft.vec3, D):totable()
+    assert.are.same({ { 1, 2, 3 }, { 1, 2, 3 }, { 1, 2, 3 } }, v)
+    local h = weft.full(5, weft.vec3h(1, 2, 3), weft.vec3h, D):totable()
+    assert.are.same({ 1, 2, 3 }, h[5])
+    -- device to device, and a view
+    local c = weft.clone(y)
+    assert.are.same({ 12, 14, 16, 18 }, c:totable())
+    local m = weft.array({ { 1, 2 }, { 3, 4 } }, weft.float32, D)
+    assert.are.same({ 3, 4 }, m[1]:totable())
+    assert.are.equal(m0, stats().misuse, ffi.string(emu.wf_cuemu_last()))
+  end)
+
+  it("frees what it allocates", function()
+    collectgarbage()
+    collectgarbage()
+    local before = stats().allocs_live
+    do
+      local a = weft.zeros(1000, weft.float32, D)
+      local b = weft.clone(a)
+      assert.are.equal(before + 2, stats().allocs_live)
+      a, b = nil, nil -- luacheck: ignore
+    end
+    collectgarbage()
+    collectgarbage()
+    assert.are.equal(before, stats().allocs_live)
+  end)
+
+  it("out of memory at an allocation: a clear error, nothing leaks, the next one works", function()
+    local live = stats().allocs_live
+    ffi.C.setenv("WEFT_CUDA_EMU_FAIL_ALLOC", "1", 1)
+    local line = debug.getinfo(1, "l").currentline + 1
+    local e = err_of(function() local a = weft.zeros(64, weft.float32, D); return a end)
+    ffi.C.unsetenv("WEFT_CUDA_EMU_FAIL_ALLOC")
+    assert.are.equal(here .. line .. ": weft.zeros: cannot allocate 256 bytes on cuda:0: "
+                     .. "CUDA_ERROR_OUT_OF_MEMORY: out of memory", e)
+    assert.are.equal(live, stats().allocs_live)
+    local a = weft.full(4, 3, weft.float32, D)
+    assert.are.same({ 3, 3, 3, 3 }, a:totable())
+  end)
+
+  it("a failing launch: a clear error at the launch, and the next launch works", function()
+    local x = weft.array({ 1, 2 }, weft.float32, D)
+    local y = weft.zeros(2, weft.float32, D)
+    weft.launch(saxpy, 2, { x, y, 1 }, D) -- loaded
+    ffi.C.setenv("WEFT_CUDA_EMU_FAIL_LAUNCH", "1", 1)
+    local line = debug.getinfo(1, "l").currentline + 1
+    local e = err_of(function() weft.launch(saxpy, 2, { x, y, 1 }, D) end)
+    ffi.C.unsetenv("WEFT_CUDA_EMU_FAIL_LAUNCH")
+    assert.are.equal(here .. line .. ": weft: CUDA kernel launch failed: "
+                     .. "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: too many resources requested for launch", e)
+    weft.launch(saxpy, 2, { x, y, 1 }, D)
+    weft.synchronize()
+    assert.are.same({ 2, 4 }, y:totable())
+  end)
+
+  it("a failing module load: a clear error, and the kernel loads at the next launch", function()
+    local k = weft.kernel{ y = weft.array(weft.float32), function(y) y[weft.tid()] = 5.0 end }
+    local y = weft.zeros(3, weft.float32, D)
+    ffi.C.setenv("WEFT_CUDA_EMU_FAIL_MODULE", "1", 1)
+    local line = debug.getinfo(1, "l").currentline + 1
+    local e = err_of(function() weft.launch(k, 3, { y }, D) end)
+    ffi.C.unsetenv("WEFT_CUDA_EMU_FAIL_MODULE")
+    assert.are.equal(here .. line .. ": weft: CUDA module load failed: "
+                     .. "CUDA_ERROR_INVALID_PTX: a PTX JIT compilation failed", e)
+    weft.launch(k, 3, { y }, D)
+    weft.synchronize()
+    assert.are.same({ 5, 5, 5 }, y:totable())
+  end)
+
+  it("orders two streams only through an event: without the wait the data is stale", function()
+    local n = 64
+    local function run(wait)
+      local src = weft.zeros(n, weft.float32, D)
+      local dst = weft.zeros(n, weft.float32, D)
+      local ones = weft.ones(n, weft.float32, D)
+      local s1, s2 = weft.Stream("cuda:0"), weft.Stream("cuda:0")
+      weft.launch(copyk, n, { src, dst }, { stream = s2 }) -- loaded before the race
+      s2:synchronize()
+      ffi.C.setenv("WEFT_CUDA_EMU_DELAY_MS", "200", 1) -- the kernel on s1 starts late
+      weft.launch(saxpy, n, { ones, src, 1 }, { stream = s1 }) -- src = 1
+      if wait then s2:wait_stream(s1) end
+      ffi.C.setenv("WEFT_CUDA_EMU_DELAY_MS", "0", 1)
+      weft.launch(copyk, n, { src, dst }, { stream = s2 }) -- dst = src
+      s1:synchronize()
+      s2:synchronize()
+      return dst:totable()
+    end
+    local ok, stale = pcall(run, false)
+    ffi.C.unsetenv("WEFT_CUDA_EMU_DELAY_MS")
+    assert(ok, stale)
+    assert.are.equal(0, stale[1])
+    assert.are.equal(1, run(true)[n])
+  end)
+
+  it("catches a host read of device memory (in a child process)", function()
+    local code = [[
+      local weft, ffi = require "weft", require "ffi"
+      local a = weft.ones(4, weft.float32, { device = "cuda:0" })
+      io.stderr:write("read ", ffi.cast("float *", a:ptr())[0], "\n")
+    ]]
+    local p = io.popen("luajit -e '" .. code:gsub("\n", " ") .. "' 2>&1")
+    local out = p:read("*a")
+    p:close()
+    assert.matches("weft%-cuda%-emu: host code dereferenced device pointer", out)
+    assert.is_nil(out:match("read 1"))
+  end)
+end)
