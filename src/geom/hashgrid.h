@@ -44,6 +44,7 @@ typedef struct wf_hgrid_query {
   int32_t x0, y0, z0, x1, y1, z1; /* the cell box, inclusive */
   int32_t x, y, z;                /* the cell being visited */
   int32_t at, end;                /* its slice of point_ids */
+  int32_t cur;                    /* the candidate _get returns */
 } wf_hgrid_query;
 
 /* floor(v) as a cell coordinate, saturating instead of overflowing */
@@ -116,6 +117,38 @@ WF_GEOM_FN int wf_hgrid_query_next(wf_hgrid_query *q, int32_t *j) {
 /* weft.hash_grid_point_id(id, i): the i-th point in cell order */
 WF_GEOM_FN int32_t wf_hgrid_point_id(const wf_hgrid *g, int32_t i) {
   return (i >= 0 && i < g->npoints) ? g->point_ids[i] : -1;
+}
+
+
+/* ---- kernel builtins: the rows of src/geom/native.h (result pointer,
+** then a pointer per argument). `for j in weft.hash_grid_query(id, p, r)`
+** is the iterator triple hash_grid_query / _next / _get. An id of 0 is
+** no grid: the query yields nothing, point ids read -1. ---- */
+WF_GEOM_FN const wf_hgrid *wf_hgrid_arg(const void *id) {
+  return (const wf_hgrid *)(uintptr_t) * (const uint64_t *)id;
+}
+WF_GEOM_FN void wf_nat_hash_grid_query(void *state, void *res, const void *id, const void *p,
+                                       const void *r) {
+  wf_hgrid_query *q = (wf_hgrid_query *)state;
+  const wf_hgrid *g = wf_hgrid_arg(id);
+  const float *pt = (const float *)p;
+  static const wf_hgrid empty = {0, 0, 0, 1.0f, 1.0f, 1, 1, 1, 0};
+  wf_hgrid_query_begin(q, g ? g : &empty, pt[0], pt[1], pt[2], *(const float *)r);
+  *(uint64_t *)res = (uint64_t)(uintptr_t)q;
+}
+WF_GEOM_FN void wf_nat_hash_grid_query_next(void *res, const void *h) {
+  wf_hgrid_query *q = (wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
+  int32_t j;
+  *(unsigned char *)res = (unsigned char)wf_hgrid_query_next(q, &j);
+  q->cur = j;
+}
+WF_GEOM_FN void wf_nat_hash_grid_query_get(void *res, const void *h) {
+  const wf_hgrid_query *q = (const wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
+  *(int32_t *)res = q->cur;
+}
+WF_GEOM_FN void wf_nat_hash_grid_point_id(void *res, const void *id, const void *i) {
+  const wf_hgrid *g = wf_hgrid_arg(id);
+  *(int32_t *)res = g ? wf_hgrid_point_id(g, *(const int32_t *)i) : -1;
 }
 
 /* ---- host side (hashgrid.c), the FFI surface of lua/weft/hashgrid.lua ---- */

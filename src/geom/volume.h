@@ -223,4 +223,75 @@ WF_GEOM_FN wf_vol_v3 wf_vol_world_to_index_dir(const wf_vol *v, float x, float y
   return wf_vol_map(v->inv, 0, x, y, z);
 }
 
+/* ---- kernel builtins: the rows of src/geom/native.h (its C ABI: the
+** result pointer first, then a pointer to each argument). An id of 0 is no
+** volume: lookups give zeros. The samplers themselves are weft.func in
+** lua/weft/volume.lua built on volume_cell_*, so autodiff differentiates
+** them with respect to the sample position. ---- */
+WF_GEOM_FN const wf_vol *wf_vol_arg(const void *id) {
+  return (const wf_vol *)(uintptr_t) * (const uint64_t *)id;
+}
+WF_GEOM_FN int32_t wf_vol_iarg(const void *p) { return *(const int32_t *)p; }
+
+/* volume_lookup_f/_i/_v(id, i, j, k): the value at a voxel */
+WF_GEOM_FN void wf_vol_lookup(void *res, const void *id, const void *i, const void *j,
+                              const void *k, uint32_t nbytes) {
+  const wf_vol *v = wf_vol_arg(id);
+  unsigned char *r = (unsigned char *)res;
+  uint32_t b;
+  if (!v) {
+    for (b = 0; b < nbytes; b++) r[b] = 0;
+    return;
+  }
+  const unsigned char *s = wf_vol_find(v, wf_vol_iarg(i), wf_vol_iarg(j), wf_vol_iarg(k));
+  for (b = 0; b < nbytes; b++) r[b] = s[b];
+}
+WF_GEOM_FN void wf_nat_volume_lookup_f(void *res, const void *id, const void *i, const void *j,
+                                       const void *k) {
+  wf_vol_lookup(res, id, i, j, k, 4);
+}
+WF_GEOM_FN void wf_nat_volume_lookup_i(void *res, const void *id, const void *i, const void *j,
+                                       const void *k) {
+  wf_vol_lookup(res, id, i, j, k, 4);
+}
+WF_GEOM_FN void wf_nat_volume_lookup_v(void *res, const void *id, const void *i, const void *j,
+                                       const void *k) {
+  wf_vol_lookup(res, id, i, j, k, 12);
+}
+
+/* volume_cell_f/_v(id, i, j, k): the 8 corner values of the cell with
+** low corner (i, j, k), corner c = (c >> 2, (c >> 1) & 1, c & 1) */
+WF_GEOM_FN void wf_vol_cell(void *res, const void *id, const void *i, const void *j,
+                            const void *k, int nf) {
+  const wf_vol *v = wf_vol_arg(id);
+  float *r = (float *)res;
+  int q;
+  if (!v) {
+    for (q = 0; q < 8 * nf; q++) r[q] = 0.0f;
+    return;
+  }
+  wf_vol_corners(v, wf_vol_iarg(i), wf_vol_iarg(j), wf_vol_iarg(k), nf, r);
+}
+WF_GEOM_FN void wf_nat_volume_cell_f(void *res, const void *id, const void *i, const void *j,
+                                     const void *k) {
+  wf_vol_cell(res, id, i, j, k, 1);
+}
+WF_GEOM_FN void wf_nat_volume_cell_v(void *res, const void *id, const void *i, const void *j,
+                                     const void *k) {
+  wf_vol_cell(res, id, i, j, k, 3);
+}
+
+/* volume_transform_row(id, r): rows 0-2 of the index-to-world matrix,
+** 3 its translation, 4-6 the rows of its inverse */
+WF_GEOM_FN void wf_nat_volume_transform_row(void *res, const void *id, const void *row) {
+  const wf_vol *v = wf_vol_arg(id);
+  const int32_t r = wf_vol_iarg(row);
+  float *o = (float *)res;
+  const float *src = !v ? 0 : r >= 0 && r < 3 ? v->mat + 3 * r : r == 3 ? v->vec
+                              : r >= 4 && r < 7 ? v->inv + 3 * (r - 4) : 0;
+  o[0] = src ? src[0] : 0.0f;
+  o[1] = src ? src[1] : 0.0f;
+  o[2] = src ? src[2] : 0.0f;
+}
+
 #endif
