@@ -162,6 +162,34 @@ describe("the emulated CUDA device", function()
     assert.are.equal(1, run(true)[n])
   end)
 
+  it("captures a kernel's first launch, and debug-mode launches, without allocating", function()
+    local m0 = stats().misuse
+    local k = weft.kernel{ y = weft.array(weft.float32), function(y)
+      local i = weft.tid()
+      y[i] = y[i] + 1.0
+    end }
+    local y = weft.zeros(3, weft.float32, D)
+    weft.capture_begin("cuda:0")
+    weft.launch(k, 3, { y }, D) -- compiles and loads inside the capture
+    local g = weft.capture_end()
+    weft.capture_launch(g)
+    weft.capture_launch(g)
+    weft.synchronize()
+    assert.are.same({ 2, 2, 2 }, y:totable())
+    weft.config.mode = "debug"
+    local ok, err = pcall(function()
+      weft.capture_begin("cuda:0")
+      weft.launch(k, 4, { y }, D) -- out of bounds: reported at the synchronize after the replay
+      local g2 = weft.capture_end()
+      weft.capture_launch(g2)
+      weft.synchronize()
+    end)
+    weft.config.mode = "release"
+    assert.is_false(ok)
+    assert.matches("index 3 out of bounds for axis 0 with size 3 in array 'y'", err, 1, true)
+    assert.are.equal(m0, stats().misuse, ffi.string(emu.wf_cuemu_last()))
+  end)
+
   it("catches a host read of device memory (in a child process)", function()
     local code = [[
       local weft, ffi = require "weft", require "ffi"

@@ -316,6 +316,11 @@ return function(weft, P)
       capturing = -1
       return
     end
+    -- a capture may not allocate (the driver refuses and drops it): the
+    -- error slot its launches write is made first
+    if not release_slots[n] then
+      release_slots[n] = weft.zeros(512, weft.uint8, { device = "cuda:" .. n })
+    end
     check(C.wf_cuda_capture_begin(rt, n))
     capturing, captured = n, {}
   end
@@ -492,7 +497,9 @@ return function(weft, P)
     a.pack(ins, outs, nin, extra)
     local slot
     if mode > 0 then -- the error slot's device pointer, passed last
-      if debug then
+      -- captured debug launches report as release ones do (at the next
+      -- synchronize): a capture cannot zero or read the slot per launch
+      if debug and capturing ~= n then
         slot = error_slot(n)
       else
         local s = release_slots[n]

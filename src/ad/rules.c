@@ -21,6 +21,7 @@
 ** exactly the set of ops flagged WF_OPF_DIFF in WF_IRDEF (ir/ir.h).
 */
 #include "ad/ad_int.h"
+#include "geom/native.h"
 
 #define RT(in) (A->pf->vals[(in)->res[0]].type)
 #define X(k) wf_ad_primal(A, in->args[k])
@@ -607,8 +608,29 @@ static wf_val f_atomic_minmax(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   _(LOAD, r_load, WF_AD_RD_IDX, f_load) _(STORE, r_store, WF_AD_RD_IDX, f_store) \
   _(ATOMIC_ADD, r_atomic_add, WF_AD_RD_IDX, f_store) \
   _(ATOMIC_MIN, r_atomic_minmax, WF_AD_RD_ARGS, f_atomic_minmax) \
-  _(ATOMIC_MAX, r_atomic_minmax, WF_AD_RD_ARGS, f_atomic_minmax)
+  _(ATOMIC_MAX, r_atomic_minmax, WF_AD_RD_ARGS, f_atomic_minmax) \
+  _(NATIVE, r_native, WF_AD_RD_ARGS, f_native)
 /* clang-format on */
+
+/* ---- native builtins (src/geom/native.h) ----
+** A row with an adjoint row gets it called with the primal arguments and
+** the result's adjoint; it accumulates into the object's own gradient
+** buffers (mesh points), so no operand gets an adjoint here. Rows without
+** one (queries) are constants to autodiff; their tangent is zero. */
+static void r_native(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  if (in->imm < 0 || in->imm >= WF_NAT__COUNT || in->nres != 1) return;
+  int adj = wf_native_tab[in->imm].adj;
+  if (adj < 0 || in->nargs > 15) return;
+  wf_val a[16];
+  for (int k = 0; k < in->nargs; k++)
+    a[k] = X(k);
+  a[in->nargs] = g[0];
+  wf_ad_emit(A, WF_OP_NATIVE, in->nargs + 1, a, 0, NULL, 0)->imm = adj;
+}
+static wf_val f_native(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  (void)A, (void)in, (void)t;
+  return WF_NOVAL;
+}
 
 static const wf_ad_rule rules_tab[WF_OP__COUNT] = {
 #define WF_AD_RULE_ENTRY(op, fn, rd, tfn) [WF_OP_##op] = {fn, rd, tfn},

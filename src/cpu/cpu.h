@@ -103,6 +103,10 @@ WF_INTERNAL LLVMValueRef wf_cpu_call_ext(wf_cpu_emitter *e, const char *name, LL
 WF_INTERNAL LLVMValueRef wf_cpu_header_value(wf_cpu_emitter *e, LLVMValueRef hdr, int nd);
 WF_INTERNAL LLVMValueRef wf_cpu_arr_get(wf_cpu_emitter *e, LLVMValueRef a, unsigned field, int k);
 WF_INTERNAL LLVMValueRef wf_cpu_mload(wf_cpu_emitter *e, const wf_type *t, LLVMValueRef p);
+WF_INTERNAL void wf_cpu_mstore(wf_cpu_emitter *e, const wf_inst *in, const wf_type *t,
+                               LLVMValueRef p, LLVMValueRef v);
+/* native.c: a call of a native builtin (WF_OP_NATIVE, src/geom/native.h). */
+WF_INTERNAL void wf_cpu_emit_native(wf_cpu_emitter *e, wf_inst *in);
 WF_INTERNAL void wf_cpu_range_check(wf_cpu_emitter *e, const wf_inst *in, const LLVMValueRef *dims,
                                     int nd);
 WF_INTERNAL void wf_cpu_emit_inst(wf_cpu_emitter *e, wf_inst *in);
@@ -179,6 +183,11 @@ WF_INTERNAL int32_t wf_cpu_rt_priv_begin(wf_launch_ctx *ctx, int64_t nthreads, i
                                          void **block);
 WF_INTERNAL void wf_cpu_rt_priv_end(wf_launch_ctx *ctx, int32_t n, wf_array *const *hdrs,
                                     void *const *data, const int32_t *bits, void *block);
+
+/* Debug mode: is id a live object of this kind (row: the native builtin
+** asking, for the message)? 0 fails the launch. */
+WF_INTERNAL int32_t wf_cpu_rt_geom_check(wf_launch_ctx *ctx, const char *where, uint64_t id,
+                                         int32_t kind, int32_t row);
 
 typedef struct wf_cpu_sym {
   const char *name;

@@ -529,6 +529,11 @@ static void mstore(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef p, LL
   }
 }
 
+/* For src/cpu/native.c: a value stored in its C layout. */
+void wf_cpu_mstore(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef p, LLVMValueRef v) {
+  mstore(e, in, t, p, v);
+}
+
 /* The array value {data, shape, strides} of a wf_array header pointer. */
 LLVMValueRef header_value(E *e, LLVMValueRef hdr, int nd) {
   LLVMBuilderRef B = e->B;
@@ -1464,6 +1469,7 @@ void emit_inst(E *e, wf_inst *in) {
   case WF_OP_CALL:
     efail(e, in, "internal error: call to function %d was not inlined", (int)in->imm);
     return;
+  case WF_OP_NATIVE: wf_cpu_emit_native(e, in); return;
   case WF_OP_IF: emit_if(e, in); return;
   case WF_OP_FOR: emit_for(e, in); return;
   case WF_OP_WHILE: emit_while(e, in); return;

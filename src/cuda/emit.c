@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "cuda/wf_cuda.h"
+#include "geom/native.h"
 
 #include "util/sbuf.h"
 typedef wf_sbuf sbuf;
@@ -576,6 +577,38 @@ static void print_value(emitter *E, sbuf *fmt, sbuf *args, const char *spec, siz
     wf_sb_putn(fmt, spec, speclen);
     wf_sb_printf(fmt, "ll%c", conv);
     wf_sb_printf(args, ", (long long)%s", x);
+  }
+}
+
+/* A native builtin (src/geom/native.h): wf_nat_<name>(res, &args...) from
+** src/geom/query.h, which the module carries (put_preludes); every value is
+** a C local, passed by address. An iterator's state is a local block. */
+static void emit_native(emitter *E, const wf_inst *in) {
+  if (in->imm < 0 || in->imm >= WF_NAT__COUNT) {
+    fail(E, in, "bad native row %lld", (long long)in->imm);
+    return;
+  }
+  const wf_nativeinfo *ni = &wf_native_tab[in->imm];
+  sbuf *b = &E->body;
+  int r = in->nres ? (int)in->res[0] : -1;
+  ind(E);
+  if (ni->state)
+    wf_sb_printf(b, "unsigned long long wf_qs%d[%d];\n", r, (ni->state + 7) / 8);
+  else if (r >= 0)
+    wf_sb_printf(b, "%s v%d;\n", ctype(E, vt(E, r)), r);
+  ind(E);
+  wf_sb_printf(b, "wf_nat_%s(", ni->name);
+  if (ni->state) wf_sb_printf(b, "wf_qs%d, ", r);
+  if (r >= 0 && !ni->state)
+    wf_sb_printf(b, "&v%d", r);
+  else
+    wf_sb_puts(b, "0");
+  for (int k = 0; k < in->nargs; k++)
+    wf_sb_printf(b, ", &v%d", (int)in->args[k]);
+  wf_sb_puts(b, ");\n");
+  if (ni->state) {
+    decl(E, r);
+    wf_sb_printf(b, "(unsigned long long)wf_qs%d;\n", r);
   }
 }
 
@@ -1149,6 +1182,7 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
   case WF_OP_CALL:
     fail(E, in, "call to function %d was not inlined (run wf_ir_optimize first)", (int)in->imm);
     break;
+  case WF_OP_NATIVE: emit_native(E, in); break;
   case WF_OP_IF: emit_if(E, in); break;
   case WF_OP_FOR: emit_for(E, in); break;
   case WF_OP_WHILE: emit_while(E, in); break;
@@ -1290,6 +1324,7 @@ done:
 ** smaller cold compile. Device pieces are skipped under WF_HOST_SHIM:
 ** tests/cuda/shim.h defines them for g++. */
 #include "prelude_cuh.h"
+#include "query_h.h"
 
 typedef enum piece_kind { PIECE_DEVICE, PIECE_HALF, PIECE_PORTABLE, PIECE_FILE } piece_kind;
 
@@ -1382,6 +1417,8 @@ static int put_preludes(sbuf *all, const char *code, int uses_half) {
     wf_sb_putn(all, pc.text, pc.len);
   }
   if (open) wf_sb_puts(all, "#endif\n");
+  /* the geometry queries, when a native builtin is called */
+  if (strstr(code, "wf_nat_")) wf_sb_puts(all, wf_geom_query_src);
   return r;
 }
 

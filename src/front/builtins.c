@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "front/lower.h"
+#include "geom/native.h"
 
 #define ERR(e, ...) wf_lo_err(F, (e)->line, (e)->col, __VA_ARGS__)
 #define TN(t) wf_lo_tname(F->C, (t))
@@ -736,11 +737,18 @@ int wf_bi_names(lua_State *L) {
       lua_pushstring(L, wf_opinfo_tab[op].name);
       lua_rawseti(L, -2, ++n);
     }
+  for (int r = 0; r < WF_NAT__COUNT; r++) /* native builtins (src/geom/native.h) */
+    if (!(wf_native_tab[r].flags & WF_NATF_INTERNAL)) {
+      lua_pushstring(L, wf_native_tab[r].name);
+      lua_rawseti(L, -2, ++n);
+    }
   return 1;
 }
 
 int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *out) {
   wf_types *T = F->C->T;
+  int nat = wf_nat_find(name); /* native builtins (src/geom/native.h) */
+  if (nat >= 0) return wf_nat_call(F, nat, name, call, out);
   int op = table_op(name);
   if (op == WF_OP_BIT_COUNT) {
     /* Warp's bit_count: the set bits of an integer, as int32 */

@@ -130,7 +130,8 @@ typedef enum wf_ek {
   E_TABLE,
   E_PAREN,
   E_FUNC,
-  E_VARARG
+  E_VARARG,
+  E_NATIVE /* made by the front end (native.c): native row `op` on args */
 } wf_ek;
 
 typedef struct wf_expr wf_expr;
@@ -166,7 +167,8 @@ typedef enum wf_sk {
   S_REPEAT,
   S_BREAK,
   S_RETURN,
-  S_DO
+  S_DO,
+  S_FORIN /* generic for over a geometry query: names, exprs[0] the call, body */
 } wf_sk;
 
 typedef struct wf_block_ast {

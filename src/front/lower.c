@@ -848,6 +848,7 @@ static wf_rv lower_expr1(wf_fstate *F, wf_expr *e) {
   case E_TABLE: ERR(e, "table constructors are only supported as struct values: P{...}");
   case E_FUNC: ERR(e, "function definitions (closures) are not supported inside kernels");
   case E_VARARG: ERR(e, "varargs ('...') are not supported in kernels");
+  case E_NATIVE: return wf_lo_native(F, e);
   }
   ERR(e, "unsupported expression");
 }
@@ -1224,6 +1225,7 @@ void wf_lo_stmt(wf_fstate *F, wf_stmt *s) {
   case S_IF: lower_ifchain(F, s, 0); return;
   case S_FORNUM: wf_lo_for(F, s); return;
   case S_WHILE: wf_lo_while(F, s, 0); return;
+  case S_FORIN: wf_lo_forin(F, s); return;
   case S_REPEAT: wf_lo_while(F, s, 1); return;
   case S_DO: wf_lo_stmts(F, &s->body, 0); return;
   case S_BREAK:

@@ -221,6 +221,16 @@ WF_INTERNAL void wf_lo_while(wf_fstate *F, wf_stmt *s, int is_repeat);
 /* The value of local x where it merges into type t. */
 WF_INTERNAL wf_val wf_lo_var_value(wf_fstate *F, wf_var *x, const wf_type *t);
 
+/* ---- native.c: native builtins (src/geom/native.h) ---- */
+/* The public native row named `name`, or -1. */
+WF_INTERNAL int wf_nat_find(const char *name);
+/* A call of builtin `name` that is native row `row`. */
+WF_INTERNAL int wf_nat_call(wf_fstate *F, int row, const char *name, wf_expr *call, wf_rv *out);
+/* An E_NATIVE expression (made by wf_lo_forin). */
+WF_INTERNAL wf_rv wf_lo_native(wf_fstate *F, wf_expr *e);
+/* for f in weft.<query>(...) do ... end */
+WF_INTERNAL void wf_lo_forin(wf_fstate *F, wf_stmt *s);
+
 /* ---- builtins.c ---- */
 /* Lower a call to builtin `name`; returns the number of results in out. */
 WF_INTERNAL int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *out);

@@ -396,13 +396,51 @@ static wf_stmt *ifstat(P *p, int line, int col) {
   return s;
 }
 
+/* for n1 [, n2 ...] in e1 [, e2 ...] do ... end: what may follow `in` is
+** checked when lowering (front/native.c: only geometry queries). */
+static wf_stmt *forin(P *p, int line, int col, const char *first, int firstcol) {
+  wf_stmt *s = newstmt(p, S_FORIN, line, col);
+  vec names = {0}, cols = {0};
+  int *c0 = wf_front_alloc(p->C, sizeof(int));
+  *c0 = firstcol;
+  vpush(p, &names, (void *)first);
+  vpush(p, &cols, c0);
+  while (TOK == ',') {
+    next(p);
+    int *c = wf_front_alloc(p->C, sizeof(int));
+    *c = p->X.t.col;
+    vpush(p, &cols, c);
+    vpush(p, &names, (void *)checkname(p));
+  }
+  expect(p, TK_IN);
+  vec es = {0};
+  vpush(p, &es, expr(p));
+  while (TOK == ',') {
+    next(p);
+    vpush(p, &es, expr(p));
+  }
+  s->nnames = names.n;
+  s->names = wf_front_alloc(p->C, sizeof(char *) * (size_t)names.n);
+  s->namecols = wf_front_alloc(p->C, sizeof(int) * (size_t)names.n);
+  for (int i = 0; i < names.n; i++) {
+    s->names[i] = names.v[i];
+    s->namecols[i] = *(int *)cols.v[i];
+  }
+  s->nexprs = es.n;
+  s->exprs = wf_front_alloc(p->C, sizeof(wf_expr *) * (size_t)es.n);
+  for (int i = 0; i < es.n; i++)
+    s->exprs[i] = es.v[i];
+  expect(p, TK_DO);
+  block(p, &s->body);
+  match(p, TK_END, TK_FOR, line);
+  return s;
+}
+
 static wf_stmt *forstat(P *p, int line, int col) {
   next(p); /* for */
   int ncol = p->X.t.col;
   const char *name = checkname(p);
-  if (TOK == ',' || TOK == TK_IN)
-    wf_front_error(p->C, p->X.src, line, col,
-                   "generic for ('for ... in') is not supported in kernels; use a numeric for");
+  if (TOK == ',' || TOK == TK_IN) return forin(p, line, col, name, ncol);
   wf_stmt *s = newstmt(p, S_FORNUM, line, col);
   s->nnames = 1;
   s->names = wf_front_alloc(p->C, sizeof(char *));

@@ -72,6 +72,8 @@
 **                  +568 const int32_t *intr  the interrupt request
 **                                            (wf_intr.pending), read with
 **                                            relaxed loads at loop back-edges
+**                  +576 const void *geom     the live geometry objects
+**                                            (debug-mode id checks)
 **
 ** Interrupts (weft_interrupt). A kernel that finds *intr set at a loop
 ** back-edge stops the launch (wf_launch_interrupted: error =
@@ -132,6 +134,7 @@ typedef struct wf_launch_ctx {
   int32_t lock;
   int32_t pad_;
   const int32_t *intr;
+  const void *geom; /* live geometry ids (src/geom/registry.c), or NULL */
 } wf_launch_ctx;
 
 _Static_assert(offsetof(wf_launch_ctx, dims) == 0 && offsetof(wf_launch_ctx, error) == 36 &&

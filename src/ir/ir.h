@@ -269,6 +269,8 @@ typedef enum wf_tyrule {
   P(X, CHECK,    "check",   -1, 0, WF_OPF_MEM, WF_TY_OWN, NULL) /* array, first[, last]: a hoisted bounds check (pass_bounds.c) */ \
   /* calls (removed by the inline pass before the backends run) */ \
   P(X, CALL,     "call",    -1, -1, 0, WF_TY_OWN, NULL)            /* imm = callee index in module */ \
+  /* native builtins written in C (geometry queries): imm = row of src/geom/native.h */ \
+  P(X, NATIVE,   "native",  -1, -1, WF_OPF_MEM|WF_OPF_DIFF, WF_TY_OWN, NULL) \
   /* structured control flow */ \
   P(X, IF,       "if",       1, -1, WF_OPF_REGION, WF_TY_OWN, NULL) /* cond; blocks then, else */ \
   P(X, FOR,      "for",     -1, -1, WF_OPF_REGION, WF_TY_OWN, NULL) /* lo, hi, step, inits...; blocks body */ \

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <stdarg.h>
 
+#include "geom/native.h"
 #include "ir/ir.h"
 
 typedef struct vstate {
@@ -371,6 +372,17 @@ static int check_op(vstate *V, wf_inst *in) {
     return 1;
   }
   case WF_OP_CALL: return check_call(V, in);
+  case WF_OP_NATIVE: {
+    /* operand and result counts of its row (types: the front end) */
+    if (in->imm < 0 || in->imm >= WF_NAT__COUNT)
+      return fail(V, in, "names native row %lld of %d", (long long)in->imm, (int)WF_NAT__COUNT);
+    const wf_nativeinfo *ni = &wf_native_tab[in->imm];
+    int na = wf_native_nargs(ni), nr = ni->res[0] != 0;
+    if (in->nargs != na || in->nres != nr)
+      return fail(V, in, "native %s has %d operands and %d results, expected %d and %d", ni->name,
+                  in->nargs, in->nres, na, nr);
+    return 1;
+  }
   case WF_OP_IF: return check_if(V, in);
   case WF_OP_FOR: return check_for(V, in);
   case WF_OP_WHILE: return check_while(V, in);

@@ -65,6 +65,7 @@ int wf_cpu_launch(wf_rt *rt, void *fn, int ndim, const int64_t *dims, const void
   wf_intr *intr = wf_rt_intr(rt);
   if (wf_intr_take(intr)) return wf_rt_seterr(rt, WEFT_ERRINTR, "interrupted");
   ctx.intr = &intr->pending;
+  ctx.geom = rt->geom;
   ctx.ndim = ndim;
   ctx.error = 0;
   ctx.msg[0] = '\0';

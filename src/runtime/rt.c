@@ -56,6 +56,7 @@ void wf_rt_free(wf_rt *rt) {
   if (!rt) return;
   drop_pool(rt);
   if (rt->cuda_ctx && rt->cuda_free) rt->cuda_free(rt->cuda_ctx);
+  if (rt->geom && rt->geom_release) rt->geom_release(rt->geom);
   free(rt);
 }
 

@@ -1,0 +1,133 @@
+-- Triangle meshes and bounding volume hierarchies (src/geom/geom.h):
+--
+--   local m = weft.Mesh{ points = P, indices = I [, velocities = V]
+--                        [, support_winding_number = true] }
+--   m.id  m.points  m.indices  m.velocities  m:refit()
+--   local b = weft.Bvh(lowers, uppers)   b.id  b:refit()
+--
+-- Kernels receive the id (a uint64) and call the native queries of
+-- src/geom/native.h (weft.mesh_query_point, ...). The object keeps its
+-- arrays alive; the BVH is built in C over them without a copy.
+-- mesh_eval_position and mesh_eval_velocity are weft.func here, built on
+-- mesh_get_index and mesh_get_point, so autodiff takes their gradients
+-- with respect to u and v like any code, and with respect to the points
+-- through mesh_get_point's adjoint (into points.grad when the points
+-- require gradients).
+local ffi = require "ffi"
+local cdef = require "weft.cdef"
+
+cdef.declare [[
+typedef struct wf_geom wf_geom;
+int wf_geom_mesh_new(wf_rt *rt, const wf_array *points, const wf_array *indices,
+                     const wf_array *velocities, int winding, wf_geom **out);
+int wf_geom_bvh_new(wf_rt *rt, const wf_array *lowers, const wf_array *uppers, wf_geom **out);
+int wf_geom_refit(wf_rt *rt, wf_geom *g);
+int wf_geom_set_grads(wf_rt *rt, wf_geom *g, const wf_array *points_grad,
+                      const wf_array *velocities_grad);
+uint64_t wf_geom_id(const wf_geom *g);
+void wf_geom_free(wf_geom *g);
+]]
+
+return function(weft, P)
+  local C = cdef.C
+  local raise, describe = P.raise, P.describe
+  local is_array = weft.is_array
+
+  local function dtype_name(a) return tostring(a.dtype) end
+
+  -- a an array of dtype t (its name in messages: what)
+  local function want_array(fname, what, a, t, tname)
+    if not is_array(a) then raise("%s: %s must be an array of %s, got %s", fname, what, tname, describe(a)) end
+    if a.dtype ~= t then
+      raise("%s: %s must be an array of %s, got an array of %s", fname, what, tname, dtype_name(a))
+    end
+    return a
+  end
+
+  local function same_device(fname, what, a, other, b)
+    if a.device ~= b.device then
+      raise("%s: %s is on %s but %s is on %s (all arrays must be on one device)", fname, what,
+            tostring(a.device), other, tostring(b.device))
+    end
+  end
+
+  -- Gradients of mesh_get_point / mesh_get_velocity go to the arrays' .grad.
+  local function sync_grads(m)
+    local pg = m.points.requires_grad and m.points.grad or nil
+    local vg = m.velocities and m.velocities.requires_grad and m.velocities.grad or nil
+    P.check(C.wf_geom_set_grads(P.rt, m._g, pg and pg.h or nil, vg and vg.h or nil), 3)
+  end
+
+  local mesh_methods, bvh_methods = {}, {}
+  local mesh_mt = { __index = mesh_methods, __name = "weft.Mesh" }
+  local bvh_mt = { __index = bvh_methods, __name = "weft.Bvh" }
+  function mesh_mt.__tostring(m)
+    return string.format("weft.Mesh(%d points, %d faces)", m.points.size, m.indices.size / 3)
+  end
+  function bvh_mt.__tostring(b) return string.format("weft.Bvh(%d boxes)", b.lowers.size) end
+
+  function mesh_methods.refit(m)
+    P.check(C.wf_geom_refit(P.rt, m._g), 2)
+    sync_grads(m)
+  end
+  function bvh_methods.refit(b) P.check(C.wf_geom_refit(P.rt, b._g), 2) end
+
+  local MESH_KEYS = { points = true, indices = true, velocities = true, support_winding_number = true }
+
+  function weft.Mesh(args)
+    local fname = "weft.Mesh"
+    if type(args) ~= "table" then
+      raise("%s: expected a table { points = ..., indices = ... }, got %s", fname, describe(args))
+    end
+    for k in pairs(args) do
+      if not MESH_KEYS[k] then raise("%s: unknown field '%s'", fname, tostring(k)) end
+    end
+    local pts = want_array(fname, "points", args.points, weft.vec3, "vec3 (float32)")
+    local idx = want_array(fname, "indices", args.indices, weft.int32, "int32")
+    local vel = args.velocities
+    if vel ~= nil then want_array(fname, "velocities", vel, weft.vec3, "vec3 (float32)") end
+    same_device(fname, "points", pts, "indices", idx)
+    if vel then same_device(fname, "points", pts, "velocities", vel) end
+    local out = ffi.new("wf_geom*[1]")
+    P.check(C.wf_geom_mesh_new(P.rt, pts.h, idx.h, vel and vel.h or nil,
+                               args.support_winding_number and 1 or 0, out), 2)
+    local m = setmetatable({ points = pts, indices = idx, velocities = vel,
+                             support_winding_number = args.support_winding_number and true or false,
+                             device = pts.device }, mesh_mt)
+    m._g = ffi.gc(out[0], C.wf_geom_free)
+    m.id = C.wf_geom_id(out[0])
+    sync_grads(m)
+    return m
+  end
+
+  function weft.Bvh(lowers, uppers)
+    local fname = "weft.Bvh"
+    want_array(fname, "lowers", lowers, weft.vec3, "vec3 (float32)")
+    want_array(fname, "uppers", uppers, weft.vec3, "vec3 (float32)")
+    same_device(fname, "lowers", lowers, "uppers", uppers)
+    local out = ffi.new("wf_geom*[1]")
+    P.check(C.wf_geom_bvh_new(P.rt, lowers.h, uppers.h, out), 2)
+    local b = setmetatable({ lowers = lowers, uppers = uppers, device = lowers.device }, bvh_mt)
+    b._g = ffi.gc(out[0], C.wf_geom_free)
+    b.id = C.wf_geom_id(out[0])
+    return b
+  end
+
+  -- Barycentric evaluation with Warp's weights: u on the face's first
+  -- point, v on its second, 1 - u - v on its third.
+  local get_index, get_point, get_velocity = weft.mesh_get_index, weft.mesh_get_point, weft.mesh_get_velocity
+  local sig = { id = weft.uint64, face = weft.int32, u = weft.float32, v = weft.float32 }
+  local function eval_with(name, get)
+    local s = { name = name }
+    for k, t in pairs(sig) do s[k] = t end
+    s[1] = function(id, face, u, v)
+      local i0 = get_index(id, face * 3)
+      local i1 = get_index(id, face * 3 + 1)
+      local i2 = get_index(id, face * 3 + 2)
+      return get(id, i0) * u + get(id, i1) * v + get(id, i2) * (1.0 - u - v)
+    end
+    return weft.func(s)
+  end
+  weft.mesh_eval_position = eval_with("mesh_eval_position", get_point)
+  weft.mesh_eval_velocity = eval_with("mesh_eval_velocity", get_velocity)
+end

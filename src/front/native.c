@@ -1,0 +1,249 @@
+/*
+** native.c -- lowering of the native builtins (src/geom/native.h: the
+** geometry queries written in C) and of the generic for over a query.
+**
+** A call becomes one WF_OP_NATIVE instruction whose imm is the table row;
+** argument types come from the row's type specs, trailing optional
+** arguments from its defaults, and a struct result (mesh_query_point_t)
+** is interned from its spec. A generic for
+**
+**   for f in weft.mesh_query_aabb(id, lo, hi) do body end
+**
+** is rewritten into kernel syntax the rest of the front end lowers:
+**
+**   do
+**     local (query) = <begin row>(id, lo, hi)     -- the state's handle
+**     while <_next row>((query)) do
+**       local f = <_get row>((query))
+**       body
+**     end
+**   end
+**
+** with E_NATIVE nodes for the three calls; `(query)` cannot clash with a
+** user's name. break and return inside the body work as in any while.
+*/
+#include <stdlib.h>
+#include <string.h>
+
+#include "front/lower.h"
+#include "geom/native.h"
+
+#define ERR(e, ...) wf_lo_err(F, (e)->line, (e)->col, __VA_ARGS__)
+#define TN(t) wf_lo_tname(F->C, (t))
+
+int wf_nat_find(const char *name) {
+  for (int r = 0; r < WF_NAT__COUNT; r++)
+    if (!(wf_native_tab[r].flags & WF_NATF_INTERNAL) && !strcmp(name, wf_native_tab[r].name))
+      return r;
+  return -1;
+}
+
+static const wf_type *letter_type(wf_fstate *F, char c) {
+  wf_types *T = F->C->T;
+  switch (c) {
+  case 'b': return wf_t_bool(T);
+  case 'i': return wf_t_int(T, 32, 1);
+  case 'u': return wf_t_int(T, 64, 0);
+  case 'f': return wf_t_float(T, 32);
+  case 'v': return wf_t_vec(T, 3, wf_t_float(T, 32));
+  default: return NULL;
+  }
+}
+
+/* The type of a result spec: a letter, or "{name:letter,...}" laid out as
+** C would (Warp's struct names for the two query results). */
+static const wf_type *spec_type(wf_fstate *F, const char *spec, const char *row) {
+  if (spec[0] != '{') return letter_type(F, spec[0]);
+  wf_field fields[16];
+  char names[16][16];
+  int n = 0;
+  uint32_t off = 0;
+  for (const char *p = spec + 1; *p && *p != '}' && n < 16;) {
+    size_t len = strcspn(p, ":");
+    if (len >= sizeof names[0] || !p[len]) break;
+    memcpy(names[n], p, len);
+    names[n][len] = 0;
+    const wf_type *t = letter_type(F, p[len + 1]);
+    if (!t) return NULL;
+    off = (off + t->align - 1) / t->align * t->align;
+    fields[n] = (wf_field){names[n], t, off};
+    off += t->size;
+    n++;
+    p += len + 2;
+    if (*p == ',') p++;
+  }
+  char sname[80];
+  if (!strcmp(spec, WF_QP_T))
+    snprintf(sname, sizeof sname, "mesh_query_point_t");
+  else if (!strcmp(spec, WF_QR_T))
+    snprintf(sname, sizeof sname, "mesh_query_ray_t");
+  else
+    snprintf(sname, sizeof sname, "%s_t", row);
+  return wf_t_struct(F->C->T, sname, n, fields);
+}
+
+/* Number of optional trailing arguments (values in the defaults column). */
+static int nopt(const wf_nativeinfo *ni, double *vals) {
+  int n = 0;
+  for (const char *p = ni->defaults; *p && n < 8;) {
+    char *end;
+    vals[n++] = strtod(p, &end);
+    p = *end == ',' ? end + 1 : end;
+    if (end == p && *p) break;
+  }
+  return n;
+}
+
+/* Emit row `row` on the arguments args[0..nargs) (expressions); at is the
+** call for positions; name is the builtin's name as the user wrote it. */
+static int emit_row(wf_fstate *F, int row, const char *name, wf_expr **args, int nargs,
+                    wf_expr *at, wf_rv *out) {
+  const wf_nativeinfo *ni = &wf_native_tab[row];
+  int na = wf_native_nargs(ni);
+  double defs[8];
+  int no = nopt(ni, defs);
+  if (nargs < na - no || nargs > na) {
+    if (no)
+      ERR(at, "weft.%s expects %d to %d arguments, got %d", name, na - no, na, nargs);
+    ERR(at, "weft.%s expects %d argument%s, got %d", name, na, na == 1 ? "" : "s", nargs);
+  }
+  wf_val vals[16];
+  for (int i = 0; i < na; i++) {
+    const wf_type *t = letter_type(F, ni->args[i]);
+    if (i >= nargs) {
+      vals[i] = wf_lo_const(F, t, defs[i - (na - no)]);
+      continue;
+    }
+    wf_rv r = wf_lo_expr(F, args[i]);
+    if (r.kind == RV_VAL && r.t != t) {
+      const char *hint = ni->args[i] == 'u' && i == 0 ? " (an object's id, e.g. mesh.id)" : "";
+      ERR(args[i], "weft.%s: argument %d must be %s%s, got %s", name, i + 1, TN(t), hint, TN(r.t));
+    }
+    if (r.kind != RV_VAL && !wf_lo_isnum(&r))
+      ERR(args[i], "weft.%s: argument %d must be %s", name, i + 1, TN(t));
+    vals[i] = wf_lo_value(F, &r, t, args[i]);
+  }
+  F->b.loc = (wf_loc){at->line, at->col};
+  const wf_type *rt = ni->res[0] ? spec_type(F, ni->res, ni->name) : NULL;
+  if (ni->res[0] && !rt) ERR(at, "weft.%s: internal error: bad result spec", name);
+  wf_inst *in = wf_b_inst(&F->b, WF_OP_NATIVE, na, vals, rt ? 1 : 0, rt ? &rt : NULL, 0);
+  in->imm = row;
+  if (!rt) {
+    memset(out, 0, sizeof *out);
+    out->kind = RV_NONE;
+    return 0;
+  }
+  out[0] = wf_lo_mkval(in->res[0], rt);
+  return 1;
+}
+
+int wf_nat_call(wf_fstate *F, int row, const char *name, wf_expr *call, wf_rv *out) {
+  if (wf_native_tab[row].flags & WF_NATF_ITER)
+    ERR(call, "weft.%s is an iterating query: use it in a generic for, "
+              "for i in weft.%s(...) do ... end",
+        name, name);
+  return emit_row(F, row, name, call->args, call->nargs, call, out);
+}
+
+wf_rv wf_lo_native(wf_fstate *F, wf_expr *e) {
+  wf_rv out[1];
+  if (emit_row(F, e->op, wf_native_tab[e->op].name, e->args, e->nargs, e, out) == 0)
+    ERR(e, "weft.%s gives no value", wf_native_tab[e->op].name);
+  return out[0];
+}
+
+/* ---- the generic for ---- */
+static void *mk(wf_fstate *F, size_t n) {
+  return wf_front_alloc(F->C, n);
+}
+
+static wf_expr *native_expr(wf_fstate *F, int row, wf_expr **args, int nargs, int line, int col) {
+  wf_expr *e = mk(F, sizeof *e);
+  e->kind = E_NATIVE;
+  e->op = row;
+  e->args = args;
+  e->nargs = nargs;
+  e->line = line;
+  e->col = col;
+  return e;
+}
+
+static wf_stmt *local1(wf_fstate *F, const char *name, int namecol, wf_expr *value) {
+  wf_stmt *s = mk(F, sizeof *s);
+  s->kind = S_LOCAL;
+  s->line = value->line;
+  s->col = value->col;
+  s->nnames = 1;
+  s->names = mk(F, sizeof(char *));
+  s->names[0] = name;
+  s->namecols = mk(F, sizeof(int));
+  s->namecols[0] = namecol;
+  s->nexprs = 1;
+  s->exprs = mk(F, sizeof(wf_expr *));
+  s->exprs[0] = value;
+  return s;
+}
+
+static const char *const QUERIES =
+    "weft.mesh_query_aabb(id, lo, hi), weft.bvh_query_aabb(id, lo, hi), "
+    "weft.bvh_query_ray(id, start, dir)";
+
+void wf_lo_forin(wf_fstate *F, wf_stmt *s) {
+  wf_expr *call = s->exprs[0];
+  int row = -1;
+  const char *name = NULL;
+  if (call->kind == E_CALL && s->nexprs == 1) {
+    wf_rv callee = wf_lo_expr(F, call->a);
+    if (callee.kind == RV_LUA && callee.lk == LV_BUILTIN) {
+      name = callee.str;
+      row = wf_nat_find(name);
+    }
+  }
+  if (row < 0 || !(wf_native_tab[row].flags & WF_NATF_ITER)) {
+    if (name)
+      wf_lo_err(F, s->line, s->col,
+                "generic for ('for ... in') over weft.%s: kernels only iterate over the geometry "
+                "queries (%s)",
+                name, QUERIES);
+    wf_lo_err(F, s->line, s->col,
+              "generic for ('for ... in') in kernels only iterates over a geometry query (%s); "
+              "use a numeric for otherwise",
+              QUERIES);
+  }
+  if (s->nnames != 1)
+    wf_lo_err(F, s->line, s->namecols[1],
+              "weft.%s gives one value per iteration: write `for %s in ...`", name, s->names[0]);
+  int line = call->line, col = call->col;
+  const char *hv = "(query)";
+  wf_expr *h = mk(F, sizeof *h);
+  h->kind = E_NAME;
+  h->name = hv;
+  h->line = line;
+  h->col = col;
+  wf_expr **hargs = mk(F, sizeof(wf_expr *));
+  hargs[0] = h;
+  /* while body: local f = get(h); the user's statements */
+  wf_stmt *loop = mk(F, sizeof *loop);
+  loop->kind = S_WHILE;
+  loop->line = s->line;
+  loop->col = s->col;
+  loop->nconds = 1;
+  loop->conds = mk(F, sizeof(wf_expr *));
+  loop->conds[0] = native_expr(F, row + 1, hargs, 1, line, col);
+  loop->body.n = s->body.n + 1;
+  loop->body.s = mk(F, sizeof(wf_stmt *) * (size_t)loop->body.n);
+  loop->body.s[0] =
+      local1(F, s->names[0], s->namecols[0], native_expr(F, row + 2, hargs, 1, line, col));
+  for (int i = 0; i < s->body.n; i++)
+    loop->body.s[i + 1] = s->body.s[i];
+  /* do local h = begin(args); while ... end end */
+  wf_stmt *blk = mk(F, sizeof *blk);
+  blk->kind = S_DO;
+  blk->line = s->line;
+  blk->col = s->col;
+  blk->body.n = 2;
+  blk->body.s = mk(F, sizeof(wf_stmt *) * 2);
+  blk->body.s[0] = local1(F, hv, col, native_expr(F, row, call->args, call->nargs, line, col));
+  blk->body.s[1] = loop;
+  wf_lo_stmt(F, blk);
+}

@@ -1,0 +1,57 @@
+/*
+** geom.h -- host side of the geometry objects: the registry of live ids,
+** BVH build and refit, meshes and Bvh objects (reached from Lua through
+** the FFI: lua/weft/geom.lua, declared in lua/weft/cdef.lua).
+**
+** Takes: the runtime (wf_rt, arrays), the kernel-side layouts of query.h.
+** Gives: objects whose id (the descriptor's address) kernels pass to the
+** native builtins of native.h.
+**
+** Ownership: a wf_geom owns its descriptor, nodes and items; it borrows
+** the arrays it was made from (the Lua object keeps them alive). It holds
+** one reference to its runtime's registry, so it may outlive the runtime.
+*/
+#ifndef WF_GEOM_H
+#define WF_GEOM_H
+
+#include <stdint.h>
+
+#include "geom/native.h"
+#include "geom/query.h"
+#include "runtime/wf_rt.h"
+
+/* ---- registry of live objects (registry.c) ---- */
+typedef struct wf_georeg wf_georeg;
+/* The runtime's registry, made on first use (NULL on out of memory). */
+WF_INTERNAL wf_georeg *wf_georeg_of(wf_rt *rt);
+WF_INTERNAL void wf_georeg_retain(wf_georeg *g);
+WF_INTERNAL void wf_georeg_release(void *g);
+WF_INTERNAL int wf_georeg_add(wf_georeg *g, uint64_t id, int kind); /* 0 ok, -1 OOM */
+WF_INTERNAL void wf_georeg_remove(wf_georeg *g, uint64_t id);
+/* The kind of a live id, 0 if it is none (thread-safe against launches). */
+WF_INTERNAL int wf_georeg_kind(const void *g, uint64_t id);
+
+/* ---- BVH (bvh.c) ---- */
+/* Build over n boxes (lo, hi: 3 floats each per box, any NaN-free values);
+** *nodes and *items are malloc'd. 0, or -1 on out of memory. */
+WF_INTERNAL int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads,
+                             wf_gnode **nodes, int **items, int *nnodes);
+/* Recompute node bounds from new primitive boxes. */
+WF_INTERNAL void wf_bvh_refit(wf_gnode *nodes, int nnodes, const int *items,
+                              const float *lo, const float *hi);
+
+/* ---- objects (mesh.c): the FFI surface ---- */
+typedef struct wf_geom wf_geom;
+WF_FFI int wf_geom_mesh_new(wf_rt *rt, const wf_array *points, const wf_array *indices,
+                            const wf_array *velocities, int winding, wf_geom **out);
+WF_FFI int wf_geom_bvh_new(wf_rt *rt, const wf_array *lowers, const wf_array *uppers,
+                           wf_geom **out);
+/* After the points (boxes) moved: new bounds, same tree. */
+WF_FFI int wf_geom_refit(wf_rt *rt, wf_geom *g);
+/* Where mesh_get_point's adjoint accumulates (NULL arrays: nowhere). */
+WF_FFI int wf_geom_set_grads(wf_rt *rt, wf_geom *g, const wf_array *points_grad,
+                             const wf_array *velocities_grad);
+WF_FFI uint64_t wf_geom_id(const wf_geom *g);
+WF_FFI void wf_geom_free(wf_geom *g);
+
+#endif

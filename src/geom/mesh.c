@@ -1,0 +1,260 @@
+/*
+** mesh.c -- meshes and Bvh objects: checked construction from arrays,
+** the BVH over their primitives, refit, the winding-number data, and
+** their registration as live ids.
+**
+**   wf_geom  +----------------------------------------------+
+**            | d: wf_gmesh or wf_gboxes  <- the id points here|
+**            | kind, reg (one reference)                     |
+**            | nodes, items, wind (owned)                    |
+**            | lo, hi: primitive boxes (refit scratch)       |
+**            +----------------------------------------------+
+*/
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "geom/geom.h"
+#include "geom/query.h"
+#include "runtime/rt.h"
+
+struct wf_geom {
+  union {
+    wf_gmesh mesh;
+    wf_gboxes boxes;
+  } d; /* first: the id is the object's address */
+  int kind;
+  int nprims;
+  wf_georeg *reg;
+  wf_gnode *nodes;
+  int *items;
+  wf_gwind *wind;
+  int nnodes;
+  float *lo, *hi; /* 3 per primitive */
+};
+
+static const char *what(int kind) {
+  return kind == WF_GEOM_MESH ? "weft.Mesh" : "weft.Bvh";
+}
+
+static int bad(wf_rt *rt, int kind, const char *fmt, const char *a, long long x, long long y) {
+  char msg[256];
+  snprintf(msg, sizeof msg, fmt, a, x, y);
+  return wf_rt_seterr(rt, WEFT_ERRARG, "%s: %s", what(kind), msg);
+}
+
+/* A 1-D compact host array of n elements of elsize bytes (n < 2^31). */
+static int check_array(wf_rt *rt, int kind, const wf_array *a, const char *name, int elsize) {
+  if (!a) return bad(rt, kind, "%s is missing", name, 0, 0);
+  if (a->device != WF_DEVICE_CPU)
+    return bad(rt, kind, "%s is on a CUDA device; meshes and Bvh objects live on the CPU for now",
+               name, 0, 0);
+  if (a->elsize != elsize)
+    return bad(rt, kind, "%s has %lld-byte elements, expected %lld", name, a->elsize, elsize);
+  if (a->size >= 0x7fffffff) return bad(rt, kind, "%s has too many elements", name, 0, 0);
+  if (a->size > 1 && (a->ndim != 1 || a->strides[0] != elsize) &&
+      !(a->ndim == 2 && a->strides[1] == 4 && a->strides[0] == elsize))
+    return bad(rt, kind, "%s must be a compact array (not a strided view)", name, 0, 0);
+  return 0;
+}
+
+static int check_finite(wf_rt *rt, int kind, const wf_g3 *p, long long n, const char *name) {
+  for (long long i = 0; i < n; i++)
+    if (!isfinite(p[i].x) || !isfinite(p[i].y) || !isfinite(p[i].z))
+      return bad(rt, kind, "%s[%lld] is not finite (NaN or infinity)", name, i, 0);
+  return 0;
+}
+
+/* Primitive boxes from the current points or boxes. */
+static void prim_boxes(wf_geom *g) {
+  if (g->kind == WF_GEOM_MESH) {
+    const wf_gmesh *m = &g->d.mesh;
+    for (int f = 0; f < m->nfaces; f++) {
+      wf_g3 a, b, c;
+      gtri(m, f, &a, &b, &c);
+      float *lo = g->lo + 3 * f, *hi = g->hi + 3 * f;
+      lo[0] = gmin(a.x, gmin(b.x, c.x)), hi[0] = gmax(a.x, gmax(b.x, c.x));
+      lo[1] = gmin(a.y, gmin(b.y, c.y)), hi[1] = gmax(a.y, gmax(b.y, c.y));
+      lo[2] = gmin(a.z, gmin(b.z, c.z)), hi[2] = gmax(a.z, gmax(b.z, c.z));
+    }
+  } else {
+    const wf_gboxes *b = &g->d.boxes;
+    memcpy(g->lo, b->lowers, sizeof(float) * 3 * (size_t)b->n);
+    memcpy(g->hi, b->uppers, sizeof(float) * 3 * (size_t)b->n);
+  }
+}
+
+/* Winding-number data (query.h: wf_gwind), children before parents. */
+static void wind_refit(wf_geom *g) {
+  const wf_gmesh *m = &g->d.mesh;
+  for (int i = g->nnodes - 1; i >= 0; i--) {
+    const wf_gnode *n = &g->nodes[i];
+    wf_gwind *w = &g->wind[i];
+    double c[3] = {0, 0, 0}, nn[3] = {0, 0, 0}, area = 0;
+    float r = 0;
+    if (n->b < 0) {
+      for (int k = n->a; k < n->a - n->b; k++) {
+        wf_g3 a, b, cc;
+        gtri(m, g->items[k], &a, &b, &cc);
+        wf_g3 an = g3mul(g3cross(g3sub(b, a), g3sub(cc, a)), 0.5f);
+        double ar = sqrt((double)g3dot(an, an)) + 1e-30;
+        wf_g3 cen = g3mul(g3add(g3add(a, b), cc), 1.0f / 3.0f);
+        c[0] += ar * cen.x, c[1] += ar * cen.y, c[2] += ar * cen.z;
+        nn[0] += an.x, nn[1] += an.y, nn[2] += an.z;
+        area += ar;
+      }
+      wf_g3 cf = g3((float)(c[0] / area), (float)(c[1] / area), (float)(c[2] / area));
+      for (int k = n->a; k < n->a - n->b; k++) {
+        wf_g3 v[3];
+        gtri(m, g->items[k], &v[0], &v[1], &v[2]);
+        for (int j = 0; j < 3; j++) {
+          wf_g3 d = g3sub(v[j], cf);
+          r = gmax(r, sqrtf(g3dot(d, d)));
+        }
+      }
+      w->c[0] = cf.x, w->c[1] = cf.y, w->c[2] = cf.z;
+    } else {
+      const wf_gwind *l = &g->wind[n->a], *rr = &g->wind[n->b];
+      area = (double)l->pad + (double)rr->pad;
+      for (int k = 0; k < 3; k++) {
+        w->c[k] = (float)(((double)l->pad * l->c[k] + (double)rr->pad * rr->c[k]) / area);
+        nn[k] = (double)l->n[k] + rr->n[k];
+      }
+      wf_g3 cf = g3(w->c[0], w->c[1], w->c[2]);
+      wf_g3 dl = g3sub(cf, g3(l->c[0], l->c[1], l->c[2]));
+      wf_g3 dr = g3sub(cf, g3(rr->c[0], rr->c[1], rr->c[2]));
+      r = gmax(sqrtf(g3dot(dl, dl)) + l->r, sqrtf(g3dot(dr, dr)) + rr->r);
+    }
+    w->n[0] = (float)nn[0], w->n[1] = (float)nn[1], w->n[2] = (float)nn[2];
+    w->r = r * 1.0001f;
+    w->pad = (float)area;
+  }
+}
+
+static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
+  int n = g->nprims, kind = g->kind;
+  g->lo = malloc(sizeof(float) * 3 * (size_t)n);
+  g->hi = malloc(sizeof(float) * 3 * (size_t)n);
+  if (!g->lo || !g->hi) goto oom;
+  prim_boxes(g);
+  if (wf_bvh_build(n, g->lo, g->hi, rt->num_threads, &g->nodes, &g->items, &g->nnodes)) goto oom;
+  if (winding) {
+    g->wind = calloc((size_t)g->nnodes, sizeof *g->wind);
+    if (!g->wind) goto oom;
+    wind_refit(g);
+  }
+  wf_gbvh *bvh = g->kind == WF_GEOM_MESH ? &g->d.mesh.bvh : &g->d.boxes.bvh;
+  bvh->nodes = g->nodes;
+  bvh->items = g->items;
+  bvh->wind = g->wind;
+  bvh->nnodes = g->nnodes;
+  bvh->nitems = n;
+  g->reg = wf_georeg_of(rt);
+  if (!g->reg) goto oom;
+  wf_georeg_retain(g->reg);
+  if (wf_georeg_add(g->reg, wf_geom_id(g), g->kind)) {
+    wf_georeg_release(g->reg);
+    g->reg = NULL;
+    goto oom;
+  }
+  *out = g;
+  return 0;
+oom:
+  wf_geom_free(g);
+  return wf_rt_seterr(rt, WEFT_ERRMEM, "%s: out of memory", what(kind));
+}
+
+int wf_geom_mesh_new(wf_rt *rt, const wf_array *points, const wf_array *indices,
+                     const wf_array *velocities, int winding, wf_geom **out) {
+  *out = NULL;
+  int K = WF_GEOM_MESH, rc;
+  if ((rc = check_array(rt, K, points, "points", 12)) || (rc = check_array(rt, K, indices, "indices", 4)))
+    return rc;
+  if (velocities && (rc = check_array(rt, K, velocities, "velocities", 12))) return rc;
+  long long np = points->size, ni = indices->size;
+  if (np == 0) return bad(rt, K, "points is empty: a mesh needs at least 3 points", NULL, 0, 0);
+  if (ni == 0) return bad(rt, K, "indices is empty: a mesh needs at least one triangle", NULL, 0, 0);
+  if (ni % 3) return bad(rt, K, "indices has %s%lld entries, not a multiple of 3", "", ni, 0);
+  if (velocities && velocities->size != np)
+    return bad(rt, K, "velocities has %s%lld entries but points has %lld", "", velocities->size, np);
+  const int *idx = indices->data;
+  for (long long i = 0; i < ni; i++)
+    if (idx[i] < 0 || idx[i] >= np)
+      return bad(rt, K, "indices[%s%lld] = %lld is out of range for the points", "", i,
+                 (long long)idx[i]);
+  if ((rc = check_finite(rt, K, points->data, np, "points"))) return rc;
+  wf_geom *g = calloc(1, sizeof *g);
+  if (!g) return wf_rt_seterr(rt, WEFT_ERRMEM, "weft.Mesh: out of memory");
+  g->kind = K;
+  g->nprims = (int)(ni / 3);
+  wf_gmesh *m = &g->d.mesh;
+  m->kind = K;
+  m->npoints = (int)np;
+  m->nfaces = (int)(ni / 3);
+  m->points = points->data;
+  m->velocities = velocities ? velocities->data : NULL;
+  m->indices = idx;
+  return finish(rt, g, winding, out);
+}
+
+int wf_geom_bvh_new(wf_rt *rt, const wf_array *lowers, const wf_array *uppers, wf_geom **out) {
+  *out = NULL;
+  int K = WF_GEOM_BVH, rc;
+  if ((rc = check_array(rt, K, lowers, "lowers", 12)) || (rc = check_array(rt, K, uppers, "uppers", 12)))
+    return rc;
+  if (lowers->size != uppers->size)
+    return bad(rt, K, "lowers has %s%lld boxes but uppers has %lld", "", lowers->size, uppers->size);
+  if (lowers->size == 0) return bad(rt, K, "no boxes: lowers and uppers are empty", NULL, 0, 0);
+  if ((rc = check_finite(rt, K, lowers->data, lowers->size, "lowers")) ||
+      (rc = check_finite(rt, K, uppers->data, uppers->size, "uppers")))
+    return rc;
+  wf_geom *g = calloc(1, sizeof *g);
+  if (!g) return wf_rt_seterr(rt, WEFT_ERRMEM, "weft.Bvh: out of memory");
+  g->kind = K;
+  g->nprims = (int)lowers->size;
+  wf_gboxes *b = &g->d.boxes;
+  b->kind = K;
+  b->n = g->nprims;
+  b->lowers = lowers->data;
+  b->uppers = uppers->data;
+  return finish(rt, g, 0, out);
+}
+
+int wf_geom_refit(wf_rt *rt, wf_geom *g) {
+  int rc;
+  if (g->kind == WF_GEOM_MESH) {
+    if ((rc = check_finite(rt, g->kind, g->d.mesh.points, g->d.mesh.npoints, "points"))) return rc;
+  } else if ((rc = check_finite(rt, g->kind, g->d.boxes.lowers, g->nprims, "lowers")) ||
+             (rc = check_finite(rt, g->kind, g->d.boxes.uppers, g->nprims, "uppers"))) {
+    return rc;
+  }
+  prim_boxes(g);
+  wf_bvh_refit(g->nodes, g->nnodes, g->items, g->lo, g->hi);
+  if (g->wind) wind_refit(g);
+  return 0;
+}
+
+int wf_geom_set_grads(wf_rt *rt, wf_geom *g, const wf_array *pg, const wf_array *vg) {
+  if (g->kind != WF_GEOM_MESH) return wf_rt_seterr(rt, WEFT_ERRARG, "weft.Bvh has no gradients");
+  g->d.mesh.points_grad = pg ? pg->data : NULL;
+  g->d.mesh.velocities_grad = vg ? vg->data : NULL;
+  return 0;
+}
+
+uint64_t wf_geom_id(const wf_geom *g) {
+  return g ? (uint64_t)(uintptr_t)&g->d : 0;
+}
+
+void wf_geom_free(wf_geom *g) {
+  if (!g) return;
+  if (g->reg) {
+    wf_georeg_remove(g->reg, wf_geom_id(g));
+    wf_georeg_release(g->reg);
+  }
+  free(g->nodes);
+  free(g->items);
+  free(g->wind);
+  free(g->lo);
+  free(g->hi);
+  free(g);
+}

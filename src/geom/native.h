@@ -1,0 +1,114 @@
+/*
+** native.h -- the table of native geometry builtins: functions written once
+** in C (src/geom/query.h), compiled into libweft for the CPU backend and
+** embedded into the CUDA C the cuda backend emits, so both run the same
+** code. Kernels reach them through one IR op, WF_OP_NATIVE, whose imm is a
+** row of this table.
+**
+** Plain data, no includes: the IR verifier, the front end, both emitters
+** and the JIT's symbol table expand it.
+**
+** Row: _(name, kind, flags, state, res, args, defaults, adj)
+**   name      the builtin's name (weft.<name> in kernels, unless
+**             WF_NATF_INTERNAL) and the C function wf_nat_<name>
+**   kind      the object kind its first argument's id must be (WF_GEOM_*,
+**             checked against the live objects in debug mode), or 0
+**   flags     WF_NATF_*
+**   state     bytes of per-query state (iterator rows: the begin call gets
+**             a fresh, 16-byte aligned block; its result is the handle)
+**   res, args type specs (below); args one letter per argument
+**   defaults  values of trailing optional float arguments, "" if none:
+**             "2,0.5" makes the last two optional
+**   adj       the row computing the adjoint (args..., adjoint of the
+**             result) as a side effect (it accumulates into the object's
+**             gradient buffers), or NONE
+**
+** Type specs: b bool, i int32, u uint64, f float32, v vec3f, "" none; a
+** struct result is "{field:spec,...}" (interned as struct <name>_t).
+**
+** The C ABI of wf_nat_<name> (query.h implements it):
+**   void wf_nat_<name>([void *state,] void *res, const void *arg0, ...)
+** every value in its C layout (src/ir/types.c): res receives the result
+** (NULL when there is none), argK points at argument K.
+**
+** Iterating queries (`for f in weft.mesh_query_aabb(id, lo, hi) do`) take
+** three consecutive rows: <q> (begin: fills the state, returns the handle),
+** <q>_next (handle -> bool: advanced to the next candidate?) and <q>_get
+** (handle -> the candidate). The front end lowers the loop to
+**   local h = q(args); while q_next(h) do local f = q_get(h) ... end
+*/
+#ifndef WF_GEOM_NATIVE_H
+#define WF_GEOM_NATIVE_H
+
+/* object kinds (the registry of live objects, src/geom/registry.c) */
+#define WF_GEOM_MESH 1
+#define WF_GEOM_BVH 2
+#define WF_GEOM_HASHGRID 3
+#define WF_GEOM_VOLUME 4
+
+/* flags */
+#define WF_NATF_INTERNAL 1 /* not a builtin (iterator steps, adjoints) */
+#define WF_NATF_ITER 2     /* the begin row of an iterating query */
+
+#define WF_QP_T "{result:b,sign:f,face:i,u:f,v:f}"
+#define WF_QR_T "{result:b,sign:f,face:i,t:f,u:f,v:f,normal:v}"
+
+/* clang-format off */
+#define WF_NATIVEDEF(_) \
+  /* meshes: closest points (sign by ray parity, none, normal, winding number) */ \
+  _(mesh_query_point,          WF_GEOM_MESH, 0, 0, WF_QP_T, "uvf", "", NONE) \
+  _(mesh_query_point_no_sign,  WF_GEOM_MESH, 0, 0, WF_QP_T, "uvf", "", NONE) \
+  _(mesh_query_point_sign_normal, WF_GEOM_MESH, 0, 0, WF_QP_T, "uvff", "0.001", NONE) \
+  _(mesh_query_point_sign_winding_number, WF_GEOM_MESH, 0, 0, WF_QP_T, "uvfff", "2,0.5", NONE) \
+  _(mesh_query_furthest_point_no_sign, WF_GEOM_MESH, 0, 0, WF_QP_T, "uvf", "", NONE) \
+  _(mesh_query_ray,            WF_GEOM_MESH, 0, 0, WF_QR_T, "uvvf", "", NONE) \
+  _(mesh_query_aabb,           WF_GEOM_MESH, WF_NATF_ITER, 288, "u", "uvv", "", NONE) \
+  _(mesh_query_aabb_next,      0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE) \
+  _(mesh_query_aabb_get,       0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE) \
+  /* meshes: element access (the eval builtins compose these: lua/weft/geom.lua) */ \
+  _(mesh_get_point,            WF_GEOM_MESH, 0, 0, "v", "ui", "", mesh_get_point_adj) \
+  _(mesh_get_point_adj,        WF_GEOM_MESH, WF_NATF_INTERNAL, 0, "", "uiv", "", NONE) \
+  _(mesh_get_velocity,         WF_GEOM_MESH, 0, 0, "v", "ui", "", mesh_get_velocity_adj) \
+  _(mesh_get_velocity_adj,     WF_GEOM_MESH, WF_NATF_INTERNAL, 0, "", "uiv", "", NONE) \
+  _(mesh_get_index,            WF_GEOM_MESH, 0, 0, "i", "ui", "", NONE) \
+  _(mesh_eval_face_normal,     WF_GEOM_MESH, 0, 0, "v", "ui", "", NONE) \
+  /* bounding volume hierarchies over boxes */ \
+  _(bvh_query_aabb,            WF_GEOM_BVH, WF_NATF_ITER, 288, "u", "uvv", "", NONE) \
+  _(bvh_query_aabb_next,       0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE) \
+  _(bvh_query_aabb_get,        0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE) \
+  _(bvh_query_ray,             WF_GEOM_BVH, WF_NATF_ITER, 288, "u", "uvv", "", NONE) \
+  _(bvh_query_ray_next,        0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE) \
+  _(bvh_query_ray_get,         0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE)
+/* clang-format on */
+
+typedef enum wf_native {
+#define WF_NATENUM(name, kind, fl, state, res, args, defs, adj) WF_NAT_##name,
+  WF_NATIVEDEF(WF_NATENUM)
+#undef WF_NATENUM
+      WF_NAT__COUNT,
+  WF_NAT_NONE = -1
+} wf_native;
+
+typedef struct wf_nativeinfo {
+  const char *name;
+  int kind, flags, state;
+  const char *res, *args, *defaults;
+  int adj; /* row or WF_NAT_NONE */
+} wf_nativeinfo;
+
+#define WF_NATINFO(name, kind, fl, state, res, args, defs, adj)                                    \
+  {#name, kind, fl, state, res, args, defs, WF_NAT_##adj},
+#define WF_NATIVE_TABLE {WF_NATIVEDEF(WF_NATINFO)}
+
+/* The table (src/geom/native.c). */
+__attribute__((visibility("hidden"))) extern const wf_nativeinfo wf_native_tab[WF_NAT__COUNT];
+
+/* Number of arguments of a row's C function (the args spec's letters). */
+static inline int wf_native_nargs(const wf_nativeinfo *ni) {
+  int n = 0;
+  while (ni->args[n])
+    n++;
+  return n;
+}
+
+#endif

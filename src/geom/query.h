@@ -1,0 +1,815 @@
+/*
+** query.h -- the geometry queries kernels call, written once: libweft
+** compiles this file for the CPU backend (src/geom/native.c), and the cuda
+** backend embeds it into the CUDA C it emits (cmake/embed.cmake), so both
+** backends run the same code. Plain C99 that is also CUDA C++: no libc but
+** math (sqrtf, fabsf), no stdint.h (int is 32 bits, long long 64), no
+** allocation; recursion is replaced by fixed-size stacks.
+**
+** An object's id (the uint64 kernels receive) is the address of its
+** descriptor: wf_gmesh for meshes, wf_gboxes for Bvh objects. Both hold a
+** wf_gbvh over their primitives (faces, boxes):
+**
+**   wf_gnode (32 bytes)  lo[3] a | hi[3] b
+**     inner node: a = left child, b = right child (both after it)
+**     leaf:       a = first slot in items[], b = -(number of items)
+**   items[k]: the primitive in slot k (leaves own consecutive slots)
+**
+** Node 0 is the root; every child has a larger index than its parent, so a
+** refit visits the nodes backwards (src/geom/bvh.c builds and refits).
+**
+** The wf_nat_* functions at the end implement the rows of
+** src/geom/native.h with its C ABI (a result pointer, argument pointers).
+** An id of 0 is the null object: queries miss and reads give zeros (the
+** debug-mode check of a bad id passes 0 on after reporting).
+*/
+#ifndef WF_GEOM_QUERY_H
+#define WF_GEOM_QUERY_H
+
+#if defined(__CUDACC__)
+#define WF_G static __device__ inline
+#else
+#include <math.h>
+#define WF_G static inline
+#endif
+
+#define WF_GSTACK 64 /* traversal stack: depth bound of the built trees */
+
+typedef struct wf_g3 {
+  float x, y, z;
+} wf_g3;
+
+typedef struct wf_gnode {
+  float lo[3];
+  int a;
+  float hi[3];
+  int b;
+} wf_gnode;
+
+/* fast winding numbers: per node, the area-weighted normal sum of its
+** faces (a dipole at the area-weighted centroid c) and the radius r of a
+** ball around c holding them */
+typedef struct wf_gwind {
+  float c[3], n[3], r, pad;
+} wf_gwind;
+
+typedef struct wf_gbvh {
+  const wf_gnode *nodes;
+  const int *items;
+  const wf_gwind *wind; /* NULL unless the mesh supports winding numbers */
+  int nnodes, nitems;
+} wf_gbvh;
+
+typedef struct wf_gmesh {
+  int kind; /* WF_GEOM_MESH */
+  int npoints, nfaces, pad;
+  const wf_g3 *points;
+  const wf_g3 *velocities; /* NULL: none */
+  const int *indices;      /* 3 per face */
+  wf_g3 *points_grad;      /* adjoints of mesh_get_point (NULL: none) */
+  wf_g3 *velocities_grad;
+  wf_gbvh bvh;
+} wf_gmesh;
+
+typedef struct wf_gboxes {
+  int kind; /* WF_GEOM_BVH */
+  int n, pad0, pad1;
+  const wf_g3 *lowers, *uppers;
+  wf_gbvh bvh;
+} wf_gboxes;
+
+/* ---- small vector math ---- */
+WF_G wf_g3 g3(float x, float y, float z) {
+  wf_g3 r;
+  r.x = x;
+  r.y = y;
+  r.z = z;
+  return r;
+}
+WF_G wf_g3 g3sub(wf_g3 a, wf_g3 b) {
+  return g3(a.x - b.x, a.y - b.y, a.z - b.z);
+}
+WF_G wf_g3 g3add(wf_g3 a, wf_g3 b) {
+  return g3(a.x + b.x, a.y + b.y, a.z + b.z);
+}
+WF_G wf_g3 g3mul(wf_g3 a, float s) {
+  return g3(a.x * s, a.y * s, a.z * s);
+}
+WF_G float g3dot(wf_g3 a, wf_g3 b) {
+  return a.x * b.x + a.y * b.y + a.z * b.z;
+}
+WF_G wf_g3 g3cross(wf_g3 a, wf_g3 b) {
+  return g3(a.y * b.z - a.z * b.y, a.z * b.x - a.x * b.z, a.x * b.y - a.y * b.x);
+}
+WF_G float g3comp(wf_g3 a, int k) {
+  return k == 0 ? a.x : k == 1 ? a.y : a.z;
+}
+WF_G wf_g3 g3norm(wf_g3 a) {
+  float l = sqrtf(g3dot(a, a));
+  return l > 0.0f ? g3mul(a, 1.0f / l) : g3(0.0f, 0.0f, 0.0f);
+}
+WF_G float gmin(float a, float b) {
+  return a < b ? a : b;
+}
+WF_G float gmax(float a, float b) {
+  return a > b ? a : b;
+}
+
+/* Squared distance from p to the box [lo, hi] (0 inside). */
+WF_G float gbox_dist2(const float *lo, const float *hi, wf_g3 p) {
+  float dx = gmax(gmax(lo[0] - p.x, p.x - hi[0]), 0.0f);
+  float dy = gmax(gmax(lo[1] - p.y, p.y - hi[1]), 0.0f);
+  float dz = gmax(gmax(lo[2] - p.z, p.z - hi[2]), 0.0f);
+  return dx * dx + dy * dy + dz * dz;
+}
+
+/* Do the boxes [lo, hi] and [qlo, qhi] overlap (touching counts)? */
+WF_G int gbox_overlap(const float *lo, const float *hi, wf_g3 qlo, wf_g3 qhi) {
+  return lo[0] <= qhi.x && hi[0] >= qlo.x && lo[1] <= qhi.y && hi[1] >= qlo.y && lo[2] <= qhi.z &&
+         hi[2] >= qlo.z;
+}
+
+/* Slab test of the ray o + t d (inv = 1/d per axis) against a box: the
+** entry distance, or a value > tmax when it misses [0, tmax]. 0 * inf
+** (a ray in a slab's plane) gives NaN, which the min/max order drops. */
+WF_G float gbox_ray(const float *lo, const float *hi, wf_g3 o, wf_g3 inv, float tmax) {
+  float t0 = (lo[0] - o.x) * inv.x, t1 = (hi[0] - o.x) * inv.x;
+  float tn = gmin(t0, t1), tf = gmax(t0, t1);
+  t0 = (lo[1] - o.y) * inv.y;
+  t1 = (hi[1] - o.y) * inv.y;
+  tn = gmax(tn, gmin(t0, t1));
+  tf = gmin(tf, gmax(t0, t1));
+  t0 = (lo[2] - o.z) * inv.z;
+  t1 = (hi[2] - o.z) * inv.z;
+  tn = gmax(tn, gmin(t0, t1));
+  tf = gmin(tf, gmax(t0, t1));
+  tn = gmax(tn, 0.0f);
+  /* a little slack so rays grazing a box's face are not lost to rounding */
+  return tn <= tf * 1.00000024f + 1e-30f && tn <= tmax ? tn : 3.4e38f;
+}
+
+WF_G wf_g3 gray_inv(wf_g3 d) {
+  return g3(1.0f / d.x, 1.0f / d.y, 1.0f / d.z);
+}
+
+/* ---- triangles ---- */
+WF_G void gtri(const wf_gmesh *m, int f, wf_g3 *a, wf_g3 *b, wf_g3 *c) {
+  *a = m->points[m->indices[3 * f]];
+  *b = m->points[m->indices[3 * f + 1]];
+  *c = m->points[m->indices[3 * f + 2]];
+}
+
+/* The point of triangle abc closest to p, as barycentric weights (wa, wb)
+** of a and b (c gets 1 - wa - wb). Regions are told apart by the signs of
+** dot products of p - vertex with the edges (the Voronoi regions of the
+** vertices, then of the edges, else the face). Degenerate triangles fall
+** into a vertex or edge region and stay finite. */
+WF_G void gclosest_tri(wf_g3 a, wf_g3 b, wf_g3 c, wf_g3 p, float *wa, float *wb) {
+  wf_g3 ab = g3sub(b, a), ac = g3sub(c, a), ap = g3sub(p, a);
+  float d1 = g3dot(ab, ap), d2 = g3dot(ac, ap);
+  if (d1 <= 0.0f && d2 <= 0.0f) {
+    *wa = 1.0f, *wb = 0.0f;
+    return;
+  }
+  wf_g3 bp = g3sub(p, b);
+  float d3 = g3dot(ab, bp), d4 = g3dot(ac, bp);
+  if (d3 >= 0.0f && d4 <= d3) {
+    *wa = 0.0f, *wb = 1.0f;
+    return;
+  }
+  float vc = d1 * d4 - d3 * d2;
+  if (vc <= 0.0f && d1 >= 0.0f && d3 <= 0.0f) {
+    float t = d1 - d3 != 0.0f ? d1 / (d1 - d3) : 0.0f;
+    *wa = 1.0f - t, *wb = t;
+    return;
+  }
+  wf_g3 cp = g3sub(p, c);
+  float d5 = g3dot(ab, cp), d6 = g3dot(ac, cp);
+  if (d6 >= 0.0f && d5 <= d6) {
+    *wa = 0.0f, *wb = 0.0f;
+    return;
+  }
+  float vb = d5 * d2 - d1 * d6;
+  if (vb <= 0.0f && d2 >= 0.0f && d6 <= 0.0f) {
+    float t = d2 - d6 != 0.0f ? d2 / (d2 - d6) : 0.0f;
+    *wa = 1.0f - t, *wb = 0.0f;
+    return;
+  }
+  float va = d3 * d6 - d5 * d4;
+  if (va <= 0.0f && d4 - d3 >= 0.0f && d5 - d6 >= 0.0f) {
+    float den = (d4 - d3) + (d5 - d6);
+    float t = den != 0.0f ? (d4 - d3) / den : 0.0f;
+    *wa = 0.0f, *wb = 1.0f - t;
+    return;
+  }
+  float s = va + vb + vc;
+  if (!(s != 0.0f)) { /* degenerate: the best of the three vertices */
+    float da = g3dot(ap, ap), db = g3dot(bp, bp), dc = g3dot(cp, cp);
+    *wa = da <= db && da <= dc ? 1.0f : 0.0f;
+    *wb = *wa == 0.0f && db <= dc ? 1.0f : 0.0f;
+    return;
+  }
+  float inv = 1.0f / s;
+  float v = vb * inv, w = vc * inv; /* weights of b and c */
+  *wa = 1.0f - v - w, *wb = v;
+}
+
+WF_G wf_g3 gbary(wf_g3 a, wf_g3 b, wf_g3 c, float wa, float wb) {
+  return g3add(g3add(g3mul(a, wa), g3mul(b, wb)), g3mul(c, 1.0f - wa - wb));
+}
+
+/* Watertight ray-triangle test (shear the triangle into the ray's frame,
+** then 2-D edge functions; a zero edge function is recomputed in double
+** so that edges and vertices shared by two triangles hit exactly one or
+** both, never neither). Returns 1 on a hit with t in [0, tmax), weights
+** (wa, wb) of a and b, and the unnormalized front/back det (> 0 when the
+** ray comes from the side the normal (b-a)x(c-a) points to). */
+typedef struct wf_gray {
+  wf_g3 o;
+  int kx, ky, kz;
+  float sx, sy, sz;
+} wf_gray;
+
+WF_G wf_gray gray_prep(wf_g3 o, wf_g3 d) {
+  wf_gray r;
+  float ax = fabsf(d.x), ay = fabsf(d.y), az = fabsf(d.z);
+  r.kz = ax >= ay && ax >= az ? 0 : ay >= az ? 1 : 2;
+  r.kx = r.kz == 2 ? 0 : r.kz + 1;
+  r.ky = r.kx == 2 ? 0 : r.kx + 1;
+  float dz = g3comp(d, r.kz);
+  if (dz < 0.0f) {
+    int t = r.kx;
+    r.kx = r.ky;
+    r.ky = t;
+  }
+  r.o = o;
+  r.sx = g3comp(d, r.kx) / dz;
+  r.sy = g3comp(d, r.ky) / dz;
+  r.sz = 1.0f / dz;
+  return r;
+}
+
+WF_G int gray_tri(const wf_gray *R, wf_g3 a, wf_g3 b, wf_g3 c, float tmax, float *t, float *wa,
+                  float *wb, float *det) {
+  wf_g3 A = g3sub(a, R->o), B = g3sub(b, R->o), C = g3sub(c, R->o);
+  float az = g3comp(A, R->kz), bz = g3comp(B, R->kz), cz = g3comp(C, R->kz);
+  float ax = g3comp(A, R->kx) - R->sx * az, ay = g3comp(A, R->ky) - R->sy * az;
+  float bx = g3comp(B, R->kx) - R->sx * bz, by = g3comp(B, R->ky) - R->sy * bz;
+  float cx = g3comp(C, R->kx) - R->sx * cz, cy = g3comp(C, R->ky) - R->sy * cz;
+  float U = cx * by - cy * bx, V = ax * cy - ay * cx, W = bx * ay - by * ax;
+  if (U == 0.0f || V == 0.0f || W == 0.0f) {
+    U = (float)((double)cx * (double)by - (double)cy * (double)bx);
+    V = (float)((double)ax * (double)cy - (double)ay * (double)cx);
+    W = (float)((double)bx * (double)ay - (double)by * (double)ax);
+  }
+  if ((U < 0.0f || V < 0.0f || W < 0.0f) && (U > 0.0f || V > 0.0f || W > 0.0f)) return 0;
+  float D = U + V + W;
+  if (D == 0.0f) return 0;
+  float T = (U * az + V * bz + W * cz) * R->sz;
+  float inv = 1.0f / D;
+  float tt = T * inv;
+  if (!(tt >= 0.0f && tt < tmax)) return 0;
+  *t = tt;
+  *wa = U * inv;
+  *wb = V * inv;
+  *det = D;
+  return 1;
+}
+
+/* ---- meshes ---- */
+WF_G wf_g3 gface_normal(const wf_gmesh *m, int f) {
+  wf_g3 a, b, c;
+  gtri(m, f, &a, &b, &c);
+  return g3norm(g3cross(g3sub(b, a), g3sub(c, a)));
+}
+
+/* Closest hit along o + t d, t in [0, tmax). Returns the face or -1. */
+WF_G int gmesh_ray(const wf_gmesh *m, wf_g3 o, wf_g3 d, float tmax, float *t, float *wa, float *wb,
+                   float *det) {
+  if (!m || m->nfaces <= 0) return -1;
+  const wf_gnode *N = m->bvh.nodes;
+  const int *items = m->bvh.items;
+  wf_gray R = gray_prep(o, d);
+  wf_g3 inv = gray_inv(d);
+  int stack[WF_GSTACK], sp = 0, best = -1;
+  float bt = tmax;
+  if (gbox_ray(N[0].lo, N[0].hi, o, inv, bt) > bt) return -1;
+  stack[sp++] = 0;
+  while (sp) {
+    const wf_gnode *n = &N[stack[--sp]];
+    if (n->b < 0) {
+      for (int k = n->a, e = n->a - n->b; k < e; k++) {
+        int f = items[k];
+        wf_g3 a, b, c;
+        gtri(m, f, &a, &b, &c);
+        float tt, u, v, dd;
+        if (gray_tri(&R, a, b, c, bt, &tt, &u, &v, &dd)) {
+          bt = tt, *wa = u, *wb = v, *det = dd, best = f;
+        }
+      }
+      continue;
+    }
+    const wf_gnode *l = &N[n->a], *r = &N[n->b];
+    float tl = gbox_ray(l->lo, l->hi, o, inv, bt), tr = gbox_ray(r->lo, r->hi, o, inv, bt);
+    int hl = tl <= bt, hr = tr <= bt;
+    if (hl && hr && sp + 2 <= WF_GSTACK) {
+      if (tl <= tr) { /* near child on top */
+        stack[sp++] = n->b;
+        stack[sp++] = n->a;
+      } else {
+        stack[sp++] = n->a;
+        stack[sp++] = n->b;
+      }
+    } else if (hl && sp < WF_GSTACK) {
+      stack[sp++] = n->a;
+    } else if (hr && sp < WF_GSTACK) {
+      stack[sp++] = n->b;
+    }
+  }
+  *t = bt;
+  return best;
+}
+
+/* The number of faces o + t d crosses for t > 0 (the parity test). */
+WF_G int gmesh_crossings(const wf_gmesh *m, wf_g3 o, wf_g3 d) {
+  const wf_gnode *N = m->bvh.nodes;
+  wf_gray R = gray_prep(o, d);
+  wf_g3 inv = gray_inv(d);
+  int stack[WF_GSTACK], sp = 0, count = 0;
+  stack[sp++] = 0;
+  while (sp) {
+    const wf_gnode *n = &N[stack[--sp]];
+    if (gbox_ray(n->lo, n->hi, o, inv, 3.0e38f) > 3.0e38f) continue;
+    if (n->b < 0) {
+      for (int k = n->a, e = n->a - n->b; k < e; k++) {
+        wf_g3 a, b, c;
+        gtri(m, m->bvh.items[k], &a, &b, &c);
+        float tt, u, v, dd;
+        count += gray_tri(&R, a, b, c, 3.0e38f, &tt, &u, &v, &dd) && tt > 0.0f;
+      }
+    } else if (sp + 2 <= WF_GSTACK) {
+      stack[sp++] = n->a;
+      stack[sp++] = n->b;
+    }
+  }
+  return count;
+}
+
+/* Inside (-1) or outside (1) by ray parity: three rays along skewed axes
+** vote, so a ray through an edge or a vertex (counted twice or not at
+** all) is outvoted. */
+WF_G float gmesh_sign_parity(const wf_gmesh *m, wf_g3 p) {
+  const wf_g3 dirs[3] = {{0.8841f, 0.3571f, 0.3012f},
+                         {-0.2693f, 0.9117f, -0.3103f},
+                         {0.3379f, -0.2011f, -0.9194f}};
+  int inside = 0;
+  for (int k = 0; k < 3; k++)
+    inside += gmesh_crossings(m, p, dirs[k]) & 1;
+  return inside >= 2 ? -1.0f : 1.0f;
+}
+
+/* Closest (far = 0) or furthest (far = 1) face to p within max_dist
+** (strictly below; furthest: strictly above min_dist). */
+WF_G int gmesh_point(const wf_gmesh *m, wf_g3 p, float lim, int far, float *wa, float *wb,
+                     float *dist2) {
+  if (!m || m->nfaces <= 0) return -1;
+  const wf_gnode *N = m->bvh.nodes;
+  int stack[WF_GSTACK], sp = 0, best = -1;
+  float bd = far ? lim * lim : lim * lim;
+  if (!far && !(bd > 0.0f)) return -1;
+  stack[sp++] = 0;
+  while (sp) {
+    const wf_gnode *n = &N[stack[--sp]];
+    if (!far) {
+      if (gbox_dist2(n->lo, n->hi, p) >= bd) continue;
+    } else {
+      /* the furthest corner bounds the furthest point of the box */
+      float fx = gmax(fabsf(p.x - n->lo[0]), fabsf(p.x - n->hi[0]));
+      float fy = gmax(fabsf(p.y - n->lo[1]), fabsf(p.y - n->hi[1]));
+      float fz = gmax(fabsf(p.z - n->lo[2]), fabsf(p.z - n->hi[2]));
+      if (fx * fx + fy * fy + fz * fz <= bd) continue;
+    }
+    if (n->b < 0) {
+      for (int k = n->a, e = n->a - n->b; k < e; k++) {
+        int f = m->bvh.items[k];
+        wf_g3 a, b, c;
+        gtri(m, f, &a, &b, &c);
+        float u, v;
+        if (!far) {
+          gclosest_tri(a, b, c, p, &u, &v);
+        } else { /* the furthest point of a triangle is a vertex */
+          float da = g3dot(g3sub(a, p), g3sub(a, p)), db = g3dot(g3sub(b, p), g3sub(b, p)),
+                dc = g3dot(g3sub(c, p), g3sub(c, p));
+          u = da >= db && da >= dc ? 1.0f : 0.0f;
+          v = u == 0.0f && db >= dc ? 1.0f : 0.0f;
+        }
+        wf_g3 q = g3sub(gbary(a, b, c, u, v), p);
+        float d2 = g3dot(q, q);
+        if (far ? d2 > bd : d2 < bd) bd = d2, best = f, *wa = u, *wb = v;
+      }
+      continue;
+    }
+    const wf_gnode *l = &N[n->a], *r = &N[n->b];
+    float dl = gbox_dist2(l->lo, l->hi, p), dr = gbox_dist2(r->lo, r->hi, p);
+    if (sp + 2 > WF_GSTACK) continue;
+    if ((dl <= dr) != (far != 0)) { /* nearer child on top (furthest: the other) */
+      stack[sp++] = n->b;
+      stack[sp++] = n->a;
+    } else {
+      stack[sp++] = n->a;
+      stack[sp++] = n->b;
+    }
+  }
+  *dist2 = bd;
+  return best;
+}
+
+/* The normal used for the sign of a closest point: the sum of the unit
+** normals of every face whose closest point lies within eps (relative to
+** the mesh's size at that distance) of the closest one, so that at an edge
+** or a vertex the faces meeting there vote together. */
+WF_G wf_g3 gmesh_pseudo_normal(const wf_gmesh *m, wf_g3 p, wf_g3 q, float d2, float eps) {
+  const wf_gnode *N = m->bvh.nodes;
+  float tol = eps * (sqrtf(d2) + 1e-6f) + 1e-7f;
+  float lim = sqrtf(d2) + tol;
+  float lim2 = lim * lim;
+  wf_g3 acc = g3(0.0f, 0.0f, 0.0f);
+  int stack[WF_GSTACK], sp = 0;
+  stack[sp++] = 0;
+  while (sp) {
+    const wf_gnode *n = &N[stack[--sp]];
+    if (gbox_dist2(n->lo, n->hi, p) > lim2) continue;
+    if (n->b < 0) {
+      for (int k = n->a, e = n->a - n->b; k < e; k++) {
+        int f = m->bvh.items[k];
+        wf_g3 a, b, c;
+        gtri(m, f, &a, &b, &c);
+        float u, v;
+        gclosest_tri(a, b, c, p, &u, &v);
+        wf_g3 r = g3sub(gbary(a, b, c, u, v), q);
+        if (g3dot(r, r) <= tol * tol) acc = g3add(acc, g3norm(g3cross(g3sub(b, a), g3sub(c, a))));
+      }
+    } else if (sp + 2 <= WF_GSTACK) {
+      stack[sp++] = n->a;
+      stack[sp++] = n->b;
+    }
+  }
+  return acc;
+}
+
+/* The solid angle of triangle abc seen from p, over 4 pi (van Oosterom
+** and Strackee's formula). */
+WF_G float gsolid_angle(wf_g3 a, wf_g3 b, wf_g3 c, wf_g3 p) {
+  wf_g3 x = g3sub(a, p), y = g3sub(b, p), z = g3sub(c, p);
+  float lx = sqrtf(g3dot(x, x)), ly = sqrtf(g3dot(y, y)), lz = sqrtf(g3dot(z, z));
+  float num = g3dot(x, g3cross(y, z));
+  float den = lx * ly * lz + g3dot(x, y) * lz + g3dot(y, z) * lx + g3dot(z, x) * ly;
+  return atan2f(num, den) * (float)(1.0 / (2.0 * 3.14159265358979323846));
+}
+
+/* Generalized winding number of the mesh at p: exact for nodes close to
+** p, a dipole far away (distance > accuracy * radius: Barill et al.'s
+** fast winding numbers, first order). */
+WF_G float gmesh_winding(const wf_gmesh *m, wf_g3 p, float accuracy) {
+  const wf_gnode *N = m->bvh.nodes;
+  const wf_gwind *W = m->bvh.wind;
+  float w = 0.0f;
+  int stack[WF_GSTACK], sp = 0;
+  stack[sp++] = 0;
+  while (sp) {
+    int i = stack[--sp];
+    const wf_gnode *n = &N[i];
+    if (W) {
+      wf_g3 c = g3(W[i].c[0], W[i].c[1], W[i].c[2]);
+      wf_g3 dv = g3sub(c, p);
+      float d = sqrtf(g3dot(dv, dv));
+      if (d > accuracy * W[i].r && d > 0.0f) {
+        wf_g3 nn = g3(W[i].n[0], W[i].n[1], W[i].n[2]);
+        w += g3dot(dv, nn) / (4.0f * 3.14159265f * d * d * d);
+        continue;
+      }
+    }
+    if (n->b < 0) {
+      for (int k = n->a, e = n->a - n->b; k < e; k++) {
+        wf_g3 a, b, c;
+        gtri(m, m->bvh.items[k], &a, &b, &c);
+        w += gsolid_angle(a, b, c, p);
+      }
+    } else if (sp + 2 <= WF_GSTACK) {
+      stack[sp++] = n->a;
+      stack[sp++] = n->b;
+    }
+  }
+  return w;
+}
+
+/* ---- box iterators (mesh_query_aabb, bvh_query_aabb, bvh_query_ray) ----
+** The state: the tree, the query, a stack of nodes still to visit and the
+** leaf being walked. next() advances to the next primitive whose box the
+** query touches; get() reads it. */
+typedef struct wf_giter {
+  const wf_gbvh *bvh;
+  const wf_gmesh *mesh; /* mesh queries test each face's box */
+  const wf_gboxes *boxes;
+  wf_g3 lo, hi; /* box queries; ray queries: origin and 1/dir */
+  int ray, sp, k, e, cur, pad;
+  int stack[WF_GSTACK - 10];
+} wf_giter;
+
+/* The box of primitive i of the iterator's object. */
+WF_G void giter_box(const wf_giter *q, int i, float *lo, float *hi) {
+  if (q->mesh) {
+    wf_g3 a, b, c;
+    gtri(q->mesh, i, &a, &b, &c);
+    lo[0] = gmin(a.x, gmin(b.x, c.x)), hi[0] = gmax(a.x, gmax(b.x, c.x));
+    lo[1] = gmin(a.y, gmin(b.y, c.y)), hi[1] = gmax(a.y, gmax(b.y, c.y));
+    lo[2] = gmin(a.z, gmin(b.z, c.z)), hi[2] = gmax(a.z, gmax(b.z, c.z));
+  } else {
+    wf_g3 l = q->boxes->lowers[i], h = q->boxes->uppers[i];
+    lo[0] = l.x, lo[1] = l.y, lo[2] = l.z, hi[0] = h.x, hi[1] = h.y, hi[2] = h.z;
+  }
+}
+
+WF_G int giter_hit(const wf_giter *q, const float *lo, const float *hi) {
+  if (q->ray) return gbox_ray(lo, hi, q->lo, q->hi, 3.0e38f) <= 3.0e38f;
+  return gbox_overlap(lo, hi, q->lo, q->hi);
+}
+
+WF_G void giter_begin(wf_giter *q, const wf_gbvh *bvh, wf_g3 lo, wf_g3 hi, int ray) {
+  q->bvh = bvh;
+  q->lo = lo;
+  q->hi = ray ? gray_inv(hi) : hi;
+  q->ray = ray;
+  q->sp = 0;
+  q->k = q->e = 0;
+  q->cur = -1;
+  if (bvh && bvh->nnodes > 0) q->stack[q->sp++] = 0;
+}
+
+WF_G int giter_next(wf_giter *q) {
+  const int nstack = (int)(sizeof q->stack / sizeof q->stack[0]);
+  for (;;) {
+    while (q->k < q->e) {
+      int i = q->bvh->items[q->k++];
+      float lo[3], hi[3];
+      giter_box(q, i, lo, hi);
+      if (giter_hit(q, lo, hi)) {
+        q->cur = i;
+        return 1;
+      }
+    }
+    if (!q->sp) {
+      q->cur = -1;
+      return 0;
+    }
+    const wf_gnode *n = &q->bvh->nodes[q->stack[--q->sp]];
+    if (!giter_hit(q, n->lo, n->hi)) continue;
+    if (n->b < 0) {
+      q->k = n->a;
+      q->e = n->a - n->b;
+    } else if (q->sp + 2 <= nstack) {
+      q->stack[q->sp++] = n->b;
+      q->stack[q->sp++] = n->a;
+    }
+  }
+}
+
+/* ======================================================================
+** the native builtins (rows of src/geom/native.h)
+** ====================================================================== */
+#define WF_GCOPY(dst, src, n)                                                                      \
+  do {                                                                                             \
+    unsigned char *d_ = (unsigned char *)(dst);                                                    \
+    const unsigned char *s_ = (const unsigned char *)(src);                                        \
+    for (int i_ = 0; i_ < (int)(n); i_++)                                                          \
+      d_[i_] = s_[i_];                                                                             \
+  } while (0)
+
+/* argument readers (the arguments' C layouts) */
+WF_G const wf_gmesh *gmesh_arg(const void *p) {
+  unsigned long long id;
+  WF_GCOPY(&id, p, sizeof id);
+  return (const wf_gmesh *)id;
+}
+WF_G const wf_gboxes *gboxes_arg(const void *p) {
+  unsigned long long id;
+  WF_GCOPY(&id, p, sizeof id);
+  return (const wf_gboxes *)id;
+}
+WF_G wf_g3 g3_arg(const void *p) {
+  wf_g3 v;
+  WF_GCOPY(&v, p, sizeof v);
+  return v;
+}
+WF_G float f_arg(const void *p) {
+  float v;
+  WF_GCOPY(&v, p, sizeof v);
+  return v;
+}
+WF_G int i_arg(const void *p) {
+  int v;
+  WF_GCOPY(&v, p, sizeof v);
+  return v;
+}
+
+/* mesh_query_point_t and mesh_query_ray_t, as the front end lays them out */
+typedef struct wf_gqp {
+  unsigned char result, pad[3];
+  float sign;
+  int face;
+  float u, v;
+} wf_gqp;
+typedef struct wf_gqr {
+  unsigned char result, pad[3];
+  float sign;
+  int face;
+  float t, u, v;
+  wf_g3 normal;
+} wf_gqr;
+
+/* mode: 0 parity, 1 none, 2 normal, 3 winding number, 4 furthest */
+WF_G void gquery_point(void *res, const void *id, const void *pt, const void *md, int mode,
+                       float eps, float accuracy, float threshold) {
+  const wf_gmesh *m = gmesh_arg(id);
+  wf_g3 p = g3_arg(pt);
+  wf_gqp r;
+  r.result = 0, r.pad[0] = r.pad[1] = r.pad[2] = 0;
+  r.sign = 0.0f, r.face = 0, r.u = 0.0f, r.v = 0.0f;
+  float u = 0.0f, v = 0.0f, d2 = 0.0f;
+  int f = gmesh_point(m, p, f_arg(md), mode == 4, &u, &v, &d2);
+  if (f >= 0) {
+    r.result = 1, r.face = f, r.u = u, r.v = v;
+    if (mode == 0) r.sign = gmesh_sign_parity(m, p);
+    if (mode == 2) {
+      wf_g3 a, b, c;
+      gtri(m, f, &a, &b, &c);
+      wf_g3 q = gbary(a, b, c, u, v);
+      wf_g3 n = gmesh_pseudo_normal(m, p, q, d2, eps);
+      r.sign = g3dot(g3sub(p, q), n) >= 0.0f ? 1.0f : -1.0f;
+    }
+    if (mode == 3) r.sign = gmesh_winding(m, p, accuracy) > threshold ? -1.0f : 1.0f;
+  }
+  WF_GCOPY(res, &r, sizeof r);
+}
+
+WF_G void wf_nat_mesh_query_point(void *res, const void *id, const void *p, const void *md) {
+  gquery_point(res, id, p, md, 0, 0.0f, 0.0f, 0.0f);
+}
+WF_G void wf_nat_mesh_query_point_no_sign(void *res, const void *id, const void *p,
+                                          const void *md) {
+  gquery_point(res, id, p, md, 1, 0.0f, 0.0f, 0.0f);
+}
+WF_G void wf_nat_mesh_query_point_sign_normal(void *res, const void *id, const void *p,
+                                              const void *md, const void *eps) {
+  gquery_point(res, id, p, md, 2, f_arg(eps), 0.0f, 0.0f);
+}
+WF_G void wf_nat_mesh_query_point_sign_winding_number(void *res, const void *id, const void *p,
+                                                      const void *md, const void *acc,
+                                                      const void *thr) {
+  gquery_point(res, id, p, md, 3, 0.0f, f_arg(acc), f_arg(thr));
+}
+WF_G void wf_nat_mesh_query_furthest_point_no_sign(void *res, const void *id, const void *p,
+                                                   const void *md) {
+  gquery_point(res, id, p, md, 4, 0.0f, 0.0f, 0.0f);
+}
+
+WF_G void wf_nat_mesh_query_ray(void *res, const void *id, const void *o, const void *d,
+                                const void *tmax) {
+  const wf_gmesh *m = gmesh_arg(id);
+  wf_gqr r;
+  r.result = 0, r.pad[0] = r.pad[1] = r.pad[2] = 0;
+  r.sign = 0.0f, r.face = 0, r.t = 0.0f, r.u = 0.0f, r.v = 0.0f, r.normal = g3(0.0f, 0.0f, 0.0f);
+  float t = 0.0f, u = 0.0f, v = 0.0f, det = 0.0f;
+  wf_g3 dir = g3_arg(d);
+  int f = gmesh_ray(m, g3_arg(o), dir, f_arg(tmax), &t, &u, &v, &det);
+  if (f >= 0) {
+    r.result = 1, r.face = f, r.t = t, r.u = u, r.v = v;
+    r.normal = gface_normal(m, f);
+    r.sign = g3dot(dir, r.normal) < 0.0f ? 1.0f : -1.0f;
+  }
+  WF_GCOPY(res, &r, sizeof r);
+}
+
+WF_G void wf_nat_mesh_query_aabb(void *state, void *res, const void *id, const void *lo,
+                                 const void *hi) {
+  wf_giter *q = (wf_giter *)state;
+  const wf_gmesh *m = gmesh_arg(id);
+  q->mesh = m;
+  q->boxes = 0;
+  giter_begin(q, m && m->nfaces > 0 ? &m->bvh : 0, g3_arg(lo), g3_arg(hi), 0);
+  (void)res;
+}
+WF_G void wf_nat_bvh_query_aabb(void *state, void *res, const void *id, const void *lo,
+                                const void *hi) {
+  wf_giter *q = (wf_giter *)state;
+  const wf_gboxes *b = gboxes_arg(id);
+  q->mesh = 0;
+  q->boxes = b;
+  giter_begin(q, b && b->n > 0 ? &b->bvh : 0, g3_arg(lo), g3_arg(hi), 0);
+  (void)res;
+}
+WF_G void wf_nat_bvh_query_ray(void *state, void *res, const void *id, const void *o,
+                               const void *d) {
+  wf_giter *q = (wf_giter *)state;
+  const wf_gboxes *b = gboxes_arg(id);
+  q->mesh = 0;
+  q->boxes = b;
+  giter_begin(q, b && b->n > 0 ? &b->bvh : 0, g3_arg(o), g3_arg(d), 1);
+  (void)res;
+}
+WF_G void giter_next_native(void *res, const void *h) {
+  unsigned long long p;
+  WF_GCOPY(&p, h, sizeof p);
+  unsigned char ok = (unsigned char)giter_next((wf_giter *)p);
+  WF_GCOPY(res, &ok, 1);
+}
+WF_G void giter_get_native(void *res, const void *h) {
+  unsigned long long p;
+  WF_GCOPY(&p, h, sizeof p);
+  int cur = ((const wf_giter *)p)->cur;
+  WF_GCOPY(res, &cur, sizeof cur);
+}
+WF_G void wf_nat_mesh_query_aabb_next(void *res, const void *h) {
+  giter_next_native(res, h);
+}
+WF_G void wf_nat_mesh_query_aabb_get(void *res, const void *h) {
+  giter_get_native(res, h);
+}
+WF_G void wf_nat_bvh_query_aabb_next(void *res, const void *h) {
+  giter_next_native(res, h);
+}
+WF_G void wf_nat_bvh_query_aabb_get(void *res, const void *h) {
+  giter_get_native(res, h);
+}
+WF_G void wf_nat_bvh_query_ray_next(void *res, const void *h) {
+  giter_next_native(res, h);
+}
+WF_G void wf_nat_bvh_query_ray_get(void *res, const void *h) {
+  giter_get_native(res, h);
+}
+
+/* element access: an index out of range reads zeros (debug mode reports
+** it first: src/cpu/native.c) */
+WF_G void gpoint_of(void *res, const wf_gmesh *m, const wf_g3 *arr, int i) {
+  wf_g3 v = g3(0.0f, 0.0f, 0.0f);
+  if (m && arr && i >= 0 && i < m->npoints) v = arr[i];
+  WF_GCOPY(res, &v, sizeof v);
+}
+WF_G void wf_nat_mesh_get_point(void *res, const void *id, const void *i) {
+  const wf_gmesh *m = gmesh_arg(id);
+  gpoint_of(res, m, m ? m->points : 0, i_arg(i));
+}
+WF_G void wf_nat_mesh_get_velocity(void *res, const void *id, const void *i) {
+  const wf_gmesh *m = gmesh_arg(id);
+  gpoint_of(res, m, m ? m->velocities : 0, i_arg(i));
+}
+WF_G void wf_nat_mesh_get_index(void *res, const void *id, const void *i) {
+  const wf_gmesh *m = gmesh_arg(id);
+  int k = i_arg(i), v = 0;
+  if (m && k >= 0 && k < 3 * m->nfaces) v = m->indices[k];
+  WF_GCOPY(res, &v, sizeof v);
+}
+WF_G void wf_nat_mesh_eval_face_normal(void *res, const void *id, const void *f) {
+  const wf_gmesh *m = gmesh_arg(id);
+  int k = i_arg(f);
+  wf_g3 n = g3(0.0f, 0.0f, 0.0f);
+  if (m && k >= 0 && k < m->nfaces) n = gface_normal(m, k);
+  WF_GCOPY(res, &n, sizeof n);
+}
+
+/* adjoints: atomic accumulation into the mesh's gradient buffers */
+#if defined(__CUDACC__)
+WF_G void gatomic_addf(float *p, float v) {
+  atomicAdd(p, v);
+}
+#else
+WF_G void gatomic_addf(float *p, float v) {
+  union {
+    float f;
+    unsigned int u;
+  } old, nw;
+  old.u = __atomic_load_n((unsigned int *)p, __ATOMIC_RELAXED);
+  do {
+    nw.f = old.f + v;
+  } while (!__atomic_compare_exchange_n((unsigned int *)p, &old.u, nw.u, 1, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED));
+}
+#endif
+WF_G void gadj_point(wf_g3 *grad, const wf_gmesh *m, int i, wf_g3 g) {
+  if (!grad || i < 0 || i >= m->npoints) return;
+  gatomic_addf(&grad[i].x, g.x);
+  gatomic_addf(&grad[i].y, g.y);
+  gatomic_addf(&grad[i].z, g.z);
+}
+WF_G void wf_nat_mesh_get_point_adj(void *res, const void *id, const void *i, const void *g) {
+  const wf_gmesh *m = gmesh_arg(id);
+  if (m) gadj_point(m->points_grad, m, i_arg(i), g3_arg(g));
+  (void)res;
+}
+WF_G void wf_nat_mesh_get_velocity_adj(void *res, const void *id, const void *i, const void *g) {
+  const wf_gmesh *m = gmesh_arg(id);
+  if (m) gadj_point(m->velocities_grad, m, i_arg(i), g3_arg(g));
+  (void)res;
+}
+
+#endif

@@ -1,0 +1,126 @@
+/*
+** registry.c -- the live geometry objects of a runtime, so that a
+** debug-mode kernel can tell a valid id from a stale or made-up one
+** without reading through it.
+**
+** An open-addressing hash set of (id, kind), linear probing, tombstones
+** for removals, grown at half load. Objects are added and removed on the
+** host between launches; kernels only look up, from pool threads, under a
+** read lock. Reference counted: the runtime and every object hold one.
+*/
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "geom/geom.h"
+#include "runtime/rt.h"
+
+#define TOMB 1 /* an id no object has (descriptors are aligned) */
+
+typedef struct slot {
+  uint64_t id; /* 0 empty, TOMB removed */
+  int kind;
+} slot;
+
+struct wf_georeg {
+  int64_t refs; /* __atomic */
+  pthread_rwlock_t lock;
+  slot *slots;
+  size_t cap, used; /* used counts tombstones too */
+};
+
+static void reg_free(wf_georeg *g) {
+  pthread_rwlock_destroy(&g->lock);
+  free(g->slots);
+  free(g);
+}
+
+void wf_georeg_retain(wf_georeg *g) {
+  __atomic_add_fetch(&g->refs, 1, __ATOMIC_RELAXED);
+}
+
+void wf_georeg_release(void *p) {
+  wf_georeg *g = p;
+  if (g && __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) == 0) reg_free(g);
+}
+
+wf_georeg *wf_georeg_of(wf_rt *rt) {
+  if (rt->geom) return rt->geom;
+  wf_georeg *g = calloc(1, sizeof *g);
+  if (!g) return NULL;
+  if (pthread_rwlock_init(&g->lock, NULL)) {
+    free(g);
+    return NULL;
+  }
+  g->refs = 1;
+  rt->geom = g;
+  rt->geom_release = wf_georeg_release;
+  return g;
+}
+
+static size_t hash(uint64_t id, size_t cap) {
+  id ^= id >> 33;
+  id *= 0xff51afd7ed558ccdULL;
+  id ^= id >> 33;
+  return (size_t)id & (cap - 1);
+}
+
+/* Insert into a table known to have room (no locking). */
+static void put(slot *s, size_t cap, uint64_t id, int kind) {
+  size_t i = hash(id, cap);
+  while (s[i].id > TOMB)
+    i = (i + 1) & (cap - 1);
+  s[i].id = id;
+  s[i].kind = kind;
+}
+
+int wf_georeg_add(wf_georeg *g, uint64_t id, int kind) {
+  int rc = 0;
+  pthread_rwlock_wrlock(&g->lock);
+  if ((g->used + 1) * 2 > g->cap) {
+    size_t cap = g->cap ? g->cap * 2 : 64;
+    slot *s = calloc(cap, sizeof *s);
+    if (!s) {
+      rc = -1;
+    } else {
+      size_t used = 0;
+      for (size_t i = 0; i < g->cap; i++)
+        if (g->slots[i].id > TOMB) put(s, cap, g->slots[i].id, g->slots[i].kind), used++;
+      free(g->slots);
+      g->slots = s;
+      g->cap = cap;
+      g->used = used;
+    }
+  }
+  if (!rc) {
+    put(g->slots, g->cap, id, kind);
+    g->used++;
+  }
+  pthread_rwlock_unlock(&g->lock);
+  return rc;
+}
+
+void wf_georeg_remove(wf_georeg *g, uint64_t id) {
+  pthread_rwlock_wrlock(&g->lock);
+  if (g->cap) {
+    size_t i = hash(id, g->cap);
+    while (g->slots[i].id && g->slots[i].id != id)
+      i = (i + 1) & (g->cap - 1);
+    if (g->slots[i].id == id) g->slots[i].id = TOMB;
+  }
+  pthread_rwlock_unlock(&g->lock);
+}
+
+int wf_georeg_kind(const void *p, uint64_t id) {
+  wf_georeg *g = (wf_georeg *)p;
+  if (!g || id <= TOMB) return 0;
+  int kind = 0;
+  pthread_rwlock_rdlock(&g->lock);
+  if (g->cap) {
+    size_t i = hash(id, g->cap);
+    while (g->slots[i].id && g->slots[i].id != id)
+      i = (i + 1) & (g->cap - 1);
+    if (g->slots[i].id == id) kind = g->slots[i].kind;
+  }
+  pthread_rwlock_unlock(&g->lock);
+  return kind;
+}
