@@ -96,15 +96,14 @@ static int nopt(const wf_nativeinfo *ni, double *vals) {
 
 /* Emit row `row` on the arguments args[0..nargs) (expressions); at is the
 ** call for positions; name is the builtin's name as the user wrote it. */
-static int emit_row(wf_fstate *F, int row, const char *name, wf_expr **args, int nargs,
-                    wf_expr *at, wf_rv *out) {
+static int emit_row(wf_fstate *F, int row, const char *name, wf_expr **args, int nargs, wf_expr *at,
+                    wf_rv *out) {
   const wf_nativeinfo *ni = &wf_native_tab[row];
   int na = wf_native_nargs(ni);
   double defs[8];
   int no = nopt(ni, defs);
   if (nargs < na - no || nargs > na) {
-    if (no)
-      ERR(at, "weft.%s expects %d to %d arguments, got %d", name, na - no, na, nargs);
+    if (no) ERR(at, "weft.%s expects %d to %d arguments, got %d", name, na - no, na, nargs);
     ERR(at, "weft.%s expects %d argument%s, got %d", name, na, na == 1 ? "" : "s", nargs);
   }
   wf_val vals[16];
@@ -139,8 +138,9 @@ static int emit_row(wf_fstate *F, int row, const char *name, wf_expr **args, int
 
 int wf_nat_call(wf_fstate *F, int row, const char *name, wf_expr *call, wf_rv *out) {
   if (wf_native_tab[row].flags & WF_NATF_ITER)
-    ERR(call, "weft.%s is an iterating query: use it in a generic for, "
-              "for i in weft.%s(...) do ... end",
+    ERR(call,
+        "weft.%s is an iterating query: use it in a generic for, "
+        "for i in weft.%s(...) do ... end",
         name, name);
   return emit_row(F, row, name, call->args, call->nargs, call, out);
 }

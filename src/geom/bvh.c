@@ -58,7 +58,7 @@ typedef struct build {
   float *cen;           /* centroids, 3 per primitive */
   int *items;
   wf_gnode *nodes;
-  int nnodes; /* __atomic */
+  int nnodes;  /* __atomic */
   int threads; /* __atomic: threads still allowed to start */
 } build;
 
@@ -255,8 +255,7 @@ int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads, wf_gnode
   return 0;
 }
 
-void wf_bvh_refit(wf_gnode *nodes, int nnodes, const int *items, const float *lo,
-                  const float *hi) {
+void wf_bvh_refit(wf_gnode *nodes, int nnodes, const int *items, const float *lo, const float *hi) {
   for (int i = nnodes - 1; i >= 0; i--) {
     wf_gnode *n = &nodes[i];
     box b;

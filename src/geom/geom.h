@@ -37,8 +37,8 @@ WF_INTERNAL int wf_georeg_kind(const void *g, uint64_t id);
 WF_INTERNAL int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads,
                              wf_gnode **nodes, int **items, int *nnodes);
 /* Recompute node bounds from new primitive boxes. */
-WF_INTERNAL void wf_bvh_refit(wf_gnode *nodes, int nnodes, const int *items,
-                              const float *lo, const float *hi);
+WF_INTERNAL void wf_bvh_refit(wf_gnode *nodes, int nnodes, const int *items, const float *lo,
+                              const float *hi);
 
 /* ---- objects (mesh.c): the FFI surface ---- */
 typedef struct wf_geom wf_geom;

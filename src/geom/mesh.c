@@ -168,15 +168,18 @@ int wf_geom_mesh_new(wf_rt *rt, const wf_array *points, const wf_array *indices,
                      const wf_array *velocities, int winding, wf_geom **out) {
   *out = NULL;
   int K = WF_GEOM_MESH, rc;
-  if ((rc = check_array(rt, K, points, "points", 12)) || (rc = check_array(rt, K, indices, "indices", 4)))
+  if ((rc = check_array(rt, K, points, "points", 12)) ||
+      (rc = check_array(rt, K, indices, "indices", 4)))
     return rc;
   if (velocities && (rc = check_array(rt, K, velocities, "velocities", 12))) return rc;
   long long np = points->size, ni = indices->size;
   if (np == 0) return bad(rt, K, "points is empty: a mesh needs at least 3 points", NULL, 0, 0);
-  if (ni == 0) return bad(rt, K, "indices is empty: a mesh needs at least one triangle", NULL, 0, 0);
+  if (ni == 0)
+    return bad(rt, K, "indices is empty: a mesh needs at least one triangle", NULL, 0, 0);
   if (ni % 3) return bad(rt, K, "indices has %s%lld entries, not a multiple of 3", "", ni, 0);
   if (velocities && velocities->size != np)
-    return bad(rt, K, "velocities has %s%lld entries but points has %lld", "", velocities->size, np);
+    return bad(rt, K, "velocities has %s%lld entries but points has %lld", "", velocities->size,
+               np);
   const int *idx = indices->data;
   for (long long i = 0; i < ni; i++)
     if (idx[i] < 0 || idx[i] >= np)
@@ -200,10 +203,12 @@ int wf_geom_mesh_new(wf_rt *rt, const wf_array *points, const wf_array *indices,
 int wf_geom_bvh_new(wf_rt *rt, const wf_array *lowers, const wf_array *uppers, wf_geom **out) {
   *out = NULL;
   int K = WF_GEOM_BVH, rc;
-  if ((rc = check_array(rt, K, lowers, "lowers", 12)) || (rc = check_array(rt, K, uppers, "uppers", 12)))
+  if ((rc = check_array(rt, K, lowers, "lowers", 12)) ||
+      (rc = check_array(rt, K, uppers, "uppers", 12)))
     return rc;
   if (lowers->size != uppers->size)
-    return bad(rt, K, "lowers has %s%lld boxes but uppers has %lld", "", lowers->size, uppers->size);
+    return bad(rt, K, "lowers has %s%lld boxes but uppers has %lld", "", lowers->size,
+               uppers->size);
   if (lowers->size == 0) return bad(rt, K, "no boxes: lowers and uppers are empty", NULL, 0, 0);
   if ((rc = check_finite(rt, K, lowers->data, lowers->size, "lowers")) ||
       (rc = check_finite(rt, K, uppers->data, uppers->size, "uppers")))

@@ -98,7 +98,8 @@ typedef struct wf_nativeinfo {
 
 #define WF_NATINFO(name, kind, fl, state, res, args, defs, adj)                                    \
   {#name, kind, fl, state, res, args, defs, WF_NAT_##adj},
-#define WF_NATIVE_TABLE {WF_NATIVEDEF(WF_NATINFO)}
+#define WF_NATIVE_TABLE                                                                            \
+  { WF_NATIVEDEF(WF_NATINFO) }
 
 /* The table (src/geom/native.c). */
 __attribute__((visibility("hidden"))) extern const wf_nativeinfo wf_native_tab[WF_NAT__COUNT];

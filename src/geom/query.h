@@ -359,9 +359,8 @@ WF_G int gmesh_crossings(const wf_gmesh *m, wf_g3 o, wf_g3 d) {
 ** vote, so a ray through an edge or a vertex (counted twice or not at
 ** all) is outvoted. */
 WF_G float gmesh_sign_parity(const wf_gmesh *m, wf_g3 p) {
-  const wf_g3 dirs[3] = {{0.8841f, 0.3571f, 0.3012f},
-                         {-0.2693f, 0.9117f, -0.3103f},
-                         {0.3379f, -0.2011f, -0.9194f}};
+  const wf_g3 dirs[3] = {
+      {0.8841f, 0.3571f, 0.3012f}, {-0.2693f, 0.9117f, -0.3103f}, {0.3379f, -0.2011f, -0.9194f}};
   int inside = 0;
   for (int k = 0; k < 3; k++)
     inside += gmesh_crossings(m, p, dirs[k]) & 1;
