@@ -430,17 +430,11 @@ return function(weft)
   end)
   -- spatial_adjoint(R, S): the 6x6 [[R, 0], [S, R]]
   typed("spatial_adjoint", mat_arg, function(sfx)
-    local SM, M3 = weft["spatial_matrix" .. sfx], weft["mat33" .. sfx]
+    local SV, M3, V = weft["spatial_vector" .. sfx], weft["mat33" .. sfx], weft["vec3" .. sfx]
     return { R = M3, S = M3, function(R, S)
-      local m = SM()
-      for i = 0, 2 do
-        for j = 0, 2 do
-          m[i][j] = R[i][j]
-          m[i + 3][j + 3] = R[i][j]
-          m[i + 3][j] = S[i][j]
-        end
-      end
-      return m
+      local z = V()
+      return weft.matrix_from_rows(SV(R[0], z), SV(R[1], z), SV(R[2], z), SV(S[0], R[0]),
+        SV(S[1], R[1]), SV(S[2], R[2]))
     end }
   end)
   -- velocity_at_point(qd, r) = v + w x r

@@ -603,7 +603,7 @@ static int do_rand_more(wf_fstate *F, const char *name, wf_expr *call, wf_rv *ou
     out[0] = wf_lo_mkval(wf_b_agg(B, v2, 2, c), v2);
     return 1;
   }
-  if (!strncmp(name, "sample_unit_", 12) && (strstr(name, "sphere") || strstr(name, "hemisphere"))) {
+  if (!strncmp(name, "sample_unit_", 12) && strstr(name, "sphere")) {
     /* phi from acos(1 - 2u) (sphere) or acos(1 - u) (hemisphere) */
     int hemi = strstr(name, "hemi") != NULL, surf = strstr(name, "surface") != NULL;
     wf_val u = draw(F, vi, 1);
