@@ -200,7 +200,7 @@ return function(weft, P)
   -- Parse weft.kernel{...} / weft.func{...} / weft.func(fn) into a decl.
   local function make_decl(kind, spec, level)
     level = level + 1
-    local fn, types, name
+    local fn, types, name, defaults
     if type(spec) == "function" then
       fn, types = spec, {}
     elseif type(spec) == "table" and not weft.is_type(spec) then
@@ -210,6 +210,8 @@ return function(weft, P)
         if k ~= 1 then
           if k == "name" and type(v) == "string" then
             name = v
+          elseif k == "defaults" and kind == "func" and type(v) == "table" and not weft.is_type(v) then
+            defaults = v
           elseif type(k) ~= "string" then
             error(fmt("weft.%s: expected parameter = type pairs and one function", kind), level)
           elseif not weft.is_type(v) then
@@ -250,13 +252,28 @@ return function(weft, P)
         error(fmt("weft.%s: '%s' is not a parameter of the function", kind, k), level)
       end
     end
+    -- defaults = { y = 1.0 }: values for parameters a call leaves out
+    -- (numbers, booleans, host values of weft types, weft.constant)
+    for k, v in pairs(defaults or {}) do
+      if not known[k] then
+        error(fmt("weft.func: default for '%s', which is not a parameter of the function",
+                  tostring(k)), level)
+      end
+      local tv = type(v)
+      if not (tv == "number" or tv == "boolean" or (tv == "cdata" and not (weft.is_array and weft.is_array(v)))
+              or (tv == "table" and getmetatable(v) == Const)) then
+        error(fmt("weft.func: the default for '%s' must be a number, a boolean or a value of a "
+                  .. "weft type, got %s", k, tv), level)
+      end
+    end
     local generic = false
     for _, p in ipairs(params) do
       if not p.type then generic = true end
     end
     name = name or declared_name(fn, kind == "kernel" and "kernel" or "func")
       or fmt("%s_%d", kind, debug.getinfo(fn, "S").linedefined)
-    return { fn = fn, kind = kind, types = types, params = params, generic = generic, name = name }
+    return { fn = fn, kind = kind, types = types, params = params, generic = generic, name = name,
+             defaults = defaults }
   end
 
   ---------------------------------------------------------------------------
@@ -614,9 +631,31 @@ return function(weft, P)
     return self
   end
 
-  -- On the host, run the first definition as plain Lua.
+  -- On the host, run the first definition as plain Lua, with its
+  -- defaults for missing arguments; f{ x = 1, y = 2 } passes them by name.
   function Func:__call(...)
-    return self.defs[1].fn(...)
+    local d = self.defs[1]
+    local kw = select("#", ...) == 1 and ... or nil
+    local named = type(kw) == "table" and getmetatable(kw) == nil and next(kw) ~= nil
+    for k in pairs(named and kw or {}) do named = named and type(k) == "string" end
+    if named then
+      local args = {}
+      for k in pairs(kw) do
+        local known = false
+        for _, p in ipairs(d.params) do known = known or p.name == k end
+        if not known then P.raise(fmt("weft.func %s: no parameter '%s'", self.name, tostring(k))) end
+      end
+      for i, p in ipairs(d.params) do
+        local v = kw[p.name]
+        if v == nil and d.defaults then v = d.defaults[p.name] end
+        args[i] = v
+      end
+      return d.fn(unpack(args, 1, #d.params))
+    end
+    if not d.defaults or select("#", ...) >= #d.params then return d.fn(...) end
+    local args = { ... }
+    for i = select("#", ...) + 1, #d.params do args[i] = d.defaults[d.params[i].name] end
+    return d.fn(unpack(args, 1, #d.params))
   end
 
   function Func:__tostring()

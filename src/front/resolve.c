@@ -693,15 +693,84 @@ static int check_builtin(wf_fstate *F, int oi, const char *path, int na, const w
   return 1;
 }
 
+/* The arguments of a call for a definition with parameters names[0..np):
+** the na positional ones, then keyword values (kw: f{ y = 2 }, values
+** kwv), then the definition's defaults (its decl's `defaults` table, at
+** stack index di's field). 0 and a reason in why when they do not fit. */
+static int complete_args(wf_fstate *F, int di, const char **names, int np, int na,
+                         const wf_rv *args, wf_expr *call, wf_expr *kw, const wf_rv *kwv,
+                         wf_rv *cand, wf_expr **cexp, char *why, size_t nwhy) {
+  lua_State *L = F->C->L;
+  if (na > np || np > 32) {
+    snprintf(why, nwhy, "expects %d argument%s, got %d", np, np == 1 ? "" : "s", na);
+    return 0;
+  }
+  int kwof[32];
+  for (int i = 0; i < np; i++)
+    kwof[i] = -1;
+  for (int k = 0; kw && k < kw->nfields; k++) {
+    int j = 0;
+    while (j < np && strcmp(names[j], kw->fields[k].name) != 0)
+      j++;
+    if (j == np) {
+      snprintf(why, nwhy, "has no parameter '%.40s'", kw->fields[k].name);
+      return 0;
+    }
+    kwof[j] = k;
+  }
+  lua_getfield(L, di, "defaults");
+  int dfi = lua_gettop(L);
+  for (int i = 0; i < np; i++) {
+    if (i < na) {
+      cand[i] = args[i];
+      cexp[i] = call->args[i];
+    } else if (kwof[i] >= 0) {
+      cand[i] = kwv[kwof[i]];
+      cexp[i] = kw->fields[kwof[i]].value;
+    } else {
+      if (lua_istable(L, dfi)) lua_getfield(L, dfi, names[i]);
+      if (!lua_istable(L, dfi) || lua_isnil(L, -1)) {
+        if (!lua_istable(L, dfi) && !kw)
+          snprintf(why, nwhy, "expects %d argument%s, got %d", np, np == 1 ? "" : "s", na);
+        else
+          snprintf(why, nwhy, "needs argument '%.40s' (it has no default)", names[i]);
+        lua_settop(L, dfi - 1);
+        return 0;
+      }
+      cand[i] = classify(F, names[i], call); /* the default, as a captured value */
+      cexp[i] = call;
+    }
+  }
+  lua_settop(L, dfi - 1);
+  return 1;
+}
+
 int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *out) {
   wf_fctx *C = F->C;
   lua_State *L = C->L;
   (void)want;
   int na = call->nargs;
+  /* a keyword call: f{ x = a, y = b }, one table constructor of names */
+  wf_expr *kw = NULL;
+  wf_rv kwv[32];
+  if (na == 1 && call->args[0]->kind == E_TABLE) {
+    kw = call->args[0];
+    na = 0;
+    if (kw->nfields > 32) ERR(call, "too many arguments");
+    for (int k = 0; k < kw->nfields; k++) {
+      wf_tfield *f = &kw->fields[k];
+      if (!f->name) ERR(f->value ? f->value : kw, "a keyword call takes name = value pairs only");
+      for (int j = 0; j < k; j++)
+        if (!strcmp(kw->fields[j].name, f->name))
+          ERR(f->value, "argument '%s' is given twice", f->name);
+      kwv[k] = wf_lo_expr(F, f->value);
+    }
+  }
   if (na > 32) ERR(call, "too many arguments");
-  wf_rv args[32];
+  wf_rv pargs[32], args[32];
+  wf_expr *aexp[32];
   for (int i = 0; i < na; i++)
-    args[i] = wf_lo_expr(F, call->args[i]);
+    pargs[i] = wf_lo_expr(F, call->args[i]);
   F->b.loc = (wf_loc){call->line, call->col};
   wf_res_push(C, fobj.ref);
   int oi = lua_gettop(L);
@@ -713,9 +782,10 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
   lua_getfield(L, oi, "defs");
   int dsi = lua_gettop(L);
   int nd = lua_istable(L, dsi) ? (int)lua_objlen(L, dsi) : 0;
-  int best = -1, bestscore = -1, tie = 0, arity_seen = -1;
+  int best = -1, bestscore = -1, tie = 0, nbest = 0;
   const wf_type *bestt[32];
   const char **bestnames = NULL;
+  char why[128] = "";
   for (int d = 1; d <= nd; d++) {
     lua_rawgeti(L, dsi, d);
     int di = lua_gettop(L);
@@ -723,8 +793,9 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
     const char **names;
     int np = param_names(C, lua_gettop(L), &names);
     lua_pop(L, 1);
-    arity_seen = np;
-    if (np != na) {
+    wf_rv cand[32];
+    wf_expr *cexp[32];
+    if (!complete_args(F, di, names, np, na, pargs, call, kw, kwv, cand, cexp, why, sizeof why)) {
       lua_pop(L, 1);
       continue;
     }
@@ -740,16 +811,19 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
           pt[i] = wf_front_totype(C, -1);
           if (!pt[i])
             ok = 0;
-          else if (!arg_fits(&args[i], pt[i]))
+          else if (!arg_fits(&cand[i], pt[i]))
             ok = 0;
           else
-            score += arg_fits(&args[i], pt[i]);
+            score += arg_fits(&cand[i], pt[i]);
         }
         lua_pop(L, 1);
       }
+      /* a number default of a generic parameter is a float (an integer
+      ** one needs a typed parameter): 3.0 reads back from Lua as 3 */
+      if (!pt[i] && cexp[i] == call && cand[i].kind == RV_LIT) cand[i].isint = 0;
       if (!pt[i] && ok) {
         /* generic: any value */
-        if (args[i].kind != RV_VAL && !wf_lo_isnum(&args[i])) ok = 0;
+        if (cand[i].kind != RV_VAL && !wf_lo_isnum(&cand[i])) ok = 0;
       }
     }
     lua_pop(L, 2);
@@ -759,6 +833,9 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
       bestscore = score;
       tie = 0;
       memcpy(bestt, pt, sizeof(wf_type *) * (size_t)np);
+      memcpy(args, cand, sizeof(wf_rv) * (size_t)np);
+      memcpy(aexp, cexp, sizeof(wf_expr *) * (size_t)np);
+      nbest = np;
       bestnames = names;
     } else if (score == bestscore) {
       tie = 1;
@@ -766,16 +843,14 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
   }
   if (best < 0) {
     lua_settop(L, oi - 1);
-    if (nd == 1 && arity_seen != na)
-      ERR(call, "'%s' expects %d argument%s, got %d", fname, arity_seen, arity_seen == 1 ? "" : "s",
-          na);
+    if (nd == 1 && why[0]) ERR(call, "'%s' %s", fname, why);
     char buf[256] = "";
     size_t off = 0;
     for (int i = 0; i < na && off < sizeof buf - 40; i++)
       off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", i ? ", " : "",
-                              args[i].kind == RV_VAL  ? wf_lo_tname(C, args[i].t)
-                              : wf_lo_isnum(&args[i]) ? "number"
-                                                      : "non-value");
+                              pargs[i].kind == RV_VAL  ? wf_lo_tname(C, pargs[i].t)
+                              : wf_lo_isnum(&pargs[i]) ? "number"
+                                                       : "non-value");
     ERR(call, "no definition of '%s' matches the arguments (%s)", fname, buf);
   }
   if (tie) {
@@ -783,6 +858,7 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
     ERR(call, "ambiguous call to '%s': several definitions match equally well", fname);
   }
   /* final parameter types and argument values */
+  na = nbest;
   const wf_type *ptypes[32];
   wf_val vals[32];
   const wf_type *gf = generic_float(args, bestt, na);
@@ -790,7 +866,7 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
     ptypes[i] = bestt[i];
     const wf_type *pt = bestt[i];
     if (!pt && gf && wf_lo_isnum(&args[i]) && !args[i].isint) pt = gf;
-    vals[i] = wf_lo_value(F, &args[i], pt, call->args[i]);
+    vals[i] = wf_lo_value(F, &args[i], pt, aexp[i]);
     if (!ptypes[i]) ptypes[i] = wf_vtype(F->fn, vals[i]);
   }
   const char *path = fobj.str ? fobj.str : fname;
