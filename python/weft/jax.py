@@ -141,6 +141,32 @@ def _as_dims(d, what):
     return t
 
 
+def _manual_type(arrays):
+    """Inside shard_map: the type of the input that varies over the most
+    mesh axes (the outputs of an FFI call vary as its inputs do); None
+    elsewhere."""
+    jax = _jax()
+    best, most = None, 0
+    for x in arrays:
+        t = jax.typeof(x)
+        m = getattr(t, "manual_axis_type", None)
+        n = len(getattr(m, "varying", ()) or ())
+        if n > most:
+            best, most = t, n
+    return best
+
+
+def _out_type(shape, dtype, like):
+    """The result type of an FFI call: shape and dtype, varying like `like`."""
+    jax = _jax()
+    if like is None:
+        return jax.ShapeDtypeStruct(tuple(shape), dtype)
+    from jax.sharding import NamedSharding, PartitionSpec
+    spec = PartitionSpec(*([None] * len(shape)))
+    return like.update(shape=tuple(shape), dtype=np.dtype(dtype),
+                       sharding=NamedSharding(like.sharding.mesh, spec))
+
+
 def _check_vmap(m, where):
     if m not in VMAP_METHODS:
         raise ValueError("%s: vmap_method must be one of %s, got %r"
@@ -293,7 +319,8 @@ class JaxKernel:
             launch = _as_dims(launch_dims, self.where + ": launch_dims")
             ndim, launch_shape = len(launch), launch
         # outputs
-        out_types = [jax.ShapeDtypeStruct(*shapes[p.name]) for p in self.inputs if p.in_out]
+        manual = _manual_type(arrays)
+        out_types = [_out_type(*shapes[p.name], manual) for p in self.inputs if p.in_out]
         for p in self.outputs:
             if isinstance(output_dims, dict):
                 if p.name not in output_dims:
@@ -318,7 +345,7 @@ class JaxKernel:
                     raise ValueError("%s: output '%s' is %s, output dims %s do not fit"
                                      % (self.where, p.name, p.type, dims))
                 specs.append("-")
-            out_types.append(jax.ShapeDtypeStruct(tuple(shape), dt))
+            out_types.append(_out_type(shape, dt, manual))
         return arrays, specs, blob, launch, ndim, out_types
 
     def _plan(self, specs, ndim, adjoint):
@@ -437,8 +464,9 @@ class JaxKernel:
                                                            self.output_dims)
         pid = self._plan(specs, ndim, True)
         n_in, n_out = len(arrays), self.num_outputs
-        out_types = [jax.ShapeDtypeStruct(o.shape, o.dtype) for o in outs] + \
-            [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in arrays]
+        manual = _manual_type(list(arrays) + list(outs) + list(cots))
+        out_types = [_out_type(o.shape, o.dtype, manual) for o in outs] + \
+            [_out_type(a.shape, a.dtype, manual) for a in arrays]
         aliases = {n_in + n_out + j: j for j in range(n_out)}
         call = jax.ffi.ffi_call("weft_kernel", out_types, vmap_method=self.vmap_method,
                                 input_output_aliases=aliases)
@@ -655,7 +683,7 @@ class JaxCallable:
                                  % self.where)
             shape = tuple(first.shape) if d is None else _as_dims(d, self.where + ": output_dims")
             dt = first.dtype if first is not None else np.float32
-            out_types.append(jax.ShapeDtypeStruct(shape, dt))
+            out_types.append(_out_type(shape, dt, _manual_type(arrays)))
         call = jax.ffi.ffi_call(self.target, out_types, vmap_method=vmap_method,
                                 has_side_effect=False)
         return list(call(*arrays, **attrs))

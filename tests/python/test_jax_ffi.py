@@ -260,6 +260,10 @@ SHARDED = textwrap.dedent("""
         a = sharded(x)
     b = whole(x)
     assert np.array_equal(np.asarray(a), np.asarray(b))
+    # results vary over the mesh axis as the inputs do (a loop carry keeps its type)
+    loop = lambda s: jax.lax.fori_loop(0, 3, lambda _, v: k(v, 0.5)[0], s)
+    c = jax.jit(jax.shard_map(loop, mesh=mesh, in_specs=P("x"), out_specs=P("x")))(x)
+    assert np.array_equal(np.asarray(c), np.asarray(jax.jit(loop)(x)))
     print("sharded ok")
 """)
 
