@@ -1,6 +1,7 @@
 """weft kernels inside JAX: rt.jax_kernel, rt.jax_callable and
 weft.register_ffi_callback as XLA FFI targets (python/weft/jax.py,
 src/interop/xla_ffi.c), under jit, vmap, grad and shard_map."""
+import ctypes
 import os
 import resource
 import subprocess
@@ -274,3 +275,87 @@ def test_shard_map_over_four_cpu_devices():
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "sharded ok" in r.stdout
+
+
+# ---- the C handler against hand-made call frames (xla_ffi.h's ABI) ----------------
+class _Ver(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("ext", ctypes.c_void_p), ("major", ctypes.c_int),
+                ("minor", ctypes.c_int)]
+
+
+class _ErrArgs(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("ext", ctypes.c_void_p), ("message", ctypes.c_char_p),
+                ("errc", ctypes.c_int32)]
+
+
+_ERR_CREATE = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(_ErrArgs))
+
+
+class _Api(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("ext", ctypes.c_void_p), ("version", _Ver),
+                ("internal", ctypes.c_void_p), ("error_create", _ERR_CREATE)] + \
+        [(n, ctypes.c_void_p) for n in ("get_message", "destroy", "register", "stream_get")]
+
+
+class _List(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("ext", ctypes.c_void_p), ("n", ctypes.c_int64),
+                ("types", ctypes.c_void_p), ("ptrs", ctypes.c_void_p)]
+
+
+class _Attrs(ctypes.Structure):
+    _fields_ = _List._fields_ + [("more", ctypes.c_void_p)]
+
+
+class _Frame(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("ext", ctypes.c_void_p), ("api", ctypes.POINTER(_Api)),
+                ("ctx", ctypes.c_void_p), ("stage", ctypes.c_int32), ("args", _List),
+                ("rets", _List), ("attrs", _Attrs), ("future", ctypes.c_void_p)]
+
+
+class _Meta(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("version", _Ver), ("traits", ctypes.c_uint32),
+                ("state_type", ctypes.c_int64)]
+
+
+class _MetaExt(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("type", ctypes.c_int32), ("next", ctypes.c_void_p),
+                ("metadata", ctypes.POINTER(_Meta))]
+
+
+def _handlers():
+    from weft import jax as wj
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    proto = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.POINTER(_Frame))
+    return [proto(get(c, None)) for c in wj._X.targets()]
+
+
+def _frame(major=0, size=None):
+    seen = []
+
+    def create(a):
+        seen.append((a.contents.errc, a.contents.message.decode()))
+        return 4242
+
+    cb = _ERR_CREATE(create)
+    api = _Api(size=ctypes.sizeof(_Api), version=_Ver(24, None, major, 3), error_create=cb)
+    f = _Frame(size=size or ctypes.sizeof(_Frame), api=ctypes.pointer(api), stage=3)
+    return f, seen, (cb, api)
+
+
+def test_handler_answers_metadata_and_checks_the_version():
+    cpu, cuda = _handlers()
+    f, seen, keep = _frame()
+    meta = _Meta()
+    ext = _MetaExt(size=ctypes.sizeof(_MetaExt), type=1, metadata=ctypes.pointer(meta))
+    f.ext = ctypes.addressof(ext)
+    assert cpu(ctypes.byref(f)) is None and (meta.version.major, meta.version.minor) == (0, 1)
+    f.ext = None
+    assert cpu(ctypes.byref(f)) == 4242  # no attributes: an error, not a crash
+    assert "needs the attributes weft_ctx and weft_plan" in seen[-1][1]
+    f, seen, keep = _frame(major=1)
+    assert cpu(ctypes.byref(f)) == 4242 and "major version mismatch" in seen[-1][1]
+    f, seen, keep = _frame(size=64)  # a frame older than the fields read
+    assert cpu(ctypes.byref(f)) == 4242 and "older than API 0.1" in seen[-1][1]
+    f, seen, keep = _frame()
+    assert cuda(ctypes.byref(f)) == 4242 and "cpu platform only" in seen[-1][1]
