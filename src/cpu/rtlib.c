@@ -13,8 +13,6 @@
 #include "cpu/cpu.h"
 #include "geom/geom.h"
 #include "geom/query.h"
-#include "geom/geom.h"
-#include "geom/query.h"
 
 /* The first failing thread wins the message slot. */
 static int claim(wf_launch_ctx *ctx) {
@@ -365,31 +363,6 @@ int32_t wf_cpu_rt_geom_check(wf_launch_ctx *ctx, const char *where, uint64_t id,
   if (!claim(ctx)) return 0;
   const char *fn = row >= 0 && row < WF_NAT__COUNT ? wf_native_tab[row].name : "?";
   if (k)
-    snprintf(ctx->msg, sizeof ctx->msg, "%s: weft.%s: id %" PRIu64 " is a %s, not a %s", where,
-             fn, id, kind_name(k), kind_name(kind));
-  else
-    snprintf(ctx->msg, sizeof ctx->msg,
-             "%s: weft.%s: id %" PRIu64 " is not a live %s (freed, or not an id)", where, fn, id,
-             kind_name(kind));
-  return 0;
-}
-
-/* Debug mode, before a native builtin (src/geom/native.h) reads through
-** an id: 1 if id is a live object of the kind the builtin takes, else the
-** launch fails with a message naming the builtin (and the code goes on
-** with the null id 0, which reads nothing). */
-static const char *kind_name(int kind) {
-  static const char *const names[] = {"object", "weft.Mesh", "weft.Bvh", "weft.HashGrid",
-                                      "weft.Volume"};
-  return kind > 0 && kind < 5 ? names[kind] : names[0];
-}
-int32_t wf_cpu_rt_geom_check(wf_launch_ctx *ctx, const char *where, uint64_t id, int32_t kind,
-                             int32_t row) {
-  int k = wf_georeg_kind(ctx->geom, id);
-  if (k == kind) return 1;
-  if (!claim(ctx)) return 0;
-  const char *fn = row >= 0 && row < WF_NAT__COUNT ? wf_native_tab[row].name : "?";
-  if (k)
     snprintf(ctx->msg, sizeof ctx->msg, "%s: weft.%s: id %" PRIu64 " is a %s, not a %s", where, fn,
              id, kind_name(k), kind_name(kind));
   else
@@ -410,11 +383,6 @@ static const wf_cpu_sym symbols[] = {
     {"wf_cpu_rt_print", (void *)wf_cpu_rt_print},
     {"wf_cpu_rt_priv_begin", (void *)wf_cpu_rt_priv_begin},
     {"wf_cpu_rt_priv_end", (void *)wf_cpu_rt_priv_end},
-    {"wf_cpu_rt_geom_check", (void *)wf_cpu_rt_geom_check},
-/* the native builtins (src/geom/native.h, code in src/geom/query.h) */
-#define WF_NATSYM(name, kind, fl, state, res, args, defs, adj) {"wf_nat_" #name, (void *)wf_nat_##name},
-    WF_NATIVEDEF(WF_NATSYM)
-#undef WF_NATSYM
     {"wf_cpu_rt_geom_check", (void *)wf_cpu_rt_geom_check},
 /* the native builtins (src/geom/native.h, code in src/geom/query.h) */
 #define WF_NATSYM(name, kind, fl, state, res, args, defs, adj) {"wf_nat_" #name, (void *)wf_nat_##name},
