@@ -44,6 +44,7 @@ writes_input = weft.kernel{ x = weft.array(weft.float32), y = weft.array(weft.fl
   function(x, y) local i = weft.tid(); x[i] = 0.0; y[i] = 1.0 end }
 offset_by = weft.kernel{ x = weft.array(weft.float32), d = weft.float32, y = weft.array(weft.float32),
   function(x, d, y) local i = weft.tid(); y[i] = x[i] + d end }
+generic_scale = weft.kernel{ function(x, s, y) local i = weft.tid(); y[i] = x[i] * s end }
 function two_steps(x, s, y, z)
   weft.launch(scale, x.shape[1], {x, s}, {outputs = {y}})
   weft.launch(offset_by, y.shape[1], {y, 1.0}, {outputs = {z}})
@@ -70,6 +71,15 @@ def test_jit_eager_and_static_scalar(krt):
     f = jax.jit(lambda x, s: k(x, s)[0], static_argnames="s")
     assert np.array_equal(np.asarray(f(x, s=0.5)), np.arange(8) * 0.5)
     assert np.array_equal(np.asarray(f(x + 1, s=0.5)), (np.arange(8) + 1) * 0.5)
+
+
+def test_generic_kernel_takes_its_types_from_the_call(krt):
+    k = krt.jax_kernel("generic_scale")
+    f = jax.jit(lambda x, s: k(x, s)[0], static_argnames="s")
+    y = f(jnp.arange(4, dtype=jnp.float32), s=3.0)
+    assert y.dtype == jnp.float32 and np.array_equal(np.asarray(y), 3.0 * np.arange(4))
+    y = f(jnp.arange(4, dtype=jnp.int32), s=2)
+    assert y.dtype == jnp.int32 and np.array_equal(np.asarray(y), 2 * np.arange(4))
 
 
 @pytest.mark.parametrize("method", ["broadcast_all", "sequential", "expand_dims"])

@@ -26,4 +26,9 @@ PY="${WEFT_VENV:-$BUILD/venv}/bin/python"
 out=$(WEFT_LIB="$BUILD/libweft.so" "$PY" examples/torch_adam.py)
 echo "$out"
 echo "$out" | grep -q "torch_adam: ok"
+# a weft kernel under shard_map over 4 CPU devices, halos through ppermute
+out=$(WEFT_LIB="$BUILD/libweft.so" "$PY" examples/jax_shard_map.py)
+echo "$out"
+echo "$out" | grep -q "devices: 4 (cpu)"
+echo "$out" | grep -q "sharded vs one device: max |diff| = 0$"
 echo ok
