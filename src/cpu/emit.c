@@ -184,8 +184,32 @@ static LLVMValueRef libm(E *e, const char *base, const wf_type *t, LLVMValueRef 
 ** one, else its libm function (which rtlib.c lists for the JIT). */
 static LLVMValueRef math_fn(E *e, wf_op op, const wf_type *t, LLVMValueRef a, LLVMValueRef b) {
   const wf_opinfo *oi = &wf_opinfo_tab[op];
+  if (op == WF_OP_POW && !LLVMIsAConstantFP(b)) {
+    /* LLVM rewrites pow(2^n, x) as exp2(n * x) even without fast-math,
+    ** which rounds n * x first (2^53 ^ 1.7 is 11 ulp off): a call LLVM
+    ** must not treat as the libm pow. A constant exponent keeps the
+    ** intrinsic, whose rewrites (x * x, sqrt) are exact. */
+    LLVMValueRef r = libm(e, oi->libm, t, a, b);
+    LLVMValueRef call = t->bits == 16 ? LLVMGetOperand(r, 0) : r;
+    unsigned k = LLVMGetEnumAttributeKindForName("nobuiltin", 9);
+    LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(e->C, k, 0));
+    return r;
+  }
   if (oi->llvm) return b ? intr2(e, oi->llvm, a, b) : intr1(e, oi->llvm, a);
   return libm(e, oi->libm, t, a, b);
+}
+
+/* Lua's math.max and math.min: a > b ? a : b (a < b ? a : b), so a NaN
+** operand gives the other one when it is first and itself when it is
+** second, as LuaJIT's interpreter. InstCombine folds max(max(a, C), C)
+** to max(a, C) as if NaN could not occur, so an operand that is itself a
+** select goes through llvm.arithmetic.fence, which it cannot see through
+** (and which costs no instruction). */
+static LLVMValueRef minmax(E *e, int ismax, LLVMValueRef a, LLVMValueRef b) {
+  if (LLVMIsASelectInst(a)) a = intr1(e, "llvm.arithmetic.fence", a);
+  if (LLVMIsASelectInst(b)) b = intr1(e, "llvm.arithmetic.fence", b);
+  LLVMValueRef c = LLVMBuildFCmp(e->B, ismax ? LLVMRealOGT : LLVMRealOLT, a, b, "");
+  return LLVMBuildSelect(e->B, c, a, b, "");
 }
 
 /* "chunk:line" of an instruction, as a constant string. */
@@ -419,8 +443,8 @@ static LLVMValueRef binary(E *e, const wf_inst *in, const wf_type *t, LLVMValueR
       return LLVMBuildFSub(B, a, LLVMBuildFMul(B, q, b, ""), "");
     }
     case WF_OP_FLOORDIV: return intr1(e, "llvm.floor", LLVMBuildFDiv(B, a, b, ""));
-    case WF_OP_MIN: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOLT, a, b, ""), a, b, "");
-    case WF_OP_MAX: return LLVMBuildSelect(B, LLVMBuildFCmp(B, LLVMRealOGT, a, b, ""), a, b, "");
+    case WF_OP_MIN: return minmax(e, 0, a, b);
+    case WF_OP_MAX: return minmax(e, 1, a, b);
     default:
       if (wf_opinfo_tab[op].libm) return math_fn(e, op, t, a, b);
       break;

@@ -717,16 +717,19 @@ static wf_pymethod methods[] = {
     {"launch", (void *)py_launch, WF_METH_FASTCALL, NULL},
 };
 
-void *wf_py_functions(void) {
+void *wf_py_method_tuple(wf_pymethod *m, int n) {
   if (!WF_PY_READY()) return NULL;
-  int n = (int)(sizeof methods / sizeof methods[0]);
   pyobj *t = PyTuple_New(n);
   for (int k = 0; t && k < n; k++) {
-    pyobj *f = PyCFunction_NewEx(&methods[k], NULL, NULL);
+    pyobj *f = PyCFunction_NewEx(&m[k], NULL, NULL);
     if (!f || PyTuple_SetItem(t, k, f) != 0) {
       Py_DecRef(t);
       t = NULL;
     }
   }
   return t;
+}
+
+void *wf_py_functions(void) {
+  return wf_py_method_tuple(methods, (int)(sizeof methods / sizeof methods[0]));
 }

@@ -93,4 +93,9 @@ extern pyobj *PyExc_RuntimeError WF_WEAK;
 ** stands for all: they come from the same interpreter. */
 #define WF_PY_READY() (&PyCapsule_IsValid != NULL && &Py_DecRef != NULL)
 
+/* A tuple of builtin functions (a new reference) for the n method records
+** m, which must live forever (CPython keeps pointers to them); NULL when
+** Python is not in the process or on failure. In pyapi.c. */
+__attribute__((visibility("hidden"))) void *wf_py_method_tuple(wf_pymethod *m, int n);
+
 #endif

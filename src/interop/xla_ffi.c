@@ -627,15 +627,5 @@ static wf_pymethod methods[] = {
 };
 
 void *wf_xla_functions(void) {
-  if (!WF_PY_READY()) return NULL;
-  int n = (int)(sizeof methods / sizeof methods[0]);
-  pyobj *t = PyTuple_New(n);
-  for (int k = 0; t && k < n; k++) {
-    pyobj *f = PyCFunction_NewEx(&methods[k], NULL, NULL);
-    if (!f || PyTuple_SetItem(t, k, f) != 0) {
-      Py_DecRef(t);
-      t = NULL;
-    }
-  }
-  return t;
+  return wf_py_method_tuple(methods, (int)(sizeof methods / sizeof methods[0]));
 }
