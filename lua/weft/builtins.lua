@@ -141,7 +141,8 @@ return function(weft, P)
     "randf", "randi", "matrix_from_rows", "matrix_from_cols", "randn", "randu", "sample_triangle",
     "sample_unit_ring", "sample_unit_disk", "sample_unit_sphere_surface", "sample_unit_sphere",
     "sample_unit_hemisphere_surface", "sample_unit_hemisphere", "sample_unit_square",
-    "sample_unit_cube",
+    "sample_unit_cube", "atomic_sub", "atomic_exch", "atomic_cas", "atomic_and", "atomic_or",
+    "atomic_xor",
   } do
     weft[name] = kernel_only(name)
   end

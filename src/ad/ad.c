@@ -695,6 +695,11 @@ static void replay_inst(wf_adctx *A, const wf_inst *in) {
   case WF_OP_ATOMIC_ADD:
   case WF_OP_ATOMIC_MIN:
   case WF_OP_ATOMIC_MAX:
+  case WF_OP_ATOMIC_EXCH:
+  case WF_OP_ATOMIC_CAS:
+  case WF_OP_ATOMIC_AND:
+  case WF_OP_ATOMIC_OR:
+  case WF_OP_ATOMIC_XOR:
     /* Not redone; a needed old value is re-read, which is wrong: the
     ** check after the build fails if the adjoint really uses it. */
     if (A->need[in->res[0]]) {

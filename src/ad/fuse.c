@@ -78,7 +78,7 @@ static void mem_collect(wf_adctx *A, const wf_inst *in, memacc *m) {
     kind = 0;
   else if (in->op == WF_OP_ATOMIC_ADD)
     kind = 1;
-  else if (in->op == WF_OP_STORE || in->op == WF_OP_ATOMIC_MIN || in->op == WF_OP_ATOMIC_MAX)
+  else if (wf_op_flags(in->op) & WF_OPF_WRITE) /* stores and the other atomics */
     kind = 2;
   else if (in->op == WF_OP_CALL || in->op == WF_OP_PRINT || in->op == WF_OP_TRAP)
     m->opaque = 1;

@@ -98,6 +98,11 @@ static void writes_block(const wf_func *fn, const wf_block *bl, uint8_t *w, int 
     case WF_OP_ATOMIC_ADD:
     case WF_OP_ATOMIC_MIN:
     case WF_OP_ATOMIC_MAX:
+    case WF_OP_ATOMIC_EXCH:
+    case WF_OP_ATOMIC_CAS:
+    case WF_OP_ATOMIC_AND:
+    case WF_OP_ATOMIC_OR:
+    case WF_OP_ATOMIC_XOR:
       if (in->nargs > 0) writes_mark(fn, in->args[0], w, depth);
       break;
     case WF_OP_CALL: {

@@ -732,6 +732,25 @@ static LLVMValueRef atomic_scalar(E *e, const wf_inst *in, const wf_type *t, LLV
          : t->is_signed ? LLVMAtomicRMWBinOpMin
                         : LLVMAtomicRMWBinOpUMin;
     break;
+  case WF_OP_ATOMIC_EXCH: op = LLVMAtomicRMWBinOpXchg; break;
+  case WF_OP_ATOMIC_AND: op = LLVMAtomicRMWBinOpAnd; break;
+  case WF_OP_ATOMIC_OR: op = LLVMAtomicRMWBinOpOr; break;
+  case WF_OP_ATOMIC_XOR: op = LLVMAtomicRMWBinOpXor; break;
+  case WF_OP_ATOMIC_CAS: {
+    /* v = (compare, new); floats compare and swap their bits */
+    LLVMTypeRef it = LLVMIntTypeInContext(e->C, t->bits);
+    LLVMValueRef cmp = LLVMBuildExtractValue(e->B, v, 0, "");
+    LLVMValueRef nv = LLVMBuildExtractValue(e->B, v, 1, "");
+    if (isf) {
+      cmp = LLVMBuildBitCast(e->B, cmp, it, "");
+      nv = LLVMBuildBitCast(e->B, nv, it, "");
+    }
+    LLVMValueRef x = LLVMBuildAtomicCmpXchg(e->B, p, cmp, nv, LLVMAtomicOrderingMonotonic,
+                                            LLVMAtomicOrderingMonotonic, 0);
+    LLVMSetAlignment(x, t->align);
+    LLVMValueRef old = LLVMBuildExtractValue(e->B, x, 0, "");
+    return isf ? LLVMBuildBitCast(e->B, old, ltype(e, t), "") : old;
+  }
   default:
     op = isf            ? LLVMAtomicRMWBinOpFMax
          : t->is_signed ? LLVMAtomicRMWBinOpMax
@@ -1442,7 +1461,12 @@ void emit_inst(E *e, wf_inst *in) {
   }
   case WF_OP_ATOMIC_ADD:
   case WF_OP_ATOMIC_MIN:
-  case WF_OP_ATOMIC_MAX: {
+  case WF_OP_ATOMIC_MAX:
+  case WF_OP_ATOMIC_EXCH:
+  case WF_OP_ATOMIC_CAS:
+  case WF_OP_ATOMIC_AND:
+  case WF_OP_ATOMIC_OR:
+  case WF_OP_ATOMIC_XOR: {
     const wf_type *at = argt(e, in, 0);
     LLVMValueRef p = elem_addr(e, in, in->nargs - 2);
     if (at && at->kind == WF_T_ARRAY && e->privmode && priv_target(e, in) >= 0)

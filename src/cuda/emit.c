@@ -907,6 +907,8 @@ static void atomic_leaf(emitter *E, const wf_inst *in, const char *fn, const wf_
                    in->op == WF_OP_ATOMIC_ADD   ? 0
                    : in->op == WF_OP_ATOMIC_MIN ? 1
                                                 : 2);
+    else if (in->op == WF_OP_ATOMIC_CAS) /* v: (compare, new) */
+      wf_sb_printf(&E->body, "%s(&wf_p->v, v%d.f0, v%d.f1);\n", fn, v, v);
     else
       wf_sb_printf(&E->body, "%s(&wf_p->v%s, v%d%s);\n", fn, path, v, path);
     return;
@@ -922,14 +924,13 @@ static void atomic_leaf(emitter *E, const wf_inst *in, const char *fn, const wf_
 static void emit_atomic(emitter *E, const wf_inst *in) {
   const wf_type *at = vt(E, in->args[0]);
   int nidx = in->nargs - 2;
-  const wf_type *et = vt(E, in->args[in->nargs - 1]);
+  const wf_type *et = at->elem;
   if (nidx != at->ndim) {
     fail(E, in, "%s with %d indices on a %d-D array", wf_op_name(in->op), nidx, at->ndim);
     return;
   }
-  const char *fn = in->op == WF_OP_ATOMIC_ADD   ? "wf_atomic_add"
-                   : in->op == WF_OP_ATOMIC_MIN ? "wf_atomic_min"
-                                                : "wf_atomic_max";
+  char fn[32]; /* wf_ and the op's name: wf_atomic_add, wf_atomic_cas, ... */
+  snprintf(fn, sizeof fn, "wf_%s", wf_op_name(in->op));
   int r = in->nres > 0 ? (int)in->res[0] : -1;
   if (r >= 0) {
     ind(E);
@@ -1151,7 +1152,12 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
   }
   case WF_OP_ATOMIC_ADD:
   case WF_OP_ATOMIC_MIN:
-  case WF_OP_ATOMIC_MAX: emit_atomic(E, in); break;
+  case WF_OP_ATOMIC_MAX:
+  case WF_OP_ATOMIC_EXCH:
+  case WF_OP_ATOMIC_CAS:
+  case WF_OP_ATOMIC_AND:
+  case WF_OP_ATOMIC_OR:
+  case WF_OP_ATOMIC_XOR: emit_atomic(E, in); break;
   case WF_OP_TID:
     decl(E, in->res[0]);
     /* axis 0 needs no modulo: wf_i < n = dim[0] * div[0] */

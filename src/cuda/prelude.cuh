@@ -76,6 +76,40 @@ WF_FN double wf_atomic_max(double *p, double v) {
   do { assumed = old; if (!(v > __longlong_as_double((long long)assumed))) break;
        old = atomicCAS(ip, assumed, (unsigned long long)__double_as_longlong(v)); } while (old != assumed);
   return __longlong_as_double((long long)old); }
+//@ piece device wf_atomic_exch(|wf_atomic_cas(|wf_atomic_and(|wf_atomic_or(|wf_atomic_xor(
+/* Warp's other atomics on 32- and 64-bit elements; signed 64-bit and
+** float ones through the unsigned and integer forms CUDA has */
+#define WF_ULL(p) ((unsigned long long *)(p))
+WF_FN int wf_atomic_exch(int *p, int v) { return atomicExch(p, v); }
+WF_FN unsigned int wf_atomic_exch(unsigned int *p, unsigned int v) { return atomicExch(p, v); }
+WF_FN unsigned long long wf_atomic_exch(unsigned long long *p, unsigned long long v) { return atomicExch(p, v); }
+WF_FN long long wf_atomic_exch(long long *p, long long v) { return (long long)atomicExch(WF_ULL(p), (unsigned long long)v); }
+WF_FN float wf_atomic_exch(float *p, float v) { return atomicExch(p, v); }
+WF_FN double wf_atomic_exch(double *p, double v) {
+  return __longlong_as_double((long long)atomicExch(WF_ULL(p), (unsigned long long)__double_as_longlong(v))); }
+WF_FN int wf_atomic_cas(int *p, int c, int v) { return atomicCAS(p, c, v); }
+WF_FN unsigned int wf_atomic_cas(unsigned int *p, unsigned int c, unsigned int v) { return atomicCAS(p, c, v); }
+WF_FN unsigned long long wf_atomic_cas(unsigned long long *p, unsigned long long c, unsigned long long v) {
+  return atomicCAS(p, c, v); }
+WF_FN long long wf_atomic_cas(long long *p, long long c, long long v) {
+  return (long long)atomicCAS(WF_ULL(p), (unsigned long long)c, (unsigned long long)v); }
+WF_FN float wf_atomic_cas(float *p, float c, float v) {
+  return __int_as_float(atomicCAS((int *)p, __float_as_int(c), __float_as_int(v))); }
+WF_FN double wf_atomic_cas(double *p, double c, double v) {
+  return __longlong_as_double((long long)atomicCAS(WF_ULL(p), (unsigned long long)__double_as_longlong(c),
+                                                   (unsigned long long)__double_as_longlong(v))); }
+WF_FN int wf_atomic_and(int *p, int v) { return atomicAnd(p, v); }
+WF_FN unsigned int wf_atomic_and(unsigned int *p, unsigned int v) { return atomicAnd(p, v); }
+WF_FN unsigned long long wf_atomic_and(unsigned long long *p, unsigned long long v) { return atomicAnd(p, v); }
+WF_FN long long wf_atomic_and(long long *p, long long v) { return (long long)atomicAnd(WF_ULL(p), (unsigned long long)v); }
+WF_FN int wf_atomic_or(int *p, int v) { return atomicOr(p, v); }
+WF_FN unsigned int wf_atomic_or(unsigned int *p, unsigned int v) { return atomicOr(p, v); }
+WF_FN unsigned long long wf_atomic_or(unsigned long long *p, unsigned long long v) { return atomicOr(p, v); }
+WF_FN long long wf_atomic_or(long long *p, long long v) { return (long long)atomicOr(WF_ULL(p), (unsigned long long)v); }
+WF_FN int wf_atomic_xor(int *p, int v) { return atomicXor(p, v); }
+WF_FN unsigned int wf_atomic_xor(unsigned int *p, unsigned int v) { return atomicXor(p, v); }
+WF_FN unsigned long long wf_atomic_xor(unsigned long long *p, unsigned long long v) { return atomicXor(p, v); }
+WF_FN long long wf_atomic_xor(long long *p, long long v) { return (long long)atomicXor(WF_ULL(p), (unsigned long long)v); }
 //@ piece half wf_atomic_add(|wf_atomic_min(|wf_atomic_max(
 WF_FN wf_half wf_atomic_add(wf_half *p, wf_half v) {
   wf_half o; asm volatile("atom.add.noftz.f16 %0, [%1], %2;" : "=h"(o.x) : "l"(p), "h"(v.x) : "memory");

@@ -639,7 +639,12 @@ static wf_val int32_arg(wf_fstate *F, wf_rv *r, wf_expr *at, const char *name) {
 
 /* ---- atomics ---- */
 static int do_atomic(wf_fstate *F, const char *name, wf_op op, wf_expr *call, wf_rv *out) {
-  int n = call->nargs;
+  int n = call->nargs, cas = op == WF_OP_ATOMIC_CAS;
+  int sub = !strcmp(name, "atomic_sub"); /* atomic_add of -v: the same bits, the same gradient */
+  if (cas) {
+    if (n < 4) ERR(call, "%s expects (array, index..., compare, value), got %d arguments", name, n);
+    n--; /* compare and value count as one below */
+  }
   if (n < 3) ERR(call, "%s expects (array, index..., value), got %d arguments", name, n);
   wf_rv a = wf_lo_expr(F, call->args[0]);
   if (a.kind != RV_VAL || a.t->kind != WF_T_ARRAY)
@@ -659,9 +664,25 @@ static int do_atomic(wf_fstate *F, const char *name, wf_op op, wf_expr *call, wf
                                                                                  : NULL;
   if (!est || est->kind == WF_T_BOOL || (et->kind == WF_T_MAT && !wf_t_is_scalar(est)))
     ERR(call, "%s needs an array of numbers, vectors or matrices, got %s", name, TN(a.t));
+  int bits_only = op == WF_OP_ATOMIC_AND || op == WF_OP_ATOMIC_OR || op == WF_OP_ATOMIC_XOR;
+  _Static_assert(WF_OP_ATOMIC_XOR - WF_OP_ATOMIC_EXCH == 4, "exch, cas, and, or, xor in a row");
+  if (op >= WF_OP_ATOMIC_EXCH && op <= WF_OP_ATOMIC_XOR) {
+    /* Warp's types for these: 32- and 64-bit scalars (integers only for
+    ** the bit operations), vectors of them except for atomic_cas */
+    if (est->bits < 32 || (bits_only && est->kind != WF_T_INT) || (cas && est != et))
+      ERR(call, "%s needs an array of 32- or 64-bit %s%s, got %s", name,
+          bits_only ? "integers" : "numbers", cas ? "" : " (or vectors of them)", TN(a.t));
+  }
   wf_rv v = wf_lo_expr(F, call->args[n - 1]);
   F->b.loc = (wf_loc){call->line, call->col};
   args[1 + nd] = val(F, &v, et, call->args[n - 1]);
+  if (cas) {
+    wf_rv nv = wf_lo_expr(F, call->args[n]);
+    F->b.loc = (wf_loc){call->line, call->col};
+    wf_val pair[2] = {args[1 + nd], val(F, &nv, et, call->args[n])};
+    args[1 + nd] = wf_b_agg(B, wf_t_vec(F->C->T, 2, et), 2, pair);
+  }
+  if (sub) args[1 + nd] = wf_lo_cw1(F, WF_OP_NEG, et, args[1 + nd]);
   wf_inst *in = wf_b_inst(B, op, nd + 2, args, 1, &et, 0);
   out[0] = wf_lo_mkval(in->res[0], et);
   return 1;
@@ -1050,6 +1071,12 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
   if (!strcmp(name, "atomic_add")) return do_atomic(F, name, WF_OP_ATOMIC_ADD, call, out);
   if (!strcmp(name, "atomic_min")) return do_atomic(F, name, WF_OP_ATOMIC_MIN, call, out);
   if (!strcmp(name, "atomic_max")) return do_atomic(F, name, WF_OP_ATOMIC_MAX, call, out);
+  if (!strcmp(name, "atomic_sub")) return do_atomic(F, name, WF_OP_ATOMIC_ADD, call, out);
+  if (!strcmp(name, "atomic_exch")) return do_atomic(F, name, WF_OP_ATOMIC_EXCH, call, out);
+  if (!strcmp(name, "atomic_cas")) return do_atomic(F, name, WF_OP_ATOMIC_CAS, call, out);
+  if (!strcmp(name, "atomic_and")) return do_atomic(F, name, WF_OP_ATOMIC_AND, call, out);
+  if (!strcmp(name, "atomic_or")) return do_atomic(F, name, WF_OP_ATOMIC_OR, call, out);
+  if (!strcmp(name, "atomic_xor")) return do_atomic(F, name, WF_OP_ATOMIC_XOR, call, out);
   if (!strcmp(name, "rand_init")) {
     wf_rv a[2];
     int n = getargs(F, name, call, 1, 2, a);

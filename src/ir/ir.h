@@ -259,6 +259,12 @@ typedef enum wf_tyrule {
   P(X, ATOMIC_ADD, "atomic_add", -1, 1, WF_OPF_MEM|WF_OPF_DIFF|WF_OPF_WRITE, WF_TY_OWN, NULL) /* returns old value */ \
   P(X, ATOMIC_MIN, "atomic_min", -1, 1, WF_OPF_MEM|WF_OPF_DIFF|WF_OPF_WRITE, WF_TY_OWN, NULL) \
   P(X, ATOMIC_MAX, "atomic_max", -1, 1, WF_OPF_MEM|WF_OPF_DIFF|WF_OPF_WRITE, WF_TY_OWN, NULL) \
+  /* Warp's other atomics, on scalars of 32 or 64 bits (or their vectors) */ \
+  P(X, ATOMIC_EXCH, "atomic_exch", -1, 1, WF_OPF_MEM|WF_OPF_WRITE, WF_TY_OWN, NULL) \
+  P(X, ATOMIC_CAS, "atomic_cas", -1, 1, WF_OPF_MEM|WF_OPF_WRITE, WF_TY_OWN, NULL) /* value: vector(2) of (compare, new); scalars */ \
+  P(X, ATOMIC_AND, "atomic_and", -1, 1, WF_OPF_MEM|WF_OPF_WRITE, WF_TY_OWN, NULL) /* integers */ \
+  P(X, ATOMIC_OR,  "atomic_or",  -1, 1, WF_OPF_MEM|WF_OPF_WRITE, WF_TY_OWN, NULL) \
+  P(X, ATOMIC_XOR, "atomic_xor", -1, 1, WF_OPF_MEM|WF_OPF_WRITE, WF_TY_OWN, NULL) \
   /* threads, randomness, printing */ \
   P(X, TID,      "tid",      0, 1, WF_OPF_PURE, WF_TY_OWN, NULL) /* imm = dimension; result i32 */ \
   P(X, RNG_INIT, "rng_init", 2, 1, WF_OPF_PURE, WF_TY_OWN, NULL) /* seed, offset (i32) -> rng */ \

@@ -331,7 +331,22 @@ static int check_op(vstate *V, wf_inst *in) {
   case WF_OP_STORE: return check_access(V, in, 1);
   case WF_OP_ATOMIC_ADD:
   case WF_OP_ATOMIC_MIN:
-  case WF_OP_ATOMIC_MAX: return check_access(V, in, 1);
+  case WF_OP_ATOMIC_MAX:
+  case WF_OP_ATOMIC_EXCH:
+  case WF_OP_ATOMIC_AND:
+  case WF_OP_ATOMIC_OR:
+  case WF_OP_ATOMIC_XOR: return check_access(V, in, 1);
+  case WF_OP_ATOMIC_CAS: {
+    /* value: vector(2) of the element's scalar type (compare, new) */
+    const wf_type *at = in->nargs ? ty(V, in->args[0]) : NULL;
+    if (!at || at->kind != WF_T_ARRAY || !wf_t_is_scalar(at->elem))
+      return fail(V, in, "atomic_cas needs an array of scalars");
+    const wf_type *pt = wf_t_vec(T, 2, at->elem);
+    if (in->nargs != at->ndim + 2 || !arg_is(V, in, at->ndim + 1, pt)) return 0;
+    for (int k = 1; k <= at->ndim; k++)
+      if (!wf_t_is_int(ty(V, in->args[k]))) return fail(V, in, "index %d is not an integer", k);
+    return in->nres == 1 && res_is(V, in, 0, at->elem);
+  }
   case WF_OP_TID:
     if (!wf_t_is_int(rt)) return fail(V, in, "result must be an integer");
     return 1;

@@ -99,6 +99,19 @@ template <class T> static inline T wf_atomic_max(T *p, T v) {
   return old;
 }
 
+template <class T> static inline T wf_atomic_exch(T *p, T v) {
+  T old;
+  __atomic_exchange(p, &v, &old, __ATOMIC_RELAXED);
+  return old;
+}
+template <class T> static inline T wf_atomic_cas(T *p, T c, T v) {
+  __atomic_compare_exchange(p, &c, &v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  return c; /* the old value, as atomicCAS returns */
+}
+template <class T> static inline T wf_atomic_and(T *p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_RELAXED); }
+template <class T> static inline T wf_atomic_or(T *p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }
+template <class T> static inline T wf_atomic_xor(T *p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); }
+
 /* ---- CUDA math functions that C's libm lacks ----
 ** erfcinv(c) for 0 < c < 0.5 solves log(erfc(x)) = log(c) by Newton's
 ** method. log(erfc) is concave and decreasing, so from a start right of
