@@ -205,6 +205,13 @@ return function(weft, P)
   function weft.launch(k, dim, inputs, opts)
     local cap = P.capture_cpu -- set between capture_begin("cpu") and capture_end
     if cap and not cap.busy then return cap.record(k, dim, inputs, opts) end
+    local cur = P.default_device -- weft.set_device: where launches naming none go
+    if cur and cur ~= "cpu"
+      and (opts == nil or type(opts) == "table" and opts.device == nil and opts.stream == nil) then
+      local o = { device = cur }
+      for key, v in pairs(opts or empty) do o[key] = v end
+      opts = o
+    end
     local st = type(k) == "table" and rawget(k, "_launch") or kernel_state(k)
     local ndim, total = read_dims(k, dim)
     local outs = empty

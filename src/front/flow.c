@@ -401,10 +401,35 @@ static int simple_expr(wf_expr *e) {
   }
 }
 
+/* A value Lua counts as true whatever it is: every number (and every
+** vector, matrix, ...); only false (and nil, which kernels lack) is not. */
+static int always_true(const wf_rv *r) {
+  return wf_lo_isnum(r) || (r->kind == RV_VAL && r->t->kind != WF_T_BOOL);
+}
+
+/* `a and b` (e->kind E_AND) or `a or b` whose left operand a is lowered:
+** with an always-true a, `a and b` is b and `a or b` is a (b is not
+** evaluated), as in Lua; else both are bools. */
+static wf_rv andor_rest(wf_fstate *F, wf_expr *e, wf_rv a) {
+  int isand = e->kind == E_AND;
+  if (always_true(&a)) return isand ? wf_lo_expr(F, e->b) : a;
+  wf_val av = wf_lo_as_bool(F, a, e->a, isand ? "operand of 'and'" : "operand of 'or'");
+  if (simple_expr(e->b)) {
+    wf_rv b = wf_lo_expr(F, e->b);
+    wf_val bv = wf_lo_as_bool(F, b, e->b, isand ? "operand of 'and'" : "operand of 'or'");
+    return wf_lo_mkval(wf_b_op2(&F->b, isand ? WF_OP_BAND : WF_OP_BOR, t_bool(F), av, bv),
+                       t_bool(F));
+  }
+  if (isand) return wf_lo_if(F, av, br_boolexpr, e->b, br_false, NULL, 1, e);
+  return wf_lo_if(F, av, br_true, NULL, br_boolexpr, e->b, 1, e);
+}
+
 wf_rv wf_lo_andor(wf_fstate *F, wf_expr *e) {
   /* `c and x or y` with a non-bool x: a conditional value */
   if (e->kind == E_OR && e->a->kind == E_AND) {
     wf_rv c = wf_lo_expr(F, e->a->a);
+    /* a number c is true: `c and x` is x, then `x or y` */
+    if (always_true(&c)) return andor_rest(F, e, wf_lo_expr(F, e->a->b));
     wf_val cv = wf_lo_as_bool(F, c, e->a->a, "condition of 'c and x or y'");
     if (simple_expr(e->a->b) && simple_expr(e->b)) {
       /* both sides cheap and safe: a select when x is not a bool */
@@ -453,17 +478,7 @@ wf_rv wf_lo_andor(wf_fstate *F, wf_expr *e) {
     wf_rv ab = wf_lo_if(F, cv, br_boolexpr, e->a->b, br_false, NULL, 1, e->a);
     return wf_lo_if(F, ab.v, br_true, NULL, br_boolexpr, e->b, 1, e);
   }
-  wf_rv a = wf_lo_expr(F, e->a);
-  wf_val av = wf_lo_as_bool(F, a, e->a, e->kind == E_AND ? "operand of 'and'" : "operand of 'or'");
-  if (simple_expr(e->b)) {
-    wf_rv b = wf_lo_expr(F, e->b);
-    wf_val bv =
-        wf_lo_as_bool(F, b, e->b, e->kind == E_AND ? "operand of 'and'" : "operand of 'or'");
-    return wf_lo_mkval(
-        wf_b_op2(&F->b, e->kind == E_AND ? WF_OP_BAND : WF_OP_BOR, t_bool(F), av, bv), t_bool(F));
-  }
-  if (e->kind == E_AND) return wf_lo_if(F, av, br_boolexpr, e->b, br_false, NULL, 1, e);
-  return wf_lo_if(F, av, br_true, NULL, br_boolexpr, e->b, 1, e);
+  return andor_rest(F, e, wf_lo_expr(F, e->a));
 }
 
 /* ---- loops ---- */
@@ -663,13 +678,27 @@ static int region_changed(wf_fstate *F, wf_lo_snap entry, loopinfo *li, wf_block
 
 typedef struct forarg {
   wf_stmt *s;
+  int weak; /* the counter is an untyped number (a float64 dyn leaf) */
 } forarg;
 
-static void for_body(wf_fstate *F, void *arg, wf_val iv) {
-  wf_stmt *s = ((forarg *)arg)->s;
-  int scope = F->nvars;
-  wf_lo_addvar(F, s->names[0], iv, wf_vtype(F->fn, iv));
+void wf_lo_loop_body(wf_fstate *F, wf_stmt *s) {
+  int scope = F->nvars, saved = F->cont, nc = F->nconts;
+  F->cont = -1;
+  if (s->contlabel)
+    F->cont = wf_lo_addvar(F, "(cont)", wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
   wf_lo_stmts(F, &s->body, 0);
+  F->cont = saved;
+  F->nconts = nc; /* a continue does not leave the loop */
+  F->nvars = scope;
+}
+
+static void for_body(wf_fstate *F, void *arg, wf_val iv) {
+  forarg *fa = arg;
+  wf_stmt *s = fa->s;
+  int scope = F->nvars;
+  int vi = wf_lo_addvar(F, s->names[0], iv, wf_vtype(F->fn, iv));
+  if (fa->weak) set_weak(&F->vars[vi], wf_lo_weak_dyn(F, iv, 0, 0));
+  wf_lo_loop_body(F, s);
   F->nvars = scope;
 }
 
@@ -682,7 +711,7 @@ static void while_probe_body(wf_fstate *F, void *arg, wf_val iv) {
   wf_stmt *s = ((whilearg *)arg)->s;
   wf_rv c = wf_lo_expr(F, s->conds[0]);
   wf_lo_as_bool(F, c, s->conds[0], "while condition");
-  wf_lo_stmts(F, &s->body, 0);
+  wf_lo_loop_body(F, s);
 }
 
 /* Lower the statements of a repeat body from `from` on, then its until
@@ -896,19 +925,52 @@ static int for_real(wf_fstate *F, forarg *fa, const wf_type *t, const wf_val *bv
   return 0;
 }
 
+/* An untyped number known to be an integer (its value, as Lua 5.3's
+** loops look at start and step), or a typed int. */
+static int int_bound(const wf_rv *r) {
+  if (r->kind == RV_VAL) return r->t->kind == WF_T_INT;
+  return wf_lo_num_integral(r);
+}
+
+/* The type of a numeric for's counter, as Lua 5.3 decides: an integer loop
+** when start and step are integers (a fractional limit is floored, or
+** ceiled for a negative step, which gives the same values), else a float
+** loop. A typed bound gives its type; a fractional untyped start or step
+** makes a float64 loop (*weak: the counter is an untyped number, exact as
+** LuaJIT's, that takes the type its uses ask for), converting typed int
+** bounds. Untyped integers make an int32 loop, or int64 when a literal
+** does not fit int32 (so it runs as Lua's instead of from a wrapped bound). */
+static const wf_type *for_type(wf_fstate *F, wf_rv *lo, wf_rv *hi, wf_rv *st, int *weak) {
+  const wf_type *t = lo->kind == RV_VAL   ? lo->t
+                     : hi->kind == RV_VAL ? hi->t
+                     : st->kind == RV_VAL ? st->t
+                                          : NULL;
+  const wf_type *f64 = wf_t_float(F->C->T, 64);
+  if (t && t->kind != WF_T_INT) return t;
+  int stepsign = st->kind == RV_LIT ? (st->num > 0) - (st->num < 0) : 0;
+  int hiint = int_bound(hi);
+  if (!hiint && hi->kind == RV_LIT && isfinite(hi->num) && stepsign && int_bound(lo) &&
+      int_bound(st)) {
+    /* `for k = 1, 2.5`: the same values as `for k = 1, 2` */
+    hi->num = stepsign > 0 ? floor(hi->num) : ceil(hi->num);
+    hiint = 1;
+  }
+  if (int_bound(lo) && int_bound(st) && hiint) return t ? t : t_i32(F);
+  /* typed bounds of different types: the caller's error */
+  const wf_rv *b3[3] = {lo, hi, st};
+  for (int k = 0; k < 3; k++)
+    if (b3[k]->kind == RV_VAL && b3[k]->t != t) return t;
+  *weak = 1;
+  return f64;
+}
+
 void wf_lo_for(wf_fstate *F, wf_stmt *s) {
   wf_rv lo = wf_lo_expr(F, s->exprs[0]);
   wf_rv hi = wf_lo_expr(F, s->exprs[1]);
   wf_rv st = s->nexprs > 2 ? wf_lo_expr(F, s->exprs[2]) : wf_lo_mklit(1, 1);
   F->b.loc = (wf_loc){s->line, s->col};
-  /* the loop type: the typed bound, else int32 (float if a literal is;
-  ** int64 when an integer literal does not fit int32, so the loop runs
-  ** as Lua's would instead of from a wrapped bound) */
-  const wf_type *t = lo.kind == RV_VAL   ? lo.t
-                     : hi.kind == RV_VAL ? hi.t
-                     : st.kind == RV_VAL ? st.t
-                                         : NULL;
-  if (!t) t = (lo.isint && hi.isint && st.isint) ? t_i32(F) : t_f32(F);
+  forarg fa = {s, 0};
+  const wf_type *t = for_type(F, &lo, &hi, &st, &fa.weak);
   if (t == t_i32(F) && lo.kind != RV_VAL && hi.kind != RV_VAL && st.kind != RV_VAL) {
     wf_rv *b3[3] = {&lo, &hi, &st};
     for (int k = 0; k < 3; k++)
@@ -921,10 +983,14 @@ void wf_lo_for(wf_fstate *F, wf_stmt *s) {
   wf_rv *rs[3] = {&lo, &hi, &st};
   wf_val bv[3];
   for (int k = 0; k < 3; k++) {
-    if (rs[k]->kind == RV_VAL && rs[k]->t != t)
+    if (rs[k]->kind == RV_VAL && rs[k]->t != t && !(fa.weak && rs[k]->t->kind == WF_T_INT))
       wf_lo_err(F, es[k]->line, es[k]->col, "for loop bounds have different types: %s and %s",
                 TN(t), TN(rs[k]->t));
-    bv[k] = wf_lo_value(F, rs[k], t, es[k]);
+    /* an int bound of a float64 loop that a fractional number made */
+    if (fa.weak && rs[k]->kind == RV_VAL && rs[k]->t != t)
+      bv[k] = wf_b_op1(&F->b, WF_OP_CAST, t, rs[k]->v);
+    else
+      bv[k] = wf_lo_value(F, rs[k], t, es[k]);
   }
   int stepsign = 0; /* known sign of a literal step */
   if (st.kind == RV_LIT) {
@@ -938,7 +1004,6 @@ void wf_lo_for(wf_fstate *F, wf_stmt *s) {
   F->loopbase = scope;
   F->loopline = s->line;
   F->brk = wf_lo_addvar(F, "(break)", wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
-  forarg fa = {s};
   loopinfo li;
   loop_info(F, s, for_body, &fa, t, &li);
   int nb0 = F->nbreaks;
@@ -1006,7 +1071,7 @@ static int while_real(wf_fstate *F, wf_stmt *s, int is_repeat, loopinfo *li, wf_
   wf_block *after = wf_b_newblock(F->fn, n, li->types);
   F->b.block = after;
   bind_params(F, after, 0, li);
-  if (!is_repeat) wf_lo_stmts(F, &s->body, 0);
+  if (!is_repeat) wf_lo_loop_body(F, s);
   extra = region_changed(F, entry, li, saved);
   if (extra) return extra;
   wf_val *ys = wf_front_alloc(F->C, sizeof(wf_val) * (size_t)(n + 1));

@@ -87,9 +87,9 @@ wf_rv wf_lo_fold_lits(int op, wf_rv a, wf_rv b) {
   case '+': r = x + y; break;
   case '-': r = x - y; break;
   case '*': r = x * y; break;
-  case '/':
+  case '/': /* always a float, as in Lua 5.3: 6 / 3 is 2.0 */
     r = x / y;
-    isint = isint && r == floor(r);
+    isint = 0;
     break;
   case '%': r = x - floor(x / y) * y; break;
   case '^':

@@ -25,8 +25,10 @@
 ** flow.c (control-flow merging: `if`, and/or, loops). lower.h holds what
 ** they share.
 **
-** Integer `/` truncates toward zero (as in C and Warp); `%` follows Lua (the
-** result has the sign of the divisor); `^` is always a float power.
+** As in Lua 5.3, `/` always divides as floats (integer operands give
+** float32, or float64 when one is 64-bit), `%` is floored (the result has
+** the sign of the divisor) and `^` is always a float power; weft.floordiv
+** is Lua's `//`, weft.idiv and weft.fmod are C's (and Warp's) `/` and `%`.
 */
 #include <limits.h>
 #include <math.h>
@@ -180,9 +182,28 @@ static const char *rvdesc(wf_fstate *F, wf_rv *r) {
   return "?";
 }
 
-/* Why a value r of type has (read from a number literal local typed by a
-** loop) where want was needed: appended to the error, or "". */
+/* Is v the quotient of a `/` on integers (a float DIV of a converted int)? */
+static int int_quotient(wf_fstate *F, wf_val v) {
+  const wf_inst *d = F->fn->vals[v].def;
+  if (!d || d->op != WF_OP_DIV || d->nargs != 2) return 0;
+  for (int k = 0; k < 2; k++) {
+    const wf_inst *c = F->fn->vals[d->args[k]].def;
+    if (c && c->op == WF_OP_CAST && wf_vtype(F->fn, c->args[0])->kind == WF_T_INT) return 1;
+  }
+  return 0;
+}
+
+#define DIV_HINT                                                                                   \
+  " ('/' always divides as floats, as in Lua; for an integer quotient use weft.floordiv(a, b), "   \
+  "Lua's //, or weft.idiv(a, b), which truncates like C)"
+
+/* Why a value r of type has where want was needed (read from a number
+** literal local typed by a loop, or a `/` of integers where an integer
+** was wanted): appended to the error, or "". */
 static const char *why(wf_fstate *F, const wf_rv *r, const wf_type *want) {
+  if (r->kind == RV_VAL && r->t->kind == WF_T_FLOAT && want && want->kind == WF_T_INT &&
+      int_quotient(F, r->v))
+    return DIV_HINT;
   if (r->kind != RV_VAL || !r->why) return "";
   char *buf = wf_front_alloc(F->C, 400);
   const char *wn = want && (want->kind == WF_T_INT || want->kind == WF_T_FLOAT) ? TN(want) : NULL;
@@ -381,15 +402,17 @@ wf_rv wf_lo_arith(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at) {
     if (sa != sb)
       ERR(at, "cannot %s %s and %s%s", opverb(op), TN(ta), TN(tb), WHY2(&a, &b, ta, tb));
     if (sa->kind == WF_T_BOOL) ERR(at, "cannot %s bool values", opverb(op));
-    if (op == '^') {
-      /* a float power: a literal operand is taken as the float type
-      ** directly (`i ^ 0.5` on an int), typed ints are converted */
+    if (op == '^' || (op == '/' && sa->kind == WF_T_INT)) {
+      /* a float power, and `/`, which always divides as floats (Lua):
+      ** a literal operand is taken as the float type directly (`i ^ 0.5`
+      ** on an int), typed ints are converted (to float32, or float64 for
+      ** 64-bit ints); weft.idiv and weft.floordiv divide integers */
       const wf_type *ft = pow_type(F, sa);
       wf_val va = wf_lo_isnum(&a) ? wf_lo_value(F, &a, ft, at) : a.v;
       wf_val vb = wf_lo_isnum(&b) ? wf_lo_value(F, &b, ft, at) : b.v;
       if (a.kind == RV_VAL && ft != sa) va = wf_b_op1(&F->b, WF_OP_CAST, ft, va);
       if (b.kind == RV_VAL && ft != sa) vb = wf_b_op1(&F->b, WF_OP_CAST, ft, vb);
-      return wf_lo_mkval(wf_b_op2(&F->b, WF_OP_POW, ft, va, vb), ft);
+      return wf_lo_mkval(wf_b_op2(&F->b, arith_op(op), ft, va, vb), ft);
     }
     wf_val va = wf_lo_value(F, &a, sa, at), vb = wf_lo_value(F, &b, sa, at);
     return wf_lo_mkval(wf_b_op2(&F->b, arith_op(op), sa, va, vb), sa);
@@ -509,7 +532,9 @@ wf_val wf_lo_index_key(wf_fstate *F, wf_rv k, wf_expr *at) {
     return wf_lo_value(F, &k, t_i32(F), at);
   }
   if (k.kind != RV_VAL) wf_lo_value(F, &k, NULL, at);
-  if (k.t->kind != WF_T_INT) ERR(at, "index must be an integer, got %s", TN(k.t));
+  if (k.t->kind != WF_T_INT)
+    ERR(at, "index must be an integer, got %s%s", TN(k.t),
+        k.t->kind == WF_T_FLOAT && int_quotient(F, k.v) ? DIV_HINT : "");
   if (k.t->bits == 32 || k.t->bits == 64) return k.v;
   return wf_b_op1(&F->b, WF_OP_CAST, t_i32(F), k.v);
 }
@@ -896,7 +921,9 @@ static void lower_exprlist(wf_fstate *F, int ne, wf_expr **es, int n, wf_rv *out
 ** ====================================================================== */
 void wf_lo_assign_var(wf_fstate *F, int vi, wf_rv r, wf_expr *at) {
   wf_var *x = &F->vars[vi];
-  if (x->is_param && x->t && (wf_t_is_scalar(x->t) || x->t->kind == WF_T_ARRAY))
+  /* a scalar parameter assigned becomes a local (Lua); an array cannot
+  ** be rebound */
+  if (x->is_param && x->t && x->t->kind == WF_T_ARRAY)
     ERR(at, "cannot assign to parameter '%s' of type %s", x->name, TN(x->t));
   if (r.kind == RV_NONE) ERR(at, "the call gives no value to assign to '%s'", x->name);
   if (x->islit && wf_lo_isnum(&r)) {
@@ -1055,12 +1082,14 @@ static wf_rv br_block(wf_fstate *F, void *arg) {
   return r;
 }
 
-/* not (break or return): whether execution continues here. */
+/* not (break or return or goto continue): whether execution continues here. */
 wf_val wf_lo_continuing(wf_fstate *F) {
   const wf_type *bt = t_bool(F);
   wf_val c = wf_b_op1(&F->b, WF_OP_NOT, bt, F->vars[F->retflag].v);
   if (F->brk >= 0)
     c = wf_b_op2(&F->b, WF_OP_BAND, bt, c, wf_b_op1(&F->b, WF_OP_NOT, bt, F->vars[F->brk].v));
+  if (F->cont >= 0)
+    c = wf_b_op2(&F->b, WF_OP_BAND, bt, c, wf_b_op1(&F->b, WF_OP_NOT, bt, F->vars[F->cont].v));
   return c;
 }
 
@@ -1068,10 +1097,10 @@ void wf_lo_stmts(wf_fstate *F, wf_block_ast *b, int from) {
   int scope = F->nvars;
   for (int i = from; i < b->n; i++) {
     wf_stmt *s = b->s[i];
-    int nb = F->nbreaks, nr = F->nreturns;
+    int nb = F->nbreaks, nr = F->nreturns, nc = F->nconts;
     wf_lo_stmt(F, s);
-    if (s->kind == S_BREAK || s->kind == S_RETURN) break;
-    if ((F->nbreaks != nb || F->nreturns != nr) && i + 1 < b->n) {
+    if (s->kind == S_BREAK || s->kind == S_RETURN || s->kind == S_GOTO) break;
+    if ((F->nbreaks != nb || F->nreturns != nr || F->nconts != nc) && i + 1 < b->n) {
       /* the statement may exit: guard the rest of the block */
       F->b.loc = (wf_loc){b->s[i + 1]->line, b->s[i + 1]->col};
       restarg ra = {b, i + 1};
@@ -1234,6 +1263,12 @@ void wf_lo_stmt(wf_fstate *F, wf_stmt *s) {
     F->nbreaks++;
     return;
   case S_RETURN: lower_return(F, s); return;
+  case S_GOTO: /* to the end of the loop's body (parse.c checked it) */
+    if (F->cont < 0) wf_lo_err(F, s->line, s->col, "'goto' outside a loop");
+    F->vars[F->cont].v = wf_b_consti(&F->b, t_bool(F), 1);
+    F->nconts++;
+    return;
+  case S_LABEL: wf_lo_err(F, s->line, s->col, "labels are not supported here");
   }
 }
 
@@ -1252,6 +1287,7 @@ wf_func *wf_lo_function(wf_fctx *C, int fnref, const char *name, int is_kernel, 
   F->is_kernel = is_kernel;
   F->fnidx = fnref;
   F->brk = -1;
+  F->cont = -1;
   F->nret = -1;
   F->parent = C->cur;
   wf_res_push(C, fnref);
