@@ -142,11 +142,11 @@ end
 
 describe("kernel front end: values", function()
 
-  it("arithmetic on floats and ints (int / truncates, % is Lua's)", function()
+  it("arithmetic on floats and ints (idiv truncates, % is Lua's)", function()
     local k = weft.kernel{ a = A(i32), b = A(i32), fo = A(f32), io = A(i32), function(a, b, fo, io)
       local i = weft.tid()
       local x, y = a[i], b[i]
-      io[i * 4 + 0] = x / y
+      io[i * 4 + 0] = weft.idiv(x, y)
       io[i * 4 + 1] = x % y
       io[i * 4 + 2] = x * y - 3
       io[i * 4 + 3] = -x + weft.floordiv(x, y)
@@ -283,7 +283,7 @@ describe("kernel front end: values", function()
   end)
 
   it("multiple results, generic and overloaded funcs, upvalue constants", function()
-    local divmod = weft.func(function(a, b) return a / b, a % b end)
+    local divmod = weft.func(function(a, b) return weft.idiv(a, b), a % b end)
     local twice = weft.func{ x = f32, function(x) return 2 * x end }
     twice:overload{ x = i32, function(x) return x + x + 1 end }
     local OFFSET = 5

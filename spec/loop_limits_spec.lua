@@ -214,20 +214,20 @@ describe("for loops that cannot end", function()
   local fl = line_after(3)
   local f32_big = weft.kernel{ y = F32, function(y)
     local n = 0
-    for _ = 0, 3e9 do n = n + 1 end
+    for _ = weft.float32(0), 3e9 do n = n + 1 end
     y[0] = weft.float32(n)
   end }
   local big = 2 ^ 31
   local ul = line_after(3)
   local f32_upvalue = weft.kernel{ y = F32, function(y)
     local n = 0
-    for _ = 0, big do n = n + 1 end
+    for _ = weft.float32(0), big do n = n + 1 end
     y[0] = weft.float32(n)
   end }
   local fbl = line_after(3)
   local f32_break = weft.kernel{ y = F32, function(y)
     local n = 0.0
-    for j = 16777214.0, 16777300.0 do
+    for j = weft.float32(16777214), 16777300.0 do
       if j < 0.0 then break end
       n = n + 1.0
     end

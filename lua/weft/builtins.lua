@@ -80,6 +80,9 @@ return function(weft, P)
     acos = math.acos, atan = math.atan, atan2 = math.atan2, exp = math.exp, log = math.log,
     pow = math.pow, sinh = math.sinh, cosh = math.cosh, tanh = math.tanh, floor = math.floor,
     ceil = math.ceil, abs = math.abs, min = math.min, max = math.max,
+    -- LuaJIT's, lowered in src/front/luamath.c
+    log10 = math.log10, fmod = math.fmod, ldexp = math.ldexp, frexp = math.frexp,
+    modf = math.modf, rad = math.rad, deg = math.deg,
   }
   for name, fn in pairs(mathfns) do
     weft[name] = reg(name, fn)
@@ -100,6 +103,12 @@ return function(weft, P)
     return x
   end)
   weft.floordiv = reg("floordiv", function(a, b) return floor(a / b) end)
+  -- truncating division (C's and Warp's `/` on integers)
+  weft.idiv = reg("idiv", function(a, b)
+    local q = a / b
+    if q < 0 then return ceil(q) end
+    return floor(q)
+  end)
   -- Warp's select: select(cond, value_if_false, value_if_true)
   weft.select = reg("select", function(c, a, b)
     if c then return b end

@@ -1,5 +1,5 @@
--- expect: 4: cannot assign to parameter 'a' of type float32
+-- expect: 4: cannot assign to parameter 'a' of type array<f32,1>
 local weft = require "weft"
-return weft.kernel{ a = weft.float32, function(a)
-  a = a * 2
+return weft.kernel{ a = weft.array(weft.float32), b = weft.array(weft.float32), function(a, b)
+  a = b
 end }

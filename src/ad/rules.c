@@ -88,6 +88,13 @@ static void r_mod(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   wf_val q = wf_ad_op1(A, WF_OP_FLOOR, t, DIV(X(0), X(1)));
   ACC(1, NEGV(MUL(g[0], q)));
 }
+/* C's fmod: r = a - trunc(a / b) * b */
+static void r_fmod(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  const wf_type *t = RT(in);
+  ACC(0, g[0]);
+  wf_val q = wf_ad_op1(A, WF_OP_TRUNC, t, DIV(X(0), X(1)));
+  ACC(1, NEGV(MUL(g[0], q)));
+}
 /* r = a^b: da = g b a^(b-1); db = g r log(a) for a > 0, else 0 */
 static void r_pow(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   const wf_type *t = RT(in);
@@ -426,6 +433,13 @@ static wf_val f_mod(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   wf_val q = wf_ad_op1(A, WF_OP_FLOOR, t_, wf_ad_op2(A, WF_OP_DIV, t_, X(0), X(1)));
   return TADD(TN(0), TNEG(TMUL(TN(1), q)));
 }
+/* C's fmod: r = a - trunc(a / b) * b */
+static wf_val f_fmod(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  if (TN(1) < 0) return TN(0);
+  wf_val q = wf_ad_op1(A, WF_OP_TRUNC, t_, wf_ad_op2(A, WF_OP_DIV, t_, X(0), X(1)));
+  return TADD(TN(0), TNEG(TMUL(TN(1), q)));
+}
 static wf_val f_pow(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   TRT;
   wf_val a = WF_NOVAL, b = WF_NOVAL;
@@ -584,6 +598,7 @@ static wf_val f_atomic_minmax(wf_adctx *A, const wf_inst *in, const wf_val *t) {
 #define WF_AD_RULES(_) \
   _(ADD, r_add, 0, f_add) _(SUB, r_sub, 0, f_sub) _(MUL, r_mul, WF_AD_RD_ARGS, f_mul) \
   _(DIV, r_div, WF_AD_RD_ARGS, f_div) _(MOD, r_mod, WF_AD_RD_ARGS, f_mod) \
+  _(FMOD, r_fmod, WF_AD_RD_ARGS, f_fmod) \
   _(NEG, r_neg, 0, f_neg) _(POW, r_pow, WF_AD_RD_ARGS | WF_AD_RD_RES, f_pow) \
   _(MIN, r_min, WF_AD_RD_ARGS, f_min) _(MAX, r_max, WF_AD_RD_ARGS, f_max) \
   _(ABS, r_abs, WF_AD_RD_ARGS, f_abs) \

@@ -770,6 +770,8 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
   wf_types *T = F->C->T;
   int nat = wf_nat_find(name); /* native builtins (src/geom/native.h) */
   if (nat >= 0) return wf_nat_call(F, nat, name, call, out);
+  int lm = wf_bi_luamath(F, name, call, out); /* math.rad, weft.idiv, ... */
+  if (lm >= 0) return lm;
   int op = table_op(name);
   if (op == WF_OP_BIT_COUNT) {
     /* Warp's bit_count: the set bits of an integer, as int32 */
@@ -1180,8 +1182,9 @@ int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out) {
   int ncomp = t->ncomp;
   if (n == 0) {
     wf_val z;
-    if (t->kind == WF_T_QUAT || t->kind == WF_T_TRANSFORM) {
-      /* identity rotation */
+    if (t->kind == WF_T_TRANSFORM) {
+      /* identity rotation (weft.quat() is zero, as Warp's; the identity
+      ** is weft.quat_identity()) */
       wf_val zs = wf_lo_const(F, st, 0), o = wf_lo_const(F, st, 1);
       wf_val qc[4] = {zs, zs, zs, o};
       const wf_type *qt = wf_t_quat(F->C->T, st);

@@ -168,7 +168,9 @@ typedef enum wf_sk {
   S_BREAK,
   S_RETURN,
   S_DO,
-  S_FORIN /* generic for over a geometry query: names, exprs[0] the call, body */
+  S_FORIN, /* generic for over a geometry query: names, exprs[0] the call, body */
+  S_GOTO,  /* goto names[0]: only to the label ending the enclosing loop (parse.c) */
+  S_LABEL  /* ::names[0]::, removed from the end of a loop body into contlabel */
 } wf_sk;
 
 typedef struct wf_block_ast {
@@ -192,6 +194,7 @@ struct wf_stmt {
   int has_else;
   wf_block_ast body;        /* S_FORNUM, S_WHILE, S_REPEAT, S_DO */
   struct wf_loopmemo *memo; /* loops: what the body changes, per incoming bindings (lower.c) */
+  const char *contlabel;    /* S_FORNUM, S_WHILE: the label ending the body (`goto continue`) */
 };
 
 typedef struct wf_funcast {

@@ -123,6 +123,8 @@ struct wf_fstate {
   int nret;               /* -1 until the first return */
   int brk;                /* var index of the innermost loop's "(break)", or -1 */
   int nbreaks, nreturns;  /* counters of lowered break/return statements */
+  int cont;               /* var index of the innermost loop's "(cont)" (goto continue), or -1 */
+  int nconts;             /* counter of lowered `goto continue` statements */
   int probing;            /* > 0 while a loop body is lowered into a scratch block */
   int loopbase;           /* vars below this index are declared outside the innermost loop */
   int loopline;           /* line of the innermost loop statement (0: none) */
@@ -218,6 +220,9 @@ WF_INTERNAL wf_rv wf_lo_andor(wf_fstate *F, wf_expr *e);
 /* Numeric for; while (is_repeat 0) or repeat-until (1). */
 WF_INTERNAL void wf_lo_for(wf_fstate *F, wf_stmt *s);
 WF_INTERNAL void wf_lo_while(wf_fstate *F, wf_stmt *s, int is_repeat);
+/* The statements of a for or while loop's body, with its "(cont)" flag
+** (false at the start of each pass) when it ends in a `goto` label. */
+WF_INTERNAL void wf_lo_loop_body(wf_fstate *F, wf_stmt *s);
 /* The value of local x where it merges into type t. */
 WF_INTERNAL wf_val wf_lo_var_value(wf_fstate *F, wf_var *x, const wf_type *t);
 
@@ -238,6 +243,11 @@ WF_INTERNAL int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int wa
 WF_INTERNAL int wf_bi_names(lua_State *L);
 /* Construct or cast with a type used as a function: T(args...). */
 WF_INTERNAL int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out);
+
+/* ---- luamath.c ---- */
+/* Lower a call of LuaJIT's math.rad, deg, ldexp, frexp, modf, fmod or
+** two-argument log, or of weft.idiv; -1 when name is none of these. */
+WF_INTERNAL int wf_bi_luamath(wf_fstate *F, const char *name, wf_expr *call, wf_rv *out);
 
 /* ---- resolve.c ---- */
 /* Resolve a free name (upvalue, then environment) of F's Lua function. */

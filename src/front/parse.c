@@ -552,8 +552,23 @@ static wf_stmt *statement(P *p) {
   }
   case TK_FUNCTION: funcbody_unsupported(p);
   case TK_LOCAL: return localstat(p, line, col);
-  case TK_DBCOLON:
-  case TK_GOTO: unsupported(p, "goto and labels are not supported in kernels");
+  case TK_DBCOLON: {
+    next(p);
+    wf_stmt *s = newstmt(p, S_LABEL, line, col);
+    s->nnames = 1;
+    s->names = wf_front_alloc(p->C, sizeof(char *));
+    s->names[0] = checkname(p);
+    expect(p, TK_DBCOLON);
+    return s;
+  }
+  case TK_GOTO: {
+    next(p);
+    wf_stmt *s = newstmt(p, S_GOTO, line, col);
+    s->nnames = 1;
+    s->names = wf_front_alloc(p->C, sizeof(char *));
+    s->names[0] = checkname(p);
+    return s;
+  }
   case TK_RETURN: {
     next(p);
     wf_stmt *s = newstmt(p, S_RETURN, line, col);
@@ -583,6 +598,46 @@ static void block(P *p, wf_block_ast *b) {
   }
   b->n = v.n;
   b->s = (wf_stmt **)v.v;
+}
+
+/* goto and labels: kernels have Lua's `continue` idiom only, a goto to a
+** label that ends the body of the innermost enclosing for or while loop
+** (LuaJIT has checked that the function's gotos are valid Lua). The label
+** moves into the loop's contlabel; other labels and gotos are errors. */
+static void check_gotos(P *p, wf_block_ast *b, const wf_stmt *loop) {
+  for (int i = 0; i < b->n; i++) {
+    wf_stmt *s = b->s[i];
+    switch (s->kind) {
+    case S_LABEL:
+      wf_front_error(p->C, p->X.src, s->line, s->col,
+                     "labels are only supported at the end of a for or while loop's body, as "
+                     "the target of 'goto continue'");
+    case S_GOTO:
+      if (!loop || !loop->contlabel || strcmp(loop->contlabel, s->names[0]))
+        wf_front_error(p->C, p->X.src, s->line, s->col,
+                       "only a goto to a label at the end of the enclosing for or while loop's "
+                       "body (Lua's 'goto continue') is supported in kernels");
+      break;
+    case S_IF:
+      for (int k = 0; k < s->nconds + s->has_else; k++)
+        check_gotos(p, &s->blocks[k], loop);
+      break;
+    case S_DO: check_gotos(p, &s->body, loop); break;
+    case S_FORNUM:
+    case S_WHILE: {
+      wf_block_ast *body = &s->body;
+      while (body->n && body->s[body->n - 1]->kind == S_LABEL && !s->contlabel) {
+        s->contlabel = body->s[body->n - 1]->names[0];
+        body->n--;
+      }
+      check_gotos(p, body, s);
+      break;
+    }
+    case S_REPEAT:
+    case S_FORIN: check_gotos(p, &s->body, NULL); break;
+    default: break;
+    }
+  }
 }
 
 /* Parameter list after 'function' [funcname]; returns the count. */
@@ -862,6 +917,7 @@ wf_funcast *wf_parse_function(wf_fctx *C, const wf_src *src, int nparams, const 
   f->nparams = n;
   f->params = names;
   block(p, &f->body);
+  check_gotos(p, &f->body, NULL);
   f->lastline = p->X.t.line;
   match(p, TK_END, TK_FUNCTION, fline);
   return f;
