@@ -16,6 +16,8 @@
 --     "offset written id elsize" describes an entry parameter. The compiled
 --     code lives as long as the Lua state (XLA executables may call it at
 --     any time), so plans are made once per signature by the caller.
+--   ffi_fparams(f) -> the parameter names of Lua function f, space-separated
+--     (jax_callable: its last num_outputs parameters receive the outputs).
 local weft = require "weft"
 local P = require "weft.internal"
 

@@ -124,10 +124,6 @@ class _Param:
         self.trail = (t0, t1)[:ntrail]
         self.in_out = False
 
-    @property
-    def is_array(self):
-        return self.kind == "array" or (self.kind == "generic" and self.ndim > 0)
-
 
 def _as_dims(d, what):
     if isinstance(d, (int, np.integer)):
@@ -243,8 +239,9 @@ class JaxKernel:
 
     # ---- tracing ------------------------------------------------------------
     def _bind(self, args, launch_dims, output_dims):
-        """Check the call's arguments: (arrays, specs, scalars bytes, launch
-        dims or None, launch ndim, out types, first array param index)."""
+        """Check the call's arguments: (the array arguments, a type spec per
+        parameter, the static scalars as (param, values), the launch dims or
+        None (the first array's shape), the launch ndim, the result types)."""
         jax = _jax()
         if len(args) != self.num_inputs:
             raise TypeError("%s takes %d input%s (%s), got %d" % (
@@ -364,7 +361,7 @@ class JaxKernel:
 
     def _make_plan(self, fn, cost, size, specs, entry, ndim, adjoint):
         """The parameter tuples of src/interop/xla_ffi.c's ctx_plan."""
-        np_ = len(self.params)
+        nparams = len(self.params)
         n_arr_in = sum(1 for p, s in zip(self.inputs, specs) if p.kind == "array" or
                        s.startswith("A:"))
         rows, first = [], -1
@@ -422,7 +419,7 @@ class JaxKernel:
                          (trail + (0, 0))[0], (trail + (0, 0))[1], flags))
         for k, (p, src, idx, flags) in enumerate(extras):
             base = rows[[q.name for q in self.params].index(p.name)]
-            off, _w, tid, elsize = entry[np_ + k]
+            off, _w, tid, elsize = entry[nparams + k]
             rows.append(("adj_" + p.name, off) + (src, idx) + base[4:12] + (flags,))
         nargs = n_arr_in + (2 * self.num_outputs if adjoint else 0)
         nrets = self.num_outputs + (n_arr_in if adjoint else 0)

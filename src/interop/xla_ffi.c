@@ -426,7 +426,7 @@ static pyobj *py_ctx_plan(pyobj *self, pyobj *const *a, pyssize n) {
     in_range = p->src == SRC_ARG   ? p->index < pl->nargs
                : p->src == SRC_RET ? p->index < pl->nrets
                                    : 1;
-    if (!in_range || p->offset + 8 > pl->size) {
+    if (!in_range || p->offset + (p->src == SRC_SCALAR ? p->nbytes : 8) > pl->size) {
       PyErr_SetString(PyExc_ValueError, "weft: bad plan parameter");
       goto bad;
     }
