@@ -20,10 +20,19 @@ int wf_hashgrid_build(wf_hashgrid *h, const void *points, int64_t n, int64_t str
 void wf_hashgrid_free(wf_hashgrid *h);
 ]]
 
+cdef.declare [[
+void *wf_geom_track(wf_rt *rt, uint64_t id, int kind);
+void wf_geom_untrack(void *reg, uint64_t id);
+]]
+
 local ERRLEN = 256
+local GEOM_HASHGRID = 3 -- WF_GEOM_HASHGRID (src/geom/native.h)
 
 return function(weft, P)
   local C = cdef.C
+  -- the registry of live geometry objects (src/geom/track.c), if built in
+  local track = pcall(function() return C.wf_geom_track end) and C.wf_geom_track or nil
+  local function untrack(reg, id) if reg ~= nil then C.wf_geom_untrack(reg, id) end end
   local raise, describe = P.raise, P.describe
 
   local methods = {}
@@ -53,8 +62,18 @@ return function(weft, P)
     local out, err = ffi.new("wf_hashgrid*[1]"), ffi.new("char[?]", ERRLEN)
     if C.wf_hashgrid_new(dx, dy, dz, out, err, ERRLEN) ~= 0 then raise("%s", ffi.string(err)) end
     local g = setmetatable({ dim_x = dx, dim_y = dy, dim_z = dz, device = devname }, mt)
-    g._h = ffi.gc(out[0], C.wf_hashgrid_free)
-    g.id = ffi.cast("uint64_t", out[0])
+    local id = ffi.cast("uint64_t", out[0])
+    -- the id joins the runtime's live objects until g is collected
+    local reg = track and track(P.rt, id, GEOM_HASHGRID)
+    if track and reg == nil then
+      C.wf_hashgrid_free(out[0])
+      P.check(-1, 2)
+    end
+    g._h = ffi.gc(out[0], function(h)
+      untrack(reg, id)
+      C.wf_hashgrid_free(h)
+    end)
+    g.id = id
     return g
   end
 
@@ -67,7 +86,9 @@ return function(weft, P)
   function methods.build(g, points, radius)
     local fname = "HashGrid:build"
     if not weft.is_array(points) or points.dtype.name ~= "vec3f" or points.ndim ~= 1 then
-      raise("%s: points must be a 1-D array of vec3f, got %s", fname, describe(points))
+      local what = weft.is_array(points) and string.format("a %d-D array of %s", points.ndim, points.dtype.name)
+        or describe(points)
+      raise("%s: points must be a 1-D array of vec3f, got %s", fname, what)
     end
     if points.device ~= g.device then
       raise("%s: points are on %s, the grid on %s", fname, points.device, g.device)

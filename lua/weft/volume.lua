@@ -39,11 +39,20 @@ void wf_volume_free(wf_volume *v);
 ]]
 
 local NVDB_FLOAT, NVDB_INT32, NVDB_VEC3F = 1, 4, 6
+local GEOM_VOLUME = 4 -- WF_GEOM_VOLUME (src/geom/native.h)
 local MAGIC = "NanoVDB"
+cdef.declare [[
+void *wf_geom_track(wf_rt *rt, uint64_t id, int kind);
+void wf_geom_untrack(void *reg, uint64_t id);
+]]
+
 local ERRLEN = 512
 
 return function(weft, P)
   local C = cdef.C
+  -- the registry of live geometry objects (src/geom/track.c), if built in
+  local track = pcall(function() return C.wf_geom_track end) and C.wf_geom_track or nil
+  local function untrack(reg, id) if reg ~= nil then C.wf_geom_untrack(reg, id) end end
   local raise, describe = P.raise, P.describe
 
   local Volume = { CLOSEST = 0, LINEAR = 1 }
@@ -63,10 +72,21 @@ return function(weft, P)
     return name
   end
 
+  -- the Lua object; its id joins the runtime's live objects (debug-mode
+  -- kernels check ids against them) until it is collected
   local function wrap(ptr, device)
     local v = setmetatable({}, mt)
-    v._v = ffi.gc(ptr, C.wf_volume_free)
-    v.id = ffi.cast("uint64_t", ptr)
+    local id = ffi.cast("uint64_t", ptr)
+    local reg = track and track(P.rt, id, GEOM_VOLUME)
+    if track and reg == nil then
+      C.wf_volume_free(ptr)
+      P.check(-1, 3)
+    end
+    v._v = ffi.gc(ptr, function(p)
+      untrack(reg, id)
+      C.wf_volume_free(p)
+    end)
+    v.id = id
     v.device = device
     return v
   end
@@ -205,4 +225,100 @@ return function(weft, P)
   end
 
   weft.Volume = Volume
+
+  -- Kernel builtins composed on the native rows of src/geom/native.h
+  -- (volume_lookup_*, volume_cell_*, volume_transform_row), so autodiff
+  -- differentiates them with respect to the sample position. Sums run in
+  -- Warp's order (corners (0,0,0), (0,0,1), ..., (1,1,1)), which keeps the
+  -- results bit-equal to Warp's CPU.
+  if not weft.volume_cell_f then return end -- a library without the rows
+  local func, floor, round, int = weft.func, weft.floor, weft.round, weft.int32
+  local cell_f, cell_v, row = weft.volume_cell_f, weft.volume_cell_v, weft.volume_transform_row
+  local lookup_f, lookup_v, lookup_i = weft.volume_lookup_f, weft.volume_lookup_v, weft.volume_lookup_i
+  local vec3, dot = weft.vec3, weft.dot
+  local sig = { id = weft.uint64, uvw = weft.vec3, mode = weft.int32 }
+  local function builtin(name, fn, s)
+    local t = { name = name }
+    for k, v in pairs(s or sig) do t[k] = v end
+    t[1] = fn
+    weft[name] = func(t)
+  end
+
+  -- trilinear interpolation of the 8 corners c (scalars or vec3s)
+  local function trilinear(c, f)
+    local wx0, wy0, wz0 = 1.0 - f.x, 1.0 - f.y, 1.0 - f.z
+    local v = wx0 * wy0 * wz0 * c.c0
+    v = v + wx0 * wy0 * f.z * c.c1
+    v = v + wx0 * f.y * wz0 * c.c2
+    v = v + wx0 * f.y * f.z * c.c3
+    v = v + f.x * wy0 * wz0 * c.c4
+    v = v + f.x * wy0 * f.z * c.c5
+    v = v + f.x * f.y * wz0 * c.c6
+    v = v + f.x * f.y * f.z * c.c7
+    return v
+  end
+  local trilinear_f = func{ name = "volume_trilinear_f", trilinear }
+  local trilinear_v = func{ name = "volume_trilinear_v", trilinear }
+
+  builtin("volume_sample_f", function(id, uvw, mode)
+    if mode == 1 then
+      local b = vec3(floor(uvw.x), floor(uvw.y), floor(uvw.z))
+      return trilinear_f(cell_f(id, int(b.x), int(b.y), int(b.z)), uvw - b)
+    end
+    local v = lookup_f(id, int(round(uvw.x)), int(round(uvw.y)), int(round(uvw.z)))
+    if mode ~= 0 then v = 0.0 end
+    return v
+  end)
+  builtin("volume_sample_v", function(id, uvw, mode)
+    if mode == 1 then
+      local b = vec3(floor(uvw.x), floor(uvw.y), floor(uvw.z))
+      return trilinear_v(cell_v(id, int(b.x), int(b.y), int(b.z)), uvw - b)
+    end
+    local v = lookup_v(id, int(round(uvw.x)), int(round(uvw.y)), int(round(uvw.z)))
+    if mode ~= 0 then v = vec3() end
+    return v
+  end)
+  builtin("volume_sample_i", function(id, uvw)
+    return lookup_i(id, int(round(uvw.x)), int(round(uvw.y)), int(round(uvw.z)))
+  end, { id = weft.uint64, uvw = weft.vec3 })
+
+  -- the value and its gradient w.r.t. uvw (index space); closest: zero
+  builtin("volume_sample_grad_f", function(id, uvw, mode)
+    local g = vec3()
+    if mode == 1 then
+      local b = vec3(floor(uvw.x), floor(uvw.y), floor(uvw.z))
+      local f = uvw - b
+      local c = cell_f(id, int(b.x), int(b.y), int(b.z))
+      local wx0, wy0, wz0 = 1.0 - f.x, 1.0 - f.y, 1.0 - f.z
+      g = g + c.c0 * vec3(-wy0 * wz0, -wx0 * wz0, -wx0 * wy0)
+      g = g + c.c1 * vec3(-wy0 * f.z, -wx0 * f.z, wx0 * wy0)
+      g = g + c.c2 * vec3(-f.y * wz0, wx0 * wz0, -wx0 * f.y)
+      g = g + c.c3 * vec3(-f.y * f.z, wx0 * f.z, wx0 * f.y)
+      g = g + c.c4 * vec3(wy0 * wz0, -f.x * wz0, -f.x * wy0)
+      g = g + c.c5 * vec3(wy0 * f.z, -f.x * f.z, f.x * wy0)
+      g = g + c.c6 * vec3(f.y * wz0, f.x * wz0, -f.x * f.y)
+      g = g + c.c7 * vec3(f.y * f.z, f.x * f.z, f.x * f.y)
+      return trilinear_f(c, f), g
+    end
+    local v = lookup_f(id, int(round(uvw.x)), int(round(uvw.y)), int(round(uvw.z)))
+    if mode ~= 0 then v = 0.0 end
+    return v, g
+  end)
+
+  -- index <-> world through the grid's map (rows 0-2 matrix, 3
+  -- translation, 4-6 inverse); the _dir forms leave out the translation
+  local xsig = { id = weft.uint64, p = weft.vec3 }
+  builtin("volume_index_to_world", function(id, p)
+    return vec3(dot(row(id, 0), p), dot(row(id, 1), p), dot(row(id, 2), p)) + row(id, 3)
+  end, xsig)
+  builtin("volume_world_to_index", function(id, p)
+    local d = p - row(id, 3)
+    return vec3(dot(row(id, 4), d), dot(row(id, 5), d), dot(row(id, 6), d))
+  end, xsig)
+  builtin("volume_index_to_world_dir", function(id, p)
+    return vec3(dot(row(id, 0), p), dot(row(id, 1), p), dot(row(id, 2), p))
+  end, xsig)
+  builtin("volume_world_to_index_dir", function(id, p)
+    return vec3(dot(row(id, 4), p), dot(row(id, 5), p), dot(row(id, 6), p))
+  end, xsig)
 end

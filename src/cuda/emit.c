@@ -1331,6 +1331,8 @@ done:
 ** tests/cuda/shim.h defines them for g++. */
 #include "prelude_cuh.h"
 #include "query_h.h"
+#include "hashgrid_h.h"
+#include "volume_h.h"
 
 typedef enum piece_kind { PIECE_DEVICE, PIECE_HALF, PIECE_PORTABLE, PIECE_FILE } piece_kind;
 
@@ -1424,7 +1426,11 @@ static int put_preludes(sbuf *all, const char *code, int uses_half) {
   }
   if (open) wf_sb_puts(all, "#endif\n");
   /* the geometry queries, when a native builtin is called */
-  if (strstr(code, "wf_nat_")) wf_sb_puts(all, wf_geom_query_src);
+  if (strstr(code, "wf_nat_")) {
+    wf_sb_puts(all, wf_geom_volume_src); /* query.h includes these two */
+    wf_sb_puts(all, wf_geom_hashgrid_src);
+    wf_sb_puts(all, wf_geom_query_src);
+  }
   return r;
 }
 

@@ -52,6 +52,9 @@ WF_FFI int wf_geom_refit(wf_rt *rt, wf_geom *g);
 WF_FFI int wf_geom_set_grads(wf_rt *rt, wf_geom *g, const wf_array *points_grad,
                              const wf_array *velocities_grad);
 WF_FFI uint64_t wf_geom_id(const wf_geom *g);
+/* Volumes and hash grids (track.c): their ids in the registry. */
+WF_FFI void *wf_geom_track(wf_rt *rt, uint64_t id, int kind);
+WF_FFI void wf_geom_untrack(void *reg, uint64_t id);
 WF_FFI void wf_geom_free(wf_geom *g);
 
 #endif

@@ -19,13 +19,24 @@
 #ifndef WF_GEOM_HASHGRID_H
 #define WF_GEOM_HASHGRID_H
 
-#ifndef __CUDACC_RTC__
+#ifdef __CUDACC_RTC__
+/* NVRTC has no stdint.h (identical typedefs may repeat in C++) */
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+typedef unsigned long long uintptr_t;
+#else
 #include <math.h>
 #include <stdint.h>
 #endif
 
 #ifndef WF_GEOM_FN
+#if defined(__CUDACC__)
+#define WF_GEOM_FN static __device__ inline
+#else
 #define WF_GEOM_FN static inline
+#endif
 #endif
 
 #define WF_HGRID_MAGIC 0x646972676874666full /* "oftghrid": a live descriptor */
@@ -119,7 +130,6 @@ WF_GEOM_FN int32_t wf_hgrid_point_id(const wf_hgrid *g, int32_t i) {
   return (i >= 0 && i < g->npoints) ? g->point_ids[i] : -1;
 }
 
-
 /* ---- kernel builtins: the rows of src/geom/native.h (result pointer,
 ** then a pointer per argument). `for j in weft.hash_grid_query(id, p, r)`
 ** is the iterator triple hash_grid_query / _next / _get. An id of 0 is
@@ -132,13 +142,18 @@ WF_GEOM_FN void wf_nat_hash_grid_query(void *state, void *res, const void *id, c
   wf_hgrid_query *q = (wf_hgrid_query *)state;
   const wf_hgrid *g = wf_hgrid_arg(id);
   const float *pt = (const float *)p;
-  static const wf_hgrid empty = {0, 0, 0, 1.0f, 1.0f, 1, 1, 1, 0};
-  wf_hgrid_query_begin(q, g ? g : &empty, pt[0], pt[1], pt[2], *(const float *)r);
-  *(uint64_t *)res = (uint64_t)(uintptr_t)q;
+  (void)res; /* the handle is the state's address (native.h) */
+  if (!g) {  /* no grid: done before it starts */
+    q->g = 0;
+    q->at = q->end = q->z1 = 0;
+    q->z = 1;
+    return;
+  }
+  wf_hgrid_query_begin(q, g, pt[0], pt[1], pt[2], *(const float *)r);
 }
 WF_GEOM_FN void wf_nat_hash_grid_query_next(void *res, const void *h) {
   wf_hgrid_query *q = (wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
-  int32_t j;
+  int32_t j = -1;
   *(unsigned char *)res = (unsigned char)wf_hgrid_query_next(q, &j);
   q->cur = j;
 }
@@ -152,7 +167,7 @@ WF_GEOM_FN void wf_nat_hash_grid_point_id(void *res, const void *id, const void 
 }
 
 /* ---- host side (hashgrid.c), the FFI surface of lua/weft/hashgrid.lua ---- */
-#ifndef __CUDACC_RTC__
+#if !defined(__CUDACC__) && !defined(WF_HOST_SHIM)
 #include <stddef.h>
 
 #include "weft.h"

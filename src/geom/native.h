@@ -51,6 +51,9 @@
 #define WF_NATF_ITER 2     /* the begin row of an iterating query */
 
 #define WF_QP_T "{result:b,sign:f,face:i,u:f,v:f}"
+/* the 8 corners of a volume cell (src/geom/volume.h, wf_vol_corners) */
+#define WF_VCF_T "{c0:f,c1:f,c2:f,c3:f,c4:f,c5:f,c6:f,c7:f}"
+#define WF_VCV_T "{c0:v,c1:v,c2:v,c3:v,c4:v,c5:v,c6:v,c7:v}"
 #define WF_QR_T "{result:b,sign:f,face:i,t:f,u:f,v:f,normal:v}"
 
 /* clang-format off */
@@ -78,7 +81,19 @@
   _(bvh_query_aabb_get,        0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE) \
   _(bvh_query_ray,             WF_GEOM_BVH, WF_NATF_ITER, 288, "u", "uvv", "", NONE) \
   _(bvh_query_ray_next,        0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE) \
-  _(bvh_query_ray_get,         0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE)
+  _(bvh_query_ray_get,         0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE) \
+  /* sparse volumes (src/geom/volume.h; the samplers: lua/weft/volume.lua) */ \
+  _(volume_lookup_f,           WF_GEOM_VOLUME, 0, 0, "f", "uiii", "", NONE) \
+  _(volume_lookup_i,           WF_GEOM_VOLUME, 0, 0, "i", "uiii", "", NONE) \
+  _(volume_lookup_v,           WF_GEOM_VOLUME, 0, 0, "v", "uiii", "", NONE) \
+  _(volume_cell_f,             WF_GEOM_VOLUME, 0, 0, WF_VCF_T, "uiii", "", NONE) \
+  _(volume_cell_v,             WF_GEOM_VOLUME, 0, 0, WF_VCV_T, "uiii", "", NONE) \
+  _(volume_transform_row,      WF_GEOM_VOLUME, 0, 0, "v", "ui", "", NONE) \
+  /* hash grids (src/geom/hashgrid.h) */ \
+  _(hash_grid_query,           WF_GEOM_HASHGRID, WF_NATF_ITER, 64, "u", "uvf", "", NONE) \
+  _(hash_grid_query_next,      0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE) \
+  _(hash_grid_query_get,       0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE) \
+  _(hash_grid_point_id,        WF_GEOM_HASHGRID, 0, 0, "i", "ui", "", NONE)
 /* clang-format on */
 
 typedef enum wf_native {

@@ -811,4 +811,13 @@ WF_G void wf_nat_mesh_get_velocity_adj(void *res, const void *id, const void *i,
   (void)res;
 }
 
+/* the volume and hash grid builtins live beside their host code; the
+** CUDA C carries their text ahead of this file (src/cuda/emit.c) */
+#ifndef WF_GEOM_HASHGRID_H
+#include "geom/hashgrid.h"
+#endif
+#ifndef WF_GEOM_VOLUME_H
+#include "geom/volume.h"
+#endif
+
 #endif

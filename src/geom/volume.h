@@ -23,13 +23,24 @@
 #ifndef WF_GEOM_VOLUME_H
 #define WF_GEOM_VOLUME_H
 
-#ifndef __CUDACC_RTC__
+#ifdef __CUDACC_RTC__
+/* NVRTC has no stdint.h (identical typedefs may repeat in C++) */
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+typedef unsigned long long uintptr_t;
+#else
 #include <math.h>
 #include <stdint.h>
 #endif
 
 #ifndef WF_GEOM_FN
+#if defined(__CUDACC__)
+#define WF_GEOM_FN static __device__ inline
+#else
 #define WF_GEOM_FN static inline
+#endif
 #endif
 
 #define WF_VOL_MAGIC 0x6c6f76746665775full /* "_weftvol": a live descriptor */
@@ -231,7 +242,9 @@ WF_GEOM_FN wf_vol_v3 wf_vol_world_to_index_dir(const wf_vol *v, float x, float y
 WF_GEOM_FN const wf_vol *wf_vol_arg(const void *id) {
   return (const wf_vol *)(uintptr_t) * (const uint64_t *)id;
 }
-WF_GEOM_FN int32_t wf_vol_iarg(const void *p) { return *(const int32_t *)p; }
+WF_GEOM_FN int32_t wf_vol_iarg(const void *p) {
+  return *(const int32_t *)p;
+}
 
 /* volume_lookup_f/_i/_v(id, i, j, k): the value at a voxel */
 WF_GEOM_FN void wf_vol_lookup(void *res, const void *id, const void *i, const void *j,
@@ -240,11 +253,13 @@ WF_GEOM_FN void wf_vol_lookup(void *res, const void *id, const void *i, const vo
   unsigned char *r = (unsigned char *)res;
   uint32_t b;
   if (!v) {
-    for (b = 0; b < nbytes; b++) r[b] = 0;
+    for (b = 0; b < nbytes; b++)
+      r[b] = 0;
     return;
   }
   const unsigned char *s = wf_vol_find(v, wf_vol_iarg(i), wf_vol_iarg(j), wf_vol_iarg(k));
-  for (b = 0; b < nbytes; b++) r[b] = s[b];
+  for (b = 0; b < nbytes; b++)
+    r[b] = s[b];
 }
 WF_GEOM_FN void wf_nat_volume_lookup_f(void *res, const void *id, const void *i, const void *j,
                                        const void *k) {
@@ -261,13 +276,14 @@ WF_GEOM_FN void wf_nat_volume_lookup_v(void *res, const void *id, const void *i,
 
 /* volume_cell_f/_v(id, i, j, k): the 8 corner values of the cell with
 ** low corner (i, j, k), corner c = (c >> 2, (c >> 1) & 1, c & 1) */
-WF_GEOM_FN void wf_vol_cell(void *res, const void *id, const void *i, const void *j,
-                            const void *k, int nf) {
+WF_GEOM_FN void wf_vol_cell(void *res, const void *id, const void *i, const void *j, const void *k,
+                            int nf) {
   const wf_vol *v = wf_vol_arg(id);
   float *r = (float *)res;
   int q;
   if (!v) {
-    for (q = 0; q < 8 * nf; q++) r[q] = 0.0f;
+    for (q = 0; q < 8 * nf; q++)
+      r[q] = 0.0f;
     return;
   }
   wf_vol_corners(v, wf_vol_iarg(i), wf_vol_iarg(j), wf_vol_iarg(k), nf, r);
@@ -287,8 +303,11 @@ WF_GEOM_FN void wf_nat_volume_transform_row(void *res, const void *id, const voi
   const wf_vol *v = wf_vol_arg(id);
   const int32_t r = wf_vol_iarg(row);
   float *o = (float *)res;
-  const float *src = !v ? 0 : r >= 0 && r < 3 ? v->mat + 3 * r : r == 3 ? v->vec
-                              : r >= 4 && r < 7 ? v->inv + 3 * (r - 4) : 0;
+  const float *src = !v                ? 0
+                     : r >= 0 && r < 3 ? v->mat + 3 * r
+                     : r == 3          ? v->vec
+                     : r >= 4 && r < 7 ? v->inv + 3 * (r - 4)
+                                       : 0;
   o[0] = src ? src[0] : 0.0f;
   o[1] = src ? src[1] : 0.0f;
   o[2] = src ? src[2] : 0.0f;

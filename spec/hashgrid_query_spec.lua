@@ -1,0 +1,150 @@
+-- weft.HashGrid: neighbour queries in kernels against brute force, the
+-- periodic grid, hash_grid_point_id, and the errors of bad input.
+local weft = require "weft"
+
+local function random_points(n, extent, shift, seed)
+  local s = seed or 11
+  local function r()
+    s = (s * 1103515245 + 12345) % 2147483648
+    return s / 2147483648
+  end
+  local pts = {}
+  for i = 1, n do pts[i] = { r() * extent + shift, r() * extent + shift, r() * extent + shift } end
+  return pts
+end
+
+local function brute_counts(pts, r)
+  local out = {}
+  for i, p in ipairs(pts) do
+    local c = 0
+    for _, q in ipairs(pts) do
+      local dx, dy, dz = p[1] - q[1], p[2] - q[2], p[3] - q[3]
+      -- the kernel compares in float32: compare squared lengths the same way
+      if dx * dx + dy * dy + dz * dz <= r * r * (1 + 1e-6) then c = c + 1 end
+    end
+    out[i] = c
+  end
+  return out
+end
+
+local count_k = weft.kernel{
+  id = weft.uint64, p = weft.array(weft.vec3), r = weft.float32, n = weft.array(weft.int32),
+  cand = weft.array(weft.int32),
+  function(id, p, r, n, cand)
+    local i = weft.hash_grid_point_id(id, weft.tid())
+    local c, k = 0, 0
+    for j in weft.hash_grid_query(id, p[i], r) do
+      k = k + 1
+      if weft.length_sq(p[j] - p[i]) <= r * r then c = c + 1 end
+    end
+    n[i] = c
+    cand[i] = k
+  end,
+}
+
+local function counts(g, pts, r)
+  local p = weft.array(pts, weft.vec3)
+  g:build(p, r)
+  local n, cand = weft.zeros(#pts, weft.int32), weft.zeros(#pts, weft.int32)
+  weft.launch(count_k, #pts, { g.id, p, r, n, cand })
+  return n:totable(), cand:totable()
+end
+
+describe("weft.hash_grid_query", function()
+  it("finds every neighbour within r (brute force)", function()
+    local pts = random_points(1500, 1, 0)
+    local got = counts(weft.HashGrid(16, 16, 16), pts, 0.07)
+    local want = brute_counts(pts, 0.07)
+    for i = 1, #pts do assert.equal(want[i], got[i]) end
+  end)
+
+  it("wraps a grid smaller than the query box without repeating cells", function()
+    local pts = random_points(300, 1, 0, 5)
+    local got, cand = counts(weft.HashGrid(2, 2, 2), pts, 0.3)
+    local want = brute_counts(pts, 0.3)
+    for i = 1, #pts do
+      assert.equal(want[i], got[i])
+      assert.equal(#pts, cand[i]) -- every cell once: each point a candidate once
+    end
+  end)
+
+  it("works far from the origin and with negative coordinates", function()
+    local pts = random_points(400, 2, -5000.5, 9)
+    local got = counts(weft.HashGrid(8, 8, 8), pts, 0.25)
+    local want = brute_counts(pts, 0.25)
+    for i = 1, #pts do assert.equal(want[i], got[i]) end
+  end)
+
+  it("orders points by cell in hash_grid_point_id, each once", function()
+    local pts = random_points(500, 1, 0, 3)
+    local g = weft.HashGrid(4, 4, 4)
+    g:build(weft.array(pts, weft.vec3), 0.25)
+    local k = weft.kernel{ id = weft.uint64, out = weft.array(weft.int32), function(id, out)
+      local i = weft.tid()
+      out[i] = weft.hash_grid_point_id(id, i)
+    end }
+    local out = weft.zeros(502, weft.int32)
+    weft.launch(k, 502, { g.id, out })
+    local ids, seen = out:totable(), {}
+    for i = 1, 500 do
+      assert.is_nil(seen[ids[i]])
+      seen[ids[i]] = true
+    end
+    assert.same({ -1, -1 }, { ids[501], ids[502] }) -- past the end
+    -- cell order: the cell index never decreases
+    local function cell(p)
+      local x, y, z = math.floor(p[1] / 0.25) % 4, math.floor(p[2] / 0.25) % 4, math.floor(p[3] / 0.25) % 4
+      return (z * 4 + y) * 4 + x
+    end
+    for i = 2, 500 do assert.is_true(cell(pts[ids[i - 1] + 1]) <= cell(pts[ids[i] + 1])) end
+  end)
+
+  it("yields nothing before a build and after building no points", function()
+    local g = weft.HashGrid(4, 4, 4)
+    local k = weft.kernel{ id = weft.uint64, n = weft.array(weft.int32), function(id, n)
+      for _ in weft.hash_grid_query(id, weft.vec3(0.0, 0.0, 0.0), 1.0) do n[0] = n[0] + 1 end
+    end }
+    local n = weft.zeros(1, weft.int32)
+    weft.launch(k, 1, { g.id, n })
+    g:build(weft.zeros(0, weft.vec3), 0.5)
+    weft.launch(k, 1, { g.id, n })
+    assert.equal(0, n[0])
+  end)
+
+  it("rebuilds with more points after reserve", function()
+    local g = weft.HashGrid(8, 8, 8)
+    g:reserve(10)
+    local pts = random_points(800, 1, 0, 21)
+    local got = counts(g, pts, 0.1)
+    local want = brute_counts(pts, 0.1)
+    for i = 1, #pts do assert.equal(want[i], got[i]) end
+  end)
+end)
+
+describe("weft.HashGrid errors", function()
+  it("reject bad dimensions, points and radii", function()
+    assert.has_error(function() weft.HashGrid(0, 4, 4) end,
+      "HashGrid: dimensions must be positive (got 0, 4, 4)")
+    assert.has_error(function() weft.HashGrid(2.5, 4, 4) end,
+      "weft.HashGrid: dim_x must be an integer, got a number")
+    local g = weft.HashGrid(4, 4, 4)
+    assert.has_error(function() g:build(weft.zeros(4), 0.1) end,
+      "HashGrid:build: points must be a 1-D array of vec3f, got a 1-D array of float32")
+    assert.has_error(function() g:build(weft.zeros(4, weft.vec3), -1) end,
+      "HashGrid:build: radius must be positive and finite (got -1)")
+    assert.has_error(function() g:reserve(-3) end,
+      "HashGrid: cannot hold -3 points (0 to 2^31 - 1)")
+  end)
+
+  it("reject an id that is not a live hash grid in debug mode", function()
+    local k = weft.kernel{ id = weft.uint64, out = weft.array(weft.int32), function(id, out)
+      out[0] = weft.hash_grid_point_id(id, 0)
+    end }
+    local mode = weft.config.mode
+    weft.config.mode = "debug"
+    local ok, err = pcall(weft.launch, k, 1, { weft.uint64(4242), weft.zeros(1, weft.int32) })
+    weft.config.mode = mode
+    assert.is_false(ok)
+    assert.matches("spec/hashgrid_query_spec.lua:%d+: weft.hash_grid_point_id: id 4242 is not a live weft.HashGrid", err)
+  end)
+end)
