@@ -51,11 +51,14 @@ return function(weft, P)
     end
   end
 
-  -- Gradients of mesh_get_point / mesh_get_velocity go to the arrays' .grad.
+  -- Gradients of mesh_get_point / mesh_get_velocity go to the arrays' .grad
+  -- as they are at creation and at each refit; the mesh holds those grad
+  -- arrays, so a replaced .grad can never leave it writing freed memory.
   local function sync_grads(m)
     local pg = m.points.requires_grad and m.points.grad or nil
     local vg = m.velocities and m.velocities.requires_grad and m.velocities.grad or nil
     P.check(C.wf_geom_set_grads(P.rt, m._g, pg and pg.h or nil, vg and vg.h or nil), 3)
+    m._grads = { pg, vg }
   end
 
   local mesh_methods, bvh_methods = {}, {}
