@@ -59,8 +59,12 @@ WEFT_API void weft_close(weft_State *W);
 typedef struct weft_Options {
   int sandbox_exit;    /* nonzero: os.exit raises "os.exit is disabled by the host" */
   size_t memory_limit; /* bytes the Lua heap may hold, 0 = no limit (beyond: WEFT_ERRMEM) */
+  char *errbuf;        /* if set: why weft_open_ex returned NULL (NUL-terminated), */
+  size_t errbuf_size;  /* ... in at most errbuf_size bytes; "" on success */
 } weft_Options;
-/* weft_open with options (NULL = the defaults of weft_open). */
+/* weft_open with options (NULL = the defaults of weft_open). On failure it
+** returns NULL, with the reason in opts->errbuf when that is set, else
+** printed to stderr (weft_open prints it). */
 WEFT_API weft_State *weft_open_ex(const weft_Options *opts);
 
 /* Stop what runs on W: CPU kernels leave at their next loop back-edge (or
@@ -81,6 +85,27 @@ WEFT_API const char *weft_version(void);
 */
 WEFT_API int weft_dostring(weft_State *W, const char *code); /* 0 = ok */
 WEFT_API int weft_dofile(weft_State *W, const char *path);
+/* Run len bytes of Lua text under a chunk name ("=level1/ai" as in
+** luaL_loadbuffer; NULL = "=buffer"); the text is kept for the kernels
+** it defines. */
+WEFT_API int weft_dobuffer(weft_State *W, const char *buf, size_t len, const char *chunkname);
+/* Keep the text of a chunk the host loads itself (luaL_loadbuffer on
+** weft_lua(W)) so that its kernels compile: kernels are compiled from their
+** Lua source, which a chunk loaded from a buffer does not carry. Register
+** before the kernels are declared or launched; the same name again
+** replaces the text for kernels declared after. */
+WEFT_API int weft_register_source(weft_State *W, const char *chunkname, const char *text,
+                                  size_t len);
+/* Call the function below nargs arguments on weft_lua(W)'s stack (as
+** lua_pcall), with nres results (LUA_MULTRET = -1: all) left there on
+** success; on failure nothing is left and the message, with a traceback
+** of the caller's frames (not weft's own), is in weft_errmsg. */
+WEFT_API int weft_pcall(weft_State *W, int nargs, int nres);
+/* Compile the kernel at a global path now, for launches of ndim (1-4)
+** dimensions on device ("cpu" or NULL, "cuda:N"), so the first launch does
+** not wait for the compiler (k:compile in Lua). Generic parameters need
+** their types: declare them, or compile with k:compile{ types = ... }. */
+WEFT_API int weft_compile(weft_State *W, const char *kernel, int ndim, const char *device);
 /* The message of the last failed call on W ("" if none). Valid until the
 ** next call on W. */
 WEFT_API const char *weft_errmsg(weft_State *W);

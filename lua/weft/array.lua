@@ -527,11 +527,24 @@ return function(weft, P)
   ---------------------------------------------------------------------------
   -- members and methods
   ---------------------------------------------------------------------------
+  -- a.shape is a plain 1-based Lua table (it goes back into weft.zeros
+  -- and friends), while x.shape[0] is the first dimension inside kernels.
+  -- Reading index 0 of the host table is that mix-up: an error saying so,
+  -- where a plain table would give nil.
+  local shape_mt = {
+    __index = function(_, k)
+      if k == 0 then
+        raise("weft: a.shape[0]: on the host a.shape is a 1-based Lua table (a.shape[1] is the "
+              .. "first dimension); inside kernels x.shape[0] is the first dimension")
+      end
+    end,
+  }
+
   function impl.shape(a)
     local h = a.h
     local s = {}
     for d = 0, h.ndim - 1 do s[d + 1] = tonumber(h.shape[d]) end
-    return s
+    return setmetatable(s, shape_mt)
   end
 
   local members = {

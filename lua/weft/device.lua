@@ -435,6 +435,8 @@ return function(weft, P)
     return per[key]
   end
 
+  P.cuda_load_kernel = load_kernel -- k:compile{ device = "cuda:0" } (kernel.lua)
+
   -- Debug mode: the error slot of device n (WF_CUDA_ERRSLOT = 512 bytes:
   -- int32 flag, then the message), zeroed before each launch.
   local slots = {}

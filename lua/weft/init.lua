@@ -78,5 +78,53 @@ for key in pairs(weft) do
   if type(key) == "string" and key:sub(1, 1) == "_" and key ~= "_interop" then weft[key] = nil end
 end
 
+-- A strict module: reading a name weft does not have is an error with a
+-- suggestion ("weft has no field 'flaot32' (did you mean weft.float32?)"),
+-- not a nil that would silently make a kernel parameter generic. Only
+-- names absent from the table reach __index, so every name a part or a
+-- later addition defines reads as usual. The kernel compiler reads fields
+-- from C (lua_getfield): there a missing name stays nil, and the front
+-- end reports it at the kernel's line.
+do
+  -- edit distance with transpositions (flaot -> float is one edit)
+  local function distance(a, b)
+    local la, lb = #a, #b
+    if math.abs(la - lb) > 2 then return 3 end
+    local d = {}
+    for i = 0, la do d[i] = { [0] = i } end
+    for j = 1, lb do d[0][j] = j end
+    for i = 1, la do
+      local ca = a:byte(i)
+      for j = 1, lb do
+        local cb = b:byte(j)
+        local v = math.min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (ca == cb and 0 or 1))
+        if i > 1 and j > 1 and ca == b:byte(j - 1) and a:byte(i - 1) == cb then
+          v = math.min(v, d[i - 2][j - 2] + 1)
+        end
+        d[i][j] = v
+      end
+    end
+    return d[la][lb]
+  end
+
+  local function missing(t, key)
+    if type(key) ~= "string" then return nil end
+    local info = debug.getinfo(2, "S")
+    if info and info.what == "C" then return nil end
+    local best, bd = nil, #key <= 4 and 1 or 2 -- the farthest a suggestion may be
+    for name in pairs(t) do
+      if type(name) == "string" and name:sub(1, 1) ~= "_" then
+        local d = distance(key:lower(), name:lower())
+        if d < bd or (d == bd and best and name < best) or (d <= bd and not best) then
+          best, bd = name, d
+        end
+      end
+    end
+    error(string.format("weft has no field '%s'%s", key,
+                        best and string.format(" (did you mean weft.%s?)", best) or ""), 2)
+  end
+  setmetatable(weft, { __index = missing })
+end
+
 package.loaded["weft.internal"] = P
 return weft

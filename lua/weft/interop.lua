@@ -222,10 +222,10 @@ return function(weft, P)
   function I.id(...) return ... end
 
   -- Run a chunk of code. Its chunk name is the code itself unless one is
-  -- given: the kernel front end reads a kernel's source text through
-  -- debug.getinfo, which "=name" chunks do not keep.
+  -- given; a named chunk's text is registered for its kernels
+  -- (weft.loadstring).
   function I.exec(code, chunkname)
-    local f, err = loadstring(code, chunkname or code)
+    local f, err = weft.loadstring(code, chunkname)
     if not f then error(err, 0) end
     return f()
   end

@@ -166,6 +166,33 @@ return function(weft, P)
     return c
   end
 
+  -- k:compile (kernel.lua): compile now, into the caches a launch reads,
+  -- the variant of the parameter types `types` and its code for ndim in
+  -- mode number m. (A generic parameter's variant is found by the number
+  -- arg_type gives its argument: an array type's dtype and ndim, a scalar
+  -- type's id.)
+  function P.precompile(k, types, ndim, m)
+    local st = rawget(k, "_launch") or kernel_state(k)
+    local v
+    if #st.generic == 0 then
+      v = st.fixed or new_variant(st, types)
+      st.fixed = v
+    else
+      local node = st.variants
+      for _, i in ipairs(st.generic) do
+        local t = types[i]
+        local key = t.kind == "array" and t.dtype.id * 8 + t.ndim or -t.id
+        node[key] = node[key] or {}
+        node = node[key]
+      end
+      v = node.variant or new_variant(st, types)
+      node.variant = v
+    end
+    if not v.guard() then v = refresh(st, v) end
+    local ckey = ndim + 4 * m
+    if not v.code[ckey] then v.code[ckey] = compile_code(st, v, ndim, m) end
+  end
+
   ---------------------------------------------------------------------------
   -- weft.launch
   ---------------------------------------------------------------------------

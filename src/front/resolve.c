@@ -36,6 +36,33 @@ static void plainerr(wf_fctx *C, const char *msg) {
 }
 
 /* ---- source text ---- */
+
+/* Push the text registered for the function at idx (kernel.lua keeps it
+** per function from the declaration, and per chunk name: registry tables
+** "weft.fnsrc" and "weft.sources"), or nothing and return 0. */
+static int registered_src(lua_State *L, int idx, const char *source) {
+  lua_getfield(L, LUA_REGISTRYINDEX, "weft.fnsrc");
+  if (lua_istable(L, -1)) {
+    lua_pushvalue(L, idx);
+    lua_rawget(L, -2);
+    lua_remove(L, -2);
+    if (lua_isstring(L, -1)) return 1;
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, LUA_REGISTRYINDEX, "weft.sources");
+  if (lua_istable(L, -1)) {
+    lua_getfield(L, -1, source);
+    if (!lua_isstring(L, -1) && (source[0] == '=' || source[0] == '@')) {
+      lua_pop(L, 1);
+      lua_getfield(L, -1, source + 1);
+    }
+    lua_remove(L, -2);
+    if (lua_isstring(L, -1)) return 1;
+  }
+  lua_pop(L, 1);
+  return 0;
+}
+
 void wf_front_getsrc(wf_fctx *C, int idx, wf_src *src) {
   lua_State *L = C->L;
   lua_Debug ar;
@@ -53,7 +80,13 @@ void wf_front_getsrc(wf_fctx *C, int idx, wf_src *src) {
     plainerr(C, "weft: the function has no source text (stripped bytecode?); kernels and "
                 "weft.func need their Lua source");
   if (ar.linedefined <= 0) plainerr(C, "weft: the main chunk cannot be compiled as a kernel");
-  if (s[0] == '@') {
+  if (registered_src(L, idx, s)) {
+    size_t n;
+    const char *t = lua_tolstring(L, -1, &n);
+    src->text = wf_front_strdup(C, t, n);
+    src->len = n;
+    lua_pop(L, 1);
+  } else if (s[0] == '@') {
     FILE *f = fopen(s + 1, "rb");
     if (!f) {
       lua_pushfstring(L, "weft: cannot read the kernel's source file '%s'", s + 1);
@@ -81,9 +114,12 @@ void wf_front_getsrc(wf_fctx *C, int idx, wf_src *src) {
     free(buf);
   } else if (s[0] == '=' || (unsigned char)s[0] == 27) {
     lua_pushfstring(L,
-                    "weft: the function defined at %s:%d has no source text (stripped bytecode "
-                    "or a chunk without source); kernels need their Lua source",
-                    ar.short_src, ar.linedefined);
+                    "weft: the function defined at %s:%d has no source text: its chunk was "
+                    "loaded from a buffer under the name '%s'. Kernels are compiled from "
+                    "their Lua source: load the chunk with weft.load or weft.loadstring (C: "
+                    "weft_dobuffer), or register its text first with "
+                    "weft.register_source(\"%s\", text) (C: weft_register_source)",
+                    ar.short_src, ar.linedefined, s, s);
     lua_error(L);
   } else {
     size_t n = strlen(s);

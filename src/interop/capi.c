@@ -245,6 +245,7 @@ typedef struct op {
   int versioned, copy; /* export */
   void *managed;       /* export result / import argument */
   int nconsumed;       /* args[0 .. nconsumed-1] have been handed to Lua */
+  const char *device;  /* weft_compile */
 } op;
 
 static op *op_of(lua_State *L) {
@@ -491,4 +492,32 @@ int weft_import_dlpack(weft_State *W, const char *global, void *managed, int ver
     return WEFT_ERRARG;
   }
   return weft_set(W, global, &a);
+}
+
+/* ---- weft_compile ------------------------------------------------------- */
+
+/* kernel:compile{ ndim = o->ndim, device = o->path2 } */
+static int do_compile(lua_State *L) {
+  op *o = op_of(L);
+  get_path(L, o->path);
+  if (lua_isnil(L, -1)) luaL_error(L, "weft_compile: no kernel named '%s'", o->path);
+  lua_getfield(L, -1, "compile");
+  if (!lua_isfunction(L, -1)) luaL_error(L, "weft_compile: '%s' is not a kernel", o->path);
+  lua_insert(L, -2);
+  lua_createtable(L, 0, 2);
+  lua_pushinteger(L, o->ndim);
+  lua_setfield(L, -2, "ndim");
+  lua_pushstring(L, o->device ? o->device : "cpu");
+  lua_setfield(L, -2, "device");
+  lua_call(L, 2, 0);
+  return 0;
+}
+
+int weft_compile(weft_State *W, const char *kernel, int ndim, const char *device) {
+  int st = check_state(W, "weft_compile", kernel);
+  if (st) return st;
+  if (ndim < 1 || ndim > 4)
+    return wf_state_seterr(W, WEFT_ERRARG, "weft_compile: ndim must be 1 to 4, got %d", ndim);
+  op o = {.W = W, .path = kernel, .ndim = ndim, .device = device};
+  return run(&o, do_compile);
 }

@@ -36,23 +36,74 @@ int wf_state_takeerr(weft_State *W, int status) {
   return status;
 }
 
-/* Message handler: append a traceback to string errors. */
+/* The registry key of "@<dir>/" where weft's Lua files are (set at open). */
+#define LUADIR_KEY "weft.luadir"
+
+/* Is frame ar in weft's own Lua layer (its files, or chunks it generates,
+** named "=weft ...")? A host's messages leave those frames out. */
+static int internal_frame(const lua_Debug *ar, const char *dir, size_t ndir) {
+  if (ar->source[0] == '=' && strncmp(ar->source, "=weft", 5) == 0) return 1;
+  return dir && strncmp(ar->source, dir, ndir) == 0;
+}
+
+/* One traceback line, as debug.traceback writes it. */
+static void add_frame(lua_State *L, luaL_Buffer *b, lua_Debug *ar) {
+  lua_pushfstring(L, "\n\t%s:", ar->short_src);
+  luaL_addvalue(b);
+  if (ar->currentline > 0) {
+    lua_pushfstring(L, "%d:", ar->currentline);
+    luaL_addvalue(b);
+  }
+  if (*ar->namewhat)
+    lua_pushfstring(L, " in function '%s'", ar->name);
+  else if (*ar->what == 'm')
+    lua_pushliteral(L, " in main chunk");
+  else if (*ar->what == 'C')
+    lua_pushliteral(L, " ?");
+  else
+    lua_pushfstring(L, " in function <%s:%d>", ar->short_src, ar->linedefined);
+  luaL_addvalue(b);
+}
+
+/* Message handler: append a traceback of the caller's frames to string
+** errors. Frames in weft's Lua files are left out, and with them the C
+** functions they call (error, pcall) and the C frames at the bottom. */
 static int traceback(lua_State *L) {
   const char *msg = lua_tostring(L, 1);
   if (!msg) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
     msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
   }
-  lua_getglobal(L, "debug");
-  if (!lua_istable(L, -1)) {
-    lua_pop(L, 1);
-    lua_pushstring(L, msg);
-    return 1;
+  lua_getfield(L, LUA_REGISTRYINDEX, LUADIR_KEY);
+  size_t ndir = 0;
+  const char *dir = lua_tolstring(L, -1, &ndir);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, msg);
+  lua_Debug ar, next;
+  int have = lua_getstack(L, 1, &ar), shown = 0, npend = 0, pend[8];
+  if (have) lua_getinfo(L, "Snl", &ar);
+  for (int level = 1; have; level++) {
+    int more = lua_getstack(L, level + 1, &next);
+    if (more) lua_getinfo(L, "Snl", &next);
+    int is_c = strcmp(ar.what, "C") == 0;
+    int skip = internal_frame(&ar, dir, ndir) || (is_c && more && internal_frame(&next, dir, ndir));
+    if (!skip && is_c) {
+      if (npend < 8) pend[npend++] = level; /* shown only if a Lua frame follows */
+    } else if (!skip) {
+      if (!shown) luaL_addstring(&b, "\nstack traceback:");
+      for (int k = 0; k < npend; k++) {
+        lua_Debug c;
+        if (lua_getstack(L, pend[k], &c) && lua_getinfo(L, "Sn", &c)) add_frame(L, &b, &c);
+      }
+      npend = 0;
+      add_frame(L, &b, &ar);
+      shown++;
+    }
+    ar = next;
+    have = more;
   }
-  lua_getfield(L, -1, "traceback");
-  lua_pushstring(L, msg);
-  lua_pushinteger(L, 2);
-  lua_call(L, 2, 1);
+  luaL_pushresult(&b);
   return 1;
 }
 
@@ -146,6 +197,26 @@ void weft_interrupt(weft_State *W) {
   lua_sethook(W->L, intr_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
+/* Remember "@<dir>/" of weft's Lua files (from the source of one of its
+** parts), for the traceback handler. */
+static void set_luadir(lua_State *L) {
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "loaded");
+  lua_getfield(L, -1, "weft.types");
+  lua_Debug ar;
+  if (!lua_isfunction(L, -1)) {
+    lua_pop(L, 3);
+    return;
+  }
+  lua_getinfo(L, ">S", &ar); /* pops the function */
+  const char *slash = ar.source[0] == '@' ? strrchr(ar.source, '/') : NULL;
+  if (slash) {
+    lua_pushlstring(L, ar.source, (size_t)(slash - ar.source + 1));
+    lua_setfield(L, LUA_REGISTRYINDEX, LUADIR_KEY);
+  }
+  lua_pop(L, 2);
+}
+
 /* Protected start-up (a memory limit can make any step fail): the
 ** standard libraries, the weft module as global `weft`, and the runtime
 ** polling W's interrupt request. Argument 1: W (light userdata). */
@@ -173,6 +244,7 @@ static int open_weft(lua_State *L) {
   lua_pushstring(L, "weft");
   lua_call(L, 1, 1);
   lua_setglobal(L, "weft");
+  set_luadir(L);
   return 0;
 }
 
@@ -194,9 +266,18 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   return p;
 }
 
+/* weft_open_ex's failure before a state exists. */
+static weft_State *open_failed(const weft_Options *opts, const char *why) {
+  if (opts && opts->errbuf && opts->errbuf_size)
+    snprintf(opts->errbuf, opts->errbuf_size, "weft_open: %s", why);
+  else
+    fprintf(stderr, "weft_open: %s\n", why);
+  return NULL;
+}
+
 weft_State *weft_open_ex(const weft_Options *opts) {
   weft_State *W = calloc(1, sizeof *W);
-  if (!W) return NULL;
+  if (!W) return open_failed(opts, "out of memory");
   if (opts) {
     W->sandbox_exit = opts->sandbox_exit != 0;
     W->mem_limit = opts->memory_limit;
@@ -204,15 +285,19 @@ weft_State *weft_open_ex(const weft_Options *opts) {
   W->L = W->mem_limit ? lua_newstate(limited_alloc, W) : luaL_newstate();
   if (!W->L) {
     free(W);
-    return NULL;
+    return open_failed(opts, "cannot create a LuaJIT state (out of memory)");
   }
   lua_pushcfunction(W->L, open_weft);
   lua_pushlightuserdata(W->L, W);
   if (wf_state_pcall(W, 1, 0) != WEFT_OK) {
-    fprintf(stderr, "weft_open: %s\n", weft_errmsg(W));
+    if (opts && opts->errbuf && opts->errbuf_size)
+      snprintf(opts->errbuf, opts->errbuf_size, "weft_open: %s", weft_errmsg(W));
+    else
+      fprintf(stderr, "weft_open: %s\n", weft_errmsg(W));
     weft_close(W);
     return NULL;
   }
+  if (opts && opts->errbuf && opts->errbuf_size) opts->errbuf[0] = '\0';
   return W;
 }
 
@@ -259,4 +344,54 @@ int weft_dofile(weft_State *W, const char *path) {
   if (st == LUA_ERRMEM) after_oom(W);
   if (st != 0) return wf_state_takeerr(W, status_of(st));
   return wf_state_pcall(W, 0, 0);
+}
+
+/* Keep text under chunkname in registry["weft.sources"] (read by
+** lua/weft/kernel.lua and the compiler). Protected: the table may need
+** memory. Arguments: the name, the text. */
+static int do_register(lua_State *L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, "weft.sources");
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, LUA_REGISTRYINDEX, "weft.sources");
+  }
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, 2);
+  lua_rawset(L, -3);
+  return 0;
+}
+
+int weft_register_source(weft_State *W, const char *chunkname, const char *text, size_t len) {
+  if (!W || !W->L) return WEFT_ERRARG;
+  if (!chunkname || !text)
+    return wf_state_seterr(W, WEFT_ERRARG, "weft_register_source: NULL %s",
+                           chunkname ? "text" : "chunk name");
+  lua_State *L = W->L;
+  if (!lua_checkstack(L, 4)) return wf_state_seterr(W, WEFT_ERRMEM, "weft: out of memory");
+  lua_pushcfunction(L, do_register);
+  lua_pushstring(L, chunkname);
+  lua_pushlstring(L, text, len);
+  return wf_state_pcall(W, 2, 0);
+}
+
+int weft_dobuffer(weft_State *W, const char *buf, size_t len, const char *chunkname) {
+  if (!W || !W->L || (!buf && len)) return WEFT_ERRARG;
+  if (!buf) buf = "";
+  if (!chunkname) chunkname = "=buffer";
+  int st = weft_register_source(W, chunkname, buf, len);
+  if (st != WEFT_OK) return st;
+  st = luaL_loadbuffer(W->L, buf, len, chunkname);
+  if (st == LUA_ERRMEM) after_oom(W);
+  if (st != 0) return wf_state_takeerr(W, status_of(st));
+  return wf_state_pcall(W, 0, 0);
+}
+
+int weft_pcall(weft_State *W, int nargs, int nres) {
+  if (!W || !W->L) return WEFT_ERRARG;
+  if (nargs < 0 || lua_gettop(W->L) < nargs + 1)
+    return wf_state_seterr(W, WEFT_ERRARG, "weft_pcall: %d arguments, but %d values on the stack",
+                           nargs, lua_gettop(W->L));
+  return wf_state_pcall(W, nargs, nres);
 }

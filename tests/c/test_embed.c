@@ -1,12 +1,17 @@
 /* C API tests for embedding: weft_interrupt (runaway kernels and Lua
-** loops), weft_open_ex (os.exit sandbox, memory limit), out-of-memory
-** statuses, and weft_close with many live arrays. */
+** loops), weft_open_ex (os.exit sandbox, memory limit, the reason of a
+** failure), out-of-memory statuses, weft_close with many live arrays,
+** kernels in chunks a host loads from buffers (weft_dobuffer,
+** weft_register_source), weft_compile, and messages without weft's own
+** traceback frames. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <lauxlib.h>
 
 #include "runtime/wf_launch.h"
 #include "weft.h"
@@ -221,7 +226,77 @@ static void test_close_many_arrays(void) {
   printf("close with 300k arrays after out of memory: %.2f s\n", dt);
 }
 
+/* A game's script as it comes out of a pak file: loaded with
+** luaL_loadbuffer under "=level1/ai", its text registered by the host. */
+static const char *ai_script = "ai = {}\n"
+                               "ai.think = weft.kernel{ x = weft.array(weft.float32), function(x)\n"
+                               "  local i = weft.tid()\n"
+                               "  x[i] = weft.float32(i) * 3.0\n"
+                               "end }\n";
+
+static void test_chunk_from_buffer(void) {
+  weft_State *W = weft_open();
+  lua_State *L = weft_lua(W);
+  /* without the text: the launch fails and says how to provide it */
+  CHECK_INT(luaL_loadbuffer(L, ai_script, strlen(ai_script), "=level1/ai"), 0);
+  CHECK_INT(weft_pcall(W, 0, 0), WEFT_OK);
+  CHECK_INT(weft_dostring(W, "x = weft.zeros(4); weft.launch(ai.think, 4, { x })"), WEFT_ERRRUN);
+  CHECK_HAS(weft_errmsg(W), "level1/ai:2 has no source text");
+  CHECK_HAS(weft_errmsg(W), "weft_register_source");
+  CHECK(strstr(weft_errmsg(W), "lua/weft/") == NULL); /* none of weft's own frames */
+  /* registered, then loaded by the host itself */
+  CHECK_INT(weft_register_source(W, "=level1/ai", ai_script, strlen(ai_script)), WEFT_OK);
+  CHECK_INT(luaL_loadbuffer(L, ai_script, strlen(ai_script), "=level1/ai"), 0);
+  CHECK_INT(weft_pcall(W, 0, 0), WEFT_OK);
+  CHECK_INT(weft_dostring(W, "weft.launch(ai.think, 4, { x }); assert(x[3] == 9)"), WEFT_OK);
+  /* weft_dobuffer keeps the text itself; errors name the chunk */
+  const char *buf = "ai2 = weft.kernel{ x = weft.array(weft.float32), function(x)\n"
+                    "  x[weft.tid()] = weft.int32(1)\n"
+                    "end }\n"
+                    "weft.launch(ai2, 4, { x })\n";
+  CHECK_INT(weft_dobuffer(W, buf, strlen(buf), "=level2/ai"), WEFT_ERRRUN);
+  CHECK_HAS(weft_errmsg(W), "level2/ai:2:");
+  CHECK(strstr(weft_errmsg(W), "lua/weft/") == NULL);
+  const char *ok = "ai3 = weft.kernel{ x = weft.array(weft.float32), function(x)\n"
+                   "  x[weft.tid()] = 7.0\n"
+                   "end }\n";
+  CHECK_INT(weft_dobuffer(W, ok, strlen(ok), "=level3/ai"), WEFT_OK);
+  /* eager compile: the launch then compiles nothing */
+  CHECK_INT(weft_compile(W, "ai3", 1, "cpu"), WEFT_OK);
+  CHECK_INT(weft_dostring(W, "assert(weft.stats(ai3).compiles + weft.stats(ai3).disk_hits == 1)\n"
+                             "weft.launch(ai3, 4, { x }); assert(x[2] == 7)\n"
+                             "assert(weft.stats(ai3).compiles + weft.stats(ai3).disk_hits == 1)"),
+            WEFT_OK);
+  CHECK_INT(weft_compile(W, "nothing", 1, NULL), WEFT_ERRRUN);
+  CHECK_HAS(weft_errmsg(W), "weft_compile: no kernel named 'nothing'");
+  CHECK_INT(weft_dostring(W, "gen = weft.kernel{ function(x) end }"), WEFT_OK);
+  CHECK_INT(weft_compile(W, "gen", 1, NULL), WEFT_ERRRUN);
+  CHECK_HAS(weft_errmsg(W), "parameter 'x' is generic");
+  weft_close(W);
+}
+
+/* weft_open_ex tells the host why it failed (here: a heap too small for
+** the weft module). */
+static void test_open_error(void) {
+  char why[256] = "untouched";
+  weft_Options o;
+  memset(&o, 0, sizeof o);
+  o.memory_limit = 32 * 1024;
+  o.errbuf = why;
+  o.errbuf_size = sizeof why;
+  CHECK(weft_open_ex(&o) == NULL);
+  CHECK_HAS(why, "weft_open: ");
+  CHECK_HAS(why, "memory");
+  o.memory_limit = 0;
+  weft_State *W = weft_open_ex(&o);
+  CHECK(W != NULL);
+  CHECK_STR(why, "");
+  weft_close(W);
+}
+
 int main(void) {
+  test_chunk_from_buffer();
+  test_open_error();
   test_interrupt_launch();
   test_interrupt_lua();
   test_sandbox_exit();

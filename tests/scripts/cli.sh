@@ -50,9 +50,40 @@ grep -q '__global__ void weft_k' "$tmp/dump.txt" || fail "WEFT_DUMP=cuda"
 # a REPL on a terminal (script(1) gives it one): expressions print their
 # value, errors are reported and the session goes on
 if command -v script >/dev/null; then
-  out=$(printf '1 + 2\nx = = 1\nprint("still " .. "ok")\n' | script -q -c "$W" /dev/null 2>&1)
+  out=$(printf '1 + 2\nx = = 1\nprint("still " .. "ok")\n' | WEFT_NO_READLINE=1 script -q -c "$W" /dev/null 2>&1)
   echo "$out" | grep -q "^> 3" || fail "repl expression: $out"
   echo "$out" | grep -q "unexpected symbol" || fail "repl error: $out"
   echo "$out" | grep -q "still ok" || fail "repl goes on: $out"
 fi
+
+# kernels from chunks without a file: -e, stdin, and the error naming the
+# way out when a chunk's text is unknown
+cat > "$tmp/k.lua" <<'LUA'
+local k = weft.kernel{ x = weft.array(weft.float32), function(x)
+  local i = weft.tid(); x[i] = weft.float32(i) * 2.0 end }
+local x = weft.zeros(4)
+weft.launch(k, 4, { x })
+print(x[3])
+LUA
+[ "$("$W" -e "$(cat "$tmp/k.lua")")" = "6" ] || fail "kernel from -e"
+[ "$("$W" < "$tmp/k.lua")" = "6" ] || fail "kernel from stdin"
+[ "$("$W" - < "$tmp/k.lua")" = "6" ] || fail "kernel from stdin (-)"
+if "$W" -e 'local f = loadstring("return weft.kernel{ x = weft.array(weft.float32), function(x) end }", "=pak/ai")
+  weft.launch(f(), 1, { weft.zeros(1) })' 2> "$tmp/nosrc.txt"; then fail "no source: exit status"; fi
+grep -q "weft.register_source(\"=pak/ai\", text)" "$tmp/nosrc.txt" || fail "no source: $(cat "$tmp/nosrc.txt")"
+grep -q "lua/weft/" "$tmp/nosrc.txt" && fail "weft's own frames in: $(cat "$tmp/nosrc.txt")"
+"$W" -e 'local text = "return weft.kernel{ x = weft.array(weft.float32), function(x) x[weft.tid()] = 5.0 end }"
+  local k = weft.loadstring(text, "=pak/ai")()
+  local x = weft.zeros(1); weft.launch(k, 1, { x }); assert(x[0] == 5)' || fail "weft.loadstring"
+
+# a crash in a kernel (fast mode has no bounds checks) names WEFT_MODE=debug
+cat > "$tmp/crash.lua" <<'LUA'
+local k = weft.kernel{ x = weft.array(weft.float32), function(x)
+  x[weft.tid() + 1000000000] = 1.0 end }
+weft.launch(k, 1, { weft.zeros(1) })
+LUA
+rc=0
+WEFT_MODE=fast "$W" "$tmp/crash.lua" 2> "$tmp/crash.txt" || rc=$?
+[ "$rc" -ge 128 ] || fail "crash: exit status $rc"
+grep -q "SIGSEGV: crashed.*WEFT_MODE=debug" "$tmp/crash.txt" || fail "crash hint: $(cat "$tmp/crash.txt")"
 echo ok
