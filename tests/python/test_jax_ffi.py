@@ -369,3 +369,19 @@ def test_handler_answers_metadata_and_checks_the_version():
     assert cpu(ctypes.byref(f)) == 4242 and "older than API 0.1" in seen[-1][1]
     f, seen, keep = _frame()
     assert cuda(ctypes.byref(f)) == 4242 and "cpu platform only" in seen[-1][1]
+
+
+def test_handler_refuses_buffers_that_do_not_fit_the_plan(krt):
+    k = krt.jax_kernel("offset_by")
+    k(jnp.ones(4, jnp.float32), 1.0)  # makes the plan
+    pid = [v for key, v in k._st.plans.items() if key[0] == "offset_by"][0]
+    call = jax.ffi.ffi_call("weft_kernel", jax.ShapeDtypeStruct((4,), jnp.float32))
+    attrs = dict(weft_ctx=np.int64(k._st.ctx), dims=np.zeros(0, np.int64),
+                 scalars=np.zeros(4, np.uint8))
+    with pytest.raises(Exception, match="array 'x' has XLA element type 4, the kernel expects 11"):
+        jax.block_until_ready(call(jnp.ones(4, jnp.int32), weft_plan=np.int64(pid), **attrs))
+    with pytest.raises(Exception, match="no plan 999"):
+        jax.block_until_ready(call(jnp.ones(4, jnp.float32), weft_plan=np.int64(999), **attrs))
+    short = dict(attrs, scalars=np.zeros(2, np.uint8))
+    with pytest.raises(Exception, match="no value for scalar 'd'"):
+        jax.block_until_ready(call(jnp.ones(4, jnp.float32), weft_plan=np.int64(pid), **short))
