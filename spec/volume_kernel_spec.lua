@@ -98,7 +98,7 @@ describe("volume gradients w.r.t. the sample position", function()
       -- and the builtin's own gradient agrees (index space: times 1/h)
     end
     local q = weft.zeros(#pts, weft.vec3)
-    local to_index = weft.kernel{ id = weft.uint64, p = weft.array(weft.vec3), q = weft.array(weft.vec3),
+    local to_index = weft.kernel{ id = weft.uint64, pp = weft.array(weft.vec3), qq = weft.array(weft.vec3),
       function(id, pp, qq) qq[weft.tid()] = weft.volume_world_to_index(id, pp[weft.tid()]) end }
     weft.launch(to_index, #pts, { v.id, p, q })
     local _, grad = run_sample(v, q:totable(), LINEAR)
