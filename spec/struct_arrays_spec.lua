@@ -188,3 +188,53 @@ describe("structs holding arrays", function()
     end
   end)
 end)
+
+describe("structs holding arrays in forward mode", function()
+  it("carry tangent arrays in a struct of the same type", function()
+    local S = weft.struct{ { "x", weft.array(weft.float32) }, { "w", weft.float32 }, name = "SJ" }
+    local k = weft.kernel{ s = S, y = weft.array(weft.float32), function(s, y)
+      local i = weft.tid()
+      y[i] = s.x[i] * s.x[i] * s.w
+    end }
+    local x, tx = weft.array({ 1, 2, 3 }, weft.float32), weft.array({ 1, 0, 2 }, weft.float32)
+    local y, ty = weft.zeros(3), weft.zeros(3)
+    weft.jvp(k, 3, { S{ x = x, w = 2 } }, { S{ x = tx } }, { y }, { ty })
+    assert.same({ 2, 8, 18 }, y:totable())
+    assert.same({ 4, 0, 24 }, ty:totable()) -- 2 x w tx
+  end)
+end)
+
+-- On a CUDA device (the emulated one under scripts/cuda-emu): the struct
+-- goes by value with its arrays' headers, adjoints too.
+describe("structs holding arrays on cuda:0", function()
+  if not weft.is_cuda_available() then
+    pending("no CUDA device (run under scripts/cuda-emu)")
+    return
+  end
+  local S = weft.struct{ { "x", weft.array(weft.float32) }, { "w", weft.float32 }, name = "SC" }
+  local M = weft.struct{ { "s", S }, { "y", weft.array(weft.float32) }, name = "MC" }
+  local k = weft.kernel{ m = M, loss = weft.array(weft.float32), function(m, loss)
+    local i = weft.tid()
+    m.y[i] = m.s.x[i] * m.s.w
+    weft.atomic_add(loss, 0, m.s.x[i] * m.s.x[i] * m.s.w)
+  end }
+
+  it("launch, take gradients, and refuse arrays on another device", function()
+    local dev = { device = "cuda:0", requires_grad = true }
+    local x = weft.array({ 1, 2, 3 }, weft.float32, dev)
+    local y = weft.zeros(3, weft.float32, dev)
+    local loss = weft.zeros(1, weft.float32, dev)
+    local m = M{ s = S{ x = x, w = 2 }, y = y }
+    local tape = weft.Tape()
+    tape:record(function() weft.launch(k, 3, { m }, { outputs = { loss }, device = "cuda:0" }) end)
+    assert.same({ 2, 4, 6 }, y:to("cpu"):totable())
+    assert.same({ 28 }, loss:to("cpu"):totable())
+    tape:backward(loss)
+    assert.same({ 4, 8, 12 }, x.grad:to("cpu"):totable())
+    local on_cpu = M{ s = S{ x = weft.zeros(3) }, y = weft.zeros(3, weft.float32, { device = "cuda:0" }) }
+    local ok, err = pcall(weft.launch, k, 3, { on_cpu }, { outputs = { loss }, device = "cuda:0" })
+    assert.is_false(ok)
+    assert.matches("weft.launch: kernel 'k': input 'm': field 's.x' is on device cpu, but the "
+      .. "launch runs on cuda:0", err, 1, true)
+  end)
+end)

@@ -467,8 +467,14 @@ return function(weft, P)
   local function kernel_args(ker, k, n, kind, nextra, mode)
     local types = {}
     for i, p in ipairs(k.params) do types[i] = p.type end
-    local a = P.cuda_args(types, nextra, mode > 0)
+    -- a derived kernel's extras: one per array, or struct holding arrays
+    local xtypes = {}
+    for _, t in ipairs(kind and types or {}) do
+      if t.kind == "array" or t.arrays then xtypes[#xtypes + 1] = t end
+    end
+    local a = P.cuda_args(types, nextra, mode > 0, xtypes)
     a.pack = P.packer{ k = k, types = types, addrs = a.addrs, nextra = nextra, device = n,
+                       extra_types = xtypes,
                        writes = ker.writes or nil,
                        where = kind and fmt("weft: %s launch of '%s'", kind == "adj" and "adjoint" or "tangent",
                                             k.name) }

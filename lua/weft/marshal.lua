@@ -205,20 +205,27 @@ return function(weft, P)
   -- address): { ptrs (void *[]), n (pointers used), addrs (the slots for
   -- P.packer), slot (void *[1], pointed at by the last entry) }. Kept by
   -- the caller for as long as the packer.
-  function P.cuda_args(types, nextra, slot)
+  function P.cuda_args(types, nextra, slot, xtypes)
     local np = #types
     local n = np + nextra + (slot and 1 or 0)
     local ptrs = ffi.new("void *[?]", math.max(n, 1))
-    -- the scalars' block, each value aligned to its type
+    -- the scalars' block, each value aligned to its type; then the
+    -- derived kernel's structs (xtypes[j]: a struct holding arrays, whose
+    -- adjoint or tangent struct goes by value like the primal one)
     local offs, size = {}, 0
+    local function place(i, t)
+      local ct = ffi.typeof(t.ffiname)
+      local al = ffi.alignof(ct)
+      size = math.ceil(size / al) * al
+      offs[i] = size
+      size = size + ffi.sizeof(ct)
+    end
     for i, t in ipairs(types) do
-      if t.kind ~= "array" then
-        local ct = ffi.typeof(t.ffiname)
-        local al = ffi.alignof(ct)
-        size = math.ceil(size / al) * al
-        offs[i] = size
-        size = size + ffi.sizeof(ct)
-      end
+      if t.kind ~= "array" then place(i, t) end
+    end
+    for j = 1, nextra do
+      local t = xtypes and xtypes[j]
+      if t and t.kind == "struct" then place(np + j, t) end
     end
     local block = ffi.new("uint8_t[?]", size + 16)
     local base = ffi.cast(u8p, block)
@@ -232,7 +239,14 @@ return function(weft, P)
         addrs[i] = ffi.cast(u8p, ptrs + (i - 1))
       end
     end
-    for j = 1, nextra do addrs[np + j] = ffi.cast(u8p, ptrs + (np + j - 1)) end
+    for j = 1, nextra do
+      if offs[np + j] then
+        addrs[np + j] = base + offs[np + j]
+        ptrs[np + j - 1] = addrs[np + j]
+      else
+        addrs[np + j] = ffi.cast(u8p, ptrs + (np + j - 1))
+      end
+    end
     local box
     if slot then
       box = ffi.new("void *[1]")

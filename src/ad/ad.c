@@ -637,15 +637,31 @@ static void replay_region(wf_adctx *A, const wf_inst *in) {
     A->map[in->res[j]] = c->res[j];
 }
 
-/* Does a parameter of type t get an adjoint parameter: arrays (their
-** adjoint arrays) and structs holding arrays (a struct of the same type
-** whose arrays are the adjoints, as Warp passes them). */
-static int has_shadow(const wf_type *t) {
+int wf_ad_has_shadow(const wf_type *t) {
   if (t->kind == WF_T_ARRAY) return 1;
   if (t->kind != WF_T_STRUCT) return 0;
   for (int i = 0; i < t->nfields; i++)
-    if (has_shadow(t->fields[i].type)) return 1;
+    if (wf_ad_has_shadow(t->fields[i].type)) return 1;
   return 0;
+}
+
+/* An absent adjoint or tangent array has shape 0 (null headers, as for
+** parameters). */
+void wf_ad_shadow_extract(wf_adctx *A, const wf_inst *in) {
+  if (in->op != WF_OP_EXTRACT || A->shadow[in->args[0]] < 0) return;
+  const wf_type *rt = wf_ad_ptype(A, in->res[0]);
+  if (!wf_ad_has_shadow(rt)) return;
+  wf_val sv = A->shadow[in->args[0]];
+  wf_inst *x = wf_ad_emit(A, WF_OP_EXTRACT, 1, &sv, 1, &rt, 0);
+  x->imm = in->imm;
+  A->shadow[in->res[0]] = x->res[0];
+  if (rt->kind == WF_T_ARRAY) {
+    const wf_type *i32 = wf_ad_i32t(A);
+    wf_inst *sh = wf_ad_emit(A, WF_OP_SHAPE, 1, &x->res[0], 1, &i32, 0);
+    sh->imm = 0;
+    A->present[in->res[0]] =
+        wf_ad_op2(A, WF_OP_NE, wf_ad_boolt(A), sh->res[0], wf_ad_consti(A, i32, 0));
+  }
 }
 
 /* Clone one pure instruction; views also get their adjoint view. */
@@ -665,25 +681,7 @@ static void replay_plain(wf_adctx *A, const wf_inst *in) {
     A->shadow[in->res[0]] = wf_ad_emit(A, WF_OP_VIEW, 2, sa, 1, &vt, 0)->res[0];
     A->present[in->res[0]] = A->present[in->args[0]];
   }
-  /* an array (or a struct holding arrays) taken from a struct whose
-  ** adjoint struct is known: its adjoint is the same field of that; an
-  ** absent adjoint array has shape 0 (null headers, as for parameters) */
-  if (in->op == WF_OP_EXTRACT && A->shadow[in->args[0]] >= 0) {
-    const wf_type *rt = wf_ad_ptype(A, in->res[0]);
-    if (has_shadow(rt)) {
-      wf_val sv = A->shadow[in->args[0]];
-      wf_inst *x = wf_ad_emit(A, WF_OP_EXTRACT, 1, &sv, 1, &rt, 0);
-      x->imm = in->imm;
-      A->shadow[in->res[0]] = x->res[0];
-      if (rt->kind == WF_T_ARRAY) {
-        const wf_type *i32 = wf_ad_i32t(A);
-        wf_inst *sh = wf_ad_emit(A, WF_OP_SHAPE, 1, &x->res[0], 1, &i32, 0);
-        sh->imm = 0;
-        A->present[in->res[0]] =
-            wf_ad_op2(A, WF_OP_NE, wf_ad_boolt(A), sh->res[0], wf_ad_consti(A, i32, 0));
-      }
-    }
-  }
+  wf_ad_shadow_extract(A, in); /* a struct's arrays: their adjoints */
 }
 
 static void replay_inst(wf_adctx *A, const wf_inst *in) {
@@ -854,12 +852,12 @@ static void build(wf_adctx *A, const char *name) {
   check_calls(A, pf->body);
   int na = 0;
   for (int i = 0; i < pf->nparams; i++)
-    na += has_shadow(wf_ad_ptype(A, pf->params[i]));
+    na += wf_ad_has_shadow(wf_ad_ptype(A, pf->params[i]));
   const wf_type **pt = wf_ad_scratch(A, sizeof(*pt) * (size_t)(pf->nparams + na + 1));
   int q = pf->nparams;
   for (int i = 0; i < pf->nparams; i++) {
     pt[i] = wf_ad_ptype(A, pf->params[i]);
-    if (has_shadow(pt[i])) pt[q++] = pt[i];
+    if (wf_ad_has_shadow(pt[i])) pt[q++] = pt[i];
   }
   wf_func *af = wf_func_new(A->m, name, 1, q, pt, 0, NULL);
   if (!af) oom(A);
@@ -871,7 +869,7 @@ static void build(wf_adctx *A, const char *name) {
   for (int i = 0; i < pf->nparams; i++) {
     wf_val p = pf->params[i];
     A->map[p] = af->params[i];
-    if (pt[i]->kind == WF_T_STRUCT && has_shadow(pt[i])) {
+    if (pt[i]->kind == WF_T_STRUCT && wf_ad_has_shadow(pt[i])) {
       A->shadow[p] = af->params[q++]; /* its arrays' adjoints (replay_plain) */
       continue;
     }

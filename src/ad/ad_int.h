@@ -152,6 +152,13 @@ WF_IR_INTERNAL int wf_ad_transform(wf_module *m, int kernel_index, const char *p
 
 /* The adjoint array of a primal array value and its "given" flag. */
 WF_IR_INTERNAL wf_val wf_ad_shadow(wf_adctx *A, const wf_inst *at, wf_val arr);
+/* Does a parameter of type t get a derived parameter (arrays; structs
+** holding arrays get a struct of the same type holding the adjoint or
+** tangent arrays)? */
+WF_IR_INTERNAL int wf_ad_has_shadow(const wf_type *t);
+/* After replaying `in`: an EXTRACT of an array (or a struct holding
+** arrays) from a struct with a shadow gets the same field of the shadow. */
+WF_IR_INTERNAL void wf_ad_shadow_extract(wf_adctx *A, const wf_inst *in);
 WF_IR_INTERNAL wf_val wf_ad_present(wf_adctx *A, const wf_inst *at, wf_val arr);
 
 /* ---- the reverse sweep's helpers, shared with the loop reversal ----

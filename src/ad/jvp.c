@@ -162,6 +162,7 @@ static void jvp_plain(wf_adctx *A, const wf_inst *in) {
     A->shadow[in->res[0]] = wf_ad_emit(A, WF_OP_VIEW, 2, sa, 1, rt, 0)->res[0];
     A->present[in->res[0]] = A->present[in->args[0]];
   }
+  wf_ad_shadow_extract(A, in); /* a struct's arrays: their tangents */
   const wf_ad_rule *r = wf_ad_rule_of(in->op);
   if (!r || !wf_ad_inst_diff(A, in)) return;
   if (wf_op_is_arith(in->op) && !wf_t_is_float(rt[0]))
@@ -194,12 +195,12 @@ static void build_jvp(wf_adctx *A, const char *name) {
   wf_func *pf = A->pf;
   int na = 0;
   for (int i = 0; i < pf->nparams; i++)
-    na += ptype(A, pf->params[i])->kind == WF_T_ARRAY;
+    na += wf_ad_has_shadow(ptype(A, pf->params[i]));
   const wf_type **pt = types(A, pf->nparams + na);
   int q = pf->nparams;
   for (int i = 0; i < pf->nparams; i++) {
     pt[i] = ptype(A, pf->params[i]);
-    if (pt[i]->kind == WF_T_ARRAY) pt[q++] = pt[i];
+    if (wf_ad_has_shadow(pt[i])) pt[q++] = pt[i];
   }
   wf_func *af = wf_func_new(A->m, name, 1, q, pt, 0, NULL);
   if (!af) wf_ad_fail(A, NULL, "autodiff: out of memory");
@@ -211,6 +212,10 @@ static void build_jvp(wf_adctx *A, const char *name) {
   for (int i = 0; i < pf->nparams; i++) {
     wf_val p = pf->params[i];
     A->map[p] = af->params[i];
+    if (pt[i]->kind == WF_T_STRUCT && wf_ad_has_shadow(pt[i])) {
+      A->shadow[p] = af->params[q++]; /* its arrays' tangents (wf_ad_shadow_extract) */
+      continue;
+    }
     if (pt[i]->kind != WF_T_ARRAY) continue;
     wf_val sh = af->params[q++];
     wf_inst *s = wf_ad_emit(A, WF_OP_SHAPE, 1, &sh, 1, &i32, 0);

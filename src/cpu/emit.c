@@ -605,19 +605,11 @@ static LLVMValueRef index64(E *e, const wf_inst *in, wf_val iv) {
 }
 
 /* The name of array value v for messages: a parameter's name, or the path
-** of a struct field ("s.state.x") when v was extracted from a parameter. */
+** of a struct field ("s.state.x") when v was taken from a parameter. */
 static const char *arr_path(E *e, wf_val v, char *buf, size_t n) {
-  const wf_inst *d = e->fn->vals[v].def;
-  int p = e->fn->vals[v].index;
-  if (!d && !e->fn->vals[v].block && p >= 0 && p < e->o->nnames && e->o->names && e->o->names[p])
-    return e->o->names[p]; /* a struct parameter */
-  if (e->aname[v] >= 0 || !d || d->op != WF_OP_EXTRACT) return arr_name(e, v);
-  const wf_type *st = wf_vtype(e->fn, d->args[0]);
-  if (!st || st->kind != WF_T_STRUCT || d->imm < 0 || d->imm >= st->nfields) return "?";
-  char up[256];
-  const char *base = arr_path(e, d->args[0], up, sizeof up);
-  snprintf(buf, n, "%s.%s", base, st->fields[d->imm].name);
-  return buf;
+  const char *p =
+      e->aname[v] >= 0 ? NULL : wf_ir_value_path(e->fn, v, e->o->names, e->o->nnames, buf, n);
+  return p ? p : arr_name(e, v);
 }
 
 /* The out-of-bounds message (index i on axis `axis` of the root array of

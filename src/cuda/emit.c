@@ -414,11 +414,16 @@ static const char *arr_name(emitter *E, wf_val v) {
   return "?";
 }
 
-/* ", axis, \"array\", \"kernel\")) return;" closing a wf_oob/wf_range call. */
+/* ", axis, \"array\", \"kernel\")) return;" closing a wf_oob/wf_range call;
+** an array taken from a struct parameter is named by its path (m.state.x). */
 static void oob_tail(emitter *E, wf_val arr, int axis) {
   sbuf *b = &E->body;
+  char path[256];
+  const char *nm = E->aname && E->aname[arr] < 0
+                       ? wf_ir_value_path(E->fn, arr, E->names, E->nnames, path, sizeof path)
+                       : NULL;
   wf_sb_printf(b, ", %d, ", (E->aname ? E->adepth[arr] : 0) + axis);
-  sb_cstr(b, arr_name(E, arr));
+  sb_cstr(b, nm ? nm : arr_name(E, arr));
   wf_sb_puts(b, ", ");
   sb_cstr(b, E->fn && E->fn->name ? E->fn->name : "?");
   wf_sb_puts(b, ")) return;\n");

@@ -361,3 +361,22 @@ static void replace_in_block(wf_block *bl, wf_val from, wf_val to) {
 void wf_replace_uses(wf_func *fn, wf_val from, wf_val to) {
   if (fn->body) replace_in_block(fn->body, from, to);
 }
+
+const char *wf_ir_value_path(const wf_func *fn, wf_val v, const char *const *names, int nnames,
+                             char *buf, size_t n) {
+  if (v < 0 || v >= fn->nvals) return NULL;
+  const wf_valinfo *vi = &fn->vals[v];
+  if (!vi->def && !vi->block) { /* a parameter */
+    int p = vi->index;
+    return p >= 0 && p < nnames && names && names[p] ? names[p] : NULL;
+  }
+  const wf_inst *d = vi->def;
+  if (!d || d->op != WF_OP_EXTRACT) return NULL;
+  const wf_type *st = fn->vals[d->args[0]].type;
+  if (!st || st->kind != WF_T_STRUCT || d->imm < 0 || d->imm >= st->nfields) return NULL;
+  char up[256];
+  const char *base = wf_ir_value_path(fn, d->args[0], names, nnames, up, sizeof up);
+  if (!base) return NULL;
+  snprintf(buf, n, "%s.%s", base, st->fields[d->imm].name);
+  return buf;
+}

@@ -500,5 +500,10 @@ WF_IR_INTERNAL void wf_func_fix_parents(wf_func *fn);
 /* Print one instruction (no nested blocks, no newline) as the printer does,
 ** with values numbered by their index: for messages. */
 WF_IR_INTERNAL int wf_ir_snprint_inst(const wf_func *fn, const wf_inst *in, char *buf, size_t n);
+/* The name of value v for messages: a parameter's (names[index]), or
+** the path of struct fields taken from one ("m.state.x", written into
+** buf); NULL for other values. */
+WF_IR_INTERNAL const char *wf_ir_value_path(const wf_func *fn, wf_val v, const char *const *names,
+                                            int nnames, char *buf, size_t n);
 
 #endif
