@@ -88,6 +88,9 @@ def test_vmap_methods(krt, method):
     xs = jnp.arange(12, dtype=jnp.float32).reshape(3, 4)
     ys = jax.jit(jax.vmap(lambda x: k(x, 10.0)[0]))(xs)
     assert np.array_equal(np.asarray(ys), np.asarray(xs) + 10)
+    # explicit launch dims: the batch multiplies the first one
+    ys = jax.jit(jax.vmap(lambda x: k(x, 1.0, launch_dims=4)[0]))(xs)
+    assert np.array_equal(np.asarray(ys), np.asarray(xs) + 1)
 
 
 def test_two_outputs_and_output_dims(krt):
@@ -163,6 +166,21 @@ def test_grad_matches_jax(krt):
     # a second call with other values (the cotangents are copies: no state kept)
     g2 = jax.grad(lambda x: 2 * loss_weft(x))(x)
     assert np.allclose(np.asarray(g2), 2 * np.asarray(g), rtol=1e-6)
+
+
+def test_grad_two_outputs_and_two_inputs(krt):
+    k = krt.jax_kernel("sincos", num_outputs=2, enable_backward=True)
+    a = jnp.linspace(-1, 2, 9, dtype=jnp.float32)
+    g = jax.grad(lambda a: jnp.sum(k(a)[0]) + 2 * jnp.sum(k(a)[1]))(a)
+    assert np.allclose(np.asarray(g), np.cos(np.asarray(a)) - 2 * np.sin(np.asarray(a)),
+                       atol=1e-6)
+    mm = krt.jax_kernel("matmul", launch_dims=(3, 4), enable_backward=True)
+    x = jnp.arange(6, dtype=jnp.float32).reshape(3, 2)
+    y = jnp.arange(8, dtype=jnp.float32).reshape(2, 4) / 7
+    ga, gb = jax.grad(lambda x, y: jnp.sum(mm(x, y)[0] ** 2), argnums=(0, 1))(x, y)
+    wa, wb = jax.grad(lambda x, y: jnp.sum((x @ y) ** 2), argnums=(0, 1))(x, y)
+    assert np.allclose(np.asarray(ga), np.asarray(wa), rtol=1e-5)
+    assert np.allclose(np.asarray(gb), np.asarray(wb), rtol=1e-5)
 
 
 def test_jax_callable_launches_two_kernels(krt):
