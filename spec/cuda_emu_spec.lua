@@ -210,7 +210,7 @@ describe("the emulated CUDA device", function()
       local a = weft.ones(4, weft.float32, { device = "cuda:0" })
       io.stderr:write("read ", ffi.cast("float *", a:ptr())[0], "\n")
     ]]
-    local p = io.popen("luajit -e '" .. code:gsub("\n", " ") .. "' 2>&1")
+    local p = io.popen("LUA_PATH='" .. package.path .. "' luajit -e '" .. code:gsub("\n", " ") .. "' 2>&1")
     local out = p:read("*a")
     p:close()
     assert.matches("weft%-cuda%-emu: host code dereferenced device pointer", out)
