@@ -85,10 +85,10 @@ return function(weft, P)
     for k in pairs(args) do
       if not MESH_KEYS[k] then raise("%s: unknown field '%s'", fname, tostring(k)) end
     end
-    local pts = want_array(fname, "points", args.points, weft.vec3, "vec3 (float32)")
-    local idx = want_array(fname, "indices", args.indices, weft.int32, "int32")
+    local pts = want_array(fname, "points", args.points, weft.vec3, "weft.vec3")
+    local idx = want_array(fname, "indices", args.indices, weft.int32, "weft.int32")
     local vel = args.velocities
-    if vel ~= nil then want_array(fname, "velocities", vel, weft.vec3, "vec3 (float32)") end
+    if vel ~= nil then want_array(fname, "velocities", vel, weft.vec3, "weft.vec3") end
     same_device(fname, "points", pts, "indices", idx)
     if vel then same_device(fname, "points", pts, "velocities", vel) end
     local out = ffi.new("wf_geom*[1]")
@@ -105,8 +105,8 @@ return function(weft, P)
 
   function weft.Bvh(lowers, uppers)
     local fname = "weft.Bvh"
-    want_array(fname, "lowers", lowers, weft.vec3, "vec3 (float32)")
-    want_array(fname, "uppers", uppers, weft.vec3, "vec3 (float32)")
+    want_array(fname, "lowers", lowers, weft.vec3, "weft.vec3")
+    want_array(fname, "uppers", uppers, weft.vec3, "weft.vec3")
     same_device(fname, "lowers", lowers, "uppers", uppers)
     local out = ffi.new("wf_geom*[1]")
     P.check(C.wf_geom_bvh_new(P.rt, lowers.h, uppers.h, out), 2)

@@ -1,4 +1,4 @@
--- expect: 4: generic for ('for ... in') is not supported in kernels; use a numeric for
+-- expect: 4: generic for ('for ... in') over pairs: kernels only iterate over the geometry queries (weft.mesh_query_aabb(id, lo, hi), weft.bvh_query_aabb(id, lo, hi), weft.bvh_query_ray(id, start, dir))
 local weft = require "weft"
 return weft.kernel{ x = weft.array(weft.float32), function(x)
   for k, v in pairs(x) do end

@@ -188,21 +188,33 @@ static const char *const QUERIES =
     "weft.mesh_query_aabb(id, lo, hi), weft.bvh_query_aabb(id, lo, hi), "
     "weft.bvh_query_ray(id, start, dir)";
 
+/* The iterating query named like the callee as written (weft.q or q), or
+** -1: only then is the callee resolved, so `for k, v in pairs(t)` gets the
+** generic-for message rather than one about calling a Lua function. */
+static int written_query(wf_expr *call, const char **name) {
+  *name = NULL;
+  if (call->kind != E_CALL) return -1;
+  wf_expr *c = call->a;
+  if (c->kind == E_NAME || c->kind == E_FIELD) *name = c->name;
+  if (!*name) return -1;
+  for (int r = 0; r < WF_NAT__COUNT; r++)
+    if ((wf_native_tab[r].flags & WF_NATF_ITER) && !strcmp(*name, wf_native_tab[r].name)) return r;
+  return -1;
+}
+
 void wf_lo_forin(wf_fstate *F, wf_stmt *s) {
   wf_expr *call = s->exprs[0];
-  int row = -1;
-  const char *name = NULL;
-  if (call->kind == E_CALL && s->nexprs == 1) {
+  const char *name;
+  int row = s->nexprs == 1 ? written_query(call, &name) : -1;
+  if (row >= 0) {
     wf_rv callee = wf_lo_expr(F, call->a);
-    if (callee.kind == RV_LUA && callee.lk == LV_BUILTIN) {
-      name = callee.str;
-      row = wf_nat_find(name);
-    }
+    if (callee.kind != RV_LUA || callee.lk != LV_BUILTIN || wf_nat_find(callee.str) != row)
+      row = -1;
   }
-  if (row < 0 || !(wf_native_tab[row].flags & WF_NATF_ITER)) {
-    if (name)
+  if (row < 0) {
+    if (s->nexprs == 1 && name)
       wf_lo_err(F, s->line, s->col,
-                "generic for ('for ... in') over weft.%s: kernels only iterate over the geometry "
+                "generic for ('for ... in') over %s: kernels only iterate over the geometry "
                 "queries (%s)",
                 name, QUERIES);
     wf_lo_err(F, s->line, s->col,
@@ -210,6 +222,7 @@ void wf_lo_forin(wf_fstate *F, wf_stmt *s) {
               "use a numeric for otherwise",
               QUERIES);
   }
+  name = wf_native_tab[row].name;
   if (s->nnames != 1)
     wf_lo_err(F, s->line, s->namecols[1],
               "weft.%s gives one value per iteration: write `for %s in ...`", name, s->names[0]);
