@@ -88,13 +88,12 @@ def _register_targets():
 
 
 class _State:
-    """A Runtime's XLA context (its C launch state) and the plans made in
-    it; closed with the Runtime."""
+    """A Runtime's XLA context (its C launch state and plans); closed with
+    the Runtime."""
 
     def __init__(self, rt):
         rt.exec('require "weft.xla"', "=weft.jax")
         self.ctx = _X.ctx_new()
-        self.plans = {}
 
     def close(self):
         if self.ctx:
@@ -236,6 +235,7 @@ class JaxKernel:
                 k += 1
             arrays += 1
         self._st = st
+        self._plans = {}  # (specs, launch ndim, mode, adjoint) -> plan index in st.ctx
 
     # ---- tracing ------------------------------------------------------------
     def _bind(self, args, launch_dims, output_dims):
@@ -349,14 +349,14 @@ class JaxKernel:
         rt = self.rt
         mode = rt["weft.config.mode"]
         key = (" ".join(specs), ndim, mode, adjoint)
-        pid = self._st.plans.get((self.name, id(self)) + key)
+        pid = self._plans.get(key)
         if pid is not None:
             return pid
         fn, cost, size, lines = rt.call("weft._interop.ffi_plan", self.kernel, key[0], ndim,
                                         adjoint, nresults=4)
         entry = [tuple(int(x) for x in ln.split()) for ln in lines.split("\n") if ln]
         pid = self._make_plan(fn, cost, size, specs, entry, ndim, adjoint)
-        self._st.plans[(self.name, id(self)) + key] = pid
+        self._plans[key] = pid
         return pid
 
     def _make_plan(self, fn, cost, size, specs, entry, ndim, adjoint):

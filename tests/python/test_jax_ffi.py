@@ -235,6 +235,20 @@ def test_debug_mode_bounds_error_is_an_exception():
         rt.close()
 
 
+def test_a_redefined_kernel_gets_its_own_plans():
+    rt = weft.Runtime()
+    try:
+        rt.exec(KERNELS)
+        x = jnp.ones(3, jnp.float32)
+        assert float(rt.jax_kernel("offset_by")(x, 1.0)[0][0]) == 2.0
+        rt.exec("offset_by = weft.kernel{ x = weft.array(weft.float32), d = weft.float32,\n"
+                "  y = weft.array(weft.float32),\n"
+                "  function(x, d, y) local i = weft.tid(); y[i] = x[i] - d end }")
+        assert float(rt.jax_kernel("offset_by")(x, 1.0)[0][0]) == 0.0
+    finally:
+        rt.close()
+
+
 def test_closed_runtime_is_an_error_not_a_crash():
     rt = weft.Runtime()
     rt.exec(KERNELS)
@@ -392,7 +406,7 @@ def test_handler_answers_metadata_and_checks_the_version():
 def test_handler_refuses_buffers_that_do_not_fit_the_plan(krt):
     k = krt.jax_kernel("offset_by")
     k(jnp.ones(4, jnp.float32), 1.0)  # makes the plan
-    pid = [v for key, v in k._st.plans.items() if key[0] == "offset_by"][0]
+    pid = next(iter(k._plans.values()))
     call = jax.ffi.ffi_call("weft_kernel", jax.ShapeDtypeStruct((4,), jnp.float32))
     attrs = dict(weft_ctx=np.int64(k._st.ctx), dims=np.zeros(0, np.int64),
                  scalars=np.zeros(4, np.uint8))
