@@ -786,6 +786,21 @@ describe("cuda on a GPU", function()
     weft.synchronize()
     assert.are.same(cpu[2]:totable(), y:totable())
   end)
+  it("runs every representative kernel as the cpu does", function()
+    for _, name in ipairs(SHIM) do
+      local k, dim, make, opts = K[name][1], K[name][2], K[name][3], K[name][4] or {}
+      if module_of(k) then
+        local a_cpu, a_dev = make(), make()
+        for i, v in ipairs(a_dev) do if weft.is_array(v) then a_dev[i] = v:to("cuda:0") end end
+        weft.launch(k, dim, a_cpu)
+        weft.launch(k, dim, a_dev, { device = "cuda:0" })
+        weft.synchronize()
+        for i, v in ipairs(a_cpu) do
+          if weft.is_array(v) then close(values(v), values(a_dev[i]:to("cpu")), opts.tol, name .. " arg " .. i) end
+        end
+      end
+    end
+  end)
   it("reports out-of-bounds accesses in debug mode with the Lua line", function()
     local k = weft.kernel{ x = weft.array(weft.float32), function(x)
       local i = weft.tid()
@@ -854,7 +869,7 @@ describe("cuda on a GPU", function()
     assert.is_false(weft.clone(back, { pinned = false }).pinned)
   end)
   it("runs adjoints on the device: the tape, explicit adjoint launches, custom gradients", function()
-    for _, name in ipairs { "saxpy", "math", "mat" } do
+    for _, name in ipairs { "saxpy", "math", "mat", "overwrite", "minmax" } do
       local k, dim, make = ADJ[name][1], ADJ[name][2], ADJ[name][3]
       local function grads(args, dev)
         local ai, last = {}, 0
