@@ -23,9 +23,14 @@ PY_BENCH_PKGS ?= warp-lang
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 1200
 
-.PHONY: all deps deps-bench build run test test-lua test-c test-python bench clean format format-check lint fuzz
+.PHONY: all deps deps-run deps-bench build run install test test-lua test-c test-python bench clean format format-check lint fuzz
 
 all: build
+
+# deps-run: what building and running needs (no Python packages); deps:
+# also the test tools and the interop tests' Python packages.
+deps-run:
+	@WEFT_DEPS=run scripts/install-deps
 
 deps:
 	@WEFT_PY_PKGS="$(PY_TEST_PKGS)" scripts/install-deps
@@ -36,13 +41,18 @@ deps-bench:
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
 
-build: deps $(BUILD)/CMakeCache.txt
+build: deps-run $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
 run: build
 	$(BUILD)/weft examples/hello.lua
 
-test: build
+# The library, weft.h, the CLI, the Lua layer, weft.pc and the CMake package
+# (PREFIX=/opt/weft for another prefix than CMake's /usr/local).
+install: build
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
+
+test: deps build
 	@scripts/run-tests $(BUILD)
 
 fuzz: deps

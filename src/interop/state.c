@@ -158,6 +158,11 @@ static void set_lua_path(lua_State *L) {
     if (access(WEFT_SOURCE_LUA_DIR "/weft/init.lua", R_OK) == 0) dir = WEFT_SOURCE_LUA_DIR;
   }
 #endif
+#ifdef WEFT_INSTALL_LUA_DIR
+  if (!dir || !*dir) {
+    if (access(WEFT_INSTALL_LUA_DIR "/weft/init.lua", R_OK) == 0) dir = WEFT_INSTALL_LUA_DIR;
+  }
+#endif
   if (!dir || !*dir) return;
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "path");
