@@ -144,8 +144,17 @@ int main(int argc, char **argv) {
   spawn(&sim);
   ref = sim;
 
-  weft_State *W = weft_open();
-  if (!W) return fail(NULL, "weft_open");
+  /* weft_open_ex says why it failed (no Lua layer found, out of memory) */
+  char why[512];
+  weft_Options opts;
+  memset(&opts, 0, sizeof opts);
+  opts.errbuf = why;
+  opts.errbuf_size = sizeof why;
+  weft_State *W = weft_open_ex(&opts);
+  if (!W) {
+    fprintf(stderr, "embed: %s\n", why);
+    return 1;
+  }
 
   /* Share the buffers once: Lua sees two arrays of NPART vec3 viewing the
   ** host's memory (nothing is copied, now or later). */
@@ -155,8 +164,11 @@ int main(int argc, char **argv) {
     return fail(W, "weft_wrap");
   if (weft_dofile(W, script) != WEFT_OK) return fail(W, "loading the kernels");
 
-  /* The frame loop: one launch per frame, arguments by tag. The first
-  ** launch compiles the kernel (or loads it from the disk cache). */
+  /* Compile the kernel now, at load time, so the first frame does not wait
+  ** for the compiler (or the disk cache). */
+  if (weft_compile(W, "sim.step", 1, "cpu") != WEFT_OK) return fail(W, "weft_compile");
+
+  /* The frame loop: one launch per frame, arguments by tag. */
   weft_Arg args[3];
   memset(args, 0, sizeof args);
   args[0].type = WEFT_ARG_GLOBAL, args[0].s = "pos";
