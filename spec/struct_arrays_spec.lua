@@ -66,6 +66,23 @@ describe("structs holding arrays", function()
     assert.same({ { 2, 0, -2 }, { 2, 0, -2 } }, x:totable())
   end)
 
+  it("alias parameters safely: the same array inside the struct and beside it", function()
+    local S = weft.struct{ { "a", weft.array(weft.float32) }, { "b", weft.array(weft.float32) },
+                           name = "SAlias" }
+    local k = weft.kernel{ s = S, y = weft.array(weft.float32), function(s, y)
+      local i = weft.tid()
+      y[i] = s.a[i] + s.b[i] + y[i]
+    end }
+    local n = 1000
+    local x = weft.full(n, 1.0)
+    -- all three the same array: each element read before it is written
+    weft.launch(k, n, { S{ a = x, b = x }, x })
+    for _, v in ipairs(x:totable()) do assert.equal(3, v) end
+    local a, b, y = weft.full(n, 1.0), weft.full(n, 2.0), weft.full(n, 4.0)
+    weft.launch(k, n, { S{ a = a, b = b }, y })
+    for _, v in ipairs(y:totable()) do assert.equal(7, v) end
+  end)
+
   it("give their arrays back on the host and keep them alive", function()
     local s = new_state(3)
     local x = s.x

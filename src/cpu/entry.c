@@ -147,6 +147,59 @@ static void entry_checks(E *e, LLVMValueRef F) {
   hoisted_checks(e, dims, nd);
 }
 
+/* The arrays held by a struct type, nested structs' too. */
+static int count_held(const wf_type *t) {
+  int n = 0;
+  for (int i = 0; t->kind == WF_T_STRUCT && i < t->nfields; i++)
+    n += t->fields[i].type->kind == WF_T_ARRAY ? 1 : count_held(t->fields[i].type);
+  return n;
+}
+
+/* Struct value v of type t with the innermost stride of every array it
+** holds set to the element size: the contiguous variant's view of it
+** (emit_entry checked those strides). */
+static LLVMValueRef contig_struct(E *e, const wf_type *t, LLVMValueRef v) {
+  for (int i = 0; i < t->nfields; i++) {
+    const wf_type *ft = t->fields[i].type;
+    if (ft->kind != WF_T_ARRAY && !count_held(ft)) continue;
+    LLVMValueRef x = LLVMBuildExtractValue(e->B, v, (unsigned)i, "");
+    if (ft->kind == WF_T_ARRAY) {
+      LLVMValueRef st = LLVMBuildExtractValue(e->B, x, 2, "");
+      st = LLVMBuildInsertValue(e->B, st, wf_cpu_ci64(e, ft->elem->size), (unsigned)ft->ndim - 1,
+                                "");
+      x = LLVMBuildInsertValue(e->B, x, st, 2, "");
+    } else {
+      x = contig_struct(e, ft, x);
+    }
+    v = LLVMBuildInsertValue(e->B, v, x, (unsigned)i, "");
+  }
+  return v;
+}
+
+/* Appends to datas (from *na on) the data pointers of the arrays struct
+** value v of type t holds, and ands into *fast that each has compact
+** innermost strides and differs from every data pointer before it. */
+static void held_checks(E *e, const wf_type *t, LLVMValueRef v, LLVMValueRef *datas, int *na,
+                        LLVMValueRef *fast) {
+  LLVMBuilderRef B = e->B;
+  for (int i = 0; i < t->nfields; i++) {
+    const wf_type *ft = t->fields[i].type;
+    if (ft->kind != WF_T_ARRAY && !count_held(ft)) continue;
+    LLVMValueRef x = LLVMBuildExtractValue(B, v, (unsigned)i, "");
+    if (ft->kind != WF_T_ARRAY) {
+      held_checks(e, ft, x, datas, na, fast);
+      continue;
+    }
+    LLVMValueRef data = wf_cpu_arr_get(e, x, 0, -1);
+    LLVMValueRef inner = wf_cpu_arr_get(e, x, 2, ft->ndim - 1);
+    *fast = LLVMBuildAnd(
+        B, *fast, LLVMBuildICmp(B, LLVMIntEQ, inner, wf_cpu_ci64(e, ft->elem->size), ""), "");
+    for (int q = 0; q < *na; q++)
+      *fast = LLVMBuildAnd(B, *fast, LLVMBuildICmp(B, LLVMIntNE, data, datas[q], ""), "");
+    datas[(*na)++] = data;
+  }
+}
+
 /* The kernel body for one variant, wrapped in the thread loop. */
 static LLVMValueRef emit_body(E *e, int contig, const char *name) {
   wf_func *fn = e->fn;
@@ -199,6 +252,7 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
       e->adepth[pv] = 0;
     } else {
       e->v[pv] = LLVMGetParam(F, k++);
+      if (contig && count_held(t)) e->v[pv] = contig_struct(e, t, e->v[pv]);
     }
   }
   LLVMValueRef begin = LLVMGetParam(F, k), end = LLVMGetParam(F, k + 1);
@@ -330,7 +384,10 @@ static void emit_entry(E *e, LLVMValueRef fc, LLVMValueRef fg, LLVMValueRef fp, 
   LLVMValueRef args = LLVMGetParam(F, 0);
   int np = count_body_params(fn);
   LLVMValueRef *cargs = malloc(sizeof(*cargs) * (size_t)np);
-  LLVMValueRef *datas = malloc(sizeof(*datas) * (size_t)(fn->nparams + 1));
+  int nheld = 0;
+  for (int i = 0; i < fn->nparams; i++)
+    nheld += count_held(wf_vtype(fn, fn->params[i]));
+  LLVMValueRef *datas = malloc(sizeof(*datas) * (size_t)(fn->nparams + nheld + 1));
   LLVMValueRef *hdrs = malloc(sizeof(*hdrs) * (size_t)(fn->nparams + 1));
   int *dataidx = malloc(sizeof(*dataidx) * (size_t)(fn->nparams + 1));
   int64_t *offs = malloc(sizeof(*offs) * (size_t)(fn->nparams + 1));
@@ -371,6 +428,7 @@ static void emit_entry(E *e, LLVMValueRef fc, LLVMValueRef fg, LLVMValueRef fp, 
       dataidx[i] = -1;
       cargs[n] = wf_cpu_mload(e, t, p);
       e->v[fn->params[i]] = cargs[n++];
+      if (count_held(t)) held_checks(e, t, e->v[fn->params[i]], datas, &na, &fast);
     }
   }
   if (e->o->checks && !e->o->debug) entry_checks(e, F);
@@ -394,14 +452,6 @@ static void emit_entry(E *e, LLVMValueRef fc, LLVMValueRef fg, LLVMValueRef fp, 
   LLVMBuildCall2(B, bt, fg, cargs, (unsigned)n, "");
   LLVMBuildRetVoid(B);
   free(cargs), free(datas), free(offs), free(hdrs), free(dataidx);
-}
-
-/* A struct with an array field, directly or in a nested struct. */
-static int holds_arrays(const wf_type *t) {
-  if (!t || t->kind != WF_T_STRUCT) return 0;
-  for (int i = 0; i < t->nfields; i++)
-    if (t->fields[i].type->kind == WF_T_ARRAY || holds_arrays(t->fields[i].type)) return 1;
-  return 0;
 }
 
 /* An environment switch set to "0" or "off" (for measurements). */
@@ -455,12 +505,12 @@ LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, 
   int has_arrays = 0, struct_arrays = 0;
   for (int i = 0; i < fn->nparams; i++) {
     has_arrays |= wf_vtype(fn, fn->params[i])->kind == WF_T_ARRAY;
-    struct_arrays |= holds_arrays(wf_vtype(fn, fn->params[i]));
+    struct_arrays |= count_held(wf_vtype(fn, fn->params[i])) > 0;
   }
-  /* The contiguous variant marks array data noalias after checking the
-  ** parameters' arrays are distinct; arrays inside structs escape that
-  ** check, so such kernels run the general variant only. */
-  if (struct_arrays) has_arrays = 0;
+  /* Arrays inside structs join the contiguous variant's checks (compact
+  ** rows, distinct data) but get no noalias mark (they are no parameter
+  ** of their own) and no private accumulation (priv.c tracks parameters). */
+  has_arrays |= struct_arrays;
   LLVMValueRef fc = NULL, fg, fp = NULL;
   int8_t pbuf[64];
   int32_t bbuf[64];
@@ -468,7 +518,7 @@ LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, 
   int32_t *bits = fn->nparams <= 64 ? bbuf : malloc(sizeof(int32_t) * (size_t)fn->nparams);
   int64_t work = 0;
   int npriv = 0;
-  if (priv && bits && has_arrays && !o->debug && !getenv_off("WEFT_PRIVATIZE"))
+  if (priv && bits && has_arrays && !struct_arrays && !o->debug && !getenv_off("WEFT_PRIVATIZE"))
     npriv = wf_cpu_priv_scan(&e, priv, bits, &work);
   if (has_arrays && !o->debug) fc = emit_body(&e, 1, "body.c");
   if (npriv > 0) {
