@@ -348,6 +348,8 @@ class JaxKernel:
     def _plan(self, specs, ndim, adjoint):
         rt = self.rt
         mode = rt["weft.config.mode"]
+        nt = rt["weft.config.num_threads"]  # XLA launches follow it as of the last trace
+        _X.ctx_threads(self._st.ctx, int(nt) if isinstance(nt, (int, float)) and nt >= 1 else 0)
         key = (" ".join(specs), ndim, mode, adjoint)
         pid = self._plans.get(key)
         if pid is not None:

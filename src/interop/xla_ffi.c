@@ -369,6 +369,25 @@ static pyobj *py_ctx_close(pyobj *self, pyobj *const *a, pyssize n) {
   return none();
 }
 
+/* ctx_threads(ctx, n) -> the thread count of the context's launches after
+** setting it to n (0: one per CPU; -1: only ask), as weft.config.num_threads
+** sets it for weft.launch. */
+static pyobj *py_ctx_threads(pyobj *self, pyobj *const *a, pyssize n) {
+  (void)self;
+  wf_xla_ctx *c = nargs_ok(n, 2, "ctx_threads") ? ctx_arg(a[0]) : NULL;
+  int64_t nt;
+  if (!c || !int_arg(a[1], &nt)) return NULL;
+  if (nt > 4096) nt = 4096;
+  pthread_mutex_lock(&c->lock);
+  int now = 0;
+  if (!c->closed) {
+    if (nt >= 0) wf_rt_set_num_threads(c->rt, (int)nt); /* keeps the pool if unchanged */
+    now = wf_rt_num_threads(c->rt);
+  }
+  pthread_mutex_unlock(&c->lock);
+  return PyLong_FromLongLong(now);
+}
+
 /* Read one parameter tuple: (name, offset, src, index, nbytes, dtype,
 ** elsize, ndim, xla_dtype, ntrail, t0, t1, flags). */
 static int read_param(pyobj *t, xla_param *p) {
@@ -621,6 +640,7 @@ static wf_pymethod methods[] = {
     {"ctx_new", (void *)py_ctx_new, WF_METH_FASTCALL, NULL},
     {"ctx_close", (void *)py_ctx_close, WF_METH_FASTCALL, NULL},
     {"ctx_plan", (void *)py_ctx_plan, WF_METH_FASTCALL, NULL},
+    {"ctx_threads", (void *)py_ctx_threads, WF_METH_FASTCALL, NULL},
     {"targets", (void *)py_targets, WF_METH_FASTCALL, NULL},
     {"frame", (void *)py_frame, WF_METH_FASTCALL, NULL},
     {"error", (void *)py_error, WF_METH_FASTCALL, NULL},

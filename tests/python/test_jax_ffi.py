@@ -249,6 +249,21 @@ def test_a_redefined_kernel_gets_its_own_plans():
         rt.close()
 
 
+def test_launches_follow_config_num_threads():
+    from weft import jax as wj
+    rt = weft.Runtime()
+    try:
+        rt.exec(KERNELS + "weft.config.num_threads = 1")
+        k = rt.jax_kernel("offset_by")
+        assert float(jax.jit(lambda x: k(x, 1.0)[0])(jnp.ones(3, jnp.float32))[0]) == 2.0
+        assert wj._X.ctx_threads(k._st.ctx, -1) == 1
+        rt.exec("weft.config.num_threads = nil")
+        k(jnp.ones(5, jnp.float32), 1.0)  # a new trace
+        assert wj._X.ctx_threads(k._st.ctx, -1) == os.cpu_count()
+    finally:
+        rt.close()
+
+
 def test_closed_runtime_is_an_error_not_a_crash():
     rt = weft.Runtime()
     rt.exec(KERNELS)
