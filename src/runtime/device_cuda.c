@@ -19,6 +19,7 @@
 ** contexts and closes the library.
 */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +104,11 @@ typedef struct wf_cudev {
   CUstream stream;  /* the device's own stream */
   wf_custream *cur; /* the current stream set by the user (retained), or NULL */
   CUstream cap;     /* the stream being captured */
-  int capturing;
+  int capturing;    /* under wf_cudrv.mu */
+  /* frees asked for while capturing (a collected array): the driver
+  ** refuses cuMemFree then and drops the capture, so they wait for its end */
+  CUdeviceptr *deferred;
+  size_t ndeferred, maxdeferred;
 } wf_cudev;
 
 struct wf_cudrv {
@@ -111,6 +116,7 @@ struct wf_cudrv {
   void *lib;
   int ndev;
   wf_cudev *dev;
+  pthread_mutex_t mu; /* capturing and deferred (buffers die on any thread) */
   wf_cufns fn;
 };
 
@@ -197,6 +203,7 @@ wf_cudrv *wf_cudrv_open(char *err, size_t errsize) {
     return NULL;
   }
   d->refcount = 1;
+  pthread_mutex_init(&d->mu, NULL);
   if (!(d->lib = load_lib(err, errsize)) || resolve(d, err, errsize) != 0) goto fail;
   CUresult r = d->fn.Init(0);
   if (r == 0) r = d->fn.DeviceGetCount(&d->ndev);
@@ -213,8 +220,24 @@ wf_cudrv *wf_cudrv_open(char *err, size_t errsize) {
   return d;
 fail:
   if (d->lib) dlclose(d->lib);
+  pthread_mutex_destroy(&d->mu);
   free(d);
   return NULL;
+}
+
+/* Free what waited for the end of dev's capture (the capture is over). */
+static void flush_deferred(wf_cudrv *d, int dev) {
+  wf_cudev *v = &d->dev[dev];
+  pthread_mutex_lock(&d->mu);
+  CUdeviceptr *list = v->deferred;
+  size_t n = v->ndeferred;
+  v->deferred = NULL;
+  v->ndeferred = v->maxdeferred = 0;
+  pthread_mutex_unlock(&d->mu);
+  if (n) d->fn.CtxSetCurrent(v->ctx);
+  for (size_t i = 0; i < n; i++)
+    d->fn.MemFree(list[i]);
+  free(list);
 }
 
 /* Last reference: release contexts (streams die with them) and the lib. */
@@ -222,12 +245,15 @@ void wf_cudrv_release(wf_cudrv *d) {
   if (!d || __atomic_sub_fetch(&d->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   for (int i = 0; i < d->ndev; i++) {
     if (!d->dev[i].ctx) continue;
+    d->dev[i].capturing = 0; /* a capture never ended: its frees go now */
+    flush_deferred(d, i);
     d->fn.CtxSetCurrent(d->dev[i].ctx);
     if (d->dev[i].stream) d->fn.StreamDestroy(d->dev[i].stream);
     d->fn.PrimaryCtxRelease(i);
   }
   free(d->dev);
   dlclose(d->lib);
+  pthread_mutex_destroy(&d->mu);
   free(d);
 }
 
@@ -509,8 +535,23 @@ static int ops_count(wf_rt *rt) {
 static void cuda_buffer_release(wf_buffer *b) {
   wf_cudrv *d = b->ctx;
   if (b->device >= 0 && b->device < d->ndev && d->dev[b->device].ctx) {
-    d->fn.CtxSetCurrent(d->dev[b->device].ctx);
-    d->fn.MemFree((CUdeviceptr)(uintptr_t)b->ptr);
+    wf_cudev *v = &d->dev[b->device];
+    CUdeviceptr p = (CUdeviceptr)(uintptr_t)b->ptr;
+    int deferred = 0;
+    pthread_mutex_lock(&d->mu);
+    if (v->capturing) {
+      if (v->ndeferred == v->maxdeferred) {
+        size_t m = v->maxdeferred ? 2 * v->maxdeferred : 16;
+        CUdeviceptr *nl = realloc(v->deferred, m * sizeof *nl);
+        if (nl) v->deferred = nl, v->maxdeferred = m;
+      }
+      if (v->ndeferred < v->maxdeferred) v->deferred[v->ndeferred++] = p, deferred = 1;
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (!deferred) {
+      d->fn.CtxSetCurrent(v->ctx);
+      d->fn.MemFree(p);
+    }
   }
   free(b);
   wf_cudrv_release(d);
@@ -818,9 +859,17 @@ int wf_cuda_capture_begin(wf_rt *rt, int32_t dev) {
     return wf_rt_seterr(rt, WEFT_ERRARG, "weft: capture_begin: cuda:%d is already capturing",
                         (int)dev);
   v->cap = cur_stream(v);
-  CUresult r = d->fn.StreamBeginCapture(v->cap, CU_CAPTURE_MODE_GLOBAL);
-  if (r) return cuerr(rt, d, r, "capture_begin");
+  pthread_mutex_lock(&d->mu); /* from here on frees wait */
   v->capturing = 1;
+  pthread_mutex_unlock(&d->mu);
+  CUresult r = d->fn.StreamBeginCapture(v->cap, CU_CAPTURE_MODE_GLOBAL);
+  if (r) {
+    pthread_mutex_lock(&d->mu);
+    v->capturing = 0;
+    pthread_mutex_unlock(&d->mu);
+    flush_deferred(d, dev);
+    return cuerr(rt, d, r, "capture_begin");
+  }
   return WEFT_OK;
 }
 
@@ -840,9 +889,12 @@ int wf_cuda_capture_end(wf_rt *rt, int32_t dev, void **graph) {
   if (!v->capturing)
     return wf_rt_seterr(rt, WEFT_ERRARG, "weft: capture_end: no capture in progress on cuda:%d",
                         (int)dev);
-  v->capturing = 0;
   CUgraph g = NULL;
   CUresult r = d->fn.StreamEndCapture(v->cap, &g);
+  pthread_mutex_lock(&d->mu);
+  v->capturing = 0;
+  pthread_mutex_unlock(&d->mu);
+  flush_deferred(d, dev);
   if (r) return cuerr(rt, d, r, "capture_end");
   CUgraphExec ex = NULL;
   if ((r = d->fn.GraphInstantiate(&ex, g, 0)) != 0) {
