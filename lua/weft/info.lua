@@ -4,7 +4,10 @@ return function(weft, P)
     local h = P.core.host_info()
     local driver = "not found (libcuda.so.1 cannot be loaded)"
     if weft.is_cuda_available then
-      driver = weft.is_cuda_available() and "available" or driver
+      if weft.is_cuda_available() then -- the device name says "emulated" under scripts/cuda-emu
+        local ok, d = pcall(weft.cuda_device_info, "cuda:0")
+        driver = ok and ("available (cuda:0: %s, %s)"):format(d.name, d.arch) or "available"
+      end
     elseif h.cuda_driver_lib then
       driver = "libcuda.so.1 found"
     end
