@@ -3,7 +3,9 @@
 # Skips cleanly (exit 0, "SKIP ...") when no driver or no CUDA device is found.
 # With a device: the C tests of the CUDA backend, spec/cuda_spec.lua (which
 # then checks the device), and every spec under LuaJIT with
-# WEFT_TEST_DEVICE=cuda:0 so device-aware specs run their GPU cases.
+# WEFT_TEST_DEVICE=cuda:0 so device-aware specs run their GPU cases, and
+# examples/devices.lua. make test runs the same GPU sections on the emulated
+# device (scripts/cuda-emu; scripts/run-tests, step cuda-emu).
 set -e
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-build}
@@ -24,3 +26,4 @@ luajit -e 'local w = require "weft"; local i = w.cuda_device_info(0); print(("GP
 for t in "$BUILD"/test_cuda_*; do "$t"; done
 WEFT_TEST_DEVICE=cuda:0 luajit /usr/bin/busted spec/cuda_spec.lua
 WEFT_TEST_DEVICE=cuda:0 luajit /usr/bin/busted spec/
+luajit examples/devices.lua
