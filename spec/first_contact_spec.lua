@@ -145,3 +145,27 @@ describe("host a.shape", function()
     assert.truthy(e:find("inside kernels x.shape[0] is the first dimension", 1, true), e)
   end)
 end)
+
+describe("k:compile on a CUDA device", function()
+  if not weft.is_cuda_available() then
+    pending("no CUDA device (scripts/cuda-emu gives an emulated one)")
+    return
+  end
+
+  it("loads the module before the first launch", function()
+    local k = weft.kernel{ x = weft.array(weft.float32), function(x)
+      local i = weft.tid(); x[i] = weft.float32(i) * 2.0 end }
+    assert.equal(k, k:compile{ device = "cuda:0" })
+    local x = weft.zeros(4, weft.float32, { device = "cuda:0" })
+    weft.launch(k, 4, { x }, { device = "cuda:0" })
+    weft.synchronize()
+    assert.equal(6, x:to("cpu")[3])
+  end)
+
+  it("says that generic kernels need a type there too", function()
+    local k = weft.kernel{ function(x) x[weft.tid()] = 1.0 end }
+    local ok, e = pcall(k.compile, k, { device = "cuda:0" })
+    assert.is_false(ok)
+    assert.truthy(tostring(e):find("parameter 'x' is generic", 1, true), e)
+  end)
+end)
