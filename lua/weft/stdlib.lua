@@ -457,4 +457,127 @@ return function(weft)
       return SV(weft.quat_rotate(t.q, weft.spatial_top(x)) + weft.cross(t.p, f), f)
     end }
   end)
+
+  -- quat_twist(axis, q): the twist of q about a unit axis (swing-twist)
+  typed("quat_twist", nil, function(sfx)
+    local V, Q = weft["vec3" .. sfx], weft["quat" .. sfx]
+    return { axis = V, q = Q, function(axis, q)
+      local a = weft.dot(V(q[0], q[1], q[2]), axis) * axis
+      return weft.normalize(Q(a[0], a[1], a[2], q[3]))
+    end }
+  end)
+  builtin("quat_twist_angle", nil, function(axis, q)
+    return 2.0 * weft.atan2(abs(q[0] * axis[0] + q[1] * axis[1] + q[2] * axis[2]), q[3])
+  end)
+  builtin("quat_twist_angle_signed", nil, function(axis, q)
+    return 2.0 * weft.atan2(q[0] * axis[0] + q[1] * axis[1] + q[2] * axis[2], q[3])
+  end)
+
+  -- quat_from_euler(e, i, j, k): rotations e[i], e[j], e[k] about the
+  -- fixed axes i, j, k (0, 1, 2) in that order: q_k q_j q_i
+  typed("quat_from_euler", nil, function(sfx)
+    local V, Q = weft["vec3" .. sfx], weft["quat" .. sfx]
+    local axis_quat = func(function(ax, h)
+      local s, c = weft.sin(h), weft.cos(h)
+      local z = s - s
+      if ax == 0 then return Q(s, z, z, c) end
+      if ax == 1 then return Q(z, s, z, c) end
+      return Q(z, z, s, c)
+    end)
+    return { e = V, i = weft.int32, j = weft.int32, k = weft.int32, function(e, i, j, k)
+      local qi = axis_quat(i, 0.5 * e[i])
+      local qj = axis_quat(j, 0.5 * e[j])
+      local qk = axis_quat(k, 0.5 * e[k])
+      return qk * (qj * qi)
+    end }
+  end)
+
+  -- quat_to_euler(q, i, j, k): the angles quat_from_euler takes back, for
+  -- Tait-Bryan (i ~= k) and proper Euler (i == k) orders, gimbal lock too
+  -- (the method of warp/_src/math.py: 1-based axes, scalar-first q)
+  typed("quat_to_euler", nil, function(sfx)
+    local V = weft["vec3" .. sfx]
+    local S = weft["float" .. ({ h = 16, f = 32, d = 64 })[sfx]]
+    local pick = func(function(n, q1, q2, q3)
+      if n == 2 then return q2 end
+      if n == 3 then return q3 end
+      return q1
+    end)
+    return { q = weft["quat" .. sfx], i0 = weft.int32, j0 = weft.int32, k0 = weft.int32, function(q, i0, j0, k0)
+      local q0, q1, q2, q3 = q[3], q[0], q[1], q[2]
+      local i, j, k = i0 + 1, j0 + 1, k0 + 1
+      local proper = i == k
+      if proper then k = 6 - i - j end
+      local e = S((i - j) * (j - k) * (k - i)) * 0.5
+      local a = q0
+      local b = pick(i, q1, q2, q3)
+      local c = pick(j, q1, q2, q3)
+      local d = pick(k, q1, q2, q3) * e
+      if not proper then
+        a = a - pick(j, q1, q2, q3)
+        b = b + pick(k, q1, q2, q3) * e
+        c = c + q0
+        d = d - pick(i, q1, q2, q3)
+      end
+      local t2 = weft.acos(2.0 * (a * a + b * b) / (a * a + b * b + c * c + d * d) - 1.0)
+      local tp, tm = weft.atan2(b, a), weft.atan2(d, c)
+      local t1 = t2 - t2
+      local t3
+      if abs(t2) < 1e-6 then
+        t3 = 2.0 * tp - t1
+      elseif abs(t2 - 3.14159265358979323846) < 1e-6 then
+        t3 = 2.0 * tm + t1
+      else
+        t1 = tp - tm
+        t3 = tp + tm
+      end
+      if not proper then
+        t2 = t2 - 1.57079632679489661923
+        t3 = t3 * e
+      end
+      local r = V(t1, t2, t3)
+      if i == 2 then r = V(t2, t1, t3) elseif i == 3 then r = V(t3, t2, t1) end
+      r[j - 1] = t2
+      r[k - 1] = t3
+      return r
+    end }
+  end)
+
+  ---------------------------------------------------------------------
+  -- arrays and checks
+  ---------------------------------------------------------------------
+  -- lower_bound(arr, value) and lower_bound(arr, begin, end, value):
+  -- the first index in [begin, end - 1] whose element is not below value
+  -- in a sorted 1-d array (Warp's: end - 1 when every element is below)
+  local lower_bound = func(function(arr, lo, hi, value)
+    local upper = hi - 1
+    while lo < upper do
+      local mid = lo + weft.floordiv(upper - lo, 2)
+      if arr[mid] < value then lo = mid + 1 else upper = mid end
+    end
+    return lo
+  end)
+  builtin("lower_bound", nil, function(arr, value) return lower_bound(arr, 0, #arr, value) end)
+  weft.lower_bound:overload(function(arr, b, e, value) return lower_bound(arr, b, e, value) end)
+
+  -- expect_near(actual, expected [, tolerance = 1e-6]): prints Warp's
+  -- message when the two differ by more than the tolerance (vectors: the
+  -- largest component difference)
+  local expect_near = func(function(actual, expected, tolerance, d)
+    if d > tolerance then
+      print("Error, expect_near() failed with tolerance", tolerance, "\n    Expected:", expected,
+        "\n    Actual:", actual, "\n    Absolute difference:", d)
+    end
+  end)
+  builtin("expect_near", nil, function(a, b, t) expect_near(a, b, t, abs(a - b)) end)
+  weft.expect_near:overload(function(a, b) expect_near(a, b, 1e-6, abs(a - b)) end)
+  for _, sfx in ipairs(FLOATS) do
+    local V, S = weft["vec3" .. sfx], weft["float" .. ({ h = 16, f = 32, d = 64 })[sfx]]
+    weft.expect_near:overload{ a = V, b = V, t = S, function(a, b, t) expect_near(a, b, t, weft.max(abs(a - b))) end }
+    weft.expect_near:overload{ a = V, b = V, function(a, b) expect_near(a, b, 1e-6, weft.max(abs(a - b))) end }
+  end
+
+  -- breakpoint(): a no-op in weft's kernels (Warp stops a debugger there
+  -- in debug builds; attach gdb to the CPU launch and break on the line)
+  builtin("breakpoint", nil, function() end)
 end

@@ -11,6 +11,7 @@
 --          in Lua); py: the Python spelling where it differs
 --   dtypes "f", "d" or "fd" (default): the float types the case runs in
 --   range  { lo, hi } of the generated inputs (default -2, 2)
+--   pre    one assignment before the output line (Lua prefixes "local ")
 return {
   -- test_mat.py / matrix/test_mat_linalg.py
   { "test_mat.py test_trace", { "mat22{s}" }, "float{b}", "wp.trace(a)" },
@@ -173,4 +174,46 @@ return {
   { "test_math.py test_inverse_trig", { "float{b}" }, "float{b}", "wp.asin(a) + wp.acos(a) + wp.atan(a)", range = { -1, 1 } },
   { "test_math.py test_floordiv", { "float{b}", "float{b}" }, "float{b}", "wp.floordiv(a, b)", range = { 0.5, 3 } },
   { "test_math.py test_isfinite", { "vec3{s}" }, "bool", "wp.isfinite(a)" },
+  -- test_rand.py, test_noise.py: Warp's generator, seeded per thread
+  { "test_rand.py test_rand", { "float{b}" }, "float32", "wp.randf(s)", pre = "s = wp.rand_init(42, i)", dtypes = "f" },
+  { "test_rand.py test_rand", { "float{b}" }, "float32", "wp.randf(s, -2.0, 3.0)", pre = "s = wp.rand_init(7, i)",
+    dtypes = "f" },
+  { "test_rand.py test_rand", { "float{b}" }, "int32", "wp.randi(s)", pre = "s = wp.rand_init(42, i)", dtypes = "f" },
+  { "test_rand.py test_rand", { "float{b}" }, "int32", "wp.randi(s, -5, 100)", pre = "s = wp.rand_init(3, i)", dtypes = "f" },
+  { "test_rand.py test_rand", { "float{b}" }, "uint32", "wp.randu(s)", pre = "s = wp.rand_init(42, i)", dtypes = "f" },
+  { "test_rand.py test_rand", { "float{b}" }, "uint32", "wp.randu(s, wp.uint32(10), wp.uint32(1000))",
+    pre = "s = wp.rand_init(42, i)", dtypes = "f" },
+  { "test_rand.py test_randn", { "float{b}" }, "float32", "wp.randn(s)", pre = "s = wp.rand_init(11, i)", dtypes = "f" },
+  { "test_rand.py test_sample_triangle", { "float{b}" }, "vec2", "wp.sample_triangle(s)", pre = "s = wp.rand_init(5, i)",
+    dtypes = "f" },
+  { "test_rand.py test_sample_unit_ring", { "float{b}" }, "vec2", "wp.sample_unit_ring(s)", pre = "s = wp.rand_init(5, i)",
+    dtypes = "f" },
+  { "test_rand.py test_sample_unit_disk", { "float{b}" }, "vec2", "wp.sample_unit_disk(s)", pre = "s = wp.rand_init(5, i)",
+    dtypes = "f" },
+  { "test_rand.py test_sample_unit_sphere_surface", { "float{b}" }, "vec3", "wp.sample_unit_sphere_surface(s)",
+    pre = "s = wp.rand_init(5, i)", dtypes = "f" },
+  { "test_rand.py test_sample_unit_sphere", { "float{b}" }, "vec3", "wp.sample_unit_sphere(s)",
+    pre = "s = wp.rand_init(5, i)", dtypes = "f" },
+  { "test_rand.py test_sample_unit_hemisphere_surface", { "float{b}" }, "vec3", "wp.sample_unit_hemisphere_surface(s)",
+    pre = "s = wp.rand_init(5, i)", dtypes = "f" },
+  { "test_rand.py test_sample_unit_hemisphere", { "float{b}" }, "vec3", "wp.sample_unit_hemisphere(s)",
+    pre = "s = wp.rand_init(5, i)", dtypes = "f" },
+  { "test_rand.py test_sample_unit_square", { "float{b}" }, "vec2", "wp.sample_unit_square(s)",
+    pre = "s = wp.rand_init(5, i)", dtypes = "f" },
+  { "test_rand.py test_sample_unit_cube", { "float{b}" }, "vec3", "wp.sample_unit_cube(s)",
+    pre = "s = wp.rand_init(5, i)", dtypes = "f" },
+  -- test_math.py (euler angles, twist)
+  { "test_math.py test_quat_from_euler", { "vec3{s}" }, "quat{s}", "wp.quat_from_euler(a, 0, 1, 2)", dtypes = "f" },
+  { "test_math.py test_quat_from_euler", { "vec3{s}" }, "quat{s}", "wp.quat_from_euler(a, 2, 0, 1)", dtypes = "f" },
+  { "test_math.py test_quat_from_euler", { "vec3{s}" }, "quat{s}", "wp.quat_from_euler(a, 0, 2, 0)", dtypes = "f" },
+  { "test_math.py test_quat_to_euler", { "quat{s}" }, "vec3{s}", "wp.quat_to_euler(wp.normalize(a), 0, 1, 2)", dtypes = "f" },
+  { "test_math.py test_quat_to_euler", { "quat{s}" }, "vec3{s}", "wp.quat_to_euler(wp.normalize(a), 1, 2, 0)", dtypes = "f" },
+  { "test_math.py test_quat_to_euler", { "quat{s}" }, "vec3{s}", "wp.quat_to_euler(wp.normalize(a), 2, 1, 2)", dtypes = "f" },
+  { "test_math.py test_quat_to_euler", { "quat{s}" }, "vec3{s}", "wp.quat_to_euler(wp.normalize(a), 0, 2, 0)", dtypes = "f" },
+  { "test_math.py test_quat_twist", { "quat{s}" }, "quat{s}", "wp.quat_twist(wp.vec3(0.0, 0.6, 0.8), wp.normalize(a))",
+    dtypes = "f" },
+  { "test_math.py test_quat_twist", { "quat{s}" }, "float{b}",
+    "wp.quat_twist_angle(wp.vec3(0.0, 0.6, 0.8), wp.normalize(a))", dtypes = "f" },
+  { "test_math.py test_quat_twist", { "quat{s}" }, "float{b}",
+    "wp.quat_twist_angle_signed(wp.vec3(0.6, 0.0, 0.8), wp.normalize(a))", dtypes = "f" },
 }

@@ -33,7 +33,8 @@ def kernel_source(c):
         "@wp.kernel\n"
         "def k_%s(%s, OUT: wp.array(dtype=wp.%s)):\n"
         "    i = wp.tid()\n%s\n"
-        "    OUT[i] = %s\n\n\n" % (c["id"], params, c["out"], loads, c["py"])
+        "    %s\n"
+        "    OUT[i] = %s\n\n\n" % (c["id"], params, c["out"], loads, c["pre_py"] or "pass", c["py"])
     )
 
 

@@ -64,7 +64,8 @@ function M.cases()
         end
       end
       out[#out + 1] = { id = string.format("%03d%s", n, sfx), from = c[1], args = args, out = subst(c[3], sfx),
-        py = subst(c[4], sfx), lua = subst(c.lua or c[4], sfx), inputs = inputs }
+        py = subst(c[4], sfx), lua = subst(c.lua or c[4], sfx), inputs = inputs,
+        pre_py = c.pre and subst(c.pre, sfx) or "", pre_lua = c.pre and ("local " .. subst(c.pre, sfx)) or "" }
     end
   end
   return out
@@ -83,8 +84,8 @@ local function kernel(weft, c)
   local names = {}
   for i = 1, #c.args do names[i] = NAMES:sub(i, i):upper() .. "_" end
   local src = string.format("local weft = ...\nlocal wp = weft\nreturn weft.kernel{ %s, OUT = weft.array(weft.%s),\n" ..
-    "function(%s, OUT)\n  local i = weft.tid()\n  %s\n  OUT[i] = %s\nend }\n", table.concat(params, ", "),
-    c.out, table.concat(names, ", "), table.concat(loads, " "), c.lua)
+    "function(%s, OUT)\n  local i = weft.tid()\n  %s\n  %s\n  OUT[i] = %s\nend }\n", table.concat(params, ", "),
+    c.out, table.concat(names, ", "), table.concat(loads, " "), c.pre_lua, c.lua)
   local chunk = assert(load(src)) -- the source is the chunk name: kernels read it
   return pcall(chunk, weft)
 end
