@@ -134,4 +134,17 @@ describe("vector, quaternion, transform and spatial builtins", function()
       assert.equal(":3: " .. msg, err:match("^%[string [^\n]-%](:%d+: [^\n]*)"))
     end
   end)
+  it("search a sorted array with lower_bound, as Warp's (end - 1 when all are below)", function()
+    local k = weft.kernel{ a = weft.array(weft.float32), y = weft.array(weft.int32), function(a, y)
+      local i = weft.tid()
+      y[2 * i] = weft.lower_bound(a, weft.float32(i) * 0.5)
+      y[2 * i + 1] = weft.lower_bound(a, 1, 4, weft.float32(i) * 0.5)
+      weft.breakpoint()
+    end }
+    local a = weft.array({ 0, 0.5, 1, 1, 2, 2.5 }, weft.float32)
+    local y = weft.zeros(14, weft.int32)
+    weft.launch(k, 7, { a }, { outputs = { y } })
+    assert.same({ 0, 1, 1, 1, 2, 2, 4, 3, 4, 3, 5, 3, 5, 3 }, y:totable())
+  end)
+
 end)
