@@ -702,6 +702,10 @@ return function(weft, P)
       error("weft.constant: expected a number, a boolean or a value of a weft type, got "
             .. (t and "an array" or tv), 2)
     end
+    if t.arrays then
+      error(fmt("weft.constant: a %s holds arrays, which cannot be constants (pass the struct to "
+                .. "the kernel as a parameter)", t.name), 2)
+    end
     return setmetatable({ value = value, type = t, comps = flatten(t, value, {}) }, Const)
   end
 

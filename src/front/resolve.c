@@ -360,9 +360,17 @@ static wf_rv classify(wf_fstate *F, const char *path, wf_expr *at) {
     ** of its current contents, as weft.constant makes (env.capture) */
     lua_getfield(L, C->envidx, "capture");
     lua_pushvalue(L, top);
-    if (lua_isfunction(L, -2) && lua_pcall(L, 1, 1, 0) == 0 && has_mt(C, -1, "const_mt")) {
+    int st = lua_isfunction(L, -2) ? lua_pcall(L, 1, 1, 0) : -1;
+    if (st == 0 && has_mt(C, -1, "const_mt")) {
       lua_replace(L, top);
       return classify(F, path, at);
+    }
+    if (st > 0 && lua_isstring(L, -1)) { /* why it cannot be a constant */
+      const char *m = lua_tostring(L, -1), *p = strstr(m, "weft.constant: ");
+      char msg[200];
+      snprintf(msg, sizeof msg, "%s", p ? p + 15 : m);
+      lua_settop(L, top - 1);
+      ERR(at, "'%s' cannot be used in a kernel: %s", path, msg);
     }
     lua_settop(L, top);
   }
@@ -438,8 +446,10 @@ wf_rv wf_res_calltypefn(wf_fstate *F, wf_rv fobj, wf_expr *call) {
       continue;
     }
     lua_settop(L, base);
-    ERR(ae, "argument %d of '%s' must be a number literal or a type, known when the kernel "
-            "compiles", i + 1, fobj.str);
+    ERR(ae,
+        "argument %d of '%s' must be a number literal or a type, known when the kernel "
+        "compiles",
+        i + 1, fobj.str);
   }
   if (lua_pcall(L, call->nargs, 1, 0) != 0) {
     /* the Lua layer's message, without the position it points at */
