@@ -734,7 +734,6 @@ static void ctx_destroy(emu_ctx *c) {
     misuse("context of device %d destroyed with an event still alive (leak)", c->dev);
     G.st.leaks++;
     e->magic = 0;
-    free(e);
   }
   while (c->streams) {
     emu_stream *s = c->streams;
@@ -1326,8 +1325,7 @@ EXPORT CUresult cuEventDestroy_v2(void *h) {
         *pe = e->next;
         break;
       }
-    e->magic = 0;
-    free(e);
+    e->magic = 0; /* kept: see module_free */
   }
   pthread_mutex_unlock(&G.mu);
   return r;
@@ -1703,15 +1701,17 @@ static int bind_funcs(emu_module *m, char *why, size_t n) {
   return 0;
 }
 
+/* Handles are never reused: the structs stay (with a dead magic) so that
+** a stale module, function, event or graph handle is caught, not followed. */
 static void module_free(emu_module *m) {
   if (m->dl) dlclose(m->dl);
+  m->dl = NULL;
   for (int i = 0; i < m->nfuncs; i++) {
     m->funcs[i].magic = 0;
     free(m->funcs[i].params);
+    m->funcs[i].params = NULL;
   }
-  free(m->funcs);
   m->magic = 0;
-  free(m);
 }
 
 EXPORT CUresult cuModuleLoadData(void **out, const void *image) {
@@ -1766,7 +1766,11 @@ EXPORT CUresult cuModuleLoadData(void **out, const void *image) {
 fail:
   if (why[0]) misuse("cuModuleLoadData: %s", why);
   free(src);
-  if (m) module_free(m);
+  if (m) { /* never handed out: nothing can hold it */
+    module_free(m);
+    free(m->funcs);
+    free(m);
+  }
   return r;
 }
 
@@ -2108,8 +2112,7 @@ static CUresult graph_destroy(void *h, uint32_t magic, const char *fn) {
     r = E_INVALID_HANDLE;
   } else {
     graph_free_ops(g);
-    g->magic = 0;
-    free(g);
+    g->magic = 0; /* kept: see module_free */
   }
   pthread_mutex_unlock(&G.mu);
   return r;
