@@ -37,16 +37,28 @@ local EXPRS = {
   "weft.dot(weft.transform_twist(t, s), s) + weft.dot(weft.transform_wrench(t, s), SV(w, w))",
   "weft.dot(weft.velocity_at_point(s, w), v) + t[2] + t[6] * h",
   "weft.dot(weft.spatial_adjoint(m, m * h) * s, s)", "weft.dot(weft.cw_mul(v, w) + weft.cw_div(v, w), v)",
-  "weft.dot(weft.get_diag(m), v) + weft.dot(Q(v, h), q)",
+  "weft.dot(weft.get_diag(m), v) + weft.dot(Q(v, h), q)", "DEC(m)", "DEC2(m)",
 }
+
+-- the decompositions return several values: a scalar of all of them
+local DEC = weft.func(function(m)
+  local U, s, V = weft.svd3(m)
+  local Q, R = weft.qr3(m)
+  local E, d = weft.eig3(m + weft.transpose(m))
+  return s[0] + 2.0 * s[1] + 3.0 * s[2] + U[0][1] + V[2][0] + Q[1][2] + R[0][2] + d[0] + 0.5 * d[2] + E[1][1]
+end)
 
 -- one kernel y[i] = expr for each expression, in float type sfx
 local function kernel(expr, sfx)
-  local src = "local weft, V, Q, M, TR, SV = ...\nreturn weft.kernel{ x = weft.array(weft.float" ..
+  local src = "local weft, V, Q, M, TR, SV, DEC, M2 = ...\n" ..
+    "local DEC2 = weft.func(function(m)\n" ..
+    "  local U, s, V = weft.svd2(M2(m[0][0], m[0][1], m[1][0], m[1][1]))\n" ..
+    "  return s[0] + 2.0 * s[1] + U[0][1] + V[1][0]\nend)\n" ..
+    "return weft.kernel{ x = weft.array(weft.float" ..
     ({ f = 32, d = 64 })[sfx] .. "), y = weft.array(weft.float" .. ({ f = 32, d = 64 })[sfx] ..
     "), function(x, y)\n" .. PRELUDE .. "  y[i] = " .. expr .. "\nend }\n"
   return assert(load(src))(weft, weft["vec3" .. sfx], weft["quat" .. sfx], weft["mat33" .. sfx],
-    weft["transform" .. sfx], weft["spatial_vector" .. sfx])
+    weft["transform" .. sfx], weft["spatial_vector" .. sfx], DEC, weft["mat22" .. sfx])
 end
 
 local function inputs(n, t)

@@ -580,4 +580,201 @@ return function(weft)
   -- breakpoint(): a no-op in weft's kernels (Warp stops a debugger there
   -- in debug builds; attach gdb to the CPU launch and break on the line)
   builtin("breakpoint", nil, function() end)
+
+  ---------------------------------------------------------------------
+  -- svd3, svd2, qr3, eig3: Warp's methods (warp/native/svd.h, after
+  -- McAdams et al., "Computing the SVD of 3x3 matrices with minimal
+  -- branching"): Jacobi sweeps with approximate Givens quaternions on
+  -- A^T A, singular values sorted, then a Givens QR. Results are Lua
+  -- multiple returns where Warp writes out arguments:
+  --   local U, sigma, V = weft.svd3(A)    local Q, R = weft.qr3(A)
+  --   local Q, d = weft.eig3(A)           local U, sigma, V = weft.svd2(A)
+  -- Autodiff differentiates these steps themselves (Warp has analytic
+  -- adjoints instead): the gradient of the function computed.
+  ---------------------------------------------------------------------
+  local function decompositions(sfx)
+    local M3, V3, V2, M2 = weft["mat33" .. sfx], weft["vec3" .. sfx], weft["vec2" .. sfx], weft["mat22" .. sfx]
+    local Q4, S = weft["quat" .. sfx], weft["float" .. ({ h = 16, f = 32, d = 64 })[sfx]]
+    local ITERS = sfx == "d" and 8 or 4
+    local EPS = sfx == "d" and 1e-12 or 1e-6
+
+    -- one conjugation S = Q' S Q of symmetric S (s11 s21 s22 s31 s32 s33)
+    -- by the Givens rotation of its (p, q) pair, accumulated into qv;
+    -- returns S rearranged for the next pair
+    local conj = func(function(s11, s21, s22, s31, s32, s33, qv, x, y, z)
+      local ch = 2.0 * (s11 - s22)
+      local sh = s21
+      if 5.82842712474619 * sh * sh < ch * ch then
+        local w = 1.0 / weft.sqrt(ch * ch + sh * sh)
+        ch = w * ch
+        sh = w * sh
+      else -- cos and sin of pi/8 (an if, not a select: w may be infinite)
+        ch = S(0.9238795325112867)
+        sh = S(0.3826834323650898)
+      end
+      local scale = ch * ch + sh * sh
+      local a = (ch * ch - sh * sh) / scale
+      local b = (2.0 * sh * ch) / scale
+      local n11 = a * (a * s11 + b * s21) + b * (a * s21 + b * s22)
+      local n21 = a * (-b * s11 + a * s21) + b * (-b * s21 + a * s22)
+      local n22 = -b * (-b * s11 + a * s21) + a * (-b * s21 + a * s22)
+      local n31 = a * s31 + b * s32
+      local n32 = -b * s31 + a * s32
+      local t = V3(qv[0] * sh, qv[1] * sh, qv[2] * sh)
+      sh = sh * qv[3]
+      local q = qv * ch
+      q[z] = q[z] + sh
+      q[3] = q[3] - t[z]
+      q[x] = q[x] + t[y]
+      q[y] = q[y] - t[x]
+      return n22, n32, s33, n21, n31, n11, q
+    end)
+
+    -- the quaternion whose rotation diagonalizes symmetric S
+    local jacobi = func(function(s11, s21, s22, s31, s32, s33)
+      local q = Q4(0.0, 0.0, 0.0, 1.0)
+      for _ = 1, ITERS do
+        s11, s21, s22, s31, s32, s33, q = conj(s11, s21, s22, s31, s32, s33, q, 0, 1, 2)
+        s11, s21, s22, s31, s32, s33, q = conj(s11, s21, s22, s31, s32, s33, q, 1, 2, 0)
+        s11, s21, s22, s31, s32, s33, q = conj(s11, s21, s22, s31, s32, s33, q, 2, 0, 1)
+      end
+      return q
+    end)
+
+    local quat_mat = func(function(q)
+      local x, y, z, w = q[0], q[1], q[2], q[3]
+      local qxx, qyy, qzz, qxz, qxy, qyz = x * x, y * y, z * z, x * z, x * y, y * z
+      local qwx, qwy, qwz = w * x, w * y, w * z
+      return M3(1.0 - 2.0 * (qyy + qzz), 2.0 * (qxy - qwz), 2.0 * (qxz + qwy),
+        2.0 * (qxy + qwz), 1.0 - 2.0 * (qxx + qzz), 2.0 * (qyz - qwx),
+        2.0 * (qxz - qwy), 2.0 * (qyz + qwx), 1.0 - 2.0 * (qxx + qyy))
+    end)
+
+    -- the Givens rotation (ch, sh) that annihilates a2 against pivot a1
+    local givens = func(function(a1, a2)
+      local rho = weft.sqrt(a1 * a1 + a2 * a2)
+      local sh = select(rho > EPS, S(0.0), a2)
+      local ch = abs(a1) + max(rho, EPS)
+      if a1 < 0.0 then sh, ch = ch, sh end
+      local w = 1.0 / weft.sqrt(ch * ch + sh * sh)
+      return ch * w, sh * w
+    end)
+
+    local qr = func(function(B)
+      local b11, b12, b13 = B[0][0], B[0][1], B[0][2]
+      local b21, b22, b23 = B[1][0], B[1][1], B[1][2]
+      local b31, b32, b33 = B[2][0], B[2][1], B[2][2]
+      local ch1, sh1 = givens(b11, b21)
+      local a = 1.0 - 2.0 * sh1 * sh1
+      local b = 2.0 * ch1 * sh1
+      local r11, r12, r13 = a * b11 + b * b21, a * b12 + b * b22, a * b13 + b * b23
+      local r21, r22, r23 = -b * b11 + a * b21, -b * b12 + a * b22, -b * b13 + a * b23
+      local r31, r32, r33 = b31, b32, b33
+      local ch2, sh2 = givens(r11, r31)
+      a = 1.0 - 2.0 * sh2 * sh2
+      b = 2.0 * ch2 * sh2
+      b11, b12, b13 = a * r11 + b * r31, a * r12 + b * r32, a * r13 + b * r33
+      b21, b22, b23 = r21, r22, r23
+      b31, b32, b33 = -b * r11 + a * r31, -b * r12 + a * r32, -b * r13 + a * r33
+      local ch3, sh3 = givens(b22, b32)
+      a = 1.0 - 2.0 * sh3 * sh3
+      b = 2.0 * ch3 * sh3
+      local R = M3(b11, b12, b13, a * b21 + b * b31, a * b22 + b * b32, a * b23 + b * b33,
+        -b * b21 + a * b31, -b * b22 + a * b32, -b * b23 + a * b33)
+      local sh12, sh22, sh32 = sh1 * sh1, sh2 * sh2, sh3 * sh3
+      local Q = M3((-1.0 + 2.0 * sh12) * (-1.0 + 2.0 * sh22),
+        4.0 * ch2 * ch3 * (-1.0 + 2.0 * sh12) * sh2 * sh3 + 2.0 * ch1 * sh1 * (-1.0 + 2.0 * sh32),
+        4.0 * ch1 * ch3 * sh1 * sh3 - 2.0 * ch2 * (-1.0 + 2.0 * sh12) * sh2 * (-1.0 + 2.0 * sh32),
+        2.0 * ch1 * sh1 * (1.0 - 2.0 * sh22),
+        -8.0 * ch1 * ch2 * ch3 * sh1 * sh2 * sh3 + (-1.0 + 2.0 * sh12) * (-1.0 + 2.0 * sh32),
+        -2.0 * ch3 * sh3 + 4.0 * sh1 * (ch3 * sh1 * sh3 + ch1 * ch2 * sh2 * (-1.0 + 2.0 * sh32)),
+        2.0 * ch2 * sh2, 2.0 * ch3 * (1.0 - 2.0 * sh22) * sh3, (-1.0 + 2.0 * sh22) * (-1.0 + 2.0 * sh32))
+      return Q, R
+    end)
+
+    -- swap rows a and b of the transposed B and V (columns of B, V) when
+    -- c, negating the one moved down (Warp's condNegSwap)
+    local negswap = func(function(c, a, b)
+      return select(c, a, b), select(c, b, -a)
+    end)
+
+    local svd = func(function(A)
+      local ata = weft.transpose(A) * A
+      local V = quat_mat(jacobi(ata[0][0], ata[1][0], ata[1][1], ata[2][0], ata[2][1], ata[2][2]))
+      local Bt, Vt = weft.transpose(A * V), weft.transpose(V)
+      local b1, b2, b3, v1, v2, v3 = Bt[0], Bt[1], Bt[2], Vt[0], Vt[1], Vt[2]
+      local rho1, rho2, rho3 = weft.dot(b1, b1), weft.dot(b2, b2), weft.dot(b3, b3)
+      local c = rho1 < rho2
+      b1, b2 = negswap(c, b1, b2)
+      v1, v2 = negswap(c, v1, v2)
+      rho1, rho2 = select(c, rho1, rho2), select(c, rho2, rho1)
+      c = rho1 < rho3
+      b1, b3 = negswap(c, b1, b3)
+      v1, v3 = negswap(c, v1, v3)
+      rho3 = select(c, rho3, rho1) -- (Warp also swaps rho1 in, unused after)
+      c = rho2 < rho3
+      b2, b3 = negswap(c, b2, b3)
+      v2, v3 = negswap(c, v2, v3)
+      local U, R = qr(weft.matrix_from_cols(b1, b2, b3))
+      return U, V3(R[0][0], R[1][1], R[2][2]), weft.matrix_from_cols(v1, v2, v3)
+    end)
+
+    local eig = func(function(A)
+      local Q = quat_mat(jacobi(A[0][0], A[1][0], A[1][1], A[2][0], A[2][1], A[2][2]))
+      local u = (weft.transpose(Q) * A) * Q
+      return Q, V3(u[0][0], u[1][1], u[2][2])
+    end)
+
+    local svd2 = func(function(A)
+      local a11, a12, a21, a22 = A[0][0], A[0][1], A[1][0], A[1][1]
+      local ata11 = a11 * a11 + a21 * a21
+      local ata12 = a11 * a12 + a21 * a22
+      local ata22 = a12 * a12 + a22 * a22
+      local tr = ata11 + ata22
+      local diff = ata11 - ata22
+      local disc = diff * diff + 4.0 * ata12 * ata12
+      if disc == 0.0 then
+        local s = weft.sqrt(0.5 * tr)
+        local I = M2(1.0, 0.0, 0.0, 1.0)
+        return I, V2(s, s), I
+      end
+      local sq = weft.sqrt(disc)
+      local l1, l2 = (tr + sq) * 0.5, (tr - sq) * 0.5
+      local inv1 = 1.0 / weft.sqrt(l1)
+      local sigma1, sigma2 = 1.0 / inv1, weft.sqrt(l2)
+      local v1y, v1x = diff - sq + 2.0 * ata12, diff + sq - 2.0 * ata12
+      local len = v1x * v1x + v1y * v1y
+      local v11, v21 = S(0.707106781186547524401), S(0.707106781186547524401)
+      if len ~= 0.0 then
+        local il = 1.0 / weft.sqrt(len)
+        v11, v21 = v1x * il, v1y * il
+      end
+      local u11 = (a11 * v11 + a12 * v21) * inv1
+      local u21 = (a21 * v11 + a22 * v21) * inv1
+      local ds = sign(a11 * a22 - a12 * a21)
+      return M2(u11, -u21 * ds, u21, u11 * ds), V2(sigma1, sigma2), M2(v11, -v21, v21, v11)
+    end)
+
+    return svd, qr, eig, svd2
+  end
+
+  for n, sfx in ipairs(FLOATS) do
+    local svd, qr, eig, svd2 = decompositions(sfx)
+    local M3, M2 = weft["mat33" .. sfx], weft["mat22" .. sfx]
+    local specs = {
+      svd3 = { A = M3, function(A) return svd(A) end },
+      qr3 = { A = M3, function(A) return qr(A) end },
+      eig3 = { A = M3, function(A) return eig(A) end },
+      svd2 = { A = M2, function(A) return svd2(A) end },
+    }
+    for name, spec in pairs(specs) do
+      spec.name = name
+      if n == 1 then
+        weft[name] = func(spec)
+        weft[name]._builtin = mat_arg
+      else
+        weft[name]:overload(spec)
+      end
+    end
+  end
 end

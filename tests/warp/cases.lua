@@ -11,7 +11,8 @@
 --          in Lua); py: the Python spelling where it differs
 --   dtypes "f", "d" or "fd" (default): the float types the case runs in
 --   range  { lo, hi } of the generated inputs (default -2, 2)
---   pre    one assignment before the output line (Lua prefixes "local ")
+--   pre    one assignment before the output line (Lua prefixes "local ");
+--          lpre, ppre: the Lua and Python statements where they differ
 return {
   -- test_mat.py / matrix/test_mat_linalg.py
   { "test_mat.py test_trace", { "mat22{s}" }, "float{b}", "wp.trace(a)" },
@@ -216,4 +217,35 @@ return {
     "wp.quat_twist_angle(wp.vec3(0.0, 0.6, 0.8), wp.normalize(a))", dtypes = "f" },
   { "test_math.py test_quat_twist", { "quat{s}" }, "float{b}",
     "wp.quat_twist_angle_signed(wp.vec3(0.6, 0.0, 0.8), wp.normalize(a))", dtypes = "f" },
+  -- matrix/test_mat_linalg.py: decompositions (Warp writes out arguments)
+  { "test_mat.py test_svd", { "mat33{s}" }, "vec3{s}", "s",
+    lpre = "local U, s, V = wp.svd3(a)",
+    ppre = "U = wp.mat33{s}()\n    s = wp.vec3{s}()\n    V = wp.mat33{s}()\n    wp.svd3(a, U, s, V)", dtypes = "fd" },
+  { "test_mat.py test_svd", { "mat33{s}" }, "mat33{s}", "U",
+    lpre = "local U, s, V = wp.svd3(a)",
+    ppre = "U = wp.mat33{s}()\n    s = wp.vec3{s}()\n    V = wp.mat33{s}()\n    wp.svd3(a, U, s, V)", dtypes = "fd" },
+  { "test_mat.py test_svd", { "mat33{s}" }, "mat33{s}", "V",
+    lpre = "local U, s, V = wp.svd3(a)",
+    ppre = "U = wp.mat33{s}()\n    s = wp.vec3{s}()\n    V = wp.mat33{s}()\n    wp.svd3(a, U, s, V)", dtypes = "fd" },
+  { "test_mat.py test_qr", { "mat33{s}" }, "mat33{s}", "Q",
+    lpre = "local Q, R = wp.qr3(a)",
+    ppre = "Q = wp.mat33{s}()\n    R = wp.mat33{s}()\n    wp.qr3(a, Q, R)", dtypes = "fd" },
+  { "test_mat.py test_qr", { "mat33{s}" }, "mat33{s}", "R",
+    lpre = "local Q, R = wp.qr3(a)",
+    ppre = "Q = wp.mat33{s}()\n    R = wp.mat33{s}()\n    wp.qr3(a, Q, R)", dtypes = "fd" },
+  { "test_mat.py test_eig", { "mat33{s}" }, "vec3{s}", "d",
+    lpre = "local Q, d = wp.eig3((a + wp.transpose(a)))",
+    ppre = "Q = wp.mat33{s}()\n    d = wp.vec3{s}()\n    wp.eig3((a + wp.transpose(a)), Q, d)", dtypes = "fd" },
+  { "test_mat.py test_eig", { "mat33{s}" }, "mat33{s}", "Q",
+    lpre = "local Q, d = wp.eig3((a + wp.transpose(a)))",
+    ppre = "Q = wp.mat33{s}()\n    d = wp.vec3{s}()\n    wp.eig3((a + wp.transpose(a)), Q, d)", dtypes = "fd" },
+  { "test_mat.py test_svd_2D", { "mat22{s}" }, "vec2{s}", "s",
+    lpre = "local U, s, V = wp.svd2(a)",
+    ppre = "U = wp.mat22{s}()\n    s = wp.vec2{s}()\n    V = wp.mat22{s}()\n    wp.svd2(a, U, s, V)", dtypes = "fd" },
+  { "test_mat.py test_svd_2D", { "mat22{s}" }, "mat22{s}", "U",
+    lpre = "local U, s, V = wp.svd2(a)",
+    ppre = "U = wp.mat22{s}()\n    s = wp.vec2{s}()\n    V = wp.mat22{s}()\n    wp.svd2(a, U, s, V)", dtypes = "fd" },
+  { "test_mat.py test_svd_2D", { "mat22{s}" }, "mat22{s}", "V",
+    lpre = "local U, s, V = wp.svd2(a)",
+    ppre = "U = wp.mat22{s}()\n    s = wp.vec2{s}()\n    V = wp.mat22{s}()\n    wp.svd2(a, U, s, V)", dtypes = "fd" },
 }

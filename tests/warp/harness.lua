@@ -65,7 +65,8 @@ function M.cases()
       end
       out[#out + 1] = { id = string.format("%03d%s", n, sfx), from = c[1], args = args, out = subst(c[3], sfx),
         py = subst(c[4], sfx), lua = subst(c.lua or c[4], sfx), inputs = inputs,
-        pre_py = c.pre and subst(c.pre, sfx) or "", pre_lua = c.pre and ("local " .. subst(c.pre, sfx)) or "" }
+        pre_py = subst(c.ppre or c.pre or "", sfx),
+        pre_lua = subst(c.lpre or (c.pre and "local " .. c.pre) or "", sfx) }
     end
   end
   return out
@@ -158,9 +159,10 @@ local function json(v)
       return "[" .. table.concat(parts, ",") .. "]"
     end
     local parts = {}
-    for k, x in pairs(v) do parts[#parts + 1] = string.format("%q:%s", k, json(x)) end
+    for k, x in pairs(v) do parts[#parts + 1] = json(k) .. ":" .. json(x) end
     return "{" .. table.concat(parts, ",") .. "}"
-  elseif t == "string" then return string.format("%q", v)
+  elseif t == "string" then
+    return '"' .. v:gsub('[%c"\\]', function(ch) return string.format("\\u%04x", ch:byte()) end) .. '"'
   else return string.format("%.17g", v) end
 end
 M.json = json
