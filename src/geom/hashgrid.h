@@ -49,13 +49,18 @@ typedef struct wf_hgrid {
   int32_t dim_x, dim_y, dim_z, npoints;
 } wf_hgrid;
 
-/* The per-thread state of `for j in weft.hash_grid_query(id, p, r)`. */
+/* The per-thread state of `for j in weft.hash_grid_query(id, p, r)`:
+** the cells of the box, visited x fastest, then y, then z (Warp's order),
+** each axis as a count from its first (wrapped) cell, so no cell repeats
+** and no division runs per cell. */
 typedef struct wf_hgrid_query {
   const wf_hgrid *g;
-  int32_t x0, y0, z0, x1, y1, z1; /* the cell box, inclusive */
-  int32_t x, y, z;                /* the cell being visited */
-  int32_t at, end;                /* its slice of point_ids */
-  int32_t cur;                    /* the candidate _get returns */
+  int32_t cx0, cy0;   /* the first cell in x and y, wrapped */
+  int32_t nx, ny, nz; /* cells per axis (at most the grid's dims) */
+  int32_t ix, iy, iz; /* visited so far on each axis */
+  int32_t cx, cy, cz; /* the cell being visited, wrapped */
+  int32_t at, end;    /* its slice of point_ids */
+  int32_t cur;        /* the candidate _get returns */
 } wf_hgrid_query;
 
 /* floor(v) as a cell coordinate, saturating instead of overflowing */
@@ -76,49 +81,59 @@ WF_GEOM_FN int32_t wf_hgrid_cell(const wf_hgrid *g, int32_t x, int32_t y, int32_
          wf_hgrid_wrap(x, g->dim_x);
 }
 
-/* the last cell to visit: never more than dim cells from the first */
-WF_GEOM_FN int32_t wf_hgrid_end(int32_t lo, int32_t hi, int32_t d) {
-  return (int64_t)hi - (int64_t)lo >= (int64_t)d ? lo + (d - 1) : hi;
+/* cells from lo to hi inclusive, at most d (a box wider than the grid
+** visits each cell once); 0 when hi < lo */
+WF_GEOM_FN int32_t wf_hgrid_span(int32_t lo, int32_t hi, int32_t d) {
+  const int64_t n = (int64_t)hi - (int64_t)lo + 1;
+  return n <= 0 ? 0 : n > d ? d : (int32_t)n;
 }
 
 WF_GEOM_FN void wf_hgrid_enter(wf_hgrid_query *q) {
-  const int32_t c = wf_hgrid_cell(q->g, q->x, q->y, q->z);
-  q->at = q->g->cell_starts[c];
-  q->end = q->g->cell_starts[c + 1];
+  const wf_hgrid *g = q->g;
+  const int32_t c = (q->cz * g->dim_y + q->cy) * g->dim_x + q->cx;
+  q->at = g->cell_starts[c];
+  q->end = g->cell_starts[c + 1];
 }
 
 WF_GEOM_FN void wf_hgrid_query_begin(wf_hgrid_query *q, const wf_hgrid *g, float px, float py,
                                      float pz, float r) {
   const float s = g->inv_width;
+  const int32_t x0 = wf_hgrid_coord((px - r) * s), y0 = wf_hgrid_coord((py - r) * s),
+                z0 = wf_hgrid_coord((pz - r) * s);
   q->g = g;
-  q->x0 = wf_hgrid_coord((px - r) * s);
-  q->y0 = wf_hgrid_coord((py - r) * s);
-  q->z0 = wf_hgrid_coord((pz - r) * s);
-  q->x1 = wf_hgrid_end(q->x0, wf_hgrid_coord((px + r) * s), g->dim_x);
-  q->y1 = wf_hgrid_end(q->y0, wf_hgrid_coord((py + r) * s), g->dim_y);
-  q->z1 = wf_hgrid_end(q->z0, wf_hgrid_coord((pz + r) * s), g->dim_z);
-  q->x = q->x0, q->y = q->y0, q->z = q->z0;
-  if (g->npoints == 0) {
-    q->at = q->end = 0;
-    q->z = q->z1 + 1; /* nothing to visit */
-    return;
-  }
-  wf_hgrid_enter(q);
+  q->nx = wf_hgrid_span(x0, wf_hgrid_coord((px + r) * s), g->dim_x);
+  q->ny = wf_hgrid_span(y0, wf_hgrid_coord((py + r) * s), g->dim_y);
+  q->nz = wf_hgrid_span(z0, wf_hgrid_coord((pz + r) * s), g->dim_z);
+  q->cx = q->cx0 = wf_hgrid_wrap(x0, g->dim_x);
+  q->cy = q->cy0 = wf_hgrid_wrap(y0, g->dim_y);
+  q->cz = wf_hgrid_wrap(z0, g->dim_z);
+  q->ix = q->iy = q->iz = 0;
+  q->at = q->end = 0;
+  if (g->npoints == 0 || q->nx == 0 || q->ny == 0) q->nz = 0; /* nothing to visit */
+  if (q->nz > 0) wf_hgrid_enter(q);
 }
 
 /* The next candidate into *j; 0 when the query is done. */
 WF_GEOM_FN int wf_hgrid_query_next(wf_hgrid_query *q, int32_t *j) {
+  const wf_hgrid *g = q->g;
   for (;;) {
     if (q->at < q->end) {
-      *j = q->g->point_ids[q->at++];
+      *j = g->point_ids[q->at++];
       return 1;
     }
-    if (q->z > q->z1) return 0;
-    if (++q->x > q->x1) {
-      q->x = q->x0;
-      if (++q->y > q->y1) {
-        q->y = q->y0;
-        if (++q->z > q->z1) return 0;
+    if (q->iz >= q->nz) return 0;
+    if (++q->ix < q->nx) {
+      if (++q->cx == g->dim_x) q->cx = 0;
+    } else {
+      q->ix = 0;
+      q->cx = q->cx0;
+      if (++q->iy < q->ny) {
+        if (++q->cy == g->dim_y) q->cy = 0;
+      } else {
+        q->iy = 0;
+        q->cy = q->cy0;
+        if (++q->iz >= q->nz) return 0;
+        if (++q->cz == g->dim_z) q->cz = 0;
       }
     }
     wf_hgrid_enter(q);
@@ -145,8 +160,7 @@ WF_GEOM_FN void wf_nat_hash_grid_query(void *state, void *res, const void *id, c
   (void)res; /* the handle is the state's address (native.h) */
   if (!g) {  /* no grid: done before it starts */
     q->g = 0;
-    q->at = q->end = q->z1 = 0;
-    q->z = 1;
+    q->at = q->end = q->iz = q->nz = 0;
     return;
   }
   wf_hgrid_query_begin(q, g, pt[0], pt[1], pt[2], *(const float *)r);

@@ -203,6 +203,67 @@ int wf_nvdb_check(const unsigned char *g, uint64_t n, char *err, size_t errlen) 
   return 0;
 }
 
+/* The leaf table: every leaf that the tree walk reaches, by the origin of
+** its 8^3 block as the walk computes it (a leaf's own bbox field is not
+** trusted), at most half full. Without memory for it, lookups walk. */
+static void leaf_table(wf_volume *v) {
+  const unsigned char *g = v->buf;
+  const nvdb_layout *L = layout_of(rd32(g + G_TYPE));
+  const uint32_t nleaf = rd32(g + TREE + 32);
+  if (nleaf == 0 || nleaf > (1u << 29)) return;
+  uint32_t cap = 16;
+  while (cap < 2 * nleaf)
+    cap *= 2;
+  wf_vol_slot *t = calloc(cap, sizeof *t);
+  if (!t) return;
+  uint32_t used = 0;
+  const unsigned char *root = v->desc.root;
+  for (uint32_t r = 0; r < v->desc.ntiles; r++) {
+    const unsigned char *tile = root + L->root_size + 32u * r;
+    const int64_t uc = (int64_t)rd64(tile + 8);
+    if (!uc) continue;
+    const uint64_t key = rd64(tile);
+    const int32_t u0[3] = {(int32_t)((uint32_t)(key >> 42) << 12),
+                           (int32_t)((uint32_t)((key >> 21) & 0x1fffff) << 12),
+                           (int32_t)((uint32_t)(key & 0x1fffff) << 12)};
+    const unsigned char *up = root + uc;
+    for (uint32_t a = 0; a < 32768; a++) {
+      if (!(a & 63) && !rd64(up + WF_VOL_UPPER_CHILD_MASK + a / 8)) {
+        a += 63; /* a word without children */
+        continue;
+      }
+      if (!wf_vol_bit(up + WF_VOL_UPPER_CHILD_MASK, a)) continue;
+      const unsigned char *lw = up + (int64_t)rd64(up + L->upper_table + (uint64_t)a * L->stride);
+      const int32_t l0[3] = {u0[0] + (int32_t)((a >> 10) << 7),
+                             u0[1] + (int32_t)(((a >> 5) & 31) << 7),
+                             u0[2] + (int32_t)((a & 31) << 7)};
+      for (uint32_t b = 0; b < 4096; b++) {
+        if (!(b & 63) && !rd64(lw + WF_VOL_LOWER_CHILD_MASK + b / 8)) {
+          b += 63;
+          continue;
+        }
+        if (!wf_vol_bit(lw + WF_VOL_LOWER_CHILD_MASK, b)) continue;
+        const unsigned char *lf = lw + (int64_t)rd64(lw + L->lower_table + (uint64_t)b * L->stride);
+        const int32_t o[3] = {l0[0] + (int32_t)((b >> 8) << 3),
+                              l0[1] + (int32_t)(((b >> 4) & 15) << 3),
+                              l0[2] + (int32_t)((b & 15) << 3)};
+        uint32_t h = wf_vol_hash(o[0], o[1], o[2]) & (cap - 1);
+        while (t[h].off && !(t[h].i == o[0] && t[h].j == o[1] && t[h].k == o[2]))
+          h = (h + 1) & (cap - 1);
+        if (t[h].off) continue;
+        if (++used > cap / 2) { /* more leaves reached than counted: a corrupt tree */
+          free(t);
+          return;
+        }
+        t[h] = (wf_vol_slot){o[0], o[1], o[2], 0, (int64_t)(lf - g)};
+      }
+    }
+  }
+  v->slots = t;
+  v->desc.slots = t;
+  v->desc.slot_mask = cap - 1;
+}
+
 static void desc_init(wf_volume *v) {
   const unsigned char *g = v->buf;
   const nvdb_layout *L = layout_of(rd32(g + G_TYPE));
@@ -223,6 +284,7 @@ static void desc_init(wf_volume *v) {
   memcpy(d->mat, g + G_MAP + M_MATF, 36);
   memcpy(d->inv, g + G_MAP + M_INVF, 36);
   memcpy(d->vec, g + G_MAP + M_VECF, 12);
+  leaf_table(v);
 }
 
 static wf_volume *volume_alloc(uint64_t size) {
@@ -239,6 +301,7 @@ static wf_volume *volume_alloc(uint64_t size) {
 void wf_volume_free(wf_volume *v) {
   if (!v) return;
   v->desc.magic = 0;
+  free(v->slots);
   free(v->buf);
   free(v);
 }

@@ -53,6 +53,7 @@ typedef struct wf_volume {
   wf_vol desc;
   unsigned char *buf; /* 64-byte aligned, owned */
   uint64_t size;
+  wf_vol_slot *slots; /* the leaf table (desc.slots), owned */
 } wf_volume;
 
 /* Load one grid of a file held in memory: by name when name is non-NULL

@@ -52,23 +52,37 @@ typedef unsigned long long uintptr_t;
 #define WF_NVDB_INT32 4
 #define WF_NVDB_VEC3F 6
 
+/* A slot of the leaf table: the leaf holding the 8^3 block at (i, j, k)
+** (multiples of 8) lies off bytes into the grid; off 0 marks a free slot. */
+typedef struct wf_vol_slot {
+  int32_t i, j, k, pad;
+  int64_t off;
+} wf_vol_slot;
+
 typedef struct wf_vol {
-  uint64_t magic;            /* WF_VOL_MAGIC while alive */
-  const unsigned char *grid; /* the grid buffer (device memory for CUDA) */
-  const unsigned char *root; /* the root node inside it */
-  uint32_t ntiles;           /* root tiles */
-  uint32_t type;             /* WF_NVDB_* */
-  uint32_t vsize;            /* bytes of one value: 4 or 12 */
-  uint32_t root_bg;          /* root: offset of the background value */
-  uint32_t root_size;        /* root: size before its tile table */
-  uint32_t table_stride;     /* internal nodes: bytes per table slot */
-  uint32_t upper_table;      /* upper node: offset of its table */
-  uint32_t lower_table;      /* lower node: offset of its table */
-  uint32_t leaf_table;       /* leaf: offset of its 512 values */
-  uint32_t pad_;
+  uint64_t magic;               /* WF_VOL_MAGIC while alive */
+  const unsigned char *grid;    /* the grid buffer (device memory for CUDA) */
+  const unsigned char *root;    /* the root node inside it */
+  uint32_t ntiles;              /* root tiles */
+  uint32_t type;                /* WF_NVDB_* */
+  uint32_t vsize;               /* bytes of one value: 4 or 12 */
+  uint32_t root_bg;             /* root: offset of the background value */
+  uint32_t root_size;           /* root: size before its tile table */
+  uint32_t table_stride;        /* internal nodes: bytes per table slot */
+  uint32_t upper_table;         /* upper node: offset of its table */
+  uint32_t lower_table;         /* lower node: offset of its table */
+  uint32_t leaf_table;          /* leaf: offset of its 512 values */
+  uint32_t slot_mask;           /* leaf table: slots - 1 (a power of 2) */
+  const wf_vol_slot *slots;     /* leaf table, or NULL: walk the tree */
   float mat[9], inv[9], vec[3]; /* index -> world: mat * ijk + vec */
   float pad2_;
 } wf_vol;
+
+/* The leaf table's slot for a block origin (all multiples of 8). */
+WF_GEOM_FN uint32_t wf_vol_hash(int32_t i, int32_t j, int32_t k) {
+  return ((uint32_t)i * 73856093u) ^ ((uint32_t)j * 19349663u) ^ ((uint32_t)k * 83492791u) ^
+         ((uint32_t)k >> 11);
+}
 
 typedef struct wf_vol_v3 {
   float x, y, z;
@@ -114,9 +128,31 @@ WF_GEOM_FN const unsigned char *wf_vol_walk(const wf_vol *v, int32_t i, int32_t 
   return leaf + v->leaf_table + (uint64_t)n * v->vsize;
 }
 
+/* As wf_vol_walk, through the leaf table first: one probe (usually)
+** instead of the walk down the root, upper and lower nodes. */
+WF_GEOM_FN const unsigned char *wf_vol_lookup_at(const wf_vol *v, int32_t i, int32_t j, int32_t k,
+                                                 int *in_leaf) {
+  if (v->slots) {
+    const int32_t bi = i & ~7, bj = j & ~7, bk = k & ~7;
+    uint32_t h = wf_vol_hash(bi, bj, bk) & v->slot_mask;
+    for (;;) {
+      const wf_vol_slot *s = v->slots + h;
+      if (s->off == 0) break; /* not a leaf: a tile or the background */
+      if (s->i == bi && s->j == bj && s->k == bk) {
+        const uint32_t n =
+            (((uint32_t)i & 7u) << 6) | (((uint32_t)j & 7u) << 3) | ((uint32_t)k & 7u);
+        *in_leaf = 1;
+        return v->grid + s->off + v->leaf_table + (uint64_t)n * v->vsize;
+      }
+      h = (h + 1) & v->slot_mask;
+    }
+  }
+  return wf_vol_walk(v, i, j, k, in_leaf);
+}
+
 WF_GEOM_FN const unsigned char *wf_vol_find(const wf_vol *v, int32_t i, int32_t j, int32_t k) {
   int in_leaf;
-  return wf_vol_walk(v, i, j, k, &in_leaf);
+  return wf_vol_lookup_at(v, i, j, k, &in_leaf);
 }
 
 WF_GEOM_FN float wf_vol_read_f(const wf_vol *v, int32_t i, int32_t j, int32_t k) {
@@ -137,27 +173,36 @@ WF_GEOM_FN int32_t wf_vol_round(float x) {
 }
 
 /* The 8 corner values of the cell whose low corner is (i, j, k), in the
-** order (0,0,0) (0,0,1) (0,1,0) ... (1,1,1): straight from one leaf when
-** the cell does not cross a leaf border, else one walk per corner. */
+** order (0,0,0) (0,0,1) (0,1,0) ... (1,1,1). One walk per 8^3 block the
+** corners touch (one when the cell lies inside a leaf): a leaf's corners
+** are neighbours in its value table, and a tile or the background gives
+** one value to the whole block. */
 WF_GEOM_FN void wf_vol_corners(const wf_vol *v, int32_t i, int32_t j, int32_t k, int nf,
                                float *out) {
-  int c, q;
-  if (((i & 7) != 7) & ((j & 7) != 7) & ((k & 7) != 7)) {
-    int in_leaf;
-    const unsigned char *p = wf_vol_walk(v, i, j, k, &in_leaf);
-    /* inside one leaf the corners are neighbours in its value table; in a
-    ** tile (or the background) all eight share one value */
+  int c, q, in_leaf = 0;
+  int32_t bi = 0, bj = 0, bk = 0;
+  const unsigned char *base = 0;
+  if (((i & 7) != 7) & ((j & 7) != 7) & ((k & 7) != 7)) { /* the cell is in one block */
+    const unsigned char *p = wf_vol_lookup_at(v, i, j, k, &in_leaf);
+    const uint64_t sz = in_leaf ? v->vsize : 0;
     for (c = 0; c < 8; c++) {
-      const uint32_t at =
-          in_leaf ? (uint32_t)(((c >> 2) << 6) | (((c >> 1) & 1) << 3) | (c & 1)) : 0;
-      const float *s = (const float *)(p + (uint64_t)at * v->vsize);
+      const uint32_t at = (uint32_t)(((c >> 2) << 6) | (((c >> 1) & 1) << 3) | (c & 1));
+      const float *s = (const float *)(p + at * sz);
       for (q = 0; q < nf; q++)
         out[c * nf + q] = s[q];
     }
     return;
   }
   for (c = 0; c < 8; c++) {
-    const float *s = (const float *)wf_vol_find(v, i + (c >> 2), j + ((c >> 1) & 1), k + (c & 1));
+    const int32_t ci = i + (c >> 2), cj = j + ((c >> 1) & 1), ck = k + (c & 1);
+    const uint32_t n =
+        (((uint32_t)ci & 7u) << 6) | (((uint32_t)cj & 7u) << 3) | ((uint32_t)ck & 7u);
+    if (!base || ((ci ^ bi) | (cj ^ bj) | (ck ^ bk)) & ~7) {
+      const unsigned char *p = wf_vol_lookup_at(v, ci, cj, ck, &in_leaf);
+      base = in_leaf ? p - (uint64_t)n * v->vsize : p;
+      bi = ci, bj = cj, bk = ck;
+    }
+    const float *s = (const float *)(base + (in_leaf ? (uint64_t)n * v->vsize : 0));
     for (q = 0; q < nf; q++)
       out[c * nf + q] = s[q];
   }

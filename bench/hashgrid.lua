@@ -1,0 +1,95 @@
+-- hashgrid.lua: weft.HashGrid against NVIDIA Warp's CPU hash grid and a
+-- plain C neighbour loop over the same cell lists (bench/hashgrid_c.c),
+-- the rows of issue 14:
+--   build of HashGrid(128, 128, 128) over 1M uniform points in the unit
+--   cube (target <= 0.5x Warp), and counting the neighbours within
+--   r = 0.01 (about 5 each) for all of them (target >= 20x faster than
+--   Warp, within 1.5x of the C loop). Medians of alternating runs.
+--   luajit bench/hashgrid.lua <libhashgrid_c.so> [N]
+-- Warp's rows run when WEFT_BENCH_PYTHON names a Python with warp-lang
+-- (scripts/run-bench sets it).
+local ffi = require "ffi"
+local clock = require "bench.clock"
+local weft = require "weft"
+
+ffi.cdef [[
+void bench_hashgrid_count(const void *h, const float *points, int n, float r, int32_t *out,
+                          int nthreads);
+]]
+local base = ffi.load(assert(arg[1], "usage: luajit bench/hashgrid.lua <libhashgrid_c.so> [N]"))
+local N = tonumber(arg[2]) or 1000000
+local R = 0.01
+local now, median, fmt = clock.now, clock.median, string.format
+
+local function row(name, weft_s, base_s, base_name, target)
+  io.write(fmt("%-34s weft %10.3f ms   %-22s %10.3f ms   ratio %6.3f   (target %s)\n", name,
+               weft_s * 1e3, base_name, base_s * 1e3, weft_s / base_s, target))
+  io.flush()
+end
+
+-- uniform points (a fixed seed, so every run counts the same pairs)
+local pts = weft.empty(N, weft.vec3)
+do
+  local p = ffi.cast("float *", pts.h.data)
+  math.randomseed(12345)
+  for i = 0, 3 * N - 1 do p[i] = math.random() end
+end
+
+local count = weft.kernel{
+  id = weft.uint64, p = weft.array(weft.vec3), r = weft.float32, out = weft.array(weft.int32),
+  function(id, p, r, out)
+    local i = weft.hash_grid_point_id(id, weft.tid())
+    local pi = p[i]
+    local c = 0
+    for j in weft.hash_grid_query(id, pi, r) do
+      if weft.length_sq(p[j] - pi) <= r * r then c = c + 1 end
+    end
+    out[i] = c
+  end,
+}
+
+local g = weft.HashGrid(128, 128, 128)
+g:build(pts, R)
+local out, cout = weft.zeros(N, weft.int32), weft.zeros(N, weft.int32)
+weft.launch(count, N, { g.id, pts, R, out }) -- compile
+local W = require "weft.internal"
+local nthreads = tonumber(W.C.wf_rt_num_threads(W.rt))
+local gh = g._h
+local pp, cp = ffi.cast("const float *", pts.h.data), ffi.cast("int32_t *", cout.h.data)
+
+local tb, tq, tc = {}, {}, {}
+for r = 1, 7 do
+  local t0 = now()
+  g:build(pts, R)
+  local t1 = now()
+  weft.launch(count, N, { g.id, pts, R, out })
+  local t2 = now()
+  base.bench_hashgrid_count(gh, pp, N, R, cp, nthreads)
+  tb[r], tq[r], tc[r] = t1 - t0, t2 - t1, now() - t2
+end
+local wb, wq, wc = median(tb), median(tq), median(tc)
+local total, ctotal = 0, 0
+local o, c = ffi.cast("int32_t *", out.h.data), cp
+for i = 0, N - 1 do total, ctotal = total + o[i], ctotal + c[i] end
+assert(total == ctotal, "weft and the C loop disagree: " .. total .. " vs " .. ctotal)
+io.write(fmt("hash grid: %d points, %.2f neighbours each (self included), %d threads\n", N,
+             total / N, nthreads))
+row("hashgrid neighbour count vs C loop", wq, wc, "plain C, same cells", "<= 1.5")
+
+local py = os.getenv("WEFT_BENCH_PYTHON")
+if not py or py == "" then
+  io.write(fmt("hashgrid build %-20s weft %10.3f ms   (Warp rows skipped: no warp-lang)\n", "", wb * 1e3))
+  return
+end
+local p = assert(io.popen(fmt("%s bench/warp_geom.py hashgrid %d 7 %g 2>/dev/null", py, N, R)))
+local res = p:read("*a")
+p:close()
+local build, cnt = tonumber(res:match("build (%S+)")), tonumber(res:match("count (%S+)"))
+local wtotal = tonumber(res:match("total (%S+)"))
+if not build or not cnt then
+  io.write("Warp hash grid rows                 skipped: bench/warp_geom.py failed\n")
+  return
+end
+if wtotal ~= total then io.write(fmt("note: Warp counted %s pairs, weft %d\n", tostring(wtotal), total)) end
+row("hashgrid build 1M vs Warp", wb, build, "Warp CPU", "<= 0.5")
+row("hashgrid neighbour count vs Warp", wq, cnt, "Warp CPU", "<= 0.05")
