@@ -145,6 +145,22 @@ describe("numeric for as LuaJIT", function()
     assert.are.same({ 0, 0.5, 1, 1.5, 2 }, x:totable())
   end)
 
+  it("an untyped counter mixes with floats and still indexes arrays", function()
+    local k = weft.kernel{ x = A(f64), n = A(i32), function(x, n)
+      local s = weft.float64(0)
+      for k = 1, 3 do
+        s = s + k * 0.5
+        n[k] = k * 2
+      end
+      for k = 1.0, 2 do n[k + 3] = k end
+      x[0] = s
+    end }
+    local x, n = weft.zeros(1, f64), weft.zeros(6, i32)
+    weft.launch(k, 1, { x, n })
+    assert.are.equal(3, x[0])
+    assert.are.same({ 0, 2, 4, 6, 1, 2 }, n:totable())
+  end)
+
   it("a fractional limit with integer start and step is an integer loop", function()
     local k = weft.kernel{ x = A(i32), function(x)
       for i = 0, 2.5 do x[i] = i end

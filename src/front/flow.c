@@ -678,7 +678,8 @@ static int region_changed(wf_fstate *F, wf_lo_snap entry, loopinfo *li, wf_block
 
 typedef struct forarg {
   wf_stmt *s;
-  int weak; /* the counter is an untyped number (a float64 dyn leaf) */
+  int weak;     /* the counter is an untyped number (a dyn leaf: int, or float64) */
+  int integral; /* ... whose values are integers (start and step are) */
 } forarg;
 
 void wf_lo_loop_body(wf_fstate *F, wf_stmt *s) {
@@ -697,7 +698,10 @@ static void for_body(wf_fstate *F, void *arg, wf_val iv) {
   wf_stmt *s = fa->s;
   int scope = F->nvars;
   int vi = wf_lo_addvar(F, s->names[0], iv, wf_vtype(F->fn, iv));
-  if (fa->weak) set_weak(&F->vars[vi], wf_lo_weak_dyn(F, iv, 0, 0));
+  if (fa->weak) {
+    int isint = wf_vtype(F->fn, iv)->kind == WF_T_INT;
+    set_weak(&F->vars[vi], wf_lo_weak_dyn(F, iv, isint, isint || fa->integral));
+  }
   wf_lo_loop_body(F, s);
   F->nvars = scope;
 }
@@ -925,21 +929,23 @@ static int for_real(wf_fstate *F, forarg *fa, const wf_type *t, const wf_val *bv
   return 0;
 }
 
-/* An untyped number known to be an integer (its value, as Lua 5.3's
-** loops look at start and step), or a typed int. */
-static int int_bound(const wf_rv *r) {
+/* A typed int, or an untyped number written as an integer (Lua 5.3's
+** integer subtype: 3 but not 3.0 or 3e9), or (for the limit) any number
+** with an integer value. */
+static int int_bound(const wf_rv *r, int by_value) {
   if (r->kind == RV_VAL) return r->t->kind == WF_T_INT;
-  return wf_lo_num_integral(r);
+  return by_value ? wf_lo_num_integral(r) : r->isint && wf_lo_num_integral(r);
 }
 
 /* The type of a numeric for's counter, as Lua 5.3 decides: an integer loop
 ** when start and step are integers (a fractional limit is floored, or
 ** ceiled for a negative step, which gives the same values), else a float
-** loop. A typed bound gives its type; a fractional untyped start or step
-** makes a float64 loop (*weak: the counter is an untyped number, exact as
-** LuaJIT's, that takes the type its uses ask for), converting typed int
-** bounds. Untyped integers make an int32 loop, or int64 when a literal
-** does not fit int32 (so it runs as Lua's instead of from a wrapped bound). */
+** loop. A typed bound gives its type (and a typed counter). Untyped bounds
+** make an untyped counter (*weak: it takes the type its uses ask for, as a
+** literal does, and holds LuaJIT's values exactly): a float64 loop when
+** the start or step is a float (0.5, 1.0, 3e9; typed int bounds are then
+** converted), else an int32 loop, or int64 when a literal does not fit
+** int32 (so it runs as Lua's, not from a wrapped bound). */
 static const wf_type *for_type(wf_fstate *F, wf_rv *lo, wf_rv *hi, wf_rv *st, int *weak) {
   const wf_type *t = lo->kind == RV_VAL   ? lo->t
                      : hi->kind == RV_VAL ? hi->t
@@ -948,14 +954,18 @@ static const wf_type *for_type(wf_fstate *F, wf_rv *lo, wf_rv *hi, wf_rv *st, in
   const wf_type *f64 = wf_t_float(F->C->T, 64);
   if (t && t->kind != WF_T_INT) return t;
   int stepsign = st->kind == RV_LIT ? (st->num > 0) - (st->num < 0) : 0;
-  int hiint = int_bound(hi);
-  if (!hiint && hi->kind == RV_LIT && isfinite(hi->num) && stepsign && int_bound(lo) &&
-      int_bound(st)) {
+  int hiint = int_bound(hi, 1);
+  if (!hiint && hi->kind == RV_LIT && isfinite(hi->num) && stepsign && int_bound(lo, 0) &&
+      int_bound(st, 0)) {
     /* `for k = 1, 2.5`: the same values as `for k = 1, 2` */
     hi->num = stepsign > 0 ? floor(hi->num) : ceil(hi->num);
     hiint = 1;
   }
-  if (int_bound(lo) && int_bound(st) && hiint) return t ? t : t_i32(F);
+  if (int_bound(lo, 0) && int_bound(st, 0) && hiint) {
+    if (t) return t;
+    *weak = 1; /* an untyped integer counter */
+    return t_i32(F);
+  }
   /* typed bounds of different types: the caller's error */
   const wf_rv *b3[3] = {lo, hi, st};
   for (int k = 0; k < 3; k++)
@@ -969,8 +979,9 @@ void wf_lo_for(wf_fstate *F, wf_stmt *s) {
   wf_rv hi = wf_lo_expr(F, s->exprs[1]);
   wf_rv st = s->nexprs > 2 ? wf_lo_expr(F, s->exprs[2]) : wf_lo_mklit(1, 1);
   F->b.loc = (wf_loc){s->line, s->col};
-  forarg fa = {s, 0};
+  forarg fa = {s, 0, 0};
   const wf_type *t = for_type(F, &lo, &hi, &st, &fa.weak);
+  fa.integral = int_bound(&lo, 1) && int_bound(&st, 1);
   if (t == t_i32(F) && lo.kind != RV_VAL && hi.kind != RV_VAL && st.kind != RV_VAL) {
     wf_rv *b3[3] = {&lo, &hi, &st};
     for (int k = 0; k < 3; k++)
