@@ -164,6 +164,10 @@ typedef struct emu_dep {
   uint64_t n;
 } emu_dep;
 
+/* A kernel op's parameter values: each at a 16-aligned offset, 4 KB in all
+** (the Driver API's limit) plus the padding. */
+#define BLOB_SIZE(nparams) (4096 + 16 * (size_t)(nparams))
+
 typedef struct emu_op {
   int kind;
   struct emu_op *next;
@@ -524,13 +528,13 @@ static emu_op *op_clone(const emu_op *o) {
   c->ptrs = NULL;
   if (o->kind == OP_KERNEL) {
     int n = o->fn->nparams;
-    c->blob = malloc((size_t)n * 16 + (size_t)n * 0 + 16 + 4096);
+    c->blob = malloc(BLOB_SIZE(n));
     c->ptrs = malloc(sizeof(void *) * (size_t)(n + 1));
     if (!c->blob || !c->ptrs) {
       op_free(c);
       return NULL;
     }
-    memcpy(c->blob, o->blob, 4096 + (size_t)n * 16 + 16);
+    memcpy(c->blob, o->blob, BLOB_SIZE(n));
     for (int i = 0; i < n; i++)
       c->ptrs[i] = c->blob + ((char *)o->ptrs[i] - o->blob);
   }
@@ -1905,7 +1909,7 @@ EXPORT CUresult cuLaunchKernel(void *hf, unsigned gx, unsigned gy, unsigned gz, 
   emu_stream *s = get_stream(c, hs, &r);
   if (!s) goto done;
   emu_op *o = calloc(1, sizeof *o);
-  size_t bsz = 16 + 4096 + (size_t)f->nparams * 16;
+  size_t bsz = BLOB_SIZE(f->nparams);
   if (o) {
     o->blob = calloc(1, bsz);
     o->ptrs = calloc((size_t)f->nparams + 1, sizeof(void *));
@@ -1928,8 +1932,8 @@ EXPORT CUresult cuLaunchKernel(void *hf, unsigned gx, unsigned gy, unsigned gz, 
       bad = "is misaligned for its type";
     else if (!readable(v, p->size))
       bad = "points at unreadable memory";
-    else if (off + p->size > bsz - 16)
-      bad = "is too large";
+    else if ((off + 15) / 16 * 16 + p->size > bsz)
+      bad = "makes the parameters larger than 4 KB";
     if (bad) {
       misuse("cuLaunchKernel %s: kernelParams[%d] (%u bytes, align %u) %s", f->name, i, p->size,
              p->align, bad);
