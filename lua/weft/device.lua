@@ -161,15 +161,18 @@ return function(weft, P)
     current[st._n] = st.handle and st or nil
   end
 
-  -- Runs fn with st as the current stream of its device, then restores the
-  -- previous one (also when fn raises); returns fn's results.
+  -- Runs fn with st as the current stream of its device and that device as
+  -- the current one, then restores both (also when fn raises); returns fn's
+  -- results.
   function weft.ScopedStream(st, fn)
     check_stream("weft.ScopedStream", st)
     if type(fn) ~= "function" then raise("weft.ScopedStream: expected a function") end
-    local prev = current[st._n] or default_stream(st._n)
+    local prev, prev_dev = current[st._n] or default_stream(st._n), P.default_device
     weft.set_stream(st)
+    P.default_device = st.device -- and its device is the current one, as in Warp
     local function finish(ok, ...)
       weft.set_stream(prev)
+      P.default_device = prev_dev
       if not ok then error((...), 0) end
       return ...
     end
