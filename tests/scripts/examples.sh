@@ -15,6 +15,15 @@ echo "$out"
 echo "$out" | grep -qE "20000 particles, 100 steps, [1-9][0-9]* lit pixels"
 head -c 15 "$tmp/p.ppm" | grep -q "P6"
 [ "$(stat -c %s "$tmp/p.ppm")" -eq $((15 + 256 * 256 * 3)) ]
+# a DEM pile through a hash grid, and sphere tracing a volume SDF
+out=$("$BUILD/weft" examples/dem.lua "$tmp/dem.ppm" 400)
+echo "$out"
+echo "$out" | grep -qE "dem: 4000 spheres, 400 steps, mean height 0\.[0-9]+, [1-9][0-9]* lit pixels"
+[ "$(stat -c %s "$tmp/dem.ppm")" -eq $((15 + 256 * 256 * 3)) ]
+out=$("$BUILD/weft" examples/sdf_trace.lua "$tmp/sdf.ppm")
+echo "$out"
+echo "$out" | grep -qE "sdf_trace: torus SDF, 64\^3 voxels, 160x120 pixels, [1-9][0-9]{3} hit the surface"
+[ "$(stat -c %s "$tmp/sdf.ppm")" -eq $((15 + 160 * 120 * 3)) ]
 # the same script with or without a GPU (here: on the cpu)
 out=$("$BUILD/weft" examples/devices.lua)
 echo "$out"
