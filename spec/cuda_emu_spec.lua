@@ -239,6 +239,10 @@ describe("the emulated CUDA device", function()
     assert.are.equal(live + 2, stats().allocs_live) -- the garbage is gone after the capture
   end)
 
+  it("saw no misuse in this process (every spec run before this one too)", function()
+    assert.are.equal(0, tonumber(stats().misuse), ffi.string(emu.wf_cuemu_last()))
+  end)
+
   it("catches a host read of device memory (in a child process)", function()
     local code = [[
       local weft, ffi = require "weft", require "ffi"
