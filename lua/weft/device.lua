@@ -235,9 +235,12 @@ return function(weft, P)
     check(C.wf_cuda_event_synchronize(rt, e.handle))
   end
 
-  function weft.get_event_elapsed_time(a, b)
+  -- Milliseconds from a to b; waits for b first unless synchronize is
+  -- false (Warp's default: the driver refuses a pending event).
+  function weft.get_event_elapsed_time(a, b, synchronize)
     check_event("weft.get_event_elapsed_time", a)
     check_event("weft.get_event_elapsed_time", b)
+    if synchronize ~= false then check(C.wf_cuda_event_synchronize(rt, b.handle)) end
     local ms = ffi.new("float[1]")
     check(C.wf_cuda_event_elapsed(rt, a.handle, b.handle, ms))
     return tonumber(ms[0])
