@@ -48,4 +48,51 @@ describe("random builtins", function()
     assert.is_false(ok)
     assert.matches("builtins_rand_spec.lua:%d+: randn: the state must be a local variable", err)
   end)
+  it("seed rand_init(seed) as Warp (pcg(seed)), and expose a state's bits as uint32", function()
+    local k = weft.kernel{ u = weft.array(weft.uint32), function(u)
+      u[0] = weft.uint32(weft.rand_init(42))
+      u[1] = weft.uint32(weft.rand_init(42, 0))
+      local s = weft.rand_init(-7)
+      u[2] = weft.uint32(weft.randi(s))
+    end }
+    local u = weft.zeros(3, weft.uint32)
+    weft.launch(k, 1, {}, { outputs = { u } })
+    -- Warp 1.19 on the CPU: wp.uint32(wp.rand_init(42)), (42, 0), randi of rand_init(-7)
+    assert.same({ 1223963391, 2041448361 }, { u[0], u[1] })
+    assert.equal(ref.seed7, u[2])
+  end)
+
+  it("give noise, pnoise and curlnoise gradients that match central differences", function()
+    for _, body in ipairs {
+      "y[i] = weft.noise(s, x[i] * 1.7)",
+      "y[i] = weft.noise(s, weft.vec2(x[i], x[i] * 0.5)) + weft.noise(s, weft.vec3(x[i], 0.25, x[i] * 2.0))",
+      "y[i] = weft.noise(s, weft.vec4(x[i], 0.25, -x[i], 1.5)) + weft.pnoise(s, x[i] * 3.0, 4)",
+      "y[i] = weft.pnoise(s, weft.vec3(x[i], 0.25, x[i] * 2.0), 3, 2, 5) + weft.curlnoise(s, weft.vec2(x[i], 0.3), 2, 2.0, 0.5)[1]",
+    } do
+      local src = "local weft = ...\nreturn weft.kernel{ x = weft.array(weft.float32), y = weft.array(weft.float32), " ..
+        "function(x, y)\n  local i = weft.tid()\n  local s = weft.rand_init(9)\n  " .. body .. "\nend }"
+      local k = assert(load(src))(weft)
+      local x, y = weft.array({ 0.13, 0.61, 1.37, -0.82 }, weft.float32), weft.zeros(4, weft.float32)
+      local ok, err, where = weft.check_grad(k, 4, { x }, { y }, { eps = 1e-3, tol = 2e-2 })
+      assert(ok, body .. ": " .. tostring(where) .. " (error " .. tostring(err) .. ")")
+    end
+  end)
+
+  it("compile noise, pnoise and curlnoise to CUDA C that NVRTC and ptxas take", function()
+    local internal = require "weft.internal"
+    local core = internal.core
+    if not (core.cuda_nvrtc_version and core.cuda_nvrtc_version()) then return pending("NVRTC is not available") end
+    local k = weft.kernel{ x = weft.array(weft.vec4), y = weft.array(weft.float32), function(x, y)
+      local i = weft.tid()
+      local s = weft.rand_init(3, i)
+      local p = x[i]
+      y[i] = weft.noise(s, p[0]) + weft.noise(s, weft.vec2(p[0], p[1])) + weft.noise(s, weft.vec3(p[0], p[1], p[2])) +
+        weft.noise(s, p) + weft.pnoise(s, p[0], 3) + weft.pnoise(s, weft.vec2(p[0], p[1]), 3, 4) +
+        weft.pnoise(s, weft.vec3(p[0], p[1], p[2]), 3, 4, 5) + weft.curlnoise(s, weft.vec2(p[0], p[1]), 2, 2.0, 0.5)[0]
+    end }
+    local ptx = k:ptx("sm_80")
+    assert.matches("%.entry%s+weft_adj_", ptx)
+    assert.is_true(core.cuda_assemble(ptx, "sm_80") > 0)
+  end)
+
 end)

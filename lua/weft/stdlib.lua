@@ -777,4 +777,181 @@ return function(weft)
       end
     end
   end
+
+  ---------------------------------------------------------------------
+  -- noise, pnoise, curlnoise: Warp's Perlin noise (warp/native/noise.h)
+  -- in float32, with its hashing of lattice points into rand_pcg, so the
+  -- values are Warp's. The state is the seed (not advanced).
+  ---------------------------------------------------------------------
+  local u32, f32, i32 = weft.uint32, weft.float32, weft.int32
+  local V2, V3, V4 = weft.vec2f, weft.vec3f, weft.vec4f
+  local bxor, rshift = weft.bit_xor, weft.rshift
+
+  -- rand_pcg, and randf of a state already advanced to s
+  local pcg = func(function(s)
+    local b = s * 747796405 + 2891336453
+    local c = bxor(rshift(b, rshift(b, 28) + 4), b) * 277803737
+    return bxor(rshift(c, 22), c)
+  end)
+  local unit = func(function(s) return f32(rshift(s, 8)) * (1.0 / 16777216.0) end)
+  -- Warp's normalize: v / |v|, zero stays zero
+  local norm = func(function(v)
+    local l = weft.sqrt(weft.dot(v, v))
+    if l > 0.0 then return v / l end
+    return v * 0.0
+  end)
+  local smoother = func(function(t) return t * t * t * (t * (t * 6.0 - 15.0) + 10.0) end)
+  local smoother_grad = func(function(t) return 30.0 * t * t * (t * (t - 2.0) + 1.0) end)
+  local interp = func(function(a0, a1, t) return (a1 - a0) * smoother(t) + a0 end)
+  local interp_grad = func(function(a0, a1, t, da0, da1, dt)
+    return (da1 - da0) * smoother(t) + (a1 - a0) * smoother_grad(t) * dt + da0
+  end)
+
+  -- the gradients at lattice points (the hashes of Warp's, where + binds
+  -- before ^: ix p1 ^ (iy p2 + state))
+  local grad1 = func(function(st, ix)
+    return 2.0 * unit(pcg(u32(ix) * 73856093 + st)) + -1.0
+  end)
+  local grad2 = func(function(st, ix, iy)
+    local s1 = pcg(bxor(u32(ix) * 73856093, u32(iy) * 19349663 + st))
+    return norm(V2(unit(s1) - 0.5, unit(pcg(s1)) - 0.5))
+  end)
+  local grad3 = func(function(st, ix, iy, iz)
+    local s1 = pcg(bxor(bxor(u32(ix) * 73856093, u32(iy) * 19349663), u32(iz) * 53471161 + st))
+    local s2 = pcg(s1)
+    return norm(V3(unit(s1) - 0.5, unit(s2) - 0.5, unit(pcg(s2)) - 0.5))
+  end)
+  local grad4 = func(function(st, ix, iy, iz, it)
+    local h = bxor(bxor(bxor(u32(ix) * 73856093, u32(iy) * 19349663), u32(iz) * 53471161),
+      u32(it) * 10000019 + st)
+    local s1 = pcg(h)
+    local s2 = pcg(s1)
+    local s3 = pcg(s2)
+    return norm(V4(unit(s1) - 0.5, unit(s2) - 0.5, unit(s3) - 0.5, unit(pcg(s3)) - 0.5))
+  end)
+
+  local noise1 = func(function(st, x0, x1, dx)
+    return interp(dx * grad1(st, x0), (dx - 1.0) * grad1(st, x1), dx)
+  end)
+  local dot2 = func(function(st, ix, iy, dx, dy)
+    local g = grad2(st, ix, iy)
+    return dx * g[0] + dy * g[1]
+  end)
+  local noise2 = func(function(st, x0, y0, x1, y1, dx, dy)
+    local xi0 = interp(dot2(st, x0, y0, dx, dy), dot2(st, x1, y0, dx - 1.0, dy), dx)
+    local xi1 = interp(dot2(st, x0, y1, dx, dy - 1.0), dot2(st, x1, y1, dx - 1.0, dy - 1.0), dx)
+    return interp(xi0, xi1, dy)
+  end)
+  local dot3 = func(function(st, ix, iy, iz, dx, dy, dz)
+    local g = grad3(st, ix, iy, iz)
+    return dx * g[0] + dy * g[1] + dz * g[2]
+  end)
+  local noise3 = func(function(st, x0, y0, z0, x1, y1, z1, dx, dy, dz)
+    local xi00 = interp(dot3(st, x0, y0, z0, dx, dy, dz), dot3(st, x1, y0, z0, dx - 1.0, dy, dz), dx)
+    local xi10 = interp(dot3(st, x0, y1, z0, dx, dy - 1.0, dz), dot3(st, x1, y1, z0, dx - 1.0, dy - 1.0, dz), dx)
+    local yi0 = interp(xi00, xi10, dy)
+    local xi01 = interp(dot3(st, x0, y0, z1, dx, dy, dz - 1.0), dot3(st, x1, y0, z1, dx - 1.0, dy, dz - 1.0), dx)
+    local xi11 = interp(dot3(st, x0, y1, z1, dx, dy - 1.0, dz - 1.0),
+      dot3(st, x1, y1, z1, dx - 1.0, dy - 1.0, dz - 1.0), dx)
+    return interp(yi0, interp(xi01, xi11, dy), dz)
+  end)
+  local dot4 = func(function(st, ix, iy, iz, it, d)
+    local g = grad4(st, ix, iy, iz, it)
+    return d[0] * g[0] + d[1] * g[1] + d[2] * g[2] + d[3] * g[3]
+  end)
+  -- 4-d: the 16 corners, interpolated along x, y, z, then t
+  local noise4 = func(function(st, p0, p1, d)
+    local r = d[0] - d[0]
+    local zt = d[0] - d[0]
+    for c = 0, 1 do -- t
+      local zs = d[0] - d[0]
+      for b = 0, 1 do -- z
+        local ys = d[0] - d[0]
+        for a = 0, 1 do -- y
+          local yy = select(a == 1, p0[1], p1[1])
+          local zz = select(b == 1, p0[2], p1[2])
+          local tt = select(c == 1, p0[3], p1[3])
+          local off = V4(0.0, f32(a), f32(b), f32(c))
+          local v0 = dot4(st, p0[0], yy, zz, tt, d - off)
+          local v1 = dot4(st, p1[0], yy, zz, tt, d - off - V4(1.0, 0.0, 0.0, 0.0))
+          local xi = interp(v0, v1, d[0])
+          if a == 0 then ys = xi else ys = interp(ys, xi, d[1]) end
+        end
+        if b == 0 then zs = ys else zs = interp(zs, ys, d[2]) end
+      end
+      if c == 0 then zt = zs else r = interp(zt, zs, d[3]) end
+    end
+    return r
+  end)
+
+  -- Warp's int mod: C's %, the sign of the dividend
+  local cmod = func(function(a, b)
+    local r = a % b
+    if r ~= 0 and (r < 0) ~= (a < 0) then r = r - b end
+    return r
+  end)
+  local floor = weft.floor
+  local cell = func(function(x) return i32(floor(x)) end)
+
+  builtin("noise", nil, function(state, x)
+    local x0 = cell(x)
+    return noise1(u32(state), x0, x0 + 1, x - floor(x))
+  end)
+  weft.noise:overload{ xy = V2, function(state, xy)
+    local x0, y0 = cell(xy[0]), cell(xy[1])
+    return noise2(u32(state), x0, y0, x0 + 1, y0 + 1, xy[0] - floor(xy[0]), xy[1] - floor(xy[1]))
+  end }
+  weft.noise:overload{ p = V3, function(state, p)
+    local x0, y0, z0 = cell(p[0]), cell(p[1]), cell(p[2])
+    return noise3(u32(state), x0, y0, z0, x0 + 1, y0 + 1, z0 + 1, p[0] - floor(p[0]), p[1] - floor(p[1]),
+      p[2] - floor(p[2]))
+  end }
+  weft.noise:overload{ p = V4, function(state, p)
+    local c0 = weft.vec4i(cell(p[0]), cell(p[1]), cell(p[2]), cell(p[3]))
+    return noise4(u32(state), c0, c0 + weft.vec4i(1, 1, 1, 1), p - floor(p))
+  end }
+
+  builtin("pnoise", nil, function(state, x, px)
+    local x0 = cmod(cell(x), px)
+    return noise1(u32(state), x0, cmod(x0 + 1, px), x - floor(x))
+  end)
+  weft.pnoise:overload{ xy = V2, px = weft.int32, py = weft.int32, function(state, xy, px, py)
+    local x0, y0 = cmod(cell(xy[0]), px), cmod(cell(xy[1]), py)
+    return noise2(u32(state), x0, y0, cmod(x0 + 1, px), cmod(y0 + 1, py), xy[0] - floor(xy[0]),
+      xy[1] - floor(xy[1]))
+  end }
+  weft.pnoise:overload{ p = V3, px = weft.int32, py = weft.int32, pz = weft.int32,
+    function(state, p, px, py, pz)
+      local x0, y0, z0 = cmod(cell(p[0]), px), cmod(cell(p[1]), py), cmod(cell(p[2]), pz)
+      return noise3(u32(state), x0, y0, z0, cmod(x0 + 1, px), cmod(y0 + 1, py), cmod(z0 + 1, pz),
+        p[0] - floor(p[0]), p[1] - floor(p[1]), p[2] - floor(p[2]))
+    end }
+
+  -- curlnoise(state, xy, octaves, lacunarity, gain) in 2-d: the rotated
+  -- gradient of the octaves' noise
+  local grad_noise2 = func(function(st, x0, y0, x1, y1, dx, dy)
+    local g00, g10 = grad2(st, x0, y0), grad2(st, x1, y0)
+    local g01, g11 = grad2(st, x0, y1), grad2(st, x1, y1)
+    local v00 = weft.dot(V2(dx, dy), g00)
+    local v10 = weft.dot(V2(dx - 1.0, dy), g10)
+    local v01 = weft.dot(V2(dx, dy - 1.0), g01)
+    local v11 = weft.dot(V2(dx - 1.0, dy - 1.0), g11)
+    local ex, ey = V2(1.0, 0.0), V2(0.0, 1.0)
+    local xi0, gxi0 = interp(v00, v10, dx), interp_grad(v00, v10, dx, g00, g10, ex)
+    local xi1, gxi1 = interp(v01, v11, dx), interp_grad(v01, v11, dx, g01, g11, ex)
+    return interp_grad(xi0, xi1, dy, gxi0, gxi1, ey)
+  end)
+  builtin("curlnoise", nil, function(state, xy, octaves, lacunarity, gain)
+    local st = u32(state)
+    local sum = V2(0.0, 0.0)
+    local freq, amp = f32(1.0), f32(1.0)
+    for _ = 1, octaves do
+      local pt = freq * xy
+      local x0, y0 = cell(pt[0]), cell(pt[1])
+      sum = sum + amp * grad_noise2(st, x0, y0, x0 + 1, y0 + 1, pt[0] - floor(pt[0]), pt[1] - floor(pt[1]))
+      amp = amp * gain
+      freq = freq * lacunarity
+    end
+    return V2(-sum[1], sum[0])
+  end)
 end

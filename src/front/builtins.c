@@ -1085,6 +1085,13 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     wf_val args[2];
     args[0] = int32_arg(F, &a[0], call->args[0], name);
     args[1] = n > 1 ? int32_arg(F, &a[1], call->args[1], name) : wf_b_consti(B, t_i32(F), 0);
+    if (n == 1) {
+      /* Warp's rand_init(seed) is pcg(seed), not pcg(seed + pcg(0)) as
+      ** the two-argument form with offset 0: RNG_INIT(seed - pcg(0), 0) */
+      uint32_t b = 2891336453u, c = ((b >> ((b >> 28u) + 4u)) ^ b) * 277803737u;
+      int64_t pcg0 = (int32_t)((c >> 22u) ^ c);
+      args[0] = SUB(F, t_i32(F), args[0], wf_b_consti(B, t_i32(F), pcg0));
+    }
     const wf_type *rt = wf_t_rng(T);
     wf_inst *in = wf_b_inst(B, WF_OP_RNG_INIT, 2, args, 1, &rt, 0);
     out[0] = wf_lo_mkval(in->res[0], rt);
@@ -1173,8 +1180,13 @@ int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out) {
       return 1;
     }
     wf_val v = val(F, &a[0], NULL, call->args[0]);
-    if (!wf_t_is_scalar(wf_vtype(F->fn, v)))
-      ERR(call->args[0], "cannot convert %s to %s", TN(wf_vtype(F->fn, v)), tn);
+    const wf_type *vt = wf_vtype(F->fn, v);
+    if (vt->kind == WF_T_RNG && wf_t_is_int(t) && t->bits == 32) {
+      /* a random state's 32 bits (Warp's states are uint32 values) */
+      out[0] = wf_lo_mkval(wf_b_op1(B, WF_OP_CAST, t, v), t);
+      return 1;
+    }
+    if (!wf_t_is_scalar(vt)) ERR(call->args[0], "cannot convert %s to %s", TN(vt), tn);
     out[0] = wf_lo_mkval(cast_scalar(F, t, v), t);
     return 1;
   }

@@ -288,10 +288,14 @@ static int check_op(vstate *V, wf_inst *in) {
     return 1;
   case WF_OP_SELECT:
     return arg_is(V, in, 0, wf_t_bool(T)) && arg_is(V, in, 1, rt) && arg_is(V, in, 2, rt);
-  case WF_OP_CAST:
-    if (!wf_t_is_scalar(rt) || !wf_t_is_scalar(ty(V, in->args[0])))
+  case WF_OP_CAST: {
+    /* scalars, or a random state's bits as a 32-bit integer */
+    const wf_type *at = ty(V, in->args[0]);
+    if (at && at->kind == WF_T_RNG && wf_t_is_int(rt) && rt->bits == 32) return 1;
+    if (!wf_t_is_scalar(rt) || !wf_t_is_scalar(at))
       return fail(V, in, "cast between non-scalar types");
     return 1;
+  }
   case WF_OP_AGG: {
     int n = wf_t_arity(rt);
     if (!n) return fail(V, in, "agg of non-aggregate type %s", tn(rt, a));

@@ -64,7 +64,7 @@ function M.cases()
         end
       end
       out[#out + 1] = { id = string.format("%03d%s", n, sfx), from = c[1], args = args, out = subst(c[3], sfx),
-        py = subst(c[4], sfx), lua = subst(c.lua or c[4], sfx), inputs = inputs,
+        py = subst(c.py or c[4], sfx), lua = subst(c.lua or c[4], sfx), inputs = inputs,
         pre_py = subst(c.ppre or c.pre or "", sfx),
         pre_lua = subst(c.lpre or (c.pre and "local " .. c.pre) or "", sfx) }
     end
