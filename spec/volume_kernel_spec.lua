@@ -132,6 +132,26 @@ describe("volume lookups, vec3 and int32 grids, transforms", function()
     assert.same({ 77, 77, -1 }, io:totable())
   end)
 
+  it("pick the sampler by the type argument of volume_sample", function()
+    local a = weft.zeros({ 3, 4, 5 })
+    a[1][2][3] = 5
+    local va = weft.zeros({ 3, 4, 5 }, weft.vec3f)
+    va[1][2][3] = weft.vec3(1, 2, 3)
+    local ia = weft.zeros({ 3, 4, 5 }, weft.int32)
+    ia[1][2][3] = 9
+    local f, vv, iv = weft.Volume.from_dense(a), weft.Volume.from_dense(va), weft.Volume.from_dense(ia)
+    local k = weft.kernel{ f = weft.uint64, v = weft.uint64, i = weft.uint64, out = weft.array(weft.vec3),
+      function(f, v, i, out)
+        local p = weft.vec3(1.0, 2.0, 3.5)
+        out[0] = weft.vec3(weft.volume_sample(f, p, weft.Volume.LINEAR, weft.float32), 0.0,
+                           weft.float32(weft.volume_sample(i, p, weft.Volume.CLOSEST, weft.int32)))
+        out[1] = weft.volume_sample(v, p, weft.Volume.LINEAR, weft.vec3)
+      end }
+    local out = weft.zeros(2, weft.vec3)
+    weft.launch(k, 1, { f.id, vv.id, iv.id, out })
+    assert.same({ { 2.5, 0, 0 }, { 0.5, 1, 1.5 } }, out:totable())
+  end)
+
   it("map index and world coordinates both ways", function()
     local v = field_volume(linear, 0.25, { 1, -2, 0.5 })
     local k = weft.kernel{ id = weft.uint64, out = weft.array(weft.vec3), function(id, out)

@@ -282,6 +282,15 @@ return function(weft, P)
     return lookup_i(id, int(round(uvw.x)), int(round(uvw.y)), int(round(uvw.z)))
   end, { id = weft.uint64, uvw = weft.vec3 })
 
+  -- volume_sample(id, uvw, mode, dtype): the sampler of that value type
+  -- (the front end picks it from by_dtype and drops the type argument)
+  local sample_i_mode = func{ name = "volume_sample_i", id = weft.uint64, uvw = weft.vec3,
+    mode = weft.int32, function(id, uvw, mode) return weft.volume_sample_i(id, uvw) end }
+  builtin("volume_sample", function(id, uvw, mode, dtype) return weft.volume_sample_f(id, uvw, mode) end,
+          { id = weft.uint64, uvw = weft.vec3, mode = weft.int32, dtype = weft.float32 })
+  weft.volume_sample.by_dtype = { float32 = weft.volume_sample_f, vec3f = weft.volume_sample_v,
+                                  int32 = sample_i_mode }
+
   -- the value and its gradient w.r.t. uvw (index space); closest: zero
   builtin("volume_sample_grad_f", function(id, uvw, mode)
     local g = vec3()

@@ -791,11 +791,44 @@ static int complete_args(wf_fstate *F, int di, const char **names, int np, int n
   return 1;
 }
 
+/* A func whose decl has a by_dtype table (type name -> func) dispatches on
+** a trailing type argument, which the chosen func does not take, as in
+** weft.volume_sample(id, uvw, mode, weft.float32). 1 when it did (the
+** result count in *nres), 0 for an ordinary call. */
+static int by_dtype(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *out, int *nres) {
+  wf_fctx *C = F->C;
+  lua_State *L = C->L;
+  wf_res_push(C, fobj.ref);
+  lua_getfield(L, -1, "by_dtype");
+  int has = lua_istable(L, -1);
+  lua_pop(L, 2);
+  if (!has) return 0;
+  wf_expr *te = call->args[call->nargs - 1];
+  wf_rv last = wf_lo_expr(F, te);
+  if (last.kind != RV_LUA || last.lk != LV_TYPE) return 0;
+  const char *tn = wf_lo_tname(C, last.t);
+  wf_res_push(C, fobj.ref);
+  lua_getfield(L, -1, "by_dtype");
+  lua_getfield(L, -1, tn);
+  if (!has_mt(C, lua_gettop(L), "func_mt")) {
+    lua_pop(L, 3);
+    ERR(te, "'%s' has no variant for the type %s", fobj.str ? fobj.str : "func", tn);
+  }
+  wf_rv f = fobj;
+  f.ref = wf_res_keep(C);
+  lua_pop(L, 2);
+  call->nargs--;
+  *nres = wf_res_callfunc(F, f, call, want, out);
+  call->nargs++;
+  return 1;
+}
+
 int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *out) {
   wf_fctx *C = F->C;
   lua_State *L = C->L;
   (void)want;
   int na = call->nargs;
+  if (na > 1 && by_dtype(F, fobj, call, want, out, &na)) return na;
   /* a keyword call: f{ x = a, y = b }, one table constructor of names */
   wf_expr *kw = NULL;
   wf_rv kwv[32];
