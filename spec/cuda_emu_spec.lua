@@ -246,7 +246,11 @@ describe("the emulated CUDA device", function()
     local y = weft.zeros(3, weft.float32, D)
     local x = weft.ones(3, weft.float32, D)
     weft.launch(saxpy, 3, { x, y, 1 }, D)
-    do local garbage = weft.zeros(100, weft.float32, D) end -- luacheck: ignore
+    do -- luacheck: ignore
+      local garbage = weft.zeros(100, weft.float32, D)
+      local pinned = weft.zeros(100, weft.float32, { pinned = true })
+      assert(pinned.pinned and garbage)
+    end
     weft.capture_begin("cuda:0")
     collectgarbage()
     collectgarbage()

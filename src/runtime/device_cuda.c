@@ -99,6 +99,11 @@ typedef struct wf_cufns {
 
 typedef struct wf_custream wf_custream;
 
+typedef struct wf_cufree {
+  CUdeviceptr p;
+  int host; /* page-locked host memory (cuMemFreeHost) */
+} wf_cufree;
+
 typedef struct wf_cudev {
   CUcontext ctx;    /* primary context, NULL until first use */
   CUstream stream;  /* the device's own stream */
@@ -107,7 +112,7 @@ typedef struct wf_cudev {
   int capturing;    /* under wf_cudrv.mu */
   /* frees asked for while capturing (a collected array): the driver
   ** refuses cuMemFree then and drops the capture, so they wait for its end */
-  CUdeviceptr *deferred;
+  struct wf_cufree *deferred;
   size_t ndeferred, maxdeferred;
 } wf_cudev;
 
@@ -229,15 +234,42 @@ fail:
 static void flush_deferred(wf_cudrv *d, int dev) {
   wf_cudev *v = &d->dev[dev];
   pthread_mutex_lock(&d->mu);
-  CUdeviceptr *list = v->deferred;
+  wf_cufree *list = v->deferred;
   size_t n = v->ndeferred;
   v->deferred = NULL;
   v->ndeferred = v->maxdeferred = 0;
   pthread_mutex_unlock(&d->mu);
   if (n) d->fn.CtxSetCurrent(v->ctx);
-  for (size_t i = 0; i < n; i++)
-    d->fn.MemFree(list[i]);
+  for (size_t i = 0; i < n; i++) {
+    if (list[i].host)
+      d->fn.MemFreeHost((void *)(uintptr_t)list[i].p);
+    else
+      d->fn.MemFree(list[i].p);
+  }
   free(list);
+}
+
+/* Queue a free on a capturing device (dev -1: any); 0 if none captures
+** (or out of memory: the caller frees now). */
+static int defer_free(wf_cudrv *d, int dev, CUdeviceptr p, int host) {
+  int done = 0;
+  pthread_mutex_lock(&d->mu);
+  for (int i = dev < 0 ? 0 : dev; i < (dev < 0 ? d->ndev : dev + 1) && !done; i++) {
+    wf_cudev *v = &d->dev[i];
+    if (!v->capturing) continue;
+    if (v->ndeferred == v->maxdeferred) {
+      size_t m = v->maxdeferred ? 2 * v->maxdeferred : 16;
+      wf_cufree *nl = realloc(v->deferred, m * sizeof *nl);
+      if (!nl) break;
+      v->deferred = nl;
+      v->maxdeferred = m;
+    }
+    v->deferred[v->ndeferred].p = p;
+    v->deferred[v->ndeferred++].host = host;
+    done = 1;
+  }
+  pthread_mutex_unlock(&d->mu);
+  return done;
 }
 
 /* Last reference: release contexts (streams die with them) and the lib. */
@@ -485,13 +517,15 @@ int wf_cuda_event_elapsed(wf_rt *rt, void *start, void *end, float *ms) {
 /* ---- pinned host memory ------------------------------------------------ */
 static void pinned_release(wf_buffer *b) {
   wf_cudrv *d = b->ctx;
-  /* any context of the process frees it; the first one retained will do */
-  for (int i = 0; i < d->ndev; i++)
-    if (d->dev[i].ctx) {
-      d->fn.CtxSetCurrent(d->dev[i].ctx);
-      break;
-    }
-  d->fn.MemFreeHost(b->ptr);
+  if (!defer_free(d, -1, (CUdeviceptr)(uintptr_t)b->ptr, 1)) {
+    /* any context of the process frees it; the first one retained will do */
+    for (int i = 0; i < d->ndev; i++)
+      if (d->dev[i].ctx) {
+        d->fn.CtxSetCurrent(d->dev[i].ctx);
+        break;
+      }
+    d->fn.MemFreeHost(b->ptr);
+  }
   free(b);
   wf_cudrv_release(d);
 }
@@ -535,22 +569,9 @@ static int ops_count(wf_rt *rt) {
 static void cuda_buffer_release(wf_buffer *b) {
   wf_cudrv *d = b->ctx;
   if (b->device >= 0 && b->device < d->ndev && d->dev[b->device].ctx) {
-    wf_cudev *v = &d->dev[b->device];
-    CUdeviceptr p = (CUdeviceptr)(uintptr_t)b->ptr;
-    int deferred = 0;
-    pthread_mutex_lock(&d->mu);
-    if (v->capturing) {
-      if (v->ndeferred == v->maxdeferred) {
-        size_t m = v->maxdeferred ? 2 * v->maxdeferred : 16;
-        CUdeviceptr *nl = realloc(v->deferred, m * sizeof *nl);
-        if (nl) v->deferred = nl, v->maxdeferred = m;
-      }
-      if (v->ndeferred < v->maxdeferred) v->deferred[v->ndeferred++] = p, deferred = 1;
-    }
-    pthread_mutex_unlock(&d->mu);
-    if (!deferred) {
-      d->fn.CtxSetCurrent(v->ctx);
-      d->fn.MemFree(p);
+    if (!defer_free(d, b->device, (CUdeviceptr)(uintptr_t)b->ptr, 0)) {
+      d->fn.CtxSetCurrent(d->dev[b->device].ctx);
+      d->fn.MemFree((CUdeviceptr)(uintptr_t)b->ptr);
     }
   }
   free(b);
