@@ -109,7 +109,9 @@ _capsule_name = _fn("wf_dlpack_capsule_name", ctypes.c_void_p, ctypes.c_int)
 CAPSULE_NAMES = [_capsule_name(k) for k in range(4)]
 CAPSULE_DESTRUCTOR = ctypes.cast(lib.wf_dlpack_capsule_destructor, ctypes.c_void_p).value
 
-_PyCapsule_New = ctypes.pythonapi.PyCapsule_New
+# A function object of our own: ctypes.pythonapi.PyCapsule_New is shared by
+# the process, and jax.ffi.pycapsule sets other argtypes on it.
+_PyCapsule_New = ctypes.pythonapi["PyCapsule_New"]
 _PyCapsule_New.restype = ctypes.py_object
 _PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
 

@@ -596,7 +596,7 @@ def register_ffi_callback(name, pyfunc):
     addr = ctypes.cast(tramp, ctypes.c_void_p).value
     with _lock:
         _callbacks[name] = tramp  # XLA keeps the address: keep the function
-    jax.ffi.register_ffi_target(name, jax.ffi.pycapsule(addr), platform="cpu")
+    jax.ffi.register_ffi_target(name, _X.capsule(addr), platform="cpu")
 
 
 class JaxCallable:

@@ -494,6 +494,17 @@ static pyobj *py_targets(pyobj *self, pyobj *const *a, pyssize n) {
   return t;
 }
 
+/* capsule(address) -> a capsule of the handler at address for
+** register_ffi_target (jax.ffi.pycapsule would reset the argtypes of the
+** process's shared ctypes.pythonapi.PyCapsule_New). */
+static pyobj *py_capsule(pyobj *self, pyobj *const *a, pyssize n) {
+  (void)self;
+  int64_t v;
+  if (!nargs_ok(n, 1, "capsule") || !int_arg(a[0], &v)) return NULL;
+  if (!v) return PyErr_SetString(PyExc_ValueError, "weft: no handler"), NULL;
+  return PyCapsule_New((void *)(intptr_t)v, NULL, NULL);
+}
+
 /* A frame's buffers as a list of (data address, shape tuple, XLA type). */
 static pyobj *buffer_list(const wf_xla_list *l) {
   pyobj *r = PyList_New(l->size);
@@ -642,6 +653,7 @@ static wf_pymethod methods[] = {
     {"ctx_plan", (void *)py_ctx_plan, WF_METH_FASTCALL, NULL},
     {"ctx_threads", (void *)py_ctx_threads, WF_METH_FASTCALL, NULL},
     {"targets", (void *)py_targets, WF_METH_FASTCALL, NULL},
+    {"capsule", (void *)py_capsule, WF_METH_FASTCALL, NULL},
     {"frame", (void *)py_frame, WF_METH_FASTCALL, NULL},
     {"error", (void *)py_error, WF_METH_FASTCALL, NULL},
 };

@@ -222,6 +222,17 @@ def test_register_ffi_callback():
         jax.block_until_ready(bad(x))
 
 
+def test_weft_capsules_survive_jax_ffi_pycapsule(krt):
+    # jax.ffi.pycapsule (called by Warp, or by a user) sets its own argtypes
+    # on ctypes.pythonapi.PyCapsule_New: weft's exports must not use it
+    keep = ctypes.CFUNCTYPE(None)(lambda: None)
+    jax.ffi.pycapsule(ctypes.cast(keep, ctypes.c_void_p).value)
+    krt.exec("cap_src = weft.full(3, 2.0)")
+    a = krt["cap_src"]
+    b = weft.from_dlpack(a.__dlpack__(copy=True), runtime=krt)
+    assert b.numpy().tolist() == [2.0, 2.0, 2.0]
+
+
 def test_debug_mode_bounds_error_is_an_exception():
     rt = weft.Runtime()
     try:
