@@ -139,6 +139,35 @@ static void test_device_arrays(emu *e) {
                    "assert(t[1] == 3 and t[4] == 9, table.concat(t, ' '))\n"
                    "w = nil; collectgarbage()"),
             0);
+  /* the C launch API: a global, device memory wrapped as WEFT_ARG_DATA,
+  ** a float; launches naming no device go to the current one */
+  CHECK_INT(run(W, "weft.set_device('cuda:0')"), 0);
+  weft_Arg args[3];
+  memset(args, 0, sizeof args);
+  args[0].type = WEFT_ARG_GLOBAL;
+  args[0].s = "x";
+  args[1].type = WEFT_ARG_DATA;
+  args[1].p = (void *)(uintptr_t)dp;
+  args[1].s = "float32";
+  args[1].ndim = 1;
+  args[1].shape[0] = 4;
+  args[1].device = 0;
+  args[2].type = WEFT_ARG_FLOAT;
+  args[2].d = 10;
+  int64_t dims[1] = {4};
+  CHECK_INT(weft_launch(W, "k", 1, dims, 3, args), 0);
+  CHECK_INT(run(W, "weft.synchronize()"), 0);
+  float w[4] = {0};
+  e->set_current(ctx);
+  CHECK_INT(e->dtoh(w, dp, sizeof w), 0);
+  CHECK(w[0] == 13 && w[3] == 49); /* 3 + 10 * 1, 9 + 10 * 4 */
+  weft_Arg out;
+  memset(&out, 0, sizeof out);
+  CHECK_INT(weft_get(W, "y", &out), 0);
+  CHECK_INT(out.type, WEFT_ARG_ARRAY);
+  CHECK_INT(out.device, 0);
+  CHECK(m && out.p == m->dl_tensor.data);
+  weft_unref(W, out.i);
   weft_close(W);
   if (m) m->deleter(m); /* after weft_close: frees the device memory */
   e->set_current(ctx);
