@@ -485,6 +485,10 @@ def jax_kernel(rt, name, num_outputs=1, launch_dims=None, output_dims=None, in_o
     if in_out_argnames:
         raise NotImplementedError("%s: in_out_argnames and enable_backward do not go together"
                                   % k.where)
+    generic = [p.name for p in k.params if p.kind == "generic"]
+    if generic:
+        raise TypeError("%s: enable_backward needs typed parameters; '%s' is generic"
+                        % (k.where, generic[0]))
     jax = _jax()
     static = tuple(i for i, p in enumerate(k.inputs) if p.kind == "scalar")
 

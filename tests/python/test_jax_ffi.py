@@ -80,6 +80,8 @@ def test_generic_kernel_takes_its_types_from_the_call(krt):
     assert y.dtype == jnp.float32 and np.array_equal(np.asarray(y), 3.0 * np.arange(4))
     y = f(jnp.arange(4, dtype=jnp.int32), s=2)
     assert y.dtype == jnp.int32 and np.array_equal(np.asarray(y), 2 * np.arange(4))
+    with pytest.raises(TypeError, match="enable_backward needs typed parameters; 'x' is generic"):
+        krt.jax_kernel("generic_scale", enable_backward=True)
 
 
 @pytest.mark.parametrize("method", ["broadcast_all", "sequential", "expand_dims"])
