@@ -118,6 +118,16 @@ def _managed(cap, versioned):
     return ctypes.cast(p, ctypes.POINTER(T)).contents
 
 
+def _cuda_capsule(ptr, n, deleted):
+    """A legacy kDLCUDA capsule of n floats at ptr; its deleter appends."""
+    shape = (ctypes.c_int64 * 1)(n)
+    m = DLManagedTensor()
+    m.dl_tensor = DLTensor(ptr, DLDevice(2, 0), 1, DLDataType(2, 32, 1), shape, None, 0)
+    m.deleter = DELETER(lambda p: deleted.append(p))
+    keep = (m, shape)  # alive until the deleter ran
+    return L.make_capsule(ctypes.addressof(m), False), keep
+
+
 def test_dlpack_export_is_kdlcuda(rt, emu):
     rt.exec(SAXPY + "weft.launch(k, 4, { x, y, 2 }, { device = 'cuda:0' })")
     y = rt["y"]
@@ -137,11 +147,7 @@ def test_dlpack_import_of_a_hand_built_kdlcuda_tensor(rt, emu):
     rt.exec(SAXPY)
     ptr = emu.alloc([1, 1, 1, 1])
     deleted = []
-    shape = (ctypes.c_int64 * 1)(4)
-    m = DLManagedTensor()
-    m.dl_tensor = DLTensor(ptr, DLDevice(2, 0), 1, DLDataType(2, 32, 1), shape, None, 0)
-    m.deleter = DELETER(lambda p: deleted.append(p))
-    cap = L.make_capsule(ctypes.addressof(m), False)
+    cap, keep = _cuda_capsule(ptr, 4, deleted)
     rt["z"] = cap
     del cap
     rt.exec("assert(z.device == 'cuda:0'); weft.launch(k, 4, { x, z, 3 }, { device = 'cuda:0' })")
@@ -151,6 +157,22 @@ def test_dlpack_import_of_a_hand_built_kdlcuda_tensor(rt, emu):
     rt.exec("collectgarbage()")
     assert len(deleted) == 1
     emu.free(ptr)
+    del keep
+
+
+def test_runtime_launch_takes_a_kdlcuda_capsule(rt, emu):
+    rt.exec(SAXPY + "weft.set_device('cuda:0')")
+    ptr = emu.alloc([1, 2, 3, 4])
+    deleted = []
+    cap, keep = _cuda_capsule(ptr, 4, deleted)
+    rt.launch("k", 4, inputs=[rt["x"], cap, 2.0])  # viewed for the launch only
+    rt.exec("weft.synchronize()")
+    assert emu.read(ptr, 4) == [3, 6, 9, 12]
+    del cap
+    gc.collect()
+    assert len(deleted) == 1
+    emu.free(ptr)
+    del keep
 
 
 def test_cuda_array_interface_export(rt, emu):
