@@ -78,7 +78,7 @@ describe("random builtins", function()
     end
   end)
 
-  it("compile noise, pnoise and curlnoise to CUDA C that NVRTC and ptxas take", function()
+  it("compile noise, pnoise, curlnoise and poisson to CUDA C that NVRTC and ptxas take", function()
     local internal = require "weft.internal"
     local core = internal.core
     if not (core.cuda_nvrtc_version and core.cuda_nvrtc_version()) then return pending("NVRTC is not available") end
@@ -88,11 +88,36 @@ describe("random builtins", function()
       local p = x[i]
       y[i] = weft.noise(s, p[0]) + weft.noise(s, weft.vec2(p[0], p[1])) + weft.noise(s, weft.vec3(p[0], p[1], p[2])) +
         weft.noise(s, p) + weft.pnoise(s, p[0], 3) + weft.pnoise(s, weft.vec2(p[0], p[1]), 3, 4) +
-        weft.pnoise(s, weft.vec3(p[0], p[1], p[2]), 3, 4, 5) + weft.curlnoise(s, weft.vec2(p[0], p[1]), 2, 2.0, 0.5)[0]
+        weft.pnoise(s, weft.vec3(p[0], p[1], p[2]), 3, 4, 5) + weft.curlnoise(s, weft.vec2(p[0], p[1]), 2, 2.0, 0.5)[0] +
+        weft.float32(weft.poisson(s, 4.0 + p[0])) + weft.float32(weft.poisson(s, 40.0 + p[1]))
     end }
     local ptx = k:ptx("sm_80")
     assert.matches("%.entry%s+weft_adj_", ptx)
     assert.is_true(core.cuda_assemble(ptx, "sm_80") > 0)
+  end)
+
+  it("draw poisson and sample_cdf as Warp, advancing the caller's state", function()
+    local k = weft.kernel{ c = weft.array(weft.float32), u = weft.array(weft.uint32), y = weft.array(weft.int32),
+      function(c, u, y)
+        local i = weft.tid()
+        local s = weft.rand_init(42, i)
+        u[4 * i] = weft.poisson(s, 3.5)
+        u[4 * i + 1] = weft.poisson(s, 25.0)
+        u[4 * i + 2] = weft.poisson(s, 0.0)
+        u[4 * i + 3] = weft.uint32(weft.randi(s)) -- the state after the draws
+        y[i] = weft.sample_cdf(s, c)
+      end }
+    local u, y = weft.zeros(12, weft.uint32), weft.zeros(3, weft.int32)
+    weft.launch(k, 3, { weft.array({ 0.1, 0.3, 0.7, 1.0 }, weft.float32) }, { outputs = { u, y } })
+    assert.same(ref.poisson, u:totable())
+    assert.same(ref.cdf, y:totable())
+    local ok, err = pcall(function()
+      return weft.kernel{ o = weft.array(weft.uint32), function(o)
+        o[0] = weft.poisson(weft.rand_init(1), 2.0)
+      end }:ir()
+    end)
+    assert.is_false(ok)
+    assert.matches("builtins_rand_spec.lua:%d+: poisson: the state must be a local variable", err)
   end)
 
 end)

@@ -954,4 +954,93 @@ return function(weft)
     end
     return V2(-sum[1], sum[0])
   end)
+
+  ---------------------------------------------------------------------
+  -- poisson(state, lam) and sample_cdf(state, cdf): random draws in
+  -- weft.funcs. A function marked _rng_inout returns the advanced state
+  -- last; the front end (resolve.c) writes it back to the caller's state
+  -- variable, so weft.poisson(s, 3.0) advances s as weft.randf(s) does.
+  ---------------------------------------------------------------------
+  local function drawing(f)
+    f._rng_inout = true
+    return f
+  end
+
+  -- log-gamma of SPECFUN (Zhang and Jin), Warp's random_loggam, float32
+  local loggam = func(function(x)
+    if x == 1.0 or x == 2.0 then return f32(0.0) end
+    local n = u32(0)
+    if x < 7.0 then n = u32(7.0 - x) end
+    local x0 = x + f32(n)
+    local x2 = (1.0 / x0) * (1.0 / x0)
+    local gl0 = f32(-1.39243221690590)
+    gl0 = gl0 * x2 + 1.796443723688307e-01
+    gl0 = gl0 * x2 + -2.955065359477124e-02
+    gl0 = gl0 * x2 + 6.410256410256410e-03
+    gl0 = gl0 * x2 + -1.917526917526918e-03
+    gl0 = gl0 * x2 + 8.417508417508418e-04
+    gl0 = gl0 * x2 + -5.952380952380952e-04
+    gl0 = gl0 * x2 + 7.936507936507937e-04
+    gl0 = gl0 * x2 + -2.777777777777778e-03
+    gl0 = gl0 * x2 + 8.333333333333333e-02
+    local gl = gl0 / x0 + 0.5 * 1.8378770664093453 + (x0 - 0.5) * weft.log(x0) - x0
+    if x < 7.0 then
+      for _ = 1, n do
+        gl = gl - weft.log(x0 - 1.0)
+        x0 = x0 - 1.0
+      end
+    end
+    return gl
+  end)
+
+  -- small lam: multiply uniforms until the product drops below e^-lam
+  local poisson_mult = drawing(func(function(state, lam)
+    local enlam = weft.exp(-lam)
+    local x = u32(0)
+    local prod = f32(1.0)
+    while true do
+      prod = prod * weft.randf(state)
+      if prod > enlam then x = x + 1 else return x, state end
+    end
+  end))
+
+  -- large lam: Hoermann's transformed rejection (PTRS), Warp's constants
+  local poisson_ptrs = drawing(func(function(state, lam)
+    local slam, loglam = weft.sqrt(lam), weft.log(lam)
+    local b = 0.931 + 2.53 * slam
+    local a = -0.059 + 0.02483 * b
+    local invalpha = 1.1239 + 1.1328 / (b - 3.4)
+    local vr = 0.9277 - 3.6224 / (b - 2.0)
+    while true do
+      local U = weft.randf(state) - 0.5
+      local V = weft.randf(state)
+      local us = 0.5 - abs(U)
+      local k = floor((2.0 * a / us + b) * U + lam + 0.43)
+      if us >= 0.07 and V <= vr then return u32(k), state end
+      if not (k < 0.0 or (us < 0.013 and V > us)) then
+        if weft.log(V) + weft.log(invalpha) - weft.log(a / (us * us) + b) <= -lam + k * loglam - loggam(k + 1.0) then
+          return u32(k), state
+        end
+      end
+    end
+  end))
+
+  builtin("poisson", nil, function(state, lam)
+    local x = u32(0)
+    if lam >= 10.0 then
+      x = poisson_ptrs(state, lam)
+    elseif lam ~= 0.0 then
+      x = poisson_mult(state, lam)
+    end
+    return x, state
+  end)
+  drawing(weft.poisson)
+
+  -- sample_cdf(state, cdf): the first index whose cumulative value is not
+  -- below a uniform draw (Warp's lower_bound of randf)
+  builtin("sample_cdf", nil, function(state, cdf)
+    local u = weft.randf(state)
+    return lower_bound(cdf, 0, #cdf, u), state
+  end)
+  drawing(weft.sample_cdf)
 end

@@ -956,11 +956,24 @@ int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *ou
       specialize(F, lua_gettop(L), fname, na, ptypes, bestnames, &index, call, path, builtin);
   companion_func(F, oi, "grad_fn", fn, "$grad", call);
   companion_func(F, oi, "replay_fn", fn, "$replay", call);
+  lua_getfield(L, oi, "_rng_inout");
+  int inout = lua_toboolean(L, -1);
   lua_settop(L, oi - 1);
   F->b.loc = (wf_loc){call->line, call->col};
   wf_inst *in = wf_b_inst(&F->b, WF_OP_CALL, na, vals, fn->nret, fn->rettypes, 0);
   in->imm = index;
-  for (int i = 0; i < fn->nret && i < WF_MAXRET; i++)
+  int nret = fn->nret;
+  if (inout && nret > 0 && fn->rettypes[nret - 1]->kind == WF_T_RNG) {
+    /* a stdlib function that draws random numbers (poisson): its last
+    ** result is the advanced state, written back to the caller's state
+    ** variable as weft.randf does */
+    wf_expr *se = call->args[0];
+    int vi = se->kind == E_NAME ? wf_lo_findvar(F, se->name) : -1;
+    if (vi < 0 || F->vars[vi].t->kind != WF_T_RNG)
+      ERR(se, "%s: the state must be a local variable (it is updated in place)", fname);
+    F->vars[vi].v = in->res[--nret];
+  }
+  for (int i = 0; i < nret && i < WF_MAXRET; i++)
     out[i] = wf_lo_mkval(in->res[i], fn->rettypes[i]);
-  return fn->nret < WF_MAXRET ? fn->nret : WF_MAXRET;
+  return nret < WF_MAXRET ? nret : WF_MAXRET;
 }

@@ -265,4 +265,8 @@ return {
     dtypes = "f" },
   { "test_noise.py test_curlnoise", { "vec2{s}" }, "vec2", "wp.curlnoise(s, a * 1.3, 3, 2.0, 0.5)",
     py = "wp.curlnoise(s, a * 1.3, wp.uint32(3), 2.0, 0.5)", pre = "s = wp.rand_init(5)", dtypes = "f" },
+  { "test_rand.py test_poisson", { "float{b}" }, "uint32", "wp.poisson(s, a * 4.0 + 8.0)", pre = "s = wp.rand_init(13, i)",
+    dtypes = "f" },
+  { "test_rand.py test_poisson", { "float{b}" }, "uint32", "wp.poisson(s, a * a * 30.0)", pre = "s = wp.rand_init(17, i)",
+    dtypes = "f" },
 }
