@@ -267,15 +267,46 @@ describe("the emulated CUDA device", function()
     assert.are.equal(0, tonumber(stats().misuse), ffi.string(emu.wf_cuemu_last()))
   end)
 
+  -- The output of a child luajit running code (from a file: kernels need
+  -- their source text).
+  local function child(code)
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write(code)
+    f:close()
+    local p = io.popen("LUA_PATH='" .. package.path .. "' luajit " .. path .. " 2>&1")
+    local out = p:read("*a")
+    p:close()
+    os.remove(path)
+    return out
+  end
+
+  it("a trapping kernel spoils the device for the process, as on a GPU (in a child)", function()
+    local out = child [[
+      local weft = require "weft"
+      local k = weft.kernel{ x = weft.array(weft.float32), s = weft.int32, function(x, s)
+        for j = 0, 3, s do x[weft.tid()] = 1.0 end end }
+      local x = weft.zeros(4, weft.float32, { device = "cuda:0" })
+      weft.config.mode = "fast"
+      weft.launch(k, 4, { x, 0 }, { device = "cuda:0" })
+      local ok, e = pcall(weft.synchronize)
+      print(ok, e)
+      print(pcall(weft.zeros, 4, weft.float32, { device = "cuda:0" }))
+    ]]
+    assert.matches("kernel weft_k trapped: [^\n]+:3: for loop step is zero", out)
+    assert.matches("false\t[^\n]+:7: weft: CUDA synchronize failed: CUDA_ERROR_LAUNCH_FAILED: "
+                   .. "unspecified launch failure %(a kernel faulted or trapped; the device cannot be used "
+                   .. "again in this process", out)
+    assert.matches("false\t[^\n]*weft.zeros: CUDA fill failed: CUDA_ERROR_LAUNCH_FAILED", out)
+  end)
+
   it("catches a host read of device memory (in a child process)", function()
     local code = [[
       local weft, ffi = require "weft", require "ffi"
       local a = weft.ones(4, weft.float32, { device = "cuda:0" })
       io.stderr:write("read ", ffi.cast("float *", a:ptr())[0], "\n")
     ]]
-    local p = io.popen("LUA_PATH='" .. package.path .. "' luajit -e '" .. code:gsub("\n", " ") .. "' 2>&1")
-    local out = p:read("*a")
-    p:close()
+    local out = child(code)
     assert.matches("weft%-cuda%-emu: host code dereferenced device pointer", out)
     assert.is_nil(out:match("read 1"))
   end)

@@ -171,7 +171,13 @@ void wf_cudrv_errstr(wf_cudrv *d, int res, char *buf, size_t n) {
 static int cuerr(wf_rt *rt, wf_cudrv *d, CUresult r, const char *what) {
   char e[512];
   wf_cudrv_errstr(d, r, e, sizeof e);
-  return wf_rt_seterr(rt, WEFT_ERRDEVICE, "weft: CUDA %s failed: %s", what, e);
+  /* the sticky errors of a faulting kernel (illegal address, assert,
+  ** illegal instruction, a trap): every later call fails the same way */
+  int sticky = r == 700 || r == 710 || r == 715 || r == 719;
+  return wf_rt_seterr(rt, WEFT_ERRDEVICE, "weft: CUDA %s failed: %s%s", what, e,
+                      sticky ? " (a kernel faulted or trapped; the device cannot be used again "
+                               "in this process: fast mode traps where release mode reports)"
+                             : "");
 }
 
 /* dlopen the driver: $WEFT_LIBCUDA lets tests load another library (the
