@@ -18,6 +18,8 @@ int wf_hashgrid_reserve(wf_hashgrid *h, int64_t n, char *err, size_t errlen);
 int wf_hashgrid_build(wf_hashgrid *h, const void *points, int64_t n, int64_t stride,
                       double radius, int nthreads, char *err, size_t errlen);
 void wf_hashgrid_free(wf_hashgrid *h);
+void wf_hashgrid_device_desc(const wf_hashgrid *h, uint64_t dev_ids, uint64_t dev_starts, void *out);
+const int32_t *wf_hashgrid_array(const wf_hashgrid *h, int which, int64_t *n);
 ]]
 
 cdef.declare [[
@@ -48,6 +50,26 @@ return function(weft, P)
     return x
   end
 
+  -- Upload a device grid's point ids and cell starts and its descriptor
+  -- pointing at them.
+  local DESC_SIZE = 48 -- sizeof(wf_hgrid) (src/geom/hashgrid.h)
+  local function upload(g)
+    local n = ffi.new("int64_t[1]")
+    local function put(which, key)
+      local src = C.wf_hashgrid_array(g._h, which, n)
+      local len = tonumber(n[0])
+      if len == 0 then return g[key] end
+      if not g[key] or g[key].size ~= len then g[key] = weft.empty(len, weft.int32, { device = g.device }) end
+      weft.copy(g[key], weft.array(ffi.cast("int32_t *", src), weft.int32, { shape = { len }, copy = false }))
+      return g[key]
+    end
+    local ids, starts = put(0, "_ids"), put(1, "_starts")
+    local desc = weft.empty(DESC_SIZE, weft.uint8)
+    C.wf_hashgrid_device_desc(g._h, ids and ffi.cast("uint64_t", ids.h.data) or 0,
+                              ffi.cast("uint64_t", starts.h.data), desc.h.data)
+    weft.copy(g._desc, desc)
+  end
+
   function weft.HashGrid(dx, dy, dz, opts)
     local fname = "weft.HashGrid"
     int_arg(fname, "dim_x", dx)
@@ -58,20 +80,26 @@ return function(weft, P)
       if k ~= "device" then raise("%s: unknown option '%s'", fname, tostring(k)) end
     end
     local dev, devname = P.parse_device(fname, opts and opts.device)
-    if dev >= 0 then raise("%s: hash grids on %s are not supported yet (use the cpu)", fname, devname) end
     local out, err = ffi.new("wf_hashgrid*[1]"), ffi.new("char[?]", ERRLEN)
     if C.wf_hashgrid_new(dx, dy, dz, out, err, ERRLEN) ~= 0 then raise("%s", ffi.string(err)) end
     local g = setmetatable({ dim_x = dx, dim_y = dy, dim_z = dz, device = devname }, mt)
-    local id = ffi.cast("uint64_t", out[0])
+    local h = out[0]
+    g._h = ffi.gc(h, C.wf_hashgrid_free)
+    local id = ffi.cast("uint64_t", h)
+    if dev >= 0 then
+      -- on a device the id is a descriptor there, fixed for the grid's
+      -- life; builds upload new contents behind it
+      g._desc = weft.empty(DESC_SIZE, weft.uint8, { device = devname })
+      id = ffi.cast("uint64_t", g._desc.h.data)
+      upload(g)
+    end
     -- the id joins the runtime's live objects until g is collected
     local reg = track and track(P.rt, id, GEOM_HASHGRID)
-    if track and reg == nil then
-      C.wf_hashgrid_free(out[0])
-      P.check(-1, 2)
-    end
-    g._h = ffi.gc(out[0], function(h)
+    if track and reg == nil then P.check(-1, 2) end
+    ffi.gc(h, nil)
+    g._h = ffi.gc(h, function(p)
       untrack(reg, id)
-      C.wf_hashgrid_free(h)
+      C.wf_hashgrid_free(p)
     end)
     g.id = id
     return g
@@ -96,10 +124,12 @@ return function(weft, P)
     if type(radius) ~= "number" then raise("%s: radius must be a number, got %s", fname, describe(radius)) end
     local err = ffi.new("char[?]", ERRLEN)
     local nthreads = C.wf_rt_num_threads(P.rt)
-    if C.wf_hashgrid_build(g._h, points.h.data, points.size, points.h.strides[0], radius, nthreads,
+    local host = g._desc and points:to("cpu") or points -- device grids build on the host
+    if C.wf_hashgrid_build(g._h, host.h.data, host.size, host.h.strides[0], radius, nthreads,
                            err, ERRLEN) ~= 0 then
       raise("%s", ffi.string(err))
     end
+    if g._desc then upload(g) end
     g.radius = radius
   end
 

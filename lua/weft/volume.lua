@@ -36,6 +36,9 @@ int wf_volume_info_get(const wf_volume *v, wf_vol_info *out);
 int wf_volume_sample_points(const wf_volume *v, const float *uvw, int64_t n, int mode,
                             void *out, float *grad);
 void wf_volume_free(wf_volume *v);
+void wf_volume_sizes(const wf_volume *v, uint64_t *sizes);
+const void *wf_volume_bytes(const wf_volume *v, int which);
+void wf_volume_device_desc(const wf_volume *v, uint64_t dev_grid, uint64_t dev_slots, void *out);
 ]]
 
 local NVDB_FLOAT, NVDB_INT32, NVDB_VEC3F = 1, 4, 6
@@ -64,30 +67,48 @@ return function(weft, P)
                          info.active_voxels)
   end
 
-  -- the device of opts (volumes live on the host; CUDA needs a device
-  -- copy of the grid, which is not there yet)
+  -- the device of opts: its index (-1 for the cpu) and name
   local function device_of(fname, opts)
-    local dev, name = P.parse_device(fname, opts and opts.device)
-    if dev >= 0 then raise("%s: volumes on %s are not supported yet (use the cpu)", fname, name) end
-    return name
+    return P.parse_device(fname, opts and opts.device)
+  end
+
+  -- A device copy: the grid, its leaf table and a descriptor pointing at
+  -- them, uploaded; the id is the descriptor's device address. The host
+  -- object stays (grid_info, save_nvdb and host sampling read it).
+  local function upload(v, device)
+    local sizes = ffi.new("uint64_t[3]")
+    C.wf_volume_sizes(v._v, sizes)
+    local function copy(which, n)
+      if n == 0 then return nil end
+      local d = weft.empty(n, weft.uint8, { device = device })
+      local src = ffi.cast("uint8_t *", C.wf_volume_bytes(v._v, which))
+      weft.copy(d, weft.array(src, weft.uint8, { shape = { n }, copy = false }))
+      return d
+    end
+    local grid, slots = copy(0, tonumber(sizes[0])), copy(1, tonumber(sizes[1]))
+    local desc = weft.empty(tonumber(sizes[2]), weft.uint8)
+    C.wf_volume_device_desc(v._v, ffi.cast("uint64_t", grid.h.data),
+                            slots and ffi.cast("uint64_t", slots.h.data) or 0, desc.h.data)
+    local dd = weft.empty(tonumber(sizes[2]), weft.uint8, { device = device })
+    weft.copy(dd, desc)
+    v._dev = { grid, slots, dd }
+    return ffi.cast("uint64_t", dd.h.data)
   end
 
   -- the Lua object; its id joins the runtime's live objects (debug-mode
   -- kernels check ids against them) until it is collected
-  local function wrap(ptr, device)
-    local v = setmetatable({}, mt)
-    local id = ffi.cast("uint64_t", ptr)
+  local function wrap(ptr, dev, device)
+    local v = setmetatable({ device = device }, mt)
+    v._v = ffi.gc(ptr, C.wf_volume_free)
+    local id = dev >= 0 and upload(v, device) or ffi.cast("uint64_t", ptr)
     local reg = track and track(P.rt, id, GEOM_VOLUME)
-    if track and reg == nil then
-      C.wf_volume_free(ptr)
-      P.check(-1, 3)
-    end
+    if track and reg == nil then P.check(-1, 3) end
+    ffi.gc(ptr, nil)
     v._v = ffi.gc(ptr, function(p)
       untrack(reg, id)
       C.wf_volume_free(p)
     end)
     v.id = id
-    v.device = device
     return v
   end
 
@@ -105,7 +126,7 @@ return function(weft, P)
   function Volume.load_from_nvdb(src, opts)
     local fname = "weft.Volume.load_from_nvdb"
     opts = check_opts(fname, opts, { device = true, grid = true })
-    local device = device_of(fname, opts)
+    local dev, device = device_of(fname, opts)
     if type(src) ~= "string" then raise("%s: expected a path or the file's bytes, got %s", fname, describe(src)) end
     local data = src
     if src:sub(1, #MAGIC) ~= MAGIC then
@@ -123,7 +144,7 @@ return function(weft, P)
     if C.wf_volume_load(data, #data, index, name, out, err, ERRLEN) ~= 0 then
       raise("%s: %s", fname, ffi.string(err))
     end
-    return wrap(out[0], device)
+    return wrap(out[0], dev, device)
   end
 
   local DENSE_TYPES = { float32 = NVDB_FLOAT, int32 = NVDB_INT32, vec3f = NVDB_VEC3F }
@@ -133,7 +154,7 @@ return function(weft, P)
   function Volume.from_dense(a, opts)
     local fname = "weft.Volume.from_dense"
     opts = check_opts(fname, opts, { voxel_size = true, origin = true, background = true, name = true, device = true })
-    local device = device_of(fname, opts)
+    local dev, device = device_of(fname, opts)
     if not weft.is_array(a) then raise("%s: expected a 3-D array, got %s", fname, describe(a)) end
     if a.ndim ~= 3 then raise("%s: expected a 3-D array, got %d dimensions", fname, a.ndim) end
     if a.device ~= "cpu" then a = a:to("cpu") end
@@ -164,7 +185,7 @@ return function(weft, P)
     if C.wf_volume_from_dense(a.h.data, t, shape, strides, h, origin, bg, name, out, err, ERRLEN) ~= 0 then
       raise("%s: %s", fname, ffi.string(err))
     end
-    return wrap(out[0], device)
+    return wrap(out[0], dev, device)
   end
 
   local CODECS = { none = 0, zip = 1 }
@@ -285,9 +306,9 @@ return function(weft, P)
   -- volume_sample(id, uvw, mode, dtype): the sampler of that value type
   -- (the front end picks it from by_dtype and drops the type argument)
   local sample_i_mode = func{ name = "volume_sample_i", id = weft.uint64, uvw = weft.vec3,
-    mode = weft.int32, function(id, uvw, mode) return weft.volume_sample_i(id, uvw) end }
-  builtin("volume_sample", function(id, uvw, mode, dtype) return weft.volume_sample_f(id, uvw, mode) end,
-          { id = weft.uint64, uvw = weft.vec3, mode = weft.int32, dtype = weft.float32 })
+    _mode = weft.int32, function(id, uvw, _mode) return weft.volume_sample_i(id, uvw) end }
+  builtin("volume_sample", function(id, uvw, mode, _dtype) return weft.volume_sample_f(id, uvw, mode) end,
+          { id = weft.uint64, uvw = weft.vec3, mode = weft.int32, _dtype = weft.float32 })
   weft.volume_sample.by_dtype = { float32 = weft.volume_sample_f, vec3f = weft.volume_sample_v,
                                   int32 = sample_i_mode }
 

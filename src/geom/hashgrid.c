@@ -132,3 +132,20 @@ int wf_hashgrid_build(wf_hashgrid *h, const void *points, int64_t n, int64_t str
   g->npoints = (int32_t)n;
   return 0;
 }
+
+/* ---- device copies (lua/weft/hashgrid.lua uploads the arrays) ---- */
+
+/* The descriptor of a copy whose point ids and cell starts live at
+** dev_ids and dev_starts in another address space. */
+void wf_hashgrid_device_desc(const wf_hashgrid *h, uint64_t dev_ids, uint64_t dev_starts,
+                             void *out) {
+  wf_hgrid d = h->desc;
+  d.point_ids = (const int32_t *)(uintptr_t)dev_ids;
+  d.cell_starts = (const int32_t *)(uintptr_t)dev_starts;
+  memcpy(out, &d, sizeof d);
+}
+/* which: 0 the point ids (npoints), 1 the cell starts (ncells + 1) */
+const int32_t *wf_hashgrid_array(const wf_hashgrid *h, int which, int64_t *n) {
+  *n = which == 0 ? h->desc.npoints : (int64_t)h->desc.dim_x * h->desc.dim_y * h->desc.dim_z + 1;
+  return which == 0 ? h->ids : h->starts;
+}

@@ -199,6 +199,11 @@ WEFT_API int wf_hashgrid_reserve(wf_hashgrid *h, int64_t n, char *err, size_t er
 WEFT_API int wf_hashgrid_build(wf_hashgrid *h, const void *points, int64_t n, int64_t stride,
                                double radius, int nthreads, char *err, size_t errlen);
 WEFT_API void wf_hashgrid_free(wf_hashgrid *h);
+/* Device copies: the descriptor pointing at uploaded arrays, and the host
+** arrays (which: 0 point ids, 1 cell starts) with their lengths. */
+WEFT_API void wf_hashgrid_device_desc(const wf_hashgrid *h, uint64_t dev_ids, uint64_t dev_starts,
+                                      void *out);
+WEFT_API const int32_t *wf_hashgrid_array(const wf_hashgrid *h, int which, int64_t *n);
 #endif
 
 #endif

@@ -746,3 +746,25 @@ int wf_volume_sample_points(const wf_volume *v, const float *uvw, int64_t n, int
   }
   return 0;
 }
+
+/* ---- device copies (lua/weft/volume.lua uploads the bytes) ---- */
+
+/* Sizes of what a device copy needs: the grid, its leaf table, and the
+** descriptor; and where the host bytes are (which: 0 grid, 1 table). */
+void wf_volume_sizes(const wf_volume *v, uint64_t *sizes) {
+  sizes[0] = v->size;
+  sizes[1] = v->slots ? (uint64_t)(v->desc.slot_mask + 1) * sizeof(wf_vol_slot) : 0;
+  sizes[2] = sizeof(wf_vol);
+}
+const void *wf_volume_bytes(const wf_volume *v, int which) {
+  return which == 0 ? (const void *)v->buf : (const void *)v->slots;
+}
+/* The descriptor of a copy whose grid and leaf table live at dev_grid
+** and dev_slots (0: no table) in another address space. */
+void wf_volume_device_desc(const wf_volume *v, uint64_t dev_grid, uint64_t dev_slots, void *out) {
+  wf_vol d = v->desc;
+  d.grid = (const unsigned char *)(uintptr_t)dev_grid;
+  d.root = d.grid + (v->desc.root - v->desc.grid);
+  d.slots = dev_slots ? (const wf_vol_slot *)(uintptr_t)dev_slots : NULL;
+  memcpy(out, &d, sizeof d);
+}

@@ -75,6 +75,12 @@ WEFT_API int wf_volume_sample_points(const wf_volume *v, const float *uvw, int64
                                      void *out, float *grad);
 WEFT_API int wf_volume_info_get(const wf_volume *v, wf_vol_info *out);
 WEFT_API void wf_volume_free(wf_volume *v);
+/* Device copies: sizes (grid, leaf table, descriptor), the host bytes
+** (which: 0 grid, 1 leaf table), and the descriptor pointing at copies. */
+WEFT_API void wf_volume_sizes(const wf_volume *v, uint64_t *sizes);
+WEFT_API const void *wf_volume_bytes(const wf_volume *v, int which);
+WEFT_API void wf_volume_device_desc(const wf_volume *v, uint64_t dev_grid, uint64_t dev_slots,
+                                    void *out);
 
 /* Check a grid buffer so that sampling can never read outside it (every
 ** child offset lands on a node of the next level). 0 = good. */
