@@ -1043,4 +1043,20 @@ return function(weft)
     return lower_bound(cdf, 0, #cdf, u), state
   end)
   drawing(weft.sample_cdf)
+
+  -- Warp's generic constructors of quaternions and transforms: the float
+  -- type is the arguments' (quaternion(x, y, z, w), quaternion(v, w),
+  -- transformation(p, q))
+  typed("quaternion", nil, function(sfx)
+    local S, Q = weft["float" .. ({ h = 16, f = 32, d = 64 })[sfx]], weft["quat" .. sfx]
+    return { x = S, y = S, z = S, w = S, function(x, y, z, w) return Q(x, y, z, w) end }
+  end)
+  typed("transformation", nil, function(sfx)
+    local T = weft["transform" .. sfx]
+    return { p = weft["vec3" .. sfx], q = weft["quat" .. sfx], function(p, q) return T(p, q) end }
+  end)
+  for _, sfx in ipairs(FLOATS) do
+    local S, Q = weft["float" .. ({ h = 16, f = 32, d = 64 })[sfx]], weft["quat" .. sfx]
+    weft.quaternion:overload{ v = weft["vec3" .. sfx], w = S, function(v, w) return Q(v, w) end }
+  end
 end

@@ -269,6 +269,10 @@ static wf_val quat_rotate(wf_fstate *F, const wf_type *qt, wf_val q, const wf_ty
   return wf_lo_cw2(F, WF_OP_ADD, vt, r, vscale(F, vt, uv, c), 0);
 }
 
+wf_val wf_bi_quat_rotate(wf_fstate *F, const wf_type *qt, wf_val q, const wf_type *vt, wf_val v) {
+  return quat_rotate(F, qt, q, vt, v);
+}
+
 /* A dtype argument (a type used as a value), default float32. */
 static const wf_type *dtype_arg(wf_fstate *F, wf_rv *r, wf_expr *at) {
   if (r->kind == RV_LUA && r->lk == LV_TYPE && r->t->kind == WF_T_FLOAT) return r->t;

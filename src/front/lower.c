@@ -458,6 +458,15 @@ wf_rv wf_lo_arith(wf_fstate *F, int op, wf_rv a, wf_rv b, wf_expr *at) {
     }
     if (op == '*' && ta && ta == tb && ta->kind == WF_T_QUAT)
       return wf_lo_mkval(quatmul(F, ta, a.v, b.v), ta);
+    if (op == '*' && ta && ta == tb && ta->kind == WF_T_TRANSFORM) {
+      /* Warp's transform_multiply: (rotate(a.q, b.p) + a.p, a.q b.q) */
+      const wf_type *vt = wf_t_component(F->C->T, ta, 0), *qt = wf_t_component(F->C->T, ta, 1);
+      wf_val aq = wf_b_extract(&F->b, a.v, 1);
+      wf_val p = wf_bi_quat_rotate(F, qt, aq, vt, wf_b_extract(&F->b, b.v, 0));
+      wf_val c[2] = {wf_lo_cw2(F, WF_OP_ADD, vt, p, wf_b_extract(&F->b, a.v, 0), 0),
+                     quatmul(F, qt, aq, wf_b_extract(&F->b, b.v, 1))};
+      return wf_lo_mkval(wf_b_agg(&F->b, ta, 2, c), ta);
+    }
   }
   ERR(at, "cannot %s %s and %s", opverb(op), ta ? TN(ta) : "a number", tb ? TN(tb) : "a number");
 }

@@ -243,6 +243,9 @@ WF_INTERNAL int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int wa
 WF_INTERNAL int wf_bi_names(lua_State *L);
 /* Construct or cast with a type used as a function: T(args...). */
 WF_INTERNAL int wf_bi_construct(wf_fstate *F, const wf_type *t, wf_expr *call, wf_rv *out);
+/* q v q^-1 for a quaternion q of type qt and a vec3 v of type vt. */
+WF_INTERNAL wf_val wf_bi_quat_rotate(wf_fstate *F, const wf_type *qt, wf_val q, const wf_type *vt,
+                                     wf_val v);
 
 /* ---- luamath.c ---- */
 /* Lower a call of LuaJIT's math.rad, deg, ldexp, frexp, modf, fmod or

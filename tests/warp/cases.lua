@@ -269,4 +269,13 @@ return {
     dtypes = "f" },
   { "test_rand.py test_poisson", { "float{b}" }, "uint32", "wp.poisson(s, a * a * 30.0)", pre = "s = wp.rand_init(17, i)",
     dtypes = "f" },
+  -- test_spatial.py, test_quat.py: operators and generic constructors
+  { "test_spatial.py test_transform_multiply", { "transform{s}", "transform{s}" }, "transform{s}", "a * b" },
+  { "test_spatial.py test_transform_scalar_mul", { "transform{s}", "float{b}" }, "transform{s}", "a * b" },
+  { "test_spatial.py test_transformation", { "vec3{s}", "quat{s}" }, "transform{s}", "wp.transformation(a, b)",
+    py = "wp.transformation(a, b, dtype=wp.float{b})" },
+  { "test_quat.py test_quaternion", { "float{b}", "float{b}", "float{b}", "float{b}" }, "quat{s}",
+    "wp.quaternion(a, b, c, d)", py = "wp.quaternion(a, b, c, d, dtype=wp.float{b})" },
+  { "test_quat.py test_quaternion", { "vec3{s}", "float{b}" }, "quat{s}", "wp.quaternion(a, b)",
+    py = "wp.quaternion(a, b, dtype=wp.float{b})" },
 }
