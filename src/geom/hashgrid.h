@@ -95,6 +95,23 @@ WF_GEOM_FN void wf_hgrid_enter(wf_hgrid_query *q) {
   q->end = g->cell_starts[c + 1];
 }
 
+/* Start the row (cy, cz) at its first cell. A row that does not wrap
+** around the grid in x holds consecutive cells, whose points are one
+** slice of point_ids: take it at once (the same candidates, in order). */
+WF_GEOM_FN void wf_hgrid_enter_row(wf_hgrid_query *q) {
+  const wf_hgrid *g = q->g;
+  q->ix = 0;
+  q->cx = q->cx0;
+  if (q->cx0 + q->nx <= g->dim_x) {
+    const int32_t c = (q->cz * g->dim_y + q->cy) * g->dim_x + q->cx0;
+    q->at = g->cell_starts[c];
+    q->end = g->cell_starts[c + q->nx];
+    q->ix = q->nx - 1;
+    return;
+  }
+  wf_hgrid_enter(q);
+}
+
 WF_GEOM_FN void wf_hgrid_query_begin(wf_hgrid_query *q, const wf_hgrid *g, float px, float py,
                                      float pz, float r) {
   const float s = g->inv_width;
@@ -110,7 +127,7 @@ WF_GEOM_FN void wf_hgrid_query_begin(wf_hgrid_query *q, const wf_hgrid *g, float
   q->ix = q->iy = q->iz = 0;
   q->at = q->end = 0;
   if (g->npoints == 0 || q->nx == 0 || q->ny == 0) q->nz = 0; /* nothing to visit */
-  if (q->nz > 0) wf_hgrid_enter(q);
+  if (q->nz > 0) wf_hgrid_enter_row(q);
 }
 
 /* The next candidate into *j; 0 when the query is done. */
@@ -122,21 +139,20 @@ WF_GEOM_FN int wf_hgrid_query_next(wf_hgrid_query *q, int32_t *j) {
       return 1;
     }
     if (q->iz >= q->nz) return 0;
-    if (++q->ix < q->nx) {
+    if (++q->ix < q->nx) { /* the next cell of a wrapping row */
       if (++q->cx == g->dim_x) q->cx = 0;
-    } else {
-      q->ix = 0;
-      q->cx = q->cx0;
-      if (++q->iy < q->ny) {
-        if (++q->cy == g->dim_y) q->cy = 0;
-      } else {
-        q->iy = 0;
-        q->cy = q->cy0;
-        if (++q->iz >= q->nz) return 0;
-        if (++q->cz == g->dim_z) q->cz = 0;
-      }
+      wf_hgrid_enter(q);
+      continue;
     }
-    wf_hgrid_enter(q);
+    if (++q->iy < q->ny) {
+      if (++q->cy == g->dim_y) q->cy = 0;
+    } else {
+      q->iy = 0;
+      q->cy = q->cy0;
+      if (++q->iz >= q->nz) return 0;
+      if (++q->cz == g->dim_z) q->cz = 0;
+    }
+    wf_hgrid_enter_row(q);
   }
 }
 
