@@ -152,6 +152,23 @@ describe("volume lookups, vec3 and int32 grids, transforms", function()
     assert.same({ { 2.5, 0, 0 }, { 0.5, 1, 1.5 } }, out:totable())
   end)
 
+  it("give zeros when the sampler's type is not the grid's (as Warp)", function()
+    local va = weft.full({ 2, 2, 2 }, { 3, 3, 3 }, weft.vec3f)
+    local vv = weft.Volume.from_dense(va, { background = 1 })
+    local f = weft.Volume.from_dense(weft.full({ 2, 2, 2 }, 3), { background = 1 })
+    local k = weft.kernel{ a = weft.uint64, b = weft.uint64, out = weft.array(weft.float32),
+      function(a, b, out)
+        local p = weft.vec3(0.5, 0.5, 0.5)
+        out[0] = weft.volume_sample_f(a, p, 1) + weft.volume_lookup_f(a, 0, 0, 0)
+        out[1] = weft.float32(weft.volume_lookup_i(a, 0, 0, 0) + weft.volume_sample_i(b, p))
+        out[2] = weft.volume_sample_v(b, p, 1).x + weft.volume_lookup_v(b, 0, 0, 0).y
+        out[3] = weft.volume_sample_f(b, p, 1) + weft.volume_sample_v(a, p, 0).z
+      end }
+    local out = weft.zeros(4)
+    weft.launch(k, 1, { vv.id, f.id, out })
+    assert.same({ 0, 0, 0, 6 }, out:totable())
+  end)
+
   it("map index and world coordinates both ways", function()
     local v = field_volume(linear, 0.25, { 1, -2, 0.5 })
     local k = weft.kernel{ id = weft.uint64, out = weft.array(weft.vec3), function(id, out)

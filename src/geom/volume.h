@@ -293,11 +293,11 @@ WF_GEOM_FN int32_t wf_vol_iarg(const void *p) {
 
 /* volume_lookup_f/_i/_v(id, i, j, k): the value at a voxel */
 WF_GEOM_FN void wf_vol_lookup(void *res, const void *id, const void *i, const void *j,
-                              const void *k, uint32_t nbytes) {
+                              const void *k, uint32_t nbytes, uint32_t type) {
   const wf_vol *v = wf_vol_arg(id);
   unsigned char *r = (unsigned char *)res;
   uint32_t b;
-  if (!v) {
+  if (!v || v->type != type) { /* no volume, or one of another type: zeros, as Warp */
     for (b = 0; b < nbytes; b++)
       r[b] = 0;
     return;
@@ -308,15 +308,15 @@ WF_GEOM_FN void wf_vol_lookup(void *res, const void *id, const void *i, const vo
 }
 WF_GEOM_FN void wf_nat_volume_lookup_f(void *res, const void *id, const void *i, const void *j,
                                        const void *k) {
-  wf_vol_lookup(res, id, i, j, k, 4);
+  wf_vol_lookup(res, id, i, j, k, 4, WF_NVDB_FLOAT);
 }
 WF_GEOM_FN void wf_nat_volume_lookup_i(void *res, const void *id, const void *i, const void *j,
                                        const void *k) {
-  wf_vol_lookup(res, id, i, j, k, 4);
+  wf_vol_lookup(res, id, i, j, k, 4, WF_NVDB_INT32);
 }
 WF_GEOM_FN void wf_nat_volume_lookup_v(void *res, const void *id, const void *i, const void *j,
                                        const void *k) {
-  wf_vol_lookup(res, id, i, j, k, 12);
+  wf_vol_lookup(res, id, i, j, k, 12, WF_NVDB_VEC3F);
 }
 
 /* volume_cell_f/_v(id, i, j, k): the 8 corner values of the cell with
@@ -326,7 +326,7 @@ WF_GEOM_FN void wf_vol_cell(void *res, const void *id, const void *i, const void
   const wf_vol *v = wf_vol_arg(id);
   float *r = (float *)res;
   int q;
-  if (!v) {
+  if (!v || v->type != (nf == 3 ? WF_NVDB_VEC3F : WF_NVDB_FLOAT)) { /* zeros, as Warp */
     for (q = 0; q < 8 * nf; q++)
       r[q] = 0.0f;
     return;
