@@ -336,10 +336,17 @@ static int check_op(vstate *V, wf_inst *in) {
   case WF_OP_ATOMIC_ADD:
   case WF_OP_ATOMIC_MIN:
   case WF_OP_ATOMIC_MAX:
-  case WF_OP_ATOMIC_EXCH:
+  case WF_OP_ATOMIC_EXCH: return check_access(V, in, 1);
   case WF_OP_ATOMIC_AND:
   case WF_OP_ATOMIC_OR:
-  case WF_OP_ATOMIC_XOR: return check_access(V, in, 1);
+  case WF_OP_ATOMIC_XOR: {
+    /* bit operations: elements of integers (or vectors of them) */
+    const wf_type *at = in->nargs ? ty(V, in->args[0]) : NULL;
+    const wf_type *et = at && at->kind == WF_T_ARRAY ? at->elem : NULL;
+    if (et && !wf_t_is_scalar(et) && et->kind != WF_T_STRUCT) et = et->elem;
+    if (et && !wf_t_is_int(et)) return fail(V, in, "%s needs integer elements", wf_op_name(in->op));
+    return check_access(V, in, 1);
+  }
   case WF_OP_ATOMIC_CAS: {
     /* value: vector(2) of the element's scalar type (compare, new) */
     const wf_type *at = in->nargs ? ty(V, in->args[0]) : NULL;
