@@ -1059,4 +1059,23 @@ return function(weft)
     local S, Q = weft["float" .. ({ h = 16, f = 32, d = 64 })[sfx]], weft["quat" .. sfx]
     weft.quaternion:overload{ v = weft["vec3" .. sfx], w = S, function(v, w) return Q(v, w) end }
   end
+
+  -- expect_eq(actual, expected), expect_neq: print Warp's message when the
+  -- check fails (equality of every component for vectors and matrices)
+  builtin("expect_eq", nil, function(actual, expected)
+    if not (actual == expected) then -- luacheck: ignore 581 (Warp's !(a == b), for vectors too)
+      print("Error, expect_eq() failed:\n\t Expected:", expected, "\n\t Actual:", actual)
+    end
+  end)
+  builtin("expect_neq", nil, function(actual, expected)
+    if actual == expected then
+      print("Error, expect_neq() failed:\n\t Expected:", expected, "\n\t Actual:", actual)
+    end
+  end)
+
+  -- Warp's names for operations weft spells otherwise: len(x) is #x,
+  -- div_approx and inverse_approx are the exact / and inverse
+  builtin("len", nil, function(x) return #x end)
+  builtin("div_approx", nil, function(a, b) return a / b end)
+  builtin("inverse_approx", mat_arg, function(m) return weft.inverse(m) end)
 end

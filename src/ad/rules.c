@@ -95,6 +95,15 @@ static void r_fmod(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   wf_val q = wf_ad_op1(A, WF_OP_TRUNC, t, DIV(X(0), X(1)));
   ACC(1, NEGV(MUL(g[0], q)));
 }
+/* copysign(x, y) = |x| with y's sign bit: dx = +-1 (+ when the sign
+** bits agree), dy = 0 */
+static wf_val copysign_slope(wf_adctx *A, const wf_type *t, wf_val x, wf_val y) {
+  return MUL(wf_ad_op2(A, WF_OP_COPYSIGN, t, ONE, x), wf_ad_op2(A, WF_OP_COPYSIGN, t, ONE, y));
+}
+static void r_copysign(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  const wf_type *t = RT(in);
+  ACC(0, MUL(g[0], copysign_slope(A, t, X(0), X(1))));
+}
 /* r = a^b: da = g b a^(b-1); db = g r log(a) for a > 0, else 0 */
 static void r_pow(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   const wf_type *t = RT(in);
@@ -440,6 +449,11 @@ static wf_val f_fmod(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   wf_val q = wf_ad_op1(A, WF_OP_TRUNC, t_, wf_ad_op2(A, WF_OP_DIV, t_, X(0), X(1)));
   return TADD(TN(0), TNEG(TMUL(TN(1), q)));
 }
+static wf_val f_copysign(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  if (TN(0) < 0) return WF_NOVAL;
+  return TMUL(TN(0), copysign_slope(A, t_, X(0), X(1)));
+}
 static wf_val f_pow(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   TRT;
   wf_val a = WF_NOVAL, b = WF_NOVAL;
@@ -613,6 +627,7 @@ static wf_val f_atomic_minmax(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   _(TAN, r_tan, WF_AD_RD_RES, f_tan) _(ASIN, r_asin, WF_AD_RD_ARGS, f_asin) \
   _(ACOS, r_acos, WF_AD_RD_ARGS, f_acos) \
   _(ATAN, r_atan, WF_AD_RD_ARGS, f_atan) _(ATAN2, r_atan2, WF_AD_RD_ARGS, f_atan2) \
+  _(COPYSIGN, r_copysign, WF_AD_RD_ARGS, f_copysign) \
   _(SINH, r_sinh, WF_AD_RD_ARGS, f_sinh) _(COSH, r_cosh, WF_AD_RD_ARGS, f_cosh) \
   _(TANH, r_tanh, WF_AD_RD_RES, f_tanh) \
   _(FLOOR, r_zero, 0, f_zero) _(CEIL, r_zero, 0, f_zero) _(ROUND, r_zero, 0, f_zero) \

@@ -191,6 +191,7 @@ typedef enum wf_tyrule {
   M(X, ACOS,    "acos",    1, WF_OPF_DIFF, acos,  NULL,         "acos",  0) \
   M(X, ATAN,    "atan",    1, WF_OPF_DIFF, atan,  NULL,         "atan",  0) \
   M(X, ATAN2,   "atan2",   2, WF_OPF_DIFF, atan2, NULL,         "atan2", 0) /* y, x */ \
+  M(X, COPYSIGN, "copysign", 2, WF_OPF_DIFF, copysign, "llvm.copysign", "copysign", 0) /* |x|, y's sign bit */ \
   M(X, FMOD,    "fmod",    2, WF_OPF_DIFF, fmod,  NULL,         "fmod",  0) /* C's: sign of a, exact */ \
   M(X, SINH,    "sinh",    1, WF_OPF_DIFF, sinh,  NULL,         "sinh",  0) \
   M(X, COSH,    "cosh",    1, WF_OPF_DIFF, cosh,  NULL,         "cosh",  0) \

@@ -278,4 +278,12 @@ return {
     "wp.quaternion(a, b, c, d)", py = "wp.quaternion(a, b, c, d, dtype=wp.float{b})" },
   { "test_quat.py test_quaternion", { "vec3{s}", "float{b}" }, "quat{s}", "wp.quaternion(a, b)",
     py = "wp.quaternion(a, b, dtype=wp.float{b})" },
+  -- test_math.py: copysign, len, div_approx, inverse_approx
+  { "test_math.py test_copysign", { "float{b}", "float{b}" }, "float{b}", "wp.copysign(a, b)" },
+  { "test_math.py test_copysign", { "float{b}" }, "float{b}", "wp.copysign(a, wp.float{b}(-0.0))" },
+  { "test_vec.py test_len", { "vec4{s}" }, "int32", "wp.len(a)" },
+  { "test_math.py test_div_approx", { "float{b}", "float{b}" }, "float{b}", "wp.div_approx(a, b)", range = { 0.5, 2 } },
+  { "test_mat.py test_inverse_approx", { "mat22{s}" }, "mat22{s}",
+    "wp.inverse_approx(a + wp.identity(n=2, dtype=wp.float{b}) * wp.float{b}(5.0))",
+    lua = "wp.inverse_approx(a + wp.identity(2, wp.float{b}) * 5.0)" },
 }
