@@ -155,10 +155,10 @@ describe("NanoVDB files", function()
     assert.equal("unknown codec 7 (weft reads none and zip)", load_err(put_u16(zip, 14, 7)))
     assert.equal("unsupported codec blosc (weft reads none and zip)", load_err(put_u16(zip, 14, 2)))
     assert.equal("unsupported NanoVDB version 31.0 (weft reads 32.x)", load_err(put_u32(zip, 8, 31 * 2 ^ 21)))
-    assert.equal("unsupported grid type 2 (Double); weft reads float, int32 and Vec3f",
+    assert.equal("unsupported grid type 2 (Double); weft reads float, int32, Vec3f and index grids",
                  load_err(put_u32(zip, 16 + 32, 2)))
     -- the grid's own header disagrees with the metadata: its type is checked too
-    assert.equal("unsupported grid type 7 (Vec3d); weft reads float, int32 and Vec3f",
+    assert.equal("unsupported grid type 7 (Vec3d); weft reads float, int32, Vec3f and index grids",
                  load_err(put_u32(none, 16 + 176 + 1 + 636, 7)))
     assert.matches("^corrupt zip data in grid ''", load_err(zip:sub(1, 250) .. ("x"):rep(#zip - 250)))
     spit(tmp("gif"), "GIF89a" .. ("\0"):rep(40))

@@ -91,10 +91,32 @@ local xform_k = weft.kernel{
   end,
 }
 
+local index_k = weft.kernel{
+  v = weft.uint64, c = weft.array(weft.vec3i), look = weft.array(weft.int32),
+  function(v, c, look)
+    local i = weft.tid()
+    look[i] = weft.volume_lookup_index(v, c[i].x, c[i].y, c[i].z)
+  end,
+}
+
 describe("volumes against Warp's CPU on its assets", function()
+  local test = assets and it or pending
+  test("test_index_grid: two OnIndex grids (NanoVDB 32.6), volume_lookup_index", function()
+    local r = ref.test_index_grid
+    local path = assets .. "/test_index_grid.nvdb"
+    local v = weft.Volume.load_from_nvdb(path)
+    local info = v:grid_info()
+    assert.equal("OnIndex", info.type_str)
+    assert.equal(2, info.grid_count)
+    assert.equal(1, weft.Volume.load_from_nvdb(path, { grid = 1 }):grid_info().grid_index)
+    local n = #r.coords / 3
+    local look = weft.zeros(n, weft.int32)
+    weft.launch(index_k, n, { v.id, weft.array(vecs(r.coords), weft.vec3i), look })
+    assert.same(r.lookup_index, look:totable())
+  end)
+
   for _, name in ipairs { "torus", "test_grid", "test_vec_grid", "test_int32_grid" } do
     local r = ref[name]
-    local test = assets and it or pending
     test(name .. ": samples, gradients, lookups and transforms", function()
       local v = weft.Volume.load_from_nvdb(assets .. "/" .. name .. ".nvdb")
       local pts = weft.array(vecs(r.points), weft.vec3)

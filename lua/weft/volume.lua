@@ -41,7 +41,7 @@ const void *wf_volume_bytes(const wf_volume *v, int which);
 void wf_volume_device_desc(const wf_volume *v, uint64_t dev_grid, uint64_t dev_slots, void *out);
 ]]
 
-local NVDB_FLOAT, NVDB_INT32, NVDB_VEC3F = 1, 4, 6
+local NVDB_FLOAT, NVDB_INT32, NVDB_VEC3F, NVDB_INDEX, NVDB_ONINDEX = 1, 4, 6, 19, 20
 local GEOM_VOLUME = 4 -- WF_GEOM_VOLUME (src/geom/native.h)
 local MAGIC = "NanoVDB"
 cdef.declare [[
@@ -238,7 +238,8 @@ return function(weft, P)
     pts = pts:contiguous()
     local t = info(v).type
     local n = pts.size
-    local out = weft.zeros(n, t == NVDB_VEC3F and weft.vec3f or t == NVDB_INT32 and weft.int32 or weft.float32)
+    local int = t == NVDB_INT32 or t == NVDB_INDEX or t == NVDB_ONINDEX -- index grids: their indices
+    local out = weft.zeros(n, t == NVDB_VEC3F and weft.vec3f or int and weft.int32 or weft.float32)
     local grad = t == NVDB_FLOAT and weft.zeros(n, weft.vec3f) or nil
     C.wf_volume_sample_points(v._v, ffi.cast("const float*", pts.h.data), n, mode or 1, out.h.data,
                               grad and ffi.cast("float*", grad.h.data) or nil)

@@ -64,6 +64,12 @@ def xform_k(v: wp.uint64, p: wp.array(dtype=wp.vec3), w: wp.array(dtype=wp.vec3)
     w2id[i] = wp.volume_world_to_index_dir(v, w[i])
 
 
+@wp.kernel
+def index_k(v: wp.uint64, c: wp.array(dtype=wp.vec3i), look: wp.array(dtype=wp.int32)):
+    i = wp.tid()
+    look[i] = wp.volume_lookup_index(v, c[i][0], c[i][1], c[i][2])
+
+
 def lua(x):
     a = np.asarray(x)
     if a.dtype.kind == "f":
@@ -111,6 +117,18 @@ def main(out_path):
             row.append("    %s = %s," % (key, lua(a.numpy())))
         row.append("  },")
         out += row
+    # the index grid (grid 0 of two, NanoVDB 32.6): volume_lookup_index
+    vol = wp.Volume.load_from_nvdb(open(os.path.join(ASSETS, "test_index_grid.nvdb"), "rb"), device="cpu")
+    box = np.stack(np.meshgrid(*[np.arange(-17, 17)] * 3, indexing="ij"), -1).reshape(-1, 3)
+    every = wp.zeros(len(box), dtype=wp.int32, device="cpu")
+    wp.launch(index_k, len(box), [vol.id, wp.array(box.astype(np.int32), dtype=wp.vec3i, device="cpu"), every],
+              device="cpu")
+    active = box[every.numpy() >= 0]  # every active voxel, and some others
+    ijk = np.concatenate([active, rng.integers(-18, 18, (N, 3))]).astype(np.int32)
+    look = wp.zeros(len(ijk), dtype=wp.int32, device="cpu")
+    wp.launch(index_k, len(ijk), [vol.id, wp.array(ijk, dtype=wp.vec3i, device="cpu"), look], device="cpu")
+    out += ["  test_index_grid = {", "    coords = %s," % lua(ijk), "    lookup_index = %s," % lua(look.numpy()),
+            "  },"]
     out.append("}")
     with open(out_path, "w") as f:
         f.write("\n".join(out) + "\n")

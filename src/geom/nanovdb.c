@@ -16,15 +16,18 @@
 
 /* Per grid type: the byte layout of the nodes (NanoVDB 32.x). */
 typedef struct nvdb_layout {
-  uint32_t type, vsize, root_bg, root_size, stride;
+  uint32_t type, vsize, root_bg, root_size, tile_value, stride;
   uint32_t upper_table, upper_size, lower_table, lower_size, leaf_table, leaf_size;
   const char *name;
 } nvdb_layout;
 
 static const nvdb_layout layouts[] = {
-    {WF_NVDB_FLOAT, 4, 28, 64, 8, 8256, 270400, 1088, 33856, 96, 2144, "float"},
-    {WF_NVDB_INT32, 4, 28, 64, 8, 8256, 270400, 1088, 33856, 96, 2144, "int32"},
-    {WF_NVDB_VEC3F, 12, 28, 96, 16, 8256, 532544, 1088, 66624, 128, 6272, "Vec3f"},
+    {WF_NVDB_FLOAT, 4, 28, 64, 20, 8, 8256, 270400, 1088, 33856, 96, 2144, "float"},
+    {WF_NVDB_INT32, 4, 28, 64, 20, 8, 8256, 270400, 1088, 33856, 96, 2144, "int32"},
+    {WF_NVDB_VEC3F, 12, 28, 96, 20, 16, 8256, 532544, 1088, 66624, 128, 6272, "Vec3f"},
+    /* index grids: a leaf has no values, only its first index (vsize 0) */
+    {WF_NVDB_INDEX, 0, 32, 96, 24, 8, 8256, 270400, 1088, 33856, 80, 96, "Index"},
+    {WF_NVDB_ONINDEX, 0, 32, 96, 24, 8, 8256, 270400, 1088, 33856, 80, 96, "OnIndex"},
 };
 
 /* names of the types NanoVDB knows, for messages */
@@ -174,7 +177,8 @@ int wf_nvdb_check(const unsigned char *g, uint64_t n, char *err, size_t errlen) 
   const uint32_t type = rd32(g + G_TYPE);
   const nvdb_layout *L = layout_of(type);
   if (!L)
-    return fail(err, errlen, "unsupported grid type %u (%s); weft reads float, int32 and Vec3f",
+    return fail(err, errlen,
+                "unsupported grid type %u (%s); weft reads float, int32, Vec3f and index grids",
                 type, type_name(type));
   if (!(rd32(g + G_FLAGS) & FLAG_BREADTH_FIRST))
     return fail(err, errlen, "unsupported grid layout (not breadth first)");
@@ -277,6 +281,7 @@ static void desc_init(wf_volume *v) {
   d->vsize = L->vsize;
   d->root_bg = L->root_bg;
   d->root_size = L->root_size;
+  d->tile_value = L->tile_value;
   d->table_stride = L->stride;
   d->upper_table = L->upper_table;
   d->lower_table = L->lower_table;
@@ -458,9 +463,10 @@ int wf_volume_load(const void *data, size_t n, int index, const char *name, wf_v
                  names[0] ? ", " : "", f.name);
       if (by_name ? strcmp(f.name, name) == 0 : gi == index) {
         if (!layout_of(f.type))
-          return fail(err, errlen,
-                      "unsupported grid type %u (%s); weft reads float, int32 and Vec3f", f.type,
-                      type_name(f.type));
+          return fail(
+              err, errlen,
+              "unsupported grid type %u (%s); weft reads float, int32, Vec3f and index grids",
+              f.type, type_name(f.type));
         return decode(p, n, &f, out, err, errlen);
       }
       if (data_end(p, n, &f, err, errlen)) return -1;
@@ -735,6 +741,13 @@ int wf_volume_from_dense(const void *data, int type, const int64_t *shape, const
 int wf_volume_sample_points(const wf_volume *v, const float *uvw, int64_t n, int mode, void *out,
                             float *grad) {
   const int nf = v->desc.type == WF_NVDB_VEC3F ? 3 : 1;
+  if (v->desc.type == WF_NVDB_INDEX || v->desc.type == WF_NVDB_ONINDEX) {
+    for (int64_t i = 0; i < n; i++) /* no values to sample */
+      ((int32_t *)out)[i] =
+          (int32_t)wf_vol_index(&v->desc, wf_vol_round(uvw[3 * i]), wf_vol_round(uvw[3 * i + 1]),
+                                wf_vol_round(uvw[3 * i + 2]));
+    return 0;
+  }
   for (int64_t i = 0; i < n; i++) {
     const float *p = uvw + 3 * i;
     if (v->desc.type == WF_NVDB_INT32) {

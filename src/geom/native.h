@@ -86,6 +86,7 @@
   _(volume_lookup_f,           WF_GEOM_VOLUME, 0, 0, "f", "uiii", "", NONE) \
   _(volume_lookup_i,           WF_GEOM_VOLUME, 0, 0, "i", "uiii", "", NONE) \
   _(volume_lookup_v,           WF_GEOM_VOLUME, 0, 0, "v", "uiii", "", NONE) \
+  _(volume_lookup_index,       WF_GEOM_VOLUME, 0, 0, "i", "uiii", "", NONE) \
   _(volume_cell_f,             WF_GEOM_VOLUME, 0, 0, WF_VCF_T, "uiii", "", NONE) \
   _(volume_cell_v,             WF_GEOM_VOLUME, 0, 0, WF_VCV_T, "uiii", "", NONE) \
   _(volume_transform_row,      WF_GEOM_VOLUME, 0, 0, "v", "ui", "", NONE) \

@@ -51,6 +51,8 @@ typedef unsigned long long uintptr_t;
 #define WF_NVDB_FLOAT 1
 #define WF_NVDB_INT32 4
 #define WF_NVDB_VEC3F 6
+#define WF_NVDB_INDEX 19   /* index grids (read only): a voxel's value is */
+#define WF_NVDB_ONINDEX 20 /* an index into data kept beside the grid */
 
 /* A slot of the leaf table: the leaf holding the 8^3 block at (i, j, k)
 ** (multiples of 8) lies off bytes into the grid; off 0 marks a free slot. */
@@ -75,7 +77,7 @@ typedef struct wf_vol {
   uint32_t slot_mask;           /* leaf table: slots - 1 (a power of 2) */
   const wf_vol_slot *slots;     /* leaf table, or NULL: walk the tree */
   float mat[9], inv[9], vec[3]; /* index -> world: mat * ijk + vec */
-  float pad2_;
+  uint32_t tile_value;          /* root tile: offset of its value */
 } wf_vol;
 
 /* The leaf table's slot for a block origin (all multiples of 8). */
@@ -88,8 +90,8 @@ typedef struct wf_vol_v3 {
   float x, y, z;
 } wf_vol_v3;
 
-#define WF_VOL_TILE_SIZE 32 /* root tile: key, child, state, value */
-#define WF_VOL_TILE_VALUE 20
+#define WF_VOL_TILE_SIZE 32  /* root tile: key, child, state, value */
+#define WF_VOL_TILE_VALUE 20 /* where root tiles of float, int32, vec3 grids keep values */
 #define WF_VOL_UPPER_CHILD_MASK 4128
 #define WF_VOL_LOWER_CHILD_MASK 544
 
@@ -111,7 +113,7 @@ WF_GEOM_FN const unsigned char *wf_vol_walk(const wf_vol *v, int32_t i, int32_t 
     if (*(const uint64_t *)tile == key) break;
   if (t == v->ntiles) return root + v->root_bg;
   int64_t child = *(const int64_t *)(tile + 8);
-  if (child == 0) return tile + WF_VOL_TILE_VALUE;
+  if (child == 0) return tile + v->tile_value;
   const unsigned char *upper = root + child;
   uint32_t n = (((uint32_t)i & 4095u) >> 7 << 10) | (((uint32_t)j & 4095u) >> 7 << 5) |
                (((uint32_t)k & 4095u) >> 7);
@@ -356,6 +358,36 @@ WF_GEOM_FN void wf_nat_volume_transform_row(void *res, const void *id, const voi
   o[0] = src ? src[0] : 0.0f;
   o[1] = src ? src[1] : 0.0f;
   o[2] = src ? src[2] : 0.0f;
+}
+
+/* volume_lookup_index(id, i, j, k), as Warp: the 0-based index a voxel of
+** an index grid holds, -1 for none (inactive, a tile, or not an index
+** grid). A leaf keeps the first index (1-based; 0 is the background) at
+** its table and, for OnIndex grids, the counts of active voxels before
+** mask words 1 to 7 (9 bits each) after it. */
+WF_GEOM_FN int32_t wf_vol_index(const wf_vol *v, int32_t i, int32_t j, int32_t k) {
+  int in_leaf;
+  if (v->type != WF_NVDB_INDEX && v->type != WF_NVDB_ONINDEX) return -1;
+  const unsigned char *p = wf_vol_lookup_at(v, i, j, k, &in_leaf);
+  if (!in_leaf) return -1;
+  const uint32_t n = (((uint32_t)i & 7u) << 6) | (((uint32_t)j & 7u) << 3) | ((uint32_t)k & 7u);
+  const uint64_t offset = *(const uint64_t *)p;
+  if (v->type == WF_NVDB_INDEX) return (int32_t)(offset + n) - 1;
+  const uint64_t *mask = (const uint64_t *)(p - v->leaf_table + 16);
+  const uint64_t word = mask[n >> 6], bit = (uint64_t)1 << (n & 63);
+  if (!(word & bit)) return -1;
+  uint64_t count = 0, w = word & (bit - 1);
+  while (w) { /* popcount, portable to CUDA C and C99 */
+    w &= w - 1;
+    count++;
+  }
+  if (n >> 6) count += (*(const uint64_t *)(p + 8) >> (9 * ((n >> 6) - 1))) & 511u;
+  return (int32_t)(offset + count) - 1;
+}
+WF_GEOM_FN void wf_nat_volume_lookup_index(void *res, const void *id, const void *i, const void *j,
+                                           const void *k) {
+  const wf_vol *v = wf_vol_arg(id);
+  *(int32_t *)res = v ? wf_vol_index(v, wf_vol_iarg(i), wf_vol_iarg(j), wf_vol_iarg(k)) : -1;
 }
 
 #endif
