@@ -7,12 +7,11 @@
 # Usage: python bench/warp_geom.py hashgrid|volume N RUNS
 import glob
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 import warp as wp
+from warp_cpu import median_time  # warm launch, then the median of runs
 
 wp.config.quiet = True
 wp.init()
@@ -36,17 +35,6 @@ def sample(vol: wp.uint64, pts: wp.array(dtype=wp.vec3), out: wp.array(dtype=flo
     out[i] = wp.volume_sample_f(vol, pts[i], wp.Volume.LINEAR)
 
 
-def median_time(f, runs):
-    f()
-    ts = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        f()
-        wp.synchronize()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
-
-
 def main():
     what, n, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     rng = np.random.default_rng(1)
@@ -54,9 +42,9 @@ def main():
         r = float(sys.argv[4]) if len(sys.argv) > 4 else 0.01
         pts = wp.array(rng.random((n, 3), dtype=np.float32), dtype=wp.vec3, device="cpu")
         grid = wp.HashGrid(128, 128, 128, device="cpu")
-        print("build", median_time(lambda: grid.build(pts, r), runs))
+        print("build", median_time(runs, lambda: grid.build(pts, r)))
         out = wp.zeros(n, dtype=wp.int32, device="cpu")
-        print("count", median_time(lambda: wp.launch(count, n, [grid.id, pts, r, out], device="cpu"), max(1, runs // 3)))
+        print("count", median_time(max(1, runs // 3), lambda: wp.launch(count, n, [grid.id, pts, r, out], device="cpu")))
         print("total", int(out.numpy().sum()))
     else:
         path = glob.glob(os.path.join(os.path.dirname(wp.__file__), "tests", "assets", "torus.nvdb"))[0]
@@ -64,7 +52,7 @@ def main():
         lo, hi = np.array(sys.argv[4:7], float), np.array(sys.argv[7:10], float)
         pts = wp.array((lo + rng.random((n, 3)) * (hi - lo)).astype(np.float32), dtype=wp.vec3, device="cpu")
         out = wp.zeros(n, dtype=float, device="cpu")
-        print("sample", median_time(lambda: wp.launch(sample, n, [vol.id, pts, out], device="cpu"), runs))
+        print("sample", median_time(runs, lambda: wp.launch(sample, n, [vol.id, pts, out], device="cpu")))
         print("sum", float(out.numpy().astype(np.float64).sum()))
 
 
