@@ -76,3 +76,30 @@ describe("geometry on cuda:0", function()
     assert.same(res.cpu, res["cuda:0"])
   end)
 end)
+
+describe("geometry builtins in CUDA C", function()
+  it("compile with NVRTC and assemble with ptxas for sm_75, sm_80 and sm_90", function()
+    local internal = require "weft.internal"
+    local k = weft.kernel{
+      id = weft.uint64, g = weft.uint64, p = weft.array(weft.vec3), out = weft.array(weft.float32),
+      function(id, g, p, out)
+        local i = weft.hash_grid_point_id(g, weft.tid())
+        local v, gr = weft.volume_sample_grad_f(id, p[i], weft.Volume.LINEAR)
+        local c = 0.0
+        for j in weft.hash_grid_query(g, p[i], 0.1) do c = c + weft.length(p[j]) end
+        local w = weft.volume_index_to_world(id, weft.volume_world_to_index_dir(id, p[i]))
+        out[i] = v + gr.x + c + w.y + weft.volume_sample_v(id, p[i], 1).z
+          + weft.float32(weft.volume_sample_i(id, p[i]) + weft.volume_lookup_index(id, 1, 2, 3))
+          + weft.volume_sample(id, p[i], 0, weft.float32)
+      end,
+    }
+    local src = k:source("cuda")
+    assert.matches("wf_nat_volume_cell_f(", src, 1, true)
+    assert.matches("wf_nat_hash_grid_query_next(", src, 1, true)
+    for _, arch in ipairs { "sm_75", "sm_80", "sm_90" } do
+      local ptx = k:ptx(arch)
+      assert.matches("%.entry%s+weft_k", ptx)
+      assert.is_true(internal.core.cuda_assemble(ptx, arch) > 0)
+    end
+  end)
+end)
