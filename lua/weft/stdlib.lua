@@ -941,6 +941,30 @@ return function(weft)
     local xi1, gxi1 = interp(v01, v11, dx), interp_grad(v01, v11, dx, g01, g11, ex)
     return interp_grad(xi0, xi1, dy, gxi0, gxi1, ey)
   end)
+  -- the gradient of 3-d noise, as Warp's noise_3d_gradient
+  local grad_noise3 = func(function(st, c0, c1, d)
+    local ex, ey, ez = V3(1.0, 0.0, 0.0), V3(0.0, 1.0, 0.0), V3(0.0, 0.0, 1.0)
+    local g000, g100 = grad3(st, c0[0], c0[1], c0[2]), grad3(st, c1[0], c0[1], c0[2])
+    local g010, g110 = grad3(st, c0[0], c1[1], c0[2]), grad3(st, c1[0], c1[1], c0[2])
+    local g001, g101 = grad3(st, c0[0], c0[1], c1[2]), grad3(st, c1[0], c0[1], c1[2])
+    local g011, g111 = grad3(st, c0[0], c1[1], c1[2]), grad3(st, c1[0], c1[1], c1[2])
+    local v000 = weft.dot(d, g000)
+    local v100 = weft.dot(d - ex, g100)
+    local v010 = weft.dot(d - ey, g010)
+    local v110 = weft.dot(d - ex - ey, g110)
+    local v001 = weft.dot(d - ez, g001)
+    local v101 = weft.dot(d - ex - ez, g101)
+    local v011 = weft.dot(d - ey - ez, g011)
+    local v111 = weft.dot(d - ex - ey - ez, g111)
+    local dx, dy, dz = d[0], d[1], d[2]
+    local xi00, gxi00 = interp(v000, v100, dx), interp_grad(v000, v100, dx, g000, g100, ex)
+    local xi10, gxi10 = interp(v010, v110, dx), interp_grad(v010, v110, dx, g010, g110, ex)
+    local xi01, gxi01 = interp(v001, v101, dx), interp_grad(v001, v101, dx, g001, g101, ex)
+    local xi11, gxi11 = interp(v011, v111, dx), interp_grad(v011, v111, dx, g011, g111, ex)
+    local yi0, gyi0 = interp(xi00, xi10, dy), interp_grad(xi00, xi10, dy, gxi00, gxi10, ey)
+    local yi1, gyi1 = interp(xi01, xi11, dy), interp_grad(xi01, xi11, dy, gxi01, gxi11, ey)
+    return interp_grad(yi0, yi1, dz, gyi0, gyi1, ez)
+  end)
   builtin("curlnoise", nil, function(state, xy, octaves, lacunarity, gain)
     local st = u32(state)
     local sum = V2(0.0, 0.0)
@@ -1078,4 +1102,29 @@ return function(weft)
   builtin("len", nil, function(x) return #x end)
   builtin("div_approx", nil, function(a, b) return a / b end)
   builtin("inverse_approx", mat_arg, function(m) return weft.inverse(m) end)
+
+  -- curlnoise in 3-d: the curl of three noise fields, each octave
+  -- re-seeding the state twice as Warp does (rand_init(state, k))
+  weft.curlnoise:overload{ p = V3, function(state, p, octaves, lacunarity, gain)
+    local st = u32(state)
+    local s1, s2, s3 = V3(0.0, 0.0, 0.0), V3(0.0, 0.0, 0.0), V3(0.0, 0.0, 0.0)
+    local freq, amp = f32(1.0), f32(1.0)
+    for _ = 1, octaves do
+      local pt = freq * p
+      local c0 = weft.vec3i(cell(pt[0]), cell(pt[1]), cell(pt[2]))
+      local c1 = c0 + weft.vec3i(1, 1, 1)
+      local d = pt - floor(pt)
+      local g1 = grad_noise3(st, c0, c1, d)
+      st = pcg(st + pcg(u32(10019689)))
+      local g2 = grad_noise3(st, c0, c1, d)
+      st = pcg(st + pcg(u32(13112221)))
+      local g3 = grad_noise3(st, c0, c1, d)
+      s1 = s1 + amp * g1
+      s2 = s2 + amp * g2
+      s3 = s3 + amp * g3
+      amp = amp * gain
+      freq = freq * lacunarity
+    end
+    return V3(s3[1] - s2[2], s1[2] - s3[0], s2[0] - s1[1])
+  end }
 end

@@ -286,4 +286,6 @@ return {
   { "test_mat.py test_inverse_approx", { "mat22{s}" }, "mat22{s}",
     "wp.inverse_approx(a + wp.identity(n=2, dtype=wp.float{b}) * wp.float{b}(5.0))",
     lua = "wp.inverse_approx(a + wp.identity(2, wp.float{b}) * 5.0)" },
+  { "test_noise.py test_curlnoise", { "vec3{s}" }, "vec3", "wp.curlnoise(s, a * 1.3, 2, 2.0, 0.5)",
+    py = "wp.curlnoise(s, a * 1.3, wp.uint32(2), 2.0, 0.5)", pre = "s = wp.rand_init(5)", dtypes = "f" },
 }
