@@ -78,12 +78,30 @@ return function(weft, P)
 
   -- The registered text of a chunk (by its debug.getinfo source), also
   -- when it was registered without the leading '=' or '@'.
+  -- A stock `luajit -e code` names its chunk "=(command line)" and leaves
+  -- the code in the global arg table (at negative indices, after "-e"):
+  -- with a single -e, that is the chunk's text.
+  local function command_line_text()
+    local a = rawget(_G, "arg")
+    if type(a) ~= "table" then return nil end
+    local found
+    for i = -1, -64, -1 do
+      if a[i] == nil then break end
+      if a[i] == "-e" and type(a[i + 1]) == "string" then
+        if found then return nil end -- several chunks: which one is unknown
+        found = a[i + 1]
+      end
+    end
+    return found
+  end
+
   local function chunk_text(src)
     local t = sources[src]
     if t == nil then
       local c = src:sub(1, 1)
       if c == "=" or c == "@" then t = sources[src:sub(2)] end
     end
+    if t == nil and src == "=(command line)" then t = command_line_text() end
     return t
   end
 

@@ -76,6 +76,15 @@ grep -q "lua/weft/" "$tmp/nosrc.txt" && fail "weft's own frames in: $(cat "$tmp/
   local k = weft.loadstring(text, "=pak/ai")()
   local x = weft.zeros(1); weft.launch(k, 1, { x }); assert(x[0] == 5)' || fail "weft.loadstring"
 
+# a stock luajit -e: the kernel's text comes from the arg table
+out=$(cd "$(dirname "$0")/../.." && WEFT_LIB="$BUILD/libweft.so" luajit -e '
+package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+local weft = require "weft"
+local k = weft.kernel{ x = weft.array(weft.float32), function(x)
+  local i = weft.tid(); x[i] = weft.float32(i) * 2.0 end }
+local x = weft.zeros(4); weft.launch(k, 4, { x }); print(x[3])')
+[ "$out" = "6" ] || fail "kernel from luajit -e: $out"
+
 # a crash in a kernel (fast mode has no bounds checks) names WEFT_MODE=debug
 cat > "$tmp/crash.lua" <<'LUA'
 local k = weft.kernel{ x = weft.array(weft.float32), function(x)
