@@ -136,6 +136,9 @@ return function(weft)
   -- vectors and matrices (warp/native/vec.h, mat.h; warp/_src/math.py)
   ---------------------------------------------------------------------
   local FLOATS = { "h", "f", "d" } -- float16, float32, float64 suffixes
+  local BITS = { h = 16, f = 32, d = 64 }
+  -- the scalar type of a float suffix
+  local function scalar_t(sfx) return weft["float" .. BITS[sfx]] end
 
   -- weft[name] = a weft.func with one overload per float type: make(sfx)
   -- returns the overload's spec ({ arg = type, ..., function }) built
@@ -323,7 +326,7 @@ return function(weft)
 
   -- quat_rpy(roll, pitch, yaw)
   typed("quat_rpy", nil, function(sfx)
-    local S, Q = weft["float" .. ({ h = 16, f = 32, d = 64 })[sfx]], weft["quat" .. sfx]
+    local S, Q = scalar_t(sfx), weft["quat" .. sfx]
     return { roll = S, pitch = S, yaw = S, function(roll, pitch, yaw)
       local cy, sy = weft.cos(yaw * 0.5), weft.sin(yaw * 0.5)
       local cr, sr = weft.cos(roll * 0.5), weft.sin(roll * 0.5)
@@ -497,7 +500,7 @@ return function(weft)
   -- (the method of warp/_src/math.py: 1-based axes, scalar-first q)
   typed("quat_to_euler", nil, function(sfx)
     local V = weft["vec3" .. sfx]
-    local S = weft["float" .. ({ h = 16, f = 32, d = 64 })[sfx]]
+    local S = scalar_t(sfx)
     local pick = func(function(n, q1, q2, q3)
       if n == 2 then return q2 end
       if n == 3 then return q3 end
@@ -572,7 +575,7 @@ return function(weft)
   builtin("expect_near", nil, function(a, b, t) expect_near(a, b, t, abs(a - b)) end)
   weft.expect_near:overload(function(a, b) expect_near(a, b, 1e-6, abs(a - b)) end)
   for _, sfx in ipairs(FLOATS) do
-    local V, S = weft["vec3" .. sfx], weft["float" .. ({ h = 16, f = 32, d = 64 })[sfx]]
+    local V, S = weft["vec3" .. sfx], scalar_t(sfx)
     weft.expect_near:overload{ a = V, b = V, t = S, function(a, b, t) expect_near(a, b, t, weft.max(abs(a - b))) end }
     weft.expect_near:overload{ a = V, b = V, function(a, b) expect_near(a, b, 1e-6, weft.max(abs(a - b))) end }
   end
@@ -594,7 +597,7 @@ return function(weft)
   ---------------------------------------------------------------------
   local function decompositions(sfx)
     local M3, V3, V2, M2 = weft["mat33" .. sfx], weft["vec3" .. sfx], weft["vec2" .. sfx], weft["mat22" .. sfx]
-    local Q4, S = weft["quat" .. sfx], weft["float" .. ({ h = 16, f = 32, d = 64 })[sfx]]
+    local Q4, S = weft["quat" .. sfx], scalar_t(sfx)
     local ITERS = sfx == "d" and 8 or 4
     local EPS = sfx == "d" and 1e-12 or 1e-6
 
@@ -1072,7 +1075,7 @@ return function(weft)
   -- type is the arguments' (quaternion(x, y, z, w), quaternion(v, w),
   -- transformation(p, q))
   typed("quaternion", nil, function(sfx)
-    local S, Q = weft["float" .. ({ h = 16, f = 32, d = 64 })[sfx]], weft["quat" .. sfx]
+    local S, Q = scalar_t(sfx), weft["quat" .. sfx]
     return { x = S, y = S, z = S, w = S, function(x, y, z, w) return Q(x, y, z, w) end }
   end)
   typed("transformation", nil, function(sfx)
@@ -1080,7 +1083,7 @@ return function(weft)
     return { p = weft["vec3" .. sfx], q = weft["quat" .. sfx], function(p, q) return T(p, q) end }
   end)
   for _, sfx in ipairs(FLOATS) do
-    local S, Q = weft["float" .. ({ h = 16, f = 32, d = 64 })[sfx]], weft["quat" .. sfx]
+    local S, Q = scalar_t(sfx), weft["quat" .. sfx]
     weft.quaternion:overload{ v = weft["vec3" .. sfx], w = S, function(v, w) return Q(v, w) end }
   end
 
