@@ -23,7 +23,7 @@ PY_BENCH_PKGS ?= warp-lang
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 1200
 
-.PHONY: all deps deps-run deps-bench build run install test test-lua test-c test-python bench clean format format-check lint fuzz
+.PHONY: all deps deps-run deps-bench build run install test test-lua test-c test-python bench clean format format-check lint fuzz warp-ref
 
 all: build
 
@@ -62,6 +62,12 @@ fuzz: deps
 
 bench: build deps-bench
 	@scripts/run-bench $(BUILD)
+
+# Warp's CPU outputs for the ported cases (tests/warp/ref.lua) and the
+# random-number spec, rewritten with warp-lang (make deps-bench installs it).
+warp-ref: deps-bench
+	$(WEFT_VENV)/bin/python tests/warp/gen_ref.py tests/warp/ref.lua
+	$(WEFT_VENV)/bin/python spec/helpers/warp_rand_ref.py | grep -E '^-- gen|^return' > spec/helpers/warp_rand_ref.lua
 
 # Static checks of the Lua layer (settings in .luacheckrc).
 lint:
