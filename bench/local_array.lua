@@ -32,7 +32,7 @@ end
 -- a depth-first walk of an implicit binary tree of `depth` levels from
 -- each thread's root, pushing children on a stack: sums the node ids
 do
-  local n, depth = 2 ^ 14, 5
+  local n, levels = 2 ^ 14, 5
   local local_stack = weft.kernel{ out = weft.array(weft.int32), depth = weft.int32,
     function(out, depth)
       local i = weft.tid()
@@ -72,11 +72,11 @@ do
     end }
   local o1, o2 = weft.zeros(n, weft.int32), weft.zeros(n, weft.int32)
   local st = weft.zeros({ n, 64 }, weft.int32)
-  weft.launch(local_stack, n, { o1, depth })
-  weft.launch(scratch_stack, n, { o2, st, depth })
+  weft.launch(local_stack, n, { o1, levels })
+  weft.launch(scratch_stack, n, { o2, st, levels })
   assert(o1[7] == o2[7] and o1[7] > 0)
-  local a, b = alternate(9, function() weft.launch(local_stack, n, { o1, depth }) end,
-    function() weft.launch(scratch_stack, n, { o2, st, depth }) end)
+  local a, b = alternate(9, function() weft.launch(local_stack, n, { o1, levels }) end,
+    function() weft.launch(scratch_stack, n, { o2, st, levels }) end)
   row("local stack", a, b, "scratch array")
 end
 
