@@ -84,3 +84,16 @@ def test_closed_runtime(rt):
 def test_default_runtime():
     a = weft.from_dlpack(__import__("numpy").ones(3, dtype="float32"))
     assert a.runtime is weft.runtime()
+
+
+def test_exec_named_chunk_kernels(rt):
+    # a chunk named like a host's file ("=level1/ai") keeps its text, so its
+    # kernels compile; errors name the chunk
+    rt.exec("k = weft.kernel{ x = weft.array(weft.float32), function(x)\n"
+            "  x[weft.tid()] = 4.0 end }\n"
+            "a = weft.zeros(3); weft.launch(k, 3, { a })", "=level1/ai")
+    assert rt["a"].numpy().tolist() == [4.0] * 3
+    with pytest.raises(weft.WeftError, match="level2/ai:2: "):
+        rt.exec("k2 = weft.kernel{ x = weft.array(weft.float32), function(x)\n"
+                "  x[weft.tid()] = weft.int32(1) end }\n"
+                "weft.launch(k2, 1, { weft.zeros(1) })", "=level2/ai")
