@@ -69,6 +69,7 @@ describe("random builtins", function()
       "y[i] = weft.noise(s, weft.vec4(x[i], 0.25, -x[i], 1.5)) + weft.pnoise(s, x[i] * 3.0, 4)",
       "y[i] = weft.pnoise(s, weft.vec3(x[i], 0.25, x[i] * 2.0), 3, 2, 5) + weft.curlnoise(s, weft.vec2(x[i], 0.3), 2, 2.0, 0.5)[1]",
       "y[i] = weft.curlnoise(s, weft.vec3(x[i], 0.3, x[i] * 0.7), 2, 2.0, 0.5)[1]",
+      "y[i] = weft.curlnoise(s, weft.vec4(x[i], 0.3, 0.1, x[i] * 0.7), 2, 2.0, 0.5)[2]",
     } do
       local src = "local weft = ...\nreturn weft.kernel{ x = weft.array(weft.float32), y = weft.array(weft.float32), " ..
         "function(x, y)\n  local i = weft.tid()\n  local s = weft.rand_init(9)\n  " .. body .. "\nend }"
@@ -91,7 +92,8 @@ describe("random builtins", function()
         weft.noise(s, p) + weft.pnoise(s, p[0], 3) + weft.pnoise(s, weft.vec2(p[0], p[1]), 3, 4) +
         weft.pnoise(s, weft.vec3(p[0], p[1], p[2]), 3, 4, 5) + weft.curlnoise(s, weft.vec2(p[0], p[1]), 2, 2.0, 0.5)[0] +
         weft.float32(weft.poisson(s, 4.0 + p[0])) + weft.float32(weft.poisson(s, 40.0 + p[1])) +
-        weft.curlnoise(s, weft.vec3(p[0], p[1], p[2]), 2, 2.0, 0.5)[2]
+        weft.curlnoise(s, weft.vec3(p[0], p[1], p[2]), 2, 2.0, 0.5)[2] + weft.curlnoise(s, p, 2, 2.0, 0.5)[1] +
+        weft.pnoise(s, p, 2, 3, 4, 5)
     end }
     local ptx = k:ptx("sm_80")
     assert.matches("%.entry%s+weft_adj_", ptx)

@@ -1130,4 +1130,77 @@ return function(weft)
     end
     return V3(s3[1] - s2[2], s1[2] - s3[0], s2[0] - s1[1])
   end }
+
+  -- pnoise in 4-d
+  weft.pnoise:overload{ p = V4, px = weft.int32, py = weft.int32, pz = weft.int32, pt = weft.int32,
+    function(state, p, px, py, pz, pt)
+      local c0 = weft.vec4i(cmod(cell(p[0]), px), cmod(cell(p[1]), py), cmod(cell(p[2]), pz), cmod(cell(p[3]), pt))
+      local c1 = weft.vec4i(cmod(c0[0] + 1, px), cmod(c0[1] + 1, py), cmod(c0[2] + 1, pz), cmod(c0[3] + 1, pt))
+      return noise4(u32(state), c0, c1, p - floor(p))
+    end }
+
+  -- the gradient of 4-d noise (Warp's noise_4d_gradient): the corners
+  -- interpolated along x, y, z, then t, carrying value and gradient
+  local grad_noise4 = func(function(st, p0, p1, d)
+    local ex, ey = V4(1.0, 0.0, 0.0, 0.0), V4(0.0, 1.0, 0.0, 0.0)
+    local ez, et = V4(0.0, 0.0, 1.0, 0.0), V4(0.0, 0.0, 0.0, 1.0)
+    local zero = d[0] - d[0]
+    local zt, gzt, r = zero, d * 0.0, d * 0.0
+    for c = 0, 1 do
+      local zs, gzs = zero, d * 0.0
+      for b = 0, 1 do
+        local ys, gys = zero, d * 0.0
+        for a = 0, 1 do
+          local yy = select(a == 1, p0[1], p1[1])
+          local zz = select(b == 1, p0[2], p1[2])
+          local tt = select(c == 1, p0[3], p1[3])
+          local dd = d - V4(0.0, f32(a), f32(b), f32(c))
+          local g0 = grad4(st, p0[0], yy, zz, tt)
+          local g1 = grad4(st, p1[0], yy, zz, tt)
+          local v0, v1 = weft.dot(dd, g0), weft.dot(dd - ex, g1)
+          local xi, gxi = interp(v0, v1, d[0]), interp_grad(v0, v1, d[0], g0, g1, ex)
+          if a == 0 then
+            ys, gys = xi, gxi
+          else
+            ys, gys = interp(ys, xi, d[1]), interp_grad(ys, xi, d[1], gys, gxi, ey)
+          end
+        end
+        if b == 0 then
+          zs, gzs = ys, gys
+        else
+          zs, gzs = interp(zs, ys, d[2]), interp_grad(zs, ys, d[2], gzs, gys, ez)
+        end
+      end
+      if c == 0 then
+        zt, gzt = zs, gzs
+      else
+        r = interp_grad(zt, zs, d[3], gzt, gzs, et)
+      end
+    end
+    return r
+  end)
+
+  -- curlnoise in 4-d: the 3-d curl of three 4-d noise gradients
+  weft.curlnoise:overload{ p = V4, function(state, p, octaves, lacunarity, gain)
+    local st = u32(state)
+    local s1, s2, s3 = V4(0.0, 0.0, 0.0, 0.0), V4(0.0, 0.0, 0.0, 0.0), V4(0.0, 0.0, 0.0, 0.0)
+    local freq, amp = f32(1.0), f32(1.0)
+    for _ = 1, octaves do
+      local pt = freq * p
+      local c0 = weft.vec4i(cell(pt[0]), cell(pt[1]), cell(pt[2]), cell(pt[3]))
+      local c1 = c0 + weft.vec4i(1, 1, 1, 1)
+      local d = pt - floor(pt)
+      local g1 = grad_noise4(st, c0, c1, d)
+      st = pcg(st + pcg(u32(10019689)))
+      local g2 = grad_noise4(st, c0, c1, d)
+      st = pcg(st + pcg(u32(13112221)))
+      local g3 = grad_noise4(st, c0, c1, d)
+      s1 = s1 + amp * g1
+      s2 = s2 + amp * g2
+      s3 = s3 + amp * g3
+      amp = amp * gain
+      freq = freq * lacunarity
+    end
+    return V3(s3[1] - s2[2], s1[2] - s3[0], s2[0] - s1[1])
+  end }
 end

@@ -288,4 +288,8 @@ return {
     lua = "wp.inverse_approx(a + wp.identity(2, wp.float{b}) * 5.0)" },
   { "test_noise.py test_curlnoise", { "vec3{s}" }, "vec3", "wp.curlnoise(s, a * 1.3, 2, 2.0, 0.5)",
     py = "wp.curlnoise(s, a * 1.3, wp.uint32(2), 2.0, 0.5)", pre = "s = wp.rand_init(5)", dtypes = "f" },
+  { "test_noise.py test_pnoise", { "vec4{s}" }, "float32", "wp.pnoise(s, a * 3.3, 4, 2, 3, 5)", pre = "s = wp.rand_init(3)",
+    dtypes = "f" },
+  { "test_noise.py test_curlnoise", { "vec4{s}" }, "vec3", "wp.curlnoise(s, a * 1.3, 2, 2.0, 0.5)",
+    py = "wp.curlnoise(s, a * 1.3, wp.uint32(2), 2.0, 0.5)", pre = "s = wp.rand_init(5)", dtypes = "f" },
 }
