@@ -175,16 +175,19 @@ WF_GEOM_FN int32_t wf_vol_round(float x) {
 }
 
 /* The 8 corner values of the cell whose low corner is (i, j, k), in the
-** order (0,0,0) (0,0,1) (0,1,0) ... (1,1,1). One walk per 8^3 block the
-** corners touch (one when the cell lies inside a leaf): a leaf's corners
-** are neighbours in its value table, and a tile or the background gives
-** one value to the whole block. */
+** order (0,0,0) (0,0,1) (0,1,0) ... (1,1,1). One lookup per 8^3 block the
+** corners touch: the axes on which the cell crosses a block border (cm,
+** bits x y z as in the corner number) give 1, 2, 4 or 8 blocks, and corner
+** c lies in block c & cm. A leaf's corners are neighbours in its value
+** table; a tile or the background gives its block one value. */
 WF_GEOM_FN void wf_vol_corners(const wf_vol *v, int32_t i, int32_t j, int32_t k, int nf,
                                float *out) {
-  int c, q, in_leaf = 0;
-  int32_t bi = 0, bj = 0, bk = 0;
-  const unsigned char *base = 0;
-  if (((i & 7) != 7) & ((j & 7) != 7) & ((k & 7) != 7)) { /* the cell is in one block */
+  const int cm = (((i & 7) == 7) << 2) | (((j & 7) == 7) << 1) | ((k & 7) == 7);
+  const unsigned char *base[8];
+  uint32_t step[8]; /* value size in a leaf, 0 in a tile */
+  int b, c, q;
+  if (!cm) { /* the common case: one block, corners at fixed offsets */
+    int in_leaf;
     const unsigned char *p = wf_vol_lookup_at(v, i, j, k, &in_leaf);
     const uint64_t sz = in_leaf ? v->vsize : 0;
     for (c = 0; c < 8; c++) {
@@ -195,16 +198,21 @@ WF_GEOM_FN void wf_vol_corners(const wf_vol *v, int32_t i, int32_t j, int32_t k,
     }
     return;
   }
+  for (b = 0; b < 8; b++) {
+    if ((b & cm) != b) continue;
+    const int32_t bi = i + (b >> 2), bj = j + ((b >> 1) & 1), bk = k + (b & 1);
+    int in_leaf;
+    const unsigned char *p = wf_vol_lookup_at(v, bi, bj, bk, &in_leaf);
+    const uint32_t n =
+        (((uint32_t)bi & 7u) << 6) | (((uint32_t)bj & 7u) << 3) | ((uint32_t)bk & 7u);
+    step[b] = in_leaf ? v->vsize : 0;
+    base[b] = p - (uint64_t)n * step[b];
+  }
   for (c = 0; c < 8; c++) {
     const int32_t ci = i + (c >> 2), cj = j + ((c >> 1) & 1), ck = k + (c & 1);
     const uint32_t n =
         (((uint32_t)ci & 7u) << 6) | (((uint32_t)cj & 7u) << 3) | ((uint32_t)ck & 7u);
-    if (!base || ((ci ^ bi) | (cj ^ bj) | (ck ^ bk)) & ~7) {
-      const unsigned char *p = wf_vol_lookup_at(v, ci, cj, ck, &in_leaf);
-      base = in_leaf ? p - (uint64_t)n * v->vsize : p;
-      bi = ci, bj = cj, bk = ck;
-    }
-    const float *s = (const float *)(base + (in_leaf ? (uint64_t)n * v->vsize : 0));
+    const float *s = (const float *)(base[c & cm] + (uint64_t)n * step[c & cm]);
     for (q = 0; q < nf; q++)
       out[c * nf + q] = s[q];
   }
