@@ -29,6 +29,7 @@
 #define LEAF_MAX 8
 #define MAX_DEPTH 48
 #define PAR_MIN 32768 /* subtrees at least this large may get a thread */
+#define ONE_AXIS 4096 /* nodes this large bin along one axis */
 
 typedef struct box {
   float lo[3], hi[3];
@@ -38,10 +39,12 @@ static void box_empty(box *b) {
   for (int k = 0; k < 3; k++)
     b->lo[k] = FLT_MAX, b->hi[k] = -FLT_MAX;
 }
+/* unconditional stores of selects: minss/maxss, no branches (the boxes
+** are finite: mesh.c checks) */
 static void box_add(box *b, const float *lo, const float *hi) {
   for (int k = 0; k < 3; k++) {
-    if (lo[k] < b->lo[k]) b->lo[k] = lo[k];
-    if (hi[k] > b->hi[k]) b->hi[k] = hi[k];
+    b->lo[k] = lo[k] < b->lo[k] ? lo[k] : b->lo[k];
+    b->hi[k] = hi[k] > b->hi[k] ? hi[k] : b->hi[k];
   }
 }
 static void box_addpt(box *b, const float *p) {
@@ -53,10 +56,19 @@ static float box_area(const box *b) {
   return dx * dy + dy * dz + dz * dx;
 }
 
+/* A primitive's box and id, moved along with the partitions so that every
+** pass over a node's primitives reads memory in order. */
+typedef struct rec {
+  float lo[3], hi[3];
+  int id, pad;
+} rec;
+
+static float cen(const rec *r, int k) {
+  return 0.5f * (r->lo[k] + r->hi[k]);
+}
+
 typedef struct build {
-  const float *lo, *hi; /* per primitive */
-  float *cen;           /* centroids, 3 per primitive */
-  int *items;
+  rec *recs;
   wf_gnode *nodes;
   int nnodes;  /* __atomic */
   int threads; /* __atomic: threads still allowed to start */
@@ -65,6 +77,7 @@ typedef struct build {
 typedef struct task {
   build *B;
   int node, begin, end, depth;
+  box bb, cb; /* bounds of the boxes and of their centroids */
 } task;
 
 static void make_leaf(wf_gnode *n, int begin, int end) {
@@ -72,47 +85,40 @@ static void make_leaf(wf_gnode *n, int begin, int end) {
   n->b = -(end - begin);
 }
 
-static void subtree(build *B, int node, int begin, int end, int depth);
+static void subtree(build *B, task *t);
 
 static void *subtree_thread(void *p) {
-  task *t = p;
-  subtree(t->B, t->node, t->begin, t->end, t->depth);
+  subtree(((task *)p)->B, p);
   return NULL;
 }
 
-/* Partition items[begin, end) by centroid on axis below `split`; returns
-** the first index of the right part. */
-static int partition(build *B, int begin, int end, int axis, float split) {
-  int i = begin, j = end - 1;
-  while (i <= j) {
-    if (B->cen[3 * B->items[i] + axis] < split) {
-      i++;
-    } else {
-      int t = B->items[i];
-      B->items[i] = B->items[j];
-      B->items[j--] = t;
-    }
+/* Bounds of recs[begin, end) and of their centroids. */
+static void bounds(const rec *r, int begin, int end, box *bb, box *cb) {
+  box_empty(bb);
+  box_empty(cb);
+  for (int i = begin; i < end; i++) {
+    float c[3] = {cen(&r[i], 0), cen(&r[i], 1), cen(&r[i], 2)};
+    box_add(bb, r[i].lo, r[i].hi);
+    box_addpt(cb, c);
   }
-  return i;
 }
 
 /* The element of rank k on axis (quickselect), so the median split gives
 ** halves of equal size even when centroids repeat. */
-static void select_kth(build *B, int begin, int end, int k, int axis) {
-  int *it = B->items;
+static void select_kth(rec *r, int begin, int end, int k, int axis) {
   while (end - begin > 1) {
-    float piv = B->cen[3 * it[begin + (end - begin) / 2] + axis];
+    float piv = cen(&r[begin + (end - begin) / 2], axis);
     int i = begin, lt = begin, gt = end; /* [begin,lt) < piv, [gt,end) > piv */
     while (i < gt) {
-      float c = B->cen[3 * it[i] + axis];
+      float c = cen(&r[i], axis);
       if (c < piv) {
-        int t = it[i];
-        it[i++] = it[lt];
-        it[lt++] = t;
+        rec t = r[i];
+        r[i++] = r[lt];
+        r[lt++] = t;
       } else if (c > piv) {
-        int t = it[i];
-        it[i] = it[--gt];
-        it[gt] = t;
+        rec t = r[i];
+        r[i] = r[--gt];
+        r[gt] = t;
       } else {
         i++;
       }
@@ -126,98 +132,129 @@ static void select_kth(build *B, int begin, int end, int k, int axis) {
   }
 }
 
-static void subtree(build *B, int node, int begin, int end, int depth) {
-  wf_gnode *n = &B->nodes[node];
-  box bb, cb;
-  box_empty(&bb);
-  box_empty(&cb);
-  for (int i = begin; i < end; i++) {
-    int p = B->items[i];
-    box_add(&bb, B->lo + 3 * p, B->hi + 3 * p);
-    box_addpt(&cb, B->cen + 3 * p);
-  }
-  memcpy(n->lo, bb.lo, sizeof n->lo);
-  memcpy(n->hi, bb.hi, sizeof n->hi);
-  int count = end - begin;
-  if (count <= LEAF_MIN || depth >= MAX_DEPTH) {
+typedef struct bin {
+  box b, c; /* boxes and centroids falling in the bin */
+  int n;
+} bin;
+
+static void subtree(build *B, task *t) {
+  wf_gnode *n = &B->nodes[t->node];
+  rec *R = B->recs;
+  int begin = t->begin, end = t->end, count = end - begin;
+  memcpy(n->lo, t->bb.lo, sizeof n->lo);
+  memcpy(n->hi, t->bb.hi, sizeof n->hi);
+  if (count <= LEAF_MIN || t->depth >= MAX_DEPTH) {
     make_leaf(n, begin, end);
     return;
   }
-  /* best SAH split over the three axes */
-  float best = FLT_MAX, split = 0;
-  int baxis = -1;
-  for (int axis = 0; axis < 3; axis++) {
-    float ext = cb.hi[axis] - cb.lo[axis];
-    if (!(ext > 0)) continue;
-    float scale = NBINS / ext;
-    box bins[NBINS];
-    int cnt[NBINS] = {0};
-    for (int b = 0; b < NBINS; b++)
-      box_empty(&bins[b]);
-    for (int i = begin; i < end; i++) {
-      int p = B->items[i];
-      int b = (int)((B->cen[3 * p + axis] - cb.lo[axis]) * scale);
-      b = b < 0 ? 0 : b >= NBINS ? NBINS - 1 : b;
-      cnt[b]++;
-      box_add(&bins[b], B->lo + 3 * p, B->hi + 3 * p);
+  /* bin along the three axes in one pass */
+  bin bins[3][NBINS];
+  float scale[3];
+  /* large nodes bin along their widest centroid axis only (a third of
+  ** the work where most of it is; the trees trace as fast) */
+  int wide = 0;
+  for (int a = 1; a < 3; a++)
+    if (t->cb.hi[a] - t->cb.lo[a] > t->cb.hi[wide] - t->cb.lo[wide]) wide = a;
+  for (int a = 0; a < 3; a++) {
+    float ext = t->cb.hi[a] - t->cb.lo[a];
+    scale[a] = ext > 0 && (count < ONE_AXIS || a == wide) ? NBINS / ext : 0;
+    for (int b = 0; b < NBINS; b++) {
+      box_empty(&bins[a][b].b);
+      box_empty(&bins[a][b].c);
+      bins[a][b].n = 0;
     }
+  }
+  for (int i = begin; i < end; i++) {
+    float c[3] = {cen(&R[i], 0), cen(&R[i], 1), cen(&R[i], 2)};
+    for (int a = 0; a < 3; a++) {
+      if (scale[a] == 0) continue;
+      int b = (int)((c[a] - t->cb.lo[a]) * scale[a]);
+      b = b < 0 ? 0 : b >= NBINS ? NBINS - 1 : b;
+      bin *x = &bins[a][b];
+      x->n++;
+      box_add(&x->b, R[i].lo, R[i].hi);
+      box_addpt(&x->c, c);
+    }
+  }
+  /* the cheapest boundary: area(L) n(L) + area(R) n(R) */
+  float best = FLT_MAX;
+  int baxis = -1, bbin = 0;
+  for (int a = 0; a < 3; a++) {
+    if (!(scale[a] > 0)) continue;
     float rarea[NBINS];
     int rcnt[NBINS];
     box acc;
     box_empty(&acc);
     int c = 0;
     for (int b = NBINS - 1; b > 0; b--) {
-      box_add(&acc, bins[b].lo, bins[b].hi);
-      c += cnt[b];
+      box_add(&acc, bins[a][b].b.lo, bins[a][b].b.hi);
+      c += bins[a][b].n;
       rarea[b] = box_area(&acc);
       rcnt[b] = c;
     }
     box_empty(&acc);
     c = 0;
     for (int b = 0; b < NBINS - 1; b++) {
-      box_add(&acc, bins[b].lo, bins[b].hi);
-      c += cnt[b];
+      box_add(&acc, bins[a][b].b.lo, bins[a][b].b.hi);
+      c += bins[a][b].n;
       if (!c || !rcnt[b + 1]) continue;
       float cost = box_area(&acc) * (float)c + rarea[b + 1] * (float)rcnt[b + 1];
-      if (cost < best) {
-        best = cost;
-        baxis = axis;
-        split = cb.lo[axis] + (float)(b + 1) / scale;
-      }
+      if (cost < best) best = cost, baxis = a, bbin = b;
     }
   }
-  int mid = -1;
+  task l = {.B = B, .begin = begin, .depth = t->depth + 1}, r = l;
+  int mid;
   if (baxis >= 0) {
     /* a leaf when splitting costs more than testing everything here
-    ** (traversal step ~ one primitive test) */
-    if (count <= LEAF_MAX && best + box_area(&bb) >= box_area(&bb) * (float)count) {
+    ** (a traversal step costs about one primitive test) */
+    float area = box_area(&t->bb);
+    if (count <= LEAF_MAX && best + area >= area * (float)count) {
       make_leaf(n, begin, end);
       return;
     }
-    mid = partition(B, begin, end, baxis, split);
-  }
-  if (mid <= begin || mid >= end) { /* no usable split: halves by count */
+    /* partition by bin: the same arithmetic as the binning */
+    int i = begin, j = end - 1;
+    float lo = t->cb.lo[baxis], sc = scale[baxis];
+    while (i <= j) {
+      int b = (int)((cen(&R[i], baxis) - lo) * sc);
+      b = b < 0 ? 0 : b >= NBINS ? NBINS - 1 : b;
+      if (b <= bbin) {
+        i++;
+      } else {
+        rec x = R[i];
+        R[i] = R[j];
+        R[j--] = x;
+      }
+    }
+    mid = i;
+    box_empty(&l.bb), box_empty(&l.cb), box_empty(&r.bb), box_empty(&r.cb);
+    for (int b = 0; b < NBINS; b++) {
+      task *side = b <= bbin ? &l : &r;
+      box_add(&side->bb, bins[baxis][b].b.lo, bins[baxis][b].b.hi);
+      box_add(&side->cb, bins[baxis][b].c.lo, bins[baxis][b].c.hi);
+    }
+  } else { /* centroids all equal: halves by count along the widest axis */
     int axis = 0;
     for (int k = 1; k < 3; k++)
-      if (bb.hi[k] - bb.lo[k] > bb.hi[axis] - bb.lo[axis]) axis = k;
+      if (t->bb.hi[k] - t->bb.lo[k] > t->bb.hi[axis] - t->bb.lo[axis]) axis = k;
     mid = begin + count / 2;
-    select_kth(B, begin, end, mid, axis);
+    select_kth(R, begin, end, mid, axis);
+    bounds(R, begin, mid, &l.bb, &l.cb);
+    bounds(R, mid, end, &r.bb, &r.cb);
   }
-  int l = __atomic_fetch_add(&B->nnodes, 2, __ATOMIC_RELAXED);
-  n->a = l;
-  n->b = l + 1;
+  int c0 = __atomic_fetch_add(&B->nnodes, 2, __ATOMIC_RELAXED);
+  n->a = c0;
+  n->b = c0 + 1;
+  l.node = c0, l.end = mid;
+  r.node = c0 + 1, r.begin = mid, r.end = end;
   /* the larger half on a new thread while threads remain */
-  int big = (mid - begin) > (end - mid) ? 0 : 1;
+  task *big = (mid - begin) >= (end - mid) ? &l : &r, *small = big == &l ? &r : &l;
   pthread_t th;
   int threaded = 0;
-  task t = {B, big ? l + 1 : l, big ? mid : begin, big ? end : mid, depth + 1};
-  if (t.end - t.begin >= PAR_MIN && __atomic_sub_fetch(&B->threads, 1, __ATOMIC_RELAXED) >= 0)
-    threaded = pthread_create(&th, NULL, subtree_thread, &t) == 0;
-  if (!threaded) subtree(B, t.node, t.begin, t.end, t.depth);
-  if (big)
-    subtree(B, l, begin, mid, depth + 1);
-  else
-    subtree(B, l + 1, mid, end, depth + 1);
+  if (big->end - big->begin >= PAR_MIN && __atomic_sub_fetch(&B->threads, 1, __ATOMIC_RELAXED) >= 0)
+    threaded = pthread_create(&th, NULL, subtree_thread, big) == 0;
+  if (!threaded) subtree(B, big);
+  subtree(B, small);
   if (threaded) pthread_join(th, NULL);
 }
 
@@ -229,28 +266,31 @@ int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads, wf_gnode
   if (n <= 0) return 0;
   build B;
   memset(&B, 0, sizeof B);
-  B.lo = lo;
-  B.hi = hi;
-  B.cen = malloc(sizeof(float) * 3 * (size_t)n);
-  B.items = malloc(sizeof(int) * (size_t)n);
+  B.recs = malloc(sizeof(rec) * (size_t)n);
+  int *it = malloc(sizeof(int) * (size_t)n);
   B.nodes = malloc(sizeof(wf_gnode) * (size_t)(2 * n));
-  if (!B.cen || !B.items || !B.nodes) {
-    free(B.cen);
-    free(B.items);
+  if (!B.recs || !it || !B.nodes) {
+    free(B.recs);
+    free(it);
     free(B.nodes);
     return -1;
   }
   for (int i = 0; i < n; i++) {
-    B.items[i] = i;
-    for (int k = 0; k < 3; k++)
-      B.cen[3 * i + k] = 0.5f * (lo[3 * i + k] + hi[3 * i + k]);
+    memcpy(B.recs[i].lo, lo + 3 * i, sizeof B.recs[i].lo);
+    memcpy(B.recs[i].hi, hi + 3 * i, sizeof B.recs[i].hi);
+    B.recs[i].id = i;
+    B.recs[i].pad = 0;
   }
   B.nnodes = 1;
   B.threads = nthreads > 1 ? nthreads - 1 : 0;
-  subtree(&B, 0, 0, n, 0);
-  free(B.cen);
+  task root = {.B = &B, .end = n};
+  bounds(B.recs, 0, n, &root.bb, &root.cb);
+  subtree(&B, &root);
+  for (int i = 0; i < n; i++)
+    it[i] = B.recs[i].id;
+  free(B.recs);
   *nodes = B.nodes;
-  *items = B.items;
+  *items = it;
   *nnodes = B.nnodes;
   return 0;
 }

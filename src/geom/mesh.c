@@ -30,7 +30,8 @@ struct wf_geom {
   int *items;
   wf_gwind *wind;
   int nnodes;
-  float *lo, *hi; /* 3 per primitive */
+  float *lo, *hi; /* 3 per primitive (meshes: while building) */
+  float *tris;    /* meshes: each slot's triangle, 9 floats, in leaf order */
 };
 
 static const char *what(int kind) {
@@ -65,7 +66,7 @@ static int check_finite(wf_rt *rt, int kind, const wf_g3 *p, long long n, const 
   return 0;
 }
 
-/* Primitive boxes from the current points or boxes. */
+/* Meshes: each face's box (for the build). */
 static void prim_boxes(wf_geom *g) {
   if (g->kind == WF_GEOM_MESH) {
     const wf_gmesh *m = &g->d.mesh;
@@ -77,10 +78,38 @@ static void prim_boxes(wf_geom *g) {
       lo[1] = gmin(a.y, gmin(b.y, c.y)), hi[1] = gmax(a.y, gmax(b.y, c.y));
       lo[2] = gmin(a.z, gmin(b.z, c.z)), hi[2] = gmax(a.z, gmax(b.z, c.z));
     }
-  } else {
-    const wf_gboxes *b = &g->d.boxes;
-    memcpy(g->lo, b->lowers, sizeof(float) * 3 * (size_t)b->n);
-    memcpy(g->hi, b->uppers, sizeof(float) * 3 * (size_t)b->n);
+  }
+}
+
+/* Meshes: copy the triangles into leaf order, then node bounds from them
+** (leaves) and from the children (inner nodes, backwards). */
+static void mesh_refit(wf_geom *g) {
+  const wf_gmesh *m = &g->d.mesh;
+  for (int k = 0; k < g->nprims; k++) {
+    const int *ix = m->indices + 3 * (size_t)g->items[k];
+    float *t = g->tris + 9 * (size_t)k;
+    memcpy(t, &m->points[ix[0]], 12);
+    memcpy(t + 3, &m->points[ix[1]], 12);
+    memcpy(t + 6, &m->points[ix[2]], 12);
+  }
+  for (int i = g->nnodes - 1; i >= 0; i--) {
+    wf_gnode *n = &g->nodes[i];
+    float lo[3] = {3.4e38f, 3.4e38f, 3.4e38f}, hi[3] = {-3.4e38f, -3.4e38f, -3.4e38f};
+    if (n->b < 0) {
+      for (const float *t = g->tris + 9 * (size_t)n->a, *e = t + 9 * (size_t)(-n->b); t < e; t += 3)
+        for (int c = 0; c < 3; c++) {
+          lo[c] = t[c] < lo[c] ? t[c] : lo[c];
+          hi[c] = t[c] > hi[c] ? t[c] : hi[c];
+        }
+    } else {
+      const wf_gnode *l = &g->nodes[n->a], *r = &g->nodes[n->b];
+      for (int c = 0; c < 3; c++) {
+        lo[c] = l->lo[c] < r->lo[c] ? l->lo[c] : r->lo[c];
+        hi[c] = l->hi[c] > r->hi[c] ? l->hi[c] : r->hi[c];
+      }
+    }
+    memcpy(n->lo, lo, sizeof lo);
+    memcpy(n->hi, hi, sizeof hi);
   }
 }
 
@@ -133,11 +162,23 @@ static void wind_refit(wf_geom *g) {
 
 static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   int n = g->nprims, kind = g->kind;
-  g->lo = malloc(sizeof(float) * 3 * (size_t)n);
-  g->hi = malloc(sizeof(float) * 3 * (size_t)n);
-  if (!g->lo || !g->hi) goto oom;
-  prim_boxes(g);
-  if (wf_bvh_build(n, g->lo, g->hi, rt->num_threads, &g->nodes, &g->items, &g->nnodes)) goto oom;
+  if (kind == WF_GEOM_MESH) {
+    g->lo = calloc((size_t)n, sizeof(float) * 3);
+    g->hi = calloc((size_t)n, sizeof(float) * 3);
+    g->tris = malloc(sizeof(float) * 9 * (size_t)n);
+    if (!g->lo || !g->hi || !g->tris) goto oom;
+    prim_boxes(g);
+  }
+  const float *lo = g->lo, *hi = g->hi;
+  if (kind == WF_GEOM_BVH)
+    lo = (const float *)g->d.boxes.lowers, hi = (const float *)g->d.boxes.uppers;
+  if (wf_bvh_build(n, lo, hi, rt->num_threads, &g->nodes, &g->items, &g->nnodes)) goto oom;
+  if (kind == WF_GEOM_MESH) {
+    free(g->lo), free(g->hi);
+    g->lo = g->hi = NULL;
+    g->d.mesh.tris = g->tris;
+    mesh_refit(g);
+  }
   if (winding) {
     g->wind = calloc((size_t)g->nnodes, sizeof *g->wind);
     if (!g->wind) goto oom;
@@ -233,8 +274,11 @@ int wf_geom_refit(wf_rt *rt, wf_geom *g) {
              (rc = check_finite(rt, g->kind, g->d.boxes.uppers, g->nprims, "uppers"))) {
     return rc;
   }
-  prim_boxes(g);
-  wf_bvh_refit(g->nodes, g->nnodes, g->items, g->lo, g->hi);
+  if (g->kind == WF_GEOM_MESH)
+    mesh_refit(g);
+  else
+    wf_bvh_refit(g->nodes, g->nnodes, g->items, (const float *)g->d.boxes.lowers,
+                 (const float *)g->d.boxes.uppers);
   if (g->wind) wind_refit(g);
   return 0;
 }
@@ -261,5 +305,6 @@ void wf_geom_free(wf_geom *g) {
   free(g->wind);
   free(g->lo);
   free(g->hi);
+  free(g->tris);
   free(g);
 }

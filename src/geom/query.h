@@ -66,6 +66,7 @@ typedef struct wf_gmesh {
   const wf_g3 *points;
   const wf_g3 *velocities; /* NULL: none */
   const int *indices;      /* 3 per face */
+  const float *tris;       /* slot k's triangle (9 floats) in leaf order, or NULL */
   wf_g3 *points_grad;      /* adjoints of mesh_get_point (NULL: none) */
   wf_g3 *velocities_grad;
   wf_gbvh bvh;
@@ -214,6 +215,19 @@ WF_G void gclosest_tri(wf_g3 a, wf_g3 b, wf_g3 c, wf_g3 p, float *wa, float *wb)
   *wa = 1.0f - v - w, *wb = v;
 }
 
+/* The triangle in BVH slot k: from the copy in leaf order (one cache line
+** or two, read in order by the leaf loops) when the mesh has one. */
+WF_G void gtri_slot(const wf_gmesh *m, int k, wf_g3 *a, wf_g3 *b, wf_g3 *c) {
+  if (!m->tris) {
+    gtri(m, m->bvh.items[k], a, b, c);
+    return;
+  }
+  const float *t = m->tris + 9 * (long long)k;
+  *a = g3(t[0], t[1], t[2]);
+  *b = g3(t[3], t[4], t[5]);
+  *c = g3(t[6], t[7], t[8]);
+}
+
 WF_G wf_g3 gbary(wf_g3 a, wf_g3 b, wf_g3 c, float wa, float wb) {
   return g3add(g3add(g3mul(a, wa), g3mul(b, wb)), g3mul(c, 1.0f - wa - wb));
 }
@@ -226,36 +240,51 @@ WF_G wf_g3 gbary(wf_g3 a, wf_g3 b, wf_g3 c, float wa, float wb) {
 ** ray comes from the side the normal (b-a)x(c-a) points to). */
 typedef struct wf_gray {
   wf_g3 o;
-  int kx, ky, kz;
-  float sx, sy, sz;
+  /* the shear as three rows: x' = P[kx] - sx P[kz], y' = P[ky] - sy P[kz],
+  ** z' = P[kz]; the zero entries add exact zeros, so the dot products
+  ** round as the permuted form does, without indexing by k */
+  wf_g3 ex, ey, ez;
+  float sz;
 } wf_gray;
 
 WF_G wf_gray gray_prep(wf_g3 o, wf_g3 d) {
   wf_gray r;
   float ax = fabsf(d.x), ay = fabsf(d.y), az = fabsf(d.z);
-  r.kz = ax >= ay && ax >= az ? 0 : ay >= az ? 1 : 2;
-  r.kx = r.kz == 2 ? 0 : r.kz + 1;
-  r.ky = r.kx == 2 ? 0 : r.kx + 1;
-  float dz = g3comp(d, r.kz);
+  int kz = ax >= ay && ax >= az ? 0 : ay >= az ? 1 : 2;
+  int kx = kz == 2 ? 0 : kz + 1;
+  int ky = kx == 2 ? 0 : kx + 1;
+  float dz = g3comp(d, kz);
   if (dz < 0.0f) {
-    int t = r.kx;
-    r.kx = r.ky;
-    r.ky = t;
+    int t = kx;
+    kx = ky;
+    ky = t;
   }
+  float sx = g3comp(d, kx) / dz, sy = g3comp(d, ky) / dz;
+  float e[3][3] = {{0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f}};
+  e[0][kx] = 1.0f, e[0][kz] = -sx;
+  e[1][ky] = 1.0f, e[1][kz] = -sy;
+  e[2][kz] = 1.0f;
   r.o = o;
-  r.sx = g3comp(d, r.kx) / dz;
-  r.sy = g3comp(d, r.ky) / dz;
+  r.ex = g3(e[0][0], e[0][1], e[0][2]);
+  r.ey = g3(e[1][0], e[1][1], e[1][2]);
+  r.ez = g3(e[2][0], e[2][1], e[2][2]);
   r.sz = 1.0f / dz;
   return r;
+}
+
+/* x*e.x + y*e.y + z*e.z in the order kx, kz of the permuted form: with one
+** of the three entries zero the sum is exact either way */
+WF_G float gshear(wf_g3 p, wf_g3 e) {
+  return p.x * e.x + p.y * e.y + p.z * e.z;
 }
 
 WF_G int gray_tri(const wf_gray *R, wf_g3 a, wf_g3 b, wf_g3 c, float tmax, float *t, float *wa,
                   float *wb, float *det) {
   wf_g3 A = g3sub(a, R->o), B = g3sub(b, R->o), C = g3sub(c, R->o);
-  float az = g3comp(A, R->kz), bz = g3comp(B, R->kz), cz = g3comp(C, R->kz);
-  float ax = g3comp(A, R->kx) - R->sx * az, ay = g3comp(A, R->ky) - R->sy * az;
-  float bx = g3comp(B, R->kx) - R->sx * bz, by = g3comp(B, R->ky) - R->sy * bz;
-  float cx = g3comp(C, R->kx) - R->sx * cz, cy = g3comp(C, R->ky) - R->sy * cz;
+  float az = gshear(A, R->ez), bz = gshear(B, R->ez), cz = gshear(C, R->ez);
+  float ax = gshear(A, R->ex), ay = gshear(A, R->ey);
+  float bx = gshear(B, R->ex), by = gshear(B, R->ey);
+  float cx = gshear(C, R->ex), cy = gshear(C, R->ey);
   float U = cx * by - cy * bx, V = ax * cy - ay * cx, W = bx * ay - by * ax;
   if (U == 0.0f || V == 0.0f || W == 0.0f) {
     U = (float)((double)cx * (double)by - (double)cy * (double)bx);
@@ -301,7 +330,7 @@ WF_G int gmesh_ray(const wf_gmesh *m, wf_g3 o, wf_g3 d, float tmax, float *t, fl
       for (int k = n->a, e = n->a - n->b; k < e; k++) {
         int f = items[k];
         wf_g3 a, b, c;
-        gtri(m, f, &a, &b, &c);
+        gtri_slot(m, k, &a, &b, &c);
         float tt, u, v, dd;
         if (gray_tri(&R, a, b, c, bt, &tt, &u, &v, &dd)) {
           bt = tt, *wa = u, *wb = v, *det = dd, best = f;
@@ -343,7 +372,7 @@ WF_G int gmesh_crossings(const wf_gmesh *m, wf_g3 o, wf_g3 d) {
     if (n->b < 0) {
       for (int k = n->a, e = n->a - n->b; k < e; k++) {
         wf_g3 a, b, c;
-        gtri(m, m->bvh.items[k], &a, &b, &c);
+        gtri_slot(m, k, &a, &b, &c);
         float tt, u, v, dd;
         count += gray_tri(&R, a, b, c, 3.0e38f, &tt, &u, &v, &dd) && tt > 0.0f;
       }
@@ -392,7 +421,7 @@ WF_G int gmesh_point(const wf_gmesh *m, wf_g3 p, float lim, int far, float *wa, 
       for (int k = n->a, e = n->a - n->b; k < e; k++) {
         int f = m->bvh.items[k];
         wf_g3 a, b, c;
-        gtri(m, f, &a, &b, &c);
+        gtri_slot(m, k, &a, &b, &c);
         float u, v;
         if (!far) {
           gclosest_tri(a, b, c, p, &u, &v);
@@ -440,9 +469,8 @@ WF_G wf_g3 gmesh_pseudo_normal(const wf_gmesh *m, wf_g3 p, wf_g3 q, float d2, fl
     if (gbox_dist2(n->lo, n->hi, p) > lim2) continue;
     if (n->b < 0) {
       for (int k = n->a, e = n->a - n->b; k < e; k++) {
-        int f = m->bvh.items[k];
         wf_g3 a, b, c;
-        gtri(m, f, &a, &b, &c);
+        gtri_slot(m, k, &a, &b, &c);
         float u, v;
         gclosest_tri(a, b, c, p, &u, &v);
         wf_g3 r = g3sub(gbary(a, b, c, u, v), q);
@@ -491,7 +519,7 @@ WF_G float gmesh_winding(const wf_gmesh *m, wf_g3 p, float accuracy) {
     if (n->b < 0) {
       for (int k = n->a, e = n->a - n->b; k < e; k++) {
         wf_g3 a, b, c;
-        gtri(m, m->bvh.items[k], &a, &b, &c);
+        gtri_slot(m, k, &a, &b, &c);
         w += gsolid_angle(a, b, c, p);
       }
     } else if (sp + 2 <= WF_GSTACK) {
