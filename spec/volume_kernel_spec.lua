@@ -139,7 +139,7 @@ describe("volume lookups, vec3 and int32 grids, transforms", function()
     va[1][2][3] = weft.vec3(1, 2, 3)
     local ia = weft.zeros({ 3, 4, 5 }, weft.int32)
     ia[1][2][3] = 9
-    local f, vv, iv = weft.Volume.from_dense(a), weft.Volume.from_dense(va), weft.Volume.from_dense(ia)
+    local fv, vv, iv = weft.Volume.from_dense(a), weft.Volume.from_dense(va), weft.Volume.from_dense(ia)
     local k = weft.kernel{ f = weft.uint64, v = weft.uint64, i = weft.uint64, out = weft.array(weft.vec3),
       function(f, v, i, out)
         local p = weft.vec3(1.0, 2.0, 3.5)
@@ -148,7 +148,7 @@ describe("volume lookups, vec3 and int32 grids, transforms", function()
         out[1] = weft.volume_sample(v, p, weft.Volume.LINEAR, weft.vec3)
       end }
     local out = weft.zeros(2, weft.vec3)
-    weft.launch(k, 1, { f.id, vv.id, iv.id, out })
+    weft.launch(k, 1, { fv.id, vv.id, iv.id, out })
     assert.same({ { 2.5, 0, 0 }, { 0.5, 1, 1.5 } }, out:totable())
   end)
 
