@@ -20,8 +20,10 @@
 **
 ** The REPL reads lines with GNU readline (line editing, history in
 ** ~/.weft_history) when libreadline can be loaded, else with plain stdio.
+** Ctrl-C at its prompt drops what was typed and prompts again.
 */
 #include <dlfcn.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,8 +202,28 @@ typedef struct lineio {
   void (*add_history)(const char *line);
   int (*read_history)(const char *file);
   int (*write_history)(const char *file);
+  void (*free_line_state)(void);
+  void (*cleanup_after_signal)(void);
   char history[1024]; /* the history file, "" = none */
+  int interrupted;    /* the last get_line ended with Ctrl-C */
 } lineio;
+
+/* Ctrl-C at a prompt drops the line and gives a fresh prompt. Reading
+** with readline (told not to catch signals itself), the handler jumps out
+** of it, and readline is cleaned up after; reading with stdio, the read
+** just fails with EINTR. */
+static sigjmp_buf prompt_jmp;
+static volatile sig_atomic_t at_prompt; /* 0 no, 1 stdio, 2 readline */
+static volatile sig_atomic_t prompt_intr;
+
+static void on_prompt_sigint(int sig) {
+  (void)sig;
+  prompt_intr = 1;
+  if (at_prompt == 2) {
+    at_prompt = 0;
+    siglongjmp(prompt_jmp, 1);
+  }
+}
 
 static void lineio_open(lineio *io) {
   memset(io, 0, sizeof *io);
@@ -213,6 +235,10 @@ static void lineio_open(lineio *io) {
   *(void **)&io->add_history = dlsym(io->lib, "add_history");
   *(void **)&io->read_history = dlsym(io->lib, "read_history");
   *(void **)&io->write_history = dlsym(io->lib, "write_history");
+  *(void **)&io->free_line_state = dlsym(io->lib, "rl_free_line_state");
+  *(void **)&io->cleanup_after_signal = dlsym(io->lib, "rl_cleanup_after_signal");
+  int *catch_signals = dlsym(io->lib, "rl_catch_signals");
+  if (catch_signals) *catch_signals = 0;
   if (!io->readline || !io->add_history) {
     dlclose(io->lib);
     memset(io, 0, sizeof *io);
@@ -230,9 +256,9 @@ static void lineio_close(lineio *io) {
   /* readline stays loaded: it may have registered handlers until exit */
 }
 
-/* The next line without its newline (malloc'd), NULL at end of input. */
-static char *get_line(lineio *io, const char *prompt) {
-  if (io->readline) return io->readline(prompt);
+/* A line from stdin without its newline (malloc'd), NULL at its end or
+** on Ctrl-C (prompt_intr set). */
+static char *stdio_line(const char *prompt) {
   fputs(prompt, stdout);
   fflush(stdout);
   char *line = NULL;
@@ -240,9 +266,38 @@ static char *get_line(lineio *io, const char *prompt) {
   ssize_t n = getline(&line, &cap, stdin);
   if (n < 0) {
     free(line);
+    if (prompt_intr) clearerr(stdin);
     return NULL;
   }
   if (n > 0 && line[n - 1] == '\n') line[n - 1] = '\0';
+  return line;
+}
+
+/* The next line without its newline (malloc'd), NULL at end of input;
+** "" with io->interrupted set after a Ctrl-C. */
+static char *get_line(lineio *io, const char *prompt) {
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_prompt_sigint; /* no SA_RESTART: the read stops */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old);
+  prompt_intr = 0;
+  char *line;
+  if (sigsetjmp(prompt_jmp, 1)) { /* Ctrl-C inside readline */
+    if (io->free_line_state) io->free_line_state();
+    if (io->cleanup_after_signal) io->cleanup_after_signal();
+    line = NULL;
+  } else {
+    at_prompt = io->readline ? 2 : 1;
+    line = io->readline ? io->readline(prompt) : stdio_line(prompt);
+    at_prompt = 0;
+  }
+  sigaction(SIGINT, &old, NULL);
+  io->interrupted = prompt_intr && !line;
+  if (io->interrupted) {
+    fputs("\n", stdout);
+    line = strdup("");
+  }
   return line;
 }
 
@@ -326,6 +381,11 @@ static void repl(weft_State *W) {
     while ((st = load_entry(W, lua_tostring(L, -1))) == 1) {
       char *more = get_line(&io, ">> ");
       if (!more) break;
+      if (io.interrupted) { /* Ctrl-C drops the whole chunk */
+        free(more);
+        st = -1;
+        break;
+      }
       if (io.add_history && more[0]) io.add_history(more);
       lua_pushfstring(L, "%s\n%s", lua_tostring(L, -1), more);
       lua_remove(L, -2);

@@ -3,8 +3,9 @@
 # lines (a loop, a kernel), =expr, errors without weft's own traceback
 # frames, a kernel defined at the prompt and launched later, Ctrl-C
 # stopping a running kernel (back to the prompt), and readline's history
-# (up arrow) when libreadline is there; WEFT_NO_READLINE=1 reads plain
-# lines. Each step waits for the prompt that follows it.
+# (up arrow) when libreadline is there, and Ctrl-C at a prompt dropping
+# the input; WEFT_NO_READLINE=1 reads plain lines. Each step waits for the
+# prompt that follows it.
 set -euo pipefail
 W="$BUILD/weft"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -70,6 +71,10 @@ steps = [
 ]
 if readline:
     steps.append(("\x1b[A\n", P, 0))
+# Ctrl-C at the prompt and in a continuation drops the input, the REPL goes on
+steps += [("print('dro' .. 'pped')", None, 0), ("\x03", P, 0.3),
+          ("for i = 1, 2 do\n", ">> ", 0), ("\x03", P, 0.3),
+          ("=40 + 2\n", P, 0)]
 outs = list(session([W], steps))
 joined = "\n".join(outs)
 def expect(i, text):
@@ -84,8 +89,13 @@ if "lua/weft/" in joined or "[C]: in function 'error'" in joined:
     sys.exit("weft's own frames in a message:\n" + joined)
 expect(15, "stdin:1: interrupted")
 expect(16, "after ctrl-c")
+n = 17
 if readline:
     expect(17, "after ctrl-c")
+    n = 18
+expect(n + 3, "42")
+if "dropped" in joined.split("'pped')")[-1]:
+    sys.exit("the dropped line ran:\n" + joined)
 print("ok")
 PY
 python3 "$tmp/drive.py" "$W" 1
