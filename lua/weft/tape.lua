@@ -20,7 +20,10 @@
 --
 -- Recording. While a tape records, weft.launch reports each launch through
 --   P.tape_hook(k, dim, inputs, outputs, opts [, module that ran])
--- and the active tape is P.tape_active (nil when none).
+-- and the active tape is P.tape_active (nil when none). A library call
+-- (weft.matmul, lua/weft/linalg.lua) appends its own entry: k = { name,
+-- params }, inputs, outputs, uses = { read params, written params } and
+-- backward = its adjoint step, run in place of an adjoint launch.
 --
 -- Forward mode.
 --   weft.jvp(k, dim, inputs, tangents, outputs, out_tangents)
@@ -431,6 +434,7 @@ return function(weft, P)
   -- adjoint. nil when they cannot be had (the adjoint launch then raises
   -- its own error).
   local function launch_uses(l)
+    if l.uses then return l.uses[1], l.uses[2] end -- a recorded library call (linalg.lua)
     local k = l.k
     local ok, r, w = pcall(function()
       local types = {}
@@ -473,10 +477,14 @@ return function(weft, P)
     check_overwrites(tape)
     for i = #tape.launches, 1, -1 do
       local l = tape.launches[i]
-      local ai, ao = {}, {}
-      for j, a in ipairs(l.inputs) do ai[j] = grad_or_nil(a) or false end
-      for j, a in ipairs(l.outputs) do ao[j] = grad_or_nil(a) or false end
-      P.launch_adjoint(l.k, l.dim, l.inputs, l.outputs, ai, ao, nil, l.mod)
+      if l.backward then -- a recorded library call (linalg.lua) brings its own step
+        l.backward()
+      else
+        local ai, ao = {}, {}
+        for j, a in ipairs(l.inputs) do ai[j] = grad_or_nil(a) or false end
+        for j, a in ipairs(l.outputs) do ao[j] = grad_or_nil(a) or false end
+        P.launch_adjoint(l.k, l.dim, l.inputs, l.outputs, ai, ao, nil, l.mod)
+      end
     end
   end
 

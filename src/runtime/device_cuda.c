@@ -870,6 +870,13 @@ int wf_cuda_launch(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *di
   return WEFT_OK;
 }
 
+int wf_cuda_enter(wf_rt *rt, int32_t dev, void **stream) {
+  wf_cudrv *d = enter(rt, dev);
+  if (!d) return WEFT_ERRDEVICE;
+  *stream = cur_stream(&d->dev[dev]);
+  return WEFT_OK;
+}
+
 int wf_cuda_synchronize(wf_rt *rt, int32_t dev) {
   wf_cudrv *d = enter(rt, dev);
   if (!d) return WEFT_ERRDEVICE;

@@ -55,6 +55,7 @@ static void drop_pool(wf_rt *rt) {
 void wf_rt_free(wf_rt *rt) {
   if (!rt) return;
   drop_pool(rt);
+  if (rt->blas && rt->blas_free) rt->blas_free(rt->blas);
   if (rt->cuda_ctx && rt->cuda_free) rt->cuda_free(rt->cuda_ctx);
   if (rt->geom && rt->geom_release) rt->geom_release(rt->geom);
   free(rt);

@@ -46,6 +46,10 @@ struct wf_rt {
   ** mode (wf_launch_ctx.geom). */
   void *geom;
   void (*geom_release)(void *geom);
+  /* BLAS libraries (src/runtime/blas.c): loaded on the first matmul,
+  ** released by wf_rt_free before the CUDA backend. */
+  void *blas;
+  void (*blas_free)(void *blas);
 };
 
 #endif

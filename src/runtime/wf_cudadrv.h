@@ -24,6 +24,9 @@ WF_INTERNAL wf_cudrv *wf_cudrv_open(char *err, size_t errsize);
 WF_INTERNAL void wf_cudrv_release(wf_cudrv *d);
 /* Number of devices (0 without a driver; err is then set). */
 WF_INTERNAL int wf_cuda_device_count(void *ctx, char *err, size_t n);
+/* Make dev's context current on this thread and give its current stream
+** (a CUstream), for libraries that queue work there (cuBLAS, blas.c). */
+WF_INTERNAL int wf_cuda_enter(wf_rt *rt, int32_t dev, void **stream);
 /* "CUDA_ERROR_X: message" for a CUresult. */
 WF_INTERNAL void wf_cudrv_errstr(wf_cudrv *d, int res, char *buf, size_t n);
 
