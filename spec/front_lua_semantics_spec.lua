@@ -253,6 +253,33 @@ describe("Lua's semantics beyond arithmetic", function()
     for j = 1, #want do assert.is_true(same(want[j], got[j]), "result " .. j) end
   end)
 
+  it("math functions of untyped numbers are untyped: Lua's doubles, or the use's type", function()
+    local sum = 0
+    for k = 1, 4 do sum = sum + math.sqrt(k) + math.max(k, 2.5) + math.rad(k) + math.fmod(k, 3) + math.log(k, 2) end
+    assert.are.same({ math.sqrt(2), math.sin(0.5) + math.atan2(1, 3), sum, 3 }, run(function(y)
+      y[0] = math.sqrt(2)
+      y[1] = math.sin(0.5) + math.atan2(1, 3)
+      local s = weft.float64(0)
+      for k = 1, 4 do s = s + math.sqrt(k) + math.max(k, 2.5) + math.rad(k) + math.fmod(k, 3) + math.log(k, 2) end
+      y[2] = s
+      y[3] = math.max(1, 3, 2)
+    end, 0, 4))
+    local k = weft.kernel{ x = A(f32), n = A(i32), function(x, n)
+      for j = 0, 3 do
+        x[j] = math.sin(j * 0.5) -- float32 sin of the float32 value
+        n[j] = math.abs(j - 2) + math.floor(j)
+      end
+    end }
+    local x, n = weft.zeros(4, f32), weft.zeros(4, i32)
+    weft.launch(k, 1, { x, n })
+    assert.are.same({ 2, 2, 2, 4 }, n:totable())
+    local F = require("ffi").new("float[1]")
+    F[0] = math.sin(0.5)
+    assert.is_true(math.abs(x[1] - F[0]) <= 1e-7)
+    assert.is_truthy(k:ir():find("sin", 1, true))
+    assert.is_falsy(k:ir():find("f64", 1, true))
+  end)
+
   it("frexp and modf at zero, infinities and NaN", function()
     for _, x in ipairs { 0, -0.0, 1 / 0, -1 / 0, 0 / 0, -3, 2 ^ -1074, 2 ^ 1023 * 1.5, 0.5, 1 } do
       local m, e = math.frexp(x)

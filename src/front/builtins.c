@@ -774,7 +774,7 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
   wf_types *T = F->C->T;
   int nat = wf_nat_find(name); /* native builtins (src/geom/native.h) */
   if (nat >= 0) return wf_nat_call(F, nat, name, call, out);
-  int lm = wf_bi_luamath(F, name, call, out); /* math.rad, weft.idiv, ... */
+  int lm = wf_bi_luamath(F, name, &call, out); /* math.rad, weft.idiv, ... */
   if (lm >= 0) return lm;
   int op = table_op(name);
   if (op == WF_OP_BIT_COUNT) {

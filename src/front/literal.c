@@ -202,6 +202,13 @@ static wf_val weak_as1(wf_fstate *F, const wf_weak *w, const wf_type *t, wf_expr
   if (t->kind == WF_T_INT && !w->integral)
     ERR(at, "cannot use a number that is not always an integer as %s", TN(t));
   if (!is_num_type(t)) ERR(at, "cannot use a number as %s", TN(t));
+  if (w->op >= WF_WEAK_CALL) {
+    wf_op op = (wf_op)(w->op - WF_WEAK_CALL);
+    wf_val a = weak_as1(F, w->a, t, at);
+    if (t->kind == WF_T_INT && (wf_op_flags(op) & WF_OPF_INTID)) return a; /* floor(i) = i */
+    if (!w->b) return wf_b_op1(&F->b, op, t, a);
+    return wf_b_op2(&F->b, op, t, a, weak_as1(F, w->b, t, at));
+  }
   if (w->op) {
     wf_val a = weak_as1(F, w->a, t, at);
     if (w->op == 'n') return wf_b_op1(&F->b, WF_OP_NEG, t, a);
@@ -331,6 +338,17 @@ const wf_weak *wf_lo_weak_binop(wf_fstate *F, int op, const wf_rv *a, const wf_r
   if (na <= WEAK_MAXLEAVES && nb <= WEAK_MAXLEAVES && na * nb <= WEAK_MAXLEAVES)
     return weak_fold(F, op, wa, wb);
   return is_arith(op) ? weak_opnode(F, op, wa, wb) : NULL;
+}
+
+const wf_weak *wf_lo_weak_call(wf_fstate *F, int op, const wf_weak *a, const wf_weak *b,
+                               int isint, int integral) {
+  wf_weak *w = wf_lo_weak_new(F);
+  w->op = WF_WEAK_CALL + op;
+  w->a = a;
+  w->b = b;
+  w->isint = isint;
+  w->integral = integral;
+  return w;
 }
 
 const wf_weak *wf_lo_weak_neg(wf_fstate *F, const wf_weak *w) {

@@ -207,6 +207,12 @@ WF_INTERNAL wf_val wf_lo_weak_bool(wf_fstate *F, const wf_weak *w);
 ** fold), and -w. */
 WF_INTERNAL const wf_weak *wf_lo_weak_binop(wf_fstate *F, int op, const wf_rv *a, const wf_rv *b);
 WF_INTERNAL const wf_weak *wf_lo_weak_neg(wf_fstate *F, const wf_weak *w);
+/* op(a[, b]) for a scalar builtin op of the table (sqrt, max, ...) on weak
+** numbers, done at the type of the use; an op node whose op is
+** WF_WEAK_CALL + the table op. isint, integral: of the result. */
+#define WF_WEAK_CALL 1024
+WF_INTERNAL const wf_weak *wf_lo_weak_call(wf_fstate *F, int op, const wf_weak *a,
+                                           const wf_weak *b, int isint, int integral);
 
 /* ---- flow.c: control-flow merging ---- */
 typedef wf_rv (*wf_lo_branch_fn)(wf_fstate *F, void *arg);
@@ -249,8 +255,10 @@ WF_INTERNAL wf_val wf_bi_quat_rotate(wf_fstate *F, const wf_type *qt, wf_val q, 
 
 /* ---- luamath.c ---- */
 /* Lower a call of LuaJIT's math.rad, deg, ldexp, frexp, modf, fmod or
-** two-argument log, or of weft.idiv; -1 when name is none of these. */
-WF_INTERNAL int wf_bi_luamath(wf_fstate *F, const char *name, wf_expr *call, wf_rv *out);
+** two-argument log, of weft.idiv, or of a scalar math builtin on untyped
+** numbers; -1 when the builtin's own lowering is to go on (with *call
+** perhaps rewritten to read its arguments, lowered once, from locals). */
+WF_INTERNAL int wf_bi_luamath(wf_fstate *F, const char *name, wf_expr **call, wf_rv *out);
 
 /* ---- resolve.c ---- */
 /* Resolve a free name (upvalue, then environment) of F's Lua function. */

@@ -10,9 +10,11 @@
 ** frexp and modf give two results. Untyped number arguments fold in double
 ** precision, as Lua computes them; integer arguments become float32 (float64
 ** for 64-bit ones), as `/` does. weft.idiv and weft.fmod on integers are
-** C's `/` and `%` (truncating; a zero divisor traps).
+** C's `/` and `%` (truncating; a zero divisor traps). The scalar math
+** builtins of the op table on untyped numbers give untyped numbers.
 */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "front/lower.h"
@@ -110,6 +112,11 @@ static int rad_deg(wf_fstate *F, const char *name, wf_expr *call, wf_rv *out) {
     out[0] = wf_lo_mklit(a[0].num * k, 0);
     return 1;
   }
+  if (a[0].kind == RV_WEAK) { /* untyped: x * k at the type of the use */
+    wf_rv kr = wf_lo_mklit(k, 0);
+    out[0] = wf_lo_weak_rv(wf_lo_weak_binop(F, '*', &a[0], &kr));
+    return 1;
+  }
   const wf_type *ft = float_of(F, common(F, name, 1, a, call));
   wf_val x = as_float(F, &a[0], ft, call->args[0]);
   out[0] = wf_lo_mkval(wf_b_op2(B, WF_OP_MUL, ft, x, C(F, ft, k)), ft);
@@ -122,6 +129,14 @@ static int log_base(wf_fstate *F, wf_expr *call, wf_rv *out) {
   nargs_check(F, "log", call, 2, a);
   if (all_lits(2, a)) {
     out[0] = wf_lo_mklit(log2(a[0].num) * (1.0 / log2(a[1].num)), 0);
+    return 1;
+  }
+  if (wf_lo_isnum(&a[0]) && wf_lo_isnum(&a[1])) { /* untyped: at the type of the use */
+    wf_rv x = wf_lo_weak_rv(wf_lo_weak_call(F, WF_OP_LOG2, wf_lo_weak_of(F, &a[0]), NULL, 0, 0));
+    wf_rv b = wf_lo_weak_rv(wf_lo_weak_call(F, WF_OP_LOG2, wf_lo_weak_of(F, &a[1]), NULL, 0, 0));
+    wf_rv one = wf_lo_mklit(1, 0);
+    wf_rv inv = wf_lo_weak_rv(wf_lo_weak_binop(F, '/', &one, &b));
+    out[0] = wf_lo_weak_rv(wf_lo_weak_binop(F, '*', &x, &inv));
     return 1;
   }
   const wf_type *ft = float_of(F, common(F, "log", 2, a, call));
@@ -145,6 +160,12 @@ static int idiv_fmod(wf_fstate *F, const char *name, wf_expr *call, wf_rv *out) 
     int isint = a[0].isint && a[1].isint;
     if (isint && y == 0) ERR(call->args[1], "%s: integer division by zero", name);
     out[0] = wf_lo_mklit(isdiv ? trunc(x / y) : fmod(x, y), isint);
+    return 1;
+  }
+  if (!isdiv && wf_lo_isnum(&a[0]) && wf_lo_isnum(&a[1])) {
+    /* untyped: at the type of the use (a float: fmod is not integral) */
+    const wf_weak *wa = wf_lo_weak_of(F, &a[0]), *wb = wf_lo_weak_of(F, &a[1]);
+    out[0] = wf_lo_weak_rv(wf_lo_weak_call(F, WF_OP_FMOD, wa, wb, 0, 0));
     return 1;
   }
   wf_val x = wf_lo_value(F, &a[0], t, call->args[0]), y = wf_lo_value(F, &a[1], t, call->args[1]);
@@ -252,12 +273,135 @@ static int modf_call(wf_fstate *F, wf_expr *call, wf_rv *out) {
   return 2;
 }
 
-int wf_bi_luamath(wf_fstate *F, const char *name, wf_expr *call, wf_rv *out) {
+/* ---- a scalar builtin of the op table on untyped numbers ----
+** math.sqrt(2) or weft.sin(k) of a loop's untyped counter gives an untyped
+** number as `2 * k` does: folded in double precision (as Lua) when every
+** argument is a literal, else a weak op done at the type of the use. */
+
+/* The table's libm functions, by op (cast back by arity to call). */
+typedef void (*anyfn)(void);
+#define wf_erfinv NULL /* in the CPU runtime only: not folded */
+#define wf_erfcinv NULL
+#define LM_FN(X, e, s, na, fl, libm, llvm, cuda, fold) [WF_OP_##e] = (anyfn)libm,
+static const anyfn libm_fn[WF_OP__COUNT] = {WF_MATHDEF(LM_FN, _)};
+#undef LM_FN
+#undef wf_erfinv
+#undef wf_erfcinv
+
+/* The scalar math op builtin `name` is (sqrt, pow, min, abs, ...), or -1. */
+static int math_op(const char *name) {
+  for (int op = 0; op < WF_OP__COUNT; op++) {
+    if (!(wf_op_flags(op) & WF_OPF_BUILTIN) || strcmp(name, wf_opinfo_tab[op].name)) continue;
+    if (wf_opinfo_tab[op].ty == WF_TY_FLOAT || op == WF_OP_MIN || op == WF_OP_MAX ||
+        op == WF_OP_ABS || op == WF_OP_FLOORDIV)
+      return op;
+    return -1;
+  }
+  return -1;
+}
+
+/* Fold op on literals x[0..n) in double precision; 0 when it cannot. */
+static int fold_call(int op, int n, const wf_rv *x, double *r) {
+  double a = x[0].num, b = n > 1 ? x[1].num : 0;
+  switch (op) {
+  case WF_OP_MIN:
+  case WF_OP_MAX:
+    *r = a;
+    for (int i = 1; i < n; i++) /* Lua's: a NaN first gives the other */
+      *r = op == WF_OP_MIN ? (x[i].num < *r ? x[i].num : *r) : (x[i].num > *r ? x[i].num : *r);
+    return 1;
+  case WF_OP_ABS: *r = fabs(a); return 1;
+  case WF_OP_FLOORDIV: *r = floor(a / b); return !(x[0].isint && x[1].isint && b == 0);
+  default: break;
+  }
+  anyfn f = libm_fn[op];
+  if (!f) return 0;
+  *r = n == 1 ? ((double (*)(double))f)(a) : ((double (*)(double, double))f)(a, b);
+  return 1;
+}
+
+/* math.max(a, b, c) and the like as a weak number: min/max pairwise in
+** order (a NaN first gives the other operand, as LuaJIT's interpreter). */
+static wf_rv untyped_call(wf_fstate *F, int op, int n, wf_rv *x) {
+  int isint = 1, integral = 1;
+  for (int i = 0; i < n; i++) {
+    isint = isint && x[i].isint;
+    integral = integral && wf_lo_num_integral(&x[i]);
+  }
+  int keeps = op == WF_OP_MIN || op == WF_OP_MAX || op == WF_OP_ABS || op == WF_OP_FLOORDIV ||
+              (wf_op_flags(op) & WF_OPF_INTID);
+  if (!keeps) isint = integral = 0;
+  if (op == WF_OP_FLOORDIV) integral = 1;
+  double r;
+  if (all_lits(n, x) && fold_call(op, n, x, &r)) return wf_lo_mklit(r, isint && r == floor(r));
+  const wf_weak *w = wf_lo_weak_of(F, &x[0]);
+  if (n == 1) return wf_lo_weak_rv(wf_lo_weak_call(F, op, w, NULL, isint, integral));
+  for (int i = 1; i < n; i++)
+    w = wf_lo_weak_call(F, op, w, wf_lo_weak_of(F, &x[i]), isint, integral);
+  return wf_lo_weak_rv(w);
+}
+
+/* A call of a scalar math builtin: lower its arguments once; when all are
+** untyped numbers, an untyped result; else the arguments are bound to
+** pseudo-locals "(arg)" and the call, rewritten to read them, goes on to
+** the builtin's own lowering (returns -1 with *call replaced). */
+static int math_call(wf_fstate *F, int op, wf_expr **callp, wf_rv *out) {
+  wf_expr *call = *callp;
+  int n = call->nargs, na = wf_opinfo_tab[op].nargs;
+  int minmax = op == WF_OP_MIN || op == WF_OP_MAX;
+  if (minmax ? n < 2 || n > 8 : n != na) return -1; /* the builtin's own message */
+  for (int i = 0; i < n; i++)                       /* already rewritten */
+    if (call->args[i]->kind == E_NAME && call->args[i]->name[0] == '(') return -1;
+  wf_rv x[8];
+  int untyped = 1;
+  for (int i = 0; i < n; i++) {
+    x[i] = wf_lo_expr(F, call->args[i]);
+    if (x[i].kind != RV_VAL && !wf_lo_isnum(&x[i])) wf_lo_value(F, &x[i], NULL, call->args[i]);
+    untyped = untyped && wf_lo_isnum(&x[i]);
+  }
+  F->b.loc = (wf_loc){call->line, call->col};
+  if (untyped) {
+    out[0] = untyped_call(F, op, n, x);
+    return 1;
+  }
+  wf_expr *c2 = wf_front_alloc(F->C, sizeof *c2);
+  *c2 = *call;
+  c2->args = wf_front_alloc(F->C, sizeof(wf_expr *) * (size_t)n);
+  for (int i = 0; i < n; i++) {
+    wf_expr *a = wf_front_alloc(F->C, sizeof *a);
+    *a = *call->args[i];
+    a->kind = E_NAME;
+    a->name = "(arg)";
+    int vi = wf_lo_addvar(F, a->name, WF_NOVAL, NULL);
+    if (x[i].kind == RV_VAL) {
+      F->vars[vi].v = x[i].v;
+      F->vars[vi].t = x[i].t;
+    } else {
+      F->vars[vi].islit = 1;
+      F->vars[vi].litint = x[i].isint;
+      F->vars[vi].num = x[i].num;
+      F->vars[vi].weak = x[i].kind == RV_WEAK ? x[i].weak : NULL;
+    }
+    /* each argument its own name: the last one bound is found first */
+    char *nm = wf_front_alloc(F->C, 16);
+    snprintf(nm, 16, "(arg%d)", i);
+    F->vars[vi].name = nm;
+    a->name = nm;
+    c2->args[i] = a;
+  }
+  *callp = c2;
+  return -1;
+}
+
+int wf_bi_luamath(wf_fstate *F, const char *name, wf_expr **callp, wf_rv *out) {
+  wf_expr *call = *callp;
   if (!strcmp(name, "rad") || !strcmp(name, "deg")) return rad_deg(F, name, call, out);
   if (!strcmp(name, "log") && call->nargs == 2) return log_base(F, call, out);
   if (!strcmp(name, "idiv") || !strcmp(name, "fmod")) return idiv_fmod(F, name, call, out);
   if (!strcmp(name, "ldexp")) return ldexp_call(F, call, out);
   if (!strcmp(name, "frexp")) return frexp_call(F, call, out);
   if (!strcmp(name, "modf")) return modf_call(F, call, out);
+  int op = math_op(name);
+  if (op >= 0) return math_call(F, op, callp, out);
   return -1;
 }
