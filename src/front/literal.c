@@ -340,8 +340,8 @@ const wf_weak *wf_lo_weak_binop(wf_fstate *F, int op, const wf_rv *a, const wf_r
   return is_arith(op) ? weak_opnode(F, op, wa, wb) : NULL;
 }
 
-const wf_weak *wf_lo_weak_call(wf_fstate *F, int op, const wf_weak *a, const wf_weak *b,
-                               int isint, int integral) {
+const wf_weak *wf_lo_weak_call(wf_fstate *F, int op, const wf_weak *a, const wf_weak *b, int isint,
+                               int integral) {
   wf_weak *w = wf_lo_weak_new(F);
   w->op = WF_WEAK_CALL + op;
   w->a = a;

@@ -211,8 +211,8 @@ WF_INTERNAL const wf_weak *wf_lo_weak_neg(wf_fstate *F, const wf_weak *w);
 ** numbers, done at the type of the use; an op node whose op is
 ** WF_WEAK_CALL + the table op. isint, integral: of the result. */
 #define WF_WEAK_CALL 1024
-WF_INTERNAL const wf_weak *wf_lo_weak_call(wf_fstate *F, int op, const wf_weak *a,
-                                           const wf_weak *b, int isint, int integral);
+WF_INTERNAL const wf_weak *wf_lo_weak_call(wf_fstate *F, int op, const wf_weak *a, const wf_weak *b,
+                                           int isint, int integral);
 
 /* ---- flow.c: control-flow merging ---- */
 typedef wf_rv (*wf_lo_branch_fn)(wf_fstate *F, void *arg);
