@@ -292,4 +292,15 @@ return {
     dtypes = "f" },
   { "test_noise.py test_curlnoise", { "vec4{s}" }, "vec3", "wp.curlnoise(s, a * 1.3, 2, 2.0, 0.5)",
     py = "wp.curlnoise(s, a * 1.3, wp.uint32(2), 2.0, 0.5)", pre = "s = wp.rand_init(5)", dtypes = "f" },
+  -- test_types.py, test_scalar_ops.py: Warp's casts
+  { "test_types.py test_casting", { "float{b}" }, "int32", "wp.int32(a * wp.float{b}(3.7))" },
+  { "test_types.py test_casting", { "float{b}" }, "int64", "wp.int64(a * wp.float{b}(1000.5))" },
+  { "test_types.py test_casting", { "float{b}" }, "uint8", "wp.uint8(wp.abs(a) * wp.float{b}(100.0))" },
+  { "test_types.py test_casting", { "float{b}" }, "float16", "wp.float16(a * wp.float{b}(1.1))" },
+  { "test_types.py test_casting", { "float{b}" }, "float64", "wp.float64(wp.int32(a * wp.float{b}(10.0)))" },
+  { "test_types.py test_casting", { "float{b}" }, "bool", "wp.bool(wp.int32(a))" },
+  { "test_vec.py test_casting_constructors", { "vec3{s}" }, "vec3d", "wp.vec3d(a)" },
+  { "test_vec.py test_casting_constructors", { "vec3{s}" }, "vec3h", "wp.vec3h(a)" },
+  { "test_mat.py test_casting_constructors", { "mat22{s}" }, "mat22d", "wp.mat22d(a)" },
+  { "test_quat.py test_casting_constructors", { "quat{s}" }, "quatf", "wp.quatf(a)" },
 }
