@@ -398,6 +398,59 @@ WF_G float gmesh_sign_parity(const wf_gmesh *m, wf_g3 p) {
 
 /* Closest (far = 0) or furthest (far = 1) face to p within max_dist
 ** (strictly below; furthest: strictly above min_dist). */
+/* Squared distance from p to the box of triangle abc: a lower bound of the
+** distance to the triangle, far cheaper than the closest point. */
+WF_G float gtri_box_dist2(wf_g3 a, wf_g3 b, wf_g3 c, wf_g3 p) {
+  float lo[3] = {gmin(a.x, gmin(b.x, c.x)), gmin(a.y, gmin(b.y, c.y)), gmin(a.z, gmin(b.z, c.z))};
+  float hi[3] = {gmax(a.x, gmax(b.x, c.x)), gmax(a.y, gmax(b.y, c.y)), gmax(a.z, gmax(b.z, c.z))};
+  return gbox_dist2(lo, hi, p);
+}
+
+/* Closest face to p strictly within lim: nearer child first, children
+** pushed with their box distance and skipped when the best distance has
+** shrunk below it since; triangles whose box is too far are skipped. */
+WF_G int gmesh_closest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *wb, float *dist2) {
+  if (!m || m->nfaces <= 0) return -1;
+  const wf_gnode *N = m->bvh.nodes;
+  int stack[WF_GSTACK], sp = 0, best = -1;
+  float sd[WF_GSTACK];
+  float bd = lim * lim;
+  if (!(bd > 0.0f)) return -1;
+  stack[0] = 0;
+  sd[0] = gbox_dist2(N[0].lo, N[0].hi, p);
+  sp = 1;
+  while (sp) {
+    --sp;
+    if (sd[sp] >= bd) continue;
+    const wf_gnode *n = &N[stack[sp]];
+    if (n->b < 0) {
+      for (int k = n->a, e = n->a - n->b; k < e; k++) {
+        wf_g3 a, b, c;
+        gtri_slot(m, k, &a, &b, &c);
+        if (gtri_box_dist2(a, b, c, p) >= bd) continue;
+        float u, v;
+        gclosest_tri(a, b, c, p, &u, &v);
+        wf_g3 q = g3sub(gbary(a, b, c, u, v), p);
+        float d2 = g3dot(q, q);
+        if (d2 < bd) bd = d2, best = m->bvh.items[k], *wa = u, *wb = v;
+      }
+      continue;
+    }
+    const wf_gnode *l = &N[n->a], *r = &N[n->b];
+    float dl = gbox_dist2(l->lo, l->hi, p), dr = gbox_dist2(r->lo, r->hi, p);
+    int near = n->a, far = n->b;
+    if (dr < dl) {
+      float t = dl;
+      dl = dr, dr = t;
+      near = n->b, far = n->a;
+    }
+    if (dr < bd && sp < WF_GSTACK) stack[sp] = far, sd[sp++] = dr;
+    if (dl < bd && sp < WF_GSTACK) stack[sp] = near, sd[sp++] = dl;
+  }
+  *dist2 = bd;
+  return best;
+}
+
 WF_G int gmesh_point(const wf_gmesh *m, wf_g3 p, float lim, int far, float *wa, float *wb,
                      float *dist2) {
   if (!m || m->nfaces <= 0) return -1;
@@ -663,7 +716,8 @@ WF_G void gquery_point(void *res, const void *id, const void *pt, const void *md
   r.result = 0, r.pad[0] = r.pad[1] = r.pad[2] = 0;
   r.sign = 0.0f, r.face = 0, r.u = 0.0f, r.v = 0.0f;
   float u = 0.0f, v = 0.0f, d2 = 0.0f;
-  int f = gmesh_point(m, p, f_arg(md), mode == 4, &u, &v, &d2);
+  int f = mode == 4 ? gmesh_point(m, p, f_arg(md), 1, &u, &v, &d2)
+                    : gmesh_closest(m, p, f_arg(md), &u, &v, &d2);
   if (f >= 0) {
     r.result = 1, r.face = f, r.u = u, r.v = v;
     if (mode == 0) r.sign = gmesh_sign_parity(m, p);
