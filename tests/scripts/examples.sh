@@ -24,6 +24,11 @@ out=$("$BUILD/weft" examples/sdf_trace.lua "$tmp/sdf.ppm")
 echo "$out"
 echo "$out" | grep -qE "sdf_trace: torus SDF, 64\^3 voxels, 160x120 pixels, [1-9][0-9]{3} hit the surface"
 [ "$(stat -c %s "$tmp/sdf.ppm")" -eq $((15 + 160 * 120 * 3)) ]
+# ray casting a mesh through its BVH into a normal-shaded image
+out=$("$BUILD/weft" examples/raycast.lua "$tmp/ray.ppm" 160 120)
+echo "$out"
+echo "$out" | grep -qE "raycast: 15360 triangles, 160x120 pixels, [1-9][0-9]{3} hit the mesh"
+[ "$(stat -c %s "$tmp/ray.ppm")" -eq $((15 + 160 * 120 * 3)) ]
 # the same script with or without a GPU (here: on the cpu)
 out=$("$BUILD/weft" examples/devices.lua)
 echo "$out"
