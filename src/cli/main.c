@@ -225,9 +225,22 @@ static void on_prompt_sigint(int sig) {
   }
 }
 
+/* Under AddressSanitizer, which refuses RTLD_DEEPBIND, the REPL reads
+** plain lines (without DEEPBIND readline binds to LLVM's libedit). */
+#if defined(__SANITIZE_ADDRESS__)
+#define WF_CLI_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define WF_CLI_ASAN 1
+#endif
+#endif
+#ifndef WF_CLI_ASAN
+#define WF_CLI_ASAN 0
+#endif
+
 static void lineio_open(lineio *io) {
   memset(io, 0, sizeof *io);
-  if (getenv("WEFT_NO_READLINE")) return;
+  if (WF_CLI_ASAN || getenv("WEFT_NO_READLINE")) return;
   io->lib = dlopen("libreadline.so.8", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   if (!io->lib) io->lib = dlopen("libreadline.so", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   if (!io->lib) return;
