@@ -113,22 +113,20 @@ int wf_hashgrid_build(wf_hashgrid *h, const void *points, int64_t n, int64_t str
     else
       cells_of(&jobs[t]); /* no thread: do its share here */
   }
-  /* a stable counting sort: counts, offsets, then scatter in point order */
+  /* a stable counting sort: counts, running ends, then the points placed
+  ** backwards from each cell's end (later points last), which leaves
+  ** starts[c] at the start of cell c */
   int32_t *starts = h->starts;
-  memset(starts, 0, (size_t)(ncells + 1) * sizeof(int32_t));
+  memset(starts, 0, (size_t)ncells * sizeof(int32_t));
   const int32_t *cells = h->cells;
   for (int64_t i = 0; i < n; i++)
-    starts[cells[i] + 1]++;
+    starts[cells[i]]++;
   int32_t run = 0;
-  for (int64_t c = 0; c <= ncells; c++)
+  for (int64_t c = 0; c < ncells; c++)
     run += starts[c], starts[c] = run;
-  /* starts[c] is now the end of cell c-1 = the start of cell c; scatter
-  ** with a moving cursor per cell, then shift back */
-  for (int64_t i = 0; i < n; i++)
-    h->ids[starts[cells[i]]++] = (int32_t)i;
-  for (int64_t c = ncells; c > 0; c--)
-    starts[c] = starts[c - 1];
-  starts[0] = 0;
+  starts[ncells] = (int32_t)n;
+  for (int64_t i = n - 1; i >= 0; i--)
+    h->ids[--starts[cells[i]]] = (int32_t)i;
   g->npoints = (int32_t)n;
   return 0;
 }
