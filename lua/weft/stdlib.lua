@@ -18,10 +18,21 @@ return function(weft)
   local func, select, sign, trunc, clamp = weft.func, weft.select, weft.sign, weft.trunc, weft.clamp
   local min, max, abs = weft.min, weft.max, weft.abs
 
+  -- any arguments: the body's own errors still name the user's call
+  local function any_args() end
+
+  -- a weft.func the builtins below call: marked like a builtin, so an
+  -- error in its body also names the user's call
+  local function helper(fn)
+    local f = func(fn)
+    f._builtin = any_args
+    return f
+  end
+
   -- weft[name] = a weft.func of fn whose arguments check accepts
   local function builtin(name, check, fn)
     local f = func{ name = name, fn }
-    f._builtin = check
+    f._builtin = check or any_args
     weft[name] = f
   end
 
@@ -150,7 +161,7 @@ return function(weft)
       spec.name = name
       if f then f:overload(spec) else f = func(spec) end
     end
-    f._builtin = check
+    f._builtin = check or any_args
     weft[name] = f
   end
 
@@ -209,12 +220,12 @@ return function(weft)
   builtin("norm_l2", vec_arg, function(v)
     return weft.length(v)
   end)
-  local huber = func(function(v, delta)
+  local huber = helper(function(v, delta)
     local a = weft.dot(v, v)
     if a <= delta * delta then return 0.5 * a end
     return delta * (weft.sqrt(a) - 0.5 * delta)
   end)
-  local pseudo_huber = func(function(v, delta)
+  local pseudo_huber = helper(function(v, delta)
     local a = weft.dot(v, v)
     return delta * weft.sqrt(1.0 + a / (delta * delta))
   end)
@@ -229,7 +240,7 @@ return function(weft)
 
   -- argmin(v), argmax(v): the index (uint32) of the first smallest
   -- (largest) component; NaN components are skipped, all NaN gives 0
-  local arg_extreme = func(function(v, want_max)
+  local arg_extreme = helper(function(v, want_max)
     local r = weft.uint32(0)
     local best = v[0]
     for i = 1, #v - 1 do
@@ -480,7 +491,7 @@ return function(weft)
   -- fixed axes i, j, k (0, 1, 2) in that order: q_k q_j q_i
   typed("quat_from_euler", nil, function(sfx)
     local V, Q = weft["vec3" .. sfx], weft["quat" .. sfx]
-    local axis_quat = func(function(ax, h)
+    local axis_quat = helper(function(ax, h)
       local s, c = weft.sin(h), weft.cos(h)
       local z = s - s
       if ax == 0 then return Q(s, z, z, c) end
@@ -501,7 +512,7 @@ return function(weft)
   typed("quat_to_euler", nil, function(sfx)
     local V = weft["vec3" .. sfx]
     local S = scalar_t(sfx)
-    local pick = func(function(n, q1, q2, q3)
+    local pick = helper(function(n, q1, q2, q3)
       if n == 2 then return q2 end
       if n == 3 then return q3 end
       return q1
@@ -552,7 +563,7 @@ return function(weft)
   -- lower_bound(arr, value) and lower_bound(arr, begin, end, value):
   -- the first index in [begin, end - 1] whose element is not below value
   -- in a sorted 1-d array (Warp's: end - 1 when every element is below)
-  local lower_bound = func(function(arr, lo, hi, value)
+  local lower_bound = helper(function(arr, lo, hi, value)
     local upper = hi - 1
     while lo < upper do
       local mid = lo + weft.floordiv(upper - lo, 2)
@@ -566,7 +577,7 @@ return function(weft)
   -- expect_near(actual, expected [, tolerance = 1e-6]): prints Warp's
   -- message when the two differ by more than the tolerance (vectors: the
   -- largest component difference)
-  local expect_near = func(function(actual, expected, tolerance, d)
+  local expect_near = helper(function(actual, expected, tolerance, d)
     if d > tolerance then
       print("Error, expect_near() failed with tolerance", tolerance, "\n    Expected:", expected,
         "\n    Actual:", actual, "\n    Absolute difference:", d)
@@ -604,7 +615,7 @@ return function(weft)
     -- one conjugation S = Q' S Q of symmetric S (s11 s21 s22 s31 s32 s33)
     -- by the Givens rotation of its (p, q) pair, accumulated into qv;
     -- returns S rearranged for the next pair
-    local conj = func(function(s11, s21, s22, s31, s32, s33, qv, x, y, z)
+    local conj = helper(function(s11, s21, s22, s31, s32, s33, qv, x, y, z)
       local ch = 2.0 * (s11 - s22)
       local sh = s21
       if 5.82842712474619 * sh * sh < ch * ch then
@@ -634,7 +645,7 @@ return function(weft)
     end)
 
     -- the quaternion whose rotation diagonalizes symmetric S
-    local jacobi = func(function(s11, s21, s22, s31, s32, s33)
+    local jacobi = helper(function(s11, s21, s22, s31, s32, s33)
       local q = Q4(0.0, 0.0, 0.0, 1.0)
       for _ = 1, ITERS do
         s11, s21, s22, s31, s32, s33, q = conj(s11, s21, s22, s31, s32, s33, q, 0, 1, 2)
@@ -644,7 +655,7 @@ return function(weft)
       return q
     end)
 
-    local quat_mat = func(function(q)
+    local quat_mat = helper(function(q)
       local x, y, z, w = q[0], q[1], q[2], q[3]
       local qxx, qyy, qzz, qxz, qxy, qyz = x * x, y * y, z * z, x * z, x * y, y * z
       local qwx, qwy, qwz = w * x, w * y, w * z
@@ -654,7 +665,7 @@ return function(weft)
     end)
 
     -- the Givens rotation (ch, sh) that annihilates a2 against pivot a1
-    local givens = func(function(a1, a2)
+    local givens = helper(function(a1, a2)
       local rho = weft.sqrt(a1 * a1 + a2 * a2)
       local sh = select(rho > EPS, S(0.0), a2)
       local ch = abs(a1) + max(rho, EPS)
@@ -663,7 +674,7 @@ return function(weft)
       return ch * w, sh * w
     end)
 
-    local qr = func(function(B)
+    local qr = helper(function(B)
       local b11, b12, b13 = B[0][0], B[0][1], B[0][2]
       local b21, b22, b23 = B[1][0], B[1][1], B[1][2]
       local b31, b32, b33 = B[2][0], B[2][1], B[2][2]
@@ -697,11 +708,11 @@ return function(weft)
 
     -- swap rows a and b of the transposed B and V (columns of B, V) when
     -- c, negating the one moved down (Warp's condNegSwap)
-    local negswap = func(function(c, a, b)
+    local negswap = helper(function(c, a, b)
       return select(c, a, b), select(c, b, -a)
     end)
 
-    local svd = func(function(A)
+    local svd = helper(function(A)
       local ata = weft.transpose(A) * A
       local V = quat_mat(jacobi(ata[0][0], ata[1][0], ata[1][1], ata[2][0], ata[2][1], ata[2][2]))
       local Bt, Vt = weft.transpose(A * V), weft.transpose(V)
@@ -722,13 +733,13 @@ return function(weft)
       return U, V3(R[0][0], R[1][1], R[2][2]), weft.matrix_from_cols(v1, v2, v3)
     end)
 
-    local eig = func(function(A)
+    local eig = helper(function(A)
       local Q = quat_mat(jacobi(A[0][0], A[1][0], A[1][1], A[2][0], A[2][1], A[2][2]))
       local u = (weft.transpose(Q) * A) * Q
       return Q, V3(u[0][0], u[1][1], u[2][2])
     end)
 
-    local svd2 = func(function(A)
+    local svd2 = helper(function(A)
       local a11, a12, a21, a22 = A[0][0], A[0][1], A[1][0], A[1][1]
       local ata11 = a11 * a11 + a21 * a21
       local ata12 = a11 * a12 + a21 * a22
@@ -791,40 +802,40 @@ return function(weft)
   local bxor, rshift = weft.bit_xor, weft.rshift
 
   -- rand_pcg, and randf of a state already advanced to s
-  local pcg = func(function(s)
+  local pcg = helper(function(s)
     local b = s * 747796405 + 2891336453
     local c = bxor(rshift(b, rshift(b, 28) + 4), b) * 277803737
     return bxor(rshift(c, 22), c)
   end)
-  local unit = func(function(s) return f32(rshift(s, 8)) * (1.0 / 16777216.0) end)
+  local unit = helper(function(s) return f32(rshift(s, 8)) * (1.0 / 16777216.0) end)
   -- Warp's normalize: v / |v|, zero stays zero
-  local norm = func(function(v)
+  local norm = helper(function(v)
     local l = weft.sqrt(weft.dot(v, v))
     if l > 0.0 then return v / l end
     return v * 0.0
   end)
-  local smoother = func(function(t) return t * t * t * (t * (t * 6.0 - 15.0) + 10.0) end)
-  local smoother_grad = func(function(t) return 30.0 * t * t * (t * (t - 2.0) + 1.0) end)
-  local interp = func(function(a0, a1, t) return (a1 - a0) * smoother(t) + a0 end)
-  local interp_grad = func(function(a0, a1, t, da0, da1, dt)
+  local smoother = helper(function(t) return t * t * t * (t * (t * 6.0 - 15.0) + 10.0) end)
+  local smoother_grad = helper(function(t) return 30.0 * t * t * (t * (t - 2.0) + 1.0) end)
+  local interp = helper(function(a0, a1, t) return (a1 - a0) * smoother(t) + a0 end)
+  local interp_grad = helper(function(a0, a1, t, da0, da1, dt)
     return (da1 - da0) * smoother(t) + (a1 - a0) * smoother_grad(t) * dt + da0
   end)
 
   -- the gradients at lattice points (the hashes of Warp's, where + binds
   -- before ^: ix p1 ^ (iy p2 + state))
-  local grad1 = func(function(st, ix)
+  local grad1 = helper(function(st, ix)
     return 2.0 * unit(pcg(u32(ix) * 73856093 + st)) + -1.0
   end)
-  local grad2 = func(function(st, ix, iy)
+  local grad2 = helper(function(st, ix, iy)
     local s1 = pcg(bxor(u32(ix) * 73856093, u32(iy) * 19349663 + st))
     return norm(V2(unit(s1) - 0.5, unit(pcg(s1)) - 0.5))
   end)
-  local grad3 = func(function(st, ix, iy, iz)
+  local grad3 = helper(function(st, ix, iy, iz)
     local s1 = pcg(bxor(bxor(u32(ix) * 73856093, u32(iy) * 19349663), u32(iz) * 53471161 + st))
     local s2 = pcg(s1)
     return norm(V3(unit(s1) - 0.5, unit(s2) - 0.5, unit(pcg(s2)) - 0.5))
   end)
-  local grad4 = func(function(st, ix, iy, iz, it)
+  local grad4 = helper(function(st, ix, iy, iz, it)
     local h = bxor(bxor(bxor(u32(ix) * 73856093, u32(iy) * 19349663), u32(iz) * 53471161),
       u32(it) * 10000019 + st)
     local s1 = pcg(h)
@@ -833,23 +844,23 @@ return function(weft)
     return norm(V4(unit(s1) - 0.5, unit(s2) - 0.5, unit(s3) - 0.5, unit(pcg(s3)) - 0.5))
   end)
 
-  local noise1 = func(function(st, x0, x1, dx)
+  local noise1 = helper(function(st, x0, x1, dx)
     return interp(dx * grad1(st, x0), (dx - 1.0) * grad1(st, x1), dx)
   end)
-  local dot2 = func(function(st, ix, iy, dx, dy)
+  local dot2 = helper(function(st, ix, iy, dx, dy)
     local g = grad2(st, ix, iy)
     return dx * g[0] + dy * g[1]
   end)
-  local noise2 = func(function(st, x0, y0, x1, y1, dx, dy)
+  local noise2 = helper(function(st, x0, y0, x1, y1, dx, dy)
     local xi0 = interp(dot2(st, x0, y0, dx, dy), dot2(st, x1, y0, dx - 1.0, dy), dx)
     local xi1 = interp(dot2(st, x0, y1, dx, dy - 1.0), dot2(st, x1, y1, dx - 1.0, dy - 1.0), dx)
     return interp(xi0, xi1, dy)
   end)
-  local dot3 = func(function(st, ix, iy, iz, dx, dy, dz)
+  local dot3 = helper(function(st, ix, iy, iz, dx, dy, dz)
     local g = grad3(st, ix, iy, iz)
     return dx * g[0] + dy * g[1] + dz * g[2]
   end)
-  local noise3 = func(function(st, x0, y0, z0, x1, y1, z1, dx, dy, dz)
+  local noise3 = helper(function(st, x0, y0, z0, x1, y1, z1, dx, dy, dz)
     local xi00 = interp(dot3(st, x0, y0, z0, dx, dy, dz), dot3(st, x1, y0, z0, dx - 1.0, dy, dz), dx)
     local xi10 = interp(dot3(st, x0, y1, z0, dx, dy - 1.0, dz), dot3(st, x1, y1, z0, dx - 1.0, dy - 1.0, dz), dx)
     local yi0 = interp(xi00, xi10, dy)
@@ -858,12 +869,12 @@ return function(weft)
       dot3(st, x1, y1, z1, dx - 1.0, dy - 1.0, dz - 1.0), dx)
     return interp(yi0, interp(xi01, xi11, dy), dz)
   end)
-  local dot4 = func(function(st, ix, iy, iz, it, d)
+  local dot4 = helper(function(st, ix, iy, iz, it, d)
     local g = grad4(st, ix, iy, iz, it)
     return d[0] * g[0] + d[1] * g[1] + d[2] * g[2] + d[3] * g[3]
   end)
   -- 4-d: the 16 corners, interpolated along x, y, z, then t
-  local noise4 = func(function(st, p0, p1, d)
+  local noise4 = helper(function(st, p0, p1, d)
     local r = d[0] - d[0]
     local zt = d[0] - d[0]
     for c = 0, 1 do -- t
@@ -888,13 +899,13 @@ return function(weft)
   end)
 
   -- Warp's int mod: C's %, the sign of the dividend
-  local cmod = func(function(a, b)
+  local cmod = helper(function(a, b)
     local r = a % b
     if r ~= 0 and (r < 0) ~= (a < 0) then r = r - b end
     return r
   end)
   local floor = weft.floor
-  local cell = func(function(x) return i32(floor(x)) end)
+  local cell = helper(function(x) return i32(floor(x)) end)
 
   builtin("noise", nil, function(state, x)
     local x0 = cell(x)
@@ -932,7 +943,7 @@ return function(weft)
 
   -- curlnoise(state, xy, octaves, lacunarity, gain) in 2-d: the rotated
   -- gradient of the octaves' noise
-  local grad_noise2 = func(function(st, x0, y0, x1, y1, dx, dy)
+  local grad_noise2 = helper(function(st, x0, y0, x1, y1, dx, dy)
     local g00, g10 = grad2(st, x0, y0), grad2(st, x1, y0)
     local g01, g11 = grad2(st, x0, y1), grad2(st, x1, y1)
     local v00 = weft.dot(V2(dx, dy), g00)
@@ -945,7 +956,7 @@ return function(weft)
     return interp_grad(xi0, xi1, dy, gxi0, gxi1, ey)
   end)
   -- the gradient of 3-d noise, as Warp's noise_3d_gradient
-  local grad_noise3 = func(function(st, c0, c1, d)
+  local grad_noise3 = helper(function(st, c0, c1, d)
     local ex, ey, ez = V3(1.0, 0.0, 0.0), V3(0.0, 1.0, 0.0), V3(0.0, 0.0, 1.0)
     local g000, g100 = grad3(st, c0[0], c0[1], c0[2]), grad3(st, c1[0], c0[1], c0[2])
     local g010, g110 = grad3(st, c0[0], c1[1], c0[2]), grad3(st, c1[0], c1[1], c0[2])
@@ -994,7 +1005,7 @@ return function(weft)
   end
 
   -- log-gamma of SPECFUN (Zhang and Jin), Warp's random_loggam, float32
-  local loggam = func(function(x)
+  local loggam = helper(function(x)
     if x == 1.0 or x == 2.0 then return f32(0.0) end
     local n = u32(0)
     if x < 7.0 then n = u32(7.0 - x) end
@@ -1021,7 +1032,7 @@ return function(weft)
   end)
 
   -- small lam: multiply uniforms until the product drops below e^-lam
-  local poisson_mult = drawing(func(function(state, lam)
+  local poisson_mult = drawing(helper(function(state, lam)
     local enlam = weft.exp(-lam)
     local x = u32(0)
     local prod = f32(1.0)
@@ -1032,7 +1043,7 @@ return function(weft)
   end))
 
   -- large lam: Hoermann's transformed rejection (PTRS), Warp's constants
-  local poisson_ptrs = drawing(func(function(state, lam)
+  local poisson_ptrs = drawing(helper(function(state, lam)
     local slam, loglam = weft.sqrt(lam), weft.log(lam)
     local b = 0.931 + 2.53 * slam
     local a = -0.059 + 0.02483 * b
@@ -1052,7 +1063,9 @@ return function(weft)
     end
   end))
 
-  builtin("poisson", nil, function(state, lam)
+  builtin("poisson", function(_, lam)
+    if lam.name ~= "float32" then return "lam must be a float32" .. literal_hint(lam) end
+  end, function(state, lam)
     local x = u32(0)
     if lam >= 10.0 then
       x = poisson_ptrs(state, lam)
@@ -1141,7 +1154,7 @@ return function(weft)
 
   -- the gradient of 4-d noise (Warp's noise_4d_gradient): the corners
   -- interpolated along x, y, z, then t, carrying value and gradient
-  local grad_noise4 = func(function(st, p0, p1, d)
+  local grad_noise4 = helper(function(st, p0, p1, d)
     local ex, ey = V4(1.0, 0.0, 0.0, 0.0), V4(0.0, 1.0, 0.0, 0.0)
     local ez, et = V4(0.0, 0.0, 1.0, 0.0), V4(0.0, 0.0, 0.0, 1.0)
     local zero = d[0] - d[0]
