@@ -68,6 +68,7 @@ bench: build deps-bench
 warp-ref: deps-bench
 	$(WEFT_VENV)/bin/python tests/warp/gen_ref.py tests/warp/ref.lua
 	$(WEFT_VENV)/bin/python spec/helpers/warp_rand_ref.py | grep -E '^-- gen|^return' > spec/helpers/warp_rand_ref.lua
+	$(WEFT_VENV)/bin/python spec/helpers/warp_volume_ref.py spec/helpers/warp_volume_ref.lua
 
 # Static checks of the Lua layer (settings in .luacheckrc).
 lint:
