@@ -1,4 +1,5 @@
--- Bad meshes and bad ids: clear errors, never a crash or a wild read.
+-- Bad meshes and bad ids: clear errors, never a crash or a wild read (the
+-- device mismatch case runs under scripts/cuda-emu).
 local weft = require "weft"
 local G = require "helpers.meshes"
 

@@ -16,6 +16,7 @@
 
 #include "geom/geom.h"
 #include "geom/query.h"
+#include "runtime/device.h"
 #include "runtime/rt.h"
 
 struct wf_geom {
@@ -32,6 +33,15 @@ struct wf_geom {
   int nnodes;
   float *lo, *hi; /* 3 per primitive (meshes: while building) */
   float *tris;    /* meshes: each slot's triangle, 9 floats, in leaf order */
+  /* objects on a CUDA device: the descriptor above reads host copies of
+  ** the arrays (host[]); the kernels' copy of it, the nodes, items,
+  ** triangles and winding data live in dbuf (uploaded after build and
+  ** refit), pointing at the device arrays (dev[]) */
+  int32_t device;
+  void *host[3];
+  void *dev[3];
+  void *dev_grads[2];
+  wf_buffer *dbuf;
 };
 
 static const char *what(int kind) {
@@ -47,9 +57,6 @@ static int bad(wf_rt *rt, int kind, const char *fmt, const char *a, long long x,
 /* A 1-D compact host array of n elements of elsize bytes (n < 2^31). */
 static int check_array(wf_rt *rt, int kind, const wf_array *a, const char *name, int elsize) {
   if (!a) return bad(rt, kind, "%s is missing", name, 0, 0);
-  if (a->device != WF_DEVICE_CPU)
-    return bad(rt, kind, "%s is on a CUDA device; meshes and Bvh objects live on the CPU for now",
-               name, 0, 0);
   if (a->elsize != elsize)
     return bad(rt, kind, "%s has %lld-byte elements, expected %lld", name, a->elsize, elsize);
   if (a->size >= 0x7fffffff) return bad(rt, kind, "%s has too many elements", name, 0, 0);
@@ -160,6 +167,79 @@ static void wind_refit(wf_geom *g) {
   }
 }
 
+/* ---- objects on a CUDA device: build on the host, upload ---- */
+/* A host copy of array a (slot k of g->host), or a's own data on the host. */
+static const void *host_view(wf_rt *rt, wf_geom *g, int k, const wf_array *a, int *rc) {
+  *rc = 0;
+  if (!a) return NULL;
+  if (a->device == WF_DEVICE_CPU) return a->data;
+  size_t n = (size_t)a->size * (size_t)a->elsize;
+  const wf_device_ops *ops = wf_device_ops_for(rt, a->device);
+  if (!ops) {
+    *rc = WEFT_ERRDEVICE;
+    return NULL;
+  }
+  if (!g->host[k] && !(g->host[k] = malloc(n ? n : 1))) {
+    *rc = wf_rt_seterr(rt, WEFT_ERRMEM, "%s: out of memory", what(g->kind));
+    return NULL;
+  }
+  g->dev[k] = a->data;
+  if ((*rc = ops->copy(rt, WF_DEVICE_CPU, g->host[k], a->device, a->data, n))) return NULL;
+  return g->host[k];
+}
+
+#define ALIGN64(x) (((x) + 63) & ~(size_t)63)
+
+/* The kernels' image: descriptor, nodes, items, triangles, winding data,
+** with every pointer a device address. */
+static int upload(wf_rt *rt, wf_geom *g) {
+  if (g->device == WF_DEVICE_CPU) return 0;
+  const wf_device_ops *ops = wf_device_ops_for(rt, g->device);
+  if (!ops) return WEFT_ERRDEVICE;
+  size_t n = (size_t)g->nprims, nn = (size_t)g->nnodes;
+  size_t o_nodes = ALIGN64(sizeof g->d), o_items = o_nodes + ALIGN64(nn * sizeof(wf_gnode));
+  size_t o_tris = o_items + ALIGN64(n * sizeof(int));
+  size_t o_wind = o_tris + (g->tris ? ALIGN64(n * 9 * sizeof(float)) : 0);
+  size_t total = o_wind + (g->wind ? nn * sizeof(wf_gwind) : 0);
+  int rc;
+  if (!g->dbuf && (rc = ops->buffer_new(rt, g->device, total, &g->dbuf))) return rc;
+  char *base = g->dbuf->ptr;
+  wf_gbvh *bvh;
+  union {
+    wf_gmesh mesh;
+    wf_gboxes boxes;
+  } d;
+  memcpy(&d, &g->d, sizeof d);
+  if (g->kind == WF_GEOM_MESH) {
+    d.mesh.points = g->dev[0];
+    d.mesh.indices = g->dev[1];
+    d.mesh.velocities = g->dev[2];
+    d.mesh.tris = (const float *)(base + o_tris);
+    d.mesh.points_grad = g->dev_grads[0];
+    d.mesh.velocities_grad = g->dev_grads[1];
+    bvh = &d.mesh.bvh;
+  } else {
+    d.boxes.lowers = g->dev[0];
+    d.boxes.uppers = g->dev[1];
+    bvh = &d.boxes.bvh;
+  }
+  bvh->nodes = (const wf_gnode *)(base + o_nodes);
+  bvh->items = (const int *)(base + o_items);
+  bvh->wind = g->wind ? (const wf_gwind *)(base + o_wind) : NULL;
+  if ((rc = ops->copy(rt, g->device, base, WF_DEVICE_CPU, &d, sizeof d)) ||
+      (rc = ops->copy(rt, g->device, base + o_nodes, WF_DEVICE_CPU, g->nodes,
+                      nn * sizeof(wf_gnode))) ||
+      (rc = ops->copy(rt, g->device, base + o_items, WF_DEVICE_CPU, g->items, n * sizeof(int))))
+    return rc;
+  if (g->tris &&
+      (rc = ops->copy(rt, g->device, base + o_tris, WF_DEVICE_CPU, g->tris, n * 9 * sizeof(float))))
+    return rc;
+  if (g->wind &&
+      (rc = ops->copy(rt, g->device, base + o_wind, WF_DEVICE_CPU, g->wind, nn * sizeof(wf_gwind))))
+    return rc;
+  return 0;
+}
+
 static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   int n = g->nprims, kind = g->kind;
   if (kind == WF_GEOM_MESH) {
@@ -190,6 +270,10 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   bvh->wind = g->wind;
   bvh->nnodes = g->nnodes;
   bvh->nitems = n;
+  if (upload(rt, g)) {
+    wf_geom_free(g);
+    return WEFT_ERRDEVICE;
+  }
   g->reg = wf_georeg_of(rt);
   if (!g->reg) goto oom;
   wf_georeg_retain(g->reg);
@@ -221,22 +305,29 @@ int wf_geom_mesh_new(wf_rt *rt, const wf_array *points, const wf_array *indices,
   if (velocities && velocities->size != np)
     return bad(rt, K, "velocities has %s%lld entries but points has %lld", "", velocities->size,
                np);
-  const int *idx = indices->data;
-  for (long long i = 0; i < ni; i++)
-    if (idx[i] < 0 || idx[i] >= np)
-      return bad(rt, K, "indices[%s%lld] = %lld is out of range for the points", "", i,
-                 (long long)idx[i]);
-  if ((rc = check_finite(rt, K, points->data, np, "points"))) return rc;
   wf_geom *g = calloc(1, sizeof *g);
   if (!g) return wf_rt_seterr(rt, WEFT_ERRMEM, "weft.Mesh: out of memory");
   g->kind = K;
+  g->device = points->device;
+  const wf_g3 *hp = host_view(rt, g, 0, points, &rc);
+  const int *idx = rc ? NULL : host_view(rt, g, 1, indices, &rc);
+  const wf_g3 *hv = rc ? NULL : host_view(rt, g, 2, velocities, &rc);
+  if (rc) {
+    wf_geom_free(g);
+    return rc;
+  }
+  for (long long i = 0; i < ni; i++)
+    if (idx[i] < 0 || idx[i] >= np)
+      return wf_geom_free(g), bad(rt, K, "indices[%s%lld] = %lld is out of range for the points",
+                                  "", i, (long long)idx[i]);
+  if ((rc = check_finite(rt, K, hp, np, "points"))) return wf_geom_free(g), rc;
   g->nprims = (int)(ni / 3);
   wf_gmesh *m = &g->d.mesh;
   m->kind = K;
   m->npoints = (int)np;
   m->nfaces = (int)(ni / 3);
-  m->points = points->data;
-  m->velocities = velocities ? velocities->data : NULL;
+  m->points = hp;
+  m->velocities = hv;
   m->indices = idx;
   return finish(rt, g, winding, out);
 }
@@ -251,23 +342,41 @@ int wf_geom_bvh_new(wf_rt *rt, const wf_array *lowers, const wf_array *uppers, w
     return bad(rt, K, "lowers has %s%lld boxes but uppers has %lld", "", lowers->size,
                uppers->size);
   if (lowers->size == 0) return bad(rt, K, "no boxes: lowers and uppers are empty", NULL, 0, 0);
-  if ((rc = check_finite(rt, K, lowers->data, lowers->size, "lowers")) ||
-      (rc = check_finite(rt, K, uppers->data, uppers->size, "uppers")))
-    return rc;
   wf_geom *g = calloc(1, sizeof *g);
   if (!g) return wf_rt_seterr(rt, WEFT_ERRMEM, "weft.Bvh: out of memory");
   g->kind = K;
+  g->device = lowers->device;
+  const wf_g3 *hl = host_view(rt, g, 0, lowers, &rc);
+  const wf_g3 *hh = rc ? NULL : host_view(rt, g, 1, uppers, &rc);
+  if (rc || (rc = check_finite(rt, K, hl, lowers->size, "lowers")) ||
+      (rc = check_finite(rt, K, hh, uppers->size, "uppers"))) {
+    wf_geom_free(g);
+    return rc;
+  }
   g->nprims = (int)lowers->size;
   wf_gboxes *b = &g->d.boxes;
   b->kind = K;
   b->n = g->nprims;
-  b->lowers = lowers->data;
-  b->uppers = uppers->data;
+  b->lowers = hl;
+  b->uppers = hh;
   return finish(rt, g, 0, out);
+}
+
+/* Device objects: fresh host copies of the moving arrays. */
+static int download(wf_rt *rt, wf_geom *g) {
+  if (g->device == WF_DEVICE_CPU) return 0;
+  const wf_device_ops *ops = wf_device_ops_for(rt, g->device);
+  if (!ops) return WEFT_ERRDEVICE;
+  size_t n = g->kind == WF_GEOM_MESH ? (size_t)g->d.mesh.npoints : (size_t)g->nprims;
+  int rc = ops->copy(rt, WF_DEVICE_CPU, g->host[0], g->device, g->dev[0], n * 12);
+  if (!rc && g->kind == WF_GEOM_BVH)
+    rc = ops->copy(rt, WF_DEVICE_CPU, g->host[1], g->device, g->dev[1], n * 12);
+  return rc;
 }
 
 int wf_geom_refit(wf_rt *rt, wf_geom *g) {
   int rc;
+  if ((rc = download(rt, g))) return rc;
   if (g->kind == WF_GEOM_MESH) {
     if ((rc = check_finite(rt, g->kind, g->d.mesh.points, g->d.mesh.npoints, "points"))) return rc;
   } else if ((rc = check_finite(rt, g->kind, g->d.boxes.lowers, g->nprims, "lowers")) ||
@@ -280,17 +389,23 @@ int wf_geom_refit(wf_rt *rt, wf_geom *g) {
     wf_bvh_refit(g->nodes, g->nnodes, g->items, (const float *)g->d.boxes.lowers,
                  (const float *)g->d.boxes.uppers);
   if (g->wind) wind_refit(g);
-  return 0;
+  return upload(rt, g);
 }
 
 int wf_geom_set_grads(wf_rt *rt, wf_geom *g, const wf_array *pg, const wf_array *vg) {
   if (g->kind != WF_GEOM_MESH) return wf_rt_seterr(rt, WEFT_ERRARG, "weft.Bvh has no gradients");
+  if (g->device != WF_DEVICE_CPU) {
+    g->dev_grads[0] = pg ? pg->data : NULL;
+    g->dev_grads[1] = vg ? vg->data : NULL;
+    return upload(rt, g);
+  }
   g->d.mesh.points_grad = pg ? pg->data : NULL;
   g->d.mesh.velocities_grad = vg ? vg->data : NULL;
   return 0;
 }
 
 uint64_t wf_geom_id(const wf_geom *g) {
+  if (g && g->dbuf) return (uint64_t)(uintptr_t)g->dbuf->ptr;
   return g ? (uint64_t)(uintptr_t)&g->d : 0;
 }
 
@@ -306,5 +421,8 @@ void wf_geom_free(wf_geom *g) {
   free(g->lo);
   free(g->hi);
   free(g->tris);
+  for (int k = 0; k < 3; k++)
+    free(g->host[k]);
+  if (g->dbuf) wf_buffer_release(g->dbuf);
   free(g);
 }

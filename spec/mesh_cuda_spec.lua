@@ -1,0 +1,91 @@
+-- Meshes and Bvh objects on a CUDA device: the same query code (src/geom/
+-- query.h) compiles into the CUDA C, through ptxas for sm_75/80/90 always,
+-- and runs on the device under scripts/cuda-emu, matching the CPU.
+local weft = require "weft"
+local G = require "helpers.meshes"
+
+local vec3 = weft.vec3
+
+local k = weft.kernel{ id = weft.uint64, o = weft.array(vec3), d = weft.array(vec3),
+  t = weft.array(weft.float32), dist = weft.array(weft.float32), n = weft.array(weft.int32),
+  function(id, o, d, t, dist, n)
+    local i = weft.tid()
+    local r = weft.mesh_query_ray(id, o[i], d[i], 1.0e6)
+    t[i] = r.result and r.t or -1.0
+    local q = weft.mesh_query_point(id, o[i], 10.0)
+    dist[i] = weft.length(weft.mesh_eval_position(id, q.face, q.u, q.v) - o[i]) * q.sign
+    local c = 0
+    for f in weft.mesh_query_aabb(id, o[i] - weft.vec3(0.3, 0.3, 0.3), o[i] + weft.vec3(0.3, 0.3, 0.3)) do
+      c = c + f - f + 1
+    end
+    n[i] = c
+  end }
+
+local kb = weft.kernel{ id = weft.uint64, o = weft.array(vec3), d = weft.array(vec3), n = weft.array(weft.int32),
+  function(id, o, d, n)
+    local i = weft.tid()
+    local c = 0
+    for b in weft.bvh_query_ray(id, o[i], d[i]) do c = c + 1 + b - b end
+    for b in weft.bvh_query_aabb(id, o[i], o[i] + d[i]) do c = c + 1000 + b - b end
+    n[i] = c
+  end }
+
+describe("meshes on CUDA", function()
+  it("compile to PTX for sm_75, sm_80 and sm_90", function()
+    for _, arch in ipairs { "sm_75", "sm_80", "sm_90" } do
+      assert.matches("%.target%s+" .. arch, (k:ptx(arch)))
+      assert.matches("%.target%s+" .. arch, (kb:ptx(arch)))
+    end
+  end)
+
+  local function run(dev, m, b, o, d)
+    local opt = { device = dev }
+    local n = #o
+    local O, D = weft.array(o, vec3, opt), weft.array(d, vec3, opt)
+    local t, dist, c = weft.zeros(n, weft.float32, opt), weft.zeros(n, weft.float32, opt), weft.zeros(n, weft.int32, opt)
+    weft.launch(k, n, { m.id, O, D, t, dist, c }, opt)
+    local cb = weft.zeros(n, weft.int32, opt)
+    weft.launch(kb, n, { b.id, O, D, cb }, opt)
+    return t:to("cpu"):totable(), dist:to("cpu"):totable(), c:to("cpu"):totable(), cb:to("cpu"):totable()
+  end
+
+  it("cast rays, find closest points and boxes as on the CPU (scripts/cuda-emu)", function()
+    if not weft.is_cuda_available() then
+      pending("no CUDA device: run under scripts/cuda-emu")
+      return
+    end
+    local pts, idx = G.torus(1.0, 0.4, 24, 12)
+    local r = G.rng(17)
+    local o, d, lo, hi = {}, {}, {}, {}
+    for i = 1, 96 do
+      o[i] = { r(-2, 2), r(-2, 2), r(-1, 1) }
+      d[i] = { r(-1, 1), r(-1, 1), r(-1, 1) }
+      lo[i] = { r(-2, 2), r(-2, 2), r(-1, 1) }
+      hi[i] = G.add(lo[i], { 0.2, 0.3, 0.1 })
+    end
+    local function objects(dev)
+      local opt = { device = dev }
+      local P = weft.array(pts, vec3, opt)
+      local m = weft.Mesh{ points = P, indices = weft.array(idx, weft.int32, opt) }
+      local b = weft.Bvh(weft.array(lo, vec3, opt), weft.array(hi, vec3, opt))
+      return m, b, P
+    end
+    local mc, bc, Pc = objects("cpu")
+    local mg, bg, Pg = objects("cuda:0")
+    assert.are.same({ run("cpu", mc, bc, o, d) }, { run("cuda:0", mg, bg, o, d) })
+    -- move the points on each device, refit, compare again
+    local moved = {}
+    for i, p in ipairs(pts) do moved[i] = { p[1] * 1.1, p[2] - 0.2, p[3] * 0.9 } end
+    weft.copy(Pc, weft.array(moved, vec3))
+    weft.copy(Pg, weft.array(moved, vec3, { device = "cuda:0" }))
+    mc:refit()
+    mg:refit()
+    local t1 = run("cpu", mc, bc, o, d)
+    local t2 = run("cuda:0", mg, bg, o, d)
+    assert.are.same(t1, t2)
+    for i = 1, #o do
+      local bt = G.raycast(moved, idx, o[i], d[i]) or -1
+      assert.is_true(math.abs(bt - t2[i]) <= 1e-4 * math.max(1, bt))
+    end
+  end)
+end)
