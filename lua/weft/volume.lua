@@ -43,7 +43,8 @@ void wf_volume_device_desc(const wf_volume *v, uint64_t dev_grid, uint64_t dev_s
 
 local NVDB_FLOAT, NVDB_INT32, NVDB_VEC3F, NVDB_INDEX, NVDB_ONINDEX = 1, 4, 6, 19, 20
 local GEOM_VOLUME = 4 -- WF_GEOM_VOLUME (src/geom/native.h)
-local MAGIC = "NanoVDB"
+-- file magics: "NanoVDB0" (NanoVDB 32.3 and before) and "NanoVDB2"
+local MAGICS = { NanoVDB0 = true, NanoVDB2 = true }
 cdef.declare [[
 void *wf_geom_track(wf_rt *rt, uint64_t id, int kind);
 void wf_geom_untrack(void *reg, uint64_t id);
@@ -129,7 +130,7 @@ return function(weft, P)
     local dev, device = device_of(fname, opts)
     if type(src) ~= "string" then raise("%s: expected a path or the file's bytes, got %s", fname, describe(src)) end
     local data = src
-    if src:sub(1, #MAGIC) ~= MAGIC then
+    if not MAGICS[src:sub(1, 8)] then -- a path, not the bytes
       local f, ferr = io.open(src, "rb")
       if not f then raise("%s: cannot open '%s': %s", fname, src, tostring(ferr)) end
       data = f:read("*a")
