@@ -18,7 +18,7 @@ from ._core import Array, LuaRef, Runtime, WeftError, capsule_of, _close_all
 
 __all__ = ["Runtime", "Array", "LuaRef", "WeftError", "runtime", "from_dlpack", "from_numpy",
            "from_torch", "to_torch", "from_jax", "to_jax", "library_path",
-           "register_ffi_callback"]
+           "register_ffi_callback", "asarray", "from_paddle", "to_paddle"]
 
 library_path = _lib.path
 atexit.register(_close_all)
@@ -137,6 +137,26 @@ def to_torch(a, requires_grad=None):
         if g is not None:
             t.grad = _torch.from_dlpack(g)
     return t
+
+
+def asarray(x, dtype=None, runtime=None):
+    """A weft Array viewing x: anything with __dlpack__,
+    __cuda_array_interface__ or __array_interface__ (see weft.protocols)."""
+    from .protocols import asarray as _asarray
+    return _asarray(x, dtype, runtime)
+
+
+def from_paddle(t, dtype=None, requires_grad=None, runtime=None):
+    """A weft Array viewing Paddle tensor t, and t.grad if t takes
+    gradients (see weft.paddle)."""
+    from .paddle import from_paddle as _from_paddle
+    return _from_paddle(t, dtype, requires_grad, runtime)
+
+
+def to_paddle(a, requires_grad=None):
+    """A Paddle tensor viewing weft Array a (and a.grad): see weft.paddle."""
+    from .paddle import to_paddle as _to_paddle
+    return _to_paddle(a, requires_grad)
 
 
 def from_jax(x, dtype=None, runtime=None):

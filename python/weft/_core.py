@@ -45,13 +45,18 @@ def capsule_of(obj, where):
         return obj
     f = getattr(obj, "__dlpack__", None)
     if f is None:
-        if hasattr(obj, "__array_interface__") or hasattr(obj, "__array__"):
+        from .protocols import interface_capsule  # __cuda_array_interface__, __array_interface__
+        cap = interface_capsule(obj, where)
+        if cap is not None:
+            return cap
+        if hasattr(obj, "__array__"):
             import numpy
             obj = numpy.asarray(obj)
             f = obj.__dlpack__
         else:
             raise TypeError("%s: cannot share a %s: it has no __dlpack__ or array interface "
-                            "(expected a weft.Array, NumPy array, torch tensor or JAX array)"
+                            "(expected a weft.Array, NumPy array, torch tensor, JAX array, or "
+                            "an object with __cuda_array_interface__ or __array_interface__)"
                             % (where, type(obj).__name__))
     try:
         try:

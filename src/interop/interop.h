@@ -80,6 +80,13 @@ WF_FFI const char *wf_dlpack_capsule_name(int which);
 ** still has its original name (nobody consumed it). Uses the Python C API
 ** of the running process (src/interop/pyc.h): libweft does not link Python. */
 WF_FFI void wf_dlpack_capsule_destructor(void *capsule);
+/* A versioned DLPack tensor viewing data (iface.c, for the array
+** interfaces): shape and strides (elements; NULL = compact) are copied;
+** owner (a Python object, may be NULL) is kept alive until the deleter
+** runs. NULL when out of memory. */
+WF_FFI void *wf_iface_tensor(void *data, int32_t device_type, int32_t device_id, int32_t ndim,
+                             const int64_t *shape, const int64_t *strides, int code, int bits,
+                             uint64_t flags, void *owner);
 
 /* ---- Python fast paths (pyapi.c) ---------------------------------------- */
 /* A tuple of builtin functions (a new reference) implemented in C, called

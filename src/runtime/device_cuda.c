@@ -877,6 +877,13 @@ int wf_cuda_enter(wf_rt *rt, int32_t dev, void **stream) {
   return WEFT_OK;
 }
 
+int wf_cuda_stream_sync_raw(wf_rt *rt, int32_t dev, void *stream) {
+  wf_cudrv *d = enter(rt, dev);
+  if (!d) return WEFT_ERRDEVICE;
+  CUresult r = d->fn.StreamSynchronize(stream);
+  return r ? cuerr(rt, d, r, "synchronize of the producer's stream") : WEFT_OK;
+}
+
 int wf_cuda_synchronize(wf_rt *rt, int32_t dev) {
   wf_cudrv *d = enter(rt, dev);
   if (!d) return WEFT_ERRDEVICE;

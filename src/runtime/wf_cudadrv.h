@@ -52,6 +52,9 @@ WF_FFI int wf_cuda_module_function(wf_rt *rt, void *module, const char *name, vo
 WF_FFI int wf_cuda_launch(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *dims,
                           int nargs, void **args, int block_size, int verify, void *stream);
 WF_FFI int wf_cuda_synchronize(wf_rt *rt, int32_t dev);
+/* Wait for a CUstream that someone else made (1 and 2: the legacy and
+** per-thread default streams), e.g. the stream of __cuda_array_interface__. */
+WF_FFI int wf_cuda_stream_sync_raw(wf_rt *rt, int32_t dev, void *stream);
 WF_FFI int wf_cuda_capture_begin(wf_rt *rt, int32_t dev);
 WF_FFI int wf_cuda_capture_end(wf_rt *rt, int32_t dev, void **graph);
 WF_FFI int wf_cuda_graph_launch(wf_rt *rt, int32_t dev, void *graph);
