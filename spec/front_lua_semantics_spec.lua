@@ -341,6 +341,34 @@ describe("goto continue", function()
     end, 0, 2))
   end)
 
+  it("skips to the until condition of a repeat loop", function()
+    local function f(limit)
+      local i, s = 0, 0
+      repeat
+        i = i + 1
+        if i % 2 == 0 then goto continue end
+        if i > limit then break end
+        s = s + i
+        ::continue::
+      until i >= 9
+      return s * 100 + i
+    end
+    assert.are.same({ f(100), f(4) }, run(function(y)
+      for t = 0, 1 do
+        local limit = t == 0 and 100 or 4
+        local i, s = 0, 0
+        repeat
+          i = i + 1
+          if i % 2 == 0 then goto continue end
+          if i > limit then break end
+          s = s + i
+          ::continue::
+        until i >= 9
+        y[t] = weft.float64(s * 100 + i)
+      end
+    end, 0, 2))
+  end)
+
   it("works with break and nested loops", function()
     local n = 0
     for i = 0, 5 do

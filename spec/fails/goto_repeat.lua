@@ -1,4 +1,4 @@
--- expect: 6: only a goto to a label at the end of the enclosing for or while loop's body (Lua's 'goto continue') is supported in kernels
+-- expect: 6: only a goto to a label at the end of the enclosing loop's body (Lua's 'goto continue') is supported in kernels
 local weft = require "weft"
 return weft.kernel{ x = weft.array(weft.float32), function(x)
   local i = 0

@@ -1,4 +1,4 @@
--- expect: 5: labels are only supported at the end of a for or while loop's body, as the target of 'goto continue'
+-- expect: 5: labels are only supported at the end of a loop's body, as the target of 'goto continue'
 local weft = require "weft"
 return weft.kernel{ x = weft.array(weft.float32), function(x)
   for i = 0, 3 do

@@ -735,12 +735,47 @@ static wf_rv br_repeat_rest(wf_fstate *F, void *arg) {
   return wf_lo_mkval(repeat_until(F, ra->s, ra->from), t_bool(F));
 }
 
+typedef struct stmtsarg {
+  wf_block_ast *b;
+  int from;
+} stmtsarg;
+
+static wf_rv br_stmts(wf_fstate *F, void *arg) {
+  stmtsarg *sa = arg;
+  wf_lo_stmts(F, sa->b, sa->from);
+  wf_rv r;
+  memset(&r, 0, sizeof r);
+  return r;
+}
+
+static wf_rv br_until(wf_fstate *F, void *arg) {
+  wf_stmt *s = arg;
+  wf_rv c = wf_lo_expr(F, s->conds[0]);
+  return wf_lo_mkval(wf_lo_as_bool(F, c, s->conds[0], "until condition"), t_bool(F));
+}
+
 static wf_val repeat_until(wf_fstate *F, wf_stmt *s, int from) {
   wf_block_ast *b = &s->body;
   for (int i = from; i < b->n; i++) {
-    int b0 = F->nbreaks, r0 = F->nreturns;
+    int b0 = F->nbreaks, r0 = F->nreturns, c0 = F->nconts;
     wf_lo_stmt(F, b->s[i]);
-    if (b->s[i]->kind == S_BREAK || b->s[i]->kind == S_RETURN) break;
+    if (b->s[i]->kind == S_BREAK || b->s[i]->kind == S_RETURN || b->s[i]->kind == S_GOTO) break;
+    if (F->nconts != c0 && i + 1 < b->n) {
+      /* a `goto continue` skips the rest of the body, not the condition
+      ** (LuaJIT has checked that no local the condition reads is skipped) */
+      F->b.loc = (wf_loc){b->s[i + 1]->line, b->s[i + 1]->col};
+      stmtsarg sa = {b, i + 1};
+      int bx = F->nbreaks, rx = F->nreturns;
+      wf_lo_if(F, wf_lo_continuing(F), br_stmts, &sa, NULL, NULL, 0, NULL);
+      if (F->nbreaks == b0 && F->nreturns == r0 && F->nbreaks == bx && F->nreturns == rx)
+        return br_until(F, s).v;
+      /* not when leaving the loop (break or return) */
+      wf_val ex = F->vars[F->retflag].v;
+      if (F->brk >= 0) ex = wf_b_op2(&F->b, WF_OP_BOR, t_bool(F), ex, F->vars[F->brk].v);
+      return wf_lo_if(F, wf_b_op1(&F->b, WF_OP_NOT, t_bool(F), ex), br_until, s, br_true, NULL, 1,
+                      s->conds[0])
+          .v;
+    }
     if ((F->nbreaks != b0 || F->nreturns != r0) && i + 1 < b->n) {
       F->b.loc = (wf_loc){b->s[i + 1]->line, b->s[i + 1]->col};
       repeatarg ra = {s, i + 1};
@@ -751,9 +786,23 @@ static wf_val repeat_until(wf_fstate *F, wf_stmt *s, int from) {
   return wf_lo_as_bool(F, c, s->conds[0], "until condition");
 }
 
+/* repeat_until with the loop's "(cont)" flag (see wf_lo_loop_body). */
+static wf_val repeat_pass(wf_fstate *F, wf_stmt *s) {
+  int saved = F->cont, nc = F->nconts;
+  F->cont = -1;
+  if (s->contlabel)
+    F->cont = wf_lo_addvar(F, "(cont)", wf_b_consti(&F->b, t_bool(F), 0), t_bool(F));
+  wf_val until = repeat_until(F, s, 0);
+  F->cont = saved;
+  F->nconts = nc;
+  return until;
+}
+
 static void repeat_body(wf_fstate *F, void *arg, wf_val iv) {
   (void)iv;
-  repeat_until(F, ((whilearg *)arg)->s, 0);
+  int scope = F->nvars;
+  repeat_pass(F, ((whilearg *)arg)->s);
+  F->nvars = scope;
 }
 
 /* The values of the carried vars (initial values before the loop, yielded
@@ -1065,7 +1114,7 @@ static int while_real(wf_fstate *F, wf_stmt *s, int is_repeat, loopinfo *li, wf_
     }
   } else {
     int inner = F->nvars;
-    wf_val until = repeat_until(F, s, 0);
+    wf_val until = repeat_pass(F, s);
     wf_val ex = exit_flag(F, li);
     cont = wf_b_op1(&F->b, WF_OP_NOT, bt, until);
     if (ex != WF_NOVAL)

@@ -194,7 +194,7 @@ struct wf_stmt {
   int has_else;
   wf_block_ast body;        /* S_FORNUM, S_WHILE, S_REPEAT, S_DO */
   struct wf_loopmemo *memo; /* loops: what the body changes, per incoming bindings (lower.c) */
-  const char *contlabel;    /* S_FORNUM, S_WHILE: the label ending the body (`goto continue`) */
+  const char *contlabel;    /* loops: the label ending the body (`goto continue`) */
 };
 
 typedef struct wf_funcast {

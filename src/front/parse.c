@@ -601,7 +601,7 @@ static void block(P *p, wf_block_ast *b) {
 }
 
 /* goto and labels: kernels have Lua's `continue` idiom only, a goto to a
-** label that ends the body of the innermost enclosing for or while loop
+** label that ends the body of the innermost enclosing for, while or repeat loop
 ** (LuaJIT has checked that the function's gotos are valid Lua). The label
 ** moves into the loop's contlabel; other labels and gotos are errors. */
 static void check_gotos(P *p, wf_block_ast *b, const wf_stmt *loop) {
@@ -610,12 +610,12 @@ static void check_gotos(P *p, wf_block_ast *b, const wf_stmt *loop) {
     switch (s->kind) {
     case S_LABEL:
       wf_front_error(p->C, p->X.src, s->line, s->col,
-                     "labels are only supported at the end of a for or while loop's body, as "
+                     "labels are only supported at the end of a loop's body, as "
                      "the target of 'goto continue'");
     case S_GOTO:
       if (!loop || !loop->contlabel || strcmp(loop->contlabel, s->names[0]))
         wf_front_error(p->C, p->X.src, s->line, s->col,
-                       "only a goto to a label at the end of the enclosing for or while loop's "
+                       "only a goto to a label at the end of the enclosing loop's "
                        "body (Lua's 'goto continue') is supported in kernels");
       break;
     case S_IF:
@@ -624,7 +624,8 @@ static void check_gotos(P *p, wf_block_ast *b, const wf_stmt *loop) {
       break;
     case S_DO: check_gotos(p, &s->body, loop); break;
     case S_FORNUM:
-    case S_WHILE: {
+    case S_WHILE:
+    case S_REPEAT: {
       wf_block_ast *body = &s->body;
       while (body->n && body->s[body->n - 1]->kind == S_LABEL && !s->contlabel) {
         s->contlabel = body->s[body->n - 1]->names[0];
@@ -633,7 +634,6 @@ static void check_gotos(P *p, wf_block_ast *b, const wf_stmt *loop) {
       check_gotos(p, body, s);
       break;
     }
-    case S_REPEAT:
     case S_FORIN: check_gotos(p, &s->body, NULL); break;
     default: break;
     }
