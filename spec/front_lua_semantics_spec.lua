@@ -306,97 +306,74 @@ describe("Lua's semantics beyond arithmetic", function()
   end)
 end)
 
+-- The function in text runs by plain LuaJIT (y a table) and as a kernel
+-- (y a float64 array); both must write the same y[0..n).
+local function same_as_lua(text, n)
+  local env = setmetatable({ weft = weft }, { __index = _G })
+  local lua_fn = assert(weft.load(text, "=plain", "t", env))()
+  local want = {}
+  lua_fn(want)
+  local got = run(assert(weft.load(text, "=kernel_text", "t", env))(), 0, n)
+  for i = 1, n do assert.are.equal(want[i - 1], got[i], "y[" .. (i - 1) .. "]") end
+end
+
 describe("goto continue", function()
   it("skips to the end of a for or while body", function()
-    local s = 0
-    for i = 1, 10 do
-      if i % 2 == 0 then goto continue end
-      if i == 7 then goto continue end
-      s = s + i
-      ::continue::
-    end
-    local t, j = 0, 0
-    while j < 10 do
-      j = j + 1
-      if j % 3 == 0 then goto skip end
-      t = t + j
-      ::skip::
-    end
-    assert.are.same({ s, t }, run(function(y)
-      local s2 = weft.float64(0)
-      for i = 1, 10 do
-        if i % 2 == 0 then goto continue end
-        if i == 7 then goto continue end
-        s2 = s2 + weft.float64(i)
-        ::continue::
-      end
-      local t2, j2 = weft.float64(0), 0
-      while j2 < 10 do
-        j2 = j2 + 1
-        if j2 % 3 == 0 then goto skip end
-        t2 = t2 + weft.float64(j2)
-        ::skip::
-      end
-      y[0], y[1] = s2, t2
-    end, 0, 2))
+    same_as_lua([[
+      return function(y)
+        local s = weft.float64(0)
+        for i = 1, 10 do
+          if i % 2 == 0 then goto continue end
+          if i == 7 then goto continue end
+          s = s + weft.float64(i)
+          ::continue::
+        end
+        local t, j = weft.float64(0), 0
+        while j < 10 do
+          j = j + 1
+          if j % 3 == 0 then goto skip end
+          t = t + weft.float64(j)
+          ::skip::
+        end
+        y[0], y[1] = s, t
+      end]], 2)
   end)
 
   it("skips to the until condition of a repeat loop", function()
-    local function f(limit)
-      local i, s = 0, 0
-      repeat
-        i = i + 1
-        if i % 2 == 0 then goto continue end
-        if i > limit then break end
-        s = s + i
-        ::continue::
-      until i >= 9
-      return s * 100 + i
-    end
-    assert.are.same({ f(100), f(4) }, run(function(y)
-      for t = 0, 1 do
-        local limit = t == 0 and 100 or 4
-        local i, s = 0, 0
-        repeat
-          i = i + 1
-          if i % 2 == 0 then goto continue end
-          if i > limit then break end
-          s = s + i
-          ::continue::
-        until i >= 9
-        y[t] = weft.float64(s * 100 + i)
-      end
-    end, 0, 2))
+    same_as_lua([[
+      return function(y)
+        for t = 0, 1 do
+          local limit = t == 0 and 100 or 4
+          local i, s = 0, 0
+          repeat
+            i = i + 1
+            if i % 2 == 0 then goto continue end
+            if i > limit then break end
+            s = s + i
+            ::continue::
+          until i >= 9
+          y[t] = weft.float64(s * 100 + i)
+        end
+      end]], 2)
   end)
 
   it("works with break and nested loops", function()
-    local n = 0
-    for i = 0, 5 do
-      for j = 0, 5 do
-        if j == i then goto continue end
-        if j > 3 then break end
-        n = n + 1
-        ::continue::
-      end
-      if i == 4 then goto continue end
-      n = n + 100
-      ::continue::
-    end
-    assert.are.same({ n }, run(function(y)
-      local c = weft.float64(0)
-      for i = 0, 5 do
-        for j = 0, 5 do
-          if j == i then goto continue end
-          if j > 3 then break end
-          c = c + 1
+    same_as_lua([[
+      return function(y)
+        local c = weft.float64(0)
+        for i = 0, 5 do
+          for j = 0, 5 do
+            if j == i then goto continue end
+            if j > 3 then break end
+            c = c + 1
+            ::continue::
+          end
+          if i == 4 then goto continue end
+          c = c + 100
           ::continue::
         end
-        if i == 4 then goto continue end
-        c = c + 100
-        ::continue::
-      end
-      y[0] = c
-    end))
+        y[0] = c
+      end]], 1)
   end)
 end)
 
