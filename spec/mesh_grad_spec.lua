@@ -76,11 +76,11 @@ describe("mesh gradients", function()
     local m = weft.Mesh{ points = P, indices = weft.array(idx, weft.int32) }
     local uv = weft.array({ { 0.2, 0.3, 0.4 }, { 0.5, 0.1, 0.2 }, { 0.1, 0.6, 0.3 } }, vec3, { requires_grad = true })
     local loss = weft.zeros(1, weft.float32, { requires_grad = true })
-    local kp = weft.kernel{ id = weft.uint64, uv = weft.array(vec3), loss = weft.array(weft.float32),
-      function(id, uv, loss)
+    local kp = weft.kernel{ id = weft.uint64, w = weft.array(vec3), l = weft.array(weft.float32),
+      function(id, w, l)
         local i = weft.tid()
-        local p = weft.mesh_eval_position(id, i, uv[i].x, uv[i].y)
-        weft.atomic_add(loss, 0, p.x + p.y)
+        local p = weft.mesh_eval_position(id, i, w[i].x, w[i].y)
+        weft.atomic_add(l, 0, p.x + p.y)
       end }
     local tape = weft.Tape()
     tape:record(function() weft.launch(kp, 3, { m.id, uv, loss }) end)

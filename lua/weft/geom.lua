@@ -44,6 +44,19 @@ return function(weft, P)
     return a
   end
 
+  -- An (n, 3) compact array of float32 (int32 for indices) as a 1-D view
+  -- of n vec3 (3n int32) over the same memory: what NumPy, torch and C
+  -- hosts usually have. Anything else is returned as it is.
+  local function flat(a, elem)
+    if not is_array(a) or a.ndim ~= 2 or a.shape[2] ~= 3 or a.dtype ~= elem then return a end
+    local h = a.h
+    if h.strides[1] ~= 4 or h.strides[0] ~= 12 then return a end
+    local n = a.shape[1]
+    local t = elem == weft.float32 and weft.vec3 or weft.int32
+    return weft.array(a:ptr(), t, { shape = { t == weft.vec3 and n or 3 * n }, copy = false,
+                                     device = a.device })
+  end
+
   local function same_device(fname, what, a, other, b)
     if a.device ~= b.device then
       raise("%s: %s is on %s but %s is on %s (all arrays must be on one device)", fname, what,
@@ -65,9 +78,9 @@ return function(weft, P)
   local mesh_mt = { __index = mesh_methods, __name = "weft.Mesh" }
   local bvh_mt = { __index = bvh_methods, __name = "weft.Bvh" }
   function mesh_mt.__tostring(m)
-    return string.format("weft.Mesh(%d points, %d faces)", m.points.size, m.indices.size / 3)
+    return string.format("weft.Mesh(%d points, %d faces)", m._views[1].size, m._views[2].size / 3)
   end
-  function bvh_mt.__tostring(b) return string.format("weft.Bvh(%d boxes)", b.lowers.size) end
+  function bvh_mt.__tostring(b) return string.format("weft.Bvh(%d boxes)", b._views[1].size) end
 
   function mesh_methods.refit(m)
     P.check(C.wf_geom_refit(P.rt, m._g), 2)
@@ -85,16 +98,18 @@ return function(weft, P)
     for k in pairs(args) do
       if not MESH_KEYS[k] then raise("%s: unknown field '%s'", fname, tostring(k)) end
     end
-    local pts = want_array(fname, "points", args.points, weft.vec3, "weft.vec3")
-    local idx = want_array(fname, "indices", args.indices, weft.int32, "weft.int32")
+    local pts = want_array(fname, "points", flat(args.points, weft.float32), weft.vec3, "weft.vec3")
+    local idx = want_array(fname, "indices", flat(args.indices, weft.int32), weft.int32, "weft.int32")
     local vel = args.velocities
-    if vel ~= nil then want_array(fname, "velocities", vel, weft.vec3, "weft.vec3") end
+    if vel ~= nil then vel = want_array(fname, "velocities", flat(vel, weft.float32), weft.vec3, "weft.vec3") end
     same_device(fname, "points", pts, "indices", idx)
     if vel then same_device(fname, "points", pts, "velocities", vel) end
     local out = ffi.new("wf_geom*[1]")
     P.check(C.wf_geom_mesh_new(P.rt, pts.h, idx.h, vel and vel.h or nil,
                                args.support_winding_number and 1 or 0, out), 2)
-    local m = setmetatable({ points = pts, indices = idx, velocities = vel,
+    -- the user's arrays (views of (n, 3) arrays keep those alive too)
+    local m = setmetatable({ points = args.points, indices = args.indices, velocities = args.velocities,
+                             _views = { pts, idx, vel },
                              support_winding_number = args.support_winding_number and true or false,
                              device = pts.device }, mesh_mt)
     m._g = ffi.gc(out[0], C.wf_geom_free)
@@ -105,12 +120,12 @@ return function(weft, P)
 
   function weft.Bvh(lowers, uppers)
     local fname = "weft.Bvh"
-    want_array(fname, "lowers", lowers, weft.vec3, "weft.vec3")
-    want_array(fname, "uppers", uppers, weft.vec3, "weft.vec3")
-    same_device(fname, "lowers", lowers, "uppers", uppers)
+    local lo = want_array(fname, "lowers", flat(lowers, weft.float32), weft.vec3, "weft.vec3")
+    local hi = want_array(fname, "uppers", flat(uppers, weft.float32), weft.vec3, "weft.vec3")
+    same_device(fname, "lowers", lo, "uppers", hi)
     local out = ffi.new("wf_geom*[1]")
-    P.check(C.wf_geom_bvh_new(P.rt, lowers.h, uppers.h, out), 2)
-    local b = setmetatable({ lowers = lowers, uppers = uppers, device = lowers.device }, bvh_mt)
+    P.check(C.wf_geom_bvh_new(P.rt, lo.h, hi.h, out), 2)
+    local b = setmetatable({ lowers = lowers, uppers = uppers, device = lo.device, _views = { lo, hi } }, bvh_mt)
     b._g = ffi.gc(out[0], C.wf_geom_free)
     b.id = C.wf_geom_id(out[0])
     return b
