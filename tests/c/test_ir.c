@@ -1,6 +1,7 @@
 /*
 ** test_ir.c -- types, the builder, editing and the printer.
 */
+#include "ir/abi.h"
 #include "ir/ir.h"
 #include "wtest.h"
 
@@ -55,7 +56,7 @@ static void test_types(void) {
   CHECK(wf_t_component(T, tr, 2) == NULL);
   const wf_type *a2 = wf_t_array(T, f32, 2);
   CHECK_STR(tname(a2), "array<f32,2>");
-  CHECK_INT(a2->size, sizeof(void *));
+  CHECK_INT(a2->size, WF_ARR_KERNEL_BYTES); /* the kernel header, ir/abi.h */
   CHECK(wf_t_array(T, a2, 1) == NULL);
   CHECK_STR(tname(wf_t_rng(T)), "rng");
   CHECK_INT(wf_t_rng(T)->size, 4);
