@@ -33,7 +33,7 @@ static void run_chunk(void *job, int64_t begin, int64_t end) {
 }
 
 /* Creates the runtime's pool on first use (rt.h: the launch part owns it). */
-static wf_pool *get_pool(wf_rt *rt) {
+wf_pool *wf_launch_pool(wf_rt *rt) {
   if (!rt->pool && rt->num_threads > 1) {
     rt->pool = wf_pool_new(rt->num_threads);
     rt->pool_free = rt->pool ? wf_pool_free : NULL;
@@ -74,7 +74,7 @@ int wf_cpu_launch(wf_rt *rt, void *fn, int ndim, const int64_t *dims, const void
   if (cost < 1) cost = 1;
   int64_t work = total > INT64_MAX / cost ? INT64_MAX : total * cost;
   wf_kernel_fn kfn = (wf_kernel_fn)fn;
-  wf_pool *pool = work < WF_INLINE_WORK ? NULL : get_pool(rt);
+  wf_pool *pool = work < WF_INLINE_WORK ? NULL : wf_launch_pool(rt);
   ctx.serial = pool == NULL;
   /* the host's hooks (the weft_State's, through the interrupt request) */
   void *(*unblock)(void) = __atomic_load_n(&intr->unblock, __ATOMIC_ACQUIRE);

@@ -30,6 +30,9 @@ WF_FFI int wf_cpu_launch(wf_rt *rt, void *fn, int ndim, const int64_t *dims, con
 ** counts, so it stays low) and returns a token (NULL: nothing was
 ** released), which reblock(token) takes back after the launch. */
 #define WF_UNBLOCK_WORK ((int64_t)32768)
+/* The runtime's thread pool, made on first use (NULL with one thread):
+** for other work split over the launch threads (blas.c's batches). */
+WF_INTERNAL struct wf_pool *wf_launch_pool(wf_rt *rt);
 
 /* ---- the thread pool (pool.c) ------------------------------------------ */
 typedef struct wf_pool wf_pool;
