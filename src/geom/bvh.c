@@ -29,7 +29,7 @@
 #define LEAF_MAX 8
 #define MAX_DEPTH 48
 #define PAR_MIN 32768 /* subtrees at least this large may get a thread */
-#define ONE_AXIS 4096 /* nodes this large bin along one axis */
+#define ONE_AXIS 64   /* nodes this large bin along one axis */
 
 typedef struct box {
   float lo[3], hi[3];
@@ -133,7 +133,7 @@ static void select_kth(rec *r, int begin, int end, int k, int axis) {
 }
 
 typedef struct bin {
-  box b, c; /* boxes and centroids falling in the bin */
+  box b; /* the boxes whose centroids fall in the bin */
   int n;
 } bin;
 
@@ -160,7 +160,6 @@ static void subtree(build *B, task *t) {
     scale[a] = ext > 0 && (count < ONE_AXIS || a == wide) ? NBINS / ext : 0;
     for (int b = 0; b < NBINS; b++) {
       box_empty(&bins[a][b].b);
-      box_empty(&bins[a][b].c);
       bins[a][b].n = 0;
     }
   }
@@ -173,7 +172,6 @@ static void subtree(build *B, task *t) {
       bin *x = &bins[a][b];
       x->n++;
       box_add(&x->b, R[i].lo, R[i].hi);
-      box_addpt(&x->c, c);
     }
   }
   /* the cheapest boundary: area(L) n(L) + area(R) n(R) */
@@ -231,8 +229,10 @@ static void subtree(build *B, task *t) {
     for (int b = 0; b < NBINS; b++) {
       task *side = b <= bbin ? &l : &r;
       box_add(&side->bb, bins[baxis][b].b.lo, bins[baxis][b].b.hi);
-      box_add(&side->cb, bins[baxis][b].c.lo, bins[baxis][b].c.hi);
     }
+    /* the children bin over their boxes (which hold their centroids):
+    ** no centroid bounds to keep per bin */
+    l.cb = l.bb, r.cb = r.bb;
   } else { /* centroids all equal: halves by count along the widest axis */
     int axis = 0;
     for (int k = 1; k < 3; k++)
