@@ -735,19 +735,6 @@ static wf_rv br_repeat_rest(wf_fstate *F, void *arg) {
   return wf_lo_mkval(repeat_until(F, ra->s, ra->from), t_bool(F));
 }
 
-typedef struct stmtsarg {
-  wf_block_ast *b;
-  int from;
-} stmtsarg;
-
-static wf_rv br_stmts(wf_fstate *F, void *arg) {
-  stmtsarg *sa = arg;
-  wf_lo_stmts(F, sa->b, sa->from);
-  wf_rv r;
-  memset(&r, 0, sizeof r);
-  return r;
-}
-
 static wf_rv br_until(wf_fstate *F, void *arg) {
   wf_stmt *s = arg;
   wf_rv c = wf_lo_expr(F, s->conds[0]);
@@ -764,11 +751,9 @@ static wf_val repeat_until(wf_fstate *F, wf_stmt *s, int from) {
       /* a `goto continue` skips the rest of the body, not the condition
       ** (LuaJIT has checked that no local the condition reads is skipped) */
       F->b.loc = (wf_loc){b->s[i + 1]->line, b->s[i + 1]->col};
-      stmtsarg sa = {b, i + 1};
-      int bx = F->nbreaks, rx = F->nreturns;
-      wf_lo_if(F, wf_lo_continuing(F), br_stmts, &sa, NULL, NULL, 0, NULL);
-      if (F->nbreaks == b0 && F->nreturns == r0 && F->nbreaks == bx && F->nreturns == rx)
-        return br_until(F, s).v;
+      wf_lo_rest sa = {b, i + 1};
+      wf_lo_if(F, wf_lo_continuing(F), wf_lo_br_rest, &sa, NULL, NULL, 0, NULL);
+      if (F->nbreaks == b0 && F->nreturns == r0) return br_until(F, s).v;
       /* not when leaving the loop (break or return) */
       wf_val ex = F->vars[F->retflag].v;
       if (F->brk >= 0) ex = wf_b_op2(&F->b, WF_OP_BOR, t_bool(F), ex, F->vars[F->brk].v);

@@ -1071,13 +1071,8 @@ static void assign_to(wf_fstate *F, wf_expr *e, wf_rv r) {
 ** statements
 ** ====================================================================== */
 
-typedef struct restarg {
-  wf_block_ast *b;
-  int from;
-} restarg;
-
-static wf_rv br_rest(wf_fstate *F, void *arg) {
-  restarg *ra = arg;
+wf_rv wf_lo_br_rest(wf_fstate *F, void *arg) {
+  wf_lo_rest *ra = arg;
   wf_lo_stmts(F, ra->b, ra->from);
   wf_rv r;
   memset(&r, 0, sizeof r);
@@ -1112,8 +1107,8 @@ void wf_lo_stmts(wf_fstate *F, wf_block_ast *b, int from) {
     if ((F->nbreaks != nb || F->nreturns != nr || F->nconts != nc) && i + 1 < b->n) {
       /* the statement may exit: guard the rest of the block */
       F->b.loc = (wf_loc){b->s[i + 1]->line, b->s[i + 1]->col};
-      restarg ra = {b, i + 1};
-      wf_lo_if(F, wf_lo_continuing(F), br_rest, &ra, NULL, NULL, 0, NULL);
+      wf_lo_rest ra = {b, i + 1};
+      wf_lo_if(F, wf_lo_continuing(F), wf_lo_br_rest, &ra, NULL, NULL, 0, NULL);
       break;
     }
   }

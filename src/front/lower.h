@@ -177,6 +177,13 @@ WF_INTERNAL wf_val wf_lo_as_bool(wf_fstate *F, wf_rv r, wf_expr *at, const char 
 /* not (break or return): whether execution continues here. */
 WF_INTERNAL wf_val wf_lo_continuing(wf_fstate *F);
 WF_INTERNAL void wf_lo_stmt(wf_fstate *F, wf_stmt *s);
+/* The statements of a block from index `from` on, as a branch of wf_lo_if
+** (arg: a wf_lo_rest). */
+typedef struct wf_lo_rest {
+  wf_block_ast *b;
+  int from;
+} wf_lo_rest;
+WF_INTERNAL wf_rv wf_lo_br_rest(wf_fstate *F, void *arg);
 /* The statements of b from index `from` on, in a scope of their own. */
 WF_INTERNAL void wf_lo_stmts(wf_fstate *F, wf_block_ast *b, int from);
 
