@@ -326,3 +326,76 @@ describe("weft.matmul on a tape", function()
       .. "('bump') overwrote that array afterwards (write the later result to another array)")
   end)
 end)
+
+-- CUDA through cuBLAS: under scripts/cuda-emu, with the stand-in library
+-- tests/cuda/emu/cublas_emu.c (the emulator has no cuBLAS of its own).
+describe("weft.matmul on CUDA (scripts/cuda-emu)", function()
+  local emu = os.getenv("WEFT_CUDA_EMU_LIB")
+  if not emu or not os.getenv("WEFT_LIBCUDA") then
+    pending("not under scripts/cuda-emu")
+    return
+  end
+  local stub = emu:gsub("[^/]*$", "") .. "libweft_cublasemu.so"
+  pcall(ffi.cdef, "int setenv(const char *, const char *, int);")
+  ffi.C.setenv("WEFT_LIBCUBLAS", stub, 1)
+  local dev = { device = "cuda:0" }
+
+  it("says which cuBLAS it loaded", function()
+    assert.are.equal(stub, weft.blas_library("cuda:0"))
+  end)
+
+  it("matches the cpu in float32 and float64, batched too", function()
+    for _, dt in ipairs { weft.float32, weft.float64 } do
+      local a = weft.array(rand_table({ 5, 3 }, 41), dt)
+      local b = weft.array(rand_table({ 3, 4 }, 42), dt)
+      local c = weft.array(rand_table({ 5, 4 }, 43), dt)
+      local want = weft.zeros({ 5, 4 }, dt)
+      weft.matmul(a, b, c, want, 1.5, -2)
+      local d = weft.zeros({ 5, 4 }, dt, dev)
+      weft.matmul(a:to("cuda:0"), b:to("cuda:0"), c:to("cuda:0"), d, 1.5, -2)
+      close(want:totable(), d:to("cpu"):totable(), dt == weft.float32 and 1e-5 or 1e-12)
+    end
+    local x = weft.array(rand_table({ 3, 2, 4 }, 44), weft.float32)
+    local y = weft.array(rand_table({ 3, 4, 2 }, 45), weft.float32)
+    local want = weft.zeros({ 3, 2, 2 })
+    weft.batched_matmul(x, y, want, want)
+    local z = weft.zeros({ 3, 2, 2 }, weft.float32, dev)
+    weft.batched_matmul(x:to("cuda:0"), y:to("cuda:0"), z, z)
+    close(want:totable(), z:to("cpu"):totable(), 1e-5)
+  end)
+
+  it("gives gradients on the device", function()
+    local a = weft.array(rand_table({ 2, 3 }, 51), weft.float64, { device = "cuda:0", requires_grad = true })
+    local b = weft.array(rand_table({ 3, 2 }, 52), weft.float64, { device = "cuda:0", requires_grad = true })
+    local c = weft.zeros({ 2, 2 }, weft.float64, { device = "cuda:0", requires_grad = true })
+    local d = weft.zeros({ 2, 2 }, weft.float64, dev)
+    local tape = weft.Tape()
+    tape:record(function() weft.matmul(a, b, c, d, 2, 0.5) end)
+    tape:backward{ grads = { [d] = weft.ones({ 2, 2 }, weft.float64, dev) } }
+    local bt = b:to("cpu"):totable()
+    local ga = a.grad:to("cpu"):totable()
+    for i = 1, 2 do
+      for l = 1, 3 do close(2 * (bt[l][1] + bt[l][2]), ga[i][l], 1e-12) end
+    end
+    close({ { 0.5, 0.5 }, { 0.5, 0.5 } }, c.grad:to("cpu"):totable(), 0)
+  end)
+
+  it("refuses arrays on different devices, and says when cuBLAS is missing", function()
+    local a = weft.zeros({ 2, 2 })
+    assert.has_error(function()
+      weft.matmul(a, weft.zeros({ 2, 2 }, weft.float32, dev), a, weft.zeros({ 2, 2 }))
+    end, "weft.matmul: arrays on different devices (a on cpu, b on cuda:0)")
+    local out = run_child([[
+      local ffi = require "ffi"
+      ffi.cdef "int setenv(const char *, const char *, int);"
+      ffi.C.setenv("WEFT_LIBCUBLAS", "/nonexistent/libcublas.so", 1)
+      local weft = require "weft"
+      local z = weft.zeros({2, 2}, weft.float32, { device = "cuda:0" })
+      local d = weft.zeros({2, 2}, weft.float32, { device = "cuda:0" })
+      print(pcall(weft.matmul, z, z, d, d))
+    ]])
+    assert.is_truthy(out:find("weft.matmul: no cuBLAS for matrix products on CUDA devices (libcublas.so.12 "
+                              .. "or .13 from the CUDA toolkit, or set WEFT_LIBCUBLAS): /nonexistent/libcublas.so",
+                              1, true), out)
+  end)
+end)
