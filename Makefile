@@ -23,7 +23,7 @@ PY_BENCH_PKGS ?= warp-lang
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 1200
 
-.PHONY: all deps deps-run deps-bench build run install test test-lua test-c test-python bench clean format format-check lint fuzz warp-ref
+.PHONY: all deps deps-run deps-bench build run install test test-lua test-c test-python bench clean format format-check lint fuzz warp-ref docs
 
 all: build
 
@@ -69,6 +69,12 @@ warp-ref: deps-bench
 	$(WEFT_VENV)/bin/python tests/warp/gen_ref.py tests/warp/ref.lua
 	$(WEFT_VENV)/bin/python spec/helpers/warp_rand_ref.py | grep -E '^-- gen|^return' > spec/helpers/warp_rand_ref.lua
 	$(WEFT_VENV)/bin/python spec/helpers/warp_volume_ref.py spec/helpers/warp_volume_ref.lua
+
+# The reference (docs/*.md) as one static HTML page.
+DOC_PAGES = index kernels builtins arrays autodiff devices geometry c python from-lua from-warp
+docs: deps-run
+	@mkdir -p $(BUILD)/docs
+	@luajit scripts/docs-html.lua $(BUILD)/docs/index.html $(DOC_PAGES:%=docs/%.md)
 
 # Static checks of the Lua layer (settings in .luacheckrc).
 lint:

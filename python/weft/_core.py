@@ -93,6 +93,8 @@ class Runtime:
         self._pending = []  # registry references dropped by __del__
         self._lock = threading.RLock()
         self._descs = {}  # dtype name or id -> description (see _desc)
+        self._foreign = weakref.WeakKeyDictionary()  # see _from_other
+        self._tapes = []  # the weft.Tapes recording, innermost last (weft/tape.py)
         W = L.weft_open()
         if not W:
             raise WeftError("weft: cannot open a runtime (the reason was printed to stderr)")
@@ -221,6 +223,9 @@ class Runtime:
                 raise WeftError("weft: the runtime is closed")
             if self._pending:
                 self._state()
+            if self._tapes:  # a recording weft.Tape: one Lua array per tensor
+                tape = self._tapes[-1]
+                inputs, outputs = tape._args(inputs), tape._args(outputs)
             try:
                 st = _F.launch(ctx, self, kernel, dim, inputs, outputs)
             except TypeError:
@@ -240,7 +245,9 @@ class Runtime:
                 a.type = L.ARRAY
                 a.i = v._lua()
                 return
-            v = v.__dlpack__(max_version=(1, 0))  # another runtime: share through DLPack
+            a.type = L.ARRAY
+            a.i = self._from_other(v, where)._lua()
+            return
         elif isinstance(v, LuaRef):
             if v._rt is not self:
                 raise ValueError("%s: a LuaRef belongs to another runtime" % where)
@@ -281,6 +288,28 @@ class Runtime:
         ref = LuaRef.__new__(LuaRef)
         ref._rt, ref._ref, ref.type_name = self, r.i, (r.s or b"?").decode()
         return ref
+
+    def _from_other(self, v, where):
+        """An Array of this runtime viewing v, an Array of another runtime
+        (weft.from_torch(t) without runtime= makes one of the default
+        runtime), with v's gradient, so that a gradient computed here lands
+        in v.grad. One per v while v lives, so that a tape sees one array."""
+        with self._lock:
+            ent = self._foreign.get(v)
+            if ent is None:
+                local = self._import(v.__dlpack__(max_version=(1, 0)), v.dtype, where)
+                ent = self._foreign[v] = [local, None]
+            local = ent[0]
+            if v.requires_grad:
+                g = v.grad
+                gp = None if g is None else g._ptr
+                if gp != ent[1]:
+                    local.grad = None if g is None else self._import(
+                        g.__dlpack__(max_version=(1, 0)), g.dtype, where + " (grad)")
+                    ent[1] = gp
+            elif ent[1] is not None:
+                local.grad, ent[1] = None, None
+            return local
 
     def import_dlpack(self, obj, dtype=None, where="weft.from_dlpack"):
         """A weft Array viewing obj (anything with __dlpack__, or a capsule)."""
@@ -340,7 +369,7 @@ def _launch_fallback(v, rt, kernel, index, nin):
                                                index if index < nin else index - nin)
     _register_converters(v)
     if isinstance(v, Array):
-        return v.__dlpack__(max_version=(1, 0))  # another runtime
+        return rt._from_other(v, where)  # another runtime's, with its gradient
     if isinstance(v, LuaRef):
         if v._rt is not rt:
             raise ValueError("%s: a LuaRef belongs to another runtime" % where)
