@@ -105,8 +105,11 @@ WF_INTERNAL LLVMValueRef wf_cpu_arr_get(wf_cpu_emitter *e, LLVMValueRef a, unsig
 WF_INTERNAL LLVMValueRef wf_cpu_mload(wf_cpu_emitter *e, const wf_type *t, LLVMValueRef p);
 WF_INTERNAL void wf_cpu_mstore(wf_cpu_emitter *e, const wf_inst *in, const wf_type *t,
                                LLVMValueRef p, LLVMValueRef v);
-/* native.c: a call of a native builtin (WF_OP_NATIVE, src/geom/native.h). */
+/* native.c: a call of a native builtin (WF_OP_NATIVE, src/geom/native.h),
+** and count values of type t allocated in the body's entry block. */
 WF_INTERNAL void wf_cpu_emit_native(wf_cpu_emitter *e, wf_inst *in);
+WF_INTERNAL LLVMValueRef wf_cpu_entry_alloca(wf_cpu_emitter *e, LLVMTypeRef t, LLVMValueRef count,
+                                             const char *name);
 WF_INTERNAL void wf_cpu_range_check(wf_cpu_emitter *e, const wf_inst *in, const LLVMValueRef *dims,
                                     int nd);
 WF_INTERNAL void wf_cpu_emit_inst(wf_cpu_emitter *e, wf_inst *in);

@@ -855,18 +855,7 @@ static void emit_print(E *e, const wf_inst *in) {
   char kinds[256];
   if (n > 255) n = 255;
   LLVMValueRef slots = NULL;
-  if (n > 0) {
-    /* the slots live in the entry block so loops do not grow the stack */
-    LLVMBasicBlockRef cur = LLVMGetInsertBlock(e->B);
-    LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(e->F);
-    LLVMValueRef first = LLVMGetFirstInstruction(entry);
-    if (first)
-      LLVMPositionBuilderBefore(e->B, first);
-    else
-      LLVMPositionBuilderAtEnd(e->B, entry);
-    slots = LLVMBuildArrayAlloca(e->B, e->i64, ci32(e, n), "print.slots");
-    LLVMPositionBuilderAtEnd(e->B, cur);
-  }
+  if (n > 0) slots = wf_cpu_entry_alloca(e, e->i64, ci32(e, n), "print.slots");
   for (int i = 0; i < n; i++) {
     const wf_type *t = wf_vtype(e->fn, in->args[i]);
     LLVMValueRef x = e->v[in->args[i]], s;

@@ -17,8 +17,11 @@
 #include "cpu/cpu.h"
 #include "geom/native.h"
 
-/* An alloca of n bytes, 16-byte aligned, in the entry block of the body. */
-static LLVMValueRef slot(wf_cpu_emitter *e, uint32_t n, const char *name) {
+/* An alloca of count values of type t in the entry block of the body, so
+** that a loop around its use does not grow the stack (emit.c's print
+** slots use it too). */
+LLVMValueRef wf_cpu_entry_alloca(wf_cpu_emitter *e, LLVMTypeRef t, LLVMValueRef count,
+                                 const char *name) {
   LLVMBasicBlockRef cur = LLVMGetInsertBlock(e->B);
   LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(e->F);
   LLVMValueRef first = LLVMGetFirstInstruction(entry);
@@ -26,9 +29,15 @@ static LLVMValueRef slot(wf_cpu_emitter *e, uint32_t n, const char *name) {
     LLVMPositionBuilderBefore(e->B, first);
   else
     LLVMPositionBuilderAtEnd(e->B, entry);
-  LLVMValueRef a = LLVMBuildAlloca(e->B, LLVMArrayType(e->i8, n ? n : 1), name);
-  LLVMSetAlignment(a, 16);
+  LLVMValueRef a = LLVMBuildArrayAlloca(e->B, t, count, name);
   LLVMPositionBuilderAtEnd(e->B, cur);
+  return a;
+}
+
+/* n bytes, 16-byte aligned, in the entry block. */
+static LLVMValueRef slot(wf_cpu_emitter *e, uint32_t n, const char *name) {
+  LLVMValueRef a = wf_cpu_entry_alloca(e, e->i8, wf_cpu_ci32(e, n ? n : 1), name);
+  LLVMSetAlignment(a, 16);
   return a;
 }
 
