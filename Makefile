@@ -14,7 +14,8 @@ export BUILD_DIR := $(BUILD)
 # One Python venv (6 GB with torch) serves every build directory.
 export WEFT_VENV ?= $(CURDIR)/build/venv
 # Python packages for the interop tests (pytest) and, for bench, NVIDIA Warp.
-PY_TEST_PKGS ?= numpy pytest torch jax
+# paddlepaddle (CPU): pip install ~30 s here, ~720 MB; tests/python/test_paddle.py
+PY_TEST_PKGS ?= numpy pytest torch jax paddlepaddle
 PY_BENCH_PKGS ?= warp-lang
 
 # make fuzz: the libFuzzer harnesses (tests/fuzz) in a clang-16 build for

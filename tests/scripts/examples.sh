@@ -40,6 +40,14 @@ PY="${WEFT_VENV:-$BUILD/venv}/bin/python"
 out=$(WEFT_LIB="$BUILD/libweft.so" "$PY" examples/torch_adam.py)
 echo "$out"
 echo "$out" | grep -q "torch_adam: ok"
+# the same through paddle.optimizer (paddlepaddle: PY_TEST_PKGS)
+if "$PY" -c "import paddle" 2>/dev/null; then
+  out=$(WEFT_LIB="$BUILD/libweft.so" "$PY" examples/paddle_adam.py 2>/dev/null)
+  echo "$out"
+  echo "$out" | grep -q "paddle_adam: ok"
+else
+  echo "paddle_adam: skipped (paddlepaddle is not in the venv: make deps)"
+fi
 # a weft kernel under shard_map over 4 CPU devices, halos through ppermute
 out=$(WEFT_LIB="$BUILD/libweft.so" "$PY" examples/jax_shard_map.py)
 echo "$out"
