@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# pip install . into a fresh venv (scikit-build-core builds libweft with
+# CMake; the Lua layer ships inside the package), then run a kernel from a
+# directory outside the checkout, with nothing pointing at the build tree.
+# CMake's build directory (build/pip) and pip's cache are kept between
+# runs, so a second run takes seconds (the first, about 20 s here).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+start=$(date +%s)
+python3 -m venv "$tmp/venv"
+"$tmp/venv/bin/pip" install -q --disable-pip-version-check "$ROOT" 2>&1 | tail -n 20
+echo "pip install .: $(( $(date +%s) - start )) s"
+cd "$tmp"
+unset WEFT_LIB WEFT_LUA_DIR PYTHONPATH
+WEFT_CACHE_DIR="$tmp/cache" "$tmp/venv/bin/python" - <<'PY'
+import os
+import weft
+
+site = os.path.dirname(weft.__file__)
+assert weft.library_path == os.path.join(site, "libweft.so"), weft.library_path
+assert os.path.exists(os.path.join(site, "lua", "weft", "init.lua"))
+rt = weft.Runtime()
+rt.exec("""
+k = weft.kernel{ x = weft.array(weft.float32), function(x)
+  local i = weft.tid(); x[i] = weft.float32(i) * 2.0 end }
+y = weft.zeros(4); weft.launch(k, 4, {y}); s = y[3]
+""")
+assert rt["s"] == 6.0, rt["s"]
+try:
+    rt.exec("local k = weft.kernel{ function(x) local i = weft.tid(); x[i] = 1.0 .. 'a' end }\n"
+            "weft.launch(k, 1, {weft.zeros(1)})", "=installed")
+    raise SystemExit("FAIL: no error")
+except weft.WeftError as e:
+    assert str(e).startswith("installed:1:"), str(e)
+print("pip install: weft %s from %s runs kernels" % (weft.__name__, site))
+PY
