@@ -268,7 +268,10 @@ int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads, wf_gnode
   memset(&B, 0, sizeof B);
   B.recs = malloc(sizeof(rec) * (size_t)n);
   int *it = malloc(sizeof(int) * (size_t)n);
-  B.nodes = malloc(sizeof(wf_gnode) * (size_t)(2 * n));
+  /* 2n nodes: the root, a pad, n - 1 pairs; 64-byte aligned, so that
+  ** each pair of children (even index) fills one cache line */
+  size_t nbytes = sizeof(wf_gnode) * (size_t)(2 * n + 2);
+  B.nodes = aligned_alloc(64, (nbytes + 63) & ~(size_t)63);
   if (!B.recs || !it || !B.nodes) {
     free(B.recs);
     free(it);
@@ -281,7 +284,10 @@ int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads, wf_gnode
     B.recs[i].id = i;
     B.recs[i].pad = 0;
   }
-  B.nnodes = 1;
+  /* node 1 pads the pairs to even indices: a one-item leaf no parent
+  ** names (refit gives it a box; traversal never reaches it) */
+  B.nodes[1] = (wf_gnode){{0, 0, 0}, 0, {0, 0, 0}, -1};
+  B.nnodes = 2;
   B.threads = nthreads > 1 ? nthreads - 1 : 0;
   task root = {.B = &B, .end = n};
   bounds(B.recs, 0, n, &root.bb, &root.cb);

@@ -15,7 +15,8 @@
 **     leaf:       a = first slot in items[], b = -(number of items)
 **   items[k]: the primitive in slot k (leaves own consecutive slots)
 **
-** Node 0 is the root; every child has a larger index than its parent, so a
+** Node 0 is the root, node 1 a pad (children come in pairs at even
+** indices, a cache line each); every child has a larger index than its parent, so a
 ** refit visits the nodes backwards (src/geom/bvh.c builds and refits).
 **
 ** The wf_nat_* functions at the end implement the rows of
