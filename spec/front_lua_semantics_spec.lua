@@ -256,11 +256,21 @@ describe("Lua's semantics beyond arithmetic", function()
   it("math functions of untyped numbers are untyped: Lua's doubles, or the use's type", function()
     local sum = 0
     for k = 1, 4 do sum = sum + math.sqrt(k) + math.max(k, 2.5) + math.rad(k) + math.fmod(k, 3) + math.log(k, 2) end
+    for k = 1, 3 do
+      local m, e = math.frexp(k * 0.75)
+      local ip, fp = math.modf(k / 4)
+      sum = sum + m * e + math.ldexp(k, -2) + ip + fp
+    end
     assert.are.same({ math.sqrt(2), math.sin(0.5) + math.atan2(1, 3), sum, 3 }, run(function(y)
       y[0] = math.sqrt(2)
       y[1] = math.sin(0.5) + math.atan2(1, 3)
       local s = weft.float64(0)
       for k = 1, 4 do s = s + math.sqrt(k) + math.max(k, 2.5) + math.rad(k) + math.fmod(k, 3) + math.log(k, 2) end
+      for k = 1, 3 do
+        local m, e = math.frexp(k * 0.75)
+        local ip, fp = math.modf(k / 4)
+        s = s + m * e + math.ldexp(k, -2) + ip + fp
+      end
       y[2] = s
       y[3] = math.max(1, 3, 2)
     end, 0, 4))

@@ -183,6 +183,20 @@ static int idiv_fmod(wf_fstate *F, const char *name, wf_expr *call, wf_rv *out) 
   return 1;
 }
 
+/* The float type of a one-argument function's argument (ints converted). */
+/* An untyped argument computes in float64, which holds it exactly. */
+static wf_val float1(wf_fstate *F, const char *name, wf_expr *call, wf_rv *a, const wf_type **ft) {
+  *ft = wf_lo_isnum(&a[0]) ? wf_t_float(F->C->T, 64) : float_of(F, common(F, name, 1, a, call));
+  return as_float(F, &a[0], *ft, call->args[0]);
+}
+
+/* A result of type t, untyped (a float64 or int dyn leaf, as Lua's number
+** would be) when the argument was. */
+static wf_rv result(wf_fstate *F, const wf_rv *arg, wf_val v, const wf_type *t, int integral) {
+  if (!wf_lo_isnum(arg)) return wf_lo_mkval(v, t);
+  return wf_lo_weak_rv(wf_lo_weak_dyn(F, v, t->kind == WF_T_INT, integral));
+}
+
 /* math.ldexp(m, e): m * 2^e, e truncated to an integer (LuaJIT). */
 static int ldexp_call(wf_fstate *F, wf_expr *call, wf_rv *out) {
   wf_rv a[2];
@@ -191,8 +205,8 @@ static int ldexp_call(wf_fstate *F, wf_expr *call, wf_rv *out) {
     out[0] = wf_lo_mklit(ldexp(a[0].num, (int)fmax(-1e5, fmin(1e5, trunc(a[1].num)))), 0);
     return 1;
   }
-  const wf_type *ft = float_of(F, common(F, "ldexp", 1, a, call));
-  wf_val m = as_float(F, &a[0], ft, call->args[0]);
+  const wf_type *ft;
+  wf_val m = float1(F, "ldexp", call, a, &ft);
   wf_val e;
   if (wf_lo_isnum(&a[1]))
     e = wf_lo_num_cast(F, &a[1], t_i32(F), call->args[1]);
@@ -201,14 +215,8 @@ static int ldexp_call(wf_fstate *F, wf_expr *call, wf_rv *out) {
   else
     ERR(call->args[1], "ldexp expects a number exponent, got %s",
         a[1].kind == RV_VAL ? TN(a[1].t) : "a value");
-  out[0] = wf_lo_mkval(scale2(F, ft, m, e), ft);
+  out[0] = result(F, &a[0], scale2(F, ft, m, e), ft, 0);
   return 1;
-}
-
-/* The float type of a one-argument function's argument (ints converted). */
-static wf_val float1(wf_fstate *F, const char *name, wf_expr *call, wf_rv *a, const wf_type **ft) {
-  *ft = float_of(F, common(F, name, 1, a, call));
-  return as_float(F, &a[0], *ft, call->args[0]);
 }
 
 /* math.frexp(x): m, e with x = m * 2^e, 0.5 <= |m| < 1 (m = x, e = 0 for
@@ -242,8 +250,8 @@ static int frexp_call(wf_fstate *F, wf_expr *call, wf_rv *out) {
   wf_val one = wf_b_consti(B, it, 1);
   e = wf_b_op3(B, WF_OP_SELECT, it, big, wf_b_op2(B, WF_OP_ADD, it, e, one), e);
   e = wf_b_op3(B, WF_OP_SELECT, it, small, wf_b_op2(B, WF_OP_SUB, it, e, one), e);
-  out[0] = wf_lo_mkval(m, ft);
-  out[1] = wf_lo_mkval(e, it);
+  out[0] = result(F, &a[0], m, ft, 0);
+  out[1] = result(F, &a[0], e, it, 1);
   return 2;
 }
 
@@ -268,8 +276,8 @@ static int modf_call(wf_fstate *F, wf_expr *call, wf_rv *out) {
       wf_b_op3(B, WF_OP_SELECT, ft, wf_b_op2(B, WF_OP_LT, bt, x, C(F, ft, 0)), C(F, ft, -0.0), pos);
   wf_val fp = wf_b_op3(B, WF_OP_SELECT, ft, wf_b_op2(B, WF_OP_EQ, bt, ip, x), z,
                        wf_b_op2(B, WF_OP_SUB, ft, x, ip));
-  out[0] = wf_lo_mkval(ip, ft);
-  out[1] = wf_lo_mkval(fp, ft);
+  out[0] = result(F, &a[0], ip, ft, 1);
+  out[1] = result(F, &a[0], fp, ft, 0);
   return 2;
 }
 
