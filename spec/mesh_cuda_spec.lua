@@ -88,4 +88,23 @@ describe("meshes on CUDA", function()
       assert.is_true(math.abs(bt - t2[i]) <= 1e-4 * math.max(1, bt))
     end
   end)
+
+  it("refuses a device mesh's id in a debug CPU launch", function()
+    if not weft.is_cuda_available() then
+      pending("no CUDA device: run under scripts/cuda-emu")
+      return
+    end
+    local pts, idx = G.cube(1.0)
+    local opt = { device = "cuda:0" }
+    local m = weft.Mesh{ points = weft.array(pts, vec3, opt), indices = weft.array(idx, weft.int32, opt) }
+    local t = weft.zeros(1, weft.float32)
+    local mode = weft.config.mode
+    weft.config.mode = "debug"
+    local ok, err = pcall(weft.launch, k, 1, { m.id, weft.zeros(1, vec3), weft.zeros(1, vec3), t,
+                                               weft.zeros(1, weft.float32), weft.zeros(1, weft.int32) })
+    weft.config.mode = mode
+    assert.is_false(ok)
+    assert.matches("weft.mesh_query_ray: id %d+ is a weft.Mesh on cuda:0, but this launch runs on the cpu",
+                   tostring(err))
+  end)
 end)

@@ -74,6 +74,21 @@ describe("weft.Mesh and weft.Bvh errors", function()
     ok, err = pcall(weft.launch, k, 4, { b.id, out })
     assert.is_false(ok)
     assert.matches("weft.mesh_query_point: id %d+ is a weft.Bvh, not a weft.Mesh", tostring(err))
+    -- element readers: an index out of range is an error too, not zeros
+    local kg = weft.kernel{ id = weft.uint64, o = weft.array(vec3), function(id, o)
+      o[0] = weft.mesh_get_point(id, 8)
+    end }
+    local o3 = weft.zeros(1, vec3)
+    ok, err = pcall(weft.launch, kg, 1, { m.id, o3 })
+    assert.is_false(ok)
+    assert.matches("mesh_errors_spec.lua:%d+: weft.mesh_get_point: index 8 is out of range for 8 points",
+                   tostring(err))
+    local ke = weft.kernel{ id = weft.uint64, o = weft.array(vec3), function(id, o)
+      o[0] = weft.mesh_eval_velocity(id, 0, 0.5, 0.5)
+    end }
+    ok, err = pcall(weft.launch, ke, 1, { m.id, o3 })
+    assert.is_false(ok)
+    assert.matches("weft.mesh_get_velocity: index %d is out of range for 0 velocities", tostring(err))
     weft.config.mode = mode
   end)
 end)

@@ -187,10 +187,11 @@ WF_INTERNAL int32_t wf_cpu_rt_priv_begin(wf_launch_ctx *ctx, int64_t nthreads, i
 WF_INTERNAL void wf_cpu_rt_priv_end(wf_launch_ctx *ctx, int32_t n, wf_array *const *hdrs,
                                     void *const *data, const int32_t *bits, void *block);
 
-/* Debug mode: is id a live object of this kind (row: the native builtin
-** asking, for the message)? 0 fails the launch. */
+/* Debug mode: is id a live host object of this kind (row: the native
+** builtin asking, for the message; index: its element index, if any)?
+** 0 fails the launch. */
 WF_INTERNAL int32_t wf_cpu_rt_geom_check(wf_launch_ctx *ctx, const char *where, uint64_t id,
-                                         int32_t kind, int32_t row);
+                                         int32_t kind, int32_t row, int32_t index);
 
 typedef struct wf_cpu_sym {
   const char *name;

@@ -10,9 +10,10 @@
 ** loop) and the result comes back through one. Iterator begin rows get
 ** their state block there too; the handle is its address.
 **
-** Debug mode checks an id argument against the live objects first
-** (wf_cpu_rt_geom_check); a bad id fails the launch and is replaced by 0,
-** the null object, which the query code reads nothing through.
+** Debug mode checks an id argument against the live host objects first
+** (wf_cpu_rt_geom_check), and an element index against its object; a bad
+** one fails the launch and the id is replaced by 0, the null object, which
+** the query code reads nothing through.
 */
 #include "cpu/cpu.h"
 #include "geom/native.h"
@@ -50,10 +51,16 @@ static LLVMValueRef checked_id(wf_cpu_emitter *e, const wf_inst *in, const wf_na
     snprintf(where, sizeof where, "%s:%d", e->chunk, (int)in->loc.line);
   else
     snprintf(where, sizeof where, "%s", e->chunk);
-  LLVMTypeRef pt[5] = {e->ptr, e->ptr, e->i64, e->i32, e->i32};
-  LLVMValueRef a[5] = {e->ctx, LLVMBuildGlobalStringPtr(e->B, where, "where"), id,
-                       wf_cpu_ci32(e, ni->kind), wf_cpu_ci32(e, in->imm)};
-  LLVMValueRef ok = wf_cpu_call_ext(e, "wf_cpu_rt_geom_check", e->i32, pt, 5, a);
+  /* an element index (second argument, int32) is checked too */
+  LLVMValueRef index = ni->args[1] == 'i' && in->nargs > 1 ? e->v[in->args[1]] : wf_cpu_ci32(e, 0);
+  LLVMTypeRef pt[6] = {e->ptr, e->ptr, e->i64, e->i32, e->i32, e->i32};
+  LLVMValueRef a[6] = {e->ctx,
+                       LLVMBuildGlobalStringPtr(e->B, where, "where"),
+                       id,
+                       wf_cpu_ci32(e, ni->kind),
+                       wf_cpu_ci32(e, in->imm),
+                       index};
+  LLVMValueRef ok = wf_cpu_call_ext(e, "wf_cpu_rt_geom_check", e->i32, pt, 6, a);
   LLVMValueRef good = LLVMBuildICmp(e->B, LLVMIntNE, ok, wf_cpu_ci32(e, 0), "");
   return LLVMBuildSelect(e->B, good, id, wf_cpu_ci64(e, 0), "");
 }

@@ -348,23 +348,44 @@ static float wf_erfcinvf(float c) {
 }
 
 /* Debug mode, before a native builtin (src/geom/native.h) reads through
-** an id: 1 if id is a live object of the kind the builtin takes, else the
-** launch fails with a message naming the builtin (and the code goes on
-** with the null id 0, which reads nothing). */
+** an id: 1 if id is a live host object of the kind the builtin takes (and
+** index, for the element readers, is in range), else the launch fails
+** with a message naming the builtin, and the code goes on with the null
+** id 0, which reads nothing. Registry kinds carry a device object's
+** ordinal + 1 from bit 8 on (src/geom/mesh.c). */
 static const char *kind_name(int kind) {
   static const char *const names[] = {"object", "weft.Mesh", "weft.Bvh", "weft.HashGrid",
                                       "weft.Volume"};
   return kind > 0 && kind < 5 ? names[kind] : names[0];
 }
+/* The number of valid indices of an element reader, -1 for other rows. */
+static long long index_limit(const wf_gmesh *m, int row, const char **what) {
+  switch (row) {
+  case WF_NAT_mesh_get_point: *what = "points"; return m->npoints;
+  case WF_NAT_mesh_get_velocity: *what = "velocities"; return m->velocities ? m->npoints : 0;
+  case WF_NAT_mesh_get_index: *what = "indices"; return 3LL * m->nfaces;
+  case WF_NAT_mesh_eval_face_normal: *what = "faces"; return m->nfaces;
+  default: return -1;
+  }
+}
 int32_t wf_cpu_rt_geom_check(wf_launch_ctx *ctx, const char *where, uint64_t id, int32_t kind,
-                             int32_t row) {
+                             int32_t row, int32_t index) {
   int k = wf_georeg_kind(ctx->geom, id);
-  if (k == kind) return 1;
+  const char *what = "";
+  long long lim = k == kind ? index_limit((const wf_gmesh *)id, row, &what) : -1;
+  if (k == kind && (lim < 0 || (index >= 0 && index < lim))) return 1;
   if (!claim(ctx)) return 0;
   const char *fn = row >= 0 && row < WF_NAT__COUNT ? wf_native_tab[row].name : "?";
-  if (k)
+  if (k == kind)
+    snprintf(ctx->msg, sizeof ctx->msg, "%s: weft.%s: index %d is out of range for %lld %s", where,
+             fn, (int)index, lim, what);
+  else if ((k & 255) == kind)
+    snprintf(ctx->msg, sizeof ctx->msg,
+             "%s: weft.%s: id %" PRIu64 " is a %s on cuda:%d, but this launch runs on the cpu",
+             where, fn, id, kind_name(kind), (k >> 8) - 1);
+  else if (k)
     snprintf(ctx->msg, sizeof ctx->msg, "%s: weft.%s: id %" PRIu64 " is a %s, not a %s", where, fn,
-             id, kind_name(k), kind_name(kind));
+             id, kind_name(k & 255), kind_name(kind));
   else
     snprintf(ctx->msg, sizeof ctx->msg,
              "%s: weft.%s: id %" PRIu64 " is not a live %s (freed, or not an id)", where, fn, id,
@@ -385,7 +406,8 @@ static const wf_cpu_sym symbols[] = {
     {"wf_cpu_rt_priv_end", (void *)wf_cpu_rt_priv_end},
     {"wf_cpu_rt_geom_check", (void *)wf_cpu_rt_geom_check},
 /* the native builtins (src/geom/native.h, code in src/geom/query.h) */
-#define WF_NATSYM(name, kind, fl, state, res, args, defs, adj) {"wf_nat_" #name, (void *)wf_nat_##name},
+#define WF_NATSYM(name, kind, fl, state, res, args, defs, adj)                                     \
+  {"wf_nat_" #name, (void *)wf_nat_##name},
     WF_NATIVEDEF(WF_NATSYM)
 #undef WF_NATSYM
 /* clang-format off */

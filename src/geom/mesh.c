@@ -277,7 +277,9 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   g->reg = wf_georeg_of(rt);
   if (!g->reg) goto oom;
   wf_georeg_retain(g->reg);
-  if (wf_georeg_add(g->reg, wf_geom_id(g), g->kind)) {
+  /* device objects: the ordinal + 1 from bit 8 on (rtlib.c tells them apart) */
+  int rkind = g->kind | (g->device == WF_DEVICE_CPU ? 0 : (g->device + 1) << 8);
+  if (wf_georeg_add(g->reg, wf_geom_id(g), rkind)) {
     wf_georeg_release(g->reg);
     g->reg = NULL;
     goto oom;
