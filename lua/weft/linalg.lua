@@ -33,8 +33,15 @@ return function(weft, P)
   local bit = require "bit"
   local NAMES = { "a", "b", "c", "d" }
 
+  -- The shape as a Lua table, read from the header (a.shape does more).
+  local function dims(x)
+    local h, r = x.h, {}
+    for i = 0, h.ndim - 1 do r[i + 1] = tonumber(h.shape[i]) end
+    return r
+  end
+
   local function shape_str(x)
-    return "{" .. table.concat(x.shape, ", ") .. "}"
+    return "{" .. table.concat(dims(x), ", ") .. "}"
   end
 
   -- The layout BLAS can take of the last two dimensions of x (rows r,
@@ -61,16 +68,17 @@ return function(weft, P)
   -- layout (copied when BLAS cannot take it); out must be row-compact.
   local function gemm(fname, x, tx, y, ty, out, alpha, beta)
     local nd = out.h.ndim
-    local batch = nd == 3 and out.shape[1] or 1
-    local m, n = out.shape[nd - 1], out.shape[nd]
-    local xr, xc = x.shape[nd - 1], x.shape[nd]
+    local oh, xh, yh = out.h.shape, x.h.shape, y.h.shape
+    local batch = nd == 3 and tonumber(oh[0]) or 1
+    local m, n = tonumber(oh[nd - 2]), tonumber(oh[nd - 1])
+    local xr, xc = tonumber(xh[nd - 2]), tonumber(xh[nd - 1])
     local k = tx and xr or xc
     local xd, ldx, sx, xt = layout(x, xr, xc)
     if not xd then
       x = weft.clone(x)
       xd, ldx, sx, xt = layout(x, xr, xc)
     end
-    local yr, yc = y.shape[nd - 1], y.shape[nd]
+    local yr, yc = tonumber(yh[nd - 2]), tonumber(yh[nd - 1])
     local yd, ldy, sy, yt = layout(y, yr, yc)
     if not yd then
       y = weft.clone(y)
@@ -88,7 +96,7 @@ return function(weft, P)
   -- from the first to one past the last element).
   local function span(x)
     local h = x.h
-    local lo = ffi.cast("uintptr_t", h.data)
+    local lo = tonumber(ffi.cast("intptr_t", h.data)) -- user addresses fit a double
     local hi = lo + h.elsize
     for d = 0, h.ndim - 1 do
       local s, n = tonumber(h.strides[d]), tonumber(h.shape[d])
@@ -137,7 +145,7 @@ return function(weft, P)
     local t, nd = weft.types[y.h.dtype], y.h.ndim
     local tape = P.tape_active -- a step of a product, not a launch to record
     P.tape_active = nil
-    local ok, err = pcall(weft.launch, axpy_kernel(t, nd), y.shape, { y, x, s }, { device = y.device })
+    local ok, err = pcall(weft.launch, axpy_kernel(t, nd), dims(y), { y, x, s }, { device = y.device })
     P.tape_active = tape
     if not ok then error(err, 0) end
   end
@@ -185,11 +193,11 @@ return function(weft, P)
     end
     if type(alpha) ~= "number" then raise("%s: alpha must be a number, got %s", fname, describe(alpha)) end
     if type(beta) ~= "number" then raise("%s: beta must be a number, got %s", fname, describe(beta)) end
-    local sa, sb, sc, sd = a.shape, b.shape, c.shape, d.shape
+    local sa, sb, sc, sd = dims(a), dims(b), dims(c), dims(d)
     local o = nd - 2 -- the batch dimension comes first
     if nd == 3 then
       for i = 2, 4 do
-        if args[i].shape[1] ~= sa[1] then
+        if tonumber(args[i].h.shape[0]) ~= sa[1] then
           raise("%s: batch sizes differ (a %s, %s %s)", fname, shape_str(a), NAMES[i], shape_str(args[i]))
         end
       end
@@ -207,12 +215,12 @@ return function(weft, P)
     end
     if bit.band(d.h.flags, FLAG_READONLY) ~= 0 then raise("%s: d is read-only", fname) end
     for i = 1, 2 do
-      if d.size > 0 and overlap(d, args[i]) then
+      if d.h.size > 0 and overlap(d, args[i]) then
         raise("%s: d shares memory with %s (write the product to another array)", fname, NAMES[i])
       end
     end
     local inplace = same_view(c, d)
-    if not inplace and d.size > 0 and overlap(c, d) then
+    if not inplace and d.h.size > 0 and overlap(c, d) then
       raise("%s: c and d overlap without being the same array", fname)
     end
     if P.capture_cpu and d.h.device < 0 then
