@@ -266,6 +266,48 @@ static void leaf_table(wf_volume *v) {
   v->slots = t;
   v->desc.slots = t;
   v->desc.slot_mask = cap - 1;
+  v->aux_size = (uint64_t)cap * sizeof *t;
+}
+
+/* The block table (volume.h): an entry for every 8^3 block of the active
+** box grown by a voxel (so the corners of cells at its faces are inside),
+** each filled by the tree walk at the block's origin, appended to the leaf
+** table. Lookups inside the box then take one load and no branch. It is
+** left out when the box has more than 4096 + 64 blocks per leaf (sparse
+** grids: a few bytes per leaf's 2 KB) or no memory is left. */
+static void block_table(wf_volume *v) {
+  wf_vol *d = &v->desc;
+  const uint32_t nleaf = rd32(v->buf + TREE + 32);
+  int64_t lo[3], n[3], count = 1;
+  for (int a = 0; a < 3; a++) {
+    const int64_t b0 = (int64_t)(int32_t)rd32(d->root + 4 * a) - 1,
+                  b1 = (int64_t)(int32_t)rd32(d->root + 12 + 4 * a) + 1;
+    if (b1 < b0 || b0 < INT32_MIN + 8 || b1 > INT32_MAX - 8) return; /* empty or at the edge */
+    lo[a] = b0 & ~(int64_t)7;
+    n[a] = ((b1 & ~(int64_t)7) - lo[a]) / 8 + 1;
+    count *= n[a];
+    if (count > 4096 + 64 * (int64_t)nleaf) return;
+  }
+  const uint64_t before = v->aux_size, bytes = before + (uint64_t)count * sizeof(int64_t);
+  unsigned char *aux = realloc(v->slots, bytes);
+  if (!aux) return;
+  v->slots = (wf_vol_slot *)aux;
+  if (d->slots) d->slots = v->slots;
+  v->aux_size = bytes;
+  int64_t *e = (int64_t *)(aux + before);
+  for (int64_t x = 0; x < n[0]; x++)
+    for (int64_t y = 0; y < n[1]; y++)
+      for (int64_t z = 0; z < n[2]; z++) {
+        int in_leaf;
+        const unsigned char *p = wf_vol_walk(d, (int32_t)(lo[0] + 8 * x), (int32_t)(lo[1] + 8 * y),
+                                             (int32_t)(lo[2] + 8 * z), &in_leaf);
+        *e++ = (int64_t)(p - d->grid) * 2 + in_leaf;
+      }
+  d->blocks = (const int64_t *)(aux + before);
+  for (int a = 0; a < 3; a++) {
+    d->box_lo[a] = (int32_t)lo[a];
+    d->box_n[a] = (uint32_t)(8 * n[a]);
+  }
 }
 
 static void desc_init(wf_volume *v) {
@@ -290,6 +332,7 @@ static void desc_init(wf_volume *v) {
   memcpy(d->inv, g + G_MAP + M_INVF, 36);
   memcpy(d->vec, g + G_MAP + M_VECF, 12);
   leaf_table(v);
+  block_table(v);
 }
 
 static wf_volume *volume_alloc(uint64_t size) {
@@ -762,22 +805,28 @@ int wf_volume_sample_points(const wf_volume *v, const float *uvw, int64_t n, int
 
 /* ---- device copies (lua/weft/volume.lua uploads the bytes) ---- */
 
-/* Sizes of what a device copy needs: the grid, its leaf table, and the
-** descriptor; and where the host bytes are (which: 0 grid, 1 table). */
+/* Sizes of what a device copy needs: the grid, its leaf and block tables
+** (one block), and the descriptor; and where the host bytes are (which:
+** 0 grid, 1 tables). */
 void wf_volume_sizes(const wf_volume *v, uint64_t *sizes) {
   sizes[0] = v->size;
-  sizes[1] = v->slots ? (uint64_t)(v->desc.slot_mask + 1) * sizeof(wf_vol_slot) : 0;
+  sizes[1] = v->aux_size;
   sizes[2] = sizeof(wf_vol);
 }
 const void *wf_volume_bytes(const wf_volume *v, int which) {
   return which == 0 ? (const void *)v->buf : (const void *)v->slots;
 }
 /* The descriptor of a copy whose grid and leaf table live at dev_grid
-** and dev_slots (0: no table) in another address space. */
+** and dev_slots (0: no tables) in another address space. */
 void wf_volume_device_desc(const wf_volume *v, uint64_t dev_grid, uint64_t dev_slots, void *out) {
   wf_vol d = v->desc;
   d.grid = (const unsigned char *)(uintptr_t)dev_grid;
   d.root = d.grid + (v->desc.root - v->desc.grid);
-  d.slots = dev_slots ? (const wf_vol_slot *)(uintptr_t)dev_slots : NULL;
+  d.slots = dev_slots && d.slots ? (const wf_vol_slot *)(uintptr_t)dev_slots : NULL;
+  d.blocks =
+      dev_slots && d.blocks
+          ? (const int64_t *)(uintptr_t)(dev_slots + (uint64_t)((const unsigned char *)d.blocks -
+                                                                (const unsigned char *)v->slots))
+          : NULL;
   memcpy(out, &d, sizeof d);
 }

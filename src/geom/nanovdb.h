@@ -53,7 +53,9 @@ typedef struct wf_volume {
   wf_vol desc;
   unsigned char *buf; /* 64-byte aligned, owned */
   uint64_t size;
-  wf_vol_slot *slots; /* the leaf table (desc.slots), owned */
+  wf_vol_slot *slots; /* the leaf table (desc.slots) then the block table
+                      ** (desc.blocks) in one block, owned */
+  uint64_t aux_size;  /* its bytes */
 } wf_volume;
 
 /* Load one grid of a file held in memory: by name when name is non-NULL

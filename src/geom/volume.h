@@ -78,6 +78,11 @@ typedef struct wf_vol {
   const wf_vol_slot *slots;     /* leaf table, or NULL: walk the tree */
   float mat[9], inv[9], vec[3]; /* index -> world: mat * ijk + vec */
   uint32_t tile_value;          /* root tile: offset of its value */
+  /* The block table: for every 8^3 block of a box around the active
+  ** voxels, where its values are (wf_vol_block_at); NULL: none. */
+  const int64_t *blocks;
+  int32_t box_lo[3]; /* the box's first voxel (multiples of 8) */
+  uint32_t box_n[3]; /* its size in voxels (multiples of 8) */
 } wf_vol;
 
 /* The leaf table's slot for a block origin (all multiples of 8). */
@@ -132,8 +137,39 @@ WF_GEOM_FN const unsigned char *wf_vol_walk(const wf_vol *v, int32_t i, int32_t 
 
 /* As wf_vol_walk, through the leaf table first: one probe (usually)
 ** instead of the walk down the root, upper and lower nodes. */
+/* The block table's entry for voxel (i, j, k) of the box: the byte offset
+** of the block's first value in the grid, times 2, plus 1 for a leaf (its
+** values follow each other) or 0 for a tile or the background (one value
+** for the whole block). */
+WF_GEOM_FN int64_t wf_vol_block_at(const wf_vol *v, int32_t i, int32_t j, int32_t k) {
+  const uint32_t x = ((uint32_t)i - (uint32_t)v->box_lo[0]) >> 3,
+                 y = ((uint32_t)j - (uint32_t)v->box_lo[1]) >> 3,
+                 z = ((uint32_t)k - (uint32_t)v->box_lo[2]) >> 3;
+  return v->blocks[((uint64_t)x * (v->box_n[1] >> 3) + y) * (v->box_n[2] >> 3) + z];
+}
+
+/* Is the box of voxels (i..i+d, j..j+d, k..k+d) inside the block table's? */
+WF_GEOM_FN int wf_vol_in_box(const wf_vol *v, int32_t i, int32_t j, int32_t k, uint32_t d) {
+  return v->blocks && (uint32_t)i - (uint32_t)v->box_lo[0] < v->box_n[0] - d &&
+         (uint32_t)j - (uint32_t)v->box_lo[1] < v->box_n[1] - d &&
+         (uint32_t)k - (uint32_t)v->box_lo[2] < v->box_n[2] - d;
+}
+
+/* The address of voxel (i, j, k)'s value through a block table entry. */
+WF_GEOM_FN const unsigned char *wf_vol_entry_value(const wf_vol *v, int64_t e, int32_t i, int32_t j,
+                                                   int32_t k) {
+  const uint32_t n = (((uint32_t)i & 7u) << 6) | (((uint32_t)j & 7u) << 3) | ((uint32_t)k & 7u);
+  /* no branch: samples at random points would mispredict it */
+  return v->grid + (e >> 1) + ((uint64_t)n * v->vsize & (0 - (uint64_t)(e & 1)));
+}
+
 WF_GEOM_FN const unsigned char *wf_vol_lookup_at(const wf_vol *v, int32_t i, int32_t j, int32_t k,
                                                  int *in_leaf) {
+  if (wf_vol_in_box(v, i, j, k, 0)) {
+    const int64_t e = wf_vol_block_at(v, i, j, k);
+    *in_leaf = (int)(e & 1);
+    return wf_vol_entry_value(v, e, i, j, k);
+  }
   if (v->slots) {
     const int32_t bi = i & ~7, bj = j & ~7, bk = k & ~7;
     uint32_t h = wf_vol_hash(bi, bj, bk) & v->slot_mask;
@@ -175,7 +211,9 @@ WF_GEOM_FN int32_t wf_vol_round(float x) {
 }
 
 /* The 8 corner values of the cell whose low corner is (i, j, k), in the
-** order (0,0,0) (0,0,1) (0,1,0) ... (1,1,1). One lookup per 8^3 block the
+** order (0,0,0) (0,0,1) (0,1,0) ... (1,1,1). Inside the block table's box
+** each corner reads its block's entry, without a branch. Elsewhere, one
+** lookup per 8^3 block the
 ** corners touch: the axes on which the cell crosses a block border (cm,
 ** bits x y z as in the corner number) give 1, 2, 4 or 8 blocks, and corner
 ** c lies in block c & cm. A leaf's corners are neighbours in its value
@@ -186,6 +224,16 @@ WF_GEOM_FN void wf_vol_corners(const wf_vol *v, int32_t i, int32_t j, int32_t k,
   const unsigned char *base[8];
   uint32_t step[8]; /* value size in a leaf, 0 in a tile */
   int b, c, q;
+  if (wf_vol_in_box(v, i, j, k, 1)) { /* all 8 in the block table */
+    for (c = 0; c < 8; c++) {
+      const int32_t ci = i + (c >> 2), cj = j + ((c >> 1) & 1), ck = k + (c & 1);
+      const float *s =
+          (const float *)wf_vol_entry_value(v, wf_vol_block_at(v, ci, cj, ck), ci, cj, ck);
+      for (q = 0; q < nf; q++)
+        out[c * nf + q] = s[q];
+    }
+    return;
+  }
   if (!cm) { /* the common case: one block, corners at fixed offsets */
     int in_leaf;
     const unsigned char *p = wf_vol_lookup_at(v, i, j, k, &in_leaf);
