@@ -112,3 +112,72 @@ describe("local arrays", function()
     assert.matches("weft_adj_scratch", (scratch:ptx("sm_80")))
   end)
 end)
+
+-- Dynamic accesses of aggregates of 5 or more components are EXTRACTD and
+-- INSERTD; on the CPU a local array whose versions never overlap lives in
+-- one stack slot updated in place (src/cpu/local.c). Where a version stays
+-- live after a newer one is made, it must keep its own value.
+describe("local arrays in memory", function()
+  local copies = weft.kernel{ out = weft.array(weft.int32), k = weft.int32, function(out, k)
+    local s = weft.vector(8, weft.int32)()
+    for j = 0, 7 do s[j] = j + 10 end
+    local a = s         -- a copy: keeps 10 + k
+    s[k] = 99
+    out[0] = a[k] + s[k] * 1000
+    local b = s
+    for t = 0, 2 do
+      local c = b       -- changed each trip, b stays
+      c[k + t] = t
+      out[1 + t] = c[k + t] * 100 + b[k + t]
+    end
+    if k > 1 then s[k - 1] = -1 else out[4] = s[k] end
+    out[5] = s[k - 1]
+    out[6] = b[k - 1]
+  end }
+
+  it("keep each version's value where versions overlap", function()
+    local out = weft.zeros(7, weft.int32)
+    weft.launch(copies, 1, { out, 2 })
+    assert.same({ 99012, 99, 113, 214, 0, -1, 11 }, out:totable())
+    weft.launch(copies, 1, { out, 1 })
+    assert.same({ 99011, 99, 112, 213, 99, 10, 10 }, out:totable())
+  end)
+
+  it("give gradients through dynamic reads and writes in loops", function()
+    local k = weft.kernel{ x = weft.array(weft.float32), out = weft.array(weft.float32),
+      function(x, out)
+        local buf = weft.vector(16, weft.float32)()
+        local n = x.shape[0]
+        for i = 0, n - 1 do buf[(3 * i) % 16] = x[i] * x[i] end
+        local s = 0.0
+        local j = 0
+        while j < n do
+          s = s + buf[(3 * j) % 16] * weft.float32(j + 1)
+          buf[(3 * j) % 16] = 0.0
+          j = j + 1
+        end
+        out[0] = s
+      end }
+    local xs = { 1, 2, 3, 4, 5 }
+    local x = weft.array(xs, weft.float32, { requires_grad = true })
+    local out = weft.zeros(1, weft.float32, { requires_grad = true })
+    local tape = weft.Tape()
+    tape:record(function() weft.launch(k, 1, { x }, { outputs = { out } }) end)
+    assert.equal(1 + 8 + 27 + 64 + 125, out[0])
+    tape:backward(out)
+    for i = 1, 5 do assert.near(2 * xs[i] * i, x.grad[i - 1], 1e-4) end
+  end)
+
+  it("run on a CUDA device with the CPU's values", function()
+    if not weft.is_cuda_available() then return pending("no CUDA device") end
+    local D = { device = "cuda:0" }
+    local o1, o2 = weft.zeros(7, weft.int32), weft.zeros(7, weft.int32, D)
+    weft.launch(copies, 1, { o1, 2 })
+    weft.launch(copies, 1, { o2, 2 }, D)
+    assert.same(o1:totable(), o2:to("cpu"):totable())
+    local s1, s2 = weft.zeros(3, weft.int32), weft.zeros(3, weft.int32, D)
+    weft.launch(stack_sum, 3, { s1, 64 })
+    weft.launch(stack_sum, 3, { s2, 64 }, D)
+    assert.same(s1:totable(), s2:to("cpu"):totable())
+  end)
+end)

@@ -117,6 +117,12 @@ wf_val wf_ad_extract(wf_adctx *A, wf_val agg, int i) {
 wf_val wf_ad_insert(wf_adctx *A, wf_val agg, int i, wf_val v) {
   return ok(A, wf_b_insert(&A->b, agg, i, v));
 }
+wf_val wf_ad_extractd(wf_adctx *A, wf_val agg, wf_val k) {
+  return ok(A, wf_b_extractd(&A->b, agg, k));
+}
+wf_val wf_ad_insertd(wf_adctx *A, wf_val agg, wf_val k, wf_val v) {
+  return ok(A, wf_b_insertd(&A->b, agg, k, v));
+}
 
 const wf_type *wf_ad_i32t(wf_adctx *A) {
   return wf_t_int(A->T, 32, 1);
@@ -229,6 +235,14 @@ static wf_val addv(wf_adctx *A, const wf_type *t, wf_val x, wf_val y) {
   if (x < 0 || is_zero(A, x)) return y < 0 ? x : y;
   if (y < 0 || is_zero(A, y)) return x;
   if (t->kind == WF_T_FLOAT) return wf_ad_op2(A, WF_OP_ADD, t, x, y);
+  /* the adjoint of a local array's dynamic read: add into one component */
+  const wf_inst *dy = A->af->vals[y].def;
+  if (dy && dy->op == WF_OP_INSERTD && is_zero(A, dy->args[0])) {
+    wf_val k = dy->args[1], v = dy->args[2];
+    const wf_type *ct = wf_t_component(A->T, t, 0);
+    wf_val s = addv(A, ct, ok(A, wf_b_extractd(&A->b, x, k)), v);
+    return ok(A, wf_b_insertd(&A->b, x, k, s));
+  }
   int n = wf_t_arity(t);
   if (n == 0 || !wf_ad_difft(t)) return x;
   wf_val *c = wf_ad_scratch(A, sizeof(wf_val) * (size_t)n);
@@ -491,6 +505,7 @@ static int need_inst(wf_adctx *A, wf_inst *in) {
       ch |= mark(A, in->args[k]);
   if (r->reads & WF_AD_RD_RES) ch |= mark(A, in->res[0]);
   if (r->reads & WF_AD_RD_ARG0) ch |= mark(A, in->args[0]);
+  if (r->reads & WF_AD_RD_ARG1) ch |= mark(A, in->args[1]);
   if (r->reads & WF_AD_RD_IDX)
     for (int k = 0; k < mem_nidx(in); k++)
       ch |= mark(A, in->args[k]);

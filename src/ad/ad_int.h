@@ -64,6 +64,7 @@ typedef struct wf_adctx {
 #define WF_AD_RD_RES 2
 #define WF_AD_RD_ARG0 4
 #define WF_AD_RD_IDX 8
+#define WF_AD_RD_ARG1 16 /* the index of EXTRACTD and INSERTD */
 
 /* A rule emits the adjoint code of one instruction. g[k] is the adjoint of
 ** result k (never WF_NOVAL for value ops: the sweep skips those; memory
@@ -98,6 +99,8 @@ WF_IR_INTERNAL wf_inst *wf_ad_emit(wf_adctx *A, wf_op op, int nargs, const wf_va
                                    const wf_type *const *rtypes, int nblocks);
 WF_IR_INTERNAL wf_val wf_ad_extract(wf_adctx *A, wf_val agg, int i);
 WF_IR_INTERNAL wf_val wf_ad_insert(wf_adctx *A, wf_val agg, int i, wf_val v);
+WF_IR_INTERNAL wf_val wf_ad_extractd(wf_adctx *A, wf_val agg, wf_val k);
+WF_IR_INTERNAL wf_val wf_ad_insertd(wf_adctx *A, wf_val agg, wf_val k, wf_val v);
 /* malloc'd memory released with the context (also on errors). */
 WF_IR_INTERNAL void *wf_ad_scratch(wf_adctx *A, size_t n);
 

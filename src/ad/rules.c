@@ -281,6 +281,16 @@ static void r_insert(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   ACC(0, wf_ad_insert(A, g[0], (int)in->imm, wf_ad_zero(A, vt)));
   if (wf_ad_difft(vt)) ACC(1, wf_ad_extract(A, g[0], (int)in->imm));
 }
+/* k is dynamic (local arrays); the adjoint is added into component k */
+static void r_extractd(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  const wf_type *at = A->pf->vals[in->args[0]].type;
+  ACC(0, wf_ad_insertd(A, wf_ad_zero(A, at), X(1), g[0]));
+}
+static void r_insertd(wf_adctx *A, const wf_inst *in, const wf_val *g) {
+  const wf_type *vt = A->pf->vals[in->args[2]].type;
+  ACC(0, wf_ad_insertd(A, g[0], X(1), wf_ad_zero(A, vt)));
+  if (wf_ad_difft(vt)) ACC(2, wf_ad_extractd(A, g[0], X(1)));
+}
 
 /* ---- memory ---- */
 /* x = a[i...]: atomic_add(adj_a, i..., adj(x)) when adj_a is given. Threads
@@ -557,6 +567,15 @@ static wf_val f_insert(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   const wf_type *vt = A->pf->vals[in->args[1]].type;
   return wf_ad_insert(A, tz(A, t_, TN(0)), (int)in->imm, tz(A, vt, TN(1)));
 }
+static wf_val f_extractd(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  return TN(0) < 0 ? WF_NOVAL : wf_ad_extractd(A, TN(0), X(1));
+}
+static wf_val f_insertd(wf_adctx *A, const wf_inst *in, const wf_val *t) {
+  TRT;
+  if (TN(0) < 0 && TN(2) < 0) return WF_NOVAL;
+  const wf_type *vt = A->pf->vals[in->args[2]].type;
+  return wf_ad_insertd(A, tz(A, t_, TN(0)), X(1), tz(A, vt, TN(2)));
+}
 /* x = a[i...]: the tangent is ta[i...] when the tangent array is given. */
 static wf_val f_load(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   TRT;
@@ -634,7 +653,8 @@ static wf_val f_atomic_minmax(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   _(TRUNC, r_zero, 0, f_zero) _(RINT, r_zero, 0, f_zero) \
   _(SELECT, r_select, WF_AD_RD_ARG0, f_select) _(CAST, r_cast, 0, f_cast) \
   _(AGG, r_agg, 0, f_agg) _(EXTRACT, r_extract, 0, f_extract) \
-  _(INSERT, r_insert, 0, f_insert) \
+  _(INSERT, r_insert, 0, f_insert) _(EXTRACTD, r_extractd, WF_AD_RD_ARG1, f_extractd) \
+  _(INSERTD, r_insertd, WF_AD_RD_ARG1, f_insertd) \
   _(LOAD, r_load, WF_AD_RD_IDX, f_load) _(STORE, r_store, WF_AD_RD_IDX, f_store) \
   _(ATOMIC_ADD, r_atomic_add, WF_AD_RD_IDX, f_store) \
   _(ATOMIC_MIN, r_atomic_minmax, WF_AD_RD_ARGS, f_atomic_minmax) \

@@ -69,11 +69,14 @@ typedef struct wf_cpu_emitter {
   wf_func *fn;
   wf_types *T;
   const wf_cpu_opts *o;
-  LLVMValueRef *v;  /* per IR value */
-  int16_t *aname;   /* per IR value: root array param index, -1 unknown */
-  int8_t *adepth;   /* per IR value: dims peeled off the root array */
-  LLVMValueRef F;   /* the body function being emitted */
-  LLVMValueRef ctx; /* its wf_launch_ctx pointer */
+  LLVMValueRef *v;      /* per IR value */
+  int16_t *aname;       /* per IR value: root array param index, -1 unknown */
+  int8_t *adepth;       /* per IR value: dims peeled off the root array */
+  int32_t *web;         /* per IR value: its local array's slot web (local.c), or -1 */
+  LLVMValueRef *slot;   /* per web: the slot in the body being emitted */
+  LLVMValueRef slot_fn; /* the body the slots belong to */
+  LLVMValueRef F;       /* the body function being emitted */
+  LLVMValueRef ctx;     /* its wf_launch_ctx pointer */
   /* interrupt polling: the flag's address (NULL: no polling) and the
   ** block that reports "interrupted" and leaves (made on first use) */
   LLVMValueRef intr;
@@ -114,6 +117,9 @@ WF_INTERNAL void wf_cpu_range_check(wf_cpu_emitter *e, const wf_inst *in, const 
                                     int nd);
 WF_INTERNAL void wf_cpu_emit_inst(wf_cpu_emitter *e, wf_inst *in);
 WF_INTERNAL wf_inst *wf_cpu_emit_block(wf_cpu_emitter *e, wf_block *bl);
+/* local.c: per IR value, the web of a local array kept in one stack slot
+** (the web's representative value), or -1; NULL when out of memory. */
+WF_INTERNAL int32_t *wf_cpu_local_scan(const wf_func *fn);
 /* simd.c: SIMD across threads. */
 WF_INTERNAL int wf_cpu_has_loop(const wf_block *bl);
 WF_INTERNAL int wf_cpu_body_simd_safe(LLVMValueRef F, LLVMBasicBlockRef thread_bb, LLVMValueRef j,

@@ -1013,6 +1013,50 @@ static void phiset_incoming(E *e, phiset *ps, LLVMValueRef *vals) {
 /* ---------------------------------------------------------------------
 ** instructions and structured control flow
 ** --------------------------------------------------------------------- */
+/* ---------------------------------------------------------------------
+** local arrays: a web of versions found by local.c lives in one stack slot
+** (e->v of its values is the slot's address), updated in place; other
+** aggregates indexed dynamically go through a temporary slot.
+** --------------------------------------------------------------------- */
+static int homed(E *e, wf_val v) {
+  return v >= 0 && e->web && e->web[v] >= 0;
+}
+
+/* A stack slot in the entry block (LLVM promotes what stays static). */
+static LLVMValueRef entry_alloca(E *e, LLVMTypeRef t) {
+  LLVMBasicBlockRef cur = LLVMGetInsertBlock(e->B);
+  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(e->F);
+  LLVMValueRef first = LLVMGetFirstInstruction(entry);
+  if (first)
+    LLVMPositionBuilderBefore(e->B, first);
+  else
+    LLVMPositionBuilderAtEnd(e->B, entry);
+  LLVMValueRef a = LLVMBuildAlloca(e->B, t, "local");
+  LLVMPositionBuilderAtEnd(e->B, cur);
+  return a;
+}
+
+static LLVMValueRef web_slot(E *e, wf_val v) {
+  if (e->slot_fn != e->F) {
+    memset(e->slot, 0, sizeof(LLVMValueRef) * (size_t)(e->fn->nvals > 0 ? e->fn->nvals : 1));
+    e->slot_fn = e->F;
+  }
+  int32_t w = e->web[v];
+  if (!e->slot[w]) e->slot[w] = entry_alloca(e, ltype(e, wf_vtype(e->fn, v)));
+  return e->slot[w];
+}
+
+/* The LLVM type carrying value v (a slot's address for a homed one). */
+static LLVMTypeRef vltype(E *e, wf_val v) {
+  return homed(e, v) ? e->ptr : ltype(e, wf_vtype(e->fn, v));
+}
+
+/* Ops that take a homed operand as its slot address. */
+static int takes_slot(wf_op op) {
+  return op == WF_OP_EXTRACT || op == WF_OP_INSERT || op == WF_OP_EXTRACTD || op == WF_OP_INSERTD ||
+         op == WF_OP_WHILE || op == WF_OP_FOR;
+}
+
 static LLVMValueRef argv(E *e, const wf_inst *in, int i) {
   if (i >= in->nargs || in->args[i] < 0) {
     efail(e, in, "'%s' is missing an operand", wf_op_name(in->op));
@@ -1023,6 +1067,8 @@ static LLVMValueRef argv(E *e, const wf_inst *in, int i) {
     efail(e, in, "'%s' uses a value before its definition", wf_op_name(in->op));
     return LLVMGetUndef(ltype(e, wf_vtype(e->fn, in->args[i])));
   }
+  if (homed(e, in->args[i]) && !takes_slot(in->op))
+    return LLVMBuildLoad2(e->B, ltype(e, wf_vtype(e->fn, in->args[i])), v, "");
   return v;
 }
 
@@ -1059,7 +1105,7 @@ static void emit_if(E *e, wf_inst *in) {
     return;
   }
   for (int i = 0; i < n; i++)
-    ty[i] = ltype(e, wf_vtype(e->fn, in->res[i]));
+    ty[i] = vltype(e, in->res[i]);
   phiset ps;
   if (phiset_init(e, &ps, n, ty)) {
     free(tv), free(ty);
@@ -1206,7 +1252,7 @@ static void emit_for(E *e, wf_inst *in) {
   ty[0] = LLVMTypeOf(lo);
   vals[0] = lo;
   for (int k = 0; k < nc; k++) {
-    ty[k + 1] = ltype(e, wf_vtype(e->fn, in->res[k]));
+    ty[k + 1] = vltype(e, in->res[k]);
     vals[k + 1] = argv(e, in, 3 + k);
   }
   LLVMValueRef go = for_in_range(e, it, lo, hi, step);
@@ -1292,7 +1338,7 @@ static void emit_while(E *e, wf_inst *in) {
     return;
   }
   for (int k = 0; k < ni; k++) {
-    ty[k] = ltype(e, wf_vtype(e->fn, before->params[k]));
+    ty[k] = vltype(e, before->params[k]);
     vals[k] = argv(e, in, k);
   }
   phiset ps;
@@ -1329,6 +1375,41 @@ static void emit_while(E *e, wf_inst *in) {
   phiset_free(&ps);
   free(vals), free(ty);
   LLVMPositionBuilderAtEnd(e->B, xb);
+}
+
+/* The dynamic index of EXTRACTD or INSERTD as i64, out of range taken
+** as 0 (the front end checked it where the mode asks; unchecked, it reads
+** component 0 as the select chains of small aggregates do). */
+static LLVMValueRef dyn_index(E *e, const wf_inst *in) {
+  const wf_type *kt = argt(e, in, 1);
+  LLVMValueRef k = argv(e, in, 1);
+  if (!kt || kt->kind != WF_T_INT) {
+    efail(e, in, "'%s' needs an integer index", wf_op_name(in->op));
+    return ci64(e, 0);
+  }
+  k = LLVMBuildIntCast2(e->B, k, e->i64, kt->is_signed, "");
+  LLVMValueRef ok = LLVMBuildICmp(e->B, LLVMIntULT, k, ci64(e, wf_t_arity(argt(e, in, 0))), "");
+  return LLVMBuildSelect(e->B, ok, k, ci64(e, 0), "");
+}
+
+/* Component k of operand 0 of an extract or insert through memory: the
+** web's slot (the insert updates it in place and gives its address), or a
+** temporary slot holding the SSA value. */
+static LLVMValueRef component(E *e, const wf_inst *in, LLVMValueRef k) {
+  const wf_type *at = argt(e, in, 0);
+  int isins = in->op == WF_OP_INSERT || in->op == WF_OP_INSERTD;
+  LLVMTypeRef lt = ltype(e, at), ct = ltype(e, wf_t_component(e->T, at, 0));
+  LLVMValueRef slot = argv(e, in, 0);
+  if (!homed(e, in->args[0])) {
+    LLVMValueRef agg = slot;
+    slot = entry_alloca(e, lt);
+    LLVMBuildStore(e->B, agg, slot);
+  }
+  LLVMValueRef idx[2] = {ci64(e, 0), k};
+  LLVMValueRef p = LLVMBuildInBoundsGEP2(e->B, lt, slot, idx, 2, "");
+  if (!isins) return LLVMBuildLoad2(e->B, ct, p, "");
+  LLVMBuildStore(e->B, argv(e, in, in->nargs - 1), p);
+  return homed(e, in->args[0]) ? slot : LLVMBuildLoad2(e->B, lt, slot, "");
 }
 
 void emit_inst(E *e, wf_inst *in) {
@@ -1400,24 +1481,25 @@ void emit_inst(E *e, wf_inst *in) {
       r = LLVMBuildInsertValue(B, r, argv(e, in, i), (unsigned)i, "");
     break;
   }
-  case WF_OP_EXTRACT: {
-    const wf_type *at = argt(e, in, 0);
-    if (in->imm < 0 || in->imm >= wf_t_arity(at)) {
-      efail(e, in, "component %d out of range", (int)in->imm);
-      break;
-    }
-    r = LLVMBuildExtractValue(B, argv(e, in, 0), (unsigned)in->imm, "");
-    break;
-  }
+  case WF_OP_EXTRACT:
   case WF_OP_INSERT: {
     const wf_type *at = argt(e, in, 0);
     if (in->imm < 0 || in->imm >= wf_t_arity(at)) {
       efail(e, in, "component %d out of range", (int)in->imm);
       break;
     }
-    r = LLVMBuildInsertValue(B, argv(e, in, 0), argv(e, in, 1), (unsigned)in->imm, "");
+    if (homed(e, in->args[0])) {
+      r = component(e, in, ci64(e, in->imm));
+      break;
+    }
+    if (in->op == WF_OP_EXTRACT)
+      r = LLVMBuildExtractValue(B, argv(e, in, 0), (unsigned)in->imm, "");
+    else
+      r = LLVMBuildInsertValue(B, argv(e, in, 0), argv(e, in, 1), (unsigned)in->imm, "");
     break;
   }
+  case WF_OP_EXTRACTD:
+  case WF_OP_INSERTD: r = component(e, in, dyn_index(e, in)); break;
   case WF_OP_SHAPE: {
     const wf_type *at = argt(e, in, 0);
     if (!at || at->kind != WF_T_ARRAY || in->imm < 0 || in->imm >= at->ndim) {
@@ -1518,6 +1600,12 @@ void emit_inst(E *e, wf_inst *in) {
     if (!r) {
       if (!e->failed) efail(e, in, "cannot compile operation '%s'", wf_op_name(in->op));
       r = LLVMGetUndef(ltype(e, rt));
+    }
+    if (homed(e, in->res[0]) && in->op != WF_OP_INSERT && in->op != WF_OP_INSERTD) {
+      /* the root of a local array's web: into its slot */
+      LLVMValueRef slot = web_slot(e, in->res[0]);
+      LLVMBuildStore(B, r, slot);
+      r = slot;
     }
     e->v[in->res[0]] = r;
   }

@@ -493,8 +493,10 @@ LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, 
   e.v = calloc(nv, sizeof *e.v);
   e.aname = malloc(nv * sizeof *e.aname);
   e.adepth = calloc(nv, sizeof *e.adepth);
-  if (!e.v || !e.aname || !e.adepth) {
-    free(e.v), free(e.aname), free(e.adepth);
+  e.web = wf_cpu_local_scan(fn);
+  e.slot = calloc(nv, sizeof *e.slot);
+  if (!e.v || !e.aname || !e.adepth || !e.web || !e.slot) {
+    free(e.v), free(e.aname), free(e.adepth), free(e.web), free(e.slot);
     snprintf(err, errsize, "out of memory");
     return NULL;
   }
@@ -539,7 +541,7 @@ LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, 
   if (priv != pbuf) free(priv);
   if (bits != bbuf) free(bits);
   LLVMDisposeBuilder(e.B);
-  free(e.v), free(e.aname), free(e.adepth);
+  free(e.v), free(e.aname), free(e.adepth), free(e.web), free(e.slot);
   if (e.failed) {
     LLVMDisposeModule(e.M);
     return NULL;

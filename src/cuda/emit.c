@@ -1115,6 +1115,24 @@ static void emit_inst(emitter *E, const wf_inst *in, const wf_val *targets, int 
     ind(E);
     wf_sb_printf(b, "v%d.f%d = v%d;\n", (int)in->res[0], (int)in->imm, a1);
     break;
+  case WF_OP_EXTRACTD:
+  case WF_OP_INSERTD: {
+    /* a local array indexed directly (the components are one type, packed:
+    ** see the static_assert on the struct's size); out of range (unchecked
+    ** in release mode outside named locals) reads component 0 */
+    char ix[96];
+    snprintf(ix, sizeof ix, "(unsigned long long)(long long)v%d < %dull ? (long long)v%d : 0", a1,
+             wf_t_arity(vt(E, a0)), a1);
+    decl(E, in->res[0]);
+    if (in->op == WF_OP_EXTRACTD) {
+      wf_sb_printf(b, "(&v%d.f0)[%s];\n", a0, ix);
+      break;
+    }
+    wf_sb_printf(b, "v%d;\n", a0);
+    ind(E);
+    wf_sb_printf(b, "(&v%d.f0)[%s] = v%d;\n", (int)in->res[0], ix, (int)in->args[2]);
+    break;
+  }
   case WF_OP_SHAPE:
     decl(E, in->res[0]);
     wf_sb_printf(b, "(int)v%d.shape[%d];\n", a0, (int)in->imm);

@@ -594,11 +594,17 @@ static void check_component(wf_fstate *F, const wf_type *t, wf_val k, const char
   be_blk->parent = in;
 }
 
-/* Component c of an aggregate with a dynamic index: a select chain. */
+/* Aggregates of at least this many components take dynamic indices with
+** EXTRACTD and INSERTD (a local array in memory on the backends); smaller
+** ones (vec3, a mat44's rows) with select chains, which stay in registers. */
+#define DYN_MIN_COMPONENTS 5
+
+/* Component c of an aggregate with a dynamic index. */
 static wf_val dyn_extract(wf_fstate *F, const wf_type *t, wf_val agg, wf_val key,
                           const char *local) {
   check_component(F, t, key, local);
   int n = wf_t_arity(t);
+  if (n >= DYN_MIN_COMPONENTS) return wf_b_extractd(&F->b, agg, key);
   const wf_type *ct = wf_t_component(F->C->T, t, 0);
   const wf_type *kt = wf_vtype(F->fn, key);
   wf_val r = wf_b_extract(&F->b, agg, 0);
@@ -972,6 +978,7 @@ static wf_val insert_comp(wf_fstate *F, const wf_type *t, wf_val agg, wf_rv key,
   }
   wf_val k = wf_lo_index_key(F, key, at);
   check_component(F, t, k, at->a && at->a->kind == E_NAME ? at->a->name : NULL);
+  if (n >= DYN_MIN_COMPONENTS) return wf_b_insertd(&F->b, agg, k, v);
   const wf_type *kt = wf_vtype(F->fn, k);
   const wf_type *ct = wf_t_component(F->C->T, t, 0);
   wf_val comps[WF_MAX_COMP];

@@ -287,6 +287,20 @@ wf_val wf_b_insert(wf_builder *b, wf_val agg, int index, wf_val v) {
   return in->res[0];
 }
 
+wf_val wf_b_extractd(wf_builder *b, wf_val agg, wf_val k) {
+  const wf_type *rt = wf_t_component(b->fn->mod->types, wf_vtype(b->fn, agg), 0);
+  wf_val args[2] = {agg, k};
+  wf_inst *in = wf_b_inst(b, WF_OP_EXTRACTD, 2, args, 1, &rt, 0);
+  return in ? in->res[0] : WF_NOVAL;
+}
+
+wf_val wf_b_insertd(wf_builder *b, wf_val agg, wf_val k, wf_val v) {
+  const wf_type *rt = wf_vtype(b->fn, agg);
+  wf_val args[3] = {agg, k, v};
+  wf_inst *in = wf_b_inst(b, WF_OP_INSERTD, 3, args, 1, &rt, 0);
+  return in ? in->res[0] : WF_NOVAL;
+}
+
 wf_val wf_b_agg(wf_builder *b, const wf_type *t, int n, const wf_val *comps) {
   return res0(wf_b_inst(b, WF_OP_AGG, n, comps, 1, &t, 0));
 }

@@ -253,6 +253,8 @@ typedef enum wf_tyrule {
   P(X, AGG,      "agg",     -1, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_OWN, NULL) /* build from wf_t_arity components */ \
   P(X, EXTRACT,  "extract",  1, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_OWN, NULL) /* imm = component index */ \
   P(X, INSERT,   "insert",   2, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_OWN, NULL) /* agg, value; imm = index */ \
+  P(X, EXTRACTD, "extractd", 2, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_OWN, NULL) /* agg, index (int; checked before): local arrays */ \
+  P(X, INSERTD,  "insertd",  3, 1, WF_OPF_PURE|WF_OPF_DIFF, WF_TY_OWN, NULL) /* agg, index, value */ \
   /* arrays: args = array, ndim int indices (i32 or i64) [, value] */ \
   P(X, SHAPE,    "shape",    1, 1, WF_OPF_PURE, WF_TY_OWN, NULL) /* imm = dim; result i32 */ \
   P(X, VIEW,     "view",     2, 1, WF_OPF_PURE, WF_TY_OWN, NULL) /* array, index: peel dim 0 */ \
@@ -421,6 +423,10 @@ WF_IR_INTERNAL wf_val wf_b_consti(wf_builder *b, const wf_type *t, int64_t v); /
 WF_IR_INTERNAL wf_val wf_b_constf(wf_builder *b, const wf_type *t, double v);
 WF_IR_INTERNAL wf_val wf_b_extract(wf_builder *b, wf_val agg, int index);
 WF_IR_INTERNAL wf_val wf_b_insert(wf_builder *b, wf_val agg, int index, wf_val v);
+/* Component k (a dynamic int index, in range) of a vector, quaternion or
+** matrix (a row), and agg with it replaced: Warp's local arrays. */
+WF_IR_INTERNAL wf_val wf_b_extractd(wf_builder *b, wf_val agg, wf_val k);
+WF_IR_INTERNAL wf_val wf_b_insertd(wf_builder *b, wf_val agg, wf_val k, wf_val v);
 WF_IR_INTERNAL wf_val wf_b_agg(wf_builder *b, const wf_type *t, int n, const wf_val *comps);
 
 /* ---- editing ---- */

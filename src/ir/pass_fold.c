@@ -382,6 +382,19 @@ static int fold_identity(fstate *F, wf_inst *in) {
       return 1;
     }
     return 0;
+  case WF_OP_EXTRACTD:
+  case WF_OP_INSERTD: {
+    /* a constant index (in range: checked before) is a static component */
+    wf_inst *k = cst(F, y);
+    int n = wf_t_arity(ty(F, x));
+    if (!k || k->imm < 0 || k->imm >= n) return 0;
+    in->imm = k->imm;
+    if (in->op == WF_OP_INSERTD) in->args[1] = in->args[2];
+    in->op = in->op == WF_OP_EXTRACTD ? WF_OP_EXTRACT : WF_OP_INSERT;
+    in->nargs--;
+    F->changed = 1;
+    return 1;
+  }
   default: return 0;
   }
 }

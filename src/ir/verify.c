@@ -316,6 +316,17 @@ static int check_op(vstate *V, wf_inst *in) {
     if (in->op == WF_OP_EXTRACT) return res_is(V, in, 0, ct);
     return res_is(V, in, 0, at) && arg_is(V, in, 1, ct);
   }
+  case WF_OP_EXTRACTD:
+  case WF_OP_INSERTD: {
+    /* a local array's component: all components of one type */
+    const wf_type *at = ty(V, in->args[0]);
+    if (!at || (at->kind != WF_T_VEC && at->kind != WF_T_MAT && at->kind != WF_T_QUAT))
+      return fail(V, in, "operand 1 has type %s, not a vector, quaternion or matrix", tn(at, a));
+    if (!wf_t_is_int(ty(V, in->args[1]))) return fail(V, in, "the index must be an integer");
+    const wf_type *ct = wf_t_component(T, at, 0);
+    if (in->op == WF_OP_EXTRACTD) return res_is(V, in, 0, ct);
+    return res_is(V, in, 0, at) && arg_is(V, in, 2, ct);
+  }
   case WF_OP_SHAPE: {
     const wf_type *at = ty(V, in->args[0]);
     if (!at || at->kind != WF_T_ARRAY) return fail(V, in, "shape of a non-array");
