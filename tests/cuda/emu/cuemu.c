@@ -26,6 +26,11 @@
 **              Unsafe calls during a global capture fail (as on a GPU).
 **   faults     WEFT_CUDA_EMU_FAIL_ALLOC / _LAUNCH / _MODULE = N fail the
 **              Nth call counted from when the variable got its value.
+**   diagnosis  WEFT_CUDA_EMU_DELAY_MS: kernels start late (missing waits
+**              show); _SYNC=1: every op is done when its call returns (no
+**              kernel keeps the heap open while host code runs); _CONTINUE=1:
+**              a host read of device memory is reported (with the faulting
+**              frames and mapping), then memory stays open and the run goes on.
 **
 ** It is a test device: process-global state is its nature (one driver per
 ** process), kept in one struct G behind one mutex.
@@ -33,6 +38,8 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <execinfo.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -45,6 +52,7 @@
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -260,6 +268,7 @@ static struct {
   int nquar;
   pthread_mutex_t pmu; /* protection changes */
   int active;
+  int cont; /* WEFT_CUDA_EMU_CONTINUE=1: report a host read, then leave memory open */
   /* pinned host memory */
   emu_alloc *pinned;
   /* graph capture */
@@ -327,7 +336,8 @@ static void dev_enter(void) {
 }
 static void dev_leave(void) {
   pthread_mutex_lock(&G.pmu);
-  if (--G.active == 0 && G.top) mprotect(G.heap, G.top, PROT_NONE);
+  if (--G.active == 0 && G.top && __atomic_load_n(&G.cont, __ATOMIC_RELAXED) != 2)
+    mprotect(G.heap, G.top, PROT_NONE);
   pthread_mutex_unlock(&G.pmu);
 }
 
@@ -345,6 +355,35 @@ static int range_ok(uintptr_t p, size_t n, int *pinned) {
   return a && p + n <= a->base + a->size;
 }
 
+/* The /proc/self/maps line holding address pc, on fd 2 (what code
+** faulted: a library, or anonymous memory such as JIT-compiled code). */
+static void print_mapping(uintptr_t pc) {
+  int fd = open("/proc/self/maps", O_RDONLY);
+  if (fd < 0) return;
+  char buf[8192], line[512];
+  size_t k = 0;
+  ssize_t got;
+  while ((got = read(fd, buf, sizeof buf)) > 0) {
+    for (ssize_t i = 0; i < got; i++) {
+      if (buf[i] != '\n') {
+        if (k + 1 < sizeof line) line[k++] = buf[i];
+        continue;
+      }
+      line[k] = 0;
+      char *end;
+      uintptr_t lo = (uintptr_t)strtoull(line, &end, 16);
+      uintptr_t hi = *end == '-' ? (uintptr_t)strtoull(end + 1, NULL, 16) : 0;
+      if (pc >= lo && pc < hi) {
+        (void)!write(2, "weft-cuda-emu: faulting code in: ", 33);
+        (void)!write(2, line, k);
+        (void)!write(2, "\n", 1);
+      }
+      k = 0;
+    }
+  }
+  close(fd);
+}
+
 static void segv(int sig, siginfo_t *si, void *uc) {
   uintptr_t p = (uintptr_t)si->si_addr;
   if (in_heap(p)) {
@@ -358,9 +397,17 @@ static void segv(int sig, siginfo_t *si, void *uc) {
     else
       n = snprintf(msg, sizeof msg,
                    "weft-cuda-emu: host code dereferenced device pointer %#" PRIxPTR
-                   " (device memory is not host memory: copy it to the host first)\n",
-                   p);
+                   " (device memory is not host memory: copy it to the host first; %s thread)\n",
+                   p, gettid() == getpid() ? "the main" : "another");
     if (n > 0) (void)!write(2, msg, (size_t)n);
+    void *bt[48]; /* where: the frames of the faulting thread */
+    backtrace_symbols_fd(bt, backtrace(bt, 48), 2);
+    print_mapping((uintptr_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP]);
+    if (G.cont == 1 && !tls_in_kernel) { /* diagnosis: go on, protection off */
+      __atomic_store_n(&G.cont, 2, __ATOMIC_RELAXED);
+      mprotect(G.heap, HEAP_SIZE, PROT_READ | PROT_WRITE);
+      return;
+    }
   }
   sigaction(SIGSEGV, &G.old_segv, NULL); /* the fault repeats and ends the process */
   (void)sig;
@@ -378,6 +425,8 @@ static int init_locked(void) {
   if (G.ndev > 8) G.ndev = 8;
   const char *mem = getenv("WEFT_CUDA_EMU_MEMORY_MB");
   G.memlimit = (size_t)(mem && *mem ? atol(mem) : 4096) << 20;
+  const char *cont = getenv("WEFT_CUDA_EMU_CONTINUE");
+  G.cont = cont && *cont == '1';
   G.heap = mmap(NULL, HEAP_SIZE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (G.heap == MAP_FAILED) {
     G.heap = NULL;
@@ -389,6 +438,8 @@ static int init_locked(void) {
   sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGSEGV, &sa, &G.old_segv);
+  void *bt[2]; /* loads the unwinder now, not inside the handler */
+  backtrace(bt, 2);
   G.inited = 1;
   return E_OK;
 }
@@ -543,6 +594,8 @@ static emu_op *op_clone(const emu_op *o) {
 
 /* Queue o on s (lock held): legacy-stream ordering against the blocking
 ** streams, then in order. A capturing stream records instead. */
+static void stream_wait(emu_stream *s);
+
 static void enqueue(emu_stream *s, emu_op *o) {
   if (s->capturing) {
     o->next = NULL;
@@ -568,6 +621,12 @@ static void enqueue(emu_stream *s, emu_op *o) {
   s->tail = o;
   s->enq++;
   pthread_cond_signal(&s->cv);
+  /* WEFT_CUDA_EMU_SYNC=1: each op is done before the call returns, so no
+  ** device work is in flight while host code runs, and a host read of
+  ** device memory always faults (otherwise a running kernel keeps the
+  ** heap readable and hides it) */
+  const char *sync = getenv("WEFT_CUDA_EMU_SYNC");
+  if (sync && *sync == '1') stream_wait(s);
 }
 
 /* Wait (lock held) until every blocking stream of c ran what it has now:
