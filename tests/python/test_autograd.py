@@ -126,3 +126,18 @@ def test_kernel_function_errors(krt):
     f = wt.kernel_function(krt, "lin")
     with pytest.raises(TypeError, match="no tensor input"):
         f(1.0)
+
+
+def test_numpy_and_jax_of_the_default_runtime_launch_elsewhere(krt):
+    # weft.from_numpy / from_jax without runtime= make arrays of the default
+    # runtime; launched in krt they are the same memory, written in place
+    x = np.array([1.0, 2.0], dtype=np.float32)
+    y = np.zeros(2, dtype=np.float32)
+    xa, ya = weft.from_numpy(x), weft.from_numpy(y)
+    assert xa.runtime is not krt
+    krt.launch("lin", 2, inputs=[xa], outputs=[ya])
+    assert y.tolist() == [3.0, 6.0]
+    jnp = pytest.importorskip("jax.numpy")
+    xj = weft.from_jax(jnp.array([2.0, 4.0], dtype=jnp.float32))
+    krt.launch("lin", 2, inputs=[xj], outputs=[ya])
+    assert y.tolist() == [6.0, 12.0]
