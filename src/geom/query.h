@@ -135,19 +135,13 @@ WF_G int gbox_overlap(const float *lo, const float *hi, wf_g3 qlo, wf_g3 qhi) {
 ** entry distance, or a value > tmax when it misses [0, tmax]. 0 * inf
 ** (a ray in a slab's plane) gives NaN, which the min/max order drops. */
 WF_G float gbox_ray(const float *lo, const float *hi, wf_g3 o, wf_g3 inv, float tmax) {
-  float t0 = (lo[0] - o.x) * inv.x, t1 = (hi[0] - o.x) * inv.x;
-  float tn = gmin(t0, t1), tf = gmax(t0, t1);
-  t0 = (lo[1] - o.y) * inv.y;
-  t1 = (hi[1] - o.y) * inv.y;
-  tn = gmax(tn, gmin(t0, t1));
-  tf = gmin(tf, gmax(t0, t1));
-  t0 = (lo[2] - o.z) * inv.z;
-  t1 = (hi[2] - o.z) * inv.z;
-  tn = gmax(tn, gmin(t0, t1));
-  tf = gmin(tf, gmax(t0, t1));
-  tn = gmax(tn, 0.0f);
+  float x0 = (lo[0] - o.x) * inv.x, x1 = (hi[0] - o.x) * inv.x;
+  float y0 = (lo[1] - o.y) * inv.y, y1 = (hi[1] - o.y) * inv.y;
+  float z0 = (lo[2] - o.z) * inv.z, z1 = (hi[2] - o.z) * inv.z;
+  float tn = gmax(gmax(gmin(x0, x1), gmin(y0, y1)), gmax(gmin(z0, z1), 0.0f));
+  float tf = gmin(gmin(gmax(x0, x1), gmax(y0, y1)), gmin(gmax(z0, z1), tmax));
   /* a little slack so rays grazing a box's face are not lost to rounding */
-  return tn <= tf * 1.00000024f + 1e-30f && tn <= tmax ? tn : 3.4e38f;
+  return tn <= tf * 1.00000024f + 1e-30f ? tn : 3.4e38f;
 }
 
 WF_G wf_g3 gray_inv(wf_g3 d) {
