@@ -151,6 +151,29 @@ local function cast(m, os, ds)
   return t:totable(), face:totable(), sign:totable(), nrm:totable(), hitp:totable()
 end
 
+describe("mesh_query_furthest_point_no_sign", function()
+  it("finds the furthest point (a vertex) beyond min_dist", function()
+    local pts, idx = G.sphere(16, 10, 0.2)
+    local m = mesh_of(pts, idx)
+    local k = weft.kernel{ id = weft.uint64, p = weft.array(vec3), d = weft.array(weft.float32),
+      function(id, p, d)
+        local i = weft.tid()
+        local q = weft.mesh_query_furthest_point_no_sign(id, p[i], 0.5)
+        d[i] = q.result and weft.length(weft.mesh_eval_position(id, q.face, q.u, q.v) - p[i]) or -1.0
+      end }
+    local ps = random_points(50, -1, 1, 21)
+    ps[#ps + 1] = { 0, 0, 40 } -- far outside: the other pole
+    local d = weft.zeros(#ps, weft.float32)
+    weft.launch(k, #ps, { m.id, weft.array(ps, vec3), d })
+    local got = d:totable()
+    for i, p in ipairs(ps) do
+      local far = 0
+      for _, v in ipairs(pts) do far = math.max(far, G.len(G.sub(v, p))) end
+      assert.is_true(math.abs(got[i] - far) <= 1e-4 * far, string.format("point %d: %g, brute %g", i, got[i], far))
+    end
+  end)
+end)
+
 describe("mesh_query_ray", function()
   it("hits and misses as brute force does on a torus", function()
     local pts, idx = G.torus(1.0, 0.4, 24, 12)
