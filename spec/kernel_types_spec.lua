@@ -136,8 +136,11 @@ describe("kernel scalar types", function()
       o[i * 2 + 1] = a[i] % b[i]
     end }
     local o = weft.zeros(4, weft.int32)
-    weft.launch(k, 2, { A({ 7, -2147483648 }, weft.int32), A({ 0, -1 }, weft.int32), o })
-    assert.are.equal(4, #o:totable())
+    weft.config.mode = "fast" -- release mode stops at x / 0 (spec/int_div_spec.lua)
+    local ok = pcall(weft.launch, k, 2, { A({ 7, -2147483648 }, weft.int32), A({ 0, -1 }, weft.int32), o })
+    weft.config.mode = "release"
+    assert.is_true(ok)
+    assert.are.same({ 0, 0, -2147483648, 0 }, o:totable())
   end)
 
   it("float16 math: builtins compute in float16 precision", function()

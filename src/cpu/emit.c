@@ -264,13 +264,15 @@ static LLVMValueRef cint(E *e, const wf_type *t, int64_t v) {
   return LLVMConstInt(ltype(e, t), (unsigned long long)v, 1);
 }
 
-/* Integer division checks: in debug mode a zero divisor is an error; in
-** release mode x / 0 and x % 0 give 0 (never a hardware trap), and
-** INT_MIN / -1 wraps. Returns a divisor that is safe to use. */
+/* Integer division checks: in debug and release mode a zero divisor stops
+** the launch with the position (a compare and a cold branch, gone for a
+** constant divisor); in fast mode x / 0 and x % 0 give 0. Never a hardware
+** trap or LLVM's undefined sdiv: INT_MIN / -1 wraps (Lua's rule) and the
+** divisor used is never 0 or -1. Returns a divisor that is safe to use. */
 static LLVMValueRef safe_divisor(E *e, const wf_inst *in, const wf_type *t, LLVMValueRef b) {
   LLVMValueRef zero = cint(e, t, 0), one = cint(e, t, 1);
   LLVMValueRef isz = LLVMBuildICmp(e->B, LLVMIntEQ, b, zero, "");
-  if (e->o->debug) {
+  if (e->o->debug || e->o->checks) {
     LLVMBasicBlockRef good = begin_check(e, LLVMBuildNot(e->B, isz, ""));
     emit_trap(e, in, "integer division by zero");
     end_check(e, good);

@@ -489,10 +489,10 @@ static void fail_here(emitter *E, const wf_inst *in, const char *msg) {
   wf_sb_puts(&E->body, "); return; }\n");
 }
 
-/* Debug: integer division and remainder by zero are errors (release mode
-** gives 0, as on the CPU). */
+/* Debug and release: integer division and remainder by zero are errors
+** (fast mode gives 0, as on the CPU). */
 static void check_divisor(emitter *E, const wf_inst *in) {
-  if (!E->debug) return;
+  if (!E->debug && !E->checks) return;
   ind(E);
   wf_sb_printf(&E->body, "if (v%d == 0)\n", (int)in->args[1]);
   E->indent++;
