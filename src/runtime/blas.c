@@ -185,10 +185,11 @@ static int too_big(int64_t v) {
   return v < 0 || v > 0x7fffffff;
 }
 
-/* One CPU product list: the batch entries [begin, end) (a pool job). */
+/* One product list in row-major terms (blas.h), as the backends take it:
+** a pool job on the cpu, batch entries [begin, end). */
 typedef struct gemm_job {
   wf_blas *bl;
-  int dtype, oa, ob, m, n, k, lda, ldb, ldc;
+  int dtype, ta, tb, m, n, k, lda, ldb, ldc;
   double alpha, beta;
   const void *a, *b;
   void *c;
@@ -197,13 +198,14 @@ typedef struct gemm_job {
 
 static void gemm_range(void *p, int64_t begin, int64_t end) {
   const gemm_job *j = p;
+  int oa = j->ta ? CBLAS_TRANS : CBLAS_NO_TRANS, ob = j->tb ? CBLAS_TRANS : CBLAS_NO_TRANS;
   for (int64_t i = begin; i < end; i++) {
     if (j->dtype == 0)
-      j->bl->sgemm(CBLAS_ROW_MAJOR, j->oa, j->ob, j->m, j->n, j->k, (float)j->alpha,
+      j->bl->sgemm(CBLAS_ROW_MAJOR, oa, ob, j->m, j->n, j->k, (float)j->alpha,
                    (const float *)j->a + i * j->sa, j->lda, (const float *)j->b + i * j->sb, j->ldb,
                    (float)j->beta, (float *)j->c + i * j->sc, j->ldc);
     else
-      j->bl->dgemm(CBLAS_ROW_MAJOR, j->oa, j->ob, j->m, j->n, j->k, j->alpha,
+      j->bl->dgemm(CBLAS_ROW_MAJOR, oa, ob, j->m, j->n, j->k, j->alpha,
                    (const double *)j->a + i * j->sa, j->lda, (const double *)j->b + i * j->sb,
                    j->ldb, j->beta, (double *)j->c + i * j->sc, j->ldc);
   }
@@ -214,46 +216,25 @@ static void gemm_range(void *p, int64_t begin, int64_t end) {
 ** 64x64 x1000 float32 on 2 cores, serial calls ran at NumPy's speed. */
 #define WF_BLAS_SMALL 262144.0
 
-static int cpu_gemm(wf_rt *rt, wf_blas *bl, int dtype, int64_t batch, int m, int n, int k,
-                    double alpha, const void *a, int lda, int64_t sa, int ta, const void *b,
-                    int ldb, int64_t sb, int tb, double beta, void *c, int ldc, int64_t sc) {
-  gemm_job j = {.bl = bl,
-                .dtype = dtype,
-                .oa = ta ? CBLAS_TRANS : CBLAS_NO_TRANS,
-                .ob = tb ? CBLAS_TRANS : CBLAS_NO_TRANS,
-                .m = m,
-                .n = n,
-                .k = k,
-                .lda = lda,
-                .ldb = ldb,
-                .ldc = ldc,
-                .alpha = alpha,
-                .beta = beta,
-                .a = a,
-                .b = b,
-                .c = c,
-                .sa = sa,
-                .sb = sb,
-                .sc = sc};
-  wf_pool *pool = batch > 1 && (double)m * n * k <= WF_BLAS_SMALL ? wf_launch_pool(rt) : NULL;
+static int cpu_gemm(wf_rt *rt, gemm_job *j, int64_t batch) {
+  int small = (double)j->m * j->n * j->k <= WF_BLAS_SMALL;
+  wf_pool *pool = batch > 1 && small ? wf_launch_pool(rt) : NULL;
   if (!pool) {
-    gemm_range(&j, 0, batch);
+    gemm_range(j, 0, batch);
     return WEFT_OK;
   }
   int64_t grain = batch / (4 * (int64_t)wf_pool_size(pool));
-  wf_pool_run(pool, batch, grain < 1 ? 1 : grain, gemm_range, &j, NULL);
+  wf_pool_run(pool, batch, grain < 1 ? 1 : grain, gemm_range, j, NULL);
   return WEFT_OK;
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS
 ** gets the operands swapped and the sizes n, m. */
-static int gpu_gemm(wf_rt *rt, wf_blas *bl, int32_t dev, int dtype, int64_t batch, int m, int n,
-                    int k, double alpha, const void *a, int lda, int64_t sa, int ta, const void *b,
-                    int ldb, int64_t sb, int tb, double beta, void *c, int ldc, int64_t sc) {
+static int gpu_gemm(wf_rt *rt, int32_t dev, const gemm_job *j, int64_t batch) {
+  wf_blas *bl = j->bl;
   if (dev >= WF_BLAS_MAXDEV)
     return wf_rt_seterr(rt, WEFT_ERRDEVICE,
-                        "weft: matmul: cuda:%d is beyond the %d devices "
-                        "weft's cuBLAS use supports",
+                        "weft: matmul: cuda:%d is beyond the %d devices weft's cuBLAS use supports",
                         (int)dev, WF_BLAS_MAXDEV);
   void *stream = NULL;
   int st = wf_cuda_enter(rt, dev, &stream);
@@ -267,16 +248,19 @@ static int gpu_gemm(wf_rt *rt, wf_blas *bl, int32_t dev, int dtype, int64_t batc
   }
   void *h = bl->handle[dev];
   int r = bl->cu.SetStream(h, stream);
-  int oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  if (r == 0 && dtype == 0) {
-    float fa = (float)alpha, fb = (float)beta;
-    r = batch == 1 ? bl->cu.Sgemm(h, ob, oa, n, m, k, &fa, b, ldb, a, lda, &fb, c, ldc)
-                   : bl->cu.SgemmB(h, ob, oa, n, m, k, &fa, b, ldb, sb, a, lda, sa, &fb, c, ldc, sc,
-                                   (int)batch);
+  int oa = j->ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = j->tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int m = j->m, n = j->n, k = j->k, nb = (int)batch;
+  if (r == 0 && j->dtype == 0) {
+    float fa = (float)j->alpha, fb = (float)j->beta;
+    r = nb == 1
+            ? bl->cu.Sgemm(h, ob, oa, n, m, k, &fa, j->b, j->ldb, j->a, j->lda, &fb, j->c, j->ldc)
+            : bl->cu.SgemmB(h, ob, oa, n, m, k, &fa, j->b, j->ldb, j->sb, j->a, j->lda, j->sa, &fb,
+                            j->c, j->ldc, j->sc, nb);
   } else if (r == 0) {
-    r = batch == 1 ? bl->cu.Dgemm(h, ob, oa, n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc)
-                   : bl->cu.DgemmB(h, ob, oa, n, m, k, &alpha, b, ldb, sb, a, lda, sa, &beta, c,
-                                   ldc, sc, (int)batch);
+    r = nb == 1 ? bl->cu.Dgemm(h, ob, oa, n, m, k, &j->alpha, j->b, j->ldb, j->a, j->lda, &j->beta,
+                               j->c, j->ldc)
+                : bl->cu.DgemmB(h, ob, oa, n, m, k, &j->alpha, j->b, j->ldb, j->sb, j->a, j->lda,
+                                j->sa, &j->beta, j->c, j->ldc, j->sc, nb);
   }
   if (r != 0) return wf_rt_seterr(rt, WEFT_ERRDEVICE, "weft: matmul: cuBLAS failed (status %d)", r);
   return WEFT_OK;
@@ -296,16 +280,11 @@ int wf_blas_gemm(wf_rt *rt, int32_t device, int dtype, int64_t batch, int64_t m,
   if (batch == 0 || m == 0 || n == 0) return WEFT_OK;
   wf_blas *bl = blas_of(rt);
   if (!bl) return wf_rt_seterr(rt, WEFT_ERRMEM, "weft: out of memory");
-  if (device < 0) {
-    int st = load_cpu(rt, bl);
-    if (st != WEFT_OK) return st;
-    return cpu_gemm(rt, bl, dtype, batch, (int)m, (int)n, (int)k, alpha, a, (int)lda, sa, ta, b,
-                    (int)ldb, sb, tb, beta, c, (int)ldc, sc);
-  }
-  int st = load_gpu(rt, bl);
+  int st = device < 0 ? load_cpu(rt, bl) : load_gpu(rt, bl);
   if (st != WEFT_OK) return st;
-  return gpu_gemm(rt, bl, device, dtype, batch, (int)m, (int)n, (int)k, alpha, a, (int)lda, sa, ta,
-                  b, (int)ldb, sb, tb, beta, c, (int)ldc, sc);
+  gemm_job j = {bl,       dtype, ta != 0, tb != 0, (int)m, (int)n, (int)k, (int)lda, (int)ldb,
+                (int)ldc, alpha, beta,    a,       b,      c,      sa,     sb,       sc};
+  return device < 0 ? cpu_gemm(rt, &j, batch) : gpu_gemm(rt, device, &j, batch);
 }
 
 const char *wf_blas_name(wf_rt *rt, int32_t device) {
