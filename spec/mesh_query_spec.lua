@@ -302,6 +302,30 @@ describe("mesh_query_aabb", function()
   end)
 end)
 
+describe("refit of a large mesh (threaded)", function()
+  it("casts as brute force after the points move", function()
+    local pts, idx = G.torus(1.0, 0.4, 200, 180) -- 72k triangles: refit splits over threads
+    local m = mesh_of(pts, idx)
+    local moved = {}
+    for i, p in ipairs(pts) do
+      moved[i] = { p[1] * 0.9, p[2] + 0.1 * p[3], p[3] * 1.2 }
+    end
+    weft.copy(m.points, weft.array(moved, vec3))
+    m:refit()
+    local r = G.rng(4)
+    local os, ds = {}, {}
+    for i = 1, 8 do
+      os[i] = { r(-3, 3), r(-3, 3), 2.5 }
+      ds[i] = G.sub({ r(-1.2, 1.2), r(-1.2, 1.2), 0 }, os[i])
+    end
+    local t = cast(m, os, ds)
+    for i = 1, #os do
+      local bt = G.raycast(moved, idx, os[i], ds[i]) or -1
+      assert.is_true(math.abs(t[i] - bt) <= 1e-4 * math.max(1, bt), string.format("ray %d: %g vs %g", i, t[i], bt))
+    end
+  end)
+end)
+
 describe("mesh element access", function()
   it("reads points, indices, velocities and face normals", function()
     local pts, idx = G.cube(1.0)

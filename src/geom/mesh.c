@@ -11,6 +11,7 @@
 **            +----------------------------------------------+
 */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,7 @@ struct wf_geom {
   int *items;
   wf_gwind *wind;
   int nnodes;
+  int nthreads;   /* the runtime's, for refit */
   float *lo, *hi; /* 3 per primitive (meshes: while building) */
   float *tris;    /* meshes: each slot's triangle, 9 floats, in leaf order */
   /* objects on a CUDA device: the descriptor above reads host copies of
@@ -89,34 +91,70 @@ static void prim_boxes(wf_geom *g) {
 }
 
 /* Meshes: copy the triangles into leaf order, then node bounds from them
-** (leaves) and from the children (inner nodes, backwards). */
-static void mesh_refit(wf_geom *g) {
+** (leaves) and from the children (inner nodes, backwards). The copy and
+** the leaves split over threads for large meshes. */
+typedef struct refit_part {
+  wf_geom *g;
+  int lo, hi; /* slots [lo, hi), then nodes [lo2, hi2) */
+  int lo2, hi2;
+} refit_part;
+
+static void leaf_box(wf_geom *g, wf_gnode *n) {
+  float lo[3] = {3.4e38f, 3.4e38f, 3.4e38f}, hi[3] = {-3.4e38f, -3.4e38f, -3.4e38f};
+  for (const float *t = g->tris + 9 * (size_t)n->a, *e = t + 9 * (size_t)(-n->b); t < e; t += 3)
+    for (int c = 0; c < 3; c++) {
+      lo[c] = t[c] < lo[c] ? t[c] : lo[c];
+      hi[c] = t[c] > hi[c] ? t[c] : hi[c];
+    }
+  memcpy(n->lo, lo, sizeof lo);
+  memcpy(n->hi, hi, sizeof hi);
+}
+
+static void *refit_range(void *p) {
+  refit_part *r = p;
+  wf_geom *g = r->g;
   const wf_gmesh *m = &g->d.mesh;
-  for (int k = 0; k < g->nprims; k++) {
+  for (int k = r->lo; k < r->hi; k++) {
     const int *ix = m->indices + 3 * (size_t)g->items[k];
     float *t = g->tris + 9 * (size_t)k;
     memcpy(t, &m->points[ix[0]], 12);
     memcpy(t + 3, &m->points[ix[1]], 12);
     memcpy(t + 6, &m->points[ix[2]], 12);
   }
+  return NULL;
+}
+
+static void *leaves_range(void *p) {
+  refit_part *r = p;
+  for (int i = r->lo2; i < r->hi2; i++)
+    if (r->g->nodes[i].b < 0) leaf_box(r->g, &r->g->nodes[i]);
+  return NULL;
+}
+
+/* fn over two halves, the second on a new thread when it pays */
+static void split2(wf_geom *g, void *(*fn)(void *), refit_part *parts) {
+  pthread_t th;
+  int threaded = g->nthreads > 1 && g->nprims >= 65536 && !pthread_create(&th, NULL, fn, &parts[1]);
+  fn(&parts[0]);
+  if (threaded)
+    pthread_join(th, NULL);
+  else
+    fn(&parts[1]);
+}
+
+static void mesh_refit(wf_geom *g) {
+  int h = g->nprims / 2, hn = g->nnodes / 2;
+  refit_part parts[2] = {{g, 0, h, 0, hn}, {g, h, g->nprims, hn, g->nnodes}};
+  split2(g, refit_range, parts);
+  split2(g, leaves_range, parts);
   for (int i = g->nnodes - 1; i >= 0; i--) {
     wf_gnode *n = &g->nodes[i];
-    float lo[3] = {3.4e38f, 3.4e38f, 3.4e38f}, hi[3] = {-3.4e38f, -3.4e38f, -3.4e38f};
-    if (n->b < 0) {
-      for (const float *t = g->tris + 9 * (size_t)n->a, *e = t + 9 * (size_t)(-n->b); t < e; t += 3)
-        for (int c = 0; c < 3; c++) {
-          lo[c] = t[c] < lo[c] ? t[c] : lo[c];
-          hi[c] = t[c] > hi[c] ? t[c] : hi[c];
-        }
-    } else {
-      const wf_gnode *l = &g->nodes[n->a], *r = &g->nodes[n->b];
-      for (int c = 0; c < 3; c++) {
-        lo[c] = l->lo[c] < r->lo[c] ? l->lo[c] : r->lo[c];
-        hi[c] = l->hi[c] > r->hi[c] ? l->hi[c] : r->hi[c];
-      }
+    if (n->b < 0) continue;
+    const wf_gnode *l = &g->nodes[n->a], *r = &g->nodes[n->b];
+    for (int c = 0; c < 3; c++) {
+      n->lo[c] = l->lo[c] < r->lo[c] ? l->lo[c] : r->lo[c];
+      n->hi[c] = l->hi[c] > r->hi[c] ? l->hi[c] : r->hi[c];
     }
-    memcpy(n->lo, lo, sizeof lo);
-    memcpy(n->hi, hi, sizeof hi);
   }
 }
 
@@ -242,6 +280,7 @@ static int upload(wf_rt *rt, wf_geom *g) {
 
 static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   int n = g->nprims, kind = g->kind;
+  g->nthreads = rt->num_threads;
   if (kind == WF_GEOM_MESH) {
     g->lo = calloc((size_t)n, sizeof(float) * 3);
     g->hi = calloc((size_t)n, sizeof(float) * 3);
