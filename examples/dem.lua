@@ -1,11 +1,12 @@
 -- dem.lua: a small discrete element simulation. Spheres fall into a box,
 -- collide through spring-dashpot contacts found with a weft.HashGrid, and
 -- settle; the final state is drawn (side view, coloured by speed) into a
--- PPM image.
---   build/weft examples/dem.lua [out.ppm] [steps]
+-- PNG image.
+--   build/weft examples/dem.lua [out.png] [steps]
 local weft = require "weft"
+local png = dofile(((arg and arg[0] or ""):match("^(.*)/") or ".") .. "/png.lua")
 
-local out_path = arg and arg[1] or "dem.ppm"
+local out_path = arg and arg[1] or "dem.png"
 local steps = tonumber(arg and arg[2]) or 800
 local n, radius, size = 4000, 0.01, 256
 local DT = 1.0 / 1000
@@ -80,8 +81,7 @@ weft.launch(draw, n, { pos, vel, img })
 local mean = 0
 for _, p in ipairs(P) do mean = mean + p[2] / n end
 
-local f = assert(io.open(out_path, "wb"))
-f:write(("P6\n%d %d\n255\n"):format(size, size))
+local rows = {}
 local lit = 0
 for y = 0, size - 1 do
   local row = {}
@@ -92,8 +92,8 @@ for y = 0, size - 1 do
     row[#row + 1] = s > 0 and string.char(math.floor(80 + 175 * t), math.floor(120 + 60 * (1 - t)), math.floor(255 * (1 - t)))
       or string.char(16, 16, 24)
   end
-  f:write(table.concat(row))
+  rows[#rows + 1] = "\0" .. table.concat(row) -- a PNG row: filter byte 0, then RGB
 end
-f:close()
+png.write(out_path, size, size, table.concat(rows))
 print(("dem: %d spheres, %d steps, mean height %.3f, %d lit pixels -> %s")
   :format(n, steps, mean, lit, out_path))

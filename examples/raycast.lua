@@ -1,12 +1,13 @@
--- raycast.lua: ray-cast a triangle mesh into a normal-shaded image (PPM).
---   weft examples/raycast.lua [out.ppm] [width] [height]
+-- raycast.lua: ray-cast a triangle mesh into a normal-shaded image (PNG).
+--   weft examples/raycast.lua [out.png] [width] [height]
 -- A torus knotted with a sine wave is built on the host, handed to a
 -- weft.Mesh (a BVH over its triangles), and every pixel's camera ray is
 -- cast in a kernel with weft.mesh_query_ray; hits are shaded by their face
 -- normal, misses stay dark.
 local weft = require "weft"
 
-local path = arg[1] or "raycast.ppm"
+local png = dofile(((arg and arg[0] or ""):match("^(.*)/") or ".") .. "/png.lua")
+local path = arg[1] or "raycast.png"
 local W, H = tonumber(arg[2]) or 320, tonumber(arg[3]) or 240
 local NU, NV = 160, 48
 
@@ -55,17 +56,17 @@ local render = weft.kernel{
 local img, depth = weft.zeros(W * H, weft.vec3), weft.zeros(W * H, weft.float32)
 weft.launch(render, { H, W }, { mesh.id, W, H, img, depth })
 
--- write the PPM and count the hits
+-- write the PNG and count the hits
 local pix, hits = img:totable(), 0
 for _, t in ipairs(depth:totable()) do
   if t >= 0 then hits = hits + 1 end
 end
-local f = assert(io.open(path, "wb"))
-f:write(string.format("P6\n%d %d\n255\n", W, H))
-local bytes = {}
+local bytes, rows = {}, {}
 for i, c in ipairs(pix) do
   for k = 1, 3 do bytes[3 * (i - 1) + k] = string.char(math.max(0, math.min(255, math.floor(c[k] * 255 + 0.5)))) end
 end
-f:write(table.concat(bytes))
-f:close()
+for y = 0, H - 1 do -- PNG rows: filter byte 0, then RGB
+  rows[y + 1] = "\0" .. table.concat(bytes, "", 3 * W * y + 1, 3 * W * (y + 1))
+end
+png.write(path, W, H, table.concat(rows))
 print(string.format("raycast: %d triangles, %dx%d pixels, %d hit the mesh, wrote %s", #idx / 3, W, H, hits, path))

@@ -2,12 +2,13 @@
 -- volume. The field of a torus is sampled into a dense block, turned into
 -- a weft.Volume (NanoVDB), and every pixel marches its ray by the
 -- trilinear distance until it hits; the surface is shaded with the
--- volume's gradient as the normal and written as a PPM image.
---   build/weft examples/sdf_trace.lua [out.ppm] [file.nvdb]
+-- volume's gradient as the normal and written as a PNG image.
+--   build/weft examples/sdf_trace.lua [out.png] [file.nvdb]
 -- With a .nvdb level set (Warp's torus.nvdb, say) it traces that instead.
 local weft = require "weft"
+local png = dofile(((arg and arg[0] or ""):match("^(.*)/") or ".") .. "/png.lua")
 
-local out_path = arg and arg[1] or "sdf_trace.ppm"
+local out_path = arg and arg[1] or "sdf_trace.png"
 local nvdb = arg and arg[2]
 local W, H = 160, 120
 
@@ -81,9 +82,7 @@ end
 local img, hits = weft.zeros({ H, W }, weft.vec3), weft.zeros(1, weft.int32)
 weft.launch(trace, { H, W }, { vol.id, img, hits, center, scale })
 
-local f = assert(io.open(out_path, "wb"))
-f:write(("P6\n%d %d\n255\n"):format(W, H))
-local rows = img:totable()
+local rows, png_rows = img:totable(), {}
 for y = 1, H do
   local row = {}
   for x = 1, W do
@@ -91,7 +90,7 @@ for y = 1, H do
     row[x] = string.char(math.floor(math.min(1, c[1]) * 255), math.floor(math.min(1, c[2]) * 255),
                          math.floor(math.min(1, c[3]) * 255))
   end
-  f:write(table.concat(row))
+  png_rows[y] = "\0" .. table.concat(row) -- a PNG row: filter byte 0, then RGB
 end
-f:close()
+png.write(out_path, W, H, table.concat(png_rows))
 print(("sdf_trace: %s, %dx%d pixels, %d hit the surface -> %s"):format(what, W, H, hits[0], out_path))

@@ -14,23 +14,27 @@ echo "$out" | grep -q "|(3,4,0)| = 5, |(1,2,2)| = 3"
 out=$("$BUILD/weft" examples/particles.lua "$tmp/p.png" 400)
 echo "$out"
 echo "$out" | grep -qE "20000 particles, 400 steps, 1[0-9]{4} in the air, [1-9][0-9]{4} lit pixels .*\(480x320\)"
-python3 -c 'import sys, zlib; b = open(sys.argv[1], "rb").read(); assert b[:8] == b"\x89PNG\r\n\x1a\n"
+# png FILE H W: a PNG whose image data is H rows of W RGB pixels
+png() {
+  python3 -c 'import sys, zlib; b = open(sys.argv[1], "rb").read(); assert b[:8] == b"\x89PNG\r\n\x1a\n"
 i = b.index(b"IDAT"); n = int.from_bytes(b[i - 4:i], "big")
-assert len(zlib.decompress(b[i + 4:i + 4 + n])) == 320 * (1 + 480 * 3)' "$tmp/p.png"
+assert len(zlib.decompress(b[i + 4:i + 4 + n])) == int(sys.argv[2]) * (1 + 3 * int(sys.argv[3]))' "$@"
+}
+png "$tmp/p.png" 320 480
 # a DEM pile through a hash grid, and sphere tracing a volume SDF
-out=$("$BUILD/weft" examples/dem.lua "$tmp/dem.ppm" 400)
+out=$("$BUILD/weft" examples/dem.lua "$tmp/dem.png" 400)
 echo "$out"
 echo "$out" | grep -qE "dem: 4000 spheres, 400 steps, mean height 0\.[0-9]+, [1-9][0-9]* lit pixels"
-[ "$(stat -c %s "$tmp/dem.ppm")" -eq $((15 + 256 * 256 * 3)) ]
-out=$("$BUILD/weft" examples/sdf_trace.lua "$tmp/sdf.ppm")
+png "$tmp/dem.png" 256 256
+out=$("$BUILD/weft" examples/sdf_trace.lua "$tmp/sdf.png")
 echo "$out"
 echo "$out" | grep -qE "sdf_trace: torus SDF, 64\^3 voxels, 160x120 pixels, [1-9][0-9]{3} hit the surface"
-[ "$(stat -c %s "$tmp/sdf.ppm")" -eq $((15 + 160 * 120 * 3)) ]
+png "$tmp/sdf.png" 120 160
 # ray casting a mesh through its BVH into a normal-shaded image
-out=$("$BUILD/weft" examples/raycast.lua "$tmp/ray.ppm" 160 120)
+out=$("$BUILD/weft" examples/raycast.lua "$tmp/ray.png" 160 120)
 echo "$out"
 echo "$out" | grep -qE "raycast: 15360 triangles, 160x120 pixels, [1-9][0-9]{3} hit the mesh"
-[ "$(stat -c %s "$tmp/ray.ppm")" -eq $((15 + 160 * 120 * 3)) ]
+png "$tmp/ray.png" 120 160
 # the same script with or without a GPU (here: on the cpu)
 out=$("$BUILD/weft" examples/devices.lua)
 echo "$out"
