@@ -152,17 +152,17 @@ def interface_capsule(obj, where, runtime=None):
 
 def asarray(x, dtype=None, runtime=None):
     """A weft Array viewing x without a copy: a weft Array (returned as it
-    is), anything with __dlpack__ (legacy or versioned), or with
+    is), a DLPack capsule, anything with __dlpack__ (legacy or versioned), or with
     __cuda_array_interface__ or __array_interface__ (see this module's
     notes for strides, read-only data, byte orders, masks and streams).
     Other sequences (lists, tuples) are copied through NumPy."""
     from . import _rt
-    from ._core import Array
+    from ._core import Array, _is_capsule
     rt = _rt(runtime)
     if isinstance(x, Array) and dtype is None and (runtime is None or x._rt is rt):
         return x
     where = "weft.asarray"
-    if hasattr(x, "__dlpack__") or isinstance(x, Array):
+    if hasattr(x, "__dlpack__") or isinstance(x, Array) or _is_capsule(x):
         return rt.import_dlpack(x, dtype, where)
     cap = interface_capsule(x, where, rt)
     if cap is None:

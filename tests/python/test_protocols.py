@@ -98,6 +98,27 @@ def test_launch_and_setitem_take_interfaces(rt):
     rt.exec("assert(h[1][1] == 1 and h.shape[1] == 2)")
 
 
+class Legacy:
+    """A producer from before DLPack 1.0: __dlpack__ takes no keywords."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self):
+        return self.a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def test_asarray_of_legacy_and_versioned_dlpack(rt):
+    x = np.arange(6, dtype=np.float64).reshape(2, 3)
+    a = weft.asarray(Legacy(x), runtime=rt)  # retried without max_version
+    assert a._ptr == x.ctypes.data and a.shape == (2, 3)
+    v = weft.asarray(x.__dlpack__(max_version=(1, 0)), runtime=rt)  # a versioned capsule
+    assert v._ptr == x.ctypes.data and v.numpy().tolist() == x.tolist()
+
+
 def test_asarray_of_dlpack_producers_and_arrays(rt):
     x = np.arange(4, dtype=np.float32)
     a = weft.asarray(x, runtime=rt)
