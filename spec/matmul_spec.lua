@@ -162,6 +162,15 @@ describe("weft.matmul errors", function()
     end)
   end
 
+  it("refuses to be captured in a cpu graph", function()
+    weft.capture_begin("cpu")
+    local ok, err = pcall(weft.matmul, a, b, c, d)
+    weft.capture_end()
+    assert.is_false(ok)
+    assert.is_truthy(tostring(err):find("weft.matmul: cannot be recorded in a cpu graph capture "
+                                        .. "(run it outside the capture)", 1, true), tostring(err))
+  end)
+
   it("refuses a read-only d", function()
     local m = ffi.cast("struct { uint32_t major, minor; void *ctx; void *del; uint64_t flags; } *",
                        weft.to_dlpack(weft.zeros({ 2, 4 }), true))
