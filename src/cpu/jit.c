@@ -35,8 +35,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <llvm-c/BitReader.h>
 #include <llvm-c/Core.h>
 #include <llvm-c/Error.h>
+#include <llvm-c/Linker.h>
 #include <llvm-c/Support.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
@@ -713,6 +715,62 @@ static LLVMErrorRef fix_gathers(LLVMModuleRef M, LLVMTargetMachineRef tm) {
   return er;
 }
 
+#ifdef WEFT_GEOM_BC
+#include "geom_bc.h" /* wf_geom_bc: src/geom/inline_bc.c as bitcode */
+
+/* Does M call a builtin that the bitcode defines (volume, hash grid)? */
+static int calls_geom_bc(LLVMModuleRef M) {
+  for (LLVMValueRef F = LLVMGetFirstFunction(M); F; F = LLVMGetNextFunction(F)) {
+    size_t n;
+    const char *name = LLVMGetValueName2(F, &n);
+    if (LLVMIsDeclaration(F) &&
+        (!strncmp(name, "wf_nat_volume_", 14) || !strncmp(name, "wf_nat_hash_grid_", 17)))
+      return 1;
+  }
+  return 0;
+}
+
+/* Links the volume and hash grid builtins into M as internal functions,
+** so O3 inlines them into the kernel (and drops the rest). A bitcode that
+** does not load leaves M calling libweft's copies. */
+static void link_geom_bc(LLVMModuleRef M) {
+  if (!calls_geom_bc(M)) return;
+  LLVMContextRef C = LLVMGetModuleContext(M);
+  LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRange((const char *)wf_geom_bc,
+                                                                  sizeof wf_geom_bc, "geom.bc", 0);
+  LLVMModuleRef B = NULL;
+  int bad = LLVMParseBitcodeInContext2(C, buf, &B);
+  LLVMDisposeMemoryBuffer(buf);
+  if (bad) return;
+  LLVMSetTarget(B, LLVMGetTarget(M));
+  LLVMSetDataLayout(B, LLVMGetDataLayoutStr(M));
+  for (LLVMValueRef F = LLVMGetFirstFunction(B); F; F = LLVMGetNextFunction(F)) {
+    if (LLVMIsDeclaration(F)) continue;
+    /* the kernel's CPU and features apply once inlined */
+    LLVMRemoveStringAttributeAtIndex(F, LLVMAttributeFunctionIndex, "target-cpu", 10);
+    LLVMRemoveStringAttributeAtIndex(F, LLVMAttributeFunctionIndex, "target-features", 15);
+    LLVMRemoveStringAttributeAtIndex(F, LLVMAttributeFunctionIndex, "tune-cpu", 8);
+  }
+  if (LLVMLinkModules2(M, B)) return; /* B is gone either way */
+  const unsigned always = LLVMGetEnumAttributeKindForName("alwaysinline", 12),
+                 noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
+  for (LLVMValueRef F = LLVMGetFirstFunction(M); F; F = LLVMGetNextFunction(F)) {
+    size_t n;
+    const char *name = LLVMGetValueName2(F, &n);
+    if (LLVMIsDeclaration(F) || (strncmp(name, "wf_nat_", 7) && strncmp(name, "wf_vol_", 7) &&
+                                 strncmp(name, "wf_hgrid_", 9)))
+      continue;
+    LLVMSetLinkage(F, LLVMInternalLinkage);
+    /* the builtins themselves always: a kernel's body may be emitted
+    ** twice (contiguous and strided arrays), which would keep them calls */
+    if (!strncmp(name, "wf_nat_", 7)) {
+      LLVMRemoveEnumAttributeAtIndex(F, LLVMAttributeFunctionIndex, noinline);
+      LLVMAddAttributeAtIndex(F, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(C, always, 0));
+    }
+  }
+}
+#endif
+
 /* IR -> optimized LLVM module (in C), or NULL with err. */
 static LLVMModuleRef build_module(wf_jit *j, LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o,
                                   int optimize, char *err, size_t es) {
@@ -723,6 +781,9 @@ static LLVMModuleRef build_module(wf_jit *j, LLVMContextRef C, wf_func *fn, cons
   LLVMTargetDataRef td = LLVMCreateTargetDataLayout(j->tm);
   LLVMSetModuleDataLayout(M, td);
   LLVMDisposeTargetData(td);
+#ifdef WEFT_GEOM_BC
+  if (optimize) link_geom_bc(M);
+#endif
   if (optimize) {
     LLVMPassBuilderOptionsRef po = LLVMCreatePassBuilderOptions();
     LLVMPassBuilderOptionsSetLoopVectorization(po, 1);
