@@ -51,8 +51,10 @@ static void *cast_range(void *p) {
   rtcInitIntersectContext(&ctx);
   for (int i = j->begin; i < j->end; i++) {
     struct RTCRayHit rh;
-    rh.ray.org_x = j->org[3 * i], rh.ray.org_y = j->org[3 * i + 1], rh.ray.org_z = j->org[3 * i + 2];
-    rh.ray.dir_x = j->dir[3 * i], rh.ray.dir_y = j->dir[3 * i + 1], rh.ray.dir_z = j->dir[3 * i + 2];
+    rh.ray.org_x = j->org[3 * i], rh.ray.org_y = j->org[3 * i + 1],
+    rh.ray.org_z = j->org[3 * i + 2];
+    rh.ray.dir_x = j->dir[3 * i], rh.ray.dir_y = j->dir[3 * i + 1],
+    rh.ray.dir_z = j->dir[3 * i + 2];
     rh.ray.tnear = 0.0f;
     rh.ray.tfar = 1e6f;
     rh.ray.mask = 0xffffffffu;
@@ -71,7 +73,11 @@ void eb_cast(void *hp, const float *org, const float *dir, int n, float *t, int 
   pthread_t th[64];
   job jobs[64];
   for (int k = 0; k < threads; k++) {
-    jobs[k] = (job){hp, org, dir, t, (int)((long long)n * k / threads),
+    jobs[k] = (job){hp,
+                    org,
+                    dir,
+                    t,
+                    (int)((long long)n * k / threads),
                     (int)((long long)n * (k + 1) / threads)};
     if (k > 0) pthread_create(&th[k], NULL, cast_range, &jobs[k]);
   }

@@ -70,7 +70,8 @@ local function adopt()
   end
 end
 
-for _, part in ipairs { "types", "array", "builtins", "kernel", "stdlib", "marshal", "launch", "tape", "device", "interop", "info", "volume", "hashgrid", "geom", "linalg" } do
+for _, part in ipairs { "types", "array", "builtins", "kernel", "stdlib", "marshal", "launch", "tape",
+                        "device", "interop", "info", "volume", "hashgrid", "geom", "linalg" } do
   require("weft." .. part)(weft, P)
   adopt()
 end
