@@ -24,7 +24,7 @@ PY_BENCH_PKGS ?= warp-lang
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 1200
 
-.PHONY: all deps deps-run deps-bench build run install test test-lua test-c test-python bench clean format format-check lint fuzz warp-ref docs
+.PHONY: all deps deps-run deps-bench build run install test test-lua test-c test-python bench clean format format-check lint fuzz warp-ref docs docs-shot
 
 all: build
 
@@ -76,6 +76,13 @@ DOC_PAGES = index kernels builtins arrays autodiff devices geometry c python fro
 docs: deps-run
 	@mkdir -p $(BUILD)/docs
 	@luajit scripts/docs-html.lua $(BUILD)/docs/index.html $(DOC_PAGES:%=docs/%.md)
+
+# The page as headless Chromium renders it, $(BUILD)/docs/shot.png
+# (WEFT_DEPS=docs scripts/install-deps installs Chromium).
+docs-shot: docs
+	@WEFT_DEPS=docs scripts/install-deps
+	@chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,1600 \
+	  --screenshot=$(abspath $(BUILD))/docs/shot.png file://$(abspath $(BUILD))/docs/index.html 2>/dev/null
 
 # Static checks of the Lua layer (settings in .luacheckrc).
 lint:

@@ -1,7 +1,7 @@
 -- scripts/docs-html.lua OUT.html PAGE.md...: the reference in docs/ as one
 -- static HTML page (make docs). It knows the Markdown the pages use:
--- headings, paragraphs, fenced code, tables, "-" lists, `code`, **bold**
--- and [links](page.md), which become anchors in the one page.
+-- headings, paragraphs, fenced code, tables, "-" lists, `code`, **bold**,
+-- *emphasis* and [links](page.md), which become anchors in the one page.
 local out_path = arg[1]
 if not out_path or not arg[2] then
   io.stderr:write("usage: luajit scripts/docs-html.lua OUT.html PAGE.md...\n")
@@ -32,6 +32,7 @@ local function inline(s)
     if not a then text = s:sub(pos) end
     text = esc(text)
     text = text:gsub("%*%*(.-)%*%*", "<strong>%1</strong>")
+    text = text:gsub("%*([^%*%s][^%*]-)%*", "<em>%1</em>")
     text = text:gsub("%[([^%]]+)%]%(([^%)]+)%)", function(label, href)
       local page = href:match("^([%w%-]+)%.md$")
       return string.format('<a href="%s">%s</a>', page and "#" .. page or esc(href), label)
@@ -90,7 +91,11 @@ local function render(path, toc)
     elseif l:match("^%s*|") then
       flush()
       local head = cells(l)
-      emit("<table><thead><tr><th>" .. table.concat(head, "</th><th>") .. "</th></tr></thead><tbody>")
+      if table.concat(head) == "" then -- "| | |": a table without a header row
+        emit("<table><tbody>")
+      else
+        emit("<table><thead><tr><th>" .. table.concat(head, "</th><th>") .. "</th></tr></thead><tbody>")
+      end
       i = i + 1 -- the |---| line
       while i + 1 <= #lines and lines[i + 1]:match("^%s*|") do
         i = i + 1
