@@ -172,6 +172,9 @@ def test_cuda_interface_v2_and_v3(rt, emu):
                 "local i = weft.tid(); x[i] = x[i] * 2.0 end } weft.set_device('cuda:0')")
         rt.launch("k", 6, inputs=[Device(ptr, (6,))])
         assert emu.read(ptr, 6) == [2, 4, 6, 8, 10, 12]
+        rt["dv"] = Device(ptr, (2, 3), stream=2)  # the per-thread default stream
+        rt.exec("assert(dv.device == 'cuda:0' and dv.shape[2] == 3)")
+        rt.exec("dv = nil; collectgarbage()")
         del a, t, ro
         gc.collect()
     finally:
