@@ -1,9 +1,12 @@
 -- bench/local_array.lua: the costs of weft issue 12's language features,
 -- each against a baseline in the same run (medians of 9 alternating runs).
 --   local stack    a 64-entry weft.vector(64, weft.int32)() stack with
---                  dynamic pushes and pops (a select chain per access)
+--                  dynamic pushes and pops (one stack slot, src/cpu/local.c)
 --                  against the same algorithm on a per-thread row of a
 --                  global scratch array
+--   local matrix   an 8x8 weft.matrix scratch filled and read with dynamic
+--                  row and column, against a per-thread 8x8 global block
+--   (WEFT_LOCAL_SLOTS=off: local arrays as SSA values, for comparison)
 --   struct saxpy   y = a x + y with x and y inside a struct (the general
 --                  variant: no noalias, no vectorizing on proven
 --                  distinct arrays) against x and y as parameters
@@ -78,6 +81,47 @@ do
   local a, b = alternate(9, function() weft.launch(local_stack, n, { o1, levels }) end,
     function() weft.launch(scratch_stack, n, { o2, st, levels }) end)
   row("local stack", a, b, "scratch array")
+end
+
+do
+  local n = 2 ^ 14
+  local local_mat = weft.kernel{ out = weft.array(weft.float32), function(out)
+    local i = weft.tid()
+    local m = weft.matrix(8, 8, weft.float32)()
+    for r = 0, 7 do
+      for c = 0, 7 do m[r][c] = weft.float32(r * 8 + c + i) end
+    end
+    local s = weft.float32(0)
+    for t = 0, 63 do
+      local r, c = (t * 5 + i) % 8, (t * 3) % 8
+      s = s + m[r][c]
+      m[c][r] = s * 0.5
+    end
+    out[i] = s
+  end }
+  local scratch_mat = weft.kernel{ out = weft.array(weft.float32), st = weft.array(weft.float32, 3),
+    function(out, st)
+      local i = weft.tid()
+      local m = st[i]
+      for r = 0, 7 do
+        for c = 0, 7 do m[r][c] = weft.float32(r * 8 + c + i) end
+      end
+      local s = weft.float32(0)
+      for t = 0, 63 do
+        local r, c = (t * 5 + i) % 8, (t * 3) % 8
+        s = s + m[r][c]
+        m[c][r] = s * 0.5
+      end
+      out[i] = s
+    end }
+  local o1, o2 = weft.zeros(n), weft.zeros(n)
+  local st = weft.zeros({ n, 8, 8 })
+  weft.launch(local_mat, n, { o1 })
+  weft.launch(scratch_mat, n, { o2, st })
+  assert(o1[7] == o2[7] and o1[7] > 0)
+  local a, b = alternate(9, function() weft.launch(local_mat, n, { o1 }) end,
+    function() weft.launch(scratch_mat, n, { o2, st }) end)
+  row("local matrix", a, b, "scratch array")
 end
 
 do

@@ -143,6 +143,39 @@ describe("local arrays in memory", function()
     assert.same({ 99011, 99, 112, 213, 99, 10, 10 }, out:totable())
   end)
 
+  it("hold matrices written by dynamic row and column", function()
+    local k = weft.kernel{ out = weft.array(weft.float32), function(out)
+      local i = weft.tid()
+      local m = weft.matrix(8, 8, weft.float32)()
+      for r = 0, 7 do
+        for c = 0, 7 do m[r][c] = weft.float32(r * 8 + c + i) end
+      end
+      local s = weft.float32(0)
+      for t = 0, 63 do
+        local r, c = (t * 5 + i) % 8, (t * 3) % 8
+        s = s + m[r][c]
+        m[c][r] = weft.float32(t)
+      end
+      out[i] = s
+    end }
+    local out = weft.zeros(3)
+    weft.launch(k, 3, { out })
+    for i = 0, 2 do
+      local m = {}
+      for r = 0, 7 do
+        m[r] = {}
+        for c = 0, 7 do m[r][c] = r * 8 + c + i end
+      end
+      local s = 0
+      for t = 0, 63 do
+        local r, c = (t * 5 + i) % 8, (t * 3) % 8
+        s = s + m[r][c]
+        m[c][r] = t
+      end
+      assert.equal(s, out[i])
+    end
+  end)
+
   it("give gradients through dynamic reads and writes in loops", function()
     local k = weft.kernel{ x = weft.array(weft.float32), out = weft.array(weft.float32),
       function(x, out)

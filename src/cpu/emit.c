@@ -1053,10 +1053,13 @@ static LLVMTypeRef vltype(E *e, wf_val v) {
   return homed(e, v) ? e->ptr : ltype(e, wf_vtype(e->fn, v));
 }
 
-/* Ops that take a homed operand as its slot address. */
-static int takes_slot(wf_op op) {
-  return op == WF_OP_EXTRACT || op == WF_OP_INSERT || op == WF_OP_EXTRACTD || op == WF_OP_INSERTD ||
-         op == WF_OP_WHILE || op == WF_OP_FOR;
+/* Operands that are taken as a slot's address when homed: the aggregate
+** of an extract or insert, a loop's initial values. */
+static int takes_slot(wf_op op, int i) {
+  if (op == WF_OP_WHILE || op == WF_OP_FOR) return 1;
+  int agg =
+      op == WF_OP_EXTRACT || op == WF_OP_INSERT || op == WF_OP_EXTRACTD || op == WF_OP_INSERTD;
+  return i == 0 && agg;
 }
 
 static LLVMValueRef argv(E *e, const wf_inst *in, int i) {
@@ -1069,7 +1072,7 @@ static LLVMValueRef argv(E *e, const wf_inst *in, int i) {
     efail(e, in, "'%s' uses a value before its definition", wf_op_name(in->op));
     return LLVMGetUndef(ltype(e, wf_vtype(e->fn, in->args[i])));
   }
-  if (homed(e, in->args[i]) && !takes_slot(in->op))
+  if (homed(e, in->args[i]) && !takes_slot(in->op, i))
     return LLVMBuildLoad2(e->B, ltype(e, wf_vtype(e->fn, in->args[i])), v, "");
   return v;
 }

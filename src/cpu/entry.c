@@ -500,6 +500,9 @@ LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, 
     snprintf(err, errsize, "out of memory");
     return NULL;
   }
+  if (getenv_off("WEFT_LOCAL_SLOTS")) /* local arrays as SSA values (for measurements) */
+    for (size_t i = 0; i < nv; i++)
+      e.web[i] = -1;
   for (size_t i = 0; i < nv; i++)
     e.aname[i] = -1;
   e.M = LLVMModuleCreateWithNameInContext(fn->name ? fn->name : "kernel", C);
