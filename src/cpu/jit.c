@@ -724,7 +724,8 @@ static int calls_geom_bc(LLVMModuleRef M) {
     size_t n;
     const char *name = LLVMGetValueName2(F, &n);
     if (LLVMIsDeclaration(F) &&
-        (!strncmp(name, "wf_nat_volume_", 14) || !strncmp(name, "wf_nat_hash_grid_", 17)))
+        (!strncmp(name, "wf_nat_volume_", 14) || !strncmp(name, "wf_nat_hash_grid_", 17) ||
+         !strncmp(name, "wf_nat_mesh_", 12) || !strncmp(name, "wf_nat_bvh_", 11)))
       return 1;
   }
   return 0;

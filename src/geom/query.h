@@ -34,6 +34,12 @@
 #define WF_G static inline
 #endif
 
+/* the builtins themselves (wf_nat_*): src/geom/inline_bc.c makes them
+** external definitions, for the CPU JIT to link and inline as bitcode */
+#ifndef WF_GN
+#define WF_GN WF_G
+#endif
+
 #define WF_GSTACK 64 /* traversal stack: depth bound of the built trees */
 
 typedef struct wf_g3 {
@@ -728,29 +734,29 @@ WF_G void gquery_point(void *res, const void *id, const void *pt, const void *md
   WF_GCOPY(res, &r, sizeof r);
 }
 
-WF_G void wf_nat_mesh_query_point(void *res, const void *id, const void *p, const void *md) {
+WF_GN void wf_nat_mesh_query_point(void *res, const void *id, const void *p, const void *md) {
   gquery_point(res, id, p, md, 0, 0.0f, 0.0f, 0.0f);
 }
-WF_G void wf_nat_mesh_query_point_no_sign(void *res, const void *id, const void *p,
-                                          const void *md) {
+WF_GN void wf_nat_mesh_query_point_no_sign(void *res, const void *id, const void *p,
+                                           const void *md) {
   gquery_point(res, id, p, md, 1, 0.0f, 0.0f, 0.0f);
 }
-WF_G void wf_nat_mesh_query_point_sign_normal(void *res, const void *id, const void *p,
-                                              const void *md, const void *eps) {
+WF_GN void wf_nat_mesh_query_point_sign_normal(void *res, const void *id, const void *p,
+                                               const void *md, const void *eps) {
   gquery_point(res, id, p, md, 2, f_arg(eps), 0.0f, 0.0f);
 }
-WF_G void wf_nat_mesh_query_point_sign_winding_number(void *res, const void *id, const void *p,
-                                                      const void *md, const void *acc,
-                                                      const void *thr) {
+WF_GN void wf_nat_mesh_query_point_sign_winding_number(void *res, const void *id, const void *p,
+                                                       const void *md, const void *acc,
+                                                       const void *thr) {
   gquery_point(res, id, p, md, 3, 0.0f, f_arg(acc), f_arg(thr));
 }
-WF_G void wf_nat_mesh_query_furthest_point_no_sign(void *res, const void *id, const void *p,
-                                                   const void *md) {
+WF_GN void wf_nat_mesh_query_furthest_point_no_sign(void *res, const void *id, const void *p,
+                                                    const void *md) {
   gquery_point(res, id, p, md, 4, 0.0f, 0.0f, 0.0f);
 }
 
-WF_G void wf_nat_mesh_query_ray(void *res, const void *id, const void *o, const void *d,
-                                const void *tmax) {
+WF_GN void wf_nat_mesh_query_ray(void *res, const void *id, const void *o, const void *d,
+                                 const void *tmax) {
   const wf_gmesh *m = gmesh_arg(id);
   wf_gqr r;
   r.result = 0, r.pad[0] = r.pad[1] = r.pad[2] = 0;
@@ -766,8 +772,8 @@ WF_G void wf_nat_mesh_query_ray(void *res, const void *id, const void *o, const 
   WF_GCOPY(res, &r, sizeof r);
 }
 
-WF_G void wf_nat_mesh_query_aabb(void *state, void *res, const void *id, const void *lo,
-                                 const void *hi) {
+WF_GN void wf_nat_mesh_query_aabb(void *state, void *res, const void *id, const void *lo,
+                                  const void *hi) {
   wf_giter *q = (wf_giter *)state;
   const wf_gmesh *m = gmesh_arg(id);
   q->mesh = m;
@@ -775,8 +781,8 @@ WF_G void wf_nat_mesh_query_aabb(void *state, void *res, const void *id, const v
   giter_begin(q, m && m->nfaces > 0 ? &m->bvh : 0, g3_arg(lo), g3_arg(hi), 0);
   (void)res;
 }
-WF_G void wf_nat_bvh_query_aabb(void *state, void *res, const void *id, const void *lo,
-                                const void *hi) {
+WF_GN void wf_nat_bvh_query_aabb(void *state, void *res, const void *id, const void *lo,
+                                 const void *hi) {
   wf_giter *q = (wf_giter *)state;
   const wf_gboxes *b = gboxes_arg(id);
   q->mesh = 0;
@@ -784,8 +790,8 @@ WF_G void wf_nat_bvh_query_aabb(void *state, void *res, const void *id, const vo
   giter_begin(q, b && b->n > 0 ? &b->bvh : 0, g3_arg(lo), g3_arg(hi), 0);
   (void)res;
 }
-WF_G void wf_nat_bvh_query_ray(void *state, void *res, const void *id, const void *o,
-                               const void *d) {
+WF_GN void wf_nat_bvh_query_ray(void *state, void *res, const void *id, const void *o,
+                                const void *d) {
   wf_giter *q = (wf_giter *)state;
   const wf_gboxes *b = gboxes_arg(id);
   q->mesh = 0;
@@ -805,22 +811,22 @@ WF_G void giter_get_native(void *res, const void *h) {
   int cur = ((const wf_giter *)p)->cur;
   WF_GCOPY(res, &cur, sizeof cur);
 }
-WF_G void wf_nat_mesh_query_aabb_next(void *res, const void *h) {
+WF_GN void wf_nat_mesh_query_aabb_next(void *res, const void *h) {
   giter_next_native(res, h);
 }
-WF_G void wf_nat_mesh_query_aabb_get(void *res, const void *h) {
+WF_GN void wf_nat_mesh_query_aabb_get(void *res, const void *h) {
   giter_get_native(res, h);
 }
-WF_G void wf_nat_bvh_query_aabb_next(void *res, const void *h) {
+WF_GN void wf_nat_bvh_query_aabb_next(void *res, const void *h) {
   giter_next_native(res, h);
 }
-WF_G void wf_nat_bvh_query_aabb_get(void *res, const void *h) {
+WF_GN void wf_nat_bvh_query_aabb_get(void *res, const void *h) {
   giter_get_native(res, h);
 }
-WF_G void wf_nat_bvh_query_ray_next(void *res, const void *h) {
+WF_GN void wf_nat_bvh_query_ray_next(void *res, const void *h) {
   giter_next_native(res, h);
 }
-WF_G void wf_nat_bvh_query_ray_get(void *res, const void *h) {
+WF_GN void wf_nat_bvh_query_ray_get(void *res, const void *h) {
   giter_get_native(res, h);
 }
 
@@ -831,21 +837,21 @@ WF_G void gpoint_of(void *res, const wf_gmesh *m, const wf_g3 *arr, int i) {
   if (m && arr && i >= 0 && i < m->npoints) v = arr[i];
   WF_GCOPY(res, &v, sizeof v);
 }
-WF_G void wf_nat_mesh_get_point(void *res, const void *id, const void *i) {
+WF_GN void wf_nat_mesh_get_point(void *res, const void *id, const void *i) {
   const wf_gmesh *m = gmesh_arg(id);
   gpoint_of(res, m, m ? m->points : 0, i_arg(i));
 }
-WF_G void wf_nat_mesh_get_velocity(void *res, const void *id, const void *i) {
+WF_GN void wf_nat_mesh_get_velocity(void *res, const void *id, const void *i) {
   const wf_gmesh *m = gmesh_arg(id);
   gpoint_of(res, m, m ? m->velocities : 0, i_arg(i));
 }
-WF_G void wf_nat_mesh_get_index(void *res, const void *id, const void *i) {
+WF_GN void wf_nat_mesh_get_index(void *res, const void *id, const void *i) {
   const wf_gmesh *m = gmesh_arg(id);
   int k = i_arg(i), v = 0;
   if (m && k >= 0 && k < 3 * m->nfaces) v = m->indices[k];
   WF_GCOPY(res, &v, sizeof v);
 }
-WF_G void wf_nat_mesh_eval_face_normal(void *res, const void *id, const void *f) {
+WF_GN void wf_nat_mesh_eval_face_normal(void *res, const void *id, const void *f) {
   const wf_gmesh *m = gmesh_arg(id);
   int k = i_arg(f);
   wf_g3 n = g3(0.0f, 0.0f, 0.0f);
@@ -877,12 +883,12 @@ WF_G void gadj_point(wf_g3 *grad, const wf_gmesh *m, int i, wf_g3 g) {
   gatomic_addf(&grad[i].y, g.y);
   gatomic_addf(&grad[i].z, g.z);
 }
-WF_G void wf_nat_mesh_get_point_adj(void *res, const void *id, const void *i, const void *g) {
+WF_GN void wf_nat_mesh_get_point_adj(void *res, const void *id, const void *i, const void *g) {
   const wf_gmesh *m = gmesh_arg(id);
   if (m) gadj_point(m->points_grad, m, i_arg(i), g3_arg(g));
   (void)res;
 }
-WF_G void wf_nat_mesh_get_velocity_adj(void *res, const void *id, const void *i, const void *g) {
+WF_GN void wf_nat_mesh_get_velocity_adj(void *res, const void *id, const void *i, const void *g) {
   const wf_gmesh *m = gmesh_arg(id);
   if (m) gadj_point(m->velocities_grad, m, i_arg(i), g3_arg(g));
   (void)res;
