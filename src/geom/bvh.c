@@ -3,9 +3,10 @@
 ** primitive boxes, in the layout of query.h (wf_gnode, items).
 **
 ** Build: top-down. A node's primitives are binned by centroid into
-** NBINS slots along each axis; sweeping the bins from both ends gives the
-** SAH cost area(L) * n(L) + area(R) * n(R) of every bin boundary, and the
-** cheapest split partitions the node's slice of items[] in place. A node
+** NBINS slots (one per primitive in smaller nodes) along each axis;
+** sweeping the bins from both ends gives the SAH cost area(L) * n(L) +
+** area(R) * n(R) of every bin boundary, and the cheapest split
+** partitions the node's slice of items[] in place. A node
 ** becomes a leaf when it holds at most LEAF_MIN primitives, when no split
 ** beats the cost of intersecting them all (up to LEAF_MAX), or at
 ** MAX_DEPTH (so traversal stacks of WF_GSTACK entries never overflow).
@@ -150,6 +151,8 @@ static void subtree(build *B, task *t) {
   /* bin along the three axes in one pass */
   bin bins[3][NBINS];
   float scale[3];
+  /* small nodes: a bin per primitive at most (the sweeps cost per bin) */
+  const int nb = count < NBINS ? count : NBINS;
   /* large nodes bin along their widest centroid axis only (a third of
   ** the work where most of it is; the trees trace as fast) */
   int wide = 0;
@@ -157,8 +160,8 @@ static void subtree(build *B, task *t) {
     if (t->cb.hi[a] - t->cb.lo[a] > t->cb.hi[wide] - t->cb.lo[wide]) wide = a;
   for (int a = 0; a < 3; a++) {
     float ext = t->cb.hi[a] - t->cb.lo[a];
-    scale[a] = ext > 0 && (count < ONE_AXIS || a == wide) ? NBINS / ext : 0;
-    for (int b = 0; b < NBINS; b++) {
+    scale[a] = ext > 0 && (count < ONE_AXIS || a == wide) ? (float)nb / ext : 0;
+    for (int b = 0; b < nb; b++) {
       box_empty(&bins[a][b].b);
       bins[a][b].n = 0;
     }
@@ -168,7 +171,7 @@ static void subtree(build *B, task *t) {
     for (int a = 0; a < 3; a++) {
       if (scale[a] == 0) continue;
       int b = (int)((c[a] - t->cb.lo[a]) * scale[a]);
-      b = b < 0 ? 0 : b >= NBINS ? NBINS - 1 : b;
+      b = b < 0 ? 0 : b >= nb ? nb - 1 : b;
       bin *x = &bins[a][b];
       x->n++;
       box_add(&x->b, R[i].lo, R[i].hi);
@@ -184,7 +187,7 @@ static void subtree(build *B, task *t) {
     box acc;
     box_empty(&acc);
     int c = 0;
-    for (int b = NBINS - 1; b > 0; b--) {
+    for (int b = nb - 1; b > 0; b--) {
       box_add(&acc, bins[a][b].b.lo, bins[a][b].b.hi);
       c += bins[a][b].n;
       rarea[b] = box_area(&acc);
@@ -192,7 +195,7 @@ static void subtree(build *B, task *t) {
     }
     box_empty(&acc);
     c = 0;
-    for (int b = 0; b < NBINS - 1; b++) {
+    for (int b = 0; b < nb - 1; b++) {
       box_add(&acc, bins[a][b].b.lo, bins[a][b].b.hi);
       c += bins[a][b].n;
       if (!c || !rcnt[b + 1]) continue;
@@ -215,7 +218,7 @@ static void subtree(build *B, task *t) {
     float lo = t->cb.lo[baxis], sc = scale[baxis];
     while (i <= j) {
       int b = (int)((cen(&R[i], baxis) - lo) * sc);
-      b = b < 0 ? 0 : b >= NBINS ? NBINS - 1 : b;
+      b = b < 0 ? 0 : b >= nb ? nb - 1 : b;
       if (b <= bbin) {
         i++;
       } else {
@@ -226,7 +229,7 @@ static void subtree(build *B, task *t) {
     }
     mid = i;
     box_empty(&l.bb), box_empty(&l.cb), box_empty(&r.bb), box_empty(&r.cb);
-    for (int b = 0; b < NBINS; b++) {
+    for (int b = 0; b < nb; b++) {
       task *side = b <= bbin ? &l : &r;
       box_add(&side->bb, bins[baxis][b].b.lo, bins[baxis][b].b.hi);
     }
