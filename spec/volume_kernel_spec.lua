@@ -56,6 +56,38 @@ describe("volume_sample_f and volume_sample_grad_f", function()
     assert.same({ { 0, 0, 0 }, { 0, 0, 0 }, { 0, 0, 0 } }, grad)
   end)
 
+  it("read the same values inside the block table's box and outside it", function()
+    -- the box is the active voxels grown by one, in whole 8^3 blocks;
+    -- cells beyond it take the tree walk: both must agree with the field
+    local function f(x, y, z) return 1 + x + 10 * y + 100 * z end
+    local v = field_volume(f)
+    local function at(x, y, z)
+      if x < 0 or y < 0 or z < 0 or x >= NX or y >= NY or z >= NZ then return -7 end
+      return f(x, y, z)
+    end
+    local pts, want = {}, {}
+    for x = -17.75, NX + 17, 2.375 do
+      for y = -17.5, NY + 17, 3.125 do
+        for z = -17.25, NZ + 17, 4.5 do
+          local i, j, k = math.floor(x), math.floor(y), math.floor(z)
+          local fx, fy, fz = x - i, y - j, z - k
+          local s = 0
+          for c = 0, 7 do
+            local ox, oy, oz = math.floor(c / 4), math.floor(c / 2) % 2, c % 2
+            s = s + (ox == 1 and fx or 1 - fx) * (oy == 1 and fy or 1 - fy) * (oz == 1 and fz or 1 - fz)
+                * at(i + ox, j + oy, k + oz)
+          end
+          pts[#pts + 1], want[#want + 1] = { x, y, z }, s
+        end
+      end
+    end
+    local val = run_sample(v, pts, LINEAR)
+    for n = 1, #pts do
+      assert.near(want[n], val[n], 1e-3 * (1 + math.abs(want[n])),
+                  ("at %g %g %g"):format(pts[n][1], pts[n][2], pts[n][3]))
+    end
+  end)
+
   it("give the background outside and across leaf borders", function()
     local v = field_volume(linear)
     -- x = 7.5 straddles the first and second leaf; z = 19.5 the block's end
