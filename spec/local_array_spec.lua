@@ -158,7 +158,22 @@ describe("local arrays in memory", function()
       end
       out[i] = s
     end }
+    local col = weft.kernel{ out = weft.array(weft.float32), c = weft.int32, function(out, c)
+      local m = weft.matrix(8, 8, weft.float32)()
+      m[c % 8][c] = 1.0
+      out[0] = m[1][c - 1] + m[1][c]
+    end }
     local out = weft.zeros(3)
+    weft.launch(col, 1, { out, 1 })
+    assert.equal(1, out[0])
+    local ok, err = pcall(weft.launch, col, 1, { out, 8 })
+    assert.is_false(ok)
+    assert.matches("local_array_spec.lua:163: index out of range for a row of local 'm' of type "
+      .. "vec8f (0..7)", err, 1, true)
+    ok, err = pcall(weft.launch, col, 1, { out, 0 })
+    assert.is_false(ok)
+    assert.matches("local_array_spec.lua:164: index out of range for a row of local 'm' of type "
+      .. "vec8f (0..7)", err, 1, true)
     weft.launch(k, 3, { out })
     for i = 0, 2 do
       local m = {}

@@ -561,10 +561,10 @@ static int const_index(wf_rv k, int *ok) {
 /* A dynamic component index k of a t (0..n-1) is checked: an IF around
 ** a TRAP that stops the launch with the position. Indexing a named local
 ** (`stack[k]` of `local stack = weft.vector(64, weft.int32)()`, Warp's
-** local arrays) is checked in every mode and the message names it; other
-** aggregates (`v[i][k]`) only in debug mode, release mode's select chains
-** giving component 0 there. */
-static void check_component(wf_fstate *F, const wf_type *t, wf_val k, const char *local) {
+** local arrays), or a row of a named local matrix (`m[r][c]`), is checked
+** in every mode and the message names it; other aggregates (`v[i][k]` of
+** an array v) only in debug mode, release mode giving component 0 there. */
+static void check_component(wf_fstate *F, const wf_type *t, wf_val k, const char *local, int row) {
   int n = wf_t_arity(t);
   const wf_type *kt = wf_vtype(F->fn, k), *bt = t_bool(F);
   wf_val out = wf_b_op2(&F->b, WF_OP_GE, bt, k, wf_b_consti(&F->b, kt, n));
@@ -575,8 +575,8 @@ static void check_component(wf_fstate *F, const wf_type *t, wf_val k, const char
   wf_block *bt_blk = wf_b_newblock(F->fn, 0, NULL), *be_blk = wf_b_newblock(F->fn, 0, NULL);
   char msg[160];
   if (local)
-    snprintf(msg, sizeof msg, "index out of range for local '%.60s' of type %s (0..%d)", local,
-             TN(t), n - 1);
+    snprintf(msg, sizeof msg, "index out of range for %slocal '%.60s' of type %s (0..%d)",
+             row ? "a row of " : "", local, TN(t), n - 1);
   else
     snprintf(msg, sizeof msg, "component index out of range for %s (0..%d)", TN(t), n - 1);
   F->b.block = bt_blk;
@@ -594,15 +594,31 @@ static void check_component(wf_fstate *F, const wf_type *t, wf_val k, const char
   be_blk->parent = in;
 }
 
+/* The local a dynamic index at `at` reads or writes, checked in every
+** mode and named in the message: `stack[k]` names 'stack', `m[r][c]` of a
+** local matrix m names m (*row = 1); NULL for other aggregates (v[i][k]
+** of an array v). */
+static const char *indexed_local(wf_fstate *F, wf_expr *at, int *row) {
+  wf_expr *o = at->a;
+  *row = 0;
+  if (o && o->kind == E_INDEX && o->a && o->a->kind == E_NAME) {
+    int vi = wf_lo_findvar(F, o->a->name);
+    if (vi < 0 || !F->vars[vi].t || F->vars[vi].t->kind != WF_T_MAT) return NULL;
+    *row = 1;
+    o = o->a;
+  }
+  return o && o->kind == E_NAME ? o->name : NULL;
+}
+
 /* Aggregates of at least this many components take dynamic indices with
 ** EXTRACTD and INSERTD (a local array in memory on the backends); smaller
 ** ones (vec3, a mat44's rows) with select chains, which stay in registers. */
 #define DYN_MIN_COMPONENTS 5
 
 /* Component c of an aggregate with a dynamic index. */
-static wf_val dyn_extract(wf_fstate *F, const wf_type *t, wf_val agg, wf_val key,
-                          const char *local) {
-  check_component(F, t, key, local);
+static wf_val dyn_extract(wf_fstate *F, const wf_type *t, wf_val agg, wf_val key, const char *local,
+                          int row) {
+  check_component(F, t, key, local, row);
   int n = wf_t_arity(t);
   if (n >= DYN_MIN_COMPONENTS) return wf_b_extractd(&F->b, agg, key);
   const wf_type *ct = wf_t_component(F->C->T, t, 0);
@@ -638,8 +654,9 @@ static wf_rv index_agg(wf_fstate *F, wf_rv obj, wf_rv key, wf_expr *at) {
     return wf_lo_mkval(wf_b_extract(&F->b, obj.v, c), ct);
   }
   wf_val k = wf_lo_index_key(F, key, at);
-  const char *local = at->a && at->a->kind == E_NAME ? at->a->name : NULL;
-  return wf_lo_mkval(dyn_extract(F, t, obj.v, k, local), ct);
+  int row;
+  const char *local = indexed_local(F, at, &row);
+  return wf_lo_mkval(dyn_extract(F, t, obj.v, k, local, row), ct);
 }
 
 /* Index into an array value with one or more keys: peel with VIEW, load
@@ -977,7 +994,9 @@ static wf_val insert_comp(wf_fstate *F, const wf_type *t, wf_val agg, wf_rv key,
     return wf_b_insert(&F->b, agg, c, v);
   }
   wf_val k = wf_lo_index_key(F, key, at);
-  check_component(F, t, k, at->a && at->a->kind == E_NAME ? at->a->name : NULL);
+  int row;
+  const char *local = indexed_local(F, at, &row);
+  check_component(F, t, k, local, row);
   if (n >= DYN_MIN_COMPONENTS) return wf_b_insertd(&F->b, agg, k, v);
   const wf_type *kt = wf_vtype(F->fn, k);
   const wf_type *ct = wf_t_component(F->C->T, t, 0);
