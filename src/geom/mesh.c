@@ -90,72 +90,81 @@ static void prim_boxes(wf_geom *g) {
   }
 }
 
-/* Meshes: copy the triangles into leaf order, then node bounds from them
-** (leaves) and from the children (inner nodes, backwards). The copy and
-** the leaves split over threads for large meshes. */
+/* Meshes: copy the triangles into leaf order and take the node bounds,
+** in one post-order walk per subtree (an explicit stack: a node's index,
+** or ~index once its children are done); the root's two subtrees on two
+** threads for large meshes. */
 typedef struct refit_part {
   wf_geom *g;
-  int lo, hi; /* slots [lo, hi), then nodes [lo2, hi2) */
-  int lo2, hi2;
+  int root;
 } refit_part;
 
-static void leaf_box(wf_geom *g, wf_gnode *n) {
+/* Leaf n: its triangles copied into slots [a, a - b), its box from them. */
+static void leaf_refit(wf_geom *g, wf_gnode *n) {
+  const wf_gmesh *m = &g->d.mesh;
   float lo[3] = {3.4e38f, 3.4e38f, 3.4e38f}, hi[3] = {-3.4e38f, -3.4e38f, -3.4e38f};
-  for (const float *t = g->tris + 9 * (size_t)n->a, *e = t + 9 * (size_t)(-n->b); t < e; t += 3)
-    for (int c = 0; c < 3; c++) {
-      lo[c] = t[c] < lo[c] ? t[c] : lo[c];
-      hi[c] = t[c] > hi[c] ? t[c] : hi[c];
+  for (int k = n->a; k < n->a - n->b; k++) {
+    const int *ix = m->indices + 3 * (size_t)g->items[k];
+    float *t = g->tris + 9 * (size_t)k;
+    for (int v = 0; v < 3; v++) {
+      const wf_g3 p = m->points[ix[v]];
+      t[3 * v] = p.x, t[3 * v + 1] = p.y, t[3 * v + 2] = p.z;
+      lo[0] = gmin(lo[0], p.x), lo[1] = gmin(lo[1], p.y), lo[2] = gmin(lo[2], p.z);
+      hi[0] = gmax(hi[0], p.x), hi[1] = gmax(hi[1], p.y), hi[2] = gmax(hi[2], p.z);
     }
+  }
   memcpy(n->lo, lo, sizeof lo);
   memcpy(n->hi, hi, sizeof hi);
 }
 
-static void *refit_range(void *p) {
+static void inner_refit(wf_gnode *N, wf_gnode *n) {
+  const wf_gnode *l = &N[n->a], *r = &N[n->b];
+  for (int c = 0; c < 3; c++) {
+    n->lo[c] = gmin(l->lo[c], r->lo[c]);
+    n->hi[c] = gmax(l->hi[c], r->hi[c]);
+  }
+}
+
+static void *subtree_refit(void *p) {
   refit_part *r = p;
   wf_geom *g = r->g;
-  const wf_gmesh *m = &g->d.mesh;
-  for (int k = r->lo; k < r->hi; k++) {
-    const int *ix = m->indices + 3 * (size_t)g->items[k];
-    float *t = g->tris + 9 * (size_t)k;
-    memcpy(t, &m->points[ix[0]], 12);
-    memcpy(t + 3, &m->points[ix[1]], 12);
-    memcpy(t + 6, &m->points[ix[2]], 12);
+  wf_gnode *N = g->nodes;
+  /* depth <= WF_GSTACK: a pending parent and a sibling per level */
+  int stack[2 * WF_GSTACK + 2], sp = 0;
+  stack[sp++] = r->root;
+  while (sp) {
+    int i = stack[--sp];
+    if (i < 0) {
+      inner_refit(N, &N[~i]);
+    } else if (N[i].b < 0) {
+      leaf_refit(g, &N[i]);
+    } else {
+      stack[sp++] = ~i;
+      stack[sp++] = N[i].b;
+      stack[sp++] = N[i].a;
+    }
   }
   return NULL;
-}
-
-static void *leaves_range(void *p) {
-  refit_part *r = p;
-  for (int i = r->lo2; i < r->hi2; i++)
-    if (r->g->nodes[i].b < 0) leaf_box(r->g, &r->g->nodes[i]);
-  return NULL;
-}
-
-/* fn over two halves, the second on a new thread when it pays */
-static void split2(wf_geom *g, void *(*fn)(void *), refit_part *parts) {
-  pthread_t th;
-  int threaded = g->nthreads > 1 && g->nprims >= 65536 && !pthread_create(&th, NULL, fn, &parts[1]);
-  fn(&parts[0]);
-  if (threaded)
-    pthread_join(th, NULL);
-  else
-    fn(&parts[1]);
 }
 
 static void mesh_refit(wf_geom *g) {
-  int h = g->nprims / 2, hn = g->nnodes / 2;
-  refit_part parts[2] = {{g, 0, h, 0, hn}, {g, h, g->nprims, hn, g->nnodes}};
-  split2(g, refit_range, parts);
-  split2(g, leaves_range, parts);
-  for (int i = g->nnodes - 1; i >= 0; i--) {
-    wf_gnode *n = &g->nodes[i];
-    if (n->b < 0) continue;
-    const wf_gnode *l = &g->nodes[n->a], *r = &g->nodes[n->b];
-    for (int c = 0; c < 3; c++) {
-      n->lo[c] = l->lo[c] < r->lo[c] ? l->lo[c] : r->lo[c];
-      n->hi[c] = l->hi[c] > r->hi[c] ? l->hi[c] : r->hi[c];
-    }
+  wf_gnode *root = &g->nodes[0];
+  if (root->b < 0) {
+    leaf_refit(g, root);
+    return;
   }
+  refit_part parts[2] = {{g, root->a}, {g, root->b}};
+  pthread_t th;
+  int threaded =
+      g->nthreads > 1 && g->nprims >= 65536 && !pthread_create(&th, NULL, subtree_refit, &parts[1]);
+  subtree_refit(&parts[0]);
+  if (threaded)
+    pthread_join(th, NULL);
+  else
+    subtree_refit(&parts[1]);
+  inner_refit(g->nodes, root);
+  /* node 1, the pad no parent names, keeps a box (of slot 0) */
+  if (g->nnodes > 1) leaf_refit(g, &g->nodes[1]);
 }
 
 /* Winding-number data (query.h: wf_gwind), children before parents. */
