@@ -164,11 +164,18 @@ else
   io.write("Embree rows skipped: no libembree_mesh.so\n")
 end
 
+-- leave without lua_close: unloading the Embree library under its
+-- still-running worker threads crashes the process at exit
+local function finish()
+  io.stdout:flush()
+  os.exit(0)
+end
+
 local py = os.getenv("WEFT_BENCH_PYTHON")
 if not py or py == "" then
   io.write(fmt("mesh build %.3f ms, refit %.3f ms, rays %.3f ms, closest %.3f ms (Warp rows skipped)\n",
                wb * 1e3, wr * 1e3, wc * 1e3, wcl * 1e3))
-  return
+  finish()
 end
 local p = assert(io.popen(fmt("%s bench/warp_mesh.py %d %d %d %d %d 2>/dev/null", py, NU, NV, W, H, RUNS)))
 local res = p:read("*a")
@@ -179,10 +186,11 @@ local function wcpu(k) return tonumber(res:match(k .. "_cpu (%S+)")) end
 local whits = tonumber(res:match("hits (%S+)"))
 if not wbuild or not wrays or not wclosest then
   io.write("Warp mesh rows                      skipped: bench/warp_mesh.py failed\n")
-  return
+  finish()
 end
 if whits ~= hits then io.write(fmt("note: Warp's rays hit %s times, weft's %d\n", tostring(whits), hits)) end
 row("mesh BVH build vs Warp", wb, wbuild, "Warp CPU", "<= 0.5", xb, wcpu("build"))
 row("mesh refit vs Warp", wr, wrefit, "Warp CPU", "<= 0.5", xr, wcpu("refit"))
 row("mesh ray casts vs Warp", wc, wrays, "Warp CPU (serial)", "<= 0.25", xc, wcpu("rays"))
 row("mesh closest points vs Warp", wcl, wclosest, "Warp CPU (serial)", "<= 0.1", xcl, wcpu("closest"))
+finish()
