@@ -7,7 +7,7 @@
 --     kind: array, scalar, struct (no JAX form) or generic (typed by the
 --     call); count: scalars per element; ntrail, t0, t1: the element's
 --     trailing dimensions on the JAX side (vec3: 1 3 0; mat22: 2 2 2).
---   ffi_plan(k, specs, ndim, adjoint) -> fn, cost, size, lines
+--   ffi_plan(k, specs, ndim, adjoint, device) -> fn, cost, size, lines
 --     compiles k (or its adjoint "adj_<name>": the primal parameters, then
 --     one adjoint array per array parameter) for launch ndim in the current
 --     weft.config.mode. specs names the types of generic parameters, one
@@ -16,6 +16,11 @@
 --     "offset written id elsize" describes an entry parameter. The compiled
 --     code lives as long as the Lua state (XLA executables may call it at
 --     any time), so plans are made once per signature by the caller.
+--     device (a cuda ordinal; nil: the cpu) -> 0, 0, size, lines, ptx,
+--     entry, slot: PTX for that device's architecture, which the CUDA
+--     target loads on each device it runs on; offsets are into the
+--     scalars' kernelParams block of `size` bytes; slot: the entry takes
+--     the error slot last (release and debug modes).
 --   ffi_fparams(f) -> the parameter names of Lua function f, space-separated
 --     (jax_callable: its last num_outputs parameters receive the outputs).
 local weft = require "weft"
@@ -67,7 +72,39 @@ local function spec_type(tok, pname)
   return t
 end
 
-function I.ffi_plan(k, specs, ndim, adjoint)
+-- The CUDA form of a plan: PTX of mod (entry `name`, nil: the first)
+-- and each parameter's offset into the scalars' block, each aligned to
+-- its type (arrays pass their header: offset 0).
+local function cuda_plan(k, mod, name, mode, device, types, nparams)
+  local arch = weft.cuda_device_info(device).arch:gsub("^sm_", "compute_")
+  local ok, image, entries = pcall(core.cuda_ptx, mod, arch, P.mode_opts(mode, {
+    names = P.param_names(k), fast_compile = weft.config.cuda_fast_compile }))
+  if not ok then error(image, 0) end
+  local entry = entries[1]
+  if name then
+    entry = "weft_" .. name:gsub("[^%w_]", "_")
+    local found = false
+    for _, e in ipairs(entries) do found = found or e == entry end
+    if not found then error(fmt("weft.jax_kernel: no CUDA entry '%s' for '%s'", entry, k.name), 0) end
+  end
+  local ffi = require "ffi"
+  local offs, size = {}, 0
+  for j = 1, nparams do
+    local t = types[j]
+    if t and t.kind ~= "array" then
+      local ct = ffi.typeof(t.ffiname)
+      local al = ffi.alignof(ct)
+      size = math.ceil(size / al) * al
+      offs[j] = size
+      size = size + ffi.sizeof(ct)
+    else
+      offs[j] = 0
+    end
+  end
+  return image, entry, offs, math.max(size, 8)
+end
+
+function I.ffi_plan(k, specs, ndim, adjoint, device)
   check_kernel(k, "weft.jax_kernel")
   local types, i = {}, 0
   for tok in specs:gmatch("%S+") do
@@ -80,16 +117,23 @@ function I.ffi_plan(k, specs, ndim, adjoint)
   local mode = P.mode_index()
   local mod = k:_module(types)
   local opts = P.mode_opts(mode, { ndim = ndim, names = P.param_names(k) })
-  local writes
+  local writes, name
   if adjoint then
-    local dmod, name = P.derived_module("adj", k, mod, types, mode == 2)
+    local dmod
+    dmod, name = P.derived_module("adj", k, mod, types, mode == 2)
     opts.name = name
     mod, writes = dmod, core.writes(dmod, name)
   else
     writes = core.writes(mod)
   end
-  local res = core.cpu_compile(mod, opts)
-  keep[#keep + 1] = res
+  local res, ptx, entry
+  if device then
+    res = { fn = 0, cost = 0 }
+    ptx, entry, res.offsets, res.size = cuda_plan(k, mod, name, mode, device, types, #types * 2)
+  else
+    res = core.cpu_compile(mod, opts)
+    keep[#keep + 1] = res
+  end
   local lines = {}
   local function add(j, t)
     local e = t.kind == "array" and t.dtype or t
@@ -106,7 +150,8 @@ function I.ffi_plan(k, specs, ndim, adjoint)
     end
   end
   local ffi = require "ffi"
-  return tonumber(ffi.cast("uintptr_t", res.fn)), res.cost, res.size, table.concat(lines, "\n")
+  return tonumber(ffi.cast("uintptr_t", res.fn)), res.cost, res.size, table.concat(lines, "\n"),
+    ptx, entry, device and mode > 0
 end
 
 -- The parameter names of Lua function f, space-separated (jax_callable).

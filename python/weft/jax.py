@@ -16,9 +16,10 @@ first launch dimension).
 
 jax_kernel calls run in C: the target "weft_kernel" (src/interop/xla_ffi.c)
 reads XLA's call frame and launches the compiled entry without Python or the
-GIL. Callables and callbacks are Python functions behind a ctypes
-trampoline, as in Warp. JAX on the cpu platform only: the CUDA target is
-registered when jaxlib allows it but answers with an error.
+GIL: on the cpu, on the Runtime's thread pool; on CUDA (when JAX's default
+backend is a GPU), the kernel's PTX queued on XLA's stream of the device the
+call runs on. Callables and callbacks are Python functions behind a ctypes
+trampoline, as in Warp, on the cpu platform.
 """
 import ctypes
 import functools
@@ -160,6 +161,13 @@ def _out_type(shape, dtype, like):
     spec = PartitionSpec(*([None] * len(shape)))
     return like.update(shape=tuple(shape), dtype=np.dtype(dtype),
                        sharding=NamedSharding(like.sharding.mesh, spec))
+
+
+def _cuda_device():
+    """The device whose architecture a plan is compiled for: None (the cpu)
+    unless JAX's default backend is a GPU, then 0 (the CUDA target loads the
+    PTX on whichever device XLA runs the call)."""
+    return 0 if _jax().default_backend() == "gpu" else None
 
 
 def _check_vmap(m, where):
@@ -345,23 +353,30 @@ class JaxKernel:
             out_types.append(_out_type(shape, dt, manual))
         return arrays, specs, blob, launch, ndim, out_types
 
-    def _plan(self, specs, ndim, adjoint):
+    def _plan(self, specs, ndim, adjoint, device=None):
+        """The plan index for these parameter types and launch ndim in the
+        current mode: for JAX's cpu platform (device None), or for its
+        CUDA platform (PTX for the architecture of cuda:`device`, loaded by
+        the target on whichever device XLA runs the call)."""
         rt = self.rt
         mode = rt["weft.config.mode"]
         nt = rt["weft.config.num_threads"]  # XLA launches follow it as of the last trace
         _X.ctx_threads(self._st.ctx, int(nt) if isinstance(nt, (int, float)) and nt >= 1 else 0)
-        key = (" ".join(specs), ndim, mode, adjoint)
+        key = (" ".join(specs), ndim, mode, adjoint, device)
         pid = self._plans.get(key)
         if pid is not None:
             return pid
-        fn, cost, size, lines = rt.call("weft._interop.ffi_plan", self.kernel, key[0], ndim,
-                                        adjoint, nresults=4)
+        fn, cost, size, lines, ptx, name, slot = rt.call(
+            "weft._interop.ffi_plan", self.kernel, key[0], ndim, adjoint, device, nresults=7)
         entry = [tuple(int(x) for x in ln.split()) for ln in lines.split("\n") if ln]
-        pid = self._make_plan(fn, cost, size, specs, entry, ndim, adjoint)
+        if isinstance(ptx, bytes):
+            ptx = ptx.decode()
+        cuda = None if device is None else (ptx, name, 1 if slot else 0)
+        pid = self._make_plan(fn, cost, size, specs, entry, ndim, adjoint, cuda)
         self._plans[key] = pid
         return pid
 
-    def _make_plan(self, fn, cost, size, specs, entry, ndim, adjoint):
+    def _make_plan(self, fn, cost, size, specs, entry, ndim, adjoint, cuda=None):
         """The parameter tuples of src/interop/xla_ffi.c's ctx_plan."""
         nparams = len(self.params)
         n_arr_in = sum(1 for p, s in zip(self.inputs, specs) if p.kind == "array" or
@@ -428,7 +443,7 @@ class JaxKernel:
         if first >= 0 and rows[first][7] != ndim:
             first = -1  # launch dims then always come with the call
         return _X.ctx_plan(self._st.ctx, int(fn), int(cost), ndim, first, int(size), nargs, nrets,
-                           self.name, tuple(rows))
+                           self.name, tuple(rows), cuda)
 
     def _attrs(self, pid, blob, launch):
         sc = np.concatenate([v.view(np.uint8) for _, v in blob]) if blob else \
@@ -449,7 +464,7 @@ class JaxKernel:
         if output_dims is None:
             output_dims = self.output_dims
         arrays, specs, blob, launch, ndim, out_types = self._bind(args, launch_dims, output_dims)
-        pid = self._plan(specs, ndim, False)
+        pid = self._plan(specs, ndim, False, _cuda_device())
         call = jax.ffi.ffi_call("weft_kernel", out_types, vmap_method=vmap_method,
                                 input_output_aliases=self.aliases or None)
         return list(call(*arrays, **self._attrs(pid, blob, launch)))
@@ -461,7 +476,7 @@ class JaxKernel:
         jax = _jax()
         arrays, specs, blob, launch, ndim, _ = self._bind(args, self.launch_dims,
                                                            self.output_dims)
-        pid = self._plan(specs, ndim, True)
+        pid = self._plan(specs, ndim, True, _cuda_device())
         n_in, n_out = len(arrays), self.num_outputs
         manual = _manual_type(list(arrays) + list(outs) + list(cots))
         out_types = [_out_type(o.shape, o.dtype, manual) for o in outs] + \

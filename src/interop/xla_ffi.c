@@ -44,12 +44,15 @@
 #include <string.h>
 
 #include "interop/pyc.h"
+#include "cuda/wf_cuda.h"
 #include "interop/xla_ffi.h"
+#include "runtime/wf_cudadrv.h"
 #include "runtime/wf_launch.h"
 #include "runtime/wf_rt.h"
 
 #define WF_XLA_SIZE(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
 #define CTX_MAGIC 0x77667861u /* "wfxa": a context pointer we made */
+#define MAXDEV 16             /* CUDA devices a context launches on */
 
 enum { SRC_ARG, SRC_RET, SRC_SCALAR };
 enum { PARAM_ZERO = 1, PARAM_READONLY = 2 };
@@ -66,7 +69,13 @@ typedef struct xla_param {
 } xla_param;
 
 typedef struct xla_plan {
-  void *fn;
+  void *fn; /* cpu: the entry */
+  /* cuda: the PTX image and entry name, loaded on each device at its
+  ** first call there; slot: the error slot's address goes last */
+  char *image;
+  char entry[128];
+  int32_t cuda, slot;
+  void *mods[MAXDEV], *fns[MAXDEV];
   int64_t cost;
   int64_t size;  /* argument block bytes */
   int32_t ndim;  /* the launch ndim the entry was compiled for */
@@ -83,6 +92,7 @@ typedef struct wf_xla_ctx {
   wf_rt *rt;
   xla_plan **plans;
   int32_t nplans, cap;
+  wf_buffer *slots[MAXDEV]; /* cuda: each device's error slot (512 bytes) */
 } wf_xla_ctx;
 
 /* ---- errors and attributes ------------------------------------------- */
@@ -150,8 +160,8 @@ static const wf_xla_array *attr_array(const wf_xla_attrs *a, const char *name, i
 /* Fill header h for parameter p from buffer b (NULL message) or say why
 ** the buffer does not fit. *batch takes the product of the leading
 ** dimensions beyond the kernel's (vmap). */
-static const char *fill_header(const xla_param *p, const wf_xla_buffer *b, wf_array *h,
-                               int64_t *batch, char *msg, size_t cap) {
+static const char *fill_header(const xla_param *p, const wf_xla_buffer *b, int32_t device,
+                               wf_array *h, int64_t *batch, char *msg, size_t cap) {
   if (b->dtype != p->xla_dtype) {
     snprintf(msg, cap, "array '%s' has XLA element type %d, the kernel expects %d", p->name,
              (int)b->dtype, (int)p->xla_dtype);
@@ -189,57 +199,120 @@ static const char *fill_header(const xla_param *p, const wf_xla_buffer *b, wf_ar
   h->size = size;
   h->ndim = p->ndim;
   h->dtype = p->dtype;
-  h->device = WF_DEVICE_CPU;
+  h->device = device;
   h->elsize = p->elsize;
   h->flags = WF_ARR_BORROWED | (p->flags & PARAM_READONLY ? WF_ARR_READONLY : 0);
-  if ((p->flags & PARAM_ZERO) && size > 0 && b->data)
-    memset(b->data, 0, (size_t)(size * p->elsize));
   return NULL;
 }
 
 #define STACK_PARAMS 16
 #define STACK_BLOCK 64 /* int64_t words */
 
-/* Run plan pl for frame f (the context's lock is held). */
-static wf_xla_error *run_plan(wf_xla_frame *f, wf_xla_ctx *c, const xla_plan *pl) {
+/* The CUDA side of a call: the device XLA runs it on, its stream (a
+** CUstream), the plan's function there and the error slot's address. */
+typedef struct cuda_call {
+  int32_t dev;
+  void *stream, *fn, *slot;
+} cuda_call;
+
+/* Find them for plan pl, loading its module on the device at the first
+** call there (the context's lock is held). */
+static wf_xla_error *cuda_setup(wf_xla_frame *f, wf_xla_ctx *c, xla_plan *pl, cuda_call *cc) {
+  const wf_xla_api *api = f->api;
+  wf_xla_error *e;
+  if (!api->stream_get)
+    return fail(f, WF_XLA_FAILED_PRECONDITION, "weft: XLA gave the CUDA target no stream");
+  wf_xla_stream_args sa = {sizeof sa, NULL, f->ctx, NULL};
+  if ((e = api->stream_get(&sa)) != NULL) return e;
+  cc->stream = sa.stream;
+  cc->dev = 0; /* an API before 0.3 has one device per process */
+  if (api->struct_size >= WF_XLA_SIZE(wf_xla_api, device_ordinal_get) && api->device_ordinal_get) {
+    wf_xla_device_args da = {sizeof da, NULL, f->ctx, 0};
+    if ((e = api->device_ordinal_get(&da)) != NULL) return e;
+    cc->dev = da.device_ordinal;
+  }
+  int d = cc->dev;
+  if (d < 0 || d >= MAXDEV)
+    return fail(f, WF_XLA_INVALID_ARGUMENT,
+                "weft: kernel '%s': XLA runs it on cuda:%d, weft launches on cuda:0 to cuda:%d",
+                pl->kernel, d, MAXDEV - 1);
+  if ((!pl->mods[d] &&
+       wf_cuda_module_load(c->rt, d, pl->image, strlen(pl->image) + 1, &pl->mods[d]) != WEFT_OK) ||
+      (!pl->fns[d] &&
+       wf_cuda_module_function(c->rt, pl->mods[d], pl->entry, &pl->fns[d]) != WEFT_OK))
+    return fail(f, WF_XLA_INTERNAL, "%s (kernel '%s')", wf_rt_errmsg(c->rt), pl->kernel);
+  cc->fn = pl->fns[d];
+  if (pl->slot && !c->slots[d]) {
+    wf_buffer *b = NULL;
+    if (wf_buffer_new(c->rt, d, WF_CUDA_ERRSLOT, &b) != WEFT_OK ||
+        wf_cuda_memset_raw(c->rt, d, b->ptr, WF_CUDA_ERRSLOT, cc->stream) != WEFT_OK) {
+      wf_buffer_release(b);
+      return fail(f, WF_XLA_INTERNAL, "%s", wf_rt_errmsg(c->rt));
+    }
+    c->slots[d] = b;
+  }
+  cc->slot = pl->slot ? c->slots[d]->ptr : NULL;
+  return NULL;
+}
+
+/* Run plan pl for frame f (the context's lock is held): on the context's
+** thread pool, or queued on XLA's CUDA stream (kernelParams: each array's
+** header, each scalar's bytes, then the error slot's address). */
+static wf_xla_error *run_plan(wf_xla_frame *f, wf_xla_ctx *c, xla_plan *pl) {
   const wf_xla_attrs *at = &f->attrs;
   if (f->args.size != pl->nargs || f->rets.size != pl->nrets)
     return fail(f, WF_XLA_INVALID_ARGUMENT,
                 "weft: kernel '%s' takes %d arrays and makes %d, the call has %lld and %lld",
                 pl->kernel, pl->nargs, pl->nrets, (long long)f->args.size, (long long)f->rets.size);
+  cuda_call cc = {WF_DEVICE_CPU, NULL, NULL, NULL};
+  wf_xla_error *err = pl->cuda ? cuda_setup(f, c, pl, &cc) : NULL;
+  if (err) return err;
   const wf_xla_array *dims_at = attr_array(at, "dims", WF_XLA_S64);
   const wf_xla_array *sc = attr_array(at, "scalars", WF_XLA_U8);
   wf_array hstack[STACK_PARAMS];
   int64_t bstack[STACK_BLOCK];
-  wf_array *hs = pl->nparams <= STACK_PARAMS ? hstack : malloc(sizeof(wf_array) * pl->nparams);
+  void *pstack[STACK_PARAMS + 1];
+  int big = pl->nparams > STACK_PARAMS;
+  wf_array *hs = big ? malloc(sizeof(wf_array) * pl->nparams) : hstack;
+  void **ptrs = big ? malloc(sizeof(void *) * (size_t)(pl->nparams + 1)) : pstack;
   int64_t *block = pl->size <= (int64_t)sizeof bstack ? bstack : malloc((size_t)pl->size);
-  wf_xla_error *err = NULL;
   char msg[256];
   int64_t batch = 1;
-  if (!hs || !block) {
+  if (!hs || !ptrs || !block) {
     err = fail(f, WF_XLA_INTERNAL, "weft: out of memory");
     goto done;
   }
   for (int i = 0; i < pl->nparams; i++) {
     const xla_param *p = &pl->p[i];
-    char *slot = (char *)block + p->offset;
+    char *at_off = (char *)block + p->offset;
     if (p->src == SRC_SCALAR) {
       if (!sc || (int64_t)sc->size < (int64_t)p->index + p->nbytes) {
         err = fail(f, WF_XLA_INVALID_ARGUMENT, "weft: kernel '%s': no value for scalar '%s'",
                    pl->kernel, p->name);
         goto done;
       }
-      memcpy(slot, (const char *)sc->data + p->index, (size_t)p->nbytes);
+      memcpy(at_off, (const char *)sc->data + p->index, (size_t)p->nbytes);
+      ptrs[i] = at_off;
       continue;
     }
     const wf_xla_list *l = p->src == SRC_ARG ? &f->args : &f->rets;
-    const char *bad = fill_header(p, l->ptrs[p->index], &hs[i], &batch, msg, sizeof msg);
+    wf_array *hp = &hs[i];
+    const char *bad = fill_header(p, l->ptrs[p->index], cc.dev, hp, &batch, msg, sizeof msg);
     if (bad) {
       err = fail(f, WF_XLA_INVALID_ARGUMENT, "weft: kernel '%s': %s", pl->kernel, bad);
       goto done;
     }
-    wf_array *hp = &hs[i];
-    memcpy(slot, &hp, sizeof hp);
+    if ((p->flags & PARAM_ZERO) && hp->size > 0 && hp->data) {
+      size_t n = (size_t)(hp->size * p->elsize);
+      if (!pl->cuda)
+        memset(hp->data, 0, n);
+      else if (wf_cuda_memset_raw(c->rt, cc.dev, hp->data, n, cc.stream) != WEFT_OK) {
+        err = fail(f, WF_XLA_INTERNAL, "%s", wf_rt_errmsg(c->rt));
+        goto done;
+      }
+    }
+    if (!pl->cuda) memcpy(at_off, &hp, sizeof hp); /* the cpu entry reads header pointers */
+    ptrs[i] = hp;
   }
   int64_t dims[WF_MAXDIM];
   if (dims_at && dims_at->size > 0) {
@@ -258,16 +331,25 @@ static wf_xla_error *run_plan(wf_xla_frame *f, wf_xla_ctx *c, const xla_plan *pl
     err = fail(f, WF_XLA_INVALID_ARGUMENT, "weft: kernel '%s': no launch dims", pl->kernel);
     goto done;
   }
-  if (wf_cpu_launch(c->rt, pl->fn, pl->ndim, dims, block, pl->cost) != WEFT_OK)
-    err = fail(f, WF_XLA_INTERNAL, "%s", wf_rt_errmsg(c->rt));
+  int st;
+  if (pl->cuda) {
+    ptrs[pl->nparams] = &cc.slot;
+    st = wf_cuda_launch_raw(c->rt, cc.dev, cc.fn, pl->ndim, dims, pl->nparams + pl->slot, ptrs, 0,
+                            cc.stream);
+  } else {
+    st = wf_cpu_launch(c->rt, pl->fn, pl->ndim, dims, block, pl->cost);
+  }
+  if (st != WEFT_OK) err = fail(f, WF_XLA_INTERNAL, "%s", wf_rt_errmsg(c->rt));
 done:
   if (hs != hstack) free(hs);
+  if (ptrs != pstack) free(ptrs);
   if (block != bstack) free(block);
   return err;
 }
 
-/* The CPU target "weft_kernel". */
-static wf_xla_error *wf_xla_kernel(wf_xla_frame *f) {
+/* Both targets: the frame's context and plan, under the context's lock.
+** cuda: which target XLA called (the plan must be made for it). */
+static wf_xla_error *handle(wf_xla_frame *f, int cuda) {
   if (answer_metadata(f, 0)) return NULL;
   const char *why = wf_xla_check_frame(f);
   if (why)
@@ -286,20 +368,24 @@ static wf_xla_error *wf_xla_kernel(wf_xla_frame *f) {
     err = fail(f, WF_XLA_FAILED_PRECONDITION, "weft: the weft.Runtime of this kernel is closed");
   else if (id < 0 || id >= c->nplans)
     err = fail(f, WF_XLA_INVALID_ARGUMENT, "weft: no plan %lld", (long long)id);
+  else if (c->plans[id]->cuda != cuda)
+    err = fail(f, WF_XLA_INVALID_ARGUMENT,
+               "weft: kernel '%s' was compiled for JAX's %s platform, XLA runs it on %s",
+               c->plans[id]->kernel, cuda ? "cpu" : "CUDA", cuda ? "CUDA" : "the cpu");
   else
     err = run_plan(f, c, c->plans[id]);
   pthread_mutex_unlock(&c->lock);
   return err;
 }
 
-/* The CUDA target: registered so that a GPU program names a weft target,
-** but weft's kernels do not run inside XLA on CUDA yet (python/weft/jax.py
-** says so before tracing). */
+/* The target "weft_kernel" of JAX's cpu platform. */
+static wf_xla_error *wf_xla_kernel(wf_xla_frame *f) {
+  return handle(f, 0);
+}
+
+/* ... and of its CUDA platform: queued on XLA's stream, never waited for. */
 static wf_xla_error *wf_xla_kernel_cuda(wf_xla_frame *f) {
-  if (answer_metadata(f, 0)) return NULL;
-  if (wf_xla_check_frame(f)) return NULL;
-  return fail(f, WF_XLA_UNIMPLEMENTED,
-              "weft: jax_kernel runs on JAX's cpu platform only (no CUDA target yet)");
+  return handle(f, 1);
 }
 
 /* ---- Python builtins ----------------------------------------------------- */
@@ -349,6 +435,14 @@ static pyobj *py_ctx_new(pyobj *self, pyobj *const *a, pyssize n) {
   return PyLong_FromVoidPtr(c);
 }
 
+static void free_plan(xla_plan *pl) {
+  if (!pl) return;
+  for (int d = 0; d < MAXDEV; d++)
+    wf_cuda_module_release(pl->mods[d]);
+  free(pl->image);
+  free(pl);
+}
+
 /* ctx_close(ctx): no launch runs after this returns; plans are freed. */
 static pyobj *py_ctx_close(pyobj *self, pyobj *const *a, pyssize n) {
   (void)self;
@@ -358,10 +452,14 @@ static pyobj *py_ctx_close(pyobj *self, pyobj *const *a, pyssize n) {
   if (!c->closed) {
     c->closed = 1;
     for (int i = 0; i < c->nplans; i++)
-      free(c->plans[i]);
+      free_plan(c->plans[i]);
     free(c->plans);
     c->plans = NULL;
     c->nplans = c->cap = 0;
+    for (int d = 0; d < MAXDEV; d++) {
+      wf_buffer_release(c->slots[d]);
+      c->slots[d] = NULL;
+    }
     wf_rt_free(c->rt);
     c->rt = NULL;
   }
@@ -414,12 +512,33 @@ static int read_param(pyobj *t, xla_param *p) {
   return 1;
 }
 
-/* ctx_plan(ctx, fn, cost, ndim, first, size, nargs, nrets, kernel, params)
-** -> plan index. fn must stay valid while the context is open (the Lua
-** layer keeps its code). */
+/* A CUDA plan's (image, entry, slot) into pl: 0 with a Python error. */
+static int cuda_plan(pyobj *t, xla_plan *pl) {
+  int64_t slot = 0;
+  const char *img = PyTuple_Size(t) == 3 ? PyUnicode_AsUTF8(PyTuple_GetItem(t, 0)) : NULL;
+  const char *entry = img ? PyUnicode_AsUTF8(PyTuple_GetItem(t, 1)) : NULL;
+  if (!entry || !int_arg(PyTuple_GetItem(t, 2), &slot)) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "weft: bad CUDA plan");
+    return 0;
+  }
+  size_t len = strlen(img);
+  pl->image = malloc(len + 1);
+  if (!pl->image) return PyErr_NoMemory(), 0;
+  memcpy(pl->image, img, len + 1);
+  snprintf(pl->entry, sizeof pl->entry, "%s", entry);
+  pl->cuda = 1;
+  pl->slot = slot != 0;
+  return 1;
+}
+
+/* ctx_plan(ctx, fn, cost, ndim, first, size, nargs, nrets, kernel, params,
+** cuda) -> plan index. cuda: None for a cpu plan, whose entry fn must stay
+** valid while the context is open (the Lua layer keeps its code); else
+** (PTX text, entry name, error slot 0/1) for the CUDA target (fn 0, the
+** scalars' offsets are into their kernelParams block). */
 static pyobj *py_ctx_plan(pyobj *self, pyobj *const *a, pyssize n) {
   (void)self;
-  wf_xla_ctx *c = nargs_ok(n, 10, "ctx_plan") ? ctx_arg(a[0]) : NULL;
+  wf_xla_ctx *c = nargs_ok(n, 11, "ctx_plan") ? ctx_arg(a[0]) : NULL;
   if (!c) return NULL;
   int64_t v[7];
   for (int k = 0; k < 7; k++)
@@ -427,7 +546,9 @@ static pyobj *py_ctx_plan(pyobj *self, pyobj *const *a, pyssize n) {
   const char *kname = PyUnicode_AsUTF8(a[8]);
   pyssize np = PyTuple_Size(a[9]);
   if (!kname || np < 0) return NULL;
-  if (!v[0] || v[2] < 1 || v[2] > WF_MAXDIM || v[3] >= np || v[4] < 0 || v[5] < 0 || v[6] < 0) {
+  int cuda = a[10] != &_Py_NoneStruct;
+  if ((v[0] == 0) != cuda || v[2] < 1 || v[2] > WF_MAXDIM || v[3] >= np || v[4] < 0 || v[5] < 0 ||
+      v[6] < 0) {
     PyErr_SetString(PyExc_ValueError, "weft: bad plan");
     return NULL;
   }
@@ -438,6 +559,7 @@ static pyobj *py_ctx_plan(pyobj *self, pyobj *const *a, pyssize n) {
   pl->size = v[4], pl->nargs = (int32_t)v[5], pl->nrets = (int32_t)v[6];
   pl->nparams = (int32_t)np;
   snprintf(pl->kernel, sizeof pl->kernel, "%s", kname);
+  if (cuda && !cuda_plan(a[10], pl)) goto bad;
   for (pyssize i = 0; i < np; i++) {
     xla_param *p = &pl->p[i];
     int in_range;
@@ -445,7 +567,7 @@ static pyobj *py_ctx_plan(pyobj *self, pyobj *const *a, pyssize n) {
     in_range = p->src == SRC_ARG   ? p->index < pl->nargs
                : p->src == SRC_RET ? p->index < pl->nrets
                                    : 1;
-    if (!in_range || p->offset + (p->src == SRC_SCALAR ? p->nbytes : 8) > pl->size) {
+    if (!in_range || p->offset + (p->src == SRC_SCALAR ? p->nbytes : cuda ? 0 : 8) > pl->size) {
       PyErr_SetString(PyExc_ValueError, "weft: bad plan parameter");
       goto bad;
     }
@@ -471,7 +593,7 @@ static pyobj *py_ctx_plan(pyobj *self, pyobj *const *a, pyssize n) {
   else
     PyErr_NoMemory();
 bad:
-  free(pl);
+  free_plan(pl);
   return NULL;
 }
 

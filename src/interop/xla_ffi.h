@@ -139,7 +139,17 @@ typedef struct wf_xla_stream_args {
   void *stream; /* out */
 } wf_xla_stream_args;
 
-/* XLA_FFI_Api up to the functions used (more follow in newer versions). */
+/* XLA_FFI_DeviceOrdinal_Get's arguments (API 0.3 on). */
+typedef struct wf_xla_device_args {
+  size_t struct_size;
+  wf_xla_ext *extension_start;
+  void *ctx;
+  int32_t device_ordinal; /* out */
+} wf_xla_device_args;
+
+/* XLA_FFI_Api up to the functions used (more follow in newer versions).
+** stream_get gives the platform stream of the call (a CUstream on CUDA);
+** device_ordinal_get, which API 0.3 added, the device it runs on. */
 struct wf_xla_api {
   size_t struct_size;
   wf_xla_ext *extension_start;
@@ -150,6 +160,8 @@ struct wf_xla_api {
   void *error_destroy;
   void *handler_register;
   wf_xla_error *(*stream_get)(wf_xla_stream_args *args);
+  void *unused_[12]; /* types, execution context, state, memory, pool, futures, run id */
+  wf_xla_error *(*device_ordinal_get)(wf_xla_device_args *args);
 };
 
 typedef struct wf_xla_metadata {
@@ -174,7 +186,11 @@ _Static_assert(sizeof(wf_xla_list) == 40 && sizeof(wf_xla_attrs) == 48, "c_api.h
 _Static_assert(offsetof(wf_xla_frame, args) == 40 && offsetof(wf_xla_frame, rets) == 80 &&
                    offsetof(wf_xla_frame, attrs) == 120 && offsetof(wf_xla_frame, future) == 168,
                "c_api.h layout");
-_Static_assert(offsetof(wf_xla_api, error_create) == 48 && offsetof(wf_xla_api, stream_get) == 80,
+_Static_assert(offsetof(wf_xla_api, error_create) == 48 && offsetof(wf_xla_api, stream_get) == 80 &&
+                   offsetof(wf_xla_api, device_ordinal_get) == 184,
+               "c_api.h layout");
+_Static_assert(sizeof(wf_xla_stream_args) == 32 &&
+                   offsetof(wf_xla_device_args, device_ordinal) == 24,
                "c_api.h layout");
 _Static_assert(offsetof(wf_xla_metadata, traits) == 32 && sizeof(wf_xla_metadata_ext) == 32,
                "c_api.h layout");

@@ -71,6 +71,7 @@ typedef unsigned long long CUdeviceptr;
   _(MemcpyDtoHAsync, CUresult (*)(void *, CUdeviceptr, size_t, CUstream), "cuMemcpyDtoHAsync_v2", NULL) \
   _(MemcpyDtoDAsync, CUresult (*)(CUdeviceptr, CUdeviceptr, size_t, CUstream), "cuMemcpyDtoDAsync_v2", NULL) \
   _(MemsetD8, CUresult (*)(CUdeviceptr, unsigned char, size_t), "cuMemsetD8_v2", NULL) \
+  _(MemsetD8Async, CUresult (*)(CUdeviceptr, unsigned char, size_t, CUstream), "cuMemsetD8Async", NULL) \
   _(MemsetD16, CUresult (*)(CUdeviceptr, unsigned short, size_t), "cuMemsetD16_v2", NULL) \
   _(MemsetD32, CUresult (*)(CUdeviceptr, unsigned, size_t), "cuMemsetD32_v2", NULL) \
   _(MemsetD2D8, CUresult (*)(CUdeviceptr, size_t, unsigned char, size_t, size_t), "cuMemsetD2D8_v2", NULL) \
@@ -830,6 +831,27 @@ static int make_dims(wf_rt *rt, int ndim, const int64_t *dims, wf_dims *out) {
   return WEFT_OK;
 }
 
+/* Queue fn over wd on cs (dev's context is current). */
+static int launch_in(wf_rt *rt, wf_cudrv *d, void *fn, const wf_dims *wd, int nargs, void **args,
+                     int block_size, CUstream cs) {
+  if (block_size <= 0) block_size = 256;
+  if (block_size > 1024)
+    return wf_rt_seterr(rt, WEFT_ERRARG, "weft: block size %d is larger than 1024", block_size);
+  /* Grid-stride loops cover what a capped grid does not. */
+  int64_t blocks = (wd->n + block_size - 1) / block_size;
+  if (blocks > (1 << 20)) blocks = 1 << 20;
+  void *pstack[32];
+  void **params = nargs < 32 ? pstack : malloc(sizeof(void *) * (size_t)(nargs + 1));
+  if (!params) return wf_rt_seterr(rt, WEFT_ERRMEM, "weft: out of memory");
+  params[0] = (void *)wd;
+  for (int i = 0; i < nargs; i++)
+    params[i + 1] = args[i];
+  CUresult r = d->fn.LaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)block_size, 1, 1, 0, cs,
+                                  params, NULL);
+  if (params != pstack) free(params);
+  return r ? cuerr(rt, d, r, "kernel launch") : WEFT_OK;
+}
+
 int wf_cuda_launch(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *dims, int nargs,
                    void **args, int block_size, int verify, void *stream) {
   wf_dims wd;
@@ -838,36 +860,38 @@ int wf_cuda_launch(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *di
   if (wd.n == 0) return WEFT_OK;
   wf_cudrv *d = enter(rt, dev);
   if (!d) return WEFT_ERRDEVICE;
-  if (block_size <= 0) block_size = 256;
-  if (block_size > 1024)
-    return wf_rt_seterr(rt, WEFT_ERRARG, "weft: block size %d is larger than 1024", block_size);
-  /* Grid-stride loops cover what a capped grid does not. */
-  int64_t blocks = (wd.n + block_size - 1) / block_size;
-  if (blocks > (1 << 20)) blocks = 1 << 20;
-  void **params = malloc(sizeof(void *) * (size_t)(nargs + 1));
-  if (!params) return wf_rt_seterr(rt, WEFT_ERRMEM, "weft: out of memory");
-  params[0] = &wd;
-  for (int i = 0; i < nargs; i++)
-    params[i + 1] = args[i];
   wf_cudev *v = &d->dev[dev];
   CUstream cs = cur_stream(v);
   if (stream) {
-    wf_custream *st = stream;
-    if (st->dev != dev) {
-      free(params);
+    wf_custream *s = stream;
+    if (s->dev != dev)
       return wf_rt_seterr(rt, WEFT_ERRARG,
                           "weft: the stream is on cuda:%d, but the launch runs on cuda:%d",
-                          (int)st->dev, (int)dev);
-    }
-    cs = st->s;
+                          (int)s->dev, (int)dev);
+    cs = s->s;
   }
-  CUresult r = d->fn.LaunchKernel(fn, (unsigned)blocks, 1, 1, (unsigned)block_size, 1, 1, 0, cs,
-                                  params, NULL);
-  free(params);
-  if (r) return cuerr(rt, d, r, "kernel launch");
+  if ((st = launch_in(rt, d, fn, &wd, nargs, args, block_size, cs)) != WEFT_OK) return st;
+  CUresult r;
   if (verify && !v->capturing && (r = d->fn.StreamSynchronize(cs)) != 0)
     return cuerr(rt, d, r, "kernel execution (verify_cuda)");
   return WEFT_OK;
+}
+
+int wf_cuda_launch_raw(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *dims, int nargs,
+                       void **args, int block_size, void *custream) {
+  wf_dims wd;
+  int st = make_dims(rt, ndim, dims, &wd);
+  if (st != WEFT_OK || wd.n == 0) return st;
+  wf_cudrv *d = enter(rt, dev);
+  if (!d) return WEFT_ERRDEVICE;
+  return launch_in(rt, d, fn, &wd, nargs, args, block_size, custream);
+}
+
+int wf_cuda_memset_raw(wf_rt *rt, int32_t dev, void *ptr, size_t nbytes, void *custream) {
+  wf_cudrv *d = enter(rt, dev);
+  if (!d) return WEFT_ERRDEVICE;
+  CUresult r = d->fn.MemsetD8Async((CUdeviceptr)(uintptr_t)ptr, 0, nbytes, custream);
+  return r ? cuerr(rt, d, r, "memset") : WEFT_OK;
 }
 
 int wf_cuda_enter(wf_rt *rt, int32_t dev, void **stream) {

@@ -51,6 +51,13 @@ WF_FFI int wf_cuda_module_function(wf_rt *rt, void *module, const char *name, vo
 ** device's current stream. */
 WF_FFI int wf_cuda_launch(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *dims,
                           int nargs, void **args, int block_size, int verify, void *stream);
+/* The same on a CUstream weft did not make (XLA's, src/interop/xla_ffi.c):
+** queued, never waited for. */
+WF_INTERNAL int wf_cuda_launch_raw(wf_rt *rt, int32_t dev, void *fn, int ndim, const int64_t *dims,
+                                   int nargs, void **args, int block_size, void *custream);
+/* Zero nbytes of dev's memory at ptr, queued on such a CUstream. */
+WF_INTERNAL int wf_cuda_memset_raw(wf_rt *rt, int32_t dev, void *ptr, size_t nbytes,
+                                   void *custream);
 WF_FFI int wf_cuda_synchronize(wf_rt *rt, int32_t dev);
 /* Wait for a CUstream that someone else made (1 and 2: the legacy and
 ** per-thread default streams), e.g. the stream of __cuda_array_interface__. */
