@@ -175,6 +175,8 @@ local py = os.getenv("WEFT_BENCH_PYTHON")
 if not py or py == "" then
   io.write(fmt("mesh build %.3f ms, refit %.3f ms, rays %.3f ms, closest %.3f ms (Warp rows skipped)\n",
                wb * 1e3, wr * 1e3, wc * 1e3, wcl * 1e3))
+  io.write(fmt("  cpu: build %.1f ms, refit %.2f ms, rays %.1f ms, closest %.1f ms\n",
+               xb * 1e3, xr * 1e3, xc * 1e3, xcl * 1e3))
   finish()
 end
 local p = assert(io.popen(fmt("%s bench/warp_mesh.py %d %d %d %d %d 2>/dev/null", py, NU, NV, W, H, RUNS)))
