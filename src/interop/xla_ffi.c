@@ -92,7 +92,10 @@ typedef struct wf_xla_ctx {
   wf_rt *rt;
   xla_plan **plans;
   int32_t nplans, cap;
-  wf_buffer *slots[MAXDEV]; /* cuda: each device's error slot (512 bytes) */
+  struct dev_slot {
+    wf_buffer *dev, *host; /* the kernels' error slot, its page-locked mirror */
+    void *copied;          /* an event recorded after the last copy to the mirror */
+  } slots[MAXDEV];         /* cuda, release and debug plans: per device */
 } wf_xla_ctx;
 
 /* ---- errors and attributes ------------------------------------------- */
@@ -211,9 +214,54 @@ static const char *fill_header(const xla_param *p, const wf_xla_buffer *b, int32
 /* The CUDA side of a call: the device XLA runs it on, its stream (a
 ** CUstream), the plan's function there and the error slot's address. */
 typedef struct cuda_call {
-  int32_t dev;
+  int32_t dev, copy; /* copy: the slot goes to its mirror after the launch */
   void *stream, *fn, *slot;
 } cuda_call;
+
+static void slot_free(struct dev_slot *s) {
+  wf_buffer_release(s->dev);
+  wf_buffer_release(s->host);
+  wf_cuda_event_release(s->copied);
+  memset(s, 0, sizeof *s);
+}
+
+/* Device d's error slot for a call on stream: made at the first call.
+** A check that failed in an earlier call (the kernel wrote the slot) is
+** reported by the first call after the slot's copy has landed, as
+** weft.synchronize reports release mode's launches, and the slot is
+** cleared on the stream. One copy at a time: the slot keeps its message
+** until reported, so a later copy takes it. */
+static wf_xla_error *slot_check(wf_xla_frame *f, wf_xla_ctx *c, cuda_call *cc) {
+  struct dev_slot *s = &c->slots[cc->dev];
+  int done = 1;
+  if (!s->dev) {
+    if (wf_buffer_new(c->rt, cc->dev, WF_CUDA_ERRSLOT, &s->dev) != WEFT_OK ||
+        wf_cuda_host_alloc(c->rt, WF_CUDA_ERRSLOT, &s->host) != WEFT_OK ||
+        wf_cuda_event_new(c->rt, cc->dev, 0, &s->copied) != WEFT_OK ||
+        wf_cuda_memset_raw(c->rt, cc->dev, s->dev->ptr, WF_CUDA_ERRSLOT, cc->stream) != WEFT_OK)
+      done = -1;
+    else
+      memset(s->host->ptr, 0, WF_CUDA_ERRSLOT);
+  } else {
+    done = wf_cuda_event_done(c->rt, s->copied);
+  }
+  if (done < 0) {
+    wf_xla_error *e = fail(f, WF_XLA_INTERNAL, "%s", wf_rt_errmsg(c->rt));
+    slot_free(s);
+    return e;
+  }
+  cc->slot = s->dev->ptr;
+  cc->copy = done;
+  const char *h = s->host->ptr;
+  if (!done || *(const int32_t *)h == 0) return NULL;
+  char msg[WF_CUDA_ERRSLOT];
+  snprintf(msg, sizeof msg, "%s", h + 4);
+  memset(s->host->ptr, 0, WF_CUDA_ERRSLOT);
+  if (wf_cuda_memset_raw(c->rt, cc->dev, s->dev->ptr, WF_CUDA_ERRSLOT, cc->stream) != WEFT_OK)
+    return fail(f, WF_XLA_INTERNAL, "%s", wf_rt_errmsg(c->rt));
+  return fail(f, WF_XLA_INTERNAL, "%s (a check failed in an earlier weft call on cuda:%d)", msg,
+              (int)cc->dev);
+}
 
 /* Find them for plan pl, loading its module on the device at the first
 ** call there (the context's lock is held). */
@@ -242,17 +290,7 @@ static wf_xla_error *cuda_setup(wf_xla_frame *f, wf_xla_ctx *c, xla_plan *pl, cu
        wf_cuda_module_function(c->rt, pl->mods[d], pl->entry, &pl->fns[d]) != WEFT_OK))
     return fail(f, WF_XLA_INTERNAL, "%s (kernel '%s')", wf_rt_errmsg(c->rt), pl->kernel);
   cc->fn = pl->fns[d];
-  if (pl->slot && !c->slots[d]) {
-    wf_buffer *b = NULL;
-    if (wf_buffer_new(c->rt, d, WF_CUDA_ERRSLOT, &b) != WEFT_OK ||
-        wf_cuda_memset_raw(c->rt, d, b->ptr, WF_CUDA_ERRSLOT, cc->stream) != WEFT_OK) {
-      wf_buffer_release(b);
-      return fail(f, WF_XLA_INTERNAL, "%s", wf_rt_errmsg(c->rt));
-    }
-    c->slots[d] = b;
-  }
-  cc->slot = pl->slot ? c->slots[d]->ptr : NULL;
-  return NULL;
+  return pl->slot ? slot_check(f, c, cc) : NULL;
 }
 
 /* Run plan pl for frame f (the context's lock is held): on the context's
@@ -264,7 +302,7 @@ static wf_xla_error *run_plan(wf_xla_frame *f, wf_xla_ctx *c, xla_plan *pl) {
     return fail(f, WF_XLA_INVALID_ARGUMENT,
                 "weft: kernel '%s' takes %d arrays and makes %d, the call has %lld and %lld",
                 pl->kernel, pl->nargs, pl->nrets, (long long)f->args.size, (long long)f->rets.size);
-  cuda_call cc = {WF_DEVICE_CPU, NULL, NULL, NULL};
+  cuda_call cc = {WF_DEVICE_CPU, 0, NULL, NULL, NULL};
   wf_xla_error *err = pl->cuda ? cuda_setup(f, c, pl, &cc) : NULL;
   if (err) return err;
   const wf_xla_array *dims_at = attr_array(at, "dims", WF_XLA_S64);
@@ -336,6 +374,10 @@ static wf_xla_error *run_plan(wf_xla_frame *f, wf_xla_ctx *c, xla_plan *pl) {
     ptrs[pl->nparams] = &cc.slot;
     st = wf_cuda_launch_raw(c->rt, cc.dev, cc.fn, pl->ndim, dims, pl->nparams + pl->slot, ptrs, 0,
                             cc.stream);
+    struct dev_slot *s = &c->slots[cc.dev];
+    if (st == WEFT_OK && pl->slot && cc.copy)
+      st = wf_cuda_dtoh_raw(c->rt, cc.dev, s->host->ptr, s->dev->ptr, WF_CUDA_ERRSLOT, cc.stream,
+                            s->copied);
   } else {
     st = wf_cpu_launch(c->rt, pl->fn, pl->ndim, dims, block, pl->cost);
   }
@@ -456,10 +498,8 @@ static pyobj *py_ctx_close(pyobj *self, pyobj *const *a, pyssize n) {
     free(c->plans);
     c->plans = NULL;
     c->nplans = c->cap = 0;
-    for (int d = 0; d < MAXDEV; d++) {
-      wf_buffer_release(c->slots[d]);
-      c->slots[d] = NULL;
-    }
+    for (int d = 0; d < MAXDEV; d++)
+      slot_free(&c->slots[d]);
     wf_rt_free(c->rt);
     c->rt = NULL;
   }

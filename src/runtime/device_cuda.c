@@ -57,6 +57,7 @@ typedef unsigned long long CUdeviceptr;
   _(EventCreate, CUresult (*)(CUevent *, unsigned), "cuEventCreate", NULL) \
   _(EventRecord, CUresult (*)(CUevent, CUstream), "cuEventRecord", NULL) \
   _(EventSynchronize, CUresult (*)(CUevent), "cuEventSynchronize", NULL) \
+  _(EventQuery, CUresult (*)(CUevent), "cuEventQuery", NULL) \
   _(EventElapsedTime, CUresult (*)(float *, CUevent, CUevent), "cuEventElapsedTime_v2", "cuEventElapsedTime") \
   _(EventDestroy, CUresult (*)(CUevent), "cuEventDestroy_v2", "cuEventDestroy") \
   _(MemAlloc, CUresult (*)(CUdeviceptr *, size_t), "cuMemAlloc_v2", NULL) \
@@ -892,6 +893,26 @@ int wf_cuda_memset_raw(wf_rt *rt, int32_t dev, void *ptr, size_t nbytes, void *c
   if (!d) return WEFT_ERRDEVICE;
   CUresult r = d->fn.MemsetD8Async((CUdeviceptr)(uintptr_t)ptr, 0, nbytes, custream);
   return r ? cuerr(rt, d, r, "memset") : WEFT_OK;
+}
+
+int wf_cuda_dtoh_raw(wf_rt *rt, int32_t dev, void *host, const void *ptr, size_t nbytes,
+                     void *custream, void *e) {
+  wf_cudrv *d = enter(rt, dev);
+  if (!d) return WEFT_ERRDEVICE;
+  wf_cuevent *ev = e;
+  CUresult r = d->fn.MemcpyDtoHAsync(host, (CUdeviceptr)(uintptr_t)ptr, nbytes, custream);
+  if (!r && ev && !(r = d->fn.EventRecord(ev->e, custream))) ev->recorded = 1;
+  return r ? cuerr(rt, d, r, "copy to the host") : WEFT_OK;
+}
+
+int wf_cuda_event_done(wf_rt *rt, void *e) {
+  wf_cuevent *ev = e;
+  if (!ev->recorded) return 1;
+  wf_cudrv *d = enter(rt, ev->dev);
+  if (!d) return -1;
+  CUresult r = d->fn.EventQuery(ev->e);
+  if (r == 600) return 0; /* CUDA_ERROR_NOT_READY */
+  return r ? (cuerr(rt, d, r, "event query"), -1) : 1;
 }
 
 int wf_cuda_enter(wf_rt *rt, int32_t dev, void **stream) {

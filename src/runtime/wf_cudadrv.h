@@ -58,6 +58,14 @@ WF_INTERNAL int wf_cuda_launch_raw(wf_rt *rt, int32_t dev, void *fn, int ndim, c
 /* Zero nbytes of dev's memory at ptr, queued on such a CUstream. */
 WF_INTERNAL int wf_cuda_memset_raw(wf_rt *rt, int32_t dev, void *ptr, size_t nbytes,
                                    void *custream);
+/* Copy nbytes from dev's memory at ptr to page-locked host memory, queued
+** on such a CUstream, then record event e (from wf_cuda_event_new; NULL:
+** none) there. */
+WF_INTERNAL int wf_cuda_dtoh_raw(wf_rt *rt, int32_t dev, void *host, const void *ptr, size_t nbytes,
+                                 void *custream, void *e);
+/* 1 when the work before event e's last record is done (or it was never
+** recorded), 0 while it is pending, -1 on failure (the message set). */
+WF_INTERNAL int wf_cuda_event_done(wf_rt *rt, void *e);
 WF_FFI int wf_cuda_synchronize(wf_rt *rt, int32_t dev);
 /* Wait for a CUstream that someone else made (1 and 2: the legacy and
 ** per-thread default streams), e.g. the stream of __cuda_array_interface__. */

@@ -26,6 +26,8 @@ scale = weft.kernel{ x = weft.array(weft.float32), s = weft.float32, y = weft.ar
 vnorm = weft.kernel{ v = weft.array(weft.vec3), n = weft.array(weft.float32),
   w = weft.array(weft.vec3),
   function(v, n, w) local i = weft.tid(); n[i] = weft.length(v[i]); w[i] = v[i] * 2.0 end }
+shift = weft.kernel{ x = weft.array(weft.float32), y = weft.array(weft.float32),
+  function(x, y) local i = weft.tid(); y[i] = x[i + 1] end }
 energy = weft.kernel{ x = weft.array(weft.float32), k = weft.float32, e = weft.array(weft.float32),
   function(x, k, e) local i = weft.tid(); e[i] = k * x[i] * x[i] + math.sin(x[i]) end }
 """
@@ -347,3 +349,50 @@ def test_closed_runtime_is_an_error(drv):
     call = Call(drv, args, rets, attrs)
     assert call.run(cuda) == 4242
     assert call.errors == [(9, "weft: the weft.Runtime of this kernel is closed")]
+
+
+def test_release_mode_check_is_reported_by_the_next_call(krt, drv):
+    """A failed bounds check writes the error slot; the copy queued after
+    the launch lands in page-locked memory and the next call reports it."""
+    _cpu, cuda = _handlers()
+    assert krt["weft.config.mode"] == "release"
+    k = krt.jax_kernel("shift")
+    n = 16
+    attrs = _plan(k, (jnp.ones(n, jnp.float32),))
+    xp, yp = drv.put(np.arange(n + 1, dtype=np.float32)), drv.put(np.zeros(n, np.float32))
+
+    def call(m):  # launch dims n, but x has m elements
+        c = Call(drv, [(xp, (m,), np.float32)], [(yp, (n,), np.float32)],
+                 dict(attrs, dims=np.array([n], np.int64)))
+        return c.run(cuda), c.errors
+
+    assert call(n + 1) == (None, []) and drv.sync() == 0
+    np.testing.assert_allclose(drv.get(yp, n), np.arange(1, n + 1))
+    assert call(n) == (None, [])  # x[16] is out of bounds: queued, not known yet
+    assert drv.sync() == 0
+    r, errors = call(n + 1)
+    assert r == 4242 and len(errors) == 1
+    assert errors[0][1].endswith(": index 16 out of bounds for axis 0 with size 16 in array 'x' "
+                                 "of kernel 'shift' (a check failed in an earlier weft call on "
+                                 "cuda:0)"), errors
+    assert call(n + 1) == (None, []) and drv.sync() == 0  # reported once, then cleared
+    assert call(n + 1) == (None, [])
+
+
+@pytest.mark.parametrize("mode", ["fast", "debug"])
+def test_other_modes(mode, drv):
+    """fast: no error slot parameter; debug: every check, the slot last."""
+    _cpu, cuda = _handlers()
+    rt = weft.Runtime()
+    try:
+        rt.exec(KERNELS + "weft.config.mode = '%s'" % mode)
+        k = rt.jax_kernel("scale")
+        x = np.arange(8, dtype=np.float32)
+        attrs = _plan(k, (jnp.asarray(x), 3.0))
+        xp, yp = drv.put(x), drv.put(np.zeros(8, np.float32))
+        call = Call(drv, [(xp, (8,), np.float32)], [(yp, (8,), np.float32)], attrs)
+        assert call.run(cuda) is None, call.errors
+        assert drv.sync() == 0
+        np.testing.assert_allclose(drv.get(yp, 8), 3 * x)
+    finally:
+        rt.close()
