@@ -273,11 +273,11 @@ static void leaf_table(wf_volume *v) {
 ** box grown by a voxel (so the corners of cells at its faces are inside),
 ** each filled by the tree walk at the block's origin, appended to the leaf
 ** table. Lookups inside the box then take one load and no branch. It is
-** left out when the box has more than 4096 + 64 blocks per leaf (sparse
-** grids: a few bytes per leaf's 2 KB) or no memory is left. */
+** left out when it would outgrow 32 KB plus a quarter of the grid's bytes
+** (sparse grids: a float leaf is 2 KB, its block's entry 8 bytes) or no
+** memory is left. */
 static void block_table(wf_volume *v) {
   wf_vol *d = &v->desc;
-  const uint32_t nleaf = rd32(v->buf + TREE + 32);
   int64_t lo[3], n[3], count = 1;
   for (int a = 0; a < 3; a++) {
     const int64_t b0 = (int64_t)(int32_t)rd32(d->root + 4 * a) - 1,
@@ -285,8 +285,9 @@ static void block_table(wf_volume *v) {
     if (b1 < b0 || b0 < INT32_MIN + 8 || b1 > INT32_MAX - 8) return; /* empty or at the edge */
     lo[a] = b0 & ~(int64_t)7;
     n[a] = ((b1 & ~(int64_t)7) - lo[a]) / 8 + 1;
+    const int64_t most = 4096 + (int64_t)(v->size / 32); /* table <= 32 KB + grid / 4 */
+    if (n[a] > most / count) return;
     count *= n[a];
-    if (count > 4096 + 64 * (int64_t)nleaf) return;
   }
   const uint64_t before = v->aux_size, bytes = before + (uint64_t)count * sizeof(int64_t);
   unsigned char *aux = realloc(v->slots, bytes);
