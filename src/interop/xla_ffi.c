@@ -7,6 +7,11 @@
 ** Lua. Per call it reads the call frame (buffers, attributes), finds the
 ** plan, builds array headers on the stack, packs the argument block and
 ** runs the compiled entry on the thread pool of the context's own runtime.
+** `wf_xla_kernel_cuda`, the CUDA platform's, asks XLA for the call's
+** CUstream and device ordinal, loads the plan's PTX on that device at its
+** first call there, and queues the launch on that stream (kernelParams:
+** the headers of XLA's device buffers, the scalars, the error slot); it
+** never waits for the device.
 **
 **   attributes of a call (made by jax.py)
 **     weft_ctx   i64  the wf_xla_ctx of the weft.Runtime
@@ -15,9 +20,10 @@
 **     scalars    u8[] the static scalar arguments, packed as the entry reads
 **
 **   wf_xla_ctx  lock, closed, rt (launches), plans[]
-**   xla_plan    fn, cost, launch ndim, block size, one xla_param per entry
-**               parameter: where its value comes from (a call argument, a
-**               result buffer, or bytes of `scalars`), its type and layout
+**   xla_plan    fn (cpu) or PTX, entry name and loaded modules (cuda),
+**               cost, launch ndim, one xla_param per entry parameter: where
+**               its value comes from (a call argument, a result buffer, or
+**               bytes of `scalars`), its type and layout
 **
 ** A plan is made once per kernel, signature, launch ndim and mode by the
 ** Lua layer (weft._interop.ffi_plan, which keeps the code alive as long as
