@@ -138,6 +138,21 @@ typedef struct bin {
   int n;
 } bin;
 
+static int bin_of(const rec *r, int a, float lo, float scale, int nb) {
+  int b = (int)((cen(r, a) - lo) * scale);
+  return b < 0 ? 0 : b >= nb ? nb - 1 : b;
+}
+
+/* Bins the n records at r by centroid along axis a (one axis per pass:
+** a short loop the compiler keeps in registers). */
+static void bin_axis(const rec *r, int n, int a, float lo, float scale, int nb, bin *bins) {
+  for (int i = 0; i < n; i++) {
+    bin *x = &bins[bin_of(&r[i], a, lo, scale, nb)];
+    x->n++;
+    box_add(&x->b, r[i].lo, r[i].hi);
+  }
+}
+
 static void subtree(build *B, task *t) {
   wf_gnode *n = &B->nodes[t->node];
   rec *R = B->recs;
@@ -166,17 +181,8 @@ static void subtree(build *B, task *t) {
       bins[a][b].n = 0;
     }
   }
-  for (int i = begin; i < end; i++) {
-    float c[3] = {cen(&R[i], 0), cen(&R[i], 1), cen(&R[i], 2)};
-    for (int a = 0; a < 3; a++) {
-      if (scale[a] == 0) continue;
-      int b = (int)((c[a] - t->cb.lo[a]) * scale[a]);
-      b = b < 0 ? 0 : b >= nb ? nb - 1 : b;
-      bin *x = &bins[a][b];
-      x->n++;
-      box_add(&x->b, R[i].lo, R[i].hi);
-    }
-  }
+  for (int a = 0; a < 3; a++)
+    if (scale[a] > 0) bin_axis(R + begin, count, a, t->cb.lo[a], scale[a], nb, bins[a]);
   /* the cheapest boundary: area(L) n(L) + area(R) n(R) */
   float best = FLT_MAX;
   int baxis = -1, bbin = 0;
@@ -217,9 +223,7 @@ static void subtree(build *B, task *t) {
     int i = begin, j = end - 1;
     float lo = t->cb.lo[baxis], sc = scale[baxis];
     while (i <= j) {
-      int b = (int)((cen(&R[i], baxis) - lo) * sc);
-      b = b < 0 ? 0 : b >= nb ? nb - 1 : b;
-      if (b <= bbin) {
+      if (bin_of(&R[i], baxis, lo, sc, nb) <= bbin) {
         i++;
       } else {
         rec x = R[i];
