@@ -7,6 +7,8 @@ getters answer a stream of ours, then a stream sync and the results read
 back. Also: the handler only queues (no host sync), and its errors."""
 import ctypes
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -36,13 +38,13 @@ NOT_READY = 600  # CUDA_ERROR_NOT_READY
 
 
 class Driver:
-    """Device memory and a stream of cuda:0, straight from the emulator."""
+    """Device memory and a stream of cuda:dev, straight from the emulator."""
 
-    def __init__(self):
+    def __init__(self, dev=0):
         self.lib = ctypes.CDLL(EMU)
         self.lib.cuInit(0)
-        self.ctx = ctypes.c_void_p()
-        assert self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(self.ctx), 0) == 0
+        self.ctx, self.dev = ctypes.c_void_p(), dev
+        assert self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(self.ctx), dev) == 0
         self.lib.cuCtxSetCurrent(self.ctx)
         self.stream = ctypes.c_void_p()
         assert self.lib.cuStreamCreate(ctypes.byref(self.stream), 0) == 0
@@ -80,7 +82,7 @@ class Driver:
         for p in self.ptrs:
             self.lib.cuMemFree_v2(ctypes.c_uint64(p))
         self.lib.cuStreamDestroy_v2(self.stream)
-        self.lib.cuDevicePrimaryCtxRelease_v2(0)
+        self.lib.cuDevicePrimaryCtxRelease_v2(self.dev)
 
 
 # ---- xla_ffi.h's structs, as XLA lays them out ---------------------------------------
@@ -396,3 +398,36 @@ def test_other_modes(mode, drv):
         np.testing.assert_allclose(drv.get(yp, 8), 3 * x)
     finally:
         rt.close()
+
+
+TWO_DEVICES = """
+import numpy as np, jax.numpy as jnp, weft
+from test_jax_ffi_cuda import Call, Driver, KERNELS, _handlers, _plan
+_cpu, cuda = _handlers()
+rt = weft.Runtime()
+rt.exec(KERNELS)
+attrs = _plan(rt.jax_kernel("scale"), (jnp.ones(8, jnp.float32), 2.0))
+for dev in (1, 0):  # the plan's module is loaded on each device at its first call
+    d = Driver(dev)
+    x = np.arange(8, dtype=np.float32) + dev
+    xp, yp = d.put(x), d.put(np.zeros(8, np.float32))
+    call = Call(d, [(xp, (8,), np.float32)], [(yp, (8,), np.float32)], attrs, ordinal=dev)
+    assert call.run(cuda) is None, call.errors
+    assert d.sync() == 0
+    assert (d.get(yp, 8) == 2 * x).all(), d.get(yp, 8)
+    stats = d.stats()
+    assert stats[3] == 0 and stats[6] == 0, stats
+    d.close()
+rt.close()
+print("two devices ok")
+"""
+
+
+def test_each_device_xla_names_runs_the_call():
+    env = dict(os.environ, WEFT_CUDA_EMU_DEVICES="2",
+               PYTHONPATH=os.pathsep.join([os.path.dirname(__file__)] + sys.path))
+    r = subprocess.run([sys.executable, "-c", TWO_DEVICES], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "two devices ok" in r.stdout
+    assert "weft-cuda-emu" not in r.stderr, r.stderr[-3000:]
