@@ -191,6 +191,53 @@ describe("local arrays in memory", function()
     end
   end)
 
+  it("keep a matrix's rows apart from copies of them", function()
+    local k = weft.kernel{ out = weft.array(weft.float32), r = weft.int32, c = weft.int32,
+      function(out, r, c)
+        local m = weft.matrix(8, 8, weft.float32)()
+        for i = 0, 7 do
+          for j = 0, 7 do m[i][j] = weft.float32(i * 8 + j) end
+        end
+        local row = m[r]      -- a copy, written: m keeps its row
+        row[c] = -1.0
+        out[0] = m[r][c]
+        out[1] = row[c]
+        local row2 = m[r]     -- a copy, read after m changes
+        m[r][c] = -2.0
+        out[2] = row2[c]
+        out[3] = m[r][c]
+        local row3 = m[r]     -- written back to another row
+        row3[c] = -3.0
+        m[r + 1] = row3
+        out[4] = m[r][c]
+        out[5] = m[r + 1][c]
+        m[2][c] = -4.0        -- a constant row
+        out[6] = m[2][c] + m[2][c + 1]
+      end }
+    local out = weft.zeros(7)
+    weft.launch(k, 1, { out, 3, 4 })
+    assert.same({ 28, -1, 28, -2, -2, -3, -4 + 21 }, out:totable())
+    -- the same row through another index value (c - 1 == r at run time)
+    local k2 = weft.kernel{ o = weft.array(weft.float32), r = weft.int32, c = weft.int32,
+      function(o, r, c)
+        local m = weft.matrix(8, 8, weft.float32)()
+        for i = 0, 7 do
+          for j = 0, 7 do m[i][j] = weft.float32(i * 8 + j) end
+        end
+        local row = m[r]      -- read after m changes
+        m[c - 1][c] = -2.0
+        o[0] = row[c]
+        o[1] = m[r][c]
+        local row2 = m[r]     -- written back after m is read
+        row2[c] = -5.0
+        o[2] = m[c - 1][c]
+        m[r] = row2
+        o[3] = m[r][c]
+      end }
+    weft.launch(k2, 1, { out, 3, 4 })
+    assert.same({ 28, -2, -2, -5 }, { out[0], out[1], out[2], out[3] })
+  end)
+
   it("give gradients through dynamic reads and writes in loops", function()
     local k = weft.kernel{ x = weft.array(weft.float32), out = weft.array(weft.float32),
       function(x, out)

@@ -73,6 +73,7 @@ typedef struct wf_cpu_emitter {
   int16_t *aname;       /* per IR value: root array param index, -1 unknown */
   int8_t *adepth;       /* per IR value: dims peeled off the root array */
   int32_t *web;         /* per IR value: its local array's slot web (local.c), or -1 */
+  uint8_t *lflags;      /* per IR value: WF_CPU_BORROW, WF_CPU_WRITEBACK (local.c) */
   LLVMValueRef *slot;   /* per web: the slot in the body being emitted */
   LLVMValueRef slot_fn; /* the body the slots belong to */
   LLVMValueRef F;       /* the body function being emitted */
@@ -118,8 +119,11 @@ WF_INTERNAL void wf_cpu_range_check(wf_cpu_emitter *e, const wf_inst *in, const 
 WF_INTERNAL void wf_cpu_emit_inst(wf_cpu_emitter *e, wf_inst *in);
 WF_INTERNAL wf_inst *wf_cpu_emit_block(wf_cpu_emitter *e, wf_block *bl);
 /* local.c: per IR value, the web of a local array kept in one stack slot
-** (the web's representative value), or -1; NULL when out of memory. */
-WF_INTERNAL int32_t *wf_cpu_local_scan(const wf_func *fn);
+** (the web's representative value), or -1; NULL when out of memory.
+** flags (nvals) gets per value: */
+#define WF_CPU_BORROW 1    /* a matrix row living in the matrix's slot */
+#define WF_CPU_WRITEBACK 2 /* m' = m with such a row set: nothing to store */
+WF_INTERNAL int32_t *wf_cpu_local_scan(const wf_func *fn, uint8_t *flags);
 /* simd.c: SIMD across threads. */
 WF_INTERNAL int wf_cpu_has_loop(const wf_block *bl);
 WF_INTERNAL int wf_cpu_body_simd_safe(LLVMValueRef F, LLVMBasicBlockRef thread_bb, LLVMValueRef j,

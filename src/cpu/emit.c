@@ -1038,14 +1038,22 @@ static LLVMValueRef entry_alloca(E *e, LLVMTypeRef t) {
   return a;
 }
 
-static LLVMValueRef web_slot(E *e, wf_val v) {
+/* The slots of the body being emitted (the first use in a body clears
+** them). */
+static LLVMValueRef *body_slots(E *e) {
   if (e->slot_fn != e->F) {
     memset(e->slot, 0, sizeof(LLVMValueRef) * (size_t)(e->fn->nvals > 0 ? e->fn->nvals : 1));
     e->slot_fn = e->F;
   }
+  return e->slot;
+}
+
+/* The slot of homed value v's web (made on first use). */
+static LLVMValueRef web_slot(E *e, wf_val v) {
+  LLVMValueRef *slot = body_slots(e);
   int32_t w = e->web[v];
-  if (!e->slot[w]) e->slot[w] = entry_alloca(e, ltype(e, wf_vtype(e->fn, v)));
-  return e->slot[w];
+  if (!slot[w]) slot[w] = entry_alloca(e, ltype(e, wf_vtype(e->fn, v)));
+  return slot[w];
 }
 
 /* The LLVM type carrying value v (a slot's address for a homed one). */
@@ -1412,8 +1420,12 @@ static LLVMValueRef component(E *e, const wf_inst *in, LLVMValueRef k) {
   }
   LLVMValueRef idx[2] = {ci64(e, 0), k};
   LLVMValueRef p = LLVMBuildInBoundsGEP2(e->B, lt, slot, idx, 2, "");
+  /* the root of a row borrowing the matrix's memory: its address there */
+  if (!isins && homed(e, in->res[0]) && (e->lflags[in->res[0]] & WF_CPU_BORROW)) return p;
   if (!isins) return LLVMBuildLoad2(e->B, ct, p, "");
-  LLVMBuildStore(e->B, argv(e, in, in->nargs - 1), p);
+  /* the write-back of a borrowed row: it is there already */
+  if (!(e->lflags[in->res[0]] & WF_CPU_WRITEBACK))
+    LLVMBuildStore(e->B, argv(e, in, in->nargs - 1), p);
   return homed(e, in->args[0]) ? slot : LLVMBuildLoad2(e->B, lt, slot, "");
 }
 
@@ -1607,10 +1619,15 @@ void emit_inst(E *e, wf_inst *in) {
       r = LLVMGetUndef(ltype(e, rt));
     }
     if (homed(e, in->res[0]) && in->op != WF_OP_INSERT && in->op != WF_OP_INSERTD) {
-      /* the root of a local array's web: into its slot */
-      LLVMValueRef slot = web_slot(e, in->res[0]);
-      LLVMBuildStore(B, r, slot);
-      r = slot;
+      /* the root of a local array's web: into its slot, or (a borrowed
+      ** row) r is its address in the matrix's slot */
+      if (e->lflags[in->res[0]] & WF_CPU_BORROW) {
+        body_slots(e)[e->web[in->res[0]]] = r;
+      } else {
+        LLVMValueRef slot = web_slot(e, in->res[0]);
+        LLVMBuildStore(B, r, slot);
+        r = slot;
+      }
     }
     e->v[in->res[0]] = r;
   }

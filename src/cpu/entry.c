@@ -493,16 +493,17 @@ LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, 
   e.v = calloc(nv, sizeof *e.v);
   e.aname = malloc(nv * sizeof *e.aname);
   e.adepth = calloc(nv, sizeof *e.adepth);
-  e.web = wf_cpu_local_scan(fn);
+  e.lflags = calloc(nv, 1);
+  e.web = e.lflags ? wf_cpu_local_scan(fn, e.lflags) : NULL;
   e.slot = calloc(nv, sizeof *e.slot);
   if (!e.v || !e.aname || !e.adepth || !e.web || !e.slot) {
-    free(e.v), free(e.aname), free(e.adepth), free(e.web), free(e.slot);
+    free(e.v), free(e.aname), free(e.adepth), free(e.web), free(e.slot), free(e.lflags);
     snprintf(err, errsize, "out of memory");
     return NULL;
   }
   if (getenv_off("WEFT_LOCAL_SLOTS")) /* local arrays as SSA values (for measurements) */
     for (size_t i = 0; i < nv; i++)
-      e.web[i] = -1;
+      e.web[i] = -1, e.lflags[i] = 0;
   for (size_t i = 0; i < nv; i++)
     e.aname[i] = -1;
   e.M = LLVMModuleCreateWithNameInContext(fn->name ? fn->name : "kernel", C);
@@ -544,7 +545,7 @@ LLVMModuleRef wf_llvm_emit(LLVMContextRef C, wf_func *fn, const wf_cpu_opts *o, 
   if (priv != pbuf) free(priv);
   if (bits != bbuf) free(bits);
   LLVMDisposeBuilder(e.B);
-  free(e.v), free(e.aname), free(e.adepth), free(e.web), free(e.slot);
+  free(e.v), free(e.aname), free(e.adepth), free(e.web), free(e.slot), free(e.lflags);
   if (e.failed) {
     LLVMDisposeModule(e.M);
     return NULL;

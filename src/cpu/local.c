@@ -19,6 +19,15 @@
 **     consumed inside it (the next trip would see the change).
 ** Other webs keep SSA values; their dynamic accesses go through a
 ** temporary slot (emit.c).
+**
+** A row of a local matrix (`m[r][c] = v` is row = m[r], row' = row with
+** c set, m' = m with row r set) is a web of its own, rooted at the
+** extract. It borrows its matrix's memory instead of copying the row
+** (WF_CPU_BORROW) when no other version of the row is live there: it is
+** made only by inserts (no loop or if carries it), and either it is only
+** read, all before the matrix changes, or it ends in the write-back
+** m' = m with row r set (WF_CPU_WRITEBACK: nothing to store), the matrix's
+** one consume, with no other read of m after the row is taken.
 */
 #include <stdlib.h>
 
@@ -190,7 +199,55 @@ static int derived(const wf_func *fn, wf_val v) {
   return d->op == WF_OP_INSERT || d->op == WF_OP_INSERTD || (wf_op_flags(d->op) & WF_OPF_REGION);
 }
 
-int32_t *wf_cpu_local_scan(const wf_func *fn) {
+/* Does the row web w (root value root) borrow its matrix's memory? Sets
+** the write-back result in *wb (WF_NOVAL when the row is only read). */
+static int borrows(const scan *S, const int32_t *web, int32_t w, wf_val root, wf_val *wb) {
+  const wf_func *fn = S->fn;
+  const wf_inst *x = fn->vals[root].def;
+  wf_val m = x->args[0];
+  int rpos = 0, writes = 0;
+  *wb = WF_NOVAL;
+  for (int i = 0; i < S->nuse[m]; i++)
+    if (S->uses[S->first[m] + i].in == x) rpos = S->uses[S->first[m] + i].pos;
+  /* the row's versions: made by inserts only; the last use of any of them */
+  int last = 0;
+  for (wf_val v = 0; v < fn->nvals; v++) {
+    if (web[v] != w) continue;
+    if (v != root) {
+      const wf_inst *d = fn->vals[v].def;
+      if (!d || (d->op != WF_OP_INSERT && d->op != WF_OP_INSERTD)) return 0;
+      writes = 1;
+    }
+    for (int i = 0; i < S->nuse[v]; i++) {
+      const use *u = &S->uses[S->first[v] + i];
+      const wf_inst *in = u->in;
+      int back = (in->op == WF_OP_INSERTD && in->nargs == 3 && in->args[0] == m &&
+                  in->args[2] == v && x->op == WF_OP_EXTRACTD && in->args[1] == x->args[1]) ||
+                 (in->op == WF_OP_INSERT && in->nargs == 2 && in->args[0] == m &&
+                  in->args[1] == v && x->op == WF_OP_EXTRACT && in->imm == x->imm);
+      if (back) {
+        if (*wb != WF_NOVAL) return 0;
+        *wb = in->res[0];
+      } else if (u->pos > last) {
+        last = u->pos;
+      }
+    }
+  }
+  for (int i = 0; i < S->nuse[m]; i++) {
+    const use *u = &S->uses[S->first[m] + i];
+    if (u->in == x || (*wb != WF_NOVAL && u->in == fn->vals[*wb].def)) continue;
+    if (writes) {
+      /* the row is written in place: m is not read after the row is taken
+      ** and consumed only by the write-back */
+      if (u->consume || u->pos > rpos) return 0;
+    } else if (u->consume && u->pos < last && !exclusive(u->in, x)) {
+      return 0; /* m changes while the row is read */
+    }
+  }
+  return !writes || *wb != WF_NOVAL;
+}
+
+int32_t *wf_cpu_local_scan(const wf_func *fn, uint8_t *flags) {
   int32_t n = fn->nvals > 0 ? fn->nvals : 1;
   scan S = {fn, NULL, NULL, NULL, NULL, 0, 0, 0};
   S.par = malloc(sizeof(int32_t) * (size_t)n);
@@ -228,6 +285,19 @@ int32_t *wf_cpu_local_scan(const wf_func *fn) {
   for (int32_t v = 0; v < n; v++) {
     int32_t r = v < fn->nvals && is_local_type(fn->vals[v].type) ? find(&S, v) : -1;
     web[v] = r >= 0 && bad[r] == 1 && roots[r] == 1 ? r : -1;
+    flags[v] = 0;
+  }
+  /* rows that borrow their matrix's memory (matrices are decided above) */
+  for (int32_t v = 0; v < fn->nvals; v++) {
+    const wf_inst *d = fn->vals[v].def;
+    if (web[v] < 0 || !d || (d->op != WF_OP_EXTRACT && d->op != WF_OP_EXTRACTD) ||
+        web[d->args[0]] < 0)
+      continue;
+    wf_val wb;
+    if (!borrows(&S, web, web[v], v, &wb)) continue;
+    for (int32_t u = 0; u < fn->nvals; u++)
+      if (web[u] == web[v]) flags[u] |= WF_CPU_BORROW;
+    if (wb != WF_NOVAL) flags[wb] |= WF_CPU_WRITEBACK;
   }
   free(S.par), free(S.nuse), free(S.first), free(S.uses), free(bad), free(roots);
   return web;
