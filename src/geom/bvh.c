@@ -26,7 +26,7 @@
 #include "geom/query.h"
 
 #define NBINS 16
-#define LEAF_MIN 2
+#define LEAF_MIN 4
 #define LEAF_MAX 8
 #define MAX_DEPTH 48
 #define PAR_MIN 32768 /* subtrees at least this large may get a thread */
