@@ -55,14 +55,15 @@ class Driver:
         self.lib.cuCtxSetCurrent(self.ctx)
         p = ctypes.c_uint64()
         assert self.lib.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(max(a.nbytes, 1))) == 0
-        assert self.lib.cuMemcpyHtoD_v2(p, a.ctypes.data, ctypes.c_size_t(a.nbytes)) == 0
+        assert self.lib.cuMemcpyHtoD_v2(p, ctypes.c_void_p(a.ctypes.data),
+                                        ctypes.c_size_t(a.nbytes)) == 0
         self.ptrs.append(p.value)
         return p.value
 
     def get(self, ptr, shape, dtype=np.float32):
         self.lib.cuCtxSetCurrent(self.ctx)
         out = np.empty(shape, dtype)
-        assert self.lib.cuMemcpyDtoH_v2(out.ctypes.data, ctypes.c_uint64(ptr),
+        assert self.lib.cuMemcpyDtoH_v2(ctypes.c_void_p(out.ctypes.data), ctypes.c_uint64(ptr),
                                         ctypes.c_size_t(out.nbytes)) == 0
         return out
 
@@ -379,6 +380,21 @@ def test_release_mode_check_is_reported_by_the_next_call(krt, drv):
                                  "cuda:0)"), errors
     assert call(n + 1) == (None, []) and drv.sync() == 0  # reported once, then cleared
     assert call(n + 1) == (None, [])
+
+
+def test_calls_allocate_nothing_after_the_first(krt, drv):
+    _cpu, cuda = _handlers()
+    k = krt.jax_kernel("scale")
+    attrs = _plan(k, (jnp.ones(64, jnp.float32), 2.0))
+    xp, yp = drv.put(np.ones(64, np.float32)), drv.put(np.zeros(64, np.float32))
+    call = Call(drv, [(xp, (64,), np.float32)], [(yp, (64,), np.float32)], attrs)
+    assert call.run(cuda) is None and drv.sync() == 0
+    before = drv.stats()
+    for _ in range(500):
+        assert call.run(cuda) is None
+    assert drv.sync() == 0
+    after = drv.stats()
+    assert after[:2] == before[:2] and after[4] == before[4] + 500, (before, after)
 
 
 @pytest.mark.parametrize("mode", ["fast", "debug"])
