@@ -407,7 +407,7 @@ static void test_emit_debug(void) {
   }
   /* release mode: the tid indices at the top level are checked once per
   ** thread against the launch dim; the load by a parameter keeps its
-  ** check; no division check */
+  ** check; a zero divisor stops the launch as in debug mode */
   wf_pass_bounds(m);
   wf_cuda_opts r = {.checks = 1, .nnames = 3, .names = names};
   rc = wf_cuda_emit_opts(m, &r, &s, err, sizeof err);
@@ -424,7 +424,7 @@ static void test_emit_debug(void) {
               "if (wf_oob(wf_e, (long long)v2, v4.shape[0], \"spec/d.lua:6\", 1, \"grid\", \"k\")) "
               "return;");
     CHECK(strstr(s.text, "wf_oob(wf_e, (long long)v3") == NULL);
-    CHECK(strstr(s.text, "division by zero") == NULL);
+    CHECK_HAS(s.text, "{ wf_fail(wf_e, \"spec/d.lua:8\", \"integer division by zero\"); return; }");
     wf_cuda_src_free(&s);
   }
   wf_module_free(m);
