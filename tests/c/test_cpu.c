@@ -393,7 +393,7 @@ static void test_loops_arith(void) {
   }
   idx[1] = wf_b_consti(&k.b, i32, 6);
   store(&k, P(&k, 0), 2, idx, sum);
-  /* division by zero gives 0 in release mode (no hardware trap) */
+  /* division by zero gives 0 in fast mode (no checks; no hardware trap) */
   idx[1] = wf_b_consti(&k.b, i32, 7);
   store(&k, P(&k, 0), 2, idx, wf_b_op2(&k.b, WF_OP_DIV, i32, a, wf_b_consti(&k.b, i32, 0)));
   void *fn = compile(&k, 0, 1, NULL, 0);
