@@ -263,6 +263,49 @@ describe("local arrays in memory", function()
     for i = 1, 5 do assert.near(2 * xs[i] * i, x.grad[i - 1], 1e-4) end
   end)
 
+  it("give gradients through a matrix indexed by dynamic row and column", function()
+    local k = weft.kernel{ x = weft.array(weft.float32), out = weft.array(weft.float32),
+      function(x, out)
+        local m = weft.matrix(6, 6, weft.float32)()
+        local n = x.shape[0]
+        for i = 0, n - 1 do m[i % 6][(2 * i) % 6] = x[i] * x[i] end
+        local s = 0.0
+        for i = 0, n - 1 do
+          local r, c = i % 6, (2 * i) % 6
+          s = s + m[r][c] * weft.float32(i + 1) + m[c][r]
+        end
+        out[0] = s
+      end }
+    local xs = { 1, 2, 3, 4, 5 }
+    local function f(v)
+      local m = {}
+      for r = 0, 5 do
+        m[r] = {}
+        for c = 0, 5 do m[r][c] = 0 end
+      end
+      for i = 0, 4 do m[i % 6][(2 * i) % 6] = v[i + 1] * v[i + 1] end
+      local s = 0
+      for i = 0, 4 do s = s + m[i % 6][(2 * i) % 6] * (i + 1) + m[(2 * i) % 6][i % 6] end
+      return s
+    end
+    local x = weft.array(xs, weft.float32, { requires_grad = true })
+    local out = weft.zeros(1, weft.float32, { requires_grad = true })
+    local tape = weft.Tape()
+    tape:record(function() weft.launch(k, 1, { x }, { outputs = { out } }) end)
+    assert.equal(f(xs), out[0])
+    tape:backward(out)
+    for i = 1, 5 do
+      local p, q = { unpack(xs) }, { unpack(xs) }
+      p[i], q[i] = xs[i] + 1e-3, xs[i] - 1e-3
+      assert.near((f(p) - f(q)) / 2e-3, x.grad[i - 1], 1e-3)
+    end
+    if have_nvrtc then -- the kernel and its adjoint through NVRTC and ptxas
+      local ptx = k:ptx("sm_80")
+      assert.matches("weft_adj_", ptx)
+      assert.is_true(core.cuda_assemble(ptx, "sm_80") > 0)
+    end
+  end)
+
   it("run on a CUDA device with the CPU's values", function()
     if not weft.is_cuda_available() then return pending("no CUDA device") end
     local D = { device = "cuda:0" }
