@@ -6,7 +6,7 @@
 ** One wf_jit per Lua state, made on first use and kept in the registry
 ** (userdata "weft.cpujit", freed by __gc with the state). It owns the
 ** LLJIT (all kernel code), a target machine for the host (CPU name and
-** features, O3, PIC), and counters.
+** features, O3, PIC, the large code model: see jit_tm), and counters.
 **
 ** Compiling a kernel:
 **   key = hash(codegen version, libweft's build id (util/buildid.h),
@@ -280,8 +280,13 @@ static int jit_tm(wf_jit *j, char *err, size_t es) {
     LLVMDisposeMessage(msg);
     return -1;
   }
+  /* The large code model: the JIT's memory manager maps an object's code
+  ** and its read-only data separately, and they may land more than 2 GB
+  ** apart (a large reservation between them, such as a CUDA driver's or
+  ** the emulator's device heap), where the small model's 32-bit
+  ** PC-relative constant loads would silently wrap to another address. */
   j->tm = LLVMCreateTargetMachine(target, j->triple, j->cpu, j->features,
-                                  LLVMCodeGenLevelAggressive, LLVMRelocPIC, LLVMCodeModelSmall);
+                                  LLVMCodeGenLevelAggressive, LLVMRelocPIC, LLVMCodeModelLarge);
   if (!j->tm) {
     snprintf(err, es, "weft: cannot create an LLVM target machine for %s", j->triple);
     return -1;
