@@ -35,6 +35,7 @@ struct wf_geom {
   int nthreads;   /* the runtime's, for refit */
   float *lo, *hi; /* 3 per primitive (meshes: while building) */
   float *tris;    /* meshes: each slot's triangle, 9 floats, in leaf order */
+  int *sidx;      /* meshes: each slot's 3 vertex indices, in leaf order */
   /* objects on a CUDA device: the descriptor above reads host copies of
   ** the arrays (host[]); the kernels' copy of it, the nodes, items,
   ** triangles and winding data live in dbuf (uploaded after build and
@@ -104,7 +105,7 @@ static void leaf_refit(wf_geom *g, wf_gnode *n) {
   const wf_gmesh *m = &g->d.mesh;
   float lo[3] = {3.4e38f, 3.4e38f, 3.4e38f}, hi[3] = {-3.4e38f, -3.4e38f, -3.4e38f};
   for (int k = n->a; k < n->a - n->b; k++) {
-    const int *ix = m->indices + 3 * (size_t)g->items[k];
+    const int *ix = g->sidx + 3 * (size_t)k;
     float *t = g->tris + 9 * (size_t)k;
     for (int v = 0; v < 3; v++) {
       const wf_g3 p = m->points[ix[v]];
@@ -304,6 +305,10 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   if (kind == WF_GEOM_MESH) {
     free(g->lo), free(g->hi);
     g->lo = g->hi = NULL;
+    /* the faces' indices in slot order: refits read them in order */
+    if (!(g->sidx = malloc(sizeof(int) * 3 * (size_t)n))) goto oom;
+    for (int k = 0; k < n; k++)
+      memcpy(g->sidx + 3 * (size_t)k, g->d.mesh.indices + 3 * (size_t)g->items[k], 3 * sizeof(int));
     g->d.mesh.tris = g->tris;
     mesh_refit(g);
   }
@@ -471,6 +476,7 @@ void wf_geom_free(wf_geom *g) {
   free(g->lo);
   free(g->hi);
   free(g->tris);
+  free(g->sidx);
   for (int k = 0; k < 3; k++)
     free(g->host[k]);
   if (g->dbuf) wf_buffer_release(g->dbuf);
