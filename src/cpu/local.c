@@ -254,7 +254,8 @@ int32_t *wf_cpu_local_scan(const wf_func *fn, uint8_t *flags) {
   S.nuse = calloc((size_t)n, sizeof(int32_t));
   S.first = malloc(sizeof(int32_t) * (size_t)n);
   int32_t *web = malloc(sizeof(int32_t) * (size_t)n);
-  /* per web root: 1 dynamic access, 2 a second root or a parameter, 4 not linear */
+  /* per web root: 1 dynamic access, 2 a second root or a parameter, 4 not
+  ** linear, 8 passed to a native builtin */
   uint8_t *bad = calloc((size_t)n, 1);
   int32_t *roots = calloc((size_t)n, sizeof(int32_t));
   if (!S.par || !S.nuse || !S.first || !web || !bad || !roots) goto fail;
@@ -277,8 +278,11 @@ int32_t *wf_cpu_local_scan(const wf_func *fn, uint8_t *flags) {
     int32_t r = find(&S, v);
     const wf_inst *d = fn->vals[v].def;
     if (d && (d->op == WF_OP_INSERTD || d->op == WF_OP_EXTRACTD)) bad[r] |= 1;
-    for (int i = 0; i < S.nuse[v]; i++)
-      if (S.uses[S.first[v] + i].in->op == WF_OP_EXTRACTD) bad[r] |= 1;
+    for (int i = 0; i < S.nuse[v]; i++) {
+      wf_op op = S.uses[S.first[v] + i].in->op;
+      if (op == WF_OP_EXTRACTD) bad[r] |= 1;
+      if (op == WF_OP_NATIVE) bad[r] |= 8; /* native.c takes operands as values */
+    }
     if (!derived(fn, v) && (!d || roots[r]++ > 0)) bad[r] |= 2;
     if (!linear(&S, v)) bad[r] |= 4;
   }
