@@ -1024,18 +1024,9 @@ static int homed(E *e, wf_val v) {
   return v >= 0 && e->web && e->web[v] >= 0;
 }
 
-/* A stack slot in the entry block (LLVM promotes what stays static). */
+/* A stack slot of type t in the entry block. */
 static LLVMValueRef entry_alloca(E *e, LLVMTypeRef t) {
-  LLVMBasicBlockRef cur = LLVMGetInsertBlock(e->B);
-  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(e->F);
-  LLVMValueRef first = LLVMGetFirstInstruction(entry);
-  if (first)
-    LLVMPositionBuilderBefore(e->B, first);
-  else
-    LLVMPositionBuilderAtEnd(e->B, entry);
-  LLVMValueRef a = LLVMBuildAlloca(e->B, t, "local");
-  LLVMPositionBuilderAtEnd(e->B, cur);
-  return a;
+  return wf_cpu_entry_alloca(e, t, ci32(e, 1), "local");
 }
 
 /* The slots of the body being emitted (the first use in a body clears
