@@ -1,4 +1,4 @@
--- Triangle meshes and bounding volume hierarchies (src/geom/geom.h):
+-- Triangle meshes and bounding volume hierarchies (src/runtime/geom.h):
 --
 --   local m = weft.Mesh{ points = P, indices = I [, velocities = V]
 --                        [, support_winding_number = true] }

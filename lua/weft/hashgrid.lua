@@ -32,7 +32,7 @@ local GEOM_HASHGRID = 3 -- WF_GEOM_HASHGRID (src/geom/native.h)
 
 return function(weft, P)
   local C = cdef.C
-  -- the registry of live geometry objects (src/geom/track.c), if built in
+  -- the registry of live geometry objects (src/runtime/geom_track.c), if built in
   local track = pcall(function() return C.wf_geom_track end) and C.wf_geom_track or nil
   local function untrack(reg, id) if reg ~= nil then C.wf_geom_untrack(reg, id) end end
   local raise, describe = P.raise, P.describe

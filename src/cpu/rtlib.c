@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "cpu/cpu.h"
-#include "geom/geom.h"
+#include "geom/native.h"
 #include "geom/query.h"
 
 /* The first failing thread wins the message slot. */
@@ -352,7 +352,7 @@ static float wf_erfcinvf(float c) {
 ** index, for the element readers, is in range), else the launch fails
 ** with a message naming the builtin, and the code goes on with the null
 ** id 0, which reads nothing. Registry kinds carry a device object's
-** ordinal + 1 from bit 8 on (src/geom/mesh.c). */
+** ordinal + 1 from bit 8 on (src/runtime/geom_mesh.c). */
 static const char *kind_name(int kind) {
   static const char *const names[] = {"object", "weft.Mesh", "weft.Bvh", "weft.HashGrid",
                                       "weft.Volume"};
@@ -370,7 +370,8 @@ static long long index_limit(const wf_gmesh *m, int row, const char **what) {
 }
 int32_t wf_cpu_rt_geom_check(wf_launch_ctx *ctx, const char *where, uint64_t id, int32_t kind,
                              int32_t row, int32_t index) {
-  int k = wf_georeg_kind(ctx->geom, id);
+  const wf_geom_ids *ids = ctx->geom;
+  int k = ids && id ? ids->kind(ids, id) : 0;
   const char *what = "";
   long long lim = k == kind ? index_limit((const wf_gmesh *)id, row, &what) : -1;
   if (k == kind && (lim < 0 || (index >= 0 && index < lim))) return 1;

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "geom/geom.h"
+#include "geom/bvh.h"
 #include "geom/query.h"
 
 #define NBINS 16

@@ -40,11 +40,19 @@
 #ifndef WF_GEOM_NATIVE_H
 #define WF_GEOM_NATIVE_H
 
-/* object kinds (the registry of live objects, src/geom/registry.c) */
+/* object kinds (the registry of live objects, src/runtime/geom_registry.c) */
 #define WF_GEOM_MESH 1
 #define WF_GEOM_BVH 2
 #define WF_GEOM_HASHGRID 3
 #define WF_GEOM_VOLUME 4
+
+/* What a debug-mode launch sees of that registry (abi.h's ctx->geom
+** points at one): the kind of a live id, 0 if it is none. The registry
+** lives in the runtime, above the backends, so it hands them this
+** function instead of its header. */
+typedef struct wf_geom_ids {
+  int (*kind)(const struct wf_geom_ids *ids, unsigned long long id);
+} wf_geom_ids;
 
 /* flags */
 #define WF_NATF_INTERNAL 1 /* not a builtin (iterator steps, adjoints) */

@@ -134,7 +134,7 @@ typedef struct wf_launch_ctx {
   int32_t lock;
   int32_t pad_;
   const int32_t *intr;
-  const void *geom; /* live geometry ids (src/geom/registry.c), or NULL */
+  const void *geom; /* live geometry ids (src/runtime/geom_registry.c), or NULL */
 } wf_launch_ctx;
 
 _Static_assert(offsetof(wf_launch_ctx, dims) == 0 && offsetof(wf_launch_ctx, error) == 36 &&

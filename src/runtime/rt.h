@@ -41,7 +41,7 @@ struct wf_rt {
   ** weft_State that made this runtime (wf_rt_attach_intr). */
   wf_intr *intr;
   wf_intr own_intr;
-  /* Live geometry objects (src/geom/registry.c): made by the first mesh
+  /* Live geometry objects (src/runtime/geom_registry.c): made by the first mesh
   ** or Bvh, released by wf_rt_free; kernels check ids against it in debug
   ** mode (wf_launch_ctx.geom). */
   void *geom;

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "geom/geom.h"
+#include "runtime/geom.h"
 #include "runtime/wf_launch.h"
 #include "weft.h"
 #include "wtest.h"

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "geom/geom.h"
+#include "runtime/geom.h"
 #include "geom/query.h"
 #include "runtime/device.h"
 #include "runtime/rt.h"

@@ -1,10 +1,10 @@
 /*
-** track.c -- volumes and hash grids join the runtime's registry of live
-** geometry objects (registry.c), so that a debug-mode kernel can tell their
+** geom_track.c -- volumes and hash grids join the runtime's registry of live
+** geometry objects (geom_registry.c), so that a debug-mode kernel can tell their
 ** ids from stale or made-up ones. Their host code (nanovdb.c, hashgrid.c)
 ** knows no runtime; the Lua objects track their ids through these two.
 */
-#include "geom/geom.h"
+#include "runtime/geom.h"
 
 /* Add id (of kind WF_GEOM_*) to rt's registry; returns the registry with
 ** a reference for the object to keep, or NULL (out of memory, message

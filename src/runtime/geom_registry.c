@@ -1,5 +1,5 @@
 /*
-** registry.c -- the live geometry objects of a runtime, so that a
+** geom_registry.c -- the live geometry objects of a runtime, so that a
 ** debug-mode kernel can tell a valid id from a stale or made-up one
 ** without reading through it.
 **
@@ -11,7 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "geom/geom.h"
+#include "runtime/geom.h"
 #include "runtime/rt.h"
 
 #define TOMB 1 /* an id no object has (descriptors are aligned) */
@@ -22,7 +22,8 @@ typedef struct slot {
 } slot;
 
 struct wf_georeg {
-  int64_t refs; /* __atomic */
+  wf_geom_ids ids; /* first: what launches see (geom/native.h) */
+  int64_t refs;    /* __atomic */
   pthread_rwlock_t lock;
   slot *slots;
   size_t cap, used; /* used counts tombstones too */
@@ -43,6 +44,10 @@ void wf_georeg_release(void *p) {
   if (g && __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) == 0) reg_free(g);
 }
 
+static int ids_kind(const wf_geom_ids *ids, unsigned long long id) {
+  return wf_georeg_kind(ids, id);
+}
+
 wf_georeg *wf_georeg_of(wf_rt *rt) {
   if (rt->geom) return rt->geom;
   wf_georeg *g = calloc(1, sizeof *g);
@@ -52,6 +57,7 @@ wf_georeg *wf_georeg_of(wf_rt *rt) {
     return NULL;
   }
   g->refs = 1;
+  g->ids.kind = ids_kind;
   rt->geom = g;
   rt->geom_release = wf_georeg_release;
   return g;

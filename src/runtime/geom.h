@@ -1,6 +1,6 @@
 /*
-** geom.h -- host side of the geometry objects: the registry of live ids,
-** BVH build and refit, meshes and Bvh objects (reached from Lua through
+** geom.h -- host side of the geometry objects: the registry of live ids
+** (geom_registry.c), meshes and Bvh objects (geom_mesh.c) (reached from Lua through
 ** the FFI: lua/weft/geom.lua, declared in lua/weft/cdef.lua).
 **
 ** Takes: the runtime (wf_rt, arrays), the kernel-side layouts of query.h.
@@ -11,16 +11,17 @@
 ** the arrays it was made from (the Lua object keeps them alive). It holds
 ** one reference to its runtime's registry, so it may outlive the runtime.
 */
-#ifndef WF_GEOM_H
-#define WF_GEOM_H
+#ifndef WF_RT_GEOM_H
+#define WF_RT_GEOM_H
 
 #include <stdint.h>
 
+#include "geom/bvh.h"
 #include "geom/native.h"
 #include "geom/query.h"
 #include "runtime/wf_rt.h"
 
-/* ---- registry of live objects (registry.c) ---- */
+/* ---- registry of live objects (geom_registry.c) ---- */
 typedef struct wf_georeg wf_georeg;
 /* The runtime's registry, made on first use (NULL on out of memory). */
 WF_INTERNAL wf_georeg *wf_georeg_of(wf_rt *rt);
@@ -31,16 +32,7 @@ WF_INTERNAL void wf_georeg_remove(wf_georeg *g, uint64_t id);
 /* The kind of a live id, 0 if it is none (thread-safe against launches). */
 WF_INTERNAL int wf_georeg_kind(const void *g, uint64_t id);
 
-/* ---- BVH (bvh.c) ---- */
-/* Build over n boxes (lo, hi: 3 floats each per box, any NaN-free values);
-** *nodes and *items are malloc'd. 0, or -1 on out of memory. */
-WF_INTERNAL int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads,
-                             wf_gnode **nodes, int **items, int *nnodes);
-/* Recompute node bounds from new primitive boxes. */
-WF_INTERNAL void wf_bvh_refit(wf_gnode *nodes, int nnodes, const int *items, const float *lo,
-                              const float *hi);
-
-/* ---- objects (mesh.c): the FFI surface ---- */
+/* ---- objects (geom_mesh.c): the FFI surface ---- */
 typedef struct wf_geom wf_geom;
 WF_FFI int wf_geom_mesh_new(wf_rt *rt, const wf_array *points, const wf_array *indices,
                             const wf_array *velocities, int winding, wf_geom **out);
@@ -52,7 +44,7 @@ WF_FFI int wf_geom_refit(wf_rt *rt, wf_geom *g);
 WF_FFI int wf_geom_set_grads(wf_rt *rt, wf_geom *g, const wf_array *points_grad,
                              const wf_array *velocities_grad);
 WF_FFI uint64_t wf_geom_id(const wf_geom *g);
-/* Volumes and hash grids (track.c): their ids in the registry. */
+/* Volumes and hash grids (geom_track.c): their ids in the registry. */
 WF_FFI void *wf_geom_track(wf_rt *rt, uint64_t id, int kind);
 WF_FFI void wf_geom_untrack(void *reg, uint64_t id);
 WF_FFI void wf_geom_free(wf_geom *g);
