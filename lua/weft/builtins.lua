@@ -172,6 +172,8 @@ return function(weft, P)
   -- print inside kernels: the global print
   reg("print", print)
   weft.print = print
+  -- Warp's printf: C's format, no newline added (on the host: string.format)
+  weft.printf = reg("printf", function(fmt, ...) io.write(string.format(fmt, ...)) end)
 
   -- Names a kernel may use as namespaces besides weft itself.
   weft._builtin_namespaces = { math = math, bit = bit }

@@ -85,6 +85,7 @@ typedef struct wf_cpu_emitter {
   int while_polls; /* polls at WHILE back-edges in the current body */
   LLVMValueRef tid[WF_MAXDIM];
   LLVMBasicBlockRef exit_bb, latch_bb;
+  LLVMValueRef pline; /* the thread's pending print line (emit_print), or NULL */
   int contig;         /* emitting the noalias / compact-stride body */
   int privmode;       /* emitting body.p: atomic adds into priv[] params are plain */
   const int8_t *priv; /* per parameter: only updated by atomic_add (priv.c) */
@@ -184,9 +185,17 @@ WF_INTERNAL void wf_cpu_rt_trap(wf_launch_ctx *ctx, const char *where, const cha
 /* A thread found the interrupt flag set: stop the launch ("interrupted"). */
 WF_INTERNAL void wf_cpu_rt_interrupted(wf_launch_ctx *ctx);
 /* kinds: one letter per value: 'i' signed, 'u' unsigned, 'f' float (the
-** slot holds a double's bits), 'b' bool. */
-WF_INTERNAL void wf_cpu_rt_print(const char *fmt, int32_t n, const char *kinds,
+** slot holds a double's bits), 'b' bool.
+** line: the kernel thread's pending text (WF_CPU_PLINE_BYTES on the body's
+** stack, n in its first 4 bytes): print writes exactly its format, whole
+** lines at once; text after the last newline waits there for the rest of
+** its line or the thread's end (wf_cpu_rt_print_flush). */
+#define WF_CPU_PLINE_BYTES 256
+WF_INTERNAL void wf_cpu_rt_print(void *line, const char *fmt, int32_t n, const char *kinds,
                                  const int64_t *vals);
+WF_INTERNAL void wf_cpu_rt_print_flush(void *line);
+/* emit.c: at a thread's end, write its pending print text */
+WF_INTERNAL void wf_cpu_print_flush(wf_cpu_emitter *e);
 
 /* Private accumulation of atomic_add-only arrays (see rtlib.c). begin
 ** returns 1 when the chunk runs the private variant with the data

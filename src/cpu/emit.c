@@ -882,11 +882,25 @@ static void emit_print(E *e, const wf_inst *in) {
     LLVMBuildStore(e->B, s, LLVMBuildInBoundsGEP2(e->B, e->i64, slots, &idx, 1, ""));
   }
   kinds[n] = '\0';
-  LLVMTypeRef pt[4] = {e->ptr, e->i32, e->ptr, e->ptr};
-  LLVMValueRef args[4] = {LLVMBuildGlobalStringPtr(e->B, in->str ? in->str : "", "fmt"), ci32(e, n),
-                          LLVMBuildGlobalStringPtr(e->B, kinds, "kinds"),
+  if (!e->pline) {
+    /* the thread's pending line: made empty in the entry block */
+    e->pline = wf_cpu_entry_alloca(e, e->i8, ci32(e, WF_CPU_PLINE_BYTES), "print.line");
+    LLVMSetAlignment(e->pline, 8);
+    LLVMBasicBlockRef cur = LLVMGetInsertBlock(e->B);
+    LLVMPositionBuilderBefore(e->B, LLVMGetNextInstruction(e->pline));
+    LLVMBuildStore(e->B, ci32(e, 0), e->pline);
+    LLVMPositionBuilderAtEnd(e->B, cur);
+  }
+  LLVMTypeRef pt[5] = {e->ptr, e->ptr, e->i32, e->ptr, e->ptr};
+  LLVMValueRef args[5] = {e->pline, LLVMBuildGlobalStringPtr(e->B, in->str ? in->str : "", "fmt"),
+                          ci32(e, n), LLVMBuildGlobalStringPtr(e->B, kinds, "kinds"),
                           slots ? slots : LLVMConstNull(e->ptr)};
-  call_ext(e, "wf_cpu_rt_print", e->vd, pt, 4, args);
+  call_ext(e, "wf_cpu_rt_print", e->vd, pt, 5, args);
+}
+
+void wf_cpu_print_flush(E *e) {
+  LLVMTypeRef pt[1] = {e->ptr};
+  call_ext(e, "wf_cpu_rt_print_flush", e->vd, pt, 1, &e->pline);
 }
 
 /* ---------------------------------------------------------------------

@@ -323,10 +323,12 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
   LLVMValueRef j = LLVMBuildPhi(B, e->i32, "j");
   e->tid[nd - 1] = j;
   e->latch_bb = latch;
+  e->pline = NULL;
   wf_inst *term = wf_cpu_emit_block(e, fn->body);
   (void)term;
   LLVMBuildBr(B, latch);
   LLVMPositionBuilderAtEnd(B, latch);
+  if (e->pline) wf_cpu_print_flush(e); /* the thread's unfinished print line */
   LLVMValueRef jn = LLVMBuildNSWAdd(B, j, wf_cpu_ci32(e, 1), "");
   LLVMValueRef more = LLVMBuildICmp(B, LLVMIntSLT, jn, jend, "");
   if (e->o->debug) {

@@ -105,7 +105,28 @@ static void pb_value(pbuf *b, const char *spec, char conv, char kind, int64_t bi
   if (n > 0) pb_add(b, out, (size_t)n < sizeof out ? (size_t)n : sizeof out - 1);
 }
 
-void wf_cpu_rt_print(const char *fmt, int32_t n, const char *kinds, const int64_t *vals) {
+/* One locked write: lines from threads never interleave. */
+static void write_out(const char *a, size_t na, const char *b, size_t nb) {
+  flockfile(stdout);
+  fwrite(a, 1, na, stdout);
+  fwrite(b, 1, nb, stdout);
+  fflush(stdout);
+  funlockfile(stdout);
+}
+
+#define PLINE_CAP (WF_CPU_PLINE_BYTES - (int32_t)sizeof(int32_t))
+
+void wf_cpu_rt_print_flush(void *line) {
+  int32_t n;
+  memcpy(&n, line, sizeof n);
+  if (n <= 0) return;
+  write_out((char *)line + sizeof n, (size_t)n, "", 0);
+  n = 0;
+  memcpy(line, &n, sizeof n);
+}
+
+void wf_cpu_rt_print(void *line, const char *fmt, int32_t n, const char *kinds,
+                     const int64_t *vals) {
   pbuf b = {.s = NULL, .n = 0, .cap = sizeof b.stack};
   b.s = b.stack;
   b.s[0] = '\0';
@@ -154,17 +175,34 @@ void wf_cpu_rt_print(const char *fmt, int32_t n, const char *kinds, const int64_
     p = r + 1;
   }
   /* values beyond the format: tab-separated, like Lua's print */
+  int extras = next < n;
   for (; next < n; next++) {
     if (b.n > 0 && b.s[b.n - 1] != '\n') pb_add(&b, "\t", 1);
     pb_value(&b, "%", 's', kinds[next], vals[next]);
   }
-  if (b.n == 0 || b.s[b.n - 1] != '\n') pb_add(&b, "\n", 1);
+  if (extras) pb_add(&b, "\n", 1); /* extras end their line */
   if (!b.failed) {
-    /* one locked write per line: lines from threads never interleave */
-    flockfile(stdout);
-    fwrite(b.s, 1, b.n, stdout);
-    fflush(stdout);
-    funlockfile(stdout);
+    /* the thread's pending text and the new text up to its last newline
+    ** go out together; the rest waits for its line's end */
+    char *pend = line ? (char *)line + sizeof(int32_t) : NULL;
+    int32_t pn = 0;
+    if (line) memcpy(&pn, line, sizeof pn);
+    size_t cut = b.n;
+    while (cut > 0 && b.s[cut - 1] != '\n')
+      cut--;
+    size_t rest = b.n - cut;
+    if (!line) {
+      write_out(b.s, b.n, "", 0);
+    } else if (cut == 0 && (size_t)pn + rest <= (size_t)PLINE_CAP) {
+      memcpy(pend + pn, b.s, rest);
+      pn += (int32_t)rest;
+    } else {
+      if (rest > (size_t)PLINE_CAP) cut = b.n, rest = 0; /* too long to hold: out now */
+      write_out(pend, (size_t)pn, b.s, cut);
+      memcpy(pend, b.s + cut, rest);
+      pn = (int32_t)rest;
+    }
+    if (line) memcpy(line, &pn, sizeof pn);
   }
   if (b.s != b.stack) free(b.s);
 }
@@ -403,6 +441,7 @@ static const wf_cpu_sym symbols[] = {
     {"wf_cpu_rt_trap", (void *)wf_cpu_rt_trap},
     {"wf_cpu_rt_interrupted", (void *)wf_cpu_rt_interrupted},
     {"wf_cpu_rt_print", (void *)wf_cpu_rt_print},
+    {"wf_cpu_rt_print_flush", (void *)wf_cpu_rt_print_flush},
     {"wf_cpu_rt_priv_begin", (void *)wf_cpu_rt_priv_begin},
     {"wf_cpu_rt_priv_end", (void *)wf_cpu_rt_priv_end},
     {"wf_cpu_rt_geom_check", (void *)wf_cpu_rt_geom_check},

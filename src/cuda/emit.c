@@ -657,14 +657,17 @@ static void emit_print(emitter *E, const wf_inst *in) {
     if (next < in->nargs) print_value(E, &fmt, &args, q, speclen, conv, in->args[next++]);
     p = r + 1;
   }
+  int extras = next < in->nargs;
   for (; next < in->nargs; next++) { /* extra values: tab-separated, like Lua's print */
     if (fmt.len > 0 && fmt.p[fmt.len - 1] != '\n') wf_sb_puts(&fmt, "\t");
     print_value(E, &fmt, &args, "%", 1, 's', in->args[next]);
   }
-  if (fmt.len == 0 || fmt.p[fmt.len - 1] != '\n') wf_sb_puts(&fmt, "\n");
+  /* the format is printed exactly (print's ends with a newline, printf's
+  ** as written); values beyond it end their line */
+  if (extras) wf_sb_puts(&fmt, "\n");
   ind(E);
   wf_sb_puts(&E->body, "printf(");
-  sb_cstr(&E->body, fmt.p ? fmt.p : "\n");
+  sb_cstr(&E->body, fmt.p ? fmt.p : "");
   if (args.p) wf_sb_puts(&E->body, args.p);
   wf_sb_puts(&E->body, ");\n");
   if (fmt.oom || args.oom) E->body.oom = 1;

@@ -474,6 +474,85 @@ static int do_print(wf_fstate *F, wf_expr *call) {
   return 0;
 }
 
+/* printf(fmt, ...): Warp's wp.printf, C's format printed exactly (no
+** newline added). The format is checked here against the values' types:
+** integer conversions take integers or bools, float conversions floats,
+** %s only literal strings, and %n never. */
+static int do_printf(wf_fstate *F, wf_expr *call) {
+  int n = call->nargs;
+  wf_rv a[64];
+  if (n < 1) ERR(call, "printf expects a format string");
+  if (n > 61) ERR(call, "printf: too many arguments");
+  for (int i = 0; i < n; i++)
+    a[i] = wf_lo_expr(F, call->args[i]);
+  F->b.loc = (wf_loc){call->line, call->col};
+  if (a[0].kind != RV_STR) ERR(call->args[0], "printf: the format must be a literal string");
+  size_t cap = 64, len = 0;
+  char *buf = wf_front_alloc(F->C, cap);
+  wf_val args[64];
+  int na = 0, k = 1;
+  for (const char *f = a[0].str; *f;) {
+    if (*f != '%') {
+      char c[2] = {*f++, 0};
+      fmt_append(F, &buf, &len, &cap, c);
+      continue;
+    }
+    if (f[1] == '%') {
+      fmt_append(F, &buf, &len, &cap, "%%");
+      f += 2;
+      continue;
+    }
+    const char *c0 = f++;
+    char spec[32];
+    size_t sl = 0;
+    while (*f && strchr("-+ #0123456789.*hlLjzt", *f)) {
+      if (*f == '*') ERR(call->args[0], "printf: '*' widths and precisions are not supported");
+      if (!strchr("hlLjzt", *f) && sl + 1 < sizeof spec) spec[sl++] = *f;
+      f++;
+    }
+    spec[sl] = 0;
+    char conv = *f ? *f++ : 0;
+    int whole = (int)(f - c0);
+    if (conv == 'n') ERR(call->args[0], "printf: '%%n' is not allowed");
+    if (!conv || !strchr("dixXuocfFeEgGaAs", conv))
+      ERR(call->args[0], "printf: unknown conversion '%.*s'", whole, c0);
+    if (k >= n) ERR(call, "printf: the format needs more values than the %d given", n - 1);
+    if (conv == 's') {
+      if (a[k].kind != RV_STR)
+        ERR(call->args[k], "printf: '%.*s' takes a literal string, got a value (use print)", whole,
+            c0);
+      /* formatted now: the string is known */
+      char sf[40];
+      snprintf(sf, sizeof sf, "%%%ss", spec);
+      int m = snprintf(NULL, 0, sf, a[k].str);
+      char *t = wf_front_alloc(F->C, (size_t)(m < 0 ? 0 : m) + 1);
+      snprintf(t, (size_t)(m < 0 ? 0 : m) + 1, sf, a[k].str);
+      for (; *t; t++) {
+        char c[3] = {*t, 0, 0};
+        if (*t == '%') c[1] = '%';
+        fmt_append(F, &buf, &len, &cap, c);
+      }
+      k++;
+      continue;
+    }
+    if (a[k].kind == RV_STR)
+      ERR(call->args[k], "printf: '%.*s' expects a number, got a string", whole, c0);
+    wf_val v = wf_lo_value(F, &a[k], NULL, call->args[k]);
+    const wf_type *t = wf_vtype(F->fn, v);
+    int isf = strchr("fFeEgGaA", conv) != NULL;
+    if (isf ? t->kind != WF_T_FLOAT : t->kind != WF_T_INT && t->kind != WF_T_BOOL)
+      ERR(call->args[k], "printf: '%.*s' expects %s, got %s", whole, c0,
+          isf ? "a float" : "an integer", TN(t));
+    pconv pc = {wf_front_strdup(F->C, spec, sl), conv};
+    print_scalar(F, v, t, pc, &buf, &len, &cap, args, &na);
+    k++;
+  }
+  if (k < n) ERR(call->args[k], "printf: more values than the format uses");
+  wf_inst *in = wf_b_inst(B, WF_OP_PRINT, na, args, 0, NULL, 0);
+  in->str = wf_ir_strdup(F->C->mod, buf);
+  return 0;
+}
+
 /* ---- random numbers ---- */
 static int do_rand(wf_fstate *F, const char *name, wf_expr *call, wf_rv *out) {
   int isf = !strcmp(name, "randf");
@@ -793,6 +872,7 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
   }
   if (!strcmp(name, "sign")) return sign_builtin(F, call, out);
   if (!strcmp(name, "print")) return do_print(F, call);
+  if (!strcmp(name, "printf")) return do_printf(F, call);
   if (!strcmp(name, "tid")) {
     wf_rv a[1];
     getargs(F, name, call, 0, 0, a);
