@@ -176,8 +176,15 @@ return function(weft)
   local mat_arg = kinds_arg({ mat = true }, "matrices")
   local vec_scalar_arg = kinds_arg({ vec = true, float = true }, "a vector and a float scalar")
 
-  -- trace(m): the sum of the diagonal
-  builtin("trace", mat_arg, function(m)
+  -- trace(m): the sum of the diagonal, of a square matrix (as Warp)
+  local function square_mat_arg(m)
+    local why = mat_arg(m)
+    if why then return why end
+    if m.rows ~= m.cols then
+      return "the matrix must be square, got " .. m.rows .. "x" .. m.cols
+    end
+  end
+  builtin("trace", square_mat_arg, function(m)
     local r = m[0][0]
     for i = 1, #m - 1 do r = r + m[i][i] end
     return r

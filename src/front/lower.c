@@ -632,16 +632,27 @@ static wf_val dyn_extract(wf_fstate *F, const wf_type *t, wf_val agg, wf_val key
   return r;
 }
 
+/* Warp's t[i] of a transform: its 7 scalars px py pz qx qy qz qw, as a
+** vector (to = 0), or that vector back as the transform of type tt. */
+static wf_val transform_flat(wf_fstate *F, const wf_type *tt, wf_val v, int to) {
+  wf_val c[7];
+  if (!to) {
+    for (int i = 0; i < 7; i++)
+      c[i] = wf_b_extract(&F->b, wf_b_extract(&F->b, v, i < 3 ? 0 : 1), i < 3 ? i : i - 3);
+    return wf_b_agg(&F->b, wf_t_vec(F->C->T, 7, tt->elem), 7, c);
+  }
+  for (int i = 0; i < 7; i++)
+    c[i] = wf_b_extract(&F->b, v, i);
+  wf_val pq[2] = {wf_b_agg(&F->b, wf_t_component(F->C->T, tt, 0), 3, c),
+                  wf_b_agg(&F->b, wf_t_component(F->C->T, tt, 1), 4, c + 3)};
+  return wf_b_agg(&F->b, tt, 2, pq);
+}
+
 /* Index into an aggregate value (v[i], m[i]). */
 static wf_rv index_agg(wf_fstate *F, wf_rv obj, wf_rv key, wf_expr *at) {
   const wf_type *t = obj.t;
   if (t->kind == WF_T_TRANSFORM) {
-    /* Warp's t[i]: the 7 scalars px py pz qx qy qz qw, as a vector */
-    const wf_type *st = t->elem;
-    wf_val c[7];
-    for (int i = 0; i < 7; i++)
-      c[i] = wf_b_extract(&F->b, wf_b_extract(&F->b, obj.v, i < 3 ? 0 : 1), i < 3 ? i : i - 3);
-    obj = wf_lo_mkval(wf_b_agg(&F->b, wf_t_vec(F->C->T, 7, st), 7, c), wf_t_vec(F->C->T, 7, st));
+    obj = wf_lo_mkval(transform_flat(F, t, obj.v, 0), wf_t_vec(F->C->T, 7, t->elem));
     t = obj.t;
   }
   if (t->kind != WF_T_VEC && t->kind != WF_T_MAT && t->kind != WF_T_QUAT)
@@ -989,6 +1000,12 @@ static wf_val insert_comp(wf_fstate *F, const wf_type *t, wf_val agg, wf_rv key,
   if (fi >= 0) return wf_b_insert(&F->b, agg, fi, v);
   int ok, c = const_index(key, &ok);
   int n = wf_t_arity(t);
+  if (t->kind == WF_T_TRANSFORM) { /* t[i] = x: through the 7 scalars */
+    if (ok && (c < 0 || c >= 7)) ERR(at, "index %.14g out of range for %s (0..6)", key.num, TN(t));
+    const wf_type *vt = wf_t_vec(F->C->T, 7, t->elem);
+    wf_val flat = insert_comp(F, vt, transform_flat(F, t, agg, 0), key, -1, v, at);
+    return transform_flat(F, t, flat, 1);
+  }
   if (ok) {
     if (c < 0 || c >= n) ERR(at, "index %.14g out of range for %s (0..%d)", key.num, TN(t), n - 1);
     return wf_b_insert(&F->b, agg, c, v);
@@ -1070,10 +1087,11 @@ static void assign_to(wf_fstate *F, wf_expr *e, wf_rv r) {
       if (fi < 0) ERR(e, "%s has no field '%s'", TN(t), e->name);
       ct = wf_t_component(F->C->T, t, fi);
     } else {
-      if (t->kind != WF_T_VEC && t->kind != WF_T_MAT && t->kind != WF_T_QUAT)
+      if (t->kind != WF_T_VEC && t->kind != WF_T_MAT && t->kind != WF_T_QUAT &&
+          t->kind != WF_T_TRANSFORM)
         ERR(e, "cannot index a value of type %s", TN(t));
       key = wf_lo_expr(F, e->b);
-      ct = wf_t_component(F->C->T, t, 0);
+      ct = t->kind == WF_T_TRANSFORM ? t->elem : wf_t_component(F->C->T, t, 0);
     }
     F->b.loc = (wf_loc){e->line, e->col};
     if (r.kind == RV_NONE) ERR(e, "the call gives no value to assign");

@@ -692,7 +692,8 @@ static const char *kind_name(const wf_type *t) {
 ** argument types before its body is compiled, so that a wrong call is
 ** reported at the call and in the builtin's terms: the func object's
 ** _builtin(d1, ..., dn) gets a description of each argument ({ name,
-** kind, scalar, float, literal = "int" | "float" | nil }) and returns nil
+** kind, scalar, float, literal = "int" | "float" | nil, rows and cols of
+** a matrix }) and returns nil
 ** or what is wrong. Returns whether the func (at oi) is a builtin. */
 static int check_builtin(wf_fstate *F, int oi, const char *path, int na, const wf_rv *args,
                          const wf_type *const *ptypes, wf_expr *call) {
@@ -723,6 +724,12 @@ static int check_builtin(wf_fstate *F, int oi, const char *path, int na, const w
     if (wf_lo_isnum(&args[i])) {
       lua_pushstring(L, args[i].isint ? "int" : "float");
       lua_setfield(L, -2, "literal");
+    }
+    if (t->kind == WF_T_MAT) { /* for checks of the shape (trace: square) */
+      lua_pushinteger(L, t->rows);
+      lua_setfield(L, -2, "rows");
+      lua_pushinteger(L, t->cols);
+      lua_setfield(L, -2, "cols");
     }
   }
   lua_call(L, na, 1);
