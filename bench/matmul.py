@@ -25,6 +25,7 @@ import numpy as np  # noqa: E402
 import weft  # noqa: E402
 
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 7
+SETTLE = 0.3  # seconds between the two sides (see row)
 
 rt = weft.Runtime()
 rt.exec("""
@@ -62,7 +63,12 @@ def row(name, weft_fn, np_fn, n, target):
     np_fn(1)
     ws, ns = [], []
     for _ in range(ROUNDS):
+        # Two OpenBLAS copies (weft's and NumPy's bundled one) each keep
+        # their threads spinning for a while after a call; on 2 cores the
+        # side timed next would share them with the other's spinners.
+        time.sleep(SETTLE)
         ws.append(timed(weft_fn, n))
+        time.sleep(SETTLE)
         ns.append(timed(np_fn, n))
     ratios = [b / a for a, b in zip(ws, ns)]
     print("%-28s weft %8.3f ms  numpy %8.3f ms  speed ratio %.2fx (target %s)"
