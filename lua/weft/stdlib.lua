@@ -1126,30 +1126,36 @@ return function(weft)
   builtin("div_approx", nil, function(a, b) return a / b end)
   builtin("inverse_approx", mat_arg, function(m) return weft.inverse(m) end)
 
-  -- curlnoise in 3-d: the curl of three noise fields, each octave
-  -- re-seeding the state twice as Warp does (rand_init(state, k))
-  weft.curlnoise:overload{ p = V3, function(state, p, octaves, lacunarity, gain)
-    local st = u32(state)
-    local s1, s2, s3 = V3(0.0, 0.0, 0.0), V3(0.0, 0.0, 0.0), V3(0.0, 0.0, 0.0)
-    local freq, amp = f32(1.0), f32(1.0)
-    for _ = 1, octaves do
-      local pt = freq * p
-      local c0 = weft.vec3i(cell(pt[0]), cell(pt[1]), cell(pt[2]))
-      local c1 = c0 + weft.vec3i(1, 1, 1)
-      local d = pt - floor(pt)
-      local g1 = grad_noise3(st, c0, c1, d)
-      st = pcg(st + pcg(u32(10019689)))
-      local g2 = grad_noise3(st, c0, c1, d)
-      st = pcg(st + pcg(u32(13112221)))
-      local g3 = grad_noise3(st, c0, c1, d)
-      s1 = s1 + amp * g1
-      s2 = s2 + amp * g2
-      s3 = s3 + amp * g3
-      amp = amp * gain
-      freq = freq * lacunarity
-    end
-    return V3(s3[1] - s2[2], s1[2] - s3[0], s2[0] - s1[1])
-  end }
+  -- curlnoise: the 3-d curl of three noise gradients (of 3-d or 4-d noise
+  -- on V points), each octave re-seeding the state twice as Warp does
+  -- (rand_init(state, k)); cells(pt) gives the lower and upper cell corners
+  local function curlnoise_overload(V, cells, grad_noise)
+    weft.curlnoise:overload{ p = V, function(state, p, octaves, lacunarity, gain)
+      local st = u32(state)
+      local s1, s2, s3 = V(), V(), V()
+      local freq, amp = f32(1.0), f32(1.0)
+      for _ = 1, octaves do
+        local pt = freq * p
+        local c0, c1 = cells(pt)
+        local d = pt - floor(pt)
+        local g1 = grad_noise(st, c0, c1, d)
+        st = pcg(st + pcg(u32(10019689)))
+        local g2 = grad_noise(st, c0, c1, d)
+        st = pcg(st + pcg(u32(13112221)))
+        local g3 = grad_noise(st, c0, c1, d)
+        s1 = s1 + amp * g1
+        s2 = s2 + amp * g2
+        s3 = s3 + amp * g3
+        amp = amp * gain
+        freq = freq * lacunarity
+      end
+      return V3(s3[1] - s2[2], s1[2] - s3[0], s2[0] - s1[1])
+    end }
+  end
+  curlnoise_overload(V3, helper(function(pt)
+    local c0 = weft.vec3i(cell(pt[0]), cell(pt[1]), cell(pt[2]))
+    return c0, c0 + weft.vec3i(1, 1, 1)
+  end), grad_noise3)
 
   -- pnoise in 4-d
   weft.pnoise:overload{ p = V4, px = weft.int32, py = weft.int32, pz = weft.int32, pt = weft.int32,
@@ -1200,27 +1206,8 @@ return function(weft)
     return r
   end)
 
-  -- curlnoise in 4-d: the 3-d curl of three 4-d noise gradients
-  weft.curlnoise:overload{ p = V4, function(state, p, octaves, lacunarity, gain)
-    local st = u32(state)
-    local s1, s2, s3 = V4(0.0, 0.0, 0.0, 0.0), V4(0.0, 0.0, 0.0, 0.0), V4(0.0, 0.0, 0.0, 0.0)
-    local freq, amp = f32(1.0), f32(1.0)
-    for _ = 1, octaves do
-      local pt = freq * p
-      local c0 = weft.vec4i(cell(pt[0]), cell(pt[1]), cell(pt[2]), cell(pt[3]))
-      local c1 = c0 + weft.vec4i(1, 1, 1, 1)
-      local d = pt - floor(pt)
-      local g1 = grad_noise4(st, c0, c1, d)
-      st = pcg(st + pcg(u32(10019689)))
-      local g2 = grad_noise4(st, c0, c1, d)
-      st = pcg(st + pcg(u32(13112221)))
-      local g3 = grad_noise4(st, c0, c1, d)
-      s1 = s1 + amp * g1
-      s2 = s2 + amp * g2
-      s3 = s3 + amp * g3
-      amp = amp * gain
-      freq = freq * lacunarity
-    end
-    return V3(s3[1] - s2[2], s1[2] - s3[0], s2[0] - s1[1])
-  end }
+  curlnoise_overload(V4, helper(function(pt)
+    local c0 = weft.vec4i(cell(pt[0]), cell(pt[1]), cell(pt[2]), cell(pt[3]))
+    return c0, c0 + weft.vec4i(1, 1, 1, 1)
+  end), grad_noise4)
 end
