@@ -63,4 +63,31 @@ describe("array memory", function()
                    string.format("only %.0f MB released when the views dropped", with_views - after))
     assert.is_true(after - before < 50, "views did not release their buffers")
   end)
+
+  it("arrays of 4 to 32 MB go back to the system when dropped", function()
+    -- glibc's malloc serves these from its heap once a large free raised
+    -- its mmap threshold, and a heap block need not be returned; weft maps
+    -- them on their own
+    local big = weft.empty(30 * 2 ^ 18, weft.float32) -- 30 MB, then freed
+    big = nil -- luacheck: ignore
+    for _ = 1, 3 do collectgarbage() end
+    local before = rss_mb()
+    local small = {} -- live small blocks after each big one: no heap top to trim
+    local function fill_and_drop()
+      local arrs = {}
+      for i = 1, 6 do
+        arrs[i] = weft.empty(5 * 2 ^ 20, weft.float32) -- 20 MB
+        arrs[i]:fill_(i)
+        small[i] = weft.empty(256, weft.float32)
+      end
+      return rss_mb()
+    end
+    local with = fill_and_drop()
+    for _ = 1, 3 do collectgarbage() end
+    local after = rss_mb()
+    assert.is_true(with - before > 100, string.format("only %.0f MB resident", with - before))
+    assert.is_true(after - before < 20,
+                   string.format("%.0f MB still resident after the arrays dropped", after - before))
+    assert.are.equal(6, #small)
+  end)
 end)

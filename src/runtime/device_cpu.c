@@ -4,6 +4,7 @@
 */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "runtime/rt.h"
 
@@ -12,10 +13,31 @@ static int cpu_count(wf_rt *rt) {
   return 1;
 }
 
+/* Blocks of at least this many bytes are mapped on their own and unmapped
+** when freed. glibc's malloc raises its mmap threshold after each large
+** free (up to 32 MB), after which big arrays come from the heap and their
+** pages may never go back to the system; a dropped array must. */
+#define CPU_MAP_MIN ((size_t)4 << 20)
+
+/* The allocated size: whole cache lines, so vector loads past the last
+** element stay inside the block. 0 when the size overflows. */
+static size_t cpu_block_size(size_t nbytes) {
+  size_t n = (nbytes + WF_ALIGN - 1) / WF_ALIGN * WF_ALIGN;
+  if (n < nbytes) return 0;
+  return n ? n : WF_ALIGN;
+}
+
+static void cpu_free_block(void *p, size_t n) {
+  if (n >= CPU_MAP_MIN)
+    munmap(p, n);
+  else
+    free(p);
+}
+
 /* Frees the block and the header; needs no runtime, so it may run after
 ** weft_close (a DLPack consumer holding the last reference). */
 static void cpu_release(wf_buffer *b) {
-  free(b->ptr);
+  cpu_free_block(b->ptr, cpu_block_size(b->nbytes));
   free(b);
 }
 
@@ -23,10 +45,15 @@ static int cpu_buffer_new(wf_rt *rt, int32_t dev, size_t nbytes, wf_buffer **out
   (void)dev;
   wf_buffer *b = malloc(sizeof *b);
   void *p = NULL;
-  /* Round up so the block covers whole cache lines (vector loads past the
-  ** last element stay inside it). */
-  size_t n = (nbytes + WF_ALIGN - 1) / WF_ALIGN * WF_ALIGN;
-  if (n < nbytes || !b || posix_memalign(&p, WF_ALIGN, n ? n : WF_ALIGN) != 0) {
+  size_t n = cpu_block_size(nbytes);
+  if (n >= CPU_MAP_MIN) { /* page aligned, so WF_ALIGN aligned */
+    p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) p = NULL;
+  } else if (n && posix_memalign(&p, WF_ALIGN, n) != 0) {
+    p = NULL;
+  }
+  if (!p || !b) {
+    if (p) cpu_free_block(p, n);
     free(b);
     return wf_rt_seterr(rt, WEFT_ERRMEM, "weft: out of memory allocating %zu bytes on cpu", nbytes);
   }
