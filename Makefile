@@ -13,10 +13,13 @@ endif
 export BUILD_DIR := $(BUILD)
 # One Python venv (6 GB with torch) serves every build directory.
 export WEFT_VENV ?= $(CURDIR)/build/venv
-# Python packages for the interop tests (pytest) and, for bench, NVIDIA Warp.
-# paddlepaddle (CPU): pip install ~30 s here, ~720 MB; tests/python/test_paddle.py
-PY_TEST_PKGS ?= numpy pytest torch jax paddlepaddle
-PY_BENCH_PKGS ?= warp-lang
+# Python packages for the interop tests (pytest) and the reference checks:
+# paddlepaddle (CPU): pip install ~30 s here, ~720 MB; tests/python/test_paddle.py.
+# warp-lang (~390 MB): NVIDIA Warp itself and its .nvdb test assets, which
+# spec/volume_warp_spec.lua and tests/python/test_volume_warp.py compare
+# against (pending or skipped without it); bench times it too.
+PY_TEST_PKGS ?= numpy pytest torch jax paddlepaddle warp-lang
+PY_BENCH_PKGS ?=
 
 # make fuzz: the libFuzzer harnesses (tests/fuzz) in a clang-16 build for
 # FUZZ_SECONDS in all (shared by front, gen, ir, dlpack); new inputs
@@ -65,7 +68,7 @@ bench: build deps-bench
 	@scripts/run-bench $(BUILD)
 
 # Warp's CPU outputs for the ported cases (tests/warp/ref.lua) and the
-# random-number spec, rewritten with warp-lang (make deps-bench installs it).
+# random-number spec, rewritten with warp-lang (make deps installs it).
 warp-ref: deps-bench
 	$(WEFT_VENV)/bin/python tests/warp/gen_ref.py tests/warp/ref.lua
 	$(WEFT_VENV)/bin/python spec/helpers/warp_rand_ref.py | grep -E '^-- gen|^return' > spec/helpers/warp_rand_ref.lua
