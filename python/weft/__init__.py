@@ -16,10 +16,12 @@ import atexit
 from . import _lib
 from ._core import Array, LuaRef, Runtime, WeftError, capsule_of, _close_all
 from .tape import Tape
+from .linalg import matmul, batched_matmul
 
 __all__ = ["Runtime", "Array", "LuaRef", "WeftError", "runtime", "from_dlpack", "from_numpy",
            "from_torch", "to_torch", "from_jax", "to_jax", "library_path",
-           "register_ffi_callback", "Tape", "asarray", "from_paddle", "to_paddle"]
+           "register_ffi_callback", "Tape", "asarray", "from_paddle", "to_paddle", "matmul",
+           "batched_matmul"]
 
 library_path = _lib.path
 atexit.register(_close_all)

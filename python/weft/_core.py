@@ -190,9 +190,14 @@ class Runtime:
 
     def call(self, func, *args, nresults=1):
         """Call the Lua function at a global path ("f", "mod.f"). Returns
-        its first result (nresults = 1), a tuple (nresults > 1) or None."""
+        its first result (nresults = 1), a tuple (nresults > 1) or None.
+        While a weft.Tape records, arrays reach Lua as the tape's arrays
+        (with their gradients), so the launches and products the function
+        makes are differentiable."""
         with self._lock:
             W = self._state()
+            if self._tapes:  # a recording weft.Tape: one Lua array per tensor, as in launch
+                args = self._tapes[-1]._args(args)
             keep = []
             n = len(args)
             argv = (L.Arg * max(n, 1))()

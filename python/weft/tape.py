@@ -6,16 +6,28 @@
     tape.backward(loss)          # x.grad (a torch tensor's .grad) holds dloss/dx
     tape.gradients[x]            # the gradient as a weft.Array
 
-It drives the Lua tape (weft.Tape in lua/weft/tape.lua). While a tape
-records, rt.launch hands it every argument first: torch tensors, NumPy and
-JAX arrays become weft Arrays once per tape (a tensor that requires grad
-gets its .grad as the array's gradient, made as zeros if missing), so the
-launches recorded and tape.backward see one array per tensor. As in Warp
+It drives the Lua tape (weft.Tape in lua/weft/tape.lua), which also
+records what Lua functions called through rt.call launch, and their matrix
+products (weft.matmul). While a tape records, rt.launch and rt.call hand it
+every argument first: torch tensors, NumPy and JAX arrays become weft
+Arrays once per tape (a tensor that requires grad gets its .grad as the
+array's gradient, made as zeros if missing), so the launches recorded and
+tape.backward see one array per tensor. As in Warp
 and in Lua, gradients flow only through arrays that have one: give the
 arrays in between requires_grad (torch.zeros(n, requires_grad=True), or
 a.requires_grad = True on a weft.Array), and zero them with tape.zero().
 """
+import threading
+
 from ._core import Array, LuaRef, WeftError
+
+_thread = threading.local()  # .stack: the tapes recording in this thread, innermost last
+
+
+def recording():
+    """The innermost weft.Tape recording in this thread, or None."""
+    stack = getattr(_thread, "stack", None)
+    return stack[-1] if stack else None
 
 # The Lua side: a tape records while its weft.Tape():record call runs, so
 # `with tape:` keeps that call suspended in a coroutine (LuaJIT yields
@@ -116,12 +128,18 @@ class Tape:
         rt = self.runtime
         self._co = rt.call("__weft_python_tape.begin", self._ref)
         rt._tapes.append(self)
+        if not hasattr(_thread, "stack"):
+            _thread.stack = []
+        _thread.stack.append(self)
         return self
 
     def __exit__(self, *exc):
         rt = self.runtime
         if rt._tapes and rt._tapes[-1] is self:
             rt._tapes.pop()
+        stack = getattr(_thread, "stack", None)
+        if stack and self in stack:
+            stack.remove(self)
         co, self._co = self._co, None
         if co is not None and rt._W is not None:
             rt.call("__weft_python_tape.finish", co, nresults=0)
@@ -130,7 +148,7 @@ class Tape:
     @property
     def launches(self):
         """The number of launches recorded."""
-        return self.runtime.call("__weft_python_tape.count", self._ref)
+        return int(self.runtime.call("__weft_python_tape.count", self._ref))
 
     # ---- gradients -------------------------------------------------------------
     def backward(self, loss=None, grads=None):
