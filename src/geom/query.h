@@ -60,11 +60,23 @@ typedef struct wf_gwind {
   float c[3], n[3], r, pad;
 } wf_gwind;
 
+/* 4-wide nodes (meshes; src/geom/bvh4.c collapses the binary tree into
+** them): the boxes of 4 children as rows of lanes, so that the 4 slab tests
+** or box distances are plain loops over the lanes, which compilers
+** vectorize. child[j] > 0: a wide node; < 0: a leaf of count[j] slots from
+** ~child[j]; 0: an empty lane (node 0, the root, is no one's child). */
+typedef struct wf_gnode4 {
+  float lo[3][4], hi[3][4];
+  int child[4], count[4];
+} wf_gnode4;
+
 typedef struct wf_gbvh {
   const wf_gnode *nodes;
   const int *items;
-  const wf_gwind *wind; /* NULL unless the mesh supports winding numbers */
+  const wf_gwind *wind;  /* NULL unless the mesh supports winding numbers */
+  const wf_gnode4 *wide; /* meshes: the same tree 4-wide (rays, closest points) */
   int nnodes, nitems;
+  int nwide, pad;
 } wf_gbvh;
 
 typedef struct wf_gmesh {
@@ -313,48 +325,113 @@ WF_G wf_g3 gface_normal(const wf_gmesh *m, int f) {
   return g3norm(g3cross(g3sub(b, a), g3sub(c, a)));
 }
 
+/* ---- 4-wide traversal (meshes) ---- */
+#define WF_G4STACK (3 * WF_GSTACK + 4) /* 3 lanes pushed per level */
+
+/* gbox_ray on the 4 lanes of w: hit[j] and the entry distance t[j]. */
+WF_G void gbox4_ray(const wf_gnode4 *w, const float *o, const float *inv, float tmax, float *t,
+                    int *hit) {
+  for (int j = 0; j < 4; j++) {
+    float x0 = (w->lo[0][j] - o[0]) * inv[0], x1 = (w->hi[0][j] - o[0]) * inv[0];
+    float y0 = (w->lo[1][j] - o[1]) * inv[1], y1 = (w->hi[1][j] - o[1]) * inv[1];
+    float z0 = (w->lo[2][j] - o[2]) * inv[2], z1 = (w->hi[2][j] - o[2]) * inv[2];
+    float tn = gmax(gmax(gmin(x0, x1), gmin(y0, y1)), gmax(gmin(z0, z1), 0.0f));
+    float tf = gmin(gmin(gmax(x0, x1), gmax(y0, y1)), gmin(gmax(z0, z1), tmax));
+    t[j] = tn;
+    hit[j] = tn <= tf * 1.00000024f + 1e-30f;
+  }
+}
+
+/* gbox_dist2 on the 4 lanes of w. */
+WF_G void gbox4_dist2(const wf_gnode4 *w, wf_g3 p, float *d) {
+  for (int j = 0; j < 4; j++) {
+    float dx = gmax(gmax(w->lo[0][j] - p.x, p.x - w->hi[0][j]), 0.0f);
+    float dy = gmax(gmax(w->lo[1][j] - p.y, p.y - w->hi[1][j]), 0.0f);
+    float dz = gmax(gmax(w->lo[2][j] - p.z, p.z - w->hi[2][j]), 0.0f);
+    d[j] = dx * dx + dy * dy + dz * dz;
+  }
+}
+
+/* A traversal stack of lanes (a wide node or a leaf, its count, its
+** distance: entry t of a ray, squared distance of a point). */
+typedef struct wf_gstack4 {
+  int sp;
+  int child[WF_G4STACK], count[WF_G4STACK];
+  float d[WF_G4STACK];
+} wf_gstack4;
+
+/* Is distance d within lim (closed: d <= lim, else d < lim)? */
+WF_G int gwithin(float d, float lim, int closed) {
+  return d < lim || (closed && d == lim);
+}
+
+/* The lanes of w in use with hit[j] and d[j] within lim: the nearest
+** becomes the next one to visit (*c, *n; the result is 0 when there is
+** none), the others go on the stack, the furthest deepest. */
+WF_G int gstack4_push(wf_gstack4 *S, const wf_gnode4 *w, const float *d, const int *hit, float lim,
+                      int closed, int *c, int *n) {
+  int cc[4], nn[4], k = 0;
+  float t[4];
+  for (int j = 0; j < 4; j++) {
+    if (!hit[j] || !w->child[j] || !gwithin(d[j], lim, closed)) continue;
+    int q = k++;
+    for (; q > 0 && t[q - 1] < d[j]; q--)
+      t[q] = t[q - 1], cc[q] = cc[q - 1], nn[q] = nn[q - 1];
+    t[q] = d[j], cc[q] = w->child[j], nn[q] = w->count[j];
+  }
+  if (!k) return 0;
+  for (int q = 0; q < k - 1 && S->sp < WF_G4STACK; q++) {
+    S->child[S->sp] = cc[q], S->count[S->sp] = nn[q], S->d[S->sp] = t[q];
+    S->sp++;
+  }
+  *c = cc[k - 1], *n = nn[k - 1];
+  return 1;
+}
+
+/* The next lane on the stack still within lim, or 0 when there is none. */
+WF_G int gstack4_pop(wf_gstack4 *S, float lim, int closed, int *c, int *n) {
+  while (S->sp) {
+    --S->sp;
+    if (!gwithin(S->d[S->sp], lim, closed)) continue;
+    *c = S->child[S->sp], *n = S->count[S->sp];
+    return 1;
+  }
+  return 0;
+}
+
 /* Closest hit along o + t d, t in [0, tmax). Returns the face or -1. */
 WF_G int gmesh_ray(const wf_gmesh *m, wf_g3 o, wf_g3 d, float tmax, float *t, float *wa, float *wb,
                    float *det) {
   if (!m || m->nfaces <= 0) return -1;
   const wf_gnode *N = m->bvh.nodes;
+  const wf_gnode4 *W = m->bvh.wide;
   const int *items = m->bvh.items;
   wf_gray R = gray_prep(o, d);
   wf_g3 inv = gray_inv(d);
-  int stack[WF_GSTACK], sp = 0, best = -1;
+  const float org[3] = {o.x, o.y, o.z}, iv[3] = {inv.x, inv.y, inv.z};
+  int best = -1;
   float bt = tmax;
-  if (gbox_ray(N[0].lo, N[0].hi, o, inv, bt) > bt) return -1;
-  stack[sp++] = 0;
-  while (sp) {
-    const wf_gnode *n = &N[stack[--sp]];
-    if (n->b < 0) {
-      for (int k = n->a, e = n->a - n->b; k < e; k++) {
-        int f = items[k];
-        wf_g3 a, b, c;
-        gtri_slot(m, k, &a, &b, &c);
+  if (!(gbox_ray(N[0].lo, N[0].hi, o, inv, bt) <= bt)) return -1;
+  wf_gstack4 S;
+  S.sp = 0;
+  int c = 0, cnt = 0, more = 1;
+  while (more) {
+    if (c < 0) {
+      for (int k = ~c, e = ~c + cnt; k < e; k++) {
+        wf_g3 a, b, cc;
+        gtri_slot(m, k, &a, &b, &cc);
         float tt, u, v, dd;
-        if (gray_tri(&R, a, b, c, bt, &tt, &u, &v, &dd)) {
-          bt = tt, *wa = u, *wb = v, *det = dd, best = f;
+        if (gray_tri(&R, a, b, cc, bt, &tt, &u, &v, &dd)) {
+          bt = tt, *wa = u, *wb = v, *det = dd, best = items[k];
         }
       }
+      more = gstack4_pop(&S, bt, 1, &c, &cnt);
       continue;
     }
-    const wf_gnode *l = &N[n->a], *r = &N[n->b];
-    float tl = gbox_ray(l->lo, l->hi, o, inv, bt), tr = gbox_ray(r->lo, r->hi, o, inv, bt);
-    int hl = tl <= bt, hr = tr <= bt;
-    if (hl && hr && sp + 2 <= WF_GSTACK) {
-      if (tl <= tr) { /* near child on top */
-        stack[sp++] = n->b;
-        stack[sp++] = n->a;
-      } else {
-        stack[sp++] = n->a;
-        stack[sp++] = n->b;
-      }
-    } else if (hl && sp < WF_GSTACK) {
-      stack[sp++] = n->a;
-    } else if (hr && sp < WF_GSTACK) {
-      stack[sp++] = n->b;
-    }
+    float tn[4];
+    int hit[4];
+    gbox4_ray(&W[c], org, iv, bt, tn, hit);
+    more = gstack4_push(&S, &W[c], tn, hit, bt, 1, &c, &cnt) || gstack4_pop(&S, bt, 1, &c, &cnt);
   }
   *t = bt;
   return best;
@@ -407,46 +484,39 @@ WF_G float gtri_box_dist2(wf_g3 a, wf_g3 b, wf_g3 c, wf_g3 p) {
   return gbox_dist2(lo, hi, p);
 }
 
-/* Closest face to p strictly within lim: nearer child first, children
+/* Closest face to p strictly within lim: nearest lane first, lanes
 ** pushed with their box distance and skipped when the best distance has
 ** shrunk below it since; triangles whose box is too far are skipped. */
 WF_G int gmesh_closest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *wb, float *dist2) {
   if (!m || m->nfaces <= 0) return -1;
   const wf_gnode *N = m->bvh.nodes;
-  int stack[WF_GSTACK], sp = 0, best = -1;
-  float sd[WF_GSTACK];
+  const wf_gnode4 *W = m->bvh.wide;
+  int best = -1;
   float bd = lim * lim;
   if (!(bd > 0.0f)) return -1;
-  stack[0] = 0;
-  sd[0] = gbox_dist2(N[0].lo, N[0].hi, p);
-  sp = 1;
-  while (sp) {
-    --sp;
-    if (sd[sp] >= bd) continue;
-    const wf_gnode *n = &N[stack[sp]];
-    if (n->b < 0) {
-      for (int k = n->a, e = n->a - n->b; k < e; k++) {
-        wf_g3 a, b, c;
-        gtri_slot(m, k, &a, &b, &c);
-        if (gtri_box_dist2(a, b, c, p) >= bd) continue;
+  if (!(gbox_dist2(N[0].lo, N[0].hi, p) < bd)) return -1;
+  const int all[4] = {1, 1, 1, 1};
+  wf_gstack4 S;
+  S.sp = 0;
+  int c = 0, cnt = 0, more = 1;
+  while (more) {
+    if (c < 0) {
+      for (int k = ~c, e = ~c + cnt; k < e; k++) {
+        wf_g3 a, b, cc;
+        gtri_slot(m, k, &a, &b, &cc);
+        if (gtri_box_dist2(a, b, cc, p) >= bd) continue;
         float u, v;
-        gclosest_tri(a, b, c, p, &u, &v);
-        wf_g3 q = g3sub(gbary(a, b, c, u, v), p);
+        gclosest_tri(a, b, cc, p, &u, &v);
+        wf_g3 q = g3sub(gbary(a, b, cc, u, v), p);
         float d2 = g3dot(q, q);
         if (d2 < bd) bd = d2, best = m->bvh.items[k], *wa = u, *wb = v;
       }
+      more = gstack4_pop(&S, bd, 0, &c, &cnt);
       continue;
     }
-    const wf_gnode *l = &N[n->a], *r = &N[n->b];
-    float dl = gbox_dist2(l->lo, l->hi, p), dr = gbox_dist2(r->lo, r->hi, p);
-    int near = n->a, far = n->b;
-    if (dr < dl) {
-      float t = dl;
-      dl = dr, dr = t;
-      near = n->b, far = n->a;
-    }
-    if (dr < bd && sp < WF_GSTACK) stack[sp] = far, sd[sp++] = dr;
-    if (dl < bd && sp < WF_GSTACK) stack[sp] = near, sd[sp++] = dl;
+    float d4[4];
+    gbox4_dist2(&W[c], p, d4);
+    more = gstack4_push(&S, &W[c], d4, all, bd, 0, &c, &cnt) || gstack4_pop(&S, bd, 0, &c, &cnt);
   }
   *dist2 = bd;
   return best;

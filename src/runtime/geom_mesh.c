@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "runtime/geom.h"
+#include "geom/bvh4.h"
 #include "geom/query.h"
 #include "runtime/device.h"
 #include "runtime/rt.h"
@@ -31,7 +32,9 @@ struct wf_geom {
   wf_gnode *nodes;
   int *items;
   wf_gwind *wind;
-  int nnodes;
+  wf_gnode4 *wide; /* meshes: the tree 4-wide (bvh4.c) */
+  int *wsrc;       /* the binary node behind each wide lane (refit) */
+  int nnodes, nwide;
   int nthreads;   /* the runtime's, for refit */
   float *lo, *hi; /* 3 per primitive (meshes: while building) */
   float *tris;    /* meshes: each slot's triangle, 9 floats, in leaf order */
@@ -248,7 +251,8 @@ static int upload(wf_rt *rt, wf_geom *g) {
   size_t o_nodes = ALIGN64(sizeof g->d), o_items = o_nodes + ALIGN64(nn * sizeof(wf_gnode));
   size_t o_tris = o_items + ALIGN64(n * sizeof(int));
   size_t o_wind = o_tris + (g->tris ? ALIGN64(n * 9 * sizeof(float)) : 0);
-  size_t total = o_wind + (g->wind ? nn * sizeof(wf_gwind) : 0);
+  size_t nw = (size_t)g->nwide, o_wide = o_wind + (g->wind ? ALIGN64(nn * sizeof(wf_gwind)) : 0);
+  size_t total = o_wide + nw * sizeof(wf_gnode4);
   int rc;
   if (!g->dbuf && (rc = ops->buffer_new(rt, g->device, total, &g->dbuf))) return rc;
   char *base = g->dbuf->ptr;
@@ -274,6 +278,7 @@ static int upload(wf_rt *rt, wf_geom *g) {
   bvh->nodes = (const wf_gnode *)(base + o_nodes);
   bvh->items = (const int *)(base + o_items);
   bvh->wind = g->wind ? (const wf_gwind *)(base + o_wind) : NULL;
+  bvh->wide = g->wide ? (const wf_gnode4 *)(base + o_wide) : NULL;
   if ((rc = ops->copy(rt, g->device, base, WF_DEVICE_CPU, &d, sizeof d)) ||
       (rc = ops->copy(rt, g->device, base + o_nodes, WF_DEVICE_CPU, g->nodes,
                       nn * sizeof(wf_gnode))) ||
@@ -284,6 +289,9 @@ static int upload(wf_rt *rt, wf_geom *g) {
     return rc;
   if (g->wind &&
       (rc = ops->copy(rt, g->device, base + o_wind, WF_DEVICE_CPU, g->wind, nn * sizeof(wf_gwind))))
+    return rc;
+  if (g->wide && (rc = ops->copy(rt, g->device, base + o_wide, WF_DEVICE_CPU, g->wide,
+                                 nw * sizeof(wf_gnode4))))
     return rc;
   return 0;
 }
@@ -311,6 +319,7 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
       memcpy(g->sidx + 3 * (size_t)k, g->d.mesh.indices + 3 * (size_t)g->items[k], 3 * sizeof(int));
     g->d.mesh.tris = g->tris;
     mesh_refit(g);
+    if (wf_bvh4_build(g->nodes, g->nnodes, &g->wide, &g->wsrc, &g->nwide)) goto oom;
   }
   if (winding) {
     g->wind = calloc((size_t)g->nnodes, sizeof *g->wind);
@@ -321,7 +330,9 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   bvh->nodes = g->nodes;
   bvh->items = g->items;
   bvh->wind = g->wind;
+  bvh->wide = g->wide;
   bvh->nnodes = g->nnodes;
+  bvh->nwide = g->nwide;
   bvh->nitems = n;
   if (upload(rt, g)) {
     wf_geom_free(g);
@@ -438,9 +449,10 @@ int wf_geom_refit(wf_rt *rt, wf_geom *g) {
              (rc = check_finite(rt, g->kind, g->d.boxes.uppers, g->nprims, "uppers"))) {
     return rc;
   }
-  if (g->kind == WF_GEOM_MESH)
+  if (g->kind == WF_GEOM_MESH) {
     mesh_refit(g);
-  else
+    wf_bvh4_refit(g->wide, g->nwide, g->wsrc, g->nodes);
+  } else
     wf_bvh_refit(g->nodes, g->nnodes, g->items, (const float *)g->d.boxes.lowers,
                  (const float *)g->d.boxes.uppers);
   if (g->wind) wind_refit(g);
@@ -473,6 +485,8 @@ void wf_geom_free(wf_geom *g) {
   free(g->nodes);
   free(g->items);
   free(g->wind);
+  free(g->wide);
+  free(g->wsrc);
   free(g->lo);
   free(g->hi);
   free(g->tris);
