@@ -141,3 +141,59 @@ def test_numpy_and_jax_of_the_default_runtime_launch_elsewhere(krt):
     xj = weft.from_jax(jnp.array([2.0, 4.0], dtype=jnp.float32))
     krt.launch("lin", 2, inputs=[xj], outputs=[ya])
     assert y.tolist() == [6.0, 12.0]
+
+
+ARRAYS = """
+m2 = weft.kernel{ x = weft.array(weft.float64, 2), w = weft.array(weft.float64, 2),
+  y = weft.array(weft.float64, 2),
+  function(x, w, y) local i, j = weft.tid(); y[i][j] = weft.sin(x[i][j]) * w[i][j] + x[i][j] * x[i][j] end }
+energy = weft.kernel{ p = weft.array(weft.vec3d), s = weft.float64, e = weft.array(weft.float64),
+  function(p, s, e) local i = weft.tid(); e[i] = weft.dot(p[i], p[i]) * s + weft.length(p[i]) end }
+crossed = weft.kernel{ p = weft.array(weft.vec3f), q = weft.array(weft.vec3f), o = weft.array(weft.vec3f),
+  function(p, q, o) local i = weft.tid(); o[i] = weft.cross(p[i], q[i]) * 2.0 end }
+"""
+
+
+def test_kernel_function_on_2d_arrays(krt):
+    import weft.torch as wt
+    krt.exec(ARRAYS)
+    f = wt.kernel_function(krt, "m2")
+    g = torch.Generator().manual_seed(3)
+    x, w = (torch.randn(3, 4, generator=g, dtype=torch.float64).requires_grad_(True)
+            for _ in range(2))
+    torch.testing.assert_close(f(x, w), torch.sin(x) * w + x * x)
+    assert torch.autograd.gradcheck(f, (x, w), eps=1e-6, atol=1e-7)
+
+
+def test_kernel_function_on_vec3_arrays(krt):
+    # (n, 3) tensors are arrays of n vec3: the launch runs over n, the
+    # outputs are shaped in elements (n, plus 3 for a vec3 output)
+    import weft.torch as wt
+    krt.exec(ARRAYS)
+    g = torch.Generator().manual_seed(4)
+    p = torch.randn(5, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    energy = wt.kernel_function(krt, "energy")
+    e = energy(p, 0.5)
+    assert e.shape == (5,) and e.dtype == torch.float64
+    torch.testing.assert_close(e, (p * p).sum(1) * 0.5 + p.norm(dim=1))
+    assert torch.autograd.gradcheck(lambda p: energy(p, 0.5), (p,), eps=1e-6, atol=1e-7)
+    crossed = wt.kernel_function(krt, "crossed")
+    a, b = (torch.randn(6, 3, generator=g).requires_grad_(True) for _ in range(2))
+    o = crossed(a, b)
+    assert o.shape == (6, 3) and o.dtype == torch.float32
+    (o * o).sum().backward()
+    ta, tb = (x.detach().clone().requires_grad_(True) for x in (a, b))
+    r = torch.linalg.cross(ta, tb) * 2
+    (r * r).sum().backward()
+    torch.testing.assert_close(o, r)
+    torch.testing.assert_close(a.grad, ta.grad)
+    torch.testing.assert_close(b.grad, tb.grad)
+
+
+def test_kernel_function_signature_errors(krt):
+    import weft.torch as wt
+    krt.exec(ARRAYS)
+    with pytest.raises(weft.WeftError, match=r"kernel_function\('nope'\): no kernel named 'nope'"):
+        wt.kernel_function(krt, "nope")(torch.zeros(2))
+    with pytest.raises(TypeError, match=r"the kernel has 3 parameters; 1 inputs and 1 outputs"):
+        wt.kernel_function(krt, "m2")(torch.zeros(2, 2, dtype=torch.float64))
