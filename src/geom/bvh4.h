@@ -10,12 +10,20 @@
 #include "util/util.h"
 
 /* Collapse the binary tree nodes[0 .. nnodes) (built by wf_bvh_build) into
-** *wide (*nwide nodes, 64-byte aligned) and *src, the binary node behind
-** each of the 4 slots of every wide node (-1: empty), which refits read.
-** Both malloc'd. 0, or -1 on out of memory. */
-WF_INTERNAL int wf_bvh4_build(const wf_gnode *nodes, int nnodes, wf_gnode4 **wide, int **src,
+** *wide (*nwide nodes, 64-byte aligned), and give in *lane, for each binary
+** node, the lane 4 * w + j of the wide node w it stands in (-1: none), for
+** refits to copy its box there (wf_bvh4_lane_box). Both malloc'd. 0, or -1
+** on out of memory. */
+WF_INTERNAL int wf_bvh4_build(const wf_gnode *nodes, int nnodes, wf_gnode4 **wide, int **lane,
                               int *nwide);
-/* Copy the boxes of a refit binary tree into the wide nodes. */
-WF_INTERNAL void wf_bvh4_refit(wf_gnode4 *wide, int nwide, const int *src, const wf_gnode *nodes);
+
+/* Lane l (4 * w + j) of the wide nodes takes the box of binary node n. */
+static inline void wf_bvh4_lane_box(wf_gnode4 *wide, int l, const wf_gnode *n) {
+  wf_gnode4 *w = &wide[l >> 2];
+  for (int c = 0; c < 3; c++) {
+    w->lo[c][l & 3] = n->lo[c];
+    w->hi[c][l & 3] = n->hi[c];
+  }
+}
 
 #endif

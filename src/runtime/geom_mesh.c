@@ -33,7 +33,7 @@ struct wf_geom {
   int *items;
   wf_gwind *wind;
   wf_gnode4 *wide; /* meshes: the tree 4-wide (bvh4.c) */
-  int *wsrc;       /* the binary node behind each wide lane (refit) */
+  int *wlane;      /* each binary node's wide lane, or -1 (refit) */
   int nnodes, nwide;
   int nthreads;   /* the runtime's, for refit */
   float *lo, *hi; /* 3 per primitive (meshes: while building) */
@@ -129,6 +129,11 @@ static void inner_refit(wf_gnode *N, wf_gnode *n) {
   }
 }
 
+/* Node i has its box: so has the wide lane it stands in, if any. */
+static void lane_refit(wf_geom *g, int i) {
+  if (g->wlane && g->wlane[i] >= 0) wf_bvh4_lane_box(g->wide, g->wlane[i], &g->nodes[i]);
+}
+
 static void *subtree_refit(void *p) {
   refit_part *r = p;
   wf_geom *g = r->g;
@@ -140,8 +145,10 @@ static void *subtree_refit(void *p) {
     int i = stack[--sp];
     if (i < 0) {
       inner_refit(N, &N[~i]);
+      lane_refit(g, ~i);
     } else if (N[i].b < 0) {
       leaf_refit(g, &N[i]);
+      lane_refit(g, i);
     } else {
       stack[sp++] = ~i;
       stack[sp++] = N[i].b;
@@ -155,6 +162,7 @@ static void mesh_refit(wf_geom *g) {
   wf_gnode *root = &g->nodes[0];
   if (root->b < 0) {
     leaf_refit(g, root);
+    lane_refit(g, 0);
     return;
   }
   refit_part parts[2] = {{g, root->a}, {g, root->b}};
@@ -319,7 +327,7 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
       memcpy(g->sidx + 3 * (size_t)k, g->d.mesh.indices + 3 * (size_t)g->items[k], 3 * sizeof(int));
     g->d.mesh.tris = g->tris;
     mesh_refit(g);
-    if (wf_bvh4_build(g->nodes, g->nnodes, &g->wide, &g->wsrc, &g->nwide)) goto oom;
+    if (wf_bvh4_build(g->nodes, g->nnodes, &g->wide, &g->wlane, &g->nwide)) goto oom;
   }
   if (winding) {
     g->wind = calloc((size_t)g->nnodes, sizeof *g->wind);
@@ -449,10 +457,9 @@ int wf_geom_refit(wf_rt *rt, wf_geom *g) {
              (rc = check_finite(rt, g->kind, g->d.boxes.uppers, g->nprims, "uppers"))) {
     return rc;
   }
-  if (g->kind == WF_GEOM_MESH) {
+  if (g->kind == WF_GEOM_MESH)
     mesh_refit(g);
-    wf_bvh4_refit(g->wide, g->nwide, g->wsrc, g->nodes);
-  } else
+  else
     wf_bvh_refit(g->nodes, g->nnodes, g->items, (const float *)g->d.boxes.lowers,
                  (const float *)g->d.boxes.uppers);
   if (g->wind) wind_refit(g);
@@ -486,7 +493,7 @@ void wf_geom_free(wf_geom *g) {
   free(g->items);
   free(g->wind);
   free(g->wide);
-  free(g->wsrc);
+  free(g->wlane);
   free(g->lo);
   free(g->hi);
   free(g->tris);
