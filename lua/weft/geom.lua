@@ -148,4 +148,83 @@ return function(weft, P)
   end
   weft.mesh_eval_position = eval_with("mesh_eval_position", get_point)
   weft.mesh_eval_velocity = eval_with("mesh_eval_velocity", get_velocity)
+
+  -- Gradients of the native queries (src/geom/native.h). The native finds
+  -- the face, the result and the sign (piecewise constant: no gradient);
+  -- the functions below recompute the float fields from that face's points
+  -- and the query's arguments, and autodiff reverses them in the native's
+  -- place (src/ad/rules.c), so t, u, v and normal get their gradients with
+  -- respect to the arguments and, through mesh_get_point, the points. The
+  -- forward pass runs the native alone. Each takes the native's arguments,
+  -- then its result, and returns a result of the same type.
+  local dot, cross, normalize = weft.dot, weft.cross, weft.normalize
+  local face_points = weft.func{ name = "mesh_face_points", id = weft.uint64, face = weft.int32,
+    function(id, face)
+      return get_point(id, get_index(id, face * 3)), get_point(id, get_index(id, face * 3 + 1)),
+        get_point(id, get_index(id, face * 3 + 2))
+    end }
+  -- the closest point's weights by the region of p (as src/geom/query.h's
+  -- gclosest_tri tells them apart); in a vertex region, and on a
+  -- degenerate face, they are constants
+  local closest = weft.func{ name = "mesh_closest_uv", id = weft.uint64, p = weft.vec3,
+    function(id, p, r)
+      local q = r
+      if r.result then
+        local a, b, c = face_points(id, r.face)
+        local ab, ac, ap, bp, cp = b - a, c - a, p - a, p - b, p - c
+        local d1, d2, d3, d4, d5, d6 = dot(ab, ap), dot(ac, ap), dot(ab, bp), dot(ac, bp), dot(ab, cp),
+          dot(ac, cp)
+        local va, vb, vc = d3 * d6 - d5 * d4, d5 * d2 - d1 * d6, d1 * d4 - d3 * d2
+        if (d1 <= 0.0 and d2 <= 0.0) or (d3 >= 0.0 and d4 <= d3) then -- vertex a or b
+          q.u = r.u
+        elseif vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0 then -- edge ab
+          if d1 - d3 ~= 0.0 then
+            q.v = d1 / (d1 - d3)
+            q.u = 1.0 - q.v
+          end
+        elseif d6 >= 0.0 and d5 <= d6 then -- vertex c
+          q.u = r.u
+        elseif vb <= 0.0 and d2 >= 0.0 and d6 <= 0.0 then -- edge ac
+          if d2 - d6 ~= 0.0 then q.u = 1.0 - d2 / (d2 - d6) end
+        elseif va <= 0.0 and d4 - d3 >= 0.0 and d5 - d6 >= 0.0 then -- edge bc
+          if (d4 - d3) + (d5 - d6) ~= 0.0 then q.v = 1.0 - (d4 - d3) / ((d4 - d3) + (d5 - d6)) end
+        elseif va + vb + vc ~= 0.0 then -- inside the face
+          local inv = 1.0 / (va + vb + vc)
+          local v, w = vb * inv, vc * inv
+          q.u = 1.0 - v - w
+          q.v = v
+        end
+      end
+      return q
+    end }
+  local function closest_diff() return function(id, p, _, r) return closest(id, p, r) end end
+  P.native_diff = {
+    mesh_query_point = closest_diff(),
+    mesh_query_point_no_sign = closest_diff(),
+    mesh_query_point_sign_normal = function(id, p, _, _, r) return closest(id, p, r) end,
+    mesh_query_point_sign_winding_number = function(id, p, _, _, _, r) return closest(id, p, r) end,
+    -- o + t d = u a + v b + (1 - u - v) c, solved by Cramer's rule
+    mesh_query_ray = function(id, start, dir, _, r)
+      local q = r
+      if r.result then
+        local a, b, c = face_points(id, r.face)
+        local e1, e2, s = a - c, b - c, start - c
+        local pv, qv = cross(dir, e2), cross(s, e1)
+        local inv = 1.0 / dot(e1, pv)
+        q.t = dot(e2, qv) * inv
+        q.u = dot(s, pv) * inv
+        q.v = dot(dir, qv) * inv
+        q.normal = normalize(cross(b - a, c - a))
+      end
+      return q
+    end,
+    mesh_eval_face_normal = function(id, face, n)
+      local q = n
+      if dot(n, n) > 0.0 then -- a face in range, not degenerate
+        local a, b, c = face_points(id, face)
+        q = normalize(cross(b - a, c - a))
+      end
+      return q
+    end,
+  }
 end

@@ -37,6 +37,7 @@ return function(weft, P)
     if c and c.front_setup then
       front_env = front_env or {
         builtins = P.builtins or {},
+        native_diff = P.native_diff, -- gradients of the native queries (geom.lua)
         type_mt = getmetatable(weft.float32),
         func_mt = Func,
         const_mt = Const,
@@ -95,13 +96,46 @@ return function(weft, P)
     return found
   end
 
-  local function chunk_text(src)
+  -- A stock `luajit < file.lua` names its chunk "=stdin"; when stdin is a
+  -- regular file (lseek works, unlike on a pipe or a terminal), its text
+  -- is read again from the start with pread, which leaves stdin's offset
+  -- alone. Only when fn's first line in it declares a function: stdin may
+  -- be a file that is not the chunk (luajit -i < file reads it by lines).
+  local function stdin_text(fn)
+    local ffi = require "ffi"
+    require("weft.cdef").declare [[
+    int64_t lseek(int fd, int64_t offset, int whence);
+    intptr_t pread(int fd, void *buf, size_t count, int64_t offset);
+    ]]
+    local ok, text = pcall(function()
+      if ffi.C.lseek(0, 0, 1) < 0 then return nil end
+      local parts, off, buf = {}, 0, ffi.new("char[?]", 65536)
+      while true do
+        local n = tonumber(ffi.C.pread(0, buf, 65536, off))
+        if n <= 0 then break end
+        parts[#parts + 1] = ffi.string(buf, n)
+        off = off + n
+      end
+      return table.concat(parts)
+    end)
+    if not ok or not text or text == "" then return nil end
+    local line = fn and debug.getinfo(fn, "S").linedefined or 0
+    local n = 0
+    for l in (text .. "\n"):gmatch("([^\n]*)\n") do
+      n = n + 1
+      if n == line then return l:find("function", 1, true) and text or nil end
+    end
+    return nil
+  end
+
+  local function chunk_text(src, fn)
     local t = sources[src]
     if t == nil then
       local c = src:sub(1, 1)
       if c == "=" or c == "@" then t = sources[src:sub(2)] end
     end
     if t == nil and src == "=(command line)" then t = command_line_text() end
+    if t == nil and src == "=stdin" and fn then t = stdin_text(fn) end
     return t
   end
 
@@ -148,7 +182,7 @@ return function(weft, P)
   local function source_line(fn, line)
     local info = debug.getinfo(fn, "S")
     local src = info.source
-    local text = fn_sources[fn] or chunk_text(src)
+    local text = fn_sources[fn] or chunk_text(src, fn)
     if text then src = text end
     if text == nil and src:sub(1, 1) == "@" then
       local f = io.open(src:sub(2), "r")
@@ -252,7 +286,7 @@ return function(weft, P)
     -- keep the text of a registered chunk with the function (see above)
     local src = debug.getinfo(fn, "S").source
     if fn_sources[fn] == nil then
-      local text = chunk_text(src)
+      local text = chunk_text(src, fn)
       if text then fn_sources[fn] = text end
     end
     local params, known = {}, {}

@@ -951,9 +951,15 @@ static wf_adctx *ctx_new(wf_module *m, wf_func *pf) {
 ** arrays), its results seeded with the adjoints of the call's results; the
 ** adjoints f's params collect go to the call's arguments. f's replay
 ** inside runs without side effects, as the kernel's does; values it would
-** re-read wrongly are checked with the kernel's. */
+** re-read wrongly are checked with the kernel's. The same serves a native
+** query whose gradient is a "<row>$diff" function (rules.c): that one
+** also takes the native's result as it was (with_res). */
 static void reverse_body(wf_adctx *A, const wf_inst *in) {
-  wf_func *f = A->m->funcs[in->imm];
+  wf_ad_reverse_func(A, in, (int)in->imm, 0);
+}
+
+void wf_ad_reverse_func(wf_adctx *A, const wf_inst *in, int fi, int with_res) {
+  wf_func *f = A->m->funcs[fi];
   wf_adctx *B = ctx_new(A->m, f);
   if (!B) oom(A);
   B->af = A->af;
@@ -971,6 +977,8 @@ static void reverse_body(wf_adctx *A, const wf_inst *in) {
     B->shadow[p] = A->shadow[a];
     B->present[p] = A->present[a];
   }
+  for (int j = 0; with_res && j < in->nres && in->nargs + j < f->nparams; j++)
+    B->map[f->params[in->nargs + j]] = wf_ad_primal(A, in->res[j]);
   wf_ad_memfacts(B);
   while (wf_ad_need_block(B, f->body)) {
   }
@@ -1080,9 +1088,12 @@ int wf_ad_inline_plain(wf_module *m, char *err, size_t n) {
 
 int wf_ad_kernel_named(wf_module *m, int kernel_index, const char *const *names, char *err,
                        size_t n) {
-  if (m && kernel_index >= 0 && kernel_index < m->nfuncs &&
-      has_calls(m->funcs[kernel_index]->body) && wf_ad_inline_plain(m, err, n) != 0)
-    return -1;
+  /* any function's calls: the kernel's, and those of the functions autodiff
+  ** reverses in place of a native (rules.c: "<row>$diff") */
+  int calls = 0;
+  for (int f = 0; m && kernel_index >= 0 && kernel_index < m->nfuncs && f < m->nfuncs; f++)
+    calls |= has_calls(m->funcs[f]->body);
+  if (calls && wf_ad_inline_plain(m, err, n) != 0) return -1;
   return wf_ad_transform(m, kernel_index, "adj_", build, names, err, n);
 }
 

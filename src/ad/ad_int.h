@@ -195,6 +195,11 @@ WF_IR_INTERNAL void wf_ad_replay_block(wf_adctx *A, wf_block *bl);
 ** and sweep it backwards. */
 WF_IR_INTERNAL void wf_ad_reverse_region(wf_adctx *A, wf_block *bl, const wf_val *pvals,
                                          const wf_val *seeds);
+/* Reverse of instruction `in` through module function fi's body, in
+** place (ad.c: reverse_body): fi takes in's arguments (then, with
+** with_res, in's results as they were), returns values of in's result
+** types; the adjoints its params collect go to in's arguments. */
+WF_IR_INTERNAL void wf_ad_reverse_func(wf_adctx *A, const wf_inst *in, int fi, int with_res);
 
 /* ---- loop reversal (loop.c) and its fused form (fuse.c) ---- */
 /* The reverse of a for / while loop at the current emission point. */

@@ -20,6 +20,8 @@
 ** The table is checked at compile time: the set of ops with a rule must be
 ** exactly the set of ops flagged WF_OPF_DIFF in WF_IRDEF (ir/ir.h).
 */
+#include <stdio.h>
+
 #include "ad/ad_int.h"
 #include "geom/native.h"
 
@@ -659,26 +661,67 @@ static wf_val f_atomic_minmax(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   _(ATOMIC_ADD, r_atomic_add, WF_AD_RD_IDX, f_store) \
   _(ATOMIC_MIN, r_atomic_minmax, WF_AD_RD_ARGS, f_atomic_minmax) \
   _(ATOMIC_MAX, r_atomic_minmax, WF_AD_RD_ARGS, f_atomic_minmax) \
-  _(NATIVE, r_native, WF_AD_RD_ARGS, f_native)
+  _(NATIVE, r_native, WF_AD_RD_ARGS | WF_AD_RD_RES, f_native)
 /* clang-format on */
 
 /* ---- native builtins (src/geom/native.h) ----
 ** A row with an adjoint row gets it called with the primal arguments and
 ** the result's adjoint; it accumulates into the object's own gradient
-** buffers (mesh points), so no operand gets an adjoint here. Rows without
-** one (queries) are constants to autodiff; their tangent is zero. */
+** buffers (mesh points), so no operand gets an adjoint here. A query with
+** a "<row>$diff" function (the front end compiled it beside the kernel) is
+** reversed through that function's body, which recomputes the float fields
+** of the result from the arguments, the result and the mesh's points: the
+** adjoints reach the arguments and, through mesh_get_point, the points.
+** Step functions (WF_NATF_STEP) and rows that read neither a float
+** argument nor a mesh have a zero gradient; any other float result is an
+** error, never a silent zero. */
+static int native_diff(wf_adctx *A, int row) {
+  char name[96];
+  snprintf(name, sizeof name, "%s" WF_NAT_DIFF_SUFFIX, wf_native_tab[row].name);
+  return wf_module_find(A->m, name);
+}
+/* Could a gradient reach the row's float results: from a float argument
+** or from a mesh's points? */
+static int native_depends(wf_adctx *A, const wf_inst *in) {
+  const wf_nativeinfo *ni = &wf_native_tab[in->imm];
+  if (ni->flags & WF_NATF_STEP) return 0;
+  if (ni->kind == WF_GEOM_MESH) return 1;
+  for (int k = 0; k < in->nargs; k++)
+    if (wf_ad_difft(wf_ad_ptype(A, in->args[k]))) return 1;
+  return 0;
+}
 static void r_native(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   if (in->imm < 0 || in->imm >= WF_NAT__COUNT || in->nres != 1) return;
   int adj = wf_native_tab[in->imm].adj;
-  if (adj < 0 || in->nargs > 15) return;
-  wf_val a[16];
-  for (int k = 0; k < in->nargs; k++)
-    a[k] = X(k);
-  a[in->nargs] = g[0];
-  wf_ad_emit(A, WF_OP_NATIVE, in->nargs + 1, a, 0, NULL, 0)->imm = adj;
+  if (adj >= 0 && in->nargs <= 15) {
+    wf_val a[16];
+    for (int k = 0; k < in->nargs; k++)
+      a[k] = X(k);
+    a[in->nargs] = g[0];
+    wf_ad_emit(A, WF_OP_NATIVE, in->nargs + 1, a, 0, NULL, 0)->imm = adj;
+    return;
+  }
+  int df = native_diff(A, (int)in->imm);
+  if (df >= 0) {
+    wf_ad_reverse_func(A, in, df, 1);
+    return;
+  }
+  if (native_depends(A, in))
+    wf_ad_fail(A, in, "autodiff: weft.%s has no gradient (reverse mode)",
+               wf_native_tab[in->imm].name);
 }
+/* Forward mode has no tangent for the queries: a tangent reaching one is
+** an error (use a weft.Tape); elsewhere the tangent is zero as above. */
 static wf_val f_native(wf_adctx *A, const wf_inst *in, const wf_val *t) {
-  (void)A, (void)in, (void)t;
+  if (in->imm < 0 || in->imm >= WF_NAT__COUNT || wf_native_tab[in->imm].adj >= 0 ||
+      !native_depends(A, in))
+    return WF_NOVAL;
+  for (int k = 0; k < in->nargs; k++)
+    if (t[k] >= 0)
+      wf_ad_fail(A, in,
+                 "autodiff: forward mode (weft.jvp) does not differentiate weft.%s; use a "
+                 "weft.Tape (reverse mode)",
+                 wf_native_tab[in->imm].name);
   return WF_NOVAL;
 }
 

@@ -278,6 +278,11 @@ WF_INTERNAL void wf_res_push(wf_fctx *C, int ref);
 WF_INTERNAL int wf_res_keep(wf_fctx *C);
 /* Call a weft.func object (LV_FUNC) with the call's arguments. */
 WF_INTERNAL int wf_res_callfunc(wf_fstate *F, wf_rv fobj, wf_expr *call, int want, wf_rv *out);
+/* Compile the Lua function at stack index fi as module function `name`
+** (parameter types pt[0..n)) unless the module has one by that name, for
+** the call at `at` of path; -1 if it does not take n parameters. */
+WF_INTERNAL int wf_res_auxfunc(wf_fstate *F, int fi, const char *name, int n,
+                               const wf_type *const *pt, const char *path, wf_expr *at);
 /* weft.vector(64, weft.int32) in a kernel: the type, made at compile time
 ** from number literals and types (an LV_TYPE value). */
 WF_INTERNAL wf_rv wf_res_calltypefn(wf_fstate *F, wf_rv fobj, wf_expr *call);

@@ -94,6 +94,33 @@ static int nopt(const wf_nativeinfo *ni, double *vals) {
   return n;
 }
 
+/* A query's gradient (lua/weft/geom.lua, P.native_diff): the float fields
+** of its result recomputed in kernel code from the arguments, the result
+** and the mesh's points. Compiled beside the kernel as "<row>$diff"
+** (params: the row's arguments, then its result); autodiff reverses it in
+** place of the native (src/ad/rules.c), so the forward runs the native
+** alone and the gradient has one definition on both backends. */
+static void diff_func(wf_fstate *F, int row, int na, const wf_val *vals, const wf_type *rt,
+                      wf_expr *at) {
+  lua_State *L = F->C->L;
+  int top = lua_gettop(L);
+  lua_getfield(L, F->C->envidx, "native_diff");
+  if (lua_istable(L, -1)) lua_getfield(L, -1, wf_native_tab[row].name);
+  if (lua_isfunction(L, -1)) {
+    const wf_type *pt[17];
+    for (int i = 0; i < na && i < 16; i++)
+      pt[i] = wf_vtype(F->fn, vals[i]);
+    pt[na] = rt;
+    char name[96], path[96];
+    snprintf(name, sizeof name, "%s" WF_NAT_DIFF_SUFFIX, wf_native_tab[row].name);
+    snprintf(path, sizeof path, "weft.%s", wf_native_tab[row].name);
+    if (na > 16 || wf_res_auxfunc(F, lua_gettop(L), name, na + 1, pt, path, at) != 0)
+      ERR(at, "weft.%s: internal error: its gradient function must take %d parameters",
+          wf_native_tab[row].name, na + 1);
+  }
+  lua_settop(L, top);
+}
+
 /* Emit row `row` on the arguments args[0..nargs) (expressions); at is the
 ** call for positions; name is the builtin's name as the user wrote it. */
 static int emit_row(wf_fstate *F, int row, const char *name, wf_expr **args, int nargs, wf_expr *at,
@@ -133,6 +160,7 @@ static int emit_row(wf_fstate *F, int row, const char *name, wf_expr **args, int
     return 0;
   }
   out[0] = wf_lo_mkval(in->res[0], rt);
+  diff_func(F, row, na, vals, rt, at);
   return 1;
 }
 

@@ -609,6 +609,24 @@ static wf_func *specialize(wf_fstate *F, int di, const char *fname, int n, const
   return fn;
 }
 
+/* Compile the Lua function at stack index fi as the module function
+** `name` (parameters pt, names), a companion of the call at `at` of path
+** (the positions of errors inside it name that call). */
+static void compile_aux(wf_fstate *F, int fi, const char *name, int n, const wf_type *const *pt,
+                        const char *const *names, const char *path, wf_expr *at) {
+  wf_fctx *C = F->C;
+  wf_src src;
+  wf_front_getsrc(C, fi, &src);
+  lua_pushvalue(C->L, fi);
+  int ref = wf_res_keep(C);
+  wf_fstate *saved = C->cur;
+  C->cur = F;
+  push_site(F, at, path, 0);
+  wf_lo_function(C, ref, name, 0, n, pt, names, &src);
+  C->site = C->site->up;
+  C->cur = saved;
+}
+
 /* Custom gradient / replay of a weft.func (src/ad/ad.h): the Lua function
 ** in field `field` of the func object at oi (f:grad / f:replay), compiled
 ** once per specialization fn as "<fn>$grad" (params: fn's params, then one
@@ -637,17 +655,17 @@ static void companion_func(wf_fstate *F, int oi, const char *field, const wf_fun
     pt[i] = fn->vals[fn->params[i]].type;
   for (int j = 0; is_grad && j < fn->nret; j++)
     pt[fn->nparams + j] = fn->rettypes[j];
-  wf_src src;
-  wf_front_getsrc(C, gi, &src);
-  lua_pushvalue(L, gi);
-  int ref = wf_res_keep(C);
+  compile_aux(F, gi, name, n, pt, names, fn->name, at);
   lua_pop(L, 1);
-  wf_fstate *saved = C->cur;
-  C->cur = F;
-  push_site(F, at, fn->name, 0);
-  wf_lo_function(C, ref, name, 0, n, pt, names, &src);
-  C->site = C->site->up;
-  C->cur = saved;
+}
+
+int wf_res_auxfunc(wf_fstate *F, int fi, const char *name, int n, const wf_type *const *pt,
+                   const char *path, wf_expr *at) {
+  if (wf_module_find(F->C->mod, name) >= 0) return 0;
+  const char **names;
+  if (param_names(F->C, fi, &names) != n) return -1;
+  compile_aux(F, fi, name, n, pt, names, path, at);
+  return 0;
 }
 
 /* The float type that float literals at a call's generic parameters take

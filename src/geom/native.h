@@ -57,6 +57,17 @@ typedef struct wf_geom_ids {
 /* flags */
 #define WF_NATF_INTERNAL 1 /* not a builtin (iterator steps, adjoints) */
 #define WF_NATF_ITER 2     /* the begin row of an iterating query */
+#define WF_NATF_STEP 4     /* float results piecewise constant: zero gradient */
+
+/* Gradients. A row's float results get theirs from its adj row, or else
+** from a "<name>$diff" function the front end compiles beside the kernel
+** from lua/weft/geom.lua's P.native_diff[name] (the float fields of the
+** result recomputed in kernel code from the arguments, the result and the
+** mesh's points; src/ad/rules.c reverses it in the native's place), or
+** are step functions (WF_NATF_STEP). A row with none of the three whose
+** float results depend on a float argument or on a mesh's points makes
+** autodiff fail at the call rather than give a zero gradient. */
+#define WF_NAT_DIFF_SUFFIX "$diff"
 
 #define WF_QP_T "{result:b,sign:f,face:i,u:f,v:f}"
 /* the 8 corners of a volume cell (src/geom/volume.h, wf_vol_corners) */
@@ -71,7 +82,7 @@ typedef struct wf_geom_ids {
   _(mesh_query_point_no_sign,  WF_GEOM_MESH, 0, 0, WF_QP_T, "uvf", "", NONE) \
   _(mesh_query_point_sign_normal, WF_GEOM_MESH, 0, 0, WF_QP_T, "uvff", "0.001", NONE) \
   _(mesh_query_point_sign_winding_number, WF_GEOM_MESH, 0, 0, WF_QP_T, "uvfff", "2,0.5", NONE) \
-  _(mesh_query_furthest_point_no_sign, WF_GEOM_MESH, 0, 0, WF_QP_T, "uvf", "", NONE) \
+  _(mesh_query_furthest_point_no_sign, WF_GEOM_MESH, WF_NATF_STEP, 0, WF_QP_T, "uvf", "", NONE) \
   _(mesh_query_ray,            WF_GEOM_MESH, 0, 0, WF_QR_T, "uvvf", "", NONE) \
   _(mesh_query_aabb,           WF_GEOM_MESH, WF_NATF_ITER, 288, "u", "uvv", "", NONE) \
   _(mesh_query_aabb_next,      0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE) \

@@ -1,0 +1,197 @@
+-- Gradients through the mesh queries (src/geom/native.h; their gradient
+-- functions: lua/weft/geom.lua, P.native_diff): t, u, v and normal of
+-- mesh_query_ray, u and v of the closest-point queries and
+-- mesh_eval_face_normal, with respect to the query's arguments and the
+-- mesh's points, against central finite differences (the mesh refit at
+-- each step). The CUDA part runs under scripts/cuda-emu and must match
+-- the CPU.
+local weft = require "weft"
+local G = require "helpers.meshes"
+
+local vec3 = weft.vec3
+
+-- one output per query: a fixed mix of the float fields
+local ray_k = weft.kernel{ id = weft.uint64, o = weft.array(vec3), d = weft.array(vec3),
+  out = weft.array(weft.float32),
+  function(id, o, d, out)
+    local i = weft.tid()
+    local r = weft.mesh_query_ray(id, o[i], d[i], 100.0)
+    if r.result then
+      out[i] = 0.7 * r.t + 1.3 * r.u - 0.9 * r.v + weft.dot(r.normal, vec3(0.3, -0.7, 0.5))
+    end
+  end }
+
+local function point_kernel(query)
+  return weft.kernel{ id = weft.uint64, p = weft.array(vec3), out = weft.array(weft.float32),
+    function(id, p, out)
+      local i = weft.tid()
+      local q = query(id, p[i], 10.0)
+      if q.result then out[i] = 1.1 * q.u - 0.6 * q.v + 0.1 * q.sign end
+    end }
+end
+
+local normal_k = weft.kernel{ id = weft.uint64, w = weft.array(vec3), out = weft.array(weft.float32),
+  function(id, w, out)
+    local i = weft.tid()
+    out[i] = weft.dot(weft.mesh_eval_face_normal(id, i), w[i])
+  end }
+
+local tetra_pts = { { 0, 0, 0 }, { 1.1, 0.1, -0.05 }, { 0.15, 0.95, 0.1 }, { 0.2, 0.25, 1.05 } }
+local tetra_idx = { 0, 2, 1, 0, 1, 3, 0, 3, 2, 1, 2, 3 }
+
+-- The launch: a mesh over pts (points requiring gradients) and the
+-- kernel's array arguments (tables of vec3, the first two requiring
+-- gradients); returns the mesh, the points, the input arrays and out.
+local function setup(k, pts, idx, inputs, n, dev, winding)
+  local opt = { device = dev }
+  local P = weft.array(pts, vec3, { device = dev, requires_grad = true })
+  local m = weft.Mesh{ points = P, indices = weft.array(idx, weft.int32, opt), support_winding_number = winding }
+  local arrs = {}
+  for j, t in ipairs(inputs) do arrs[j] = weft.array(t, vec3, { device = dev, requires_grad = true }) end
+  local out = weft.zeros(n, weft.float32, { device = dev, requires_grad = true })
+  local args = { m.id }
+  for _, a in ipairs(arrs) do args[#args + 1] = a end
+  args[#args + 1] = out
+  local function run()
+    out:zero_()
+    weft.launch(k, n, args, opt)
+    local s = 0
+    for _, v in ipairs(out:to("cpu"):totable()) do s = s + v end
+    return s
+  end
+  return m, P, arrs, out, run
+end
+
+-- the gradients of sum(out) by the tape, as tables
+local function tape_grads(k, n, m, P, arrs, out, dev)
+  local args = { m.id }
+  for _, a in ipairs(arrs) do args[#args + 1] = a end
+  args[#args + 1] = out
+  local tape = weft.Tape()
+  tape:record(function() weft.launch(k, n, args, { device = dev }) end)
+  tape:backward{ grads = { [out] = weft.full(n, 1.0, weft.float32, { device = dev }) } }
+  local g = { P.grad:to("cpu"):totable() }
+  for _, a in ipairs(arrs) do g[#g + 1] = a.grad:to("cpu"):totable() end
+  return g
+end
+
+-- Central differences of run() in every component of the points and the
+-- input arrays against the tape's; returns how many were nonzero.
+local function check(k, pts, idx, inputs, opts)
+  opts = opts or {}
+  local n = #inputs[1]
+  local m, P, arrs, out, run = setup(k, pts, idx, inputs, n, "cpu", opts.winding)
+  local g = tape_grads(k, n, m, P, arrs, out, "cpu")
+  local h, nonzero, skipped = opts.h or 1e-3, 0, 0
+  for j, a in ipairs { P, arrs[1], arrs[2] } do
+    local vals = a:totable()
+    for i = 0, #vals - 1 do
+      for c = 1, 3 do
+        local e = vals[i + 1]
+        local function at(x)
+          local v = { e[1], e[2], e[3] }
+          v[c] = x
+          a[i] = v
+          if a == P then m:refit() end
+          return run()
+        end
+        local f0, fp, fm = at(e[c]), at(e[c] + h), at(e[c] - h)
+        local want = (fp - fm) / (2 * h)
+        at(e[c])
+        local got = g[j][i + 1][c]
+        -- where a step of h moves the query to another face or region the
+        -- one-sided differences disagree: no derivative to compare there
+        local jump = math.abs((fp - f0) - (f0 - fm)) / h > 0.05 * math.max(1, math.abs(want))
+        if opts.jumps and jump then
+          skipped = skipped + 1
+        elseif math.abs(got - want) > (opts.tol or 5e-3) * math.max(1, math.abs(want)) then
+          error(string.format("%s element %d component %d: tape %.6g, finite difference %.6g",
+                              j == 1 and "points" or "input " .. (j - 1), i, c, got, want), 2)
+        end
+        if not jump and math.abs(want) > 1e-3 then nonzero = nonzero + 1 end
+      end
+    end
+  end
+  return nonzero, skipped
+end
+
+-- query points around the tetrahedron: near its faces (inside and out),
+-- beyond its edges and beyond its vertices
+local tetra_q = { { 0.35, 0.3, -0.3 }, { 0.3, 0.3, 0.25 }, { 0.6, -0.4, 0.5 }, { -0.5, 0.4, 0.3 },
+                  { 0.8, 0.6, 0.5 }, { 1.6, 0.1, -0.3 }, { 0.1, 0.1, 1.6 }, { -0.4, -0.3, -0.2 },
+                  { 0.55, 0.55, -0.2 }, { 0.2, 0.15, 0.1 } }
+
+describe("mesh query gradients", function()
+  it("mesh_query_ray: t, u, v and normal by origin, direction and points", function()
+    local o = { { 0.3, 0.25, 2.0 }, { 0.35, -1.5, 0.3 }, { 2.0, 0.6, 0.4 }, { -1.2, 0.3, 0.25 }, { 0.3, 0.3, 0.2 } }
+    local d = { { 0.05, 0.02, -1 }, { 0.02, 1, 0.1 }, { -1, -0.1, 0.05 }, { 1, 0.05, 0.1 }, { 0.2, 0.1, -1 } }
+    assert.is_true(check(ray_k, tetra_pts, tetra_idx, { o, d }) > 40)
+  end)
+
+  it("mesh_query_ray on a perturbed sphere", function()
+    local pts, idx = G.sphere(10, 6, 0.15)
+    local r = G.rng(5)
+    local o, d = {}, {}
+    for i = 1, 6 do
+      o[i] = { r(-0.3, 0.3), r(-0.3, 0.3), r(-0.3, 0.3) } -- from inside
+      d[i] = { r(-1, 1), r(-1, 1), r(-1, 1) }
+    end
+    local nz, skipped = check(ray_k, pts, idx, { o, d }, { jumps = true })
+    assert.is_true(nz > 40 and skipped < 10, nz .. " checked, " .. skipped .. " skipped")
+  end)
+
+  for _, name in ipairs { "mesh_query_point", "mesh_query_point_no_sign", "mesh_query_point_sign_normal",
+                          "mesh_query_point_sign_winding_number" } do
+    it(name .. ": u and v by the point and the points", function()
+      local k = point_kernel(weft[name])
+      local nz = check(k, tetra_pts, tetra_idx, { tetra_q }, { winding = true })
+      assert.is_true(nz > 30)
+    end)
+  end
+
+  it("closest points on a perturbed sphere", function()
+    local pts, idx = G.sphere(10, 6, 0.15)
+    local r = G.rng(9)
+    local q = {}
+    for i = 1, 8 do q[i] = { r(-1.4, 1.4), r(-1.4, 1.4), r(-1.4, 1.4) } end
+    local nz, skipped = check(point_kernel(weft.mesh_query_point_no_sign), pts, idx, { q }, { jumps = true })
+    assert.is_true(nz > 30 and skipped < nz / 2, nz .. " checked, " .. skipped .. " skipped")
+  end)
+
+  it("mesh_eval_face_normal by the points", function()
+    local w = { { 0.3, -0.2, 0.9 }, { -0.5, 0.8, 0.1 }, { 0.7, 0.7, -0.3 }, { 0.1, -0.9, 0.4 } }
+    assert.is_true(check(normal_k, tetra_pts, tetra_idx, { w }) > 20)
+  end)
+
+  it("mesh_query_furthest_point_no_sign: u and v are steps (zero gradient)", function()
+    local k = point_kernel(weft.mesh_query_furthest_point_no_sign)
+    assert.are.equal(0, check(k, tetra_pts, tetra_idx, { tetra_q }))
+  end)
+
+  it("match the CPU's on a CUDA device (scripts/cuda-emu)", function()
+    if not weft.is_cuda_available() then
+      pending("no CUDA device: run under scripts/cuda-emu")
+      return
+    end
+    local o = { { 0.3, 0.25, 2.0 }, { 0.35, -1.5, 0.3 }, { 2.0, 0.6, 0.4 } }
+    local d = { { 0.05, 0.02, -1 }, { 0.02, 1, 0.1 }, { -1, -0.1, 0.05 } }
+    local pk = point_kernel(weft.mesh_query_point)
+    local res = {}
+    for _, dev in ipairs { "cpu", "cuda:0" } do
+      local m, P, arrs, out = setup(ray_k, tetra_pts, tetra_idx, { o, d }, 3, dev)
+      local m2, P2, arrs2, out2 = setup(pk, tetra_pts, tetra_idx, { tetra_q }, #tetra_q, dev)
+      res[dev] = { tape_grads(ray_k, 3, m, P, arrs, out, dev), tape_grads(pk, #tetra_q, m2, P2, arrs2, out2, dev) }
+    end
+    for a, ga in ipairs(res.cpu) do
+      for b, gb in ipairs(ga) do
+        for i, e in ipairs(gb) do
+          for c = 1, 3 do
+            local x, y = e[c], res["cuda:0"][a][b][i][c]
+            assert(math.abs(x - y) <= 1e-4 * math.max(1, math.abs(x)),
+                   string.format("%d %d %d %d: cpu %g cuda %g", a, b, i, c, x, y))
+          end
+        end
+      end
+    end
+  end)
+end)
