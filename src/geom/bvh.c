@@ -3,17 +3,24 @@
 ** primitive boxes, in the layout of query.h (wf_gnode, items).
 **
 ** Build: top-down. A node's primitives are binned by centroid into
-** NBINS slots (one per primitive in smaller nodes) along each axis;
+** NBINS slots along its widest centroid axis (large nodes) or into
+** SMALL_BINS slots along each axis (nodes under ONE_AXIS primitives);
 ** sweeping the bins from both ends gives the SAH cost area(L) * n(L) +
 ** area(R) * n(R) of every bin boundary, and the cheapest split
-** partitions the node's slice of items[] in place. A node
-** becomes a leaf when it holds at most LEAF_MIN primitives, when no split
-** beats the cost of intersecting them all (up to LEAF_MAX), or at
-** MAX_DEPTH (so traversal stacks of WF_GSTACK entries never overflow).
-** Centroids that coincide (no binning possible) split at the median.
+** partitions the node's slice of the records in place, taking the exact
+** bounds of both halves (boxes and centroids) on the way. A node becomes
+** a leaf when it holds at most LEAF_MIN primitives, when no split beats
+** the cost of intersecting them all (up to LEAF_MAX), or at MAX_DEPTH (so
+** traversal stacks of WF_GSTACK entries never overflow). Centroids that
+** no bin boundary separates split at the median.
 ** The two children of a node are allocated side by side after it, with an
-** atomic counter, so the large subtrees near the root build on several
-** threads and every child still has a larger index than its parent.
+** atomic counter, so subtrees build on several threads and every child
+** still has a larger index than its parent. A thread that waits for
+** another lends its core back (B->idle), so a large subtree left alone
+** splits over the idle cores again.
+**
+** The box arithmetic runs on 4-lane vectors (SSE on x86-64, plain C
+** elsewhere); lane 3 is never read back.
 **
 ** Refit: the nodes backwards (children first).
 */
@@ -26,92 +33,204 @@
 #include "geom/query.h"
 
 #define NBINS 16
+#define SMALL_BINS 16
 #define LEAF_MIN 4
 #define LEAF_MAX 8
 #define MAX_DEPTH 48
-#define PAR_MIN 32768 /* subtrees at least this large may get a thread */
-#define ONE_AXIS 64   /* nodes this large bin along one axis */
+#define PAR_MIN 4096   /* subtrees at least this large may get a thread */
+#define ONE_AXIS 64    /* nodes this large bin along one axis */
+#define PAR_INIT 65536 /* primitives from which the records fill on two threads */
 
-typedef struct box {
-  float lo[3], hi[3];
-} box;
-
-static void box_empty(box *b) {
-  for (int k = 0; k < 3; k++)
-    b->lo[k] = FLT_MAX, b->hi[k] = -FLT_MAX;
+/* ---- 4-lane float vectors ---- */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+typedef __m128 v4;
+static inline v4 v4_ld(const float *p) {
+  return _mm_load_ps(p);
 }
-/* unconditional stores of selects: minss/maxss, no branches (the boxes
-** are finite: mesh.c checks) */
-static void box_add(box *b, const float *lo, const float *hi) {
-  for (int k = 0; k < 3; k++) {
-    b->lo[k] = lo[k] < b->lo[k] ? lo[k] : b->lo[k];
-    b->hi[k] = hi[k] > b->hi[k] ? hi[k] : b->hi[k];
+static inline void v4_st(float *p, v4 a) {
+  _mm_store_ps(p, a);
+}
+static inline v4 v4_set(float x) {
+  return _mm_set1_ps(x);
+}
+static inline v4 v4_add(v4 a, v4 b) {
+  return _mm_add_ps(a, b);
+}
+static inline v4 v4_sub(v4 a, v4 b) {
+  return _mm_sub_ps(a, b);
+}
+static inline v4 v4_mul(v4 a, v4 b) {
+  return _mm_mul_ps(a, b);
+}
+/* a < b ? a : b per lane (b when either is NaN), as minps */
+static inline v4 v4_min(v4 a, v4 b) {
+  return _mm_min_ps(a, b);
+}
+static inline v4 v4_max(v4 a, v4 b) {
+  return _mm_max_ps(a, b);
+}
+/* lanes 0-2 of a, lane 3 zero */
+static inline v4 v4_xyz(v4 a) {
+  return _mm_and_ps(a, _mm_castsi128_ps(_mm_set_epi32(0, -1, -1, -1)));
+}
+/* truncated to int, lanes 0-2 */
+static inline void v4_int(v4 a, int *out) {
+  _mm_storeu_si128((__m128i *)out, _mm_cvttps_epi32(a));
+}
+/* the half area dx dy + dy dz + dz dx of the box lo..hi */
+static inline float v4_area(v4 lo, v4 hi) {
+  v4 d = _mm_sub_ps(hi, lo);
+  v4 p = _mm_mul_ps(d, _mm_shuffle_ps(d, d, _MM_SHUFFLE(3, 0, 2, 1)));
+  v4 s = _mm_add_ss(p, _mm_shuffle_ps(p, p, _MM_SHUFFLE(1, 1, 1, 1)));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehl_ps(p, p)));
+}
+#else
+typedef struct v4 {
+  float f[4];
+} v4;
+static inline v4 v4_ld(const float *p) {
+  v4 r;
+  memcpy(r.f, p, sizeof r.f);
+  return r;
+}
+static inline void v4_st(float *p, v4 a) {
+  memcpy(p, a.f, sizeof a.f);
+}
+static inline v4 v4_set(float x) {
+  return (v4){{x, x, x, x}};
+}
+#define V4_MAP(name, expr)                                                                         \
+  static inline v4 name(v4 a, v4 b) {                                                              \
+    v4 r;                                                                                          \
+    for (int k = 0; k < 4; k++)                                                                    \
+      r.f[k] = (expr);                                                                             \
+    return r;                                                                                      \
   }
+V4_MAP(v4_add, a.f[k] + b.f[k])
+V4_MAP(v4_sub, a.f[k] - b.f[k])
+V4_MAP(v4_mul, a.f[k] * b.f[k])
+V4_MAP(v4_min, a.f[k] < b.f[k] ? a.f[k] : b.f[k])
+V4_MAP(v4_max, a.f[k] > b.f[k] ? a.f[k] : b.f[k])
+static inline v4 v4_xyz(v4 a) {
+  a.f[3] = 0;
+  return a;
 }
-static void box_addpt(box *b, const float *p) {
-  box_add(b, p, p);
+static inline void v4_int(v4 a, int *out) {
+  for (int k = 0; k < 3; k++)
+    out[k] = (int)a.f[k];
 }
-static float box_area(const box *b) {
-  float dx = b->hi[0] - b->lo[0], dy = b->hi[1] - b->lo[1], dz = b->hi[2] - b->lo[2];
-  if (!(dx >= 0 && dy >= 0 && dz >= 0)) return 0;
+static inline float v4_area(v4 lo, v4 hi) {
+  float dx = hi.f[0] - lo.f[0], dy = hi.f[1] - lo.f[1], dz = hi.f[2] - lo.f[2];
   return dx * dy + dy * dz + dz * dx;
+}
+#endif
+
+/* A box as two vectors; empty: lo = FLT_MAX, hi = -FLT_MAX. */
+typedef struct vbox {
+  v4 lo, hi;
+} vbox;
+
+static vbox vbox_empty(void) {
+  return (vbox){v4_set(FLT_MAX), v4_set(-FLT_MAX)};
+}
+static void vbox_add(vbox *b, v4 lo, v4 hi) {
+  b->lo = v4_min(lo, b->lo);
+  b->hi = v4_max(hi, b->hi);
+}
+static void vbox_join(vbox *b, const vbox *o) {
+  vbox_add(b, o->lo, o->hi);
+}
+/* 0 for an empty (or NaN) box */
+static float vbox_area(const vbox *b) {
+  float a = v4_area(b->lo, b->hi);
+  return a > 0 ? a : 0;
 }
 
 /* A primitive's box and id, moved along with the partitions so that every
-** pass over a node's primitives reads memory in order. */
+** pass over a node's primitives reads memory in order. lo[3] is 0 and
+** hi[3] the id (masked off before any arithmetic). */
 typedef struct rec {
-  float lo[3], hi[3];
-  int id, pad;
+  float lo[4];
+  float hi[4];
 } rec;
 
-static float cen(const rec *r, int k) {
-  return 0.5f * (r->lo[k] + r->hi[k]);
+static int rec_id(const rec *r) {
+  int id;
+  memcpy(&id, &r->hi[3], sizeof id);
+  return id;
+}
+static v4 rec_lo(const rec *r) {
+  return v4_ld(r->lo);
+}
+static v4 rec_hi(const rec *r) {
+  return v4_xyz(v4_ld(r->hi));
 }
 
 typedef struct build {
   rec *recs;
   wf_gnode *nodes;
-  int nnodes;  /* __atomic */
-  int threads; /* __atomic: threads still allowed to start */
+  int *items;
+  int nnodes; /* __atomic */
+  int idle;   /* __atomic: cores with no thread working on them */
 } build;
 
+/* A node to build: its slice of the records, the bounds of their boxes
+** (bb) and of their centroids times 2 (cb: lo + hi of each box). */
 typedef struct task {
   build *B;
   int node, begin, end, depth;
-  box bb, cb; /* bounds of the boxes and of their centroids */
+  vbox bb, cb;
 } task;
 
-static void make_leaf(wf_gnode *n, int begin, int end) {
+static void store_box(wf_gnode *n, const vbox *b) {
+  float lo[4], hi[4];
+  v4_st(lo, b->lo);
+  v4_st(hi, b->hi);
+  memcpy(n->lo, lo, sizeof n->lo);
+  memcpy(n->hi, hi, sizeof n->hi);
+}
+
+static void make_leaf(build *B, wf_gnode *n, int begin, int end) {
   n->a = begin;
   n->b = -(end - begin);
+  for (int i = begin; i < end; i++)
+    B->items[i] = rec_id(&B->recs[i]);
 }
 
 static void subtree(build *B, task *t);
 
 static void *subtree_thread(void *p) {
-  subtree(((task *)p)->B, p);
+  task *t = p;
+  subtree(t->B, t);
+  __atomic_add_fetch(&t->B->idle, 1, __ATOMIC_RELAXED);
   return NULL;
 }
 
-/* Bounds of recs[begin, end) and of their centroids. */
-static void bounds(const rec *r, int begin, int end, box *bb, box *cb) {
-  box_empty(bb);
-  box_empty(cb);
+/* Bounds of recs[begin, end) and of their centroids (times 2). */
+static void bounds(const rec *r, int begin, int end, vbox *bb, vbox *cb) {
+  vbox b = vbox_empty(), c = vbox_empty();
   for (int i = begin; i < end; i++) {
-    float c[3] = {cen(&r[i], 0), cen(&r[i], 1), cen(&r[i], 2)};
-    box_add(bb, r[i].lo, r[i].hi);
-    box_addpt(cb, c);
+    v4 lo = rec_lo(&r[i]), hi = rec_hi(&r[i]);
+    vbox_add(&b, lo, hi);
+    v4 c2 = v4_add(lo, hi);
+    vbox_add(&c, c2, c2);
   }
+  *bb = b, *cb = c;
+}
+
+static float axis_cen(const rec *r, int axis) {
+  return r->lo[axis] + r->hi[axis];
 }
 
 /* The element of rank k on axis (quickselect), so the median split gives
 ** halves of equal size even when centroids repeat. */
 static void select_kth(rec *r, int begin, int end, int k, int axis) {
   while (end - begin > 1) {
-    float piv = cen(&r[begin + (end - begin) / 2], axis);
+    float piv = axis_cen(&r[begin + (end - begin) / 2], axis);
     int i = begin, lt = begin, gt = end; /* [begin,lt) < piv, [gt,end) > piv */
     while (i < gt) {
-      float c = cen(&r[i], axis);
+      float c = axis_cen(&r[i], axis);
       if (c < piv) {
         rec t = r[i];
         r[i++] = r[lt];
@@ -133,117 +252,214 @@ static void select_kth(rec *r, int begin, int end, int k, int axis) {
   }
 }
 
-typedef struct bin {
-  box b; /* the boxes whose centroids fall in the bin */
-  int n;
-} bin;
+/* Bins of one axis: the boxes whose centroids fall in each, and counts. */
+typedef struct bins {
+  vbox b[NBINS], c[NBINS]; /* boxes, centroids (times 2) */
+  int n[NBINS];
+} bins;
 
-static int bin_of(const rec *r, int a, float lo, float scale, int nb) {
-  int b = (int)((cen(r, a) - lo) * scale);
-  return b < 0 ? 0 : b >= nb ? nb - 1 : b;
+/* c: clear the centroid bounds too */
+static void bins_clear(bins *x, int nb, int c) {
+  for (int b = 0; b < nb; b++) {
+    x->b[b] = vbox_empty();
+    x->n[b] = 0;
+    if (c) x->c[b] = vbox_empty();
+  }
 }
 
-/* Bins the n records at r by centroid along axis a (one axis per pass:
-** a short loop the compiler keeps in registers). */
-static void bin_axis(const rec *r, int n, int a, float lo, float scale, int nb, bin *bins) {
+/* The bin of centroid (times 2) c: the same float arithmetic in the
+** binning loops (vectors) and in the partition (here), so both agree on
+** every primitive; NaN goes to bin 0 (as maxps does). */
+static int bin_of(float c, float lo, float scale, float top) {
+  float f = (c - lo) * scale;
+#if defined(__SSE2__)
+  return _mm_cvttss_si32(_mm_min_ss(_mm_max_ss(_mm_set_ss(f), _mm_setzero_ps()), _mm_set_ss(top)));
+#else
+  f = f > 0 ? f : 0;
+  f = f < top ? f : top;
+  return (int)f;
+#endif
+}
+
+/* Bins n records along axis a. SETS sets of bins, one per record in
+** turn: neighbours often share a bin, and one set would chain every
+** update on the previous one's store. */
+#define SETS 4
+static void bin_one(const rec *r, int n, int a, float lo, float scale, int nb, bins *out) {
+  bins x[SETS];
+  for (int k = 0; k < SETS; k++)
+    bins_clear(&x[k], nb, 1);
+  float top = (float)(nb - 1);
   for (int i = 0; i < n; i++) {
-    bin *x = &bins[bin_of(&r[i], a, lo, scale, nb)];
-    x->n++;
-    box_add(&x->b, r[i].lo, r[i].hi);
+    bins *y = &x[i % SETS];
+    int b = bin_of(axis_cen(&r[i], a), lo, scale, top);
+    v4 l = rec_lo(&r[i]), h = rec_hi(&r[i]), c = v4_add(l, h);
+    vbox_add(&y->b[b], l, h);
+    vbox_add(&y->c[b], c, c);
+    y->n[b]++;
   }
+  *out = x[0];
+  for (int k = 1; k < SETS; k++)
+    for (int b = 0; b < nb; b++) {
+      vbox_join(&out->b[b], &x[k].b[b]);
+      vbox_join(&out->c[b], &x[k].c[b]);
+      out->n[b] += x[k].n[b];
+    }
+}
+
+/* Bins n records along all three axes in one pass (small nodes; no
+** centroid bounds: the children take theirs when they start). */
+static void bin_three(const rec *r, int n, v4 lo, v4 scale, int nb, bins *out) {
+  for (int a = 0; a < 3; a++)
+    bins_clear(&out[a], nb, 0);
+  v4 zero = v4_set(0), top = v4_set((float)(nb - 1));
+  for (int i = 0; i < n; i++) {
+    v4 l = rec_lo(&r[i]), h = rec_hi(&r[i]);
+    v4 f = v4_mul(v4_sub(v4_add(l, h), lo), scale);
+    int b[4];
+    v4_int(v4_min(v4_max(f, zero), top), b);
+    for (int a = 0; a < 3; a++) {
+      vbox_add(&out[a].b[b[a]], l, h);
+      out[a].n[b[a]]++;
+    }
+  }
+}
+
+/* The cheapest boundary of x's nb bins: cost area(L) n(L) + area(R) n(R)
+** below *best, which it lowers (and sets *bin: the last bin on the left). */
+static int sweep(const bins *x, int nb, float *best, int *bin) {
+  float rarea[NBINS];
+  int rcnt[NBINS], found = 0;
+  vbox acc = vbox_empty();
+  int c = 0;
+  for (int b = nb - 1; b > 0; b--) {
+    vbox_join(&acc, &x->b[b]);
+    c += x->n[b];
+    rarea[b] = vbox_area(&acc);
+    rcnt[b] = c;
+  }
+  acc = vbox_empty();
+  c = 0;
+  for (int b = 0; b < nb - 1; b++) {
+    vbox_join(&acc, &x->b[b]);
+    c += x->n[b];
+    if (!c || !rcnt[b + 1]) continue;
+    float cost = vbox_area(&acc) * (float)c + rarea[b + 1] * (float)rcnt[b + 1];
+    if (cost < *best) *best = cost, *bin = b, found = 1;
+  }
+  return found;
+}
+
+/* Moves the records of bins <= bin on axis a to the front of r[begin,
+** end), the rest after; returns where the right side starts. Branch
+** free (the side of a record is a coin toss in small nodes): every
+** record swaps with the first one not known to be on the left. */
+static int partition(rec *R, int begin, int end, int a, float lo, float scale, int nb, int bin) {
+  float top = (float)(nb - 1);
+  int k = begin;
+  for (int i = begin; i < end; i++) {
+    int left = bin_of(axis_cen(&R[i], a), lo, scale, top) <= bin;
+    rec x = R[i];
+    R[i] = R[k];
+    R[k] = x;
+    k += left;
+  }
+  return k;
+}
+
+/* The best split of a node (axis -1: none found). */
+typedef struct split {
+  int axis, bin, nb;
+  float best, lo, scale;
+  vbox bb[2], cb[2]; /* of the two sides */
+} split;
+
+/* The bounds of both sides of the split from the bins. */
+static void sides(const bins *x, int nb, int c, split *s) {
+  for (int k = 0; k < 2; k++)
+    s->bb[k] = s->cb[k] = vbox_empty();
+  for (int b = 0; b < nb; b++) {
+    int k = b > s->bin;
+    vbox_join(&s->bb[k], &x->b[b]);
+    if (c) vbox_join(&s->cb[k], &x->c[b]);
+  }
+}
+
+/* Bins t's records and sweeps the bins (out of line: the bins stay off
+** the stack of the recursion). */
+static __attribute__((noinline)) void find_split(const rec *R, const task *t, split *s) {
+  int count = t->end - t->begin;
+  float clo[4], chi[4], ext[3], scale[3];
+  vbox cb = t->cb;
+  if (count < ONE_AXIS) { /* the centroid bounds: the parent has none */
+    cb = vbox_empty();
+    for (int i = t->begin; i < t->end; i++) {
+      v4 c = v4_add(rec_lo(&R[i]), rec_hi(&R[i]));
+      vbox_add(&cb, c, c);
+    }
+  }
+  v4_st(clo, cb.lo);
+  v4_st(chi, cb.hi);
+  int nb = count < ONE_AXIS ? (count < SMALL_BINS ? count : SMALL_BINS) : NBINS;
+  for (int a = 0; a < 3; a++) {
+    ext[a] = chi[a] - clo[a];
+    scale[a] = ext[a] > 0 ? (float)nb / ext[a] : 0;
+  }
+  s->axis = -1, s->bin = 0, s->nb = nb, s->best = FLT_MAX;
+  if (count >= ONE_AXIS) {
+    /* large nodes bin along their widest centroid axis only (a third of
+    ** the work where most of it is; the trees trace as fast) */
+    int a = ext[1] > ext[0] ? 1 : 0;
+    a = ext[2] > ext[a] ? 2 : a;
+    if (scale[a] > 0) {
+      bins x;
+      bin_one(R + t->begin, count, a, clo[a], scale[a], nb, &x);
+      if (sweep(&x, nb, &s->best, &s->bin)) s->axis = a;
+      if (s->axis >= 0) sides(&x, nb, 1, s);
+    }
+  } else {
+    bins x[3];
+    float sc[4] = {scale[0], scale[1], scale[2], 0};
+    bin_three(R + t->begin, count, cb.lo, v4_ld(sc), nb, x);
+    for (int a = 0; a < 3; a++)
+      if (scale[a] > 0 && sweep(&x[a], nb, &s->best, &s->bin)) s->axis = a;
+    if (s->axis >= 0) sides(&x[s->axis], nb, 0, s);
+  }
+  if (s->axis >= 0) s->lo = clo[s->axis], s->scale = scale[s->axis];
 }
 
 static void subtree(build *B, task *t) {
   wf_gnode *n = &B->nodes[t->node];
   rec *R = B->recs;
   int begin = t->begin, end = t->end, count = end - begin;
-  memcpy(n->lo, t->bb.lo, sizeof n->lo);
-  memcpy(n->hi, t->bb.hi, sizeof n->hi);
+  store_box(n, &t->bb);
   if (count <= LEAF_MIN || t->depth >= MAX_DEPTH) {
-    make_leaf(n, begin, end);
+    make_leaf(B, n, begin, end);
     return;
   }
-  /* bin along the three axes in one pass */
-  bin bins[3][NBINS];
-  float scale[3];
-  /* small nodes: a bin per primitive at most (the sweeps cost per bin) */
-  const int nb = count < NBINS ? count : NBINS;
-  /* large nodes bin along their widest centroid axis only (a third of
-  ** the work where most of it is; the trees trace as fast) */
-  int wide = 0;
-  for (int a = 1; a < 3; a++)
-    if (t->cb.hi[a] - t->cb.lo[a] > t->cb.hi[wide] - t->cb.lo[wide]) wide = a;
-  for (int a = 0; a < 3; a++) {
-    float ext = t->cb.hi[a] - t->cb.lo[a];
-    scale[a] = ext > 0 && (count < ONE_AXIS || a == wide) ? (float)nb / ext : 0;
-    for (int b = 0; b < nb; b++) {
-      box_empty(&bins[a][b].b);
-      bins[a][b].n = 0;
-    }
-  }
-  for (int a = 0; a < 3; a++)
-    if (scale[a] > 0) bin_axis(R + begin, count, a, t->cb.lo[a], scale[a], nb, bins[a]);
-  /* the cheapest boundary: area(L) n(L) + area(R) n(R) */
-  float best = FLT_MAX;
-  int baxis = -1, bbin = 0;
-  for (int a = 0; a < 3; a++) {
-    if (!(scale[a] > 0)) continue;
-    float rarea[NBINS];
-    int rcnt[NBINS];
-    box acc;
-    box_empty(&acc);
-    int c = 0;
-    for (int b = nb - 1; b > 0; b--) {
-      box_add(&acc, bins[a][b].b.lo, bins[a][b].b.hi);
-      c += bins[a][b].n;
-      rarea[b] = box_area(&acc);
-      rcnt[b] = c;
-    }
-    box_empty(&acc);
-    c = 0;
-    for (int b = 0; b < nb - 1; b++) {
-      box_add(&acc, bins[a][b].b.lo, bins[a][b].b.hi);
-      c += bins[a][b].n;
-      if (!c || !rcnt[b + 1]) continue;
-      float cost = box_area(&acc) * (float)c + rarea[b + 1] * (float)rcnt[b + 1];
-      if (cost < best) best = cost, baxis = a, bbin = b;
-    }
-  }
+  split s;
+  find_split(R, t, &s);
   task l = {.B = B, .begin = begin, .depth = t->depth + 1}, r = l;
-  int mid;
-  if (baxis >= 0) {
+  int mid = begin;
+  if (s.axis >= 0) {
     /* a leaf when splitting costs more than testing everything here
     ** (a traversal step costs about one primitive test) */
-    float area = box_area(&t->bb);
-    if (count <= LEAF_MAX && best + area >= area * (float)count) {
-      make_leaf(n, begin, end);
+    float area = vbox_area(&t->bb);
+    if (count <= LEAF_MAX && s.best + area >= area * (float)count) {
+      make_leaf(B, n, begin, end);
       return;
     }
-    /* partition by bin: the same arithmetic as the binning */
-    int i = begin, j = end - 1;
-    float lo = t->cb.lo[baxis], sc = scale[baxis];
-    while (i <= j) {
-      if (bin_of(&R[i], baxis, lo, sc, nb) <= bbin) {
-        i++;
-      } else {
-        rec x = R[i];
-        R[i] = R[j];
-        R[j--] = x;
-      }
-    }
-    mid = i;
-    box_empty(&l.bb), box_empty(&l.cb), box_empty(&r.bb), box_empty(&r.cb);
-    for (int b = 0; b < nb; b++) {
-      task *side = b <= bbin ? &l : &r;
-      box_add(&side->bb, bins[baxis][b].b.lo, bins[baxis][b].b.hi);
-    }
-    /* the children bin over their boxes (which hold their centroids):
-    ** no centroid bounds to keep per bin */
-    l.cb = l.bb, r.cb = r.bb;
-  } else { /* centroids all equal: halves by count along the widest axis */
-    int axis = 0;
-    for (int k = 1; k < 3; k++)
-      if (t->bb.hi[k] - t->bb.lo[k] > t->bb.hi[axis] - t->bb.lo[axis]) axis = k;
+    mid = partition(R, begin, end, s.axis, s.lo, s.scale, s.nb, s.bin);
+    l.bb = s.bb[0], l.cb = s.cb[0], r.bb = s.bb[1], r.cb = s.cb[1];
+  }
+  if (mid == begin || mid == end) {
+    /* no bin boundary separates the centroids: halves by count along
+    ** the widest axis of the boxes */
+    float lo[4], hi[4];
+    v4_st(lo, t->bb.lo);
+    v4_st(hi, t->bb.hi);
+    int axis = hi[1] - lo[1] > hi[0] - lo[0] ? 1 : 0;
+    axis = hi[2] - lo[2] > hi[axis] - lo[axis] ? 2 : axis;
     mid = begin + count / 2;
     select_kth(R, begin, end, mid, axis);
     bounds(R, begin, mid, &l.bb, &l.cb);
@@ -254,15 +470,44 @@ static void subtree(build *B, task *t) {
   n->b = c0 + 1;
   l.node = c0, l.end = mid;
   r.node = c0 + 1, r.begin = mid, r.end = end;
-  /* the larger half on a new thread while threads remain */
+  /* the larger half on a new thread while a core is idle */
   task *big = (mid - begin) >= (end - mid) ? &l : &r, *small = big == &l ? &r : &l;
   pthread_t th;
   int threaded = 0;
-  if (big->end - big->begin >= PAR_MIN && __atomic_sub_fetch(&B->threads, 1, __ATOMIC_RELAXED) >= 0)
-    threaded = pthread_create(&th, NULL, subtree_thread, big) == 0;
+  if (big->end - big->begin >= PAR_MIN && __atomic_load_n(&B->idle, __ATOMIC_RELAXED) > 0) {
+    if (__atomic_sub_fetch(&B->idle, 1, __ATOMIC_RELAXED) >= 0)
+      threaded = pthread_create(&th, NULL, subtree_thread, big) == 0;
+    if (!threaded) __atomic_add_fetch(&B->idle, 1, __ATOMIC_RELAXED);
+  }
   if (!threaded) subtree(B, big);
   subtree(B, small);
-  if (threaded) pthread_join(th, NULL);
+  if (threaded) {
+    /* this core idles while it waits: lend it out */
+    __atomic_add_fetch(&B->idle, 1, __ATOMIC_RELAXED);
+    pthread_join(th, NULL);
+    __atomic_sub_fetch(&B->idle, 1, __ATOMIC_RELAXED);
+  }
+}
+
+/* The records of boxes [begin, end) and their bounds. */
+typedef struct fill {
+  rec *recs;
+  const float *lo, *hi;
+  int begin, end;
+  vbox bb, cb;
+} fill;
+
+static void *fill_recs(void *p) {
+  fill *f = p;
+  for (int i = f->begin; i < f->end; i++) {
+    rec *r = &f->recs[i];
+    memcpy(r->lo, f->lo + 3 * (size_t)i, 3 * sizeof(float));
+    memcpy(r->hi, f->hi + 3 * (size_t)i, 3 * sizeof(float));
+    r->lo[3] = 0;
+    memcpy(&r->hi[3], &i, sizeof i);
+  }
+  bounds(f->recs, f->begin, f->end, &f->bb, &f->cb);
+  return NULL;
 }
 
 int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads, wf_gnode **nodes,
@@ -273,54 +518,71 @@ int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads, wf_gnode
   if (n <= 0) return 0;
   build B;
   memset(&B, 0, sizeof B);
-  B.recs = malloc(sizeof(rec) * (size_t)n);
-  int *it = malloc(sizeof(int) * (size_t)n);
+  B.recs = aligned_alloc(64, (sizeof(rec) * (size_t)n + 63) & ~(size_t)63);
+  B.items = malloc(sizeof(int) * (size_t)n);
   /* 2n nodes: the root, a pad, n - 1 pairs; 64-byte aligned, so that
   ** each pair of children (even index) fills one cache line */
   size_t nbytes = sizeof(wf_gnode) * (size_t)(2 * n + 2);
   B.nodes = aligned_alloc(64, (nbytes + 63) & ~(size_t)63);
-  if (!B.recs || !it || !B.nodes) {
+  if (!B.recs || !B.items || !B.nodes) {
     free(B.recs);
-    free(it);
+    free(B.items);
     free(B.nodes);
     return -1;
   }
-  for (int i = 0; i < n; i++) {
-    memcpy(B.recs[i].lo, lo + 3 * i, sizeof B.recs[i].lo);
-    memcpy(B.recs[i].hi, hi + 3 * i, sizeof B.recs[i].hi);
-    B.recs[i].id = i;
-    B.recs[i].pad = 0;
+  /* the records, in two halves on two threads for large inputs */
+  fill f[2] = {{.recs = B.recs, .lo = lo, .hi = hi, .end = n},
+               {.recs = B.recs, .lo = lo, .hi = hi, .begin = n, .end = n}};
+  pthread_t th;
+  int threaded = 0;
+  if (nthreads > 1 && n >= PAR_INIT) {
+    f[0].end = f[1].begin = n / 2;
+    threaded = pthread_create(&th, NULL, fill_recs, &f[1]) == 0;
   }
+  fill_recs(&f[0]);
+  if (threaded)
+    pthread_join(th, NULL);
+  else
+    fill_recs(&f[1]);
+  task root = {.B = &B, .end = n, .bb = f[0].bb, .cb = f[0].cb};
+  vbox_join(&root.bb, &f[1].bb);
+  vbox_join(&root.cb, &f[1].cb);
   /* node 1 pads the pairs to even indices: a one-item leaf no parent
   ** names (refit gives it a box; traversal never reaches it) */
   B.nodes[1] = (wf_gnode){{0, 0, 0}, 0, {0, 0, 0}, -1};
   B.nnodes = 2;
-  B.threads = nthreads > 1 ? nthreads - 1 : 0;
-  task root = {.B = &B, .end = n};
-  bounds(B.recs, 0, n, &root.bb, &root.cb);
+  B.idle = nthreads > 1 ? nthreads - 1 : 0;
   subtree(&B, &root);
-  for (int i = 0; i < n; i++)
-    it[i] = B.recs[i].id;
   free(B.recs);
   *nodes = B.nodes;
-  *items = it;
+  *items = B.items;
   *nnodes = B.nnodes;
   return 0;
 }
 
+/* Refit: children before parents; nodes a box of 4 floats each side */
 void wf_bvh_refit(wf_gnode *nodes, int nnodes, const int *items, const float *lo, const float *hi) {
   for (int i = nnodes - 1; i >= 0; i--) {
     wf_gnode *n = &nodes[i];
-    box b;
-    box_empty(&b);
+    float l[3] = {FLT_MAX, FLT_MAX, FLT_MAX}, h[3] = {-FLT_MAX, -FLT_MAX, -FLT_MAX};
     if (n->b < 0) {
-      for (int k = n->a; k < n->a - n->b; k++)
-        box_add(&b, lo + 3 * items[k], hi + 3 * items[k]);
+      for (int k = n->a; k < n->a - n->b; k++) {
+        const float *pl = lo + 3 * (size_t)items[k], *ph = hi + 3 * (size_t)items[k];
+        for (int c = 0; c < 3; c++) {
+          l[c] = pl[c] < l[c] ? pl[c] : l[c];
+          h[c] = ph[c] > h[c] ? ph[c] : h[c];
+        }
+      }
     } else {
-      box_add(&b, nodes[n->a].lo, nodes[n->a].hi);
-      box_add(&b, nodes[n->b].lo, nodes[n->b].hi);
+      for (int s = 0; s < 2; s++) {
+        const wf_gnode *ch = &nodes[s ? n->b : n->a];
+        for (int c = 0; c < 3; c++) {
+          l[c] = ch->lo[c] < l[c] ? ch->lo[c] : l[c];
+          h[c] = ch->hi[c] > h[c] ? ch->hi[c] : h[c];
+        }
+      }
     }
-    memcpy(n->lo, b.lo, sizeof n->lo);
-    memcpy(n->hi, b.hi, sizeof n->hi);
+    memcpy(n->lo, l, sizeof l);
+    memcpy(n->hi, h, sizeof h);
   }
 }
