@@ -440,24 +440,30 @@ WF_G int gmesh_ray(const wf_gmesh *m, wf_g3 o, wf_g3 d, float tmax, float *t, fl
 /* The number of faces o + t d crosses for t > 0 (the parity test). */
 WF_G int gmesh_crossings(const wf_gmesh *m, wf_g3 o, wf_g3 d) {
   const wf_gnode *N = m->bvh.nodes;
+  const wf_gnode4 *W = m->bvh.wide;
   wf_gray R = gray_prep(o, d);
   wf_g3 inv = gray_inv(d);
-  int stack[WF_GSTACK], sp = 0, count = 0;
-  stack[sp++] = 0;
-  while (sp) {
-    const wf_gnode *n = &N[stack[--sp]];
-    if (gbox_ray(n->lo, n->hi, o, inv, 3.0e38f) > 3.0e38f) continue;
-    if (n->b < 0) {
-      for (int k = n->a, e = n->a - n->b; k < e; k++) {
-        wf_g3 a, b, c;
-        gtri_slot(m, k, &a, &b, &c);
+  const float org[3] = {o.x, o.y, o.z}, iv[3] = {inv.x, inv.y, inv.z};
+  const float lim = 3.0e38f;
+  if (gbox_ray(N[0].lo, N[0].hi, o, inv, lim) > lim) return 0;
+  wf_gstack4 S;
+  S.sp = 0;
+  int c = 0, cnt = 0, more = 1, count = 0;
+  while (more) {
+    if (c < 0) {
+      for (int k = ~c, e = ~c + cnt; k < e; k++) {
+        wf_g3 a, b, cc;
+        gtri_slot(m, k, &a, &b, &cc);
         float tt, u, v, dd;
-        count += gray_tri(&R, a, b, c, 3.0e38f, &tt, &u, &v, &dd) && tt > 0.0f;
+        count += gray_tri(&R, a, b, cc, lim, &tt, &u, &v, &dd) && tt > 0.0f;
       }
-    } else if (sp + 2 <= WF_GSTACK) {
-      stack[sp++] = n->a;
-      stack[sp++] = n->b;
+      more = gstack4_pop(&S, lim, 1, &c, &cnt);
+      continue;
     }
+    float tn[4];
+    int hit[4];
+    gbox4_ray(&W[c], org, iv, lim, tn, hit);
+    more = gstack4_push(&S, &W[c], tn, hit, lim, 1, &c, &cnt) || gstack4_pop(&S, lim, 1, &c, &cnt);
   }
   return count;
 }
@@ -582,28 +588,33 @@ WF_G int gmesh_point(const wf_gmesh *m, wf_g3 p, float lim, int far, float *wa, 
 ** or a vertex the faces meeting there vote together. */
 WF_G wf_g3 gmesh_pseudo_normal(const wf_gmesh *m, wf_g3 p, wf_g3 q, float d2, float eps) {
   const wf_gnode *N = m->bvh.nodes;
+  const wf_gnode4 *W = m->bvh.wide;
   float tol = eps * (sqrtf(d2) + 1e-6f) + 1e-7f;
   float lim = sqrtf(d2) + tol;
   float lim2 = lim * lim;
   wf_g3 acc = g3(0.0f, 0.0f, 0.0f);
-  int stack[WF_GSTACK], sp = 0;
-  stack[sp++] = 0;
-  while (sp) {
-    const wf_gnode *n = &N[stack[--sp]];
-    if (gbox_dist2(n->lo, n->hi, p) > lim2) continue;
-    if (n->b < 0) {
-      for (int k = n->a, e = n->a - n->b; k < e; k++) {
-        wf_g3 a, b, c;
-        gtri_slot(m, k, &a, &b, &c);
+  if (gbox_dist2(N[0].lo, N[0].hi, p) > lim2) return acc;
+  const int all[4] = {1, 1, 1, 1};
+  wf_gstack4 S;
+  S.sp = 0;
+  int c = 0, cnt = 0, more = 1;
+  while (more) {
+    if (c < 0) {
+      for (int k = ~c, e = ~c + cnt; k < e; k++) {
+        wf_g3 a, b, cc;
+        gtri_slot(m, k, &a, &b, &cc);
         float u, v;
-        gclosest_tri(a, b, c, p, &u, &v);
-        wf_g3 r = g3sub(gbary(a, b, c, u, v), q);
-        if (g3dot(r, r) <= tol * tol) acc = g3add(acc, g3norm(g3cross(g3sub(b, a), g3sub(c, a))));
+        gclosest_tri(a, b, cc, p, &u, &v);
+        wf_g3 r = g3sub(gbary(a, b, cc, u, v), q);
+        if (g3dot(r, r) <= tol * tol) acc = g3add(acc, g3norm(g3cross(g3sub(b, a), g3sub(cc, a))));
       }
-    } else if (sp + 2 <= WF_GSTACK) {
-      stack[sp++] = n->a;
-      stack[sp++] = n->b;
+      more = gstack4_pop(&S, lim2, 1, &c, &cnt);
+      continue;
     }
+    float d4[4];
+    gbox4_dist2(&W[c], p, d4);
+    more =
+        gstack4_push(&S, &W[c], d4, all, lim2, 1, &c, &cnt) || gstack4_pop(&S, lim2, 1, &c, &cnt);
   }
   return acc;
 }
