@@ -112,6 +112,18 @@ void wf_front_getsrc(wf_fctx *C, int idx, wf_src *src) {
     src->text = wf_front_strdup(C, buf, n);
     src->len = n;
     free(buf);
+  } else if (!strcmp(s, "=stdin")) {
+    /* luajit's prompt, or a script piped into luajit (a file on stdin is
+    ** read again: kernel.lua) */
+    lua_pushfstring(L,
+                    "weft: the function defined at stdin:%d has no source text: what luajit "
+                    "reads from its prompt or a pipe is gone once loaded. Kernels are "
+                    "compiled from their Lua source: put them in a file and run it (luajit "
+                    "file.lua, dofile(\"file.lua\") at the prompt, or luajit < file.lua), type "
+                    "them at weft's own prompt (the weft command keeps what you type), or "
+                    "load them with weft.loadstring([[ ... ]], \"=name\")()",
+                    ar.linedefined);
+    lua_error(L);
   } else if (s[0] == '=' || (unsigned char)s[0] == 27) {
     lua_pushfstring(L,
                     "weft: the function defined at %s:%d has no source text: its chunk was "
