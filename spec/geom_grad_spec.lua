@@ -168,6 +168,78 @@ describe("mesh query gradients", function()
     assert.are.equal(0, check(k, tetra_pts, tetra_idx, { tetra_q }))
   end)
 
+  it("volume transforms and samples by the point", function()
+    local a = weft.zeros({ 6, 5, 7 }, weft.float32)
+    local ffi = require "ffi"
+    local d = ffi.cast("float*", a.h.data)
+    for i = 0, 6 * 5 * 7 - 1 do d[i] = math.sin(0.37 * i) + 0.01 * i end
+    local vol = weft.Volume.from_dense(a, { voxel_size = 0.5, origin = { 0.3, -0.2, 0.1 }, background = 0 })
+    local k = weft.kernel{ id = weft.uint64, p = weft.array(vec3), out = weft.array(weft.float32),
+      function(id, p, out)
+        local i = weft.tid()
+        local u = weft.volume_world_to_index(id, p[i])
+        local w = weft.volume_index_to_world(id, p[i] * 0.3)
+        local du = weft.volume_world_to_index_dir(id, p[i])
+        local dw = weft.volume_index_to_world_dir(id, p[i])
+        out[i] = weft.dot(u, vec3(0.3, 1.1, -0.4)) + weft.dot(w, vec3(-0.7, 0.2, 0.5))
+          + weft.dot(du, vec3(0.2, 0.1, 0.9)) + weft.dot(dw, vec3(1.0, -0.3, 0.2))
+          + weft.volume_sample_f(id, u, weft.Volume.LINEAR)
+      end }
+    local pts = { { 1.07, 0.91, 1.33 }, { 0.62, 1.18, 2.04 }, { 2.11, 0.43, 0.77 } }
+    local p = weft.array(pts, vec3, { requires_grad = true })
+    local out = weft.zeros(#pts, weft.float32, { requires_grad = true })
+    local tape = weft.Tape()
+    tape:record(function() weft.launch(k, #pts, { vol.id, p, out }) end)
+    tape:backward{ grads = { [out] = weft.full(#pts, 1.0) } }
+    local g = p.grad:totable()
+    local h = 1e-3
+    for i = 0, #pts - 1 do
+      for c = 1, 3 do
+        local function at(x)
+          local v = { pts[i + 1][1], pts[i + 1][2], pts[i + 1][3] }
+          v[c] = x
+          p[i] = v
+          out:zero_()
+          weft.launch(k, #pts, { vol.id, p, out })
+          return out:totable()[i + 1]
+        end
+        local e = pts[i + 1][c]
+        local want = (at(e + h) - at(e - h)) / (2 * h)
+        at(e)
+        assert(math.abs(g[i + 1][c] - want) < 5e-3 * math.max(1, math.abs(want)),
+               string.format("point %d component %d: tape %g, finite difference %g", i, c, g[i + 1][c], want))
+      end
+    end
+  end)
+
+  it("forward mode refuses a tangent into a query, at its line", function()
+    local o = weft.array({ { 0.3, 0.25, 2.0 } }, vec3)
+    local d = weft.array({ { 0.05, 0.02, -1 } }, vec3)
+    local P = weft.array(tetra_pts, vec3)
+    local m = weft.Mesh{ points = P, indices = weft.array(tetra_idx, weft.int32) }
+    local out, ot = weft.zeros(1, weft.float32), weft.zeros(1, weft.float32)
+    local ok, err = pcall(weft.jvp, ray_k, 1, { m.id, o, d }, { false, weft.ones(1, vec3), false }, { out }, { ot })
+    assert.is_false(ok)
+    assert.matches("geom_grad_spec.lua:18: autodiff: forward mode %(weft.jvp%) does not differentiate " ..
+                   "weft.mesh_query_ray; use a weft.Tape", tostring(err))
+  end)
+
+  it("refuse reverse mode through atomic_exch and atomic_cas of floats, at the line", function()
+    local k = weft.kernel{ x = weft.array(weft.float32), out = weft.array(weft.float32),
+      function(x, out)
+        local i = weft.tid()
+        weft.atomic_exch(out, i, x[i] * 2.0)
+      end }
+    local x = weft.array({ 1, 2, 3 }, weft.float32, { requires_grad = true })
+    local out = weft.zeros(3, weft.float32, { requires_grad = true })
+    local tape = weft.Tape()
+    tape:record(function() weft.launch(k, 3, { x }, { outputs = { out } }) end)
+    local ok, err = pcall(function() tape:backward{ grads = { [out] = weft.full(3, 1.0) } } end)
+    assert.is_false(ok)
+    assert.matches("geom_grad_spec.lua:%d+: autodiff: weft.atomic_exch on an array of floats has no gradient",
+                   tostring(err))
+  end)
+
   it("match the CPU's on a CUDA device (scripts/cuda-emu)", function()
     if not weft.is_cuda_available() then
       pending("no CUDA device: run under scripts/cuda-emu")

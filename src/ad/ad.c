@@ -829,6 +829,12 @@ static void reverse_inst(wf_adctx *A, wf_inst *in) {
   case WF_OP_CALL: reverse_call(A, in); return;
   default: break;
   }
+  if ((in->op == WF_OP_ATOMIC_EXCH || in->op == WF_OP_ATOMIC_CAS) &&
+      wf_ad_difft(wf_ad_ptype(A, in->args[0])->elem))
+    /* which thread's value stays is known only after the launch: neither
+    ** the written value nor the overwritten element gets a gradient */
+    wf_ad_fail(A, in, "autodiff: weft.%s on an array of floats has no gradient",
+               wf_op_name(in->op));
   const wf_ad_rule *r = wf_ad_rule_of(in->op);
   if (!r || !inst_diff(A, in)) return;
   if (in->op == WF_OP_LOAD && A->fwd[in->res[0]] >= 0) {
