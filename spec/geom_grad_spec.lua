@@ -240,6 +240,37 @@ describe("mesh query gradients", function()
                    tostring(err))
   end)
 
+  it("come from functions that recompute the native's values", function()
+    -- the gradient functions run in the kernel next to the native: their
+    -- t, u, v and normal against the native's on a torus
+    local diff = require("weft.internal").native_diff
+    local dray, dpoint = weft.func(diff.mesh_query_ray), weft.func(diff.mesh_query_point_no_sign)
+    local k = weft.kernel{ id = weft.uint64, o = weft.array(vec3), d = weft.array(vec3), err = weft.array(weft.float32),
+      function(id, o, d, err)
+        local i = weft.tid()
+        local r = weft.mesh_query_ray(id, o[i], d[i], 100.0)
+        local r2 = dray(id, o[i], d[i], 100.0, r)
+        err[2 * i] = weft.max(weft.abs(r.t - r2.t) / weft.max(r.t, 1.0), weft.abs(r.u - r2.u) + weft.abs(r.v - r2.v))
+          + weft.length(r.normal - r2.normal)
+        local q = weft.mesh_query_point_no_sign(id, o[i], 100.0)
+        local q2 = dpoint(id, o[i], 100.0, q)
+        err[2 * i + 1] = weft.abs(q.u - q2.u) + weft.abs(q.v - q2.v)
+      end }
+    local pts, idx = G.torus(1.0, 0.4, 24, 12)
+    local m = weft.Mesh{ points = weft.array(pts, vec3), indices = weft.array(idx, weft.int32) }
+    local r = G.rng(3)
+    local o, d = {}, {}
+    for i = 1, 400 do
+      o[i] = { r(-2, 2), r(-2, 2), r(-1, 1) }
+      d[i] = { r(-1, 1), r(-1, 1), r(-1, 1) }
+    end
+    local err = weft.zeros(800, weft.float32)
+    weft.launch(k, 400, { m.id, weft.array(o, vec3), weft.array(d, vec3), err })
+    local worst = 0
+    for _, e in ipairs(err:totable()) do worst = math.max(worst, e) end
+    assert.is_true(worst < 1e-4, "largest difference " .. worst)
+  end)
+
   it("match the CPU's on a CUDA device (scripts/cuda-emu)", function()
     if not weft.is_cuda_available() then
       pending("no CUDA device: run under scripts/cuda-emu")
