@@ -74,7 +74,11 @@ static inline v4 v4_max(v4 a, v4 b) {
 static inline v4 v4_xyz(v4 a) {
   return _mm_and_ps(a, _mm_castsi128_ps(_mm_set_epi32(0, -1, -1, -1)));
 }
-/* truncated to int, lanes 0-2 */
+/* a > 0 ? a : 0 (0 for NaN), as maxss */
+static inline float max0(float a) {
+  return _mm_cvtss_f32(_mm_max_ss(_mm_set_ss(a), _mm_setzero_ps()));
+}
+/* truncated to int */
 static inline void v4_int(v4 a, int *out) {
   _mm_storeu_si128((__m128i *)out, _mm_cvttps_epi32(a));
 }
@@ -116,8 +120,11 @@ static inline v4 v4_xyz(v4 a) {
   a.f[3] = 0;
   return a;
 }
+static inline float max0(float a) {
+  return a > 0 ? a : 0;
+}
 static inline void v4_int(v4 a, int *out) {
-  for (int k = 0; k < 3; k++)
+  for (int k = 0; k < 4; k++)
     out[k] = (int)a.f[k];
 }
 static inline float v4_area(v4 lo, v4 hi) {
@@ -143,8 +150,7 @@ static void vbox_join(vbox *b, const vbox *o) {
 }
 /* 0 for an empty (or NaN) box */
 static float vbox_area(const vbox *b) {
-  float a = v4_area(b->lo, b->hi);
-  return a > 0 ? a : 0;
+  return max0(v4_area(b->lo, b->hi));
 }
 
 /* A primitive's box and id, moved along with the partitions so that every
@@ -290,14 +296,24 @@ static void bin_one(const rec *r, int n, int a, float lo, float scale, int nb, b
   for (int k = 0; k < SETS; k++)
     bins_clear(&x[k], nb, 1);
   float top = (float)(nb - 1);
-  for (int i = 0; i < n; i++) {
-    bins *y = &x[i % SETS];
-    int b = bin_of(axis_cen(&r[i], a), lo, scale, top);
-    v4 l = rec_lo(&r[i]), h = rec_hi(&r[i]), c = v4_add(l, h);
-    vbox_add(&y->b[b], l, h);
-    vbox_add(&y->c[b], c, c);
-    y->n[b]++;
+#define BIN_ONE(y, q)                                                                              \
+  do {                                                                                             \
+    int b_ = bin_of(axis_cen(q, a), lo, scale, top);                                               \
+    v4 l_ = rec_lo(q), h_ = rec_hi(q), c_ = v4_add(l_, h_);                                        \
+    vbox_add(&(y)->b[b_], l_, h_);                                                                 \
+    vbox_add(&(y)->c[b_], c_, c_);                                                                 \
+    (y)->n[b_]++;                                                                                  \
+  } while (0)
+  int i = 0;
+  for (; i + SETS <= n; i += SETS) {
+    BIN_ONE(&x[0], &r[i]);
+    BIN_ONE(&x[1], &r[i + 1]);
+    BIN_ONE(&x[2], &r[i + 2]);
+    BIN_ONE(&x[3], &r[i + 3]);
   }
+  for (; i < n; i++)
+    BIN_ONE(&x[0], &r[i]);
+#undef BIN_ONE
   *out = x[0];
   for (int k = 1; k < SETS; k++)
     for (int b = 0; b < nb; b++) {
@@ -328,26 +344,36 @@ static void bin_three(const rec *r, int n, v4 lo, v4 scale, int nb, bins *out) {
 /* The cheapest boundary of x's nb bins: cost area(L) n(L) + area(R) n(R)
 ** below *best, which it lowers (and sets *bin: the last bin on the left). */
 static int sweep(const bins *x, int nb, float *best, int *bin) {
-  float rarea[NBINS];
-  int rcnt[NBINS], found = 0;
+  /* boundaries between the first and the last bin holding anything */
+  int first = 0, last = nb - 1;
+  while (first < last && !x->n[first])
+    first++;
+  while (last > first && !x->n[last])
+    last--;
+  float rcost[NBINS];
   vbox acc = vbox_empty();
   int c = 0;
-  for (int b = nb - 1; b > 0; b--) {
+  for (int b = last; b > first; b--) {
     vbox_join(&acc, &x->b[b]);
     c += x->n[b];
-    rarea[b] = vbox_area(&acc);
-    rcnt[b] = c;
+    rcost[b] = vbox_area(&acc) * (float)c;
   }
   acc = vbox_empty();
   c = 0;
-  for (int b = 0; b < nb - 1; b++) {
+  float top = *best;
+  int at = -1;
+  for (int b = first; b < last; b++) {
     vbox_join(&acc, &x->b[b]);
     c += x->n[b];
-    if (!c || !rcnt[b + 1]) continue;
-    float cost = vbox_area(&acc) * (float)c + rarea[b + 1] * (float)rcnt[b + 1];
-    if (cost < *best) *best = cost, *bin = b, found = 1;
+    float cost = vbox_area(&acc) * (float)c + rcost[b + 1];
+    /* selects, not branches: which boundary wins is a coin toss */
+    int better = cost < top;
+    top = better ? cost : top;
+    at = better ? b : at;
   }
-  return found;
+  if (at < 0) return 0;
+  *best = top, *bin = at;
+  return 1;
 }
 
 /* Moves the records of bins <= bin on axis a to the front of r[begin,
