@@ -51,3 +51,37 @@ def test_torch_mesh(rt):
     t, d = torch.zeros(1), torch.zeros(1)
     rt.call("query", torch.from_numpy(pts), torch.from_numpy(idx), o, t, d)
     assert t.tolist() == [1.0] and d.tolist() == [1.0]
+
+
+def test_ray_gradient_through_python_tape(rt):
+    # t of a ray cast differentiated through weft.Tape: d t / d origin.z is
+    # 1 for a ray going down onto z = 0, and the points get theirs
+    torch = pytest.importorskip("torch")
+    import weft
+
+    rt.exec("""
+      cast_t = weft.kernel{ id = weft.uint64, o = weft.array(weft.float32, 2), t = weft.array(weft.float32),
+        function(id, o, t)
+          local i = weft.tid()
+          local r = weft.mesh_query_ray(id, weft.vec3(o[i][0], o[i][1], o[i][2]), weft.vec3(0.0, 0.0, -1.0), 100.0)
+          t[i] = r.t
+        end }
+      gpoints = weft.array({ { -1, -1, 0 }, { 1, -1, 0 }, { 1, 1, 0 }, { -1, 1, 0 } }, weft.vec3,
+                           { requires_grad = true })
+      gmesh = weft.Mesh{ points = gpoints, indices = weft.array({ 0, 1, 2, 0, 2, 3 }, weft.int32) }
+      mesh_id = tonumber(gmesh.id)
+      function points_dz()
+        local s = 0
+        for _, g in ipairs(gpoints.grad:totable()) do s = s + g[3] end
+        return s
+      end
+    """)
+    o = torch.tensor([[0.25, 0.5, 2.0]], requires_grad=True)
+    t = torch.zeros(1, requires_grad=True)
+    tape = weft.Tape(rt)
+    with tape:
+        rt.launch("cast_t", 1, inputs=[rt["mesh_id"], o], outputs=[t])
+    tape.backward(t)
+    assert t.tolist() == [2.0]
+    assert o.grad.tolist() == [[0.0, 0.0, 1.0]]
+    assert abs(rt.call("points_dz") + 1.0) < 1e-6  # moving the square up by h shortens t by h
