@@ -311,6 +311,38 @@ static void block_table(wf_volume *v) {
   }
 }
 
+/* The dense table (volume.h) of a float or vec3 grid: the value of every
+** voxel of the block table's box, read through the block table, appended
+** to the tables. Trilinear samples inside the box then read their 8
+** corners at fixed strides from one index. Left out when it would outgrow
+** 256 KB plus twice the grid's bytes (sparse grids; a dense grid's box is
+** its voxels and a margin) or no memory is left. */
+static void dense_table(wf_volume *v) {
+  wf_vol *d = &v->desc;
+  if (!d->blocks || (d->type != WF_NVDB_FLOAT && d->type != WF_NVDB_VEC3F)) return;
+  const uint64_t nvox = (uint64_t)d->box_n[0] * d->box_n[1] * d->box_n[2];
+  if (nvox > ((256u << 10) + 2 * v->size) / d->vsize) return;
+  const uint64_t before = v->aux_size, blocks = (uint64_t)((const unsigned char *)d->blocks -
+                                                           (const unsigned char *)v->slots);
+  unsigned char *aux = realloc(v->slots, before + nvox * d->vsize);
+  if (!aux) return;
+  v->slots = (wf_vol_slot *)aux;
+  if (d->slots) d->slots = v->slots;
+  d->blocks = (const int64_t *)(aux + blocks);
+  v->aux_size = before + nvox * d->vsize;
+  float *o = (float *)(aux + before); /* before is a multiple of 8 */
+  const uint32_t nf = d->vsize / 4;
+  for (uint32_t x = 0; x < d->box_n[0]; x++)
+    for (uint32_t y = 0; y < d->box_n[1]; y++)
+      for (uint32_t z = 0; z < d->box_n[2]; z++) {
+        const float *s = (const float *)wf_vol_find(
+            d, d->box_lo[0] + (int32_t)x, d->box_lo[1] + (int32_t)y, d->box_lo[2] + (int32_t)z);
+        for (uint32_t q = 0; q < nf; q++)
+          *o++ = s[q];
+      }
+  d->dense = (const float *)(aux + before);
+}
+
 static void desc_init(wf_volume *v) {
   const unsigned char *g = v->buf;
   const nvdb_layout *L = layout_of(rd32(g + G_TYPE));
@@ -334,6 +366,7 @@ static void desc_init(wf_volume *v) {
   memcpy(d->vec, g + G_MAP + M_VECF, 12);
   leaf_table(v);
   block_table(v);
+  dense_table(v);
 }
 
 static wf_volume *volume_alloc(uint64_t size) {
@@ -828,6 +861,11 @@ void wf_volume_device_desc(const wf_volume *v, uint64_t dev_grid, uint64_t dev_s
       dev_slots && d.blocks
           ? (const int64_t *)(uintptr_t)(dev_slots + (uint64_t)((const unsigned char *)d.blocks -
                                                                 (const unsigned char *)v->slots))
+          : NULL;
+  d.dense =
+      dev_slots && d.dense
+          ? (const float *)(uintptr_t)(dev_slots + (uint64_t)((const unsigned char *)d.dense -
+                                                              (const unsigned char *)v->slots))
           : NULL;
   memcpy(out, &d, sizeof d);
 }

@@ -83,6 +83,10 @@ typedef struct wf_vol {
   const int64_t *blocks;
   int32_t box_lo[3]; /* the box's first voxel (multiples of 8) */
   uint32_t box_n[3]; /* its size in voxels (multiples of 8) */
+  /* Float and vec3 grids: every value of that box, x slowest and z
+  ** fastest, vsize bytes each (a cell's corners at fixed strides);
+  ** NULL: none. */
+  const float *dense;
 } wf_vol;
 
 /* The leaf table's slot for a block origin (all multiples of 8). */
@@ -224,6 +228,21 @@ WF_GEOM_FN void wf_vol_corners(const wf_vol *v, int32_t i, int32_t j, int32_t k,
   const unsigned char *base[8];
   uint32_t step[8]; /* value size in a leaf, 0 in a tile */
   int b, c, q;
+  if (v->dense && wf_vol_in_box(v, i, j, k, 1)) { /* all 8 in the dense table */
+    const uint64_t sz = v->box_n[2], sy = sz * v->box_n[1];
+    const float *s =
+        v->dense + (uint64_t)nf * ((((uint32_t)i - (uint32_t)v->box_lo[0]) * (uint64_t)v->box_n[1] +
+                                    ((uint32_t)j - (uint32_t)v->box_lo[1])) *
+                                       sz +
+                                   ((uint32_t)k - (uint32_t)v->box_lo[2]));
+    for (c = 0; c < 8; c++) {
+      const uint64_t at = (uint64_t)nf * ((uint64_t)(c >> 2) * sy + (uint64_t)((c >> 1) & 1) * sz +
+                                          (uint64_t)(c & 1));
+      for (q = 0; q < nf; q++)
+        out[c * nf + q] = s[at + q];
+    }
+    return;
+  }
   if (wf_vol_in_box(v, i, j, k, 1)) { /* all 8 in the block table */
     for (c = 0; c < 8; c++) {
       const int32_t ci = i + (c >> 2), cj = j + ((c >> 1) & 1), ck = k + (c & 1);
