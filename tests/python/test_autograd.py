@@ -151,6 +151,8 @@ energy = weft.kernel{ p = weft.array(weft.vec3d), s = weft.float64, e = weft.arr
   function(p, s, e) local i = weft.tid(); e[i] = weft.dot(p[i], p[i]) * s + weft.length(p[i]) end }
 crossed = weft.kernel{ p = weft.array(weft.vec3f), q = weft.array(weft.vec3f), o = weft.array(weft.vec3f),
   function(p, q, o) local i = weft.tid(); o[i] = weft.cross(p[i], q[i]) * 2.0 end }
+apply = weft.kernel{ a = weft.array(weft.mat22d), v = weft.array(weft.vec2d), o = weft.array(weft.vec2d),
+  function(a, v, o) local i = weft.tid(); o[i] = a[i] * v[i] end }
 """
 
 
@@ -188,6 +190,20 @@ def test_kernel_function_on_vec3_arrays(krt):
     torch.testing.assert_close(o, r)
     torch.testing.assert_close(a.grad, ta.grad)
     torch.testing.assert_close(b.grad, tb.grad)
+
+
+def test_kernel_function_on_matrix_arrays(krt):
+    # (n, 2, 2) tensors are arrays of n mat22
+    import weft.torch as wt
+    krt.exec(ARRAYS)
+    apply = wt.kernel_function(krt, "apply")
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(4, 2, 2, generator=g, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(4, 2, generator=g, dtype=torch.float64, requires_grad=True)
+    o = apply(a, v)
+    assert o.shape == (4, 2)
+    torch.testing.assert_close(o, (a @ v.unsqueeze(-1)).squeeze(-1))
+    assert torch.autograd.gradcheck(apply, (a, v), eps=1e-6, atol=1e-7)
 
 
 def test_kernel_function_signature_errors(krt):
