@@ -224,6 +224,37 @@ describe("mesh query gradients", function()
                    "weft.mesh_query_ray; use a weft.Tape", tostring(err))
   end)
 
+  it("a query without its gradient function is an error, not a zero gradient", function()
+    -- in a process of its own: the compiler's environment is set up once
+    local script = [[
+      package.path = "lua/?.lua;lua/?/init.lua;" .. package.path
+      local weft = require "weft"
+      require("weft.internal").native_diff = nil
+      local k = weft.kernel{ id = weft.uint64, o = weft.array(weft.vec3), out = weft.array(weft.float32),
+        function(id, o, out)
+          local i = weft.tid()
+          out[i] = weft.mesh_query_ray(id, o[i], weft.vec3(0.0, 0.0, -1.0), 10.0).t
+        end }
+      local m = weft.Mesh{ points = weft.array({ { 0, 0, 0 }, { 1, 0, 0 }, { 0, 1, 0 } }, weft.vec3),
+                           indices = weft.array({ 0, 1, 2 }, weft.int32) }
+      local o = weft.array({ { 0.2, 0.2, 1 } }, weft.vec3, { requires_grad = true })
+      local out = weft.zeros(1, weft.float32, { requires_grad = true })
+      local tape = weft.Tape()
+      tape:record(function() weft.launch(k, 1, { m.id, o, out }) end)
+      local ok, err = pcall(function() tape:backward(out) end)
+      io.write(tostring(ok), " ", tostring(err))
+    ]]
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write(script)
+    f:close()
+    local p = assert(io.popen("luajit " .. path .. " 2>&1"))
+    local got = p:read("*a")
+    p:close()
+    os.remove(path)
+    assert.matches("^false .*:7: autodiff: weft.mesh_query_ray has no gradient %(reverse mode%)", got)
+  end)
+
   it("refuse reverse mode through atomic_exch and atomic_cas of floats, at the line", function()
     local k = weft.kernel{ x = weft.array(weft.float32), out = weft.array(weft.float32),
       function(x, out)
