@@ -10,9 +10,9 @@ CBLAS on the cpu, cuBLAS on CUDA). Inside `with weft.Tape(...)` it is
 recorded, and tape.backward adds its gradients to those of a, b and c
 (a torch tensor's .grad when it requires grad).
 
-The runtime: runtime= if given, else the runtime of the first weft.Array
-argument, else that of the tape recording in this thread, else the default
-one (weft.runtime()).
+The runtime: runtime= if given, else that of the tape recording in this
+thread, else the runtime of the first weft.Array argument, else the
+default one (weft.runtime()).
 """
 from ._core import Array
 from . import tape as _tape
@@ -21,12 +21,12 @@ from . import tape as _tape
 def _runtime_for(args, runtime):
     if runtime is not None:
         return runtime
+    t = _tape.recording()  # first: it records arrays of other runtimes too
+    if t is not None:
+        return t.runtime
     for x in args:
         if isinstance(x, Array) and x._rt._W is not None:
             return x._rt
-    t = _tape.recording()
-    if t is not None:
-        return t.runtime
     from . import runtime as default
     return default()
 

@@ -87,6 +87,20 @@ def test_batched_matmul_then_a_kernel_on_a_tape(rt):
         weft.batched_matmul(a, b, c, d, 1.0, 1.0)  # the runtime: the recording tape's
         rt.launch("sumsq", (6, 2, 4), inputs=[d], outputs=[loss])
     tape.backward(loss)
+    # arrays of the default runtime (weft.from_torch without runtime=) on
+    # a tape of rt: the product runs in rt, recorded, gradients in a.grad
+    a2 = a.detach().clone().requires_grad_(True)
+    d2 = torch.zeros(6, 2, 4, dtype=torch.float64, requires_grad=True)
+    wd2 = weft.from_torch(d2)
+    assert wd2.runtime is not rt
+    tape2 = weft.Tape(rt)
+    with tape2:
+        weft.batched_matmul(weft.from_torch(a2), weft.from_torch(b.detach()), c.detach(), wd2,
+                            1.0, 1.0)
+    assert tape2.launches == 1
+    tape2.backward(grads={wd2: torch.ones(6, 2, 4, dtype=torch.float64)})
+    torch.testing.assert_close(a2.grad, torch.ones(6, 2, 4, dtype=torch.float64)
+                               @ b.detach().transpose(1, 2))
     ta, tb, tc = (x.detach().clone().requires_grad_(True) for x in (a, b, c))
     want = ((ta @ tb + tc) ** 2).sum()
     want.backward()
