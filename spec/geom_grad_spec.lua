@@ -158,6 +158,28 @@ describe("mesh query gradients", function()
     assert.is_true(nz > 30 and skipped < nz / 2, nz .. " checked, " .. skipped .. " skipped")
   end)
 
+  it("queries in for and while loops", function()
+    local k = weft.kernel{ id = weft.uint64, o = weft.array(vec3), out = weft.array(weft.float32),
+      function(id, o, out)
+        local i = weft.tid()
+        local s = 0.0
+        for j = 1, 3 do
+          local r = weft.mesh_query_ray(id, o[i] * (1.0 + 0.1 * weft.float32(j)), vec3(0.05, 0.02, -1.0), 100.0)
+          if r.result then s = s + r.t * r.u end
+        end
+        local p, n = o[i], 0
+        while n < 2 do
+          local q = weft.mesh_query_point(id, p, 10.0)
+          s = s + q.u * q.v
+          p = p * 0.9
+          n = n + 1
+        end
+        out[i] = s
+      end }
+    local nz = check(k, tetra_pts, tetra_idx, { { { 0.2, 0.25, 2.0 }, { 0.3, 0.2, 1.5 } } })
+    assert.is_true(nz >= 10, nz .. " nonzero")
+  end)
+
   it("mesh_eval_face_normal by the points", function()
     local w = { { 0.3, -0.2, 0.9 }, { -0.5, 0.8, 0.1 }, { 0.7, 0.7, -0.3 }, { 0.1, -0.9, 0.4 } }
     assert.is_true(check(normal_k, tetra_pts, tetra_idx, { w }) > 20)
