@@ -179,6 +179,19 @@ static void mesh_refit(wf_geom *g) {
   if (g->nnodes > 1) leaf_refit(g, &g->nodes[1]);
 }
 
+/* Collapse the binary tree into wide nodes (bvh4.c). */
+typedef struct collapse_job {
+  wf_geom *g;
+  int rc;
+} collapse_job;
+
+static void *collapse(void *p) {
+  collapse_job *j = p;
+  wf_geom *g = j->g;
+  j->rc = wf_bvh4_build(g->nodes, g->nnodes, &g->wide, &g->wlane, &g->nwide);
+  return NULL;
+}
+
 /* Winding-number data (query.h: wf_gwind), children before parents. */
 static void wind_refit(wf_geom *g) {
   const wf_gmesh *m = &g->d.mesh;
@@ -321,13 +334,20 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   if (kind == WF_GEOM_MESH) {
     free(g->lo), free(g->hi);
     g->lo = g->hi = NULL;
-    /* the faces' indices in slot order: refits read them in order */
-    if (!(g->sidx = malloc(sizeof(int) * 3 * (size_t)n))) goto oom;
-    for (int k = 0; k < n; k++)
+    /* the wide nodes (from the build's boxes) on a second thread while
+    ** the faces' indices are copied in slot order (refits read them in
+    ** order); then the refit fills the triangles in leaf order */
+    collapse_job job = {g, 0};
+    pthread_t th;
+    int threaded = g->nthreads > 1 && n >= 65536 && !pthread_create(&th, NULL, collapse, &job);
+    if (!threaded) collapse(&job);
+    g->sidx = malloc(sizeof(int) * 3 * (size_t)n);
+    for (int k = 0; g->sidx && k < n; k++)
       memcpy(g->sidx + 3 * (size_t)k, g->d.mesh.indices + 3 * (size_t)g->items[k], 3 * sizeof(int));
+    if (threaded) pthread_join(th, NULL);
+    if (!g->sidx || job.rc) goto oom;
     g->d.mesh.tris = g->tris;
     mesh_refit(g);
-    if (wf_bvh4_build(g->nodes, g->nnodes, &g->wide, &g->wlane, &g->nwide)) goto oom;
   }
   if (winding) {
     g->wind = calloc((size_t)g->nnodes, sizeof *g->wind);
