@@ -277,6 +277,28 @@ describe("mesh query gradients", function()
     assert.matches("^false .*:7: autodiff: weft.mesh_query_ray has no gradient %(reverse mode%)", got)
   end)
 
+  it("refuse a tape whose later launch moved the points an earlier query read", function()
+    local P = weft.array(tetra_pts, vec3, { requires_grad = true })
+    local m = weft.Mesh{ points = P, indices = weft.array(tetra_idx, weft.int32) }
+    local move = weft.kernel{ p = weft.array(vec3), function(p)
+      local i = weft.tid()
+      p[i] = p[i] + vec3(0.1, 0.0, 0.0)
+    end }
+    local o = weft.array({ { 0.3, 0.25, 2.0 } }, vec3, { requires_grad = true })
+    local d = weft.array({ { 0.05, 0.02, -1 } }, vec3)
+    local out = weft.zeros(1, weft.float32, { requires_grad = true })
+    local tape = weft.Tape()
+    tape:record(function()
+      weft.launch(ray_k, 1, { m.id, o, d, out })
+      weft.launch(move, #tetra_pts, { P })
+    end)
+    m:refit()
+    local ok, err = pcall(function() tape:backward(out) end)
+    assert.is_false(ok)
+    assert.matches("tape:backward: launch 1 %('.-'%) needs the arrays of the object passed as 'id' %(its "
+                   .. "queries are replayed for the gradient%), but launch 2 %('.-'%) overwrote one", tostring(err))
+  end)
+
   it("refuse reverse mode through atomic_exch and atomic_cas of floats, at the line", function()
     local k = weft.kernel{ x = weft.array(weft.float32), out = weft.array(weft.float32),
       function(x, out)

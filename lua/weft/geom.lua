@@ -74,6 +74,23 @@ return function(weft, P)
     m._grads = { pg, vg }
   end
 
+  -- Live objects by id, for the tape (tape.lua, check_overwrites): a launch
+  -- given an object's id reads its arrays, and its adjoint replays the
+  -- queries on them, so a later launch must not overwrite them.
+  local live = setmetatable({}, { __mode = "v" })
+  local function id_key(id)
+    if type(id) == "number" or (type(id) == "cdata" and ffi.istype("uint64_t", id)) then return tonumber(id) end
+  end
+  function P.id_reads(a)
+    local key = id_key(a)
+    local o = key and live[key]
+    if not o then return nil end
+    local r = {}
+    for _, x in ipairs { o.points, o.velocities, o.lowers, o.uppers } do r[#r + 1] = x end
+    for _, x in pairs(o._views) do r[#r + 1] = x end
+    return r
+  end
+
   local mesh_methods, bvh_methods = {}, {}
   local mesh_mt = { __index = mesh_methods, __name = "weft.Mesh" }
   local bvh_mt = { __index = bvh_methods, __name = "weft.Bvh" }
@@ -114,6 +131,7 @@ return function(weft, P)
                              device = pts.device }, mesh_mt)
     m._g = ffi.gc(out[0], C.wf_geom_free)
     m.id = C.wf_geom_id(out[0])
+    live[id_key(m.id)] = m
     sync_grads(m)
     return m
   end
@@ -128,6 +146,7 @@ return function(weft, P)
     local b = setmetatable({ lowers = lowers, uppers = uppers, device = lo.device, _views = { lo, hi } }, bvh_mt)
     b._g = ffi.gc(out[0], C.wf_geom_free)
     b.id = C.wf_geom_id(out[0])
+    live[id_key(b.id)] = b
     return b
   end
 

@@ -465,6 +465,19 @@ return function(weft, P)
                 kname(tape.launches[j].k))
         end
       end
+      -- the arrays of the geometry objects whose ids it was given (geom.lua)
+      local params = P.id_reads and type(l.k) == "table" and l.k.params or {}
+      for p = 1, #params do
+        for _, a in ipairs(P.id_reads(arg_of(l, p)) or {}) do
+          local j = later[a]
+          if j then
+            raise("tape:backward: launch %d ('%s') needs the arrays of the object passed as '%s' "
+                  .. "(its queries are replayed for the gradient), but launch %d ('%s') overwrote "
+                  .. "one afterwards (give the later step its own mesh or arrays)", i, kname(l.k),
+                  params[p].name, j, kname(tape.launches[j].k))
+          end
+        end
+      end
       for _, p in ipairs(writes or {}) do
         local a = arg_of(l, p)
         if is_array(a) then later[a] = i end
