@@ -7,6 +7,10 @@
 --   Warp, within 1.5x of the C loop). Medians of alternating runs. The C
 --   loop visits the 27 cells one by one; weft's query takes the cells of
 --   a row that does not wrap as one slice of point ids (same candidates).
+--   The count runs twice: threads in hash_grid_point_id order (Warp's
+--   examples; neighbouring threads share cells) and in tid order (thread i
+--   queries point i, so the queries jump around memory), each against
+--   Warp launched the same way.
 --   luajit bench/hashgrid.lua <libhashgrid_c.so> [N]
 -- Warp's rows run when WEFT_BENCH_PYTHON names a Python with warp-lang
 -- (scripts/run-bench sets it).
@@ -49,17 +53,30 @@ local count = weft.kernel{
     out[i] = c
   end,
 }
+local count_tid = weft.kernel{
+  id = weft.uint64, p = weft.array(weft.vec3), r = weft.float32, out = weft.array(weft.int32),
+  function(id, p, r, out)
+    local i = weft.tid()
+    local pi = p[i]
+    local c = 0
+    for j in weft.hash_grid_query(id, pi, r) do
+      if weft.length_sq(p[j] - pi) <= r * r then c = c + 1 end
+    end
+    out[i] = c
+  end,
+}
 
 local g = weft.HashGrid(128, 128, 128)
 g:build(pts, R)
 local out, cout = weft.zeros(N, weft.int32), weft.zeros(N, weft.int32)
 weft.launch(count, N, { g.id, pts, R, out }) -- compile
+weft.launch(count_tid, N, { g.id, pts, R, out })
 local W = require "weft.internal"
 local nthreads = tonumber(W.C.wf_rt_num_threads(W.rt))
 local gh = g._h
 local pp, cp = ffi.cast("const float *", pts.h.data), ffi.cast("int32_t *", cout.h.data)
 
-local tb, tq, tc = {}, {}, {}
+local tb, tq, tc, tt = {}, {}, {}, {}
 for r = 1, 7 do
   local t0 = now()
   g:build(pts, R)
@@ -67,9 +84,14 @@ for r = 1, 7 do
   weft.launch(count, N, { g.id, pts, R, out })
   local t2 = now()
   base.bench_hashgrid_count(gh, pp, N, R, cp, nthreads)
-  tb[r], tq[r], tc[r] = t1 - t0, t2 - t1, now() - t2
+  local t3 = now()
+  if r <= 3 then -- slower: fewer runs
+    weft.launch(count_tid, N, { g.id, pts, R, out })
+    tt[r] = now() - t3
+  end
+  tb[r], tq[r], tc[r] = t1 - t0, t2 - t1, t3 - t2
 end
-local wb, wq, wc = median(tb), median(tq), median(tc)
+local wb, wq, wc, wt = median(tb), median(tq), median(tc), median(tt)
 local total, ctotal = 0, 0
 local o, c = ffi.cast("int32_t *", out.h.data), cp
 for i = 0, N - 1 do total, ctotal = total + o[i], ctotal + c[i] end
@@ -87,9 +109,11 @@ local p = assert(io.popen(fmt("%s bench/warp_geom.py hashgrid %d 7 %g 2>/dev/nul
 local res = p:read("*a")
 p:close()
 local build, cnt = tonumber(res:match("build (%S+)")), tonumber(res:match("count (%S+)"))
+local cnt_tid = tonumber(res:match("count_tid (%S+)"))
 if not build or not cnt then
   io.write("Warp hash grid rows                 skipped: bench/warp_geom.py failed\n")
   return
 end
 row("hashgrid build 1M vs Warp", wb, build, "Warp CPU", "<= 0.5")
 row("hashgrid neighbour count vs Warp", wq, cnt, "Warp CPU", "<= 0.05")
+if cnt_tid then row("  the same in tid order vs Warp", wt, cnt_tid, "Warp CPU, tid order", "<= 0.05") end
