@@ -533,29 +533,42 @@ static void *big_alloc(size_t bytes) {
   return aligned_alloc(64, bytes);
 }
 
-/* The records of boxes [begin, end) and their bounds. */
+/* The records of boxes [begin, end) and their bounds; the boxes from the
+** arrays lo, hi or, when fn is set, from fn a chunk at a time. */
+#define CHUNK 256
 typedef struct fill {
   rec *recs;
   const float *lo, *hi;
+  wf_bvh_boxes_fn fn;
+  void *ctx;
   int begin, end;
   vbox bb, cb;
 } fill;
 
 static void *fill_recs(void *p) {
   fill *f = p;
-  for (int i = f->begin; i < f->end; i++) {
-    rec *r = &f->recs[i];
-    memcpy(r->lo, f->lo + 3 * (size_t)i, 3 * sizeof(float));
-    memcpy(r->hi, f->hi + 3 * (size_t)i, 3 * sizeof(float));
-    r->lo[3] = 0;
-    memcpy(&r->hi[3], &i, sizeof i);
+  float lo[3 * CHUNK], hi[3 * CHUNK];
+  for (int i0 = f->begin; i0 < f->end; i0 += CHUNK) {
+    int i1 = f->end - i0 < CHUNK ? f->end : i0 + CHUNK;
+    const float *l = lo, *h = hi;
+    if (f->fn)
+      f->fn(f->ctx, i0, i1, lo, hi);
+    else
+      l = f->lo + 3 * (size_t)i0, h = f->hi + 3 * (size_t)i0;
+    for (int i = i0; i < i1; i++, l += 3, h += 3) {
+      rec *r = &f->recs[i];
+      memcpy(r->lo, l, 3 * sizeof(float));
+      memcpy(r->hi, h, 3 * sizeof(float));
+      r->lo[3] = 0;
+      memcpy(&r->hi[3], &i, sizeof i);
+    }
   }
   bounds(f->recs, f->begin, f->end, &f->bb, &f->cb);
   return NULL;
 }
 
-int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads, wf_gnode **nodes,
-                 int **items, int *nnodes) {
+static int build_tree(int n, const float *lo, const float *hi, wf_bvh_boxes_fn fn, void *ctx,
+                      int nthreads, wf_gnode **nodes, int **items, int *nnodes) {
   *nodes = NULL;
   *items = NULL;
   *nnodes = 0;
@@ -575,8 +588,8 @@ int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads, wf_gnode
     return -1;
   }
   /* the records, in two halves on two threads for large inputs */
-  fill f[2] = {{.recs = B.recs, .lo = lo, .hi = hi, .end = n},
-               {.recs = B.recs, .lo = lo, .hi = hi, .begin = n, .end = n}};
+  fill f[2] = {{.recs = B.recs, .lo = lo, .hi = hi, .fn = fn, .ctx = ctx, .end = n},
+               {.recs = B.recs, .lo = lo, .hi = hi, .fn = fn, .ctx = ctx, .begin = n, .end = n}};
   pthread_t th;
   int threaded = 0;
   if (nthreads > 1 && n >= PAR_INIT) {
@@ -602,6 +615,16 @@ int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads, wf_gnode
   *items = B.items;
   *nnodes = B.nnodes;
   return 0;
+}
+
+int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads, wf_gnode **nodes,
+                 int **items, int *nnodes) {
+  return build_tree(n, lo, hi, NULL, NULL, nthreads, nodes, items, nnodes);
+}
+
+int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, void *ctx, int nthreads, wf_gnode **nodes,
+                    int **items, int *nnodes) {
+  return build_tree(n, NULL, NULL, fn, ctx, nthreads, nodes, items, nnodes);
 }
 
 /* Refit: children before parents; nodes a box of 4 floats each side */

@@ -13,6 +13,12 @@
 ** *nodes and *items are malloc'd. 0, or -1 on out of memory. */
 WF_INTERNAL int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads,
                              wf_gnode **nodes, int **items, int *nnodes);
+/* The boxes of primitives [begin, end) into lo, hi (3 floats each, from
+** index 0); called on the build's threads, for chunks of the primitives. */
+typedef void (*wf_bvh_boxes_fn)(void *ctx, int begin, int end, float *lo, float *hi);
+/* wf_bvh_build over the boxes fn gives (no arrays of all the boxes). */
+WF_INTERNAL int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, void *ctx, int nthreads,
+                                wf_gnode **nodes, int **items, int *nnodes);
 /* Recompute node bounds from new primitive boxes. */
 WF_INTERNAL void wf_bvh_refit(wf_gnode *nodes, int nnodes, const int *items, const float *lo,
                               const float *hi);

@@ -79,18 +79,15 @@ static int check_finite(wf_rt *rt, int kind, const wf_g3 *p, long long n, const 
   return 0;
 }
 
-/* Meshes: each face's box (for the build). */
-static void prim_boxes(wf_geom *g) {
-  if (g->kind == WF_GEOM_MESH) {
-    const wf_gmesh *m = &g->d.mesh;
-    for (int f = 0; f < m->nfaces; f++) {
-      wf_g3 a, b, c;
-      gtri(m, f, &a, &b, &c);
-      float *lo = g->lo + 3 * f, *hi = g->hi + 3 * f;
-      lo[0] = gmin(a.x, gmin(b.x, c.x)), hi[0] = gmax(a.x, gmax(b.x, c.x));
-      lo[1] = gmin(a.y, gmin(b.y, c.y)), hi[1] = gmax(a.y, gmax(b.y, c.y));
-      lo[2] = gmin(a.z, gmin(b.z, c.z)), hi[2] = gmax(a.z, gmax(b.z, c.z));
-    }
+/* Meshes: the boxes of faces [begin, end) (for the build, on its threads). */
+static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
+  const wf_gmesh *m = ctx;
+  for (int f = begin; f < end; f++, lo += 3, hi += 3) {
+    wf_g3 a, b, c;
+    gtri(m, f, &a, &b, &c);
+    lo[0] = gmin(a.x, gmin(b.x, c.x)), hi[0] = gmax(a.x, gmax(b.x, c.x));
+    lo[1] = gmin(a.y, gmin(b.y, c.y)), hi[1] = gmax(a.y, gmax(b.y, c.y));
+    lo[2] = gmin(a.z, gmin(b.z, c.z)), hi[2] = gmax(a.z, gmax(b.z, c.z));
   }
 }
 
@@ -321,19 +318,17 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   int n = g->nprims, kind = g->kind;
   g->nthreads = rt->num_threads;
   if (kind == WF_GEOM_MESH) {
-    g->lo = calloc((size_t)n, sizeof(float) * 3);
-    g->hi = calloc((size_t)n, sizeof(float) * 3);
     g->tris = malloc(sizeof(float) * 9 * (size_t)n);
-    if (!g->lo || !g->hi || !g->tris) goto oom;
-    prim_boxes(g);
+    if (!g->tris) goto oom;
   }
-  const float *lo = g->lo, *hi = g->hi;
-  if (kind == WF_GEOM_BVH)
-    lo = (const float *)g->d.boxes.lowers, hi = (const float *)g->d.boxes.uppers;
-  if (wf_bvh_build(n, lo, hi, rt->num_threads, &g->nodes, &g->items, &g->nnodes)) goto oom;
+  /* meshes: the face boxes as the build fills its records, on its threads */
+  if (kind == WF_GEOM_BVH
+          ? wf_bvh_build(n, (const float *)g->d.boxes.lowers, (const float *)g->d.boxes.uppers,
+                         rt->num_threads, &g->nodes, &g->items, &g->nnodes)
+          : wf_bvh_build_fn(n, face_boxes, &g->d.mesh, rt->num_threads, &g->nodes, &g->items,
+                            &g->nnodes))
+    goto oom;
   if (kind == WF_GEOM_MESH) {
-    free(g->lo), free(g->hi);
-    g->lo = g->hi = NULL;
     /* the wide nodes (from the build's boxes) on a second thread while
     ** the faces' indices are copied in slot order (refits read them in
     ** order); then the refit fills the triangles in leaf order */

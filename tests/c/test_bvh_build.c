@@ -139,6 +139,25 @@ static boxes soup(int n, float s) {
   return b;
 }
 
+/* wf_bvh_boxes_fn over a boxes */
+static void copy_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
+  const boxes *b = ctx;
+  memcpy(lo, b->lo + 3 * begin, sizeof(float) * 3 * (size_t)(end - begin));
+  memcpy(hi, b->hi + 3 * begin, sizeof(float) * 3 * (size_t)(end - begin));
+}
+
+/* The boxes from a function (in chunks) build the tree the arrays do. */
+static void check_fn(const boxes *b) {
+  wf_gnode *N, *M;
+  int *it, *jt, nn, mm;
+  CHECK_INT(wf_bvh_build(b->n, b->lo, b->hi, 1, &N, &it, &nn), 0);
+  CHECK_INT(wf_bvh_build_fn(b->n, copy_boxes, (void *)b, 1, &M, &jt, &mm), 0);
+  CHECK_INT(mm, nn);
+  CHECK(!memcmp(N, M, sizeof(wf_gnode) * (size_t)nn));
+  CHECK(!memcmp(it, jt, sizeof(int) * (size_t)b->n));
+  free(N), free(M), free(it), free(jt);
+}
+
 static void boxes_free(boxes *b) {
   free(b->lo), free(b->hi);
 }
@@ -193,6 +212,7 @@ int main(void) {
 
   b = soup(100000, 0.01f); /* a soup, on the parallel path */
   check_both(&b, 1);
+  check_fn(&b);
   boxes_free(&b);
   b = soup(1000000, 0.002f); /* 1M boxes */
   CHECK(check_tree(&b, 2, 1) > 10);
