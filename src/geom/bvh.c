@@ -519,7 +519,7 @@ static void subtree(build *B, task *t) {
 /* bytes rounded up to 64, 64-byte aligned; large blocks on transparent
 ** huge pages where the system gives them on request (fresh 4 KB pages
 ** cost a fault each: a millisecond or more per 200k-triangle build). */
-static void *big_alloc(size_t bytes) {
+void *wf_bvh_big_alloc(size_t bytes) {
   bytes = (bytes + 63) & ~(size_t)63;
 #ifdef MADV_HUGEPAGE
   const size_t huge = (size_t)2 << 20;
@@ -575,12 +575,12 @@ static int build_tree(int n, const float *lo, const float *hi, wf_bvh_boxes_fn f
   if (n <= 0) return 0;
   build B;
   memset(&B, 0, sizeof B);
-  B.recs = big_alloc(sizeof(rec) * (size_t)n);
+  B.recs = wf_bvh_big_alloc(sizeof(rec) * (size_t)n);
   B.items = malloc(sizeof(int) * (size_t)n);
   /* 2n nodes: the root, a pad, n - 1 pairs; 64-byte aligned, so that
   ** each pair of children (even index) fills one cache line */
   size_t nbytes = sizeof(wf_gnode) * (size_t)(2 * n + 2);
-  B.nodes = big_alloc(nbytes);
+  B.nodes = wf_bvh_big_alloc(nbytes);
   if (!B.recs || !B.items || !B.nodes) {
     free(B.recs);
     free(B.items);

@@ -6,6 +6,8 @@
 #ifndef WF_GEOM_BVH_H
 #define WF_GEOM_BVH_H
 
+#include <stddef.h>
+
 #include "geom/query.h"
 #include "util/util.h"
 
@@ -19,6 +21,9 @@ typedef void (*wf_bvh_boxes_fn)(void *ctx, int begin, int end, float *lo, float 
 /* wf_bvh_build over the boxes fn gives (no arrays of all the boxes). */
 WF_INTERNAL int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, void *ctx, int nthreads,
                                 wf_gnode **nodes, int **items, int *nnodes);
+/* bytes (rounded up to 64), 64-byte aligned, on transparent huge pages when
+** large; free() frees it. NULL on out of memory. */
+WF_INTERNAL void *wf_bvh_big_alloc(size_t bytes);
 /* Recompute node bounds from new primitive boxes. */
 WF_INTERNAL void wf_bvh_refit(wf_gnode *nodes, int nnodes, const int *items, const float *lo,
                               const float *hi);

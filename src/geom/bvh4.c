@@ -14,8 +14,8 @@
 ** in a lane into it (lane[]), as it goes.
 */
 #include <stdlib.h>
-#include <sys/mman.h>
 
+#include "geom/bvh.h"
 #include "geom/bvh4.h"
 
 static float half_area(const wf_gnode *n) {
@@ -23,27 +23,10 @@ static float half_area(const wf_gnode *n) {
   return dx * dy + dy * dz + dz * dx;
 }
 
-/* An array for the wide nodes: large ones on transparent huge pages where
-** the system has them on request (a 200k-triangle mesh's 3.6 MB fault in
-** 0.2 ms instead of 1.4 ms). */
-static wf_gnode4 *wide_alloc(size_t n) {
-  size_t bytes = (n * sizeof(wf_gnode4) + 63) & ~(size_t)63;
-#ifdef MADV_HUGEPAGE
-  const size_t huge = (size_t)2 << 20;
-  if (bytes >= huge) {
-    bytes = (bytes + huge - 1) & ~(huge - 1);
-    void *p = aligned_alloc(huge, bytes);
-    if (p) madvise(p, bytes, MADV_HUGEPAGE);
-    return p;
-  }
-#endif
-  return aligned_alloc(64, bytes);
-}
-
 int wf_bvh4_build(const wf_gnode *nodes, int nnodes, wf_gnode4 **wide, int **lane, int *nwide) {
   /* one wide node per binary inner node at most, and one for a leaf root */
   int cap = nnodes / 2 + 1;
-  wf_gnode4 *W = wide_alloc((size_t)cap);
+  wf_gnode4 *W = wf_bvh_big_alloc(sizeof(wf_gnode4) * (size_t)cap);
   int *L = malloc(sizeof(int) * (size_t)nnodes);
   int *root = malloc(sizeof(int) * (size_t)cap); /* the binary node of each wide node */
   *wide = NULL, *lane = NULL, *nwide = 0;
