@@ -36,6 +36,18 @@ local normal_k = weft.kernel{ id = weft.uint64, w = weft.array(vec3), out = weft
     out[i] = weft.dot(weft.mesh_eval_face_normal(id, i), w[i])
   end }
 
+-- a pair energy over hash-grid neighbours
+local near_k = weft.kernel{ id = weft.uint64, x = weft.array(vec3), e = weft.array(weft.float32),
+  function(id, x, e)
+    local i = weft.tid()
+    for j in weft.hash_grid_query(id, x[i], 0.5) do
+      if j ~= i then
+        local r = weft.length(x[i] - x[j])
+        if r < 0.5 then weft.atomic_add(e, 0, (0.5 - r) * (0.5 - r) * weft.float32(j + 1)) end
+      end
+    end
+  end }
+
 local tetra_pts = { { 0, 0, 0 }, { 1.1, 0.1, -0.05 }, { 0.15, 0.95, 0.1 }, { 0.2, 0.25, 1.05 } }
 local tetra_idx = { 0, 2, 1, 0, 1, 3, 0, 3, 2, 1, 2, 3 }
 
@@ -180,6 +192,49 @@ describe("mesh query gradients", function()
     assert.is_true(nz >= 10, nz .. " nonzero")
   end)
 
+  it("through the loops of hash_grid_query and mesh_query_aabb", function()
+    -- the adjoint replays a query loop from its start for each iteration it
+    -- reverses: the query restarts there
+    local pts = { { 0, 0, 0 }, { 0.3, 0, 0 }, { 0, 0.2, 0.1 }, { 0.1, 0.1, 0.3 }, { 0.35, 0.3, 0.2 } }
+    local x = weft.array(pts, vec3, { requires_grad = true })
+    local g = weft.HashGrid(8, 8, 8)
+    g:build(x, 0.5)
+    local e = weft.zeros(1, weft.float32, { requires_grad = true })
+    local tape = weft.Tape()
+    tape:record(function() weft.launch(near_k, #pts, { g.id, x, e }) end)
+    tape:backward(e)
+    local gx = x.grad:totable()
+    local function energy(p)
+      local xx = weft.array(p, vec3)
+      g:build(xx, 0.5)
+      local ee = weft.zeros(1, weft.float32)
+      weft.launch(near_k, #p, { g.id, xx, ee })
+      return ee:totable()[1]
+    end
+    local h = 1e-3
+    for i = 1, #pts do
+      for c = 1, 3 do
+        local a, b = {}, {}
+        for n, v in ipairs(pts) do a[n], b[n] = { v[1], v[2], v[3] }, { v[1], v[2], v[3] } end
+        a[i][c], b[i][c] = a[i][c] + h, b[i][c] - h
+        local want = (energy(a) - energy(b)) / (2 * h)
+        assert(math.abs(gx[i][c] - want) < 5e-3 * math.max(1, math.abs(want)),
+               string.format("hash grid point %d component %d: tape %g, finite difference %g", i, c, gx[i][c], want))
+      end
+    end
+    -- faces near a point, weighted by their normals' z: the points' gradient
+    local k = weft.kernel{ id = weft.uint64, o = weft.array(vec3), out = weft.array(weft.float32),
+      function(id, o, out)
+        local i = weft.tid()
+        local s = 0.0
+        for f in weft.mesh_query_aabb(id, o[i] - vec3(0.3, 0.3, 0.3), o[i] + vec3(0.3, 0.3, 0.3)) do
+          s = s + weft.mesh_eval_face_normal(id, f).z * weft.float32(f + 1)
+        end
+        out[i] = s
+      end }
+    assert.is_true(check(k, tetra_pts, tetra_idx, { { { 0.1, 0.1, 0.1 }, { 0.9, 0.1, 0.0 } } }) > 5)
+  end)
+
   it("mesh_eval_face_normal by the points", function()
     local w = { { 0.3, -0.2, 0.9 }, { -0.5, 0.8, 0.1 }, { 0.7, 0.7, -0.3 }, { 0.1, -0.9, 0.4 } }
     assert.is_true(check(normal_k, tetra_pts, tetra_idx, { w }) > 20)
@@ -292,11 +347,38 @@ describe("mesh query gradients", function()
       weft.launch(ray_k, 1, { m.id, o, d, out })
       weft.launch(move, #tetra_pts, { P })
     end)
-    m:refit()
     local ok, err = pcall(function() tape:backward(out) end)
     assert.is_false(ok)
     assert.matches("tape:backward: launch 1 %('.-'%) needs the arrays of the object passed as 'id' %(its "
                    .. "queries are replayed for the gradient%), but launch 2 %('.-'%) overwrote one", tostring(err))
+  end)
+
+  it("refuse a tape whose mesh or hash grid was refit or rebuilt after a query", function()
+    local P = weft.array(tetra_pts, vec3, { requires_grad = true })
+    local m = weft.Mesh{ points = P, indices = weft.array(tetra_idx, weft.int32) }
+    local o = weft.array({ { 0.3, 0.25, 2.0 } }, vec3, { requires_grad = true })
+    local d = weft.array({ { 0.05, 0.02, -1 } }, vec3)
+    local out = weft.zeros(1, weft.float32, { requires_grad = true })
+    local tape = weft.Tape()
+    tape:record(function() weft.launch(ray_k, 1, { m.id, o, d, out }) end)
+    m:refit()
+    local ok, err = pcall(function() tape:backward(out) end)
+    assert.is_false(ok)
+    assert.matches("tape:backward: launch 1 %('.-'%) queried the object passed as 'id', which was refit or "
+                   .. "rebuilt afterwards", tostring(err))
+
+    local x = weft.array({ { 0, 0, 0 }, { 0.3, 0, 0 }, { 0, 0.2, 0.1 } }, vec3, { requires_grad = true })
+    local g = weft.HashGrid(8, 8, 8)
+    g:build(x, 0.5)
+    local e = weft.zeros(1, weft.float32, { requires_grad = true })
+    local tape2 = weft.Tape()
+    tape2:record(function() weft.launch(near_k, 3, { g.id, x, e }) end)
+    tape2:backward(e) -- the grid as it was: fine
+    assert.is_true(x.grad:totable()[1][1] ~= 0)
+    g:build(x, 0.5)
+    ok, err = pcall(function() tape2:backward(e) end)
+    assert.is_false(ok)
+    assert.matches("launch 1 %('.-'%) queried the object passed as 'id', which was refit or rebuilt", tostring(err))
   end)
 
   it("refuse reverse mode through atomic_exch and atomic_cas of floats, at the line", function()

@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "ad/ad_int.h"
+#include "geom/native.h"
 
 /* An adjoint loop `for r = from, N, 1` carrying nc values; returns it with
 ** the builder inside its body. */
@@ -276,12 +277,71 @@ static wf_inst *recompute_while(wf_adctx *A, const wf_inst *in, wf_val k) {
   return W;
 }
 
+/* Iterating queries (for f in weft.mesh_query_aabb(...), lowered to a
+** while loop over a handle; src/geom/native.h) keep their position in
+** memory that the loop's _next calls advance, so every replay of the loop
+** from its entry must restart them: each handle begun outside the loop
+** and stepped inside gets a fresh begin call on the replayed arguments,
+** mapped in place of the old one. */
+#define WF_AD_MAXITERS 16
+typedef struct wf_ad_iters {
+  int n;
+  wf_val h[WF_AD_MAXITERS];   /* the handles */
+  wf_val old[WF_AD_MAXITERS]; /* their mappings before the reversal */
+} wf_ad_iters;
+
+static int is_begin(const wf_inst *d) {
+  return d && d->op == WF_OP_NATIVE && d->imm >= 0 && d->imm < WF_NAT__COUNT &&
+         (wf_native_tab[d->imm].flags & WF_NATF_ITER);
+}
+
+/* The handles bl's instructions step whose begin is not in `loop`. */
+static void find_iters(wf_adctx *A, const wf_block *bl, const wf_inst *loop, wf_ad_iters *it) {
+  for (const wf_inst *in = bl->first; in; in = in->next) {
+    for (int k = 0; in->op == WF_OP_NATIVE && k < in->nargs; k++) {
+      wf_val h = in->args[k];
+      const wf_inst *d = A->pf->vals[h].def;
+      if (!is_begin(d)) continue;
+      int outside = 1;
+      for (const wf_block *b = d->parent; b && outside; b = b->parent ? b->parent->parent : NULL)
+        outside = b->parent != loop;
+      int seen = 0;
+      for (int i = 0; i < it->n; i++)
+        seen |= it->h[i] == h;
+      if (outside && !seen && it->n < WF_AD_MAXITERS) {
+        it->old[it->n] = A->map[h];
+        it->h[it->n++] = h;
+      }
+    }
+    for (int k = 0; k < in->nblocks; k++)
+      find_iters(A, in->blocks[k], loop, it);
+  }
+}
+
+static void restart_iters(wf_adctx *A, const wf_ad_iters *it) {
+  for (int i = 0; i < it->n; i++) {
+    const wf_inst *d = A->pf->vals[it->h[i]].def;
+    wf_val *a = wf_ad_vals(A, d->nargs);
+    for (int k = 0; k < d->nargs; k++)
+      a[k] = wf_ad_primal(A, d->args[k]);
+    const wf_type *t = wf_ad_ptype(A, it->h[i]);
+    wf_inst *c = wf_ad_emit(A, WF_OP_NATIVE, d->nargs, a, 1, &t, 0);
+    c->imm = d->imm;
+    A->map[it->h[i]] = c->res[0];
+  }
+}
+
 void wf_ad_rev_while(wf_adctx *A, wf_inst *in) {
   if (!wf_ad_region_active(A, in)) return;
   wf_block *B0 = in->blocks[0], *B1 = in->blocks[1];
   int nst = B0->nparams, np = B1->nparams;
   const wf_type *i32 = wf_ad_i32t(A);
   wf_ad_capset cs = wf_ad_captured(A, in);
+  wf_ad_iters *iters = wf_ad_scratch(A, sizeof *iters);
+  iters->n = 0;
+  for (int k = 0; k < in->nblocks; k++)
+    find_iters(A, in->blocks[k], in, iters);
+  restart_iters(A, iters);
   wf_val N = count_while(A, in);
   int *ds = wf_ad_scratch(A, sizeof(int) * (size_t)(nst + 1));
   int *dp = wf_ad_scratch(A, sizeof(int) * (size_t)(np + 1));
@@ -301,6 +361,7 @@ void wf_ad_rev_while(wf_adctx *A, wf_inst *in) {
   wf_inst *L = rev_loop(A, 0, N, nc, init, ct, &saved);
   wf_val *bp = L->blocks[0]->params;
   wf_val k = wf_ad_op2(A, WF_OP_SUB, i32, N, bp[0]);
+  restart_iters(A, iters);
   wf_inst *W = recompute_while(A, in, k);
   wf_val *sk = W->res + 1;
   for (int i = 0; i < cs.n; i++)
@@ -352,6 +413,8 @@ void wf_ad_rev_while(wf_adctx *A, wf_inst *in) {
   wf_ad_emit(A, WF_OP_YIELD, nc, ly, 0, NULL, 0);
   A->b.block = saved;
   A->b.loc = in->loc;
+  for (int i = 0; i < iters->n; i++)
+    A->map[iters->h[i]] = iters->old[i];
   for (int i = 0; i < cs.n; i++) /* captured first, as in wf_ad_rev_for */
     A->adj[cs.v[i]] = L->res[nds + i];
   for (int d = 0; d < nds; d++)
