@@ -10,8 +10,8 @@
 ** the top of the tree is compact); leaves keep their slots in items[].
 ** Each binary node lands in at most one slot, so the work is O(nodes).
 **
-** Refit: the binary refit copies the box of each binary node that stands
-** in a lane into it (lane[]), as it goes.
+** Refit: after the binary refit, each binary node that stands in a lane
+** copies its box there (lane[]).
 */
 #include <stdlib.h>
 

@@ -126,11 +126,6 @@ static void inner_refit(wf_gnode *N, wf_gnode *n) {
   }
 }
 
-/* Node i has its box: so has the wide lane it stands in, if any. */
-static void lane_refit(wf_geom *g, int i) {
-  if (g->wlane && g->wlane[i] >= 0) wf_bvh4_lane_box(g->wide, g->wlane[i], &g->nodes[i]);
-}
-
 static void *subtree_refit(void *p) {
   refit_part *r = p;
   wf_geom *g = r->g;
@@ -142,10 +137,8 @@ static void *subtree_refit(void *p) {
     int i = stack[--sp];
     if (i < 0) {
       inner_refit(N, &N[~i]);
-      lane_refit(g, ~i);
     } else if (N[i].b < 0) {
       leaf_refit(g, &N[i]);
-      lane_refit(g, i);
     } else {
       stack[sp++] = ~i;
       stack[sp++] = N[i].b;
@@ -159,7 +152,6 @@ static void mesh_refit(wf_geom *g) {
   wf_gnode *root = &g->nodes[0];
   if (root->b < 0) {
     leaf_refit(g, root);
-    lane_refit(g, 0);
     return;
   }
   refit_part parts[2] = {{g, root->a}, {g, root->b}};
@@ -331,7 +323,7 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   if (kind == WF_GEOM_MESH) {
     /* the wide nodes (from the build's boxes) on a second thread while
     ** the faces' indices are copied in slot order (refits read them in
-    ** order); then the refit fills the triangles in leaf order */
+    ** order); then a refit fills the triangles in leaf order */
     collapse_job job = {g, 0};
     pthread_t th;
     int threaded = g->nthreads > 1 && n >= 65536 && !pthread_create(&th, NULL, collapse, &job);
@@ -342,7 +334,7 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     if (threaded) pthread_join(th, NULL);
     if (!g->sidx || job.rc) goto oom;
     g->d.mesh.tris = g->tris;
-    mesh_refit(g);
+    mesh_refit(g); /* the lanes have the build's boxes already */
   }
   if (winding) {
     g->wind = calloc((size_t)g->nnodes, sizeof *g->wind);
@@ -472,11 +464,16 @@ int wf_geom_refit(wf_rt *rt, wf_geom *g) {
              (rc = check_finite(rt, g->kind, g->d.boxes.uppers, g->nprims, "uppers"))) {
     return rc;
   }
-  if (g->kind == WF_GEOM_MESH)
+  if (g->kind == WF_GEOM_MESH) {
     mesh_refit(g);
-  else
+    /* each binary node's box into the wide lane it stands in: one pass
+    ** in node order after the walk (cheaper than scattered writes in it) */
+    for (int i = 0; i < g->nnodes; i++)
+      if (g->wlane[i] >= 0) wf_bvh4_lane_box(g->wide, g->wlane[i], &g->nodes[i]);
+  } else {
     wf_bvh_refit(g->nodes, g->nnodes, g->items, (const float *)g->d.boxes.lowers,
                  (const float *)g->d.boxes.uppers);
+  }
   if (g->wind) wind_refit(g);
   return upload(rt, g);
 }
