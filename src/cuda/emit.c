@@ -1357,6 +1357,7 @@ done:
 ** tests/cuda/shim.h defines them for g++. */
 #include "prelude_cuh.h"
 #include "query_h.h"
+#include "geomfn_h.h"
 #include "hashgrid_h.h"
 #include "volume_h.h"
 
@@ -1453,6 +1454,7 @@ static int put_preludes(sbuf *all, const char *code, int uses_half) {
   if (open) wf_sb_puts(all, "#endif\n");
   /* the geometry queries, when a native builtin is called */
   if (strstr(code, "wf_nat_")) {
+    wf_sb_puts(all, wf_geom_geomfn_src); /* what the next two share */
     wf_sb_puts(all, wf_geom_volume_src); /* query.h includes these two */
     wf_sb_puts(all, wf_geom_hashgrid_src);
     wf_sb_puts(all, wf_geom_query_src);

@@ -23,24 +23,8 @@
 #ifndef WF_GEOM_VOLUME_H
 #define WF_GEOM_VOLUME_H
 
-#ifdef __CUDACC_RTC__
-/* NVRTC has no stdint.h (identical typedefs may repeat in C++) */
-typedef int int32_t;
-typedef unsigned int uint32_t;
-typedef long long int64_t;
-typedef unsigned long long uint64_t;
-typedef unsigned long long uintptr_t;
-#else
-#include <math.h>
-#include <stdint.h>
-#endif
-
-#ifndef WF_GEOM_FN
-#if defined(__CUDACC__)
-#define WF_GEOM_FN static __device__ inline
-#else
-#define WF_GEOM_FN static inline
-#endif
+#ifndef WF_GEOM_GEOMFN_H /* the CUDA C has it already (src/cuda/emit.c) */
+#include "geom/geomfn.h"
 #endif
 
 #define WF_VOL_MAGIC 0x6c6f76746665775full /* "_weftvol": a live descriptor */

@@ -20,7 +20,7 @@ local RANK = { util = 0, geom = 0.5, ir = 1, front = 2, ad = 2, cpu = 3, cuda = 
                bindings = 5, interop = 6, cli = 6 }
 local FORBIDDEN = { runtime = { cpu = "the CPU backend: launches go through ir/abi.h" } }
 local GENERATED = { ["prelude_cuh.h"] = true, ["query_h.h"] = true, ["hashgrid_h.h"] = true,
-                    ["volume_h.h"] = true, ["geom_bc.h"] = true } -- build-dir headers (cmake/embed.cmake)
+                    ["volume_h.h"] = true, ["geomfn_h.h"] = true, ["geom_bc.h"] = true } -- build-dir headers (cmake/embed.cmake)
 local PUBLIC = { ["weft.h"] = true }
 -- Known wrong arrows still to be fixed, "file:header" = why. Each must
 -- still occur (a fixed one is an error until it leaves this list), so the
