@@ -74,12 +74,19 @@ return function(weft, P)
     m._grads = { pg, vg }
   end
 
-  -- Live objects by id, for the tape (tape.lua, check_overwrites): a launch
-  -- given an object's id reads its arrays, and its adjoint replays the
-  -- queries on them, so a later launch must not overwrite them.
+  -- Live objects by id (meshes, Bvh objects, hash grids), for the tape
+  -- (tape.lua): a launch given an object's id reads its arrays, and its
+  -- adjoint replays the queries on them after the whole tape ran, so no
+  -- later launch may overwrite those arrays (P.id_reads) and the object
+  -- must not be refit or rebuilt in between (its _version, recorded with
+  -- the launch by P.geom_versions).
   local live = setmetatable({}, { __mode = "v" })
   local function id_key(id)
     if type(id) == "number" or (type(id) == "cdata" and ffi.istype("uint64_t", id)) then return tonumber(id) end
+  end
+  function P.geom_track(o)
+    o._version = 0
+    live[id_key(o.id)] = o
   end
   function P.id_reads(a)
     local key = id_key(a)
@@ -87,8 +94,19 @@ return function(weft, P)
     if not o then return nil end
     local r = {}
     for _, x in ipairs { o.points, o.velocities, o.lowers, o.uppers } do r[#r + 1] = x end
-    for _, x in pairs(o._views) do r[#r + 1] = x end
+    for _, x in pairs(o._views or {}) do r[#r + 1] = x end
     return r
+  end
+  -- { { p = parameter index, o = object, v = its version } ... } for the
+  -- arguments of a launch that are live ids
+  function P.geom_versions(inputs, outputs)
+    local r, nin = {}, #(inputs or {})
+    for p = 1, nin + #(outputs or {}) do
+      local key = id_key(p <= nin and inputs[p] or outputs[p - nin])
+      local o = key and live[key]
+      if o then r[#r + 1] = { p = p, o = o, v = o._version } end
+    end
+    return r[1] and r or nil
   end
 
   local mesh_methods, bvh_methods = {}, {}
@@ -101,9 +119,13 @@ return function(weft, P)
 
   function mesh_methods.refit(m)
     P.check(C.wf_geom_refit(P.rt, m._g), 2)
+    m._version = m._version + 1
     sync_grads(m)
   end
-  function bvh_methods.refit(b) P.check(C.wf_geom_refit(P.rt, b._g), 2) end
+  function bvh_methods.refit(b)
+    P.check(C.wf_geom_refit(P.rt, b._g), 2)
+    b._version = b._version + 1
+  end
 
   local MESH_KEYS = { points = true, indices = true, velocities = true, support_winding_number = true }
 
@@ -131,7 +153,7 @@ return function(weft, P)
                              device = pts.device }, mesh_mt)
     m._g = ffi.gc(out[0], C.wf_geom_free)
     m.id = C.wf_geom_id(out[0])
-    live[id_key(m.id)] = m
+    P.geom_track(m)
     sync_grads(m)
     return m
   end
@@ -146,7 +168,7 @@ return function(weft, P)
     local b = setmetatable({ lowers = lowers, uppers = uppers, device = lo.device, _views = { lo, hi } }, bvh_mt)
     b._g = ffi.gc(out[0], C.wf_geom_free)
     b.id = C.wf_geom_id(out[0])
-    live[id_key(b.id)] = b
+    P.geom_track(b)
     return b
   end
 

@@ -102,6 +102,7 @@ return function(weft, P)
       C.wf_hashgrid_free(p)
     end)
     g.id = id
+    P.geom_track(g)
     return g
   end
 
@@ -131,6 +132,7 @@ return function(weft, P)
     end
     if g._desc then upload(g) end
     g.radius = radius
+    g._version = (g._version or 0) + 1 -- tapes refuse replays of older builds (geom.lua)
   end
 
 end

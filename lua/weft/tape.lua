@@ -383,7 +383,8 @@ return function(weft, P)
     if not tape or (opts and opts.adjoint) then return end
     local d = type(dim) == "table" and copy_list(dim) or dim
     tape.launches[#tape.launches + 1] =
-      { k = k, dim = d, inputs = copy_list(inputs), outputs = copy_list(outputs), mod = mod }
+      { k = k, dim = d, inputs = copy_list(inputs), outputs = copy_list(outputs), mod = mod,
+        geom = P.geom_versions and P.geom_versions(inputs, outputs) }
     if mod and P.custom_grads then
       local types, nin = {}, #(inputs or {})
       for i, p in ipairs(k.params) do
@@ -465,8 +466,16 @@ return function(weft, P)
                 kname(tape.launches[j].k))
         end
       end
-      -- the arrays of the geometry objects whose ids it was given (geom.lua)
+      -- the geometry objects whose ids it was given (geom.lua): not refit
+      -- or rebuilt since, their arrays not overwritten by a later launch
       local params = P.id_reads and type(l.k) == "table" and l.k.params or {}
+      for _, e in ipairs(l.geom or {}) do
+        if e.o._version ~= e.v then
+          raise("tape:backward: launch %d ('%s') queried the object passed as '%s', which was "
+                .. "refit or rebuilt afterwards (its queries are replayed for the gradient)", i,
+                kname(l.k), params[e.p] and params[e.p].name or "?")
+        end
+      end
       for p = 1, #params do
         for _, a in ipairs(P.id_reads(arg_of(l, p)) or {}) do
           local j = later[a]
