@@ -964,9 +964,8 @@ static void reverse_body(wf_adctx *A, const wf_inst *in) {
   wf_ad_reverse_func(A, in, (int)in->imm, 0);
 }
 
-void wf_ad_reverse_func(wf_adctx *A, const wf_inst *in, int fi, int with_res) {
-  wf_func *f = A->m->funcs[fi];
-  wf_adctx *B = ctx_new(A->m, f);
+void wf_ad_nested(wf_adctx *A, int fi, const wf_inst *in, wf_ad_nested_fn fn, void *arg) {
+  wf_adctx *B = ctx_new(A->m, A->m->funcs[fi]);
   if (!B) oom(A);
   B->af = A->af;
   B->b = A->b;
@@ -977,13 +976,27 @@ void wf_ad_reverse_func(wf_adctx *A, const wf_inst *in, int fi, int with_res) {
     ctx_free(B);
     longjmp(A->jb, 1);
   }
+  fn(A, B, in, arg);
+  A->b = B->b;
+  A->b.loc = in->loc;
+  ctx_free(B);
+}
+
+typedef struct reverse_arg {
+  int with_res;
+  wf_val *ga; /* the adjoints of in's arguments (A's scratch) */
+} reverse_arg;
+
+static void reverse_in(wf_adctx *A, wf_adctx *B, const wf_inst *in, void *arg) {
+  reverse_arg *ra = arg;
+  wf_func *f = B->pf;
   for (int k = 0; k < f->nparams && k < in->nargs; k++) {
     wf_val p = f->params[k], a = in->args[k];
     B->map[p] = wf_ad_primal(A, a);
     B->shadow[p] = A->shadow[a];
     B->present[p] = A->present[a];
   }
-  for (int j = 0; with_res && j < in->nres && in->nargs + j < f->nparams; j++)
+  for (int j = 0; ra->with_res && j < in->nres && in->nargs + j < f->nparams; j++)
     B->map[f->params[in->nargs + j]] = wf_ad_primal(A, in->res[j]);
   wf_ad_memfacts(B);
   while (wf_ad_need_block(B, f->body)) {
@@ -992,14 +1005,15 @@ void wf_ad_reverse_func(wf_adctx *A, const wf_inst *in, int fi, int with_res) {
   for (int j = 0; j < in->nres; j++)
     seeds[j] = A->adj[in->res[j]];
   wf_ad_reverse_region(B, f->body, NULL, seeds);
-  wf_val *ga = wf_ad_scratch(B, sizeof(wf_val) * (size_t)(in->nargs + 1));
   for (int k = 0; k < in->nargs; k++)
-    ga[k] = k < f->nparams ? B->adj[f->params[k]] : WF_NOVAL;
-  A->b = B->b;
-  A->b.loc = in->loc;
+    ra->ga[k] = k < f->nparams ? B->adj[f->params[k]] : WF_NOVAL;
+}
+
+void wf_ad_reverse_func(wf_adctx *A, const wf_inst *in, int fi, int with_res) {
+  reverse_arg ra = {with_res, wf_ad_vals(A, in->nargs)};
+  wf_ad_nested(A, fi, in, reverse_in, &ra);
   for (int k = 0; k < in->nargs; k++)
-    wf_ad_acc(A, in->args[k], ga[k]);
-  ctx_free(B);
+    wf_ad_acc(A, in->args[k], ra.ga[k]);
 }
 
 /* Runs build(A, "<prefix><kernel name>") in a fresh context; see

@@ -200,6 +200,15 @@ WF_IR_INTERNAL void wf_ad_reverse_region(wf_adctx *A, wf_block *bl, const wf_val
 ** with_res, in's results as they were), returns values of in's result
 ** types; the adjoints its params collect go to in's arguments. */
 WF_IR_INTERNAL void wf_ad_reverse_func(wf_adctx *A, const wf_inst *in, int fi, int with_res);
+/* Runs fn(A, B, in, arg) with B a context for module function fi nested
+** in A's build: B emits at A's point (A's builder continues after it),
+** B's errors become A's. */
+typedef void (*wf_ad_nested_fn)(wf_adctx *A, wf_adctx *B, const wf_inst *in, void *arg);
+WF_IR_INTERNAL void wf_ad_nested(wf_adctx *A, int fi, const wf_inst *in, wf_ad_nested_fn fn,
+                                 void *arg);
+/* Forward mode (jvp.c): the tangent of in's result through module function
+** fi's body (fi takes in's arguments, then its result as it was). */
+WF_IR_INTERNAL wf_val wf_ad_tangent_func(wf_adctx *A, const wf_inst *in, int fi);
 
 /* ---- loop reversal (loop.c) and its fused form (fuse.c) ---- */
 /* The reverse of a for / while loop at the current emission point. */

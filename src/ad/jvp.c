@@ -190,6 +190,31 @@ static void jvp_block(wf_adctx *A, wf_block *bl) {
   }
 }
 
+/* Tangent of in's result through function B->pf's body: its params bound
+** to in's arguments (with their tangents), then in's result (tangent
+** zero); the body's clone and tangents are emitted at A's point. */
+static void tangent_in(wf_adctx *A, wf_adctx *B, const wf_inst *in, void *arg) {
+  wf_func *f = B->pf;
+  for (int k = 0; k < f->nparams && k < in->nargs; k++) {
+    wf_val p = f->params[k], a = in->args[k];
+    B->map[p] = wf_ad_primal(A, a);
+    B->adj[p] = A->adj[a];
+    B->shadow[p] = A->shadow[a];
+    B->present[p] = A->present[a];
+  }
+  for (int j = 0; j < in->nres && in->nargs + j < f->nparams; j++)
+    B->map[f->params[in->nargs + j]] = wf_ad_primal(A, in->res[j]);
+  jvp_block(B, f->body);
+  const wf_inst *r = f->body->last;
+  *(wf_val *)arg = r && r->op == WF_OP_RET && r->nargs > 0 ? B->adj[r->args[0]] : WF_NOVAL;
+}
+
+wf_val wf_ad_tangent_func(wf_adctx *A, const wf_inst *in, int fi) {
+  wf_val t = WF_NOVAL;
+  wf_ad_nested(A, fi, in, tangent_in, &t);
+  return t;
+}
+
 /* Builds jvp_<name>: params, tangent arrays and their flags, the body. */
 static void build_jvp(wf_adctx *A, const char *name) {
   wf_func *pf = A->pf;

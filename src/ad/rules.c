@@ -710,19 +710,21 @@ static void r_native(wf_adctx *A, const wf_inst *in, const wf_val *g) {
     wf_ad_fail(A, in, "autodiff: weft.%s has no gradient (reverse mode)",
                wf_native_tab[in->imm].name);
 }
-/* Forward mode has no tangent for the queries: a tangent reaching one is
-** an error (use a weft.Tape); elsewhere the tangent is zero as above. */
+/* Forward mode: a query's tangent through its "<row>$diff" function (the
+** tangents of the arguments; the points are not jvp inputs). Elsewhere the
+** tangent is zero as above, and a tangent reaching a row that would need
+** one it lacks is an error. */
 static wf_val f_native(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   if (in->imm < 0 || in->imm >= WF_NAT__COUNT || wf_native_tab[in->imm].adj >= 0 ||
       !native_depends(A, in))
     return WF_NOVAL;
+  int any = 0;
   for (int k = 0; k < in->nargs; k++)
-    if (t[k] >= 0)
-      wf_ad_fail(A, in,
-                 "autodiff: forward mode (weft.jvp) does not differentiate weft.%s; use a "
-                 "weft.Tape (reverse mode)",
-                 wf_native_tab[in->imm].name);
-  return WF_NOVAL;
+    any |= t[k] >= 0;
+  if (!any) return WF_NOVAL;
+  int df = native_diff(A, (int)in->imm);
+  if (df >= 0) return wf_ad_tangent_func(A, in, df);
+  wf_ad_fail(A, in, "autodiff: weft.%s has no tangent (forward mode)", wf_native_tab[in->imm].name);
 }
 
 static const wf_ad_rule rules_tab[WF_OP__COUNT] = {
