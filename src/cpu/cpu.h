@@ -33,7 +33,7 @@ _Static_assert(sizeof(((wf_launch_ctx *)0)->dims[0]) == 8, "dims load as i64");
 _Static_assert(sizeof(((wf_launch_ctx *)0)->error) == 4, "error loads as i32");
 
 /* Bump when the generated code changes: part of the disk cache key. */
-#define WF_CPU_CODEGEN_VERSION 5
+#define WF_CPU_CODEGEN_VERSION 6
 
 typedef struct wf_cpu_opts {
   int debug;  /* every bounds check, division checks, error polling */
@@ -117,6 +117,9 @@ WF_INTERNAL LLVMValueRef wf_cpu_entry_alloca(wf_cpu_emitter *e, LLVMTypeRef t, L
                                              const char *name);
 WF_INTERNAL void wf_cpu_range_check(wf_cpu_emitter *e, const wf_inst *in, const LLVMValueRef *dims,
                                     int nd);
+/* if (!ok) { <failure code emitted after this call>; wf_cpu_end_check } */
+WF_INTERNAL LLVMBasicBlockRef wf_cpu_begin_check(wf_cpu_emitter *e, LLVMValueRef ok);
+WF_INTERNAL void wf_cpu_end_check(wf_cpu_emitter *e, LLVMBasicBlockRef good);
 WF_INTERNAL void wf_cpu_emit_inst(wf_cpu_emitter *e, wf_inst *in);
 WF_INTERNAL wf_inst *wf_cpu_emit_block(wf_cpu_emitter *e, wf_block *bl);
 /* local.c: per IR value, the web of a local array kept in one stack slot
@@ -206,11 +209,13 @@ WF_INTERNAL int32_t wf_cpu_rt_priv_begin(wf_launch_ctx *ctx, int64_t nthreads, i
 WF_INTERNAL void wf_cpu_rt_priv_end(wf_launch_ctx *ctx, int32_t n, wf_array *const *hdrs,
                                     void *const *data, const int32_t *bits, void *block);
 
-/* Debug mode: is id a live host object of this kind (row: the native
-** builtin asking, for the message; index: its element index, if any)?
-** 0 fails the launch. */
-WF_INTERNAL int32_t wf_cpu_rt_geom_check(wf_launch_ctx *ctx, const char *where, uint64_t id,
-                                         int32_t kind, int32_t row, int32_t index);
+/* Debug and release mode: is id a live host object of this kind (row:
+** the native builtin asking; index: its element index, if any)? The
+** row's index limit (INT64_MAX if none), or 0 after failing the launch. */
+WF_INTERNAL int64_t wf_cpu_rt_geom_check(wf_launch_ctx *ctx, const char *where, const char *kernel,
+                                         uint64_t id, int32_t kind, int32_t row, int32_t index);
+WF_INTERNAL int64_t wf_cpu_rt_geom_limit(wf_launch_ctx *ctx, uint64_t id, int32_t kind,
+                                         int32_t row);
 
 typedef struct wf_cpu_sym {
   const char *name;

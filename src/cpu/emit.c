@@ -59,6 +59,8 @@ typedef wf_cpu_emitter E;
 #define range_check wf_cpu_range_check
 #define emit_inst wf_cpu_emit_inst
 #define emit_block wf_cpu_emit_block
+#define begin_check wf_cpu_begin_check
+#define end_check wf_cpu_end_check
 
 /* Record the first error; emission goes on with placeholder values. */
 void efail(E *e, const wf_inst *in, const char *fmt, ...) {
@@ -229,7 +231,7 @@ static void fresh_block(E *e) {
 
 /* if (!ok) { <fail code from cb>; goto exit } -- returns to the ok path.
 ** The failure is cold: !prof branch weights keep the ok path straight. */
-static LLVMBasicBlockRef begin_check(E *e, LLVMValueRef ok) {
+LLVMBasicBlockRef begin_check(E *e, LLVMValueRef ok) {
   LLVMBasicBlockRef bad = LLVMAppendBasicBlockInContext(e->C, e->F, "check.fail");
   LLVMBasicBlockRef good = LLVMAppendBasicBlockInContext(e->C, e->F, "check.ok");
   LLVMValueRef br = LLVMBuildCondBr(e->B, ok, good, bad);
@@ -242,7 +244,7 @@ static LLVMBasicBlockRef begin_check(E *e, LLVMValueRef ok) {
   return good;
 }
 
-static void end_check(E *e, LLVMBasicBlockRef good) {
+void end_check(E *e, LLVMBasicBlockRef good) {
   LLVMBuildBr(e->B, e->exit_bb);
   LLVMPositionBuilderAtEnd(e->B, good);
 }

@@ -385,12 +385,15 @@ static float wf_erfcinvf(float c) {
   return (float)wf_erfcinv(c);
 }
 
-/* Debug mode, before a native builtin (src/geom/native.h) reads through
-** an id: 1 if id is a live host object of the kind the builtin takes (and
-** index, for the element readers, is in range), else the launch fails
-** with a message naming the builtin, and the code goes on with the null
-** id 0, which reads nothing. Registry kinds carry a device object's
-** ordinal + 1 from bit 8 on (src/runtime/geom_mesh.c). */
+/* Debug and release mode, before a native builtin (src/geom/native.h)
+** reads through an id: is id a live host object of the kind the builtin
+** takes (and index, for the element readers, in range)? Returns the
+** row's number of valid indices (INT64_MAX for rows without one), which
+** the caller caches beside the id (native.c; wf_cpu_rt_geom_limit gives
+** it without failing, 0 for a bad id); else 0 after failing the
+** launch with a message naming the builtin and the kernel, and the code
+** goes on with the null id 0, which reads nothing. Registry kinds carry
+** a device object's ordinal + 1 from bit 8 on (src/runtime/geom_mesh.c). */
 static const char *kind_name(int kind) {
   static const char *const names[] = {"object", "weft.Mesh", "weft.Bvh", "weft.HashGrid",
                                       "weft.Volume"};
@@ -406,29 +409,36 @@ static long long index_limit(const wf_gmesh *m, int row, const char **what) {
   default: return -1;
   }
 }
-int32_t wf_cpu_rt_geom_check(wf_launch_ctx *ctx, const char *where, uint64_t id, int32_t kind,
-                             int32_t row, int32_t index) {
+int64_t wf_cpu_rt_geom_limit(wf_launch_ctx *ctx, uint64_t id, int32_t kind, int32_t row) {
+  const wf_geom_ids *ids = ctx->geom;
+  const char *what;
+  if (!ids || !id || ids->kind(ids, id) != kind) return 0;
+  long long lim = index_limit((const wf_gmesh *)id, row, &what);
+  return lim < 0 ? INT64_MAX : lim;
+}
+int64_t wf_cpu_rt_geom_check(wf_launch_ctx *ctx, const char *where, const char *kernel, uint64_t id,
+                             int32_t kind, int32_t row, int32_t index) {
   const wf_geom_ids *ids = ctx->geom;
   int k = ids && id ? ids->kind(ids, id) : 0;
   const char *what = "";
   long long lim = k == kind ? index_limit((const wf_gmesh *)id, row, &what) : -1;
-  if (k == kind && (lim < 0 || (index >= 0 && index < lim))) return 1;
+  if (k == kind && lim < 0) return INT64_MAX;
+  if (k == kind && index >= 0 && index < lim) return lim;
   if (!claim(ctx)) return 0;
   const char *fn = row >= 0 && row < WF_NAT__COUNT ? wf_native_tab[row].name : "?";
+  char why[200];
   if (k == kind)
-    snprintf(ctx->msg, sizeof ctx->msg, "%s: weft.%s: index %d is out of range for %lld %s", where,
-             fn, (int)index, lim, what);
+    snprintf(why, sizeof why, "index %d is out of range for %lld %s", (int)index, lim, what);
   else if ((k & 255) == kind)
-    snprintf(ctx->msg, sizeof ctx->msg,
-             "%s: weft.%s: id %" PRIu64 " is a %s on cuda:%d, but this launch runs on the cpu",
-             where, fn, id, kind_name(kind), (k >> 8) - 1);
+    snprintf(why, sizeof why, "id %" PRIu64 " is a %s on cuda:%d, but this launch runs on the cpu",
+             id, kind_name(kind), (k >> 8) - 1);
   else if (k)
-    snprintf(ctx->msg, sizeof ctx->msg, "%s: weft.%s: id %" PRIu64 " is a %s, not a %s", where, fn,
-             id, kind_name(k & 255), kind_name(kind));
-  else
-    snprintf(ctx->msg, sizeof ctx->msg,
-             "%s: weft.%s: id %" PRIu64 " is not a live %s (freed, or not an id)", where, fn, id,
+    snprintf(why, sizeof why, "id %" PRIu64 " is a %s, not a %s", id, kind_name(k & 255),
              kind_name(kind));
+  else
+    snprintf(why, sizeof why, "id %" PRIu64 " is not a live %s (freed, or not an id)", id,
+             kind_name(kind));
+  snprintf(ctx->msg, sizeof ctx->msg, "%s: weft.%s: %s, in kernel '%s'", where, fn, why, kernel);
   return 0;
 }
 
@@ -445,6 +455,7 @@ static const wf_cpu_sym symbols[] = {
     {"wf_cpu_rt_priv_begin", (void *)wf_cpu_rt_priv_begin},
     {"wf_cpu_rt_priv_end", (void *)wf_cpu_rt_priv_end},
     {"wf_cpu_rt_geom_check", (void *)wf_cpu_rt_geom_check},
+    {"wf_cpu_rt_geom_limit", (void *)wf_cpu_rt_geom_limit},
 /* the native builtins (src/geom/native.h, code in src/geom/query.h) */
 #define WF_NATSYM(name, kind, fl, state, res, args, defs, adj)                                     \
   {"wf_nat_" #name, (void *)wf_nat_##name},
