@@ -83,6 +83,10 @@ int wf_bvh4_build(const wf_gnode *nodes, int nnodes, wf_gnode4 **wide, int **lan
     }
   }
   free(root);
+  if (n > WF_GWIDE_MAX) { /* traversal stacks name lanes 4 w + j in an int */
+    free(W), free(L);
+    return -1;
+  }
   *wide = W, *lane = L, *nwide = n;
   return 0;
 }

@@ -13,7 +13,7 @@
 ** *wide (*nwide nodes, 64-byte aligned), and give in *lane, for each binary
 ** node, the lane 4 * w + j of the wide node w it stands in (-1: none), for
 ** refits to copy its box there (wf_bvh4_lane_box). Both malloc'd. 0, or -1
-** on out of memory. */
+** on out of memory or more than WF_GWIDE_MAX wide nodes. */
 WF_INTERNAL int wf_bvh4_build(const wf_gnode *nodes, int nnodes, wf_gnode4 **wide, int **lane,
                               int *nwide);
 

@@ -326,7 +326,8 @@ WF_G wf_g3 gface_normal(const wf_gmesh *m, int f) {
 }
 
 /* ---- 4-wide traversal (meshes) ---- */
-#define WF_G4STACK (3 * WF_GSTACK + 4) /* 3 lanes pushed per level */
+#define WF_G4STACK (3 * WF_GSTACK + 1) /* 3 lanes pushed per level */
+#define WF_GWIDE_MAX (1 << 29)         /* wide nodes at most (lanes 4 w + j fit an int) */
 
 /* gbox_ray on the 4 lanes of w: hit[j] and the entry distance t[j]. */
 WF_G void gbox4_ray(const wf_gnode4 *w, const float *o, const float *inv, float tmax, float *t,
@@ -352,11 +353,14 @@ WF_G void gbox4_dist2(const wf_gnode4 *w, wf_g3 p, float *d) {
   }
 }
 
-/* A traversal stack of lanes (a wide node or a leaf, its count, its
-** distance: entry t of a ray, squared distance of a point). */
+/* A traversal stack of lanes: lane j of wide node w as 4 w + j (its
+** child and count are read again when it is popped: 8 bytes an entry keep
+** the stack small in CUDA's local memory) and its distance (entry t of a
+** ray, squared distance of a point). */
 typedef struct wf_gstack4 {
+  const wf_gnode4 *W;
   int sp;
-  int child[WF_G4STACK], count[WF_G4STACK];
+  int ref[WF_G4STACK];
   float d[WF_G4STACK];
 } wf_gstack4;
 
@@ -365,26 +369,27 @@ WF_G int gwithin(float d, float lim, int closed) {
   return d < lim || (closed && d == lim);
 }
 
-/* The lanes of w in use with hit[j] and d[j] within lim: the nearest
-** becomes the next one to visit (*c, *n; the result is 0 when there is
-** none), the others go on the stack, the furthest deepest. */
-WF_G int gstack4_push(wf_gstack4 *S, const wf_gnode4 *w, const float *d, const int *hit, float lim,
-                      int closed, int *c, int *n) {
-  int cc[4], nn[4], k = 0;
+/* The lanes of wide node i in use with hit[j] and d[j] within lim: the
+** nearest becomes the next one to visit (*c, *n; the result is 0 when
+** there is none), the others go on the stack, the furthest deepest. */
+WF_G int gstack4_push(wf_gstack4 *S, int i, const float *d, const int *hit, float lim, int closed,
+                      int *c, int *n) {
+  const wf_gnode4 *w = &S->W[i];
+  int l[4], k = 0;
   float t[4];
   for (int j = 0; j < 4; j++) {
     if (!hit[j] || !w->child[j] || !gwithin(d[j], lim, closed)) continue;
     int q = k++;
     for (; q > 0 && t[q - 1] < d[j]; q--)
-      t[q] = t[q - 1], cc[q] = cc[q - 1], nn[q] = nn[q - 1];
-    t[q] = d[j], cc[q] = w->child[j], nn[q] = w->count[j];
+      t[q] = t[q - 1], l[q] = l[q - 1];
+    t[q] = d[j], l[q] = j;
   }
   if (!k) return 0;
   for (int q = 0; q < k - 1 && S->sp < WF_G4STACK; q++) {
-    S->child[S->sp] = cc[q], S->count[S->sp] = nn[q], S->d[S->sp] = t[q];
+    S->ref[S->sp] = 4 * i + l[q], S->d[S->sp] = t[q];
     S->sp++;
   }
-  *c = cc[k - 1], *n = nn[k - 1];
+  *c = w->child[l[k - 1]], *n = w->count[l[k - 1]];
   return 1;
 }
 
@@ -393,7 +398,8 @@ WF_G int gstack4_pop(wf_gstack4 *S, float lim, int closed, int *c, int *n) {
   while (S->sp) {
     --S->sp;
     if (!gwithin(S->d[S->sp], lim, closed)) continue;
-    *c = S->child[S->sp], *n = S->count[S->sp];
+    const wf_gnode4 *w = &S->W[S->ref[S->sp] >> 2];
+    *c = w->child[S->ref[S->sp] & 3], *n = w->count[S->ref[S->sp] & 3];
     return 1;
   }
   return 0;
@@ -413,7 +419,7 @@ WF_G int gmesh_ray(const wf_gmesh *m, wf_g3 o, wf_g3 d, float tmax, float *t, fl
   float bt = tmax;
   if (!(gbox_ray(N[0].lo, N[0].hi, o, inv, bt) <= bt)) return -1;
   wf_gstack4 S;
-  S.sp = 0;
+  S.W = W, S.sp = 0;
   int c = 0, cnt = 0, more = 1;
   while (more) {
     if (c < 0) {
@@ -431,7 +437,7 @@ WF_G int gmesh_ray(const wf_gmesh *m, wf_g3 o, wf_g3 d, float tmax, float *t, fl
     float tn[4];
     int hit[4];
     gbox4_ray(&W[c], org, iv, bt, tn, hit);
-    more = gstack4_push(&S, &W[c], tn, hit, bt, 1, &c, &cnt) || gstack4_pop(&S, bt, 1, &c, &cnt);
+    more = gstack4_push(&S, c, tn, hit, bt, 1, &c, &cnt) || gstack4_pop(&S, bt, 1, &c, &cnt);
   }
   *t = bt;
   return best;
@@ -447,7 +453,7 @@ WF_G int gmesh_crossings(const wf_gmesh *m, wf_g3 o, wf_g3 d) {
   const float lim = 3.0e38f;
   if (gbox_ray(N[0].lo, N[0].hi, o, inv, lim) > lim) return 0;
   wf_gstack4 S;
-  S.sp = 0;
+  S.W = W, S.sp = 0;
   int c = 0, cnt = 0, more = 1, count = 0;
   while (more) {
     if (c < 0) {
@@ -463,7 +469,7 @@ WF_G int gmesh_crossings(const wf_gmesh *m, wf_g3 o, wf_g3 d) {
     float tn[4];
     int hit[4];
     gbox4_ray(&W[c], org, iv, lim, tn, hit);
-    more = gstack4_push(&S, &W[c], tn, hit, lim, 1, &c, &cnt) || gstack4_pop(&S, lim, 1, &c, &cnt);
+    more = gstack4_push(&S, c, tn, hit, lim, 1, &c, &cnt) || gstack4_pop(&S, lim, 1, &c, &cnt);
   }
   return count;
 }
@@ -503,7 +509,7 @@ WF_G int gmesh_closest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *
   if (!(gbox_dist2(N[0].lo, N[0].hi, p) < bd)) return -1;
   const int all[4] = {1, 1, 1, 1};
   wf_gstack4 S;
-  S.sp = 0;
+  S.W = W, S.sp = 0;
   int c = 0, cnt = 0, more = 1;
   while (more) {
     if (c < 0) {
@@ -522,7 +528,7 @@ WF_G int gmesh_closest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *
     }
     float d4[4];
     gbox4_dist2(&W[c], p, d4);
-    more = gstack4_push(&S, &W[c], d4, all, bd, 0, &c, &cnt) || gstack4_pop(&S, bd, 0, &c, &cnt);
+    more = gstack4_push(&S, c, d4, all, bd, 0, &c, &cnt) || gstack4_pop(&S, bd, 0, &c, &cnt);
   }
   *dist2 = bd;
   return best;
@@ -596,7 +602,7 @@ WF_G wf_g3 gmesh_pseudo_normal(const wf_gmesh *m, wf_g3 p, wf_g3 q, float d2, fl
   if (gbox_dist2(N[0].lo, N[0].hi, p) > lim2) return acc;
   const int all[4] = {1, 1, 1, 1};
   wf_gstack4 S;
-  S.sp = 0;
+  S.W = W, S.sp = 0;
   int c = 0, cnt = 0, more = 1;
   while (more) {
     if (c < 0) {
@@ -613,8 +619,7 @@ WF_G wf_g3 gmesh_pseudo_normal(const wf_gmesh *m, wf_g3 p, wf_g3 q, float d2, fl
     }
     float d4[4];
     gbox4_dist2(&W[c], p, d4);
-    more =
-        gstack4_push(&S, &W[c], d4, all, lim2, 1, &c, &cnt) || gstack4_pop(&S, lim2, 1, &c, &cnt);
+    more = gstack4_push(&S, c, d4, all, lim2, 1, &c, &cnt) || gstack4_pop(&S, lim2, 1, &c, &cnt);
   }
   return acc;
 }
