@@ -471,7 +471,17 @@ describe("mesh query gradients", function()
     for _, dev in ipairs { "cpu", "cuda:0" } do
       local m, P, arrs, out = setup(ray_k, tetra_pts, tetra_idx, { o, d }, 3, dev)
       local m2, P2, arrs2, out2 = setup(pk, tetra_pts, tetra_idx, { tetra_q }, #tetra_q, dev)
-      res[dev] = { tape_grads(ray_k, 3, m, P, arrs, out, dev), tape_grads(pk, #tetra_q, m2, P2, arrs2, out2, dev) }
+      -- a hash-grid loop's adjoint restarts the query on the device too
+      local x = weft.array({ { 0, 0, 0 }, { 0.3, 0, 0 }, { 0, 0.2, 0.1 }, { 0.1, 0.1, 0.3 } }, vec3,
+                           { device = dev, requires_grad = true })
+      local g = weft.HashGrid(8, 8, 8, { device = dev })
+      g:build(x, 0.5)
+      local e = weft.zeros(1, weft.float32, { device = dev, requires_grad = true })
+      local tape = weft.Tape()
+      tape:record(function() weft.launch(near_k, 4, { g.id, x, e }, { device = dev }) end)
+      tape:backward(e)
+      res[dev] = { tape_grads(ray_k, 3, m, P, arrs, out, dev), tape_grads(pk, #tetra_q, m2, P2, arrs2, out2, dev),
+                   { x.grad:to("cpu"):totable() } }
     end
     for a, ga in ipairs(res.cpu) do
       for b, gb in ipairs(ga) do
