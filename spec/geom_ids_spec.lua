@@ -124,3 +124,58 @@ for _, mode in ipairs { "release", "debug" } do
     end)
   end)
 end
+
+-- CUDA (scripts/cuda-emu): the launch checks the id parameters that reach a
+-- query unchanged, before the kernel runs, so a device never reads
+-- through them. Ids read from arrays are not checked on CUDA (a device
+-- fault on a GPU; the emulator ends the process with its diagnosis).
+describe("geometry ids on CUDA", function()
+  local dev = { device = "cuda:0" }
+  local function cuda_cube()
+    local tp, ti = G.cube(1.0)
+    return weft.Mesh{ points = weft.array(tp, vec3, dev), indices = weft.array(ti, weft.int32, dev) }
+  end
+
+  for _, mode in ipairs { "release", "debug" } do
+    it("fail at the query's line in " .. mode .. " mode, outputs untouched", function()
+      if not weft.is_cuda_available() then return pending("no CUDA device: run under scripts/cuda-emu") end
+      local saved = weft.config.mode
+      weft.config.mode = mode
+      local out = weft.full(8, 5.0, weft.float32, dev)
+      local m = cuda_cube()
+      weft.launch(qpoint, 8, { m.id, out }, dev)
+      assert.is_true(out:to("cpu")[7] >= 0)
+      out:fill_(5.0)
+      local function bad(id, pat)
+        local ok, err = pcall(weft.launch, qpoint, 8, { id, out }, dev)
+        assert.is_false(ok)
+        assert.matches(pat, tostring(err))
+        assert.equals(5, out:to("cpu")[3])
+      end
+      local at = "geom_ids_spec.lua:" .. Q_LINE .. ": weft.mesh_query_point: "
+      bad(weft.uint64(12345), at .. "id 12345 is not a live weft.Mesh %(freed, or not an id%), in kernel 'qpoint'")
+      local stale
+      do
+        local m2 = cuda_cube()
+        stale = m2.id
+        m2 = nil -- luacheck: ignore 311
+        collectgarbage()
+        collectgarbage()
+      end
+      bad(stale, at .. "id %d+ is not a live weft.Mesh")
+      bad(cube().id, at .. "id %d+ is a weft.Mesh on the cpu, but this launch runs on cuda:0")
+      local v = weft.Volume.from_dense(weft.ones({ 2, 2, 2 }), dev)
+      bad(v.id, at .. "id %d+ is a weft.Volume, not a weft.Mesh")
+      -- through a weft.func's parameter
+      local q = weft.func(function(id) return weft.mesh_query_point(id, weft.vec3(0.2, 0.3, 3.0), 10.0).u end)
+      local kf = weft.kernel{ id = weft.uint64, o = weft.array(weft.float32), function(id, o)
+        o[weft.tid()] = q(id)
+      end }
+      weft.launch(kf, 8, { m.id, out }, dev)
+      local ok, err = pcall(weft.launch, kf, 8, { weft.uint64(7), out }, dev)
+      assert.is_false(ok)
+      assert.matches("geom_ids_spec.lua:%d+: weft.mesh_query_point: id 7 is not a live weft.Mesh", tostring(err))
+      weft.config.mode = saved
+    end)
+  end
+end)

@@ -7,10 +7,15 @@
 -- first use). Without a driver, weft.devices() is { "cpu" } and every use
 -- of a cuda device raises "CUDA is not available: libcuda.so.1 could not be
 -- loaded (no NVIDIA driver)" with the function and device named.
+local bit = require "bit"
 local ffi = require "ffi"
 local cdef = require "weft.cdef"
 
 local fmt = string.format
+
+cdef.declare [[
+int wf_geom_kind(wf_rt *rt, uint64_t id);
+]]
 
 
 return function(weft, P)
@@ -437,7 +442,7 @@ return function(weft, P)
     -- writes: the forward kernel's written array parameters (derived
     -- launches check theirs in lua/weft/tape.lua)
     per[key] = { module = mh, fn = f[0], image = image, writes = not kind and core.writes(mod),
-                 guard = ent.guard }
+                 guard = ent.guard, geom = mode > 0 and core.geom_params(ent.module) or {} }
     return per[key]
   end
 
@@ -491,6 +496,33 @@ return function(weft, P)
   local launch_dims = ffi.new("int64_t[4]")
   local NOEXTRA = {}
 
+  -- Release and debug mode: the id arguments of kernel k's parameters
+  -- that reach a native query unchanged (core.geom_params) must be live
+  -- objects of the query's kind on cuda:n, as the CPU's kernels check
+  -- per query (src/cpu/rtlib.c, whose messages these are). A device would
+  -- read through a bad id; ids read from arrays go unchecked on CUDA.
+  local kind_names = { "weft.Mesh", "weft.Bvh", "weft.HashGrid", "weft.Volume" }
+  local function check_ids(k, n, ker, ins, outs, nin)
+    for i, use in pairs(ker.geom) do
+      local id = ffi.cast("uint64_t", i <= nin and ins[i] or outs[i - nin])
+      local rk = C.wf_geom_kind(rt, id)
+      local kd, on = bit.band(rk, 255), bit.rshift(rk, 8) -- on: device ordinal + 1, 0 the cpu
+      local want, why = kind_names[use.kind] or "object", nil
+      if rk == 0 then
+        why = fmt("id %s is not a live %s (freed, or not an id)", tostring(id):sub(1, -4), want)
+      elseif kd ~= use.kind then
+        why = fmt("id %s is a %s, not a %s", tostring(id):sub(1, -4), kind_names[kd] or "object", want)
+      elseif on ~= n + 1 and (use.kind == 1 or use.kind == 2) then -- meshes and Bvhs know theirs
+        why = fmt("id %s is a %s on %s, but this launch runs on cuda:%d", tostring(id):sub(1, -4), want,
+                  on == 0 and "the cpu" or "cuda:" .. (on - 1), n)
+      end
+      if why then
+        local chunk = use.chunk:gsub("^[@=]", "")
+        error(fmt("%s:%d: weft.%s: %s, in kernel '%s'", chunk, use.line, use.name, why, k.name), 0)
+      end
+    end
+  end
+
   -- Launch k (kind nil) or its derived kernel on cuda:n with block_dim
   -- threads per block (nil: the runtime's choice), on stream (a stream
   -- handle; nil: the device's current stream). The arguments are ins[i]
@@ -509,6 +541,7 @@ return function(weft, P)
     end
     local a = ker.args or kernel_args(ker, k, n, kind, #extra, mode)
     a.pack(ins, outs, nin, extra)
+    if next(ker.geom) then check_ids(k, n, ker, ins, outs, nin) end
     local slot
     if mode > 0 then -- the error slot's device pointer, passed last
       -- captured debug launches report as release ones do (at the next
@@ -546,6 +579,16 @@ return function(weft, P)
     end
     if n < 0 then return weft.launch(k, dim, inputs, { outputs = opts.outputs }) end
     local ins, outs = inputs or NOEXTRA, opts.outputs or NOEXTRA
+    -- the CPU launch's checks (launch.lua), at the caller's line
+    if type(ins) ~= "table" or type(outs) ~= "table" then
+      local what, v = type(ins) ~= "table" and "inputs" or "opts.outputs", type(ins) ~= "table" and ins or outs
+      raise(fmt("weft.launch: kernel '%s': %s must be a table, got %s", k.name, what, P.describe(v)))
+    end
+    local bd = opts.block_dim
+    if bd ~= nil and (type(bd) ~= "number" or bd < 1 or bd ~= math.floor(bd)) then
+      raise(fmt("weft.launch: kernel '%s': opts.block_dim must be a positive integer, got %s", k.name,
+                type(bd) == "number" and tostring(bd) or P.describe(bd)))
+    end
     if #ins + #outs ~= #k.params then
       raise(fmt("weft.launch: kernel '%s' takes %d arguments (inputs then outputs), got %d", k.name,
                 #k.params, #ins + #outs))

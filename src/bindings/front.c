@@ -7,6 +7,7 @@
 **                                   deps (free names resolved: resolve.c)
 **   core.ir(module)              -> IR text
 **   core.writes(module [, name]) -> per parameter: does it write the array?
+**   core.geom_params(module)     -> the parameters passed as geometry ids
 **   core.builtin_ops()           -> the builtins the front end lowers
 */
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 #include "bindings/bindings.h"
 #include "front/lower.h"
+#include "geom/native.h"
 #include "util/dump.h"
 
 static int l_compile(lua_State *L) {
@@ -146,6 +148,75 @@ static int l_writes(lua_State *L) {
   return 1;
 }
 
+/* A kernel parameter used as a native builtin's id argument (directly or
+** through the parameters of the functions it calls): the object kind the
+** first such use takes, the builtin and where it is. */
+typedef struct geom_use {
+  int kind, row, line;
+  const char *chunk;
+} geom_use;
+
+/* The parameter index of v, -1 if v is not one of fn's parameters. */
+static int param_of(const wf_func *fn, wf_val v) {
+  if (v < 0 || v >= fn->nvals || fn->vals[v].def || fn->vals[v].block) return -1;
+  return fn->vals[v].index;
+}
+
+static void geom_block(const wf_func *fn, const wf_block *bl, geom_use *u, int depth) {
+  for (const wf_inst *in = bl->first; in; in = in->next) {
+    if (in->op == WF_OP_NATIVE && in->nargs > 0 && in->imm >= 0 && in->imm < WF_NAT__COUNT &&
+        wf_native_tab[in->imm].kind) {
+      int p = param_of(fn, in->args[0]);
+      if (p >= 0 && !u[p].kind)
+        u[p] = (geom_use){wf_native_tab[in->imm].kind, (int)in->imm, in->loc.line, fn->chunk};
+    } else if (in->op == WF_OP_CALL && depth < WRITES_DEPTH) {
+      const wf_module *m = fn->mod;
+      const wf_func *callee = in->imm >= 0 && in->imm < m->nfuncs ? m->funcs[in->imm] : NULL;
+      geom_use *cu = callee && callee->nparams > 0 && callee->body
+                         ? calloc((size_t)callee->nparams, sizeof *cu)
+                         : NULL;
+      if (cu) geom_block(callee, callee->body, cu, depth + 1);
+      for (int i = 0; cu && i < in->nargs && i < callee->nparams; i++) {
+        int p = param_of(fn, in->args[i]);
+        if (cu[i].kind && p >= 0 && !u[p].kind) u[p] = cu[i];
+      }
+      free(cu);
+    }
+    for (int b = 0; b < in->nblocks; b++)
+      geom_block(fn, in->blocks[b], u, depth);
+  }
+}
+
+/* core.geom_params(module) -> { [i] = { kind =, name =, line =, chunk = } }
+** for the parameters of the module's kernel that reach a native builtin's
+** id argument unchanged (the CUDA launch checks them: lua/weft/device.lua). */
+static int l_geom_params(lua_State *L) {
+  wf_module *m = wf_bind_checkmodule(L, 1);
+  const wf_func *fn = NULL;
+  for (int i = 0; i < m->nfuncs && !fn; i++)
+    if (m->funcs[i]->is_kernel) fn = m->funcs[i];
+  lua_newtable(L);
+  if (!fn || !fn->body || fn->nparams < 1) return 1;
+  geom_use *u = calloc((size_t)fn->nparams, sizeof *u);
+  if (!u) return luaL_error(L, "weft: out of memory");
+  geom_block(fn, fn->body, u, 0);
+  for (int i = 0; i < fn->nparams; i++) {
+    if (!u[i].kind) continue;
+    lua_createtable(L, 0, 4);
+    lua_pushinteger(L, u[i].kind);
+    lua_setfield(L, -2, "kind");
+    lua_pushstring(L, wf_native_tab[u[i].row].name);
+    lua_setfield(L, -2, "name");
+    lua_pushinteger(L, u[i].line);
+    lua_setfield(L, -2, "line");
+    lua_pushstring(L, u[i].chunk ? u[i].chunk : "?");
+    lua_setfield(L, -2, "chunk");
+    lua_rawseti(L, -2, i + 1);
+  }
+  free(u);
+  return 1;
+}
+
 static int l_front_setup(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   lua_pushvalue(L, 1);
@@ -160,6 +231,8 @@ void wf_bind_front(lua_State *L, int t) {
   lua_setfield(L, t, "ir");
   lua_pushcfunction(L, l_writes);
   lua_setfield(L, t, "writes");
+  lua_pushcfunction(L, l_geom_params);
+  lua_setfield(L, t, "geom_params");
   lua_pushcfunction(L, l_front_setup);
   lua_setfield(L, t, "front_setup");
   lua_pushcfunction(L, wf_bi_names);

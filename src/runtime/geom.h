@@ -31,6 +31,8 @@ WF_INTERNAL int wf_georeg_add(wf_georeg *g, uint64_t id, int kind); /* 0 ok, -1 
 WF_INTERNAL void wf_georeg_remove(wf_georeg *g, uint64_t id);
 /* The kind of a live id, 0 if it is none (thread-safe against launches). */
 WF_INTERNAL int wf_georeg_kind(const void *g, uint64_t id);
+/* The same for the FFI: rt's registry kind of id (0: none). */
+WF_FFI int wf_geom_kind(wf_rt *rt, uint64_t id);
 
 /* ---- objects (geom_mesh.c): the FFI surface ---- */
 typedef struct wf_geom wf_geom;

@@ -1,6 +1,7 @@
 /*
 ** geom_registry.c -- the live geometry objects of a runtime, so that a
-** debug-mode kernel can tell a valid id from a stale or made-up one
+** kernel (release and debug mode: src/cpu/native.c) and a CUDA launch
+** (lua/weft/device.lua) can tell a valid id from a stale or made-up one
 ** without reading through it.
 **
 ** An open-addressing hash set of (id, kind), linear probing, tombstones
@@ -129,4 +130,10 @@ int wf_georeg_kind(const void *p, uint64_t id) {
   }
   pthread_rwlock_unlock(&g->lock);
   return kind;
+}
+
+/* The FFI's view (lua/weft/device.lua checks a CUDA launch's id arguments):
+** the registry kind of id in rt, 0 if it is no live object. */
+int wf_geom_kind(wf_rt *rt, uint64_t id) {
+  return rt ? wf_georeg_kind(rt->geom, id) : 0;
 }
