@@ -40,7 +40,8 @@
 -- y[i] = y[i] * 2 + x[i] need no value and are fine; a read after a store
 -- of the same element replays the stored value. Across launches likewise:
 -- tape:backward refuses a recorded launch whose adjoint needs the values
--- of an array that a later recorded launch writes (it names both).
+-- of an array that a later recorded launch writes (it names both), arrays
+-- held by struct arguments included ('p.x').
 --
 -- Adjoint launches.
 --   P.launch_adjoint(k, dim, inputs, outputs, adj_inputs, adj_outputs)
@@ -434,17 +435,42 @@ return function(weft, P)
   -- and those its kernel writes (core.adjoint_uses), cached with the
   -- adjoint. nil when they cannot be had (the adjoint launch then raises
   -- its own error).
+  -- Then the same for arrays struct parameters hold: lists of
+  -- { param, "field.path" }.
   local function launch_uses(l)
     if l.uses then return l.uses[1], l.uses[2] end -- a recorded library call (linalg.lua)
     local k = l.k
-    local ok, r, w = pcall(function()
+    local ok, r, w, hr, hw = pcall(function()
       local types = {}
       for i, p in ipairs(k.params) do types[i] = p.type or arg_type(arg_of(l, i)) end
       local dmod, _, pk = derived_module("adj", k, l.mod or k:_module(types), types, false)
       if not pk.uses then pk.uses = { core.adjoint_uses(dmod, k.name) } end
-      return pk.uses[1], pk.uses[2]
+      return pk.uses[1], pk.uses[2], pk.uses[3], pk.uses[4]
     end)
-    if ok then return r, w end
+    if ok then return r, w, hr, hw end
+  end
+
+  -- The array struct argument a holds at field path, or nil.
+  local function held_array(a, path)
+    local t = type(a) == "cdata" and not is_array(a) and weft.dtype_of(a)
+    for _, f in ipairs(t and t.arrays and t._arrays_of(a) or {}) do
+      if f.path == path then return f.array end
+    end
+  end
+
+  -- The arrays launch l's reads (or writes) name, each with the name the
+  -- kernel gives it: { array, name } pairs.
+  local function used_arrays(l, params, held)
+    local r = {}
+    for _, p in ipairs(params or {}) do
+      local a = arg_of(l, p)
+      if is_array(a) then r[#r + 1] = { a, l.k.params[p].name } end
+    end
+    for _, h in ipairs(held or {}) do
+      local a = held_array(arg_of(l, h[1]), h[2])
+      if a then r[#r + 1] = { a, l.k.params[h[1]].name .. "." .. h[2] } end
+    end
+    return r
   end
 
   -- A launch's adjoint replays its reads after the whole tape ran, so an
@@ -455,15 +481,13 @@ return function(weft, P)
     local later = {} -- array -> the nearest later launch writing it
     for i = #tape.launches, 1, -1 do
       local l = tape.launches[i]
-      local reads, writes = launch_uses(l)
-      for _, p in ipairs(reads or {}) do
-        local a = arg_of(l, p)
-        local j = is_array(a) and later[a]
+      local reads, writes, held_reads, held_writes = launch_uses(l)
+      for _, u in ipairs(used_arrays(l, reads, held_reads)) do
+        local j = later[u[1]]
         if j then
           raise("tape:backward: launch %d ('%s') needs the values of '%s' for its gradient, but "
                 .. "launch %d ('%s') overwrote that array afterwards (write the later result to "
-                .. "another array)", i, kname(l.k), l.k.params[p].name, j,
-                kname(tape.launches[j].k))
+                .. "another array)", i, kname(l.k), u[2], j, kname(tape.launches[j].k))
         end
       end
       -- the geometry objects whose ids it was given (geom.lua): not refit
@@ -487,10 +511,7 @@ return function(weft, P)
           end
         end
       end
-      for _, p in ipairs(writes or {}) do
-        local a = arg_of(l, p)
-        if is_array(a) then later[a] = i end
-      end
+      for _, u in ipairs(used_arrays(l, writes, held_writes)) do later[u[1]] = i end
     end
   end
 

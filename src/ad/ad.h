@@ -88,4 +88,10 @@ WF_IR_INTERNAL int wf_ad_jvp(wf_module *m, int kernel_index, char *err, size_t n
 ** primal arrays) are the primal values its gradient depends on. */
 WF_IR_INTERNAL void wf_ad_param_uses(const wf_func *fn, int n, uint8_t *loads, uint8_t *writes);
 
+/* The same for the arrays struct parameters p < n hold: on(ud, p, path,
+** write) per load (write 0) or store/atomic (write 1) of such an array,
+** path naming its field ("state.x"); repeats are the caller's to merge. */
+typedef void (*wf_ad_held_fn)(void *ud, int param, const char *path, int write);
+WF_IR_INTERNAL void wf_ad_held_uses(const wf_func *fn, int n, wf_ad_held_fn on, void *ud);
+
 #endif

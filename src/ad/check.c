@@ -392,3 +392,47 @@ static void uses_walk(const wf_func *fn, const wf_block *bl, int n, uint8_t *loa
 void wf_ad_param_uses(const wf_func *fn, int n, uint8_t *loads, uint8_t *writes) {
   uses_walk(fn, fn->body, n, loads, writes);
 }
+
+/* ---- arrays held by struct parameters: which ones it reads and writes ---- */
+/* The dotted field path ("state.x") of the array an access reaches by
+** views from fields of struct parameter p < n, or -1 when it is not one. */
+static int held_path(const wf_func *fn, const wf_inst *in, int n, char *path, size_t size) {
+  wf_val v = in->args[0];
+  for (int hops = 0; hops < MAXPATH && fn->vals[v].def && fn->vals[v].def->op == WF_OP_VIEW; hops++)
+    v = fn->vals[v].def->args[0];
+  int comp[MAXPATH], nc = 0;
+  while (nc < MAXPATH && fn->vals[v].def && fn->vals[v].def->op == WF_OP_EXTRACT) {
+    comp[nc++] = (int)fn->vals[v].def->imm;
+    v = fn->vals[v].def->args[0];
+  }
+  int p = param_index(fn, v);
+  if (!nc || p < 0 || p >= n) return -1;
+  const wf_type *t = fn->vals[v].type;
+  size_t len = 0;
+  path[0] = '\0';
+  for (int k = nc - 1; k >= 0; k--) { /* comp[] runs from the array outwards */
+    if (t->kind != WF_T_STRUCT || comp[k] < 0 || comp[k] >= t->nfields) return -1;
+    const wf_field *f = &t->fields[comp[k]];
+    int w = snprintf(path + len, size - len, "%s%s", len ? "." : "", f->name);
+    if (w < 0 || (size_t)w >= size - len) return -1;
+    len += (size_t)w;
+    t = f->type;
+  }
+  return p;
+}
+
+static void held_walk(const wf_func *fn, const wf_block *bl, int n, wf_ad_held_fn on, void *ud) {
+  char path[256];
+  for (const wf_inst *in = bl->first; in; in = in->next) {
+    if (in->op == WF_OP_LOAD || is_write(in)) {
+      int p = held_path(fn, in, n, path, sizeof path);
+      if (p >= 0) on(ud, p, path, in->op != WF_OP_LOAD);
+    }
+    for (int k = 0; k < in->nblocks; k++)
+      held_walk(fn, in->blocks[k], n, on, ud);
+  }
+}
+
+void wf_ad_held_uses(const wf_func *fn, int n, wf_ad_held_fn on, void *ud) {
+  held_walk(fn, fn->body, n, on, ud);
+}

@@ -103,11 +103,31 @@ static void push_indices(lua_State *L, const uint8_t *flag, int n) {
     }
 }
 
-/* reads, writes = core.adjoint_uses(module [, kernel]): after core.adjoint,
-** the kernel's parameters (1-based) whose element values its adjoint reads
-** (after optimization: what the gradient really depends on), and those the
-** kernel itself writes. The tape uses them to refuse a launch whose
-** adjoint would read an array that a later launch overwrote. */
+/* Appends { param (1-based), "path" } to the list at the stack index in
+** ud, for the struct-held arrays of core.adjoint_uses. */
+typedef struct held_list {
+  lua_State *L;
+  int list, want_write;
+} held_list;
+static void held_push(void *ud, int param, const char *path, int write) {
+  held_list *h = ud;
+  if (write != h->want_write) return;
+  lua_State *L = h->L;
+  lua_createtable(L, 2, 0);
+  lua_pushinteger(L, param + 1);
+  lua_rawseti(L, -2, 1);
+  lua_pushstring(L, path);
+  lua_rawseti(L, -2, 2);
+  lua_rawseti(L, h->list, (int)lua_objlen(L, h->list) + 1);
+}
+
+/* reads, writes, held_reads, held_writes = core.adjoint_uses(module
+** [, kernel]): after core.adjoint, the kernel's parameters (1-based) whose
+** element values its adjoint reads (after optimization: what the gradient
+** really depends on), and those the kernel itself writes; then the same
+** for arrays held by struct parameters, as lists of { param, "field.path" }.
+** The tape uses them to refuse a launch whose adjoint would read an array
+** that a later launch overwrote. */
 static int l_adjoint_uses(lua_State *L) {
   wf_module *m = wf_bind_checkmodule(L, 1);
   int k = kernel_arg(L, m, 2);
@@ -125,7 +145,12 @@ static int l_adjoint_uses(lua_State *L) {
   push_indices(L, f, n);
   push_indices(L, f + n, n);
   free(f);
-  return 2;
+  for (int w = 0; w < 2; w++) {
+    lua_newtable(L);
+    held_list h = {L, lua_gettop(L), w};
+    wf_ad_held_uses(w ? pf : m->funcs[a], n, held_push, &h);
+  }
+  return 4;
 }
 
 void wf_bind_ad(lua_State *L, int t) {
