@@ -178,4 +178,32 @@ describe("geometry ids on CUDA", function()
       weft.config.mode = saved
     end)
   end
+  it("tell the device of hash grids and volumes", function()
+    if not weft.is_cuda_available() then return pending("no CUDA device: run under scripts/cuda-emu") end
+    local pid = weft.kernel{ id = weft.uint64, out = weft.array(weft.int32), function(id, out)
+      out[weft.tid()] = weft.hash_grid_point_id(id, 0)
+    end }
+    local g = weft.HashGrid(4, 4, 4, dev)
+    g:build(weft.zeros(10, vec3, dev), 0.1)
+    local gc = weft.HashGrid(4, 4, 4)
+    gc:build(weft.zeros(10, vec3), 0.1)
+    local v = weft.Volume.from_dense(weft.ones({ 2, 2, 2 }), dev)
+    local ok, err = pcall(weft.launch, pid, 4, { g.id, weft.zeros(4, weft.int32) })
+    assert.is_false(ok)
+    assert.matches("weft.hash_grid_point_id: id %d+ is a weft.HashGrid on cuda:0, but this launch runs on the cpu",
+                   tostring(err))
+    ok, err = pcall(weft.launch, pid, 4, { gc.id, weft.zeros(4, weft.int32, dev) }, dev)
+    assert.is_false(ok)
+    assert.matches("weft.hash_grid_point_id: id %d+ is a weft.HashGrid on the cpu, but this launch runs on cuda:0",
+                   tostring(err))
+    ok, err = pcall(weft.launch, lookup, 4, { v.id, weft.zeros(4) })
+    assert.is_false(ok)
+    assert.matches("weft.volume_lookup_f: id %d+ is a weft.Volume on cuda:0, but this launch runs on the cpu",
+                   tostring(err))
+    local o = weft.zeros(4, weft.int32, dev)
+    weft.launch(pid, 4, { g.id, o }, dev)
+    local f = weft.zeros(4, weft.float32, dev)
+    weft.launch(lookup, 4, { v.id, f }, dev)
+    assert.equals(1, f:to("cpu")[2])
+  end)
 end)

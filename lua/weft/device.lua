@@ -512,7 +512,7 @@ return function(weft, P)
         why = fmt("id %s is not a live %s (freed, or not an id)", tostring(id):sub(1, -4), want)
       elseif kd ~= use.kind then
         why = fmt("id %s is a %s, not a %s", tostring(id):sub(1, -4), kind_names[kd] or "object", want)
-      elseif on ~= n + 1 and (use.kind == 1 or use.kind == 2) then -- meshes and Bvhs know theirs
+      elseif on ~= n + 1 then
         why = fmt("id %s is a %s on %s, but this launch runs on cuda:%d", tostring(id):sub(1, -4), want,
                   on == 0 and "the cpu" or "cuda:" .. (on - 1), n)
       end

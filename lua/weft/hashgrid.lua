@@ -94,7 +94,8 @@ return function(weft, P)
       upload(g)
     end
     -- the id joins the runtime's live objects until g is collected
-    local reg = track and track(P.rt, id, GEOM_HASHGRID)
+    -- (a device object's ordinal + 1 from bit 8 on, as a mesh's: geom_mesh.c)
+    local reg = track and track(P.rt, id, GEOM_HASHGRID + (dev >= 0 and (dev + 1) * 256 or 0))
     if track and reg == nil then P.check(-1, 2) end
     ffi.gc(h, nil)
     g._h = ffi.gc(h, function(p)
