@@ -194,6 +194,10 @@ int main(void) {
   for (int i = 0; i < 3 * b.n; i++) /* huge: centroid sums overflow */
     b.lo[i] = b.hi[i] = (frand() - 0.5f) * 6e37f * 10;
   check_both(&b, 1);
+  for (int i = 0; i < b.n; i++) /* a geometric row: SAH peels one off */
+    for (int c = 0; c < 3; c++)
+      b.lo[3 * i + c] = b.hi[3 * i + c] = c ? 0 : powf(1.5f, (float)(i % 200));
+  check_both(&b, 1);
   for (int i = 0; i < 3 * b.n; i++) /* infinite (and 0 * inf: NaN) */
     b.lo[i] = b.hi[i] = (frand() - 0.5f) * INFINITY;
   check_both(&b, 0);
