@@ -127,8 +127,9 @@ end
 
 -- CUDA (scripts/cuda-emu): the launch checks the id parameters that reach a
 -- query unchanged, before the kernel runs, so a device never reads
--- through them. Ids read from arrays are not checked on CUDA (a device
--- fault on a GPU; the emulator ends the process with its diagnosis).
+-- through them. Ids read from arrays are not checked on CUDA: a device
+-- fault (CUDA_ERROR_ILLEGAL_ADDRESS, the device lost for the process), on
+-- a GPU as on the emulator.
 describe("geometry ids on CUDA", function()
   local dev = { device = "cuda:0" }
   local function cuda_cube()
@@ -205,5 +206,20 @@ describe("geometry ids on CUDA", function()
     local f = weft.zeros(4, weft.float32, dev)
     weft.launch(lookup, 4, { v.id, f }, dev)
     assert.equals(1, f:to("cpu")[2])
+  end)
+  it("an id read from an array is a device fault, reported, the process alive (in a child)", function()
+    if not weft.is_cuda_available() then return pending("no CUDA device: run under scripts/cuda-emu") end
+    local out = require "helpers.run_child" [[
+      local weft = require "weft"
+      local k = weft.kernel{ ids = weft.array(weft.uint64), out = weft.array(weft.float32), function(ids, out)
+        out[weft.tid()] = weft.mesh_query_point(ids[weft.tid()], weft.vec3(), 10.0).u
+      end }
+      local d = { device = "cuda:0" }
+      weft.launch(k, 2, { weft.array({ 12345, 12345 }, weft.uint64, d), weft.zeros(2, weft.float32, d) }, d)
+      print(pcall(weft.synchronize))
+      print("still running")
+    ]]
+    assert.matches("false\t[^\n]+:8: weft: CUDA synchronize failed: CUDA_ERROR_ILLEGAL_ADDRESS", out)
+    assert.matches("still running", out, 1, true)
   end)
 end)

@@ -16,6 +16,9 @@
 **   memory     device memory is one reserved region, PROT_NONE unless a
 **              kernel or a copy of the emulator is running: a host read of
 **              a device pointer faults, and the SIGSEGV handler says so.
+**              A kernel's fault (any address: a wild pointer, a stale id)
+**              ends that kernel with CUDA_ERROR_ILLEGAL_ADDRESS, sticky on
+**              the context, as on a GPU; the process goes on.
 **              Allocations are tracked: copies out of bounds, double
 **              frees, frees of unknown pointers and leaks at context
 **              destroy are reported ("weft-cuda-emu: ..." on stderr).
@@ -42,6 +45,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -286,6 +290,7 @@ static struct {
 
 static __thread emu_ctx *tls_ctx;
 static __thread int tls_in_kernel;
+static __thread sigjmp_buf tls_fault; /* run_op's, for a kernel's fault */
 
 /* ---- diagnostics -------------------------------------------------------- */
 /* A misuse the emulator caught: stderr, the last message, the counter. */
@@ -408,6 +413,18 @@ static void segv(int sig, siginfo_t *si, void *uc) {
       mprotect(G.heap, HEAP_SIZE, PROT_READ | PROT_WRITE);
       return;
     }
+  }
+  if (tls_in_kernel) { /* any address: back to run_op, which fails the kernel */
+    if (!in_heap(p)) {
+      char msg[200];
+      int n = snprintf(msg, sizeof msg,
+                       "weft-cuda-emu: a kernel accessed address %#" PRIxPTR
+                       ", which is not device memory\n",
+                       p);
+      if (n > 0) (void)!write(2, msg, (size_t)n);
+    }
+    tls_in_kernel = 0;
+    siglongjmp(tls_fault, 1);
   }
   sigaction(SIGSEGV, &G.old_segv, NULL); /* the fault repeats and ends the process */
   (void)sig;
@@ -676,11 +693,18 @@ static int run_op(emu_op *o) {
     if (o->delay_ms > 0) sleep_ms(o->delay_ms);
     char err[512] = "";
     dev_enter();
-    tls_in_kernel = 1;
-    int t = o->fn->run(o->ptrs, o->dims, err, sizeof err);
+    volatile int t = -1;
+    if (!sigsetjmp(tls_fault, 1)) { /* 1 again after a fault (segv), t still -1 */
+      tls_in_kernel = 1;
+      t = o->fn->run(o->ptrs, o->dims, err, sizeof err);
+    }
     tls_in_kernel = 0;
     dev_leave();
-    if (t) {
+    if (t < 0) {
+      fprintf(stderr, "weft-cuda-emu: kernel %s faulted: CUDA_ERROR_ILLEGAL_ADDRESS\n",
+              o->fn->name);
+      r = E_ILLEGAL_ADDRESS;
+    } else if (t) {
       fprintf(stderr, "weft-cuda-emu: kernel %s trapped: %s\n", o->fn->name, err);
       r = E_LAUNCH_FAILED;
     }
