@@ -10,7 +10,9 @@
 ** vector and matrix math to scalar ops); integer instances of the same ops
 ** carry no adjoint and are skipped by the sweep. Subgradients follow Warp:
 ** min/max route the adjoint to the chosen operand (b on ties), abs uses
-** sign(x) with +1 at 0, floor/ceil/round/trunc/rint have zero derivative.
+** sign(x) with +1 at 0, floor/ceil/round/trunc/rint have zero derivative;
+** the sqrt of length and normalize has derivative 0 at 0 (Warp's
+** adj_length), and so has atan2 at (0, 0), where Warp's is NaN.
 **
 ** Forward mode (jvp.c) uses a second column: a tangent rule returns the
 ** tangent of the op's result from the tangents of its operands (t[k];
@@ -139,10 +141,21 @@ static void r_abs(wf_adctx *A, const wf_inst *in, const wf_val *g) {
 static void r_zero(wf_adctx *A, const wf_inst *in, const wf_val *g) {}
 
 /* ---- elementary functions ---- */
-/* r = sqrt(x): dx = (g / 2) / r, through the shared reciprocal of r. */
+/* v where r > 0, else 0: the derivatives that are 0 at a singular point
+** (Warp's adj_length), so an adjoint of 0 times inf is 0, not NaN. */
+static wf_val pos_or_zero(wf_adctx *A, const wf_type *t, wf_val r, wf_val v) {
+  wf_val z = wf_ad_zero(A, t);
+  wf_val pos = wf_ad_op2(A, WF_OP_GT, wf_t_bool(A->T), r, z);
+  return wf_ad_op3(A, WF_OP_SELECT, t, pos, v, z);
+}
+/* r = sqrt(x): dx = (g / 2) / r, through the shared reciprocal of r; 0 at
+** r = 0 for the sqrt of length and normalize (WF_SQRT_ZERO_AT_ZERO). */
+static wf_val dsqrt(wf_adctx *A, const wf_inst *in, const wf_type *t, wf_val g) {
+  wf_val d = MUL(MUL(g, wf_ad_constf(A, t, 0.5)), recip(A, t, R0));
+  return in->imm == WF_SQRT_ZERO_AT_ZERO ? pos_or_zero(A, t, R0, d) : d;
+}
 static void r_sqrt(wf_adctx *A, const wf_inst *in, const wf_val *g) {
-  const wf_type *t = RT(in);
-  ACC(0, MUL(MUL(g[0], wf_ad_constf(A, t, 0.5)), recip(A, t, R0)));
+  ACC(0, dsqrt(A, in, RT(in), g[0]));
 }
 static void r_exp(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   const wf_type *t = RT(in);
@@ -180,11 +193,14 @@ static void r_atan(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   const wf_type *t = RT(in);
   ACC(0, DIV(g[0], ADDV(ONE, MUL(X(0), X(0)))));
 }
-/* r = atan2(y, x): dy = x / (x^2 + y^2), dx = -y / (x^2 + y^2) */
+/* r = atan2(y, x): dy = x / (x^2 + y^2), dx = -y / (x^2 + y^2); both 0
+** at (0, 0), where 0 / 0 would be NaN (Warp's is; a self-pair's angle
+** must not poison the gradient). */
 static void r_atan2(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   const wf_type *t = RT(in);
   wf_val y = X(0), x = X(1);
-  wf_val gd = DIV(g[0], ADDV(MUL(x, x), MUL(y, y)));
+  wf_val d2 = ADDV(MUL(x, x), MUL(y, y));
+  wf_val gd = pos_or_zero(A, t, d2, DIV(g[0], d2));
   ACC(0, MUL(gd, x));
   ACC(1, NEGV(MUL(gd, y)));
 }
@@ -508,7 +524,7 @@ static wf_val f_zero(wf_adctx *A, const wf_inst *in, const wf_val *t) {
     if (TN(0) < 0) return WF_NOVAL;                                                                \
     return expr;                                                                                   \
   }
-FUNARY(f_sqrt, MUL_(TMUL(TN(0), wf_ad_constf(A, t_, 0.5)), recip(A, t_, R0)))
+FUNARY(f_sqrt, dsqrt(A, in, t_, TN(0)))
 FUNARY(f_exp, TMUL(TN(0), R0))
 FUNARY(f_log, TDIV(TN(0), X(0)))
 FUNARY(f_sin, TMUL(TN(0), wf_ad_op1(A, WF_OP_COS, t_, X(0))))
@@ -537,7 +553,8 @@ static wf_val f_atan2(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   if (TN(0) < 0 && TN(1) < 0) return WF_NOVAL;
   wf_val y = X(0), x = X(1);
   wf_val num = TADD(TMUL(TN(0), x), TNEG(TMUL(TN(1), y)));
-  return TDIV(num, wf_ad_op2(A, WF_OP_ADD, t_, MUL_(x, x), MUL_(y, y)));
+  wf_val d2 = wf_ad_op2(A, WF_OP_ADD, t_, MUL_(x, x), MUL_(y, y));
+  return pos_or_zero(A, t_, d2, TDIV(num, d2));
 }
 static wf_val f_select(wf_adctx *A, const wf_inst *in, const wf_val *t) {
   TRT;

@@ -937,7 +937,11 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
       out[0] = wf_lo_mkval(d, st);
       return 1;
     }
-    wf_val l = wf_b_op1(B, WF_OP_SQRT, st, d);
+    /* imm 1: the derivative is 0 at the zero vector, as Warp's adj_length
+    ** and adj_normalize (a self-pair's length must not make NaN) */
+    wf_inst *sq = wf_b_inst(B, WF_OP_SQRT, 1, &d, 1, &st, 0);
+    sq->imm = WF_SQRT_ZERO_AT_ZERO;
+    wf_val l = sq->res[0];
     if (name[0] == 'l') {
       out[0] = wf_lo_mkval(l, st);
       return 1;

@@ -169,12 +169,16 @@ typedef enum wf_tyrule {
   WF_TY_BITS   /* operands and result: one bool or int type */
 } wf_tyrule;
 
+/* (3) imm WF_SQRT_ZERO_AT_ZERO ("sqrt %x, 1"): its derivative is 0 at 0
+**     instead of inf (length and normalize; the value is the same). */
+#define WF_SQRT_ZERO_AT_ZERO 1
+
 /* Scalar float functions: M(X, e, s, na, fl, libm, llvm, cuda, fold).
 ** Adding one (erf) takes this row, its derivative rule in src/ad/rules.c
 ** and, if wanted, a host-side fallback in lua/weft/builtins.lua. */
 /* clang-format off */
 #define WF_MATHDEF(M, X) \
-  M(X, SQRT,    "sqrt",    1, WF_OPF_DIFF, sqrt,  "llvm.sqrt",  "sqrt",  sqrt) \
+  M(X, SQRT,    "sqrt",    1, WF_OPF_DIFF, sqrt,  "llvm.sqrt",  "sqrt",  sqrt) /* (3) */ \
   M(X, CBRT,    "cbrt",    1, WF_OPF_DIFF, cbrt,  NULL,         "cbrt",  0) \
   M(X, EXP,     "exp",     1, WF_OPF_DIFF, exp,   "llvm.exp",   "exp",   0) \
   M(X, EXP2,    "exp2",    1, WF_OPF_DIFF, exp2,  "llvm.exp2",  "exp2",  0) \
