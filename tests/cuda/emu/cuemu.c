@@ -1679,6 +1679,19 @@ typedef struct host_sig {
   unsigned n, size[256], align[256], kind[256];
 } host_sig;
 
+/* mkdir -p: a fresh build's $WEFT_CACHE_DIR may not exist yet (ctest
+** runs the emulator before anything else made it). Errors show later,
+** when the build cannot write its file. */
+static void mkdir_p(char *path) {
+  for (char *p = path + 1; *p; p++)
+    if (*p == '/') {
+      *p = 0;
+      mkdir(path, 0755);
+      *p = '/';
+    }
+  mkdir(path, 0755);
+}
+
 /* The cache directory of host builds (created), in buf. */
 static void cache_dir(char *buf, size_t n) {
   const char *d = getenv("WEFT_CUDA_EMU_CACHE");
@@ -1689,7 +1702,7 @@ static void cache_dir(char *buf, size_t n) {
     snprintf(buf, n, "%s/cuda-emu", w);
   else
     snprintf(buf, n, "/tmp/weft-cuda-emu-%d", (int)getuid());
-  mkdir(buf, 0755);
+  mkdir_p(buf);
 }
 
 /* Build (or find) the host .so of a module's source; dlopen it. */

@@ -7,11 +7,14 @@
 ** and invalidate it; injected faults fail once. Run by ctest through
 ** scripts/cuda-emu (WEFT_CUDA_EMU_LIB); skips without it.
 */
+#define _XOPEN_SOURCE 700 /* nftw */
 #include <dlfcn.h>
+#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "wtest.h"
 
@@ -175,14 +178,27 @@ static void test_driver(void) {
   CHECK_INT((int)stats().allocs_live, 0);
 }
 
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f) {
+  (void)st, (void)flag, (void)f;
+  return remove(p);
+}
+
 int main(void) {
   const char *path = getenv("WEFT_CUDA_EMU_LIB");
   if (!path || !*path) {
     printf("SKIP: not under scripts/cuda-emu\n");
     return 0;
   }
+  /* host builds go under a $WEFT_CACHE_DIR that does not exist yet, as in
+  ** a fresh build tree: the emulator makes it and its parents */
+  char top[64], cache[96];
+  snprintf(top, sizeof top, "/tmp/weft-emu-driver-%d", (int)getpid());
+  snprintf(cache, sizeof cache, "%s/fresh/test-cache", top);
+  setenv("WEFT_CACHE_DIR", cache, 1);
+  unsetenv("WEFT_CUDA_EMU_CACHE");
   lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   CHECK(lib != NULL);
   if (lib) test_driver();
+  nftw(top, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
   WTEST_DONE();
 }
