@@ -502,10 +502,12 @@ return function(weft, P)
   -- per query (src/cpu/rtlib.c, whose messages these are). A device would
   -- read through a bad id; ids read from arrays go unchecked on CUDA.
   local kind_names = { "weft.Mesh", "weft.Bvh", "weft.HashGrid", "weft.Volume" }
+  -- (a static host may leave the registry out: then nothing is checked)
+  local geom_kind = pcall(function() return C.wf_geom_kind end) and C.wf_geom_kind
   local function check_ids(k, n, ker, ins, outs, nin)
-    for i, use in pairs(ker.geom) do
+    for i, use in pairs(geom_kind and ker.geom or {}) do
       local id = ffi.cast("uint64_t", i <= nin and ins[i] or outs[i - nin])
-      local rk = C.wf_geom_kind(rt, id)
+      local rk = geom_kind(rt, id)
       local kd, on = bit.band(rk, 255), bit.rshift(rk, 8) -- on: device ordinal + 1, 0 the cpu
       local want, why = kind_names[use.kind] or "object", nil
       if rk == 0 then

@@ -7,12 +7,14 @@
 
 #include "geom/hashgrid.h"
 #include "geom/nanovdb.h"
+#include "runtime/geom.h"
 #include "runtime/wf_launch.h"
 #include "weft.h"
 #include "wtest.h"
 
 /* The static library's objects come in only when referenced: keep what the
-** Lua layer reaches through ffi.C. */
+** Lua layer reaches through ffi.C (the registry of live objects too: kernels
+** check their ids against it). */
 __attribute__((used)) static int (*const keep_launch)(wf_rt *, void *, int, const int64_t *,
                                                       const void *, int64_t) = wf_cpu_launch;
 __attribute__((used)) static void *const keep_geom[] = {
@@ -20,7 +22,8 @@ __attribute__((used)) static void *const keep_geom[] = {
     (void *)wf_volume_info_get, (void *)wf_volume_free,          (void *)wf_volume_sample_points,
     (void *)wf_volume_sizes,    (void *)wf_volume_bytes,         (void *)wf_volume_device_desc,
     (void *)wf_hashgrid_new,    (void *)wf_hashgrid_reserve,     (void *)wf_hashgrid_build,
-    (void *)wf_hashgrid_free,   (void *)wf_hashgrid_device_desc, (void *)wf_hashgrid_array};
+    (void *)wf_hashgrid_free,   (void *)wf_hashgrid_device_desc, (void *)wf_hashgrid_array,
+    (void *)wf_geom_track,      (void *)wf_geom_untrack,         (void *)wf_geom_kind};
 
 int main(void) {
   weft_State *W = weft_open();
