@@ -520,7 +520,8 @@ return function(weft, P)
       end
       if why then
         local chunk = use.chunk:gsub("^[@=]", "")
-        error(fmt("%s:%d: weft.%s: %s, in kernel '%s'", chunk, use.line, use.name, why, k.name), 0)
+        -- at the launch's line too, as a CPU launch reports the query's failure
+        raise(fmt("%s:%d: weft.%s: %s, in kernel '%s'", chunk, use.line, use.name, why, k.name))
       end
     end
   end
