@@ -71,8 +71,8 @@ describe("length and normalize at the zero vector", function()
             if not ok then error(string.format("output %d [%d][%d] = %s", of, r, c, tostring(x))) end
           end
         end
-        local ok, r, c, x = block_is(J, no, n, 1, 1, function(y) return y == 0 end)
-        if not ok then error(string.format("output %d at zero [%d][%d] = %s, want 0", of, r, c, tostring(x))) end
+        local ok, r0, c0, x = block_is(J, no, n, 1, 1, function(y) return y == 0 end)
+        if not ok then error(string.format("output %d at zero [%d][%d] = %s, want 0", of, r0, c0, tostring(x))) end
         for r = no + 1, 3 * no do
           for c = 1, 3 * n do
             local want = F[r][c]

@@ -109,6 +109,39 @@ return function(weft, P)
     return r[1] and r or nil
   end
 
+  -- weft.jvp (tape.lua): forward mode has no tangents of the points a
+  -- mesh query reads (the points are not jvp inputs), so a tangent given
+  -- for an input array that a mesh the kernel queries reads would be
+  -- dropped on its way through the queries. Refused at the first query's
+  -- line instead. geom_params(mod) is core.geom_params, cached per module.
+  local geom_uses = setmetatable({}, { __mode = "k" })
+  local function same_memory(a, b)
+    if not (weft.is_array(a) and weft.is_array(b)) then return false end
+    if a.h.buf ~= nil and a.h.buf == b.h.buf then return true end
+    return a.h.data ~= nil and a.h.data == b.h.data
+  end
+  function P.jvp_geom_check(k, mod, params, args, tangents)
+    local uses = geom_uses[mod]
+    if not uses then
+      uses = P.core.geom_params(mod)
+      geom_uses[mod] = uses
+    end
+    for i, use in pairs(uses) do
+      local o = use.kind == 1 and live[id_key(args[i])] -- 1: WF_GEOM_MESH
+      for _, x in ipairs(o and P.id_reads(args[i]) or {}) do
+        for j, t in pairs(tangents) do
+          if t and same_memory(args[j], x) then
+            error(string.format("%s:%d: weft.jvp of '%s': the tangent given for '%s' would be "
+                  .. "dropped at weft.%s: '%s' holds the points of the mesh queried, and forward "
+                  .. "mode carries no tangents of a mesh's points (give none, or use reverse mode)",
+                  use.chunk:gsub("^[@=]", ""), use.line, k.name, params[j].name, use.name,
+                  params[j].name), 0)
+          end
+        end
+      end
+    end
+  end
+
   local mesh_methods, bvh_methods = {}, {}
   local mesh_mt = { __index = mesh_methods, __name = "weft.Mesh" }
   local bvh_mt = { __index = bvh_methods, __name = "weft.Bvh" }

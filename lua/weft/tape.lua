@@ -242,6 +242,7 @@ return function(weft, P)
         adjs[#adjs + 1] = g or types[i]()
       end
     end
+    if kind == "jvp" then P.jvp_geom_check(k, k:_module(types), k.params, inputs, d_in) end
     -- read-only arrays that the derived kernel writes (an adjoint writes
     -- the adjoints of its inputs) are refused before anything runs
     local dmod, dname, pk = derived_module(kind, k, k:_module(types), types, false)
