@@ -67,4 +67,40 @@ describe("the 4-wide mesh tree", function()
       check(m, moved, idx, r, n .. " triangles after refit")
     end
   end)
+
+  -- meshes of 65536 triangles and more refit on the thread pool, in
+  -- subtrees, then the lanes in node ranges: every lane must take its
+  -- new box, which a fresh mesh over the moved points tells (its rays and
+  -- closest points are the same numbers)
+  it("refits large meshes on the thread pool as a fresh build over the moved points", function()
+    local pts, idx = G.torus(1, 0.4, 256, 130) -- 66560 triangles
+    local m = weft.Mesh{ points = weft.array(pts, vec3), indices = weft.array(idx, weft.int32) }
+    local moved = {}
+    for i, p in ipairs(pts) do
+      moved[i] = { p[1] * 0.5 + p[3] * 0.8, p[2] * 1.7 - 0.3, p[3] * 2.5 + math.sin(3 * p[1]) }
+    end
+    local MP = weft.array(moved, vec3)
+    weft.copy(m.points, MP)
+    m:refit()
+    local fresh = weft.Mesh{ points = MP, indices = weft.array(idx, weft.int32) }
+    local r, o, d = G.rng(31), {}, {}
+    for i = 1, 300 do
+      o[i] = { r(-3, 3), r(-3, 3), r(-3, 3) }
+      d[i] = G.sub(moved[math.floor(r(1, #moved))], o[i])
+    end
+    local O, D = weft.array(o, vec3), weft.array(d, vec3)
+    local res = {}
+    for j, mesh in ipairs { m, fresh } do
+      local T, C = weft.zeros(#o, weft.float32), weft.zeros(#o, weft.float32)
+      weft.launch(k, #o, { mesh.id, O, D, T, C })
+      res[j] = { T:totable(), C:totable() }
+    end
+    local hits = 0
+    for i = 1, #o do
+      if res[2][1][i] >= 0 then hits = hits + 1 end
+      assert.are.equal(res[2][1][i], res[1][1][i], "ray " .. i)
+      assert.are.equal(res[2][2][i], res[1][2][i], "point " .. i)
+    end
+    assert.is_true(hits > 200, hits .. " rays hit")
+  end)
 end)

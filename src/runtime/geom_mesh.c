@@ -20,6 +20,7 @@
 #include "geom/query.h"
 #include "runtime/device.h"
 #include "runtime/rt.h"
+#include "runtime/wf_launch.h"
 
 struct wf_geom {
   union {
@@ -91,14 +92,33 @@ static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
   }
 }
 
-/* Meshes: copy the triangles into leaf order and take the node bounds,
-** in one post-order walk per subtree (an explicit stack: a node's index,
-** or ~index once its children are done); the root's two subtrees on two
-** threads for large meshes. */
-typedef struct refit_part {
+/* Meshes: copy the triangles into leaf order and take the node bounds
+** (binary nodes, and the wide lanes they stand in), in one post-order
+** walk per subtree (an explicit stack: a node's index, or ~index once its
+** children are done). The subtrees under the top levels are the parts of
+** a job on the runtime's thread pool; the few nodes above them follow.
+** Each byte is touched once: a node's box goes to its lane while it is
+** still in registers, and siblings finish close in time, so each wide
+** node stays in the cache while its lanes are written. */
+#define REFIT_PARTS 16 /* subtrees (pool chunks): enough to balance two cores */
+
+typedef struct refit_job {
   wf_geom *g;
-  int root;
-} refit_part;
+  int nparts, ntop;
+  int part[REFIT_PARTS]; /* subtree roots */
+  int top[REFIT_PARTS];  /* the inner nodes above them, parents first */
+} refit_job;
+
+/* Node i's box is final: its lane (if it stands in one) takes it. */
+/* wf_pool_fn: the lanes of binary nodes [begin, end) take their boxes
+** (a pass in node order after the walk: streaming reads, and writes that
+** mostly follow the wide nodes' order, where writes from inside the walk
+** were measured slower) */
+static void refit_lanes(void *p, int64_t begin, int64_t end) {
+  wf_geom *g = p;
+  for (int64_t i = begin; i < end; i++)
+    if (g->wlane[i] >= 0) wf_bvh4_lane_box(g->wide, g->wlane[i], &g->nodes[i]);
+}
 
 /* Leaf n: its triangles copied into slots [a, a - b), its box from them. */
 static void leaf_refit(wf_geom *g, wf_gnode *n) {
@@ -126,13 +146,11 @@ static void inner_refit(wf_gnode *N, wf_gnode *n) {
   }
 }
 
-static void *subtree_refit(void *p) {
-  refit_part *r = p;
-  wf_geom *g = r->g;
+static void subtree_refit(wf_geom *g, int root) {
   wf_gnode *N = g->nodes;
   /* depth <= WF_GSTACK: a pending parent and a sibling per level */
   int stack[2 * WF_GSTACK + 2], sp = 0;
-  stack[sp++] = r->root;
+  stack[sp++] = root;
   while (sp) {
     int i = stack[--sp];
     if (i < 0) {
@@ -145,27 +163,43 @@ static void *subtree_refit(void *p) {
       stack[sp++] = N[i].a;
     }
   }
-  return NULL;
 }
 
-static void mesh_refit(wf_geom *g) {
-  wf_gnode *root = &g->nodes[0];
-  if (root->b < 0) {
-    leaf_refit(g, root);
-    return;
+/* wf_pool_fn: the subtrees [begin, end) of a refit_job. */
+static void refit_parts(void *p, int64_t begin, int64_t end) {
+  refit_job *j = p;
+  for (int64_t k = begin; k < end; k++)
+    subtree_refit(j->g, j->part[k]);
+}
+
+static void mesh_refit(wf_rt *rt, wf_geom *g) {
+  refit_job j;
+  j.g = g, j.nparts = 1, j.ntop = 0, j.part[0] = 0;
+  /* split the largest meshes: the part that is an inner node and came
+  ** first gives way to its two children, until there are REFIT_PARTS */
+  wf_pool *pool = g->nprims >= 65536 ? wf_launch_pool(rt) : NULL;
+  for (int k = 0; pool && k < j.nparts && j.nparts < REFIT_PARTS;) {
+    const wf_gnode *n = &g->nodes[j.part[k]];
+    if (n->b < 0) {
+      k++;
+      continue;
+    }
+    j.top[j.ntop++] = j.part[k];
+    j.part[k] = n->a, j.part[j.nparts++] = n->b;
   }
-  refit_part parts[2] = {{g, root->a}, {g, root->b}};
-  pthread_t th;
-  int threaded =
-      g->nthreads > 1 && g->nprims >= 65536 && !pthread_create(&th, NULL, subtree_refit, &parts[1]);
-  subtree_refit(&parts[0]);
-  if (threaded)
-    pthread_join(th, NULL);
+  if (pool)
+    wf_pool_run(pool, j.nparts, 1, refit_parts, &j, NULL);
   else
-    subtree_refit(&parts[1]);
-  inner_refit(g->nodes, root);
+    refit_parts(&j, 0, j.nparts);
+  for (int k = j.ntop - 1; k >= 0; k--)
+    inner_refit(g->nodes, &g->nodes[j.top[k]]);
   /* node 1, the pad no parent names, keeps a box (of slot 0) */
   if (g->nnodes > 1) leaf_refit(g, &g->nodes[1]);
+  if (!g->wlane) return;
+  if (pool)
+    wf_pool_run(pool, g->nnodes, 8192, refit_lanes, g, NULL);
+  else
+    refit_lanes(g, 0, g->nnodes);
 }
 
 /* Collapse the binary tree into wide nodes (bvh4.c). */
@@ -334,7 +368,7 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     if (threaded) pthread_join(th, NULL);
     if (!g->sidx || job.rc) goto oom;
     g->d.mesh.tris = g->tris;
-    mesh_refit(g); /* the lanes have the build's boxes already */
+    mesh_refit(rt, g);
   }
   if (winding) {
     g->wind = calloc((size_t)g->nnodes, sizeof *g->wind);
@@ -465,11 +499,7 @@ int wf_geom_refit(wf_rt *rt, wf_geom *g) {
     return rc;
   }
   if (g->kind == WF_GEOM_MESH) {
-    mesh_refit(g);
-    /* each binary node's box into the wide lane it stands in: one pass
-    ** in node order after the walk (cheaper than scattered writes in it) */
-    for (int i = 0; i < g->nnodes; i++)
-      if (g->wlane[i] >= 0) wf_bvh4_lane_box(g->wide, g->wlane[i], &g->nodes[i]);
+    mesh_refit(rt, g);
   } else {
     wf_bvh_refit(g->nodes, g->nnodes, g->items, (const float *)g->d.boxes.lowers,
                  (const float *)g->d.boxes.uppers);
