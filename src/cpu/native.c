@@ -115,13 +115,18 @@ static void check_id(wf_cpu_emitter *e, const wf_inst *in, const wf_nativeinfo *
                        wf_cpu_ci32(e, in->imm),
                        index};
   LLVMValueRef got = wf_cpu_call_ext(e, "wf_cpu_rt_geom_check", e->i64, pt, 7, a);
+  if (!cid) {
+    /* the entry's limit said no, so the check fails and the body returns:
+    ** as the call never leads back into the thread loop, LLVM may keep the
+    ** loop's loads of the object's fields hoisted out of it */
+    wf_cpu_end_check(e, cont);
+    return;
+  }
   LLVMBasicBlockRef good =
       wf_cpu_begin_check(e, LLVMBuildICmp(B, LLVMIntNE, got, wf_cpu_ci64(e, 0), ""));
   wf_cpu_end_check(e, good);
-  if (cid) {
-    LLVMBuildStore(B, id, cid);
-    LLVMBuildStore(B, got, clim);
-  }
+  LLVMBuildStore(B, id, cid);
+  LLVMBuildStore(B, got, clim);
   LLVMBuildBr(B, cont);
   LLVMPositionBuilderAtEnd(B, cont);
 }
