@@ -1,6 +1,6 @@
 -- Gradients of length, normalize and atan2 where they are singular: at the
 -- zero vector (and atan2 at (0, 0)) the derivative is 0, as in Warp's
--- adj_length and adj_normalize, in reverse and forward mode, so a
+-- adj_length, adj_normalize and adj_atan2, in reverse and forward mode, so a
 -- particle's self-pair never turns a gradient into NaN. Away from zero
 -- the derivatives match central differences. The CUDA cases run under
 -- scripts/cuda-emu.
@@ -134,6 +134,84 @@ describe("length and normalize at the zero vector", function()
     local t = tr:totable()
     assert.are.equal(0, t[1])
     assert(finite(t[2]) and finite(t[3]) and t[2] ~= 0 and t[3] ~= 0)
+  end)
+end)
+
+describe("other singular points, as in Warp", function()
+  local f64 = weft.float64
+
+  it("asin and acos at |x| = 1: derivative 0 in both modes, differences inside", function()
+    for _, f in ipairs { weft.asin, weft.acos } do
+      local k = weft.kernel{ x = weft.array(f64), r = weft.array(f64), function(x, r)
+        local i = weft.tid()
+        r[i] = f(x[i])
+      end }
+      local x, r = weft.array({ 1, -1, 0.3, -0.6 }, f64), weft.zeros(4, f64)
+      local J = weft.jacobian(k, 4, { x }, { r }, 1, 1):totable()
+      local F = weft.jacobian_fd(k, 4, { x }, { r }, 1, 1):totable()
+      assert.are.equal(0, J[1][1])
+      assert.are.equal(0, J[2][2])
+      for i = 3, 4 do assert(math.abs(J[i][i] - F[i][i]) <= 1e-6, J[i][i] .. " vs " .. F[i][i]) end
+      local tr = weft.zeros(4, f64)
+      weft.jvp(k, 4, { x }, { weft.array({ 1, 1, 1, 1 }, f64) }, { r }, { tr })
+      local t = tr:totable()
+      assert.are.same({ 0, 0 }, { t[1], t[2] })
+      for i = 3, 4 do assert(math.abs(t[i] - J[i][i]) <= 1e-12) end
+    end
+  end)
+
+  it("normalize of the zero quaternion is the identity, with gradient 0", function()
+    local k = weft.kernel{ q = weft.array(weft.quatd), u = weft.array(weft.quatd), function(q, u)
+      local i = weft.tid()
+      u[i] = weft.normalize(q[i])
+    end }
+    local q, u = weft.array({ { 0, 0, 0, 0 }, { 0.5, -1, 0.25, 2 } }, weft.quatd), weft.zeros(2, weft.quatd)
+    weft.launch(k, 2, { q, u })
+    assert.are.same({ 0, 0, 0, 1 }, u:totable()[1])
+    local J = weft.jacobian(k, 2, { q }, { u }, 1, 1):totable()
+    local F = weft.jacobian_fd(k, 2, { q }, { u }, 1, 1):totable()
+    for r = 1, 8 do
+      for c = 1, 8 do
+        if r <= 4 and c <= 4 then
+          assert.are.equal(0, J[r][c])
+        elseif r > 4 and c > 4 then
+          assert(math.abs(J[r][c] - F[r][c]) <= 1e-6, string.format("[%d][%d] %g vs %g", r, c, J[r][c], F[r][c]))
+        end
+      end
+    end
+  end)
+
+  it("inverse of a singular matrix is the zero matrix, with gradient 0", function()
+    for _, mt in ipairs { weft.mat22d, weft.mat33d } do
+      local n = mt == weft.mat22d and 2 or 3
+      local k = weft.kernel{ m = weft.array(mt), r = weft.array(mt), function(m, r)
+        local i = weft.tid()
+        r[i] = weft.inverse(m[i])
+      end }
+      local sing, reg = {}, {}
+      for i = 1, n do
+        sing[i], reg[i] = {}, {}
+        for j = 1, n do
+          sing[i][j] = i * j -- rank 1
+          reg[i][j] = (i == j and 2 or 0) + 0.1 * i - 0.2 * j
+        end
+      end
+      local m, r = weft.array({ sing, reg }, mt), weft.zeros(2, mt)
+      weft.launch(k, 2, { m, r })
+      for _, v in ipairs(flat(r:totable()[1])) do assert.are.equal(0, v) end
+      local J = weft.jacobian(k, 2, { m }, { r }, 1, 1):totable()
+      local F = weft.jacobian_fd(k, 2, { m }, { r }, 1, 1):totable()
+      local nn = n * n
+      for a = 1, 2 * nn do
+        for b = 1, 2 * nn do
+          if a <= nn then
+            assert(J[a][b] == 0, string.format("singular [%d][%d] = %s", a, b, tostring(J[a][b])))
+          elseif b > nn then
+            assert(math.abs(J[a][b] - F[a][b]) <= 1e-6, string.format("[%d][%d] %g vs %g", a, b, J[a][b], F[a][b]))
+          end
+        end
+      end
+    end
   end)
 end)
 

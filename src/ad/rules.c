@@ -11,8 +11,9 @@
 ** carry no adjoint and are skipped by the sweep. Subgradients follow Warp:
 ** min/max route the adjoint to the chosen operand (b on ties), abs uses
 ** sign(x) with +1 at 0, floor/ceil/round/trunc/rint have zero derivative;
-** the sqrt of length and normalize has derivative 0 at 0 (Warp's
-** adj_length), and so has atan2 at (0, 0), where Warp's is NaN.
+** where Warp's adjoints guard a singular point, so do these: the sqrt of
+** length and normalize at 0 (adj_length), atan2 at (0, 0), asin and acos
+** at |x| >= 1 all have derivative 0 there.
 **
 ** Forward mode (jvp.c) uses a second column: a tangent rule returns the
 ** tangent of the op's result from the tangents of its operands (t[k];
@@ -177,24 +178,26 @@ static void r_tan(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   const wf_type *t = RT(in);
   ACC(0, MUL(g[0], ADDV(ONE, MUL(R0, R0))));
 }
-/* 1 / sqrt(1 - x^2), shared by asin and acos */
-static wf_val rsqrt1m(wf_adctx *A, const wf_type *t, wf_val x) {
-  return wf_ad_op1(A, WF_OP_SQRT, t, SUBV(ONE, MUL(x, x)));
+/* g / sqrt(1 - x^2), shared by asin and acos; 0 where the root is not
+** positive (|x| >= 1), as in Warp, so g = 0 at x = 1 gives 0, not NaN */
+static wf_val dasin(wf_adctx *A, const wf_type *t, wf_val x, wf_val g) {
+  wf_val d = wf_ad_op1(A, WF_OP_SQRT, t, SUBV(ONE, MUL(x, x)));
+  return pos_or_zero(A, t, d, DIV(g, d));
 }
 static void r_asin(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   const wf_type *t = RT(in);
-  ACC(0, DIV(g[0], rsqrt1m(A, t, X(0))));
+  ACC(0, dasin(A, t, X(0), g[0]));
 }
 static void r_acos(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   const wf_type *t = RT(in);
-  ACC(0, NEGV(DIV(g[0], rsqrt1m(A, t, X(0)))));
+  ACC(0, NEGV(dasin(A, t, X(0), g[0])));
 }
 static void r_atan(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   const wf_type *t = RT(in);
   ACC(0, DIV(g[0], ADDV(ONE, MUL(X(0), X(0)))));
 }
 /* r = atan2(y, x): dy = x / (x^2 + y^2), dx = -y / (x^2 + y^2); both 0
-** at (0, 0), where 0 / 0 would be NaN (Warp's is; a self-pair's angle
+** at (0, 0), where 0 / 0 would be NaN, as in Warp (a self-pair's angle
 ** must not poison the gradient). */
 static void r_atan2(wf_adctx *A, const wf_inst *in, const wf_val *g) {
   const wf_type *t = RT(in);
@@ -530,8 +533,8 @@ FUNARY(f_log, TDIV(TN(0), X(0)))
 FUNARY(f_sin, TMUL(TN(0), wf_ad_op1(A, WF_OP_COS, t_, X(0))))
 FUNARY(f_cos, TNEG(TMUL(TN(0), wf_ad_op1(A, WF_OP_SIN, t_, X(0)))))
 FUNARY(f_tan, TMUL(TN(0), wf_ad_op2(A, WF_OP_ADD, t_, ONE_, MUL_(R0, R0))))
-FUNARY(f_asin, TDIV(TN(0), rsqrt1m(A, t_, X(0))))
-FUNARY(f_acos, TNEG(TDIV(TN(0), rsqrt1m(A, t_, X(0)))))
+FUNARY(f_asin, dasin(A, t_, X(0), TN(0)))
+FUNARY(f_acos, TNEG(dasin(A, t_, X(0), TN(0))))
 FUNARY(f_atan, TDIV(TN(0), wf_ad_op2(A, WF_OP_ADD, t_, ONE_, MUL_(X(0), X(0)))))
 FUNARY(f_sinh, TMUL(TN(0), wf_ad_op1(A, WF_OP_COSH, t_, X(0))))
 FUNARY(f_cosh, TMUL(TN(0), wf_ad_op1(A, WF_OP_SINH, t_, X(0))))

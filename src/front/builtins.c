@@ -952,7 +952,10 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
     wf_val inv = wf_b_op2(B, WF_OP_DIV, st, wf_lo_const(F, st, 1.0),
                           wf_b_op3(B, WF_OP_SELECT, st, pos, l, wf_lo_const(F, st, 1.0)));
     wf_val r = vscale(F, t, a[0].v, inv);
-    out[0] = wf_lo_mkval(wf_b_op3(B, WF_OP_SELECT, t, pos, r, wf_lo_const(F, t, 0.0)), t);
+    /* a zero quaternion gives the identity, as in Warp */
+    wf_val z = wf_lo_const(F, t, 0.0);
+    if (t->kind == WF_T_QUAT) z = wf_b_insert(B, z, 3, wf_lo_const(F, st, 1.0));
+    out[0] = wf_lo_mkval(wf_b_op3(B, WF_OP_SELECT, t, pos, r, z), t);
     return 1;
   }
   if (!strcmp(name, "outer")) {
@@ -993,7 +996,11 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
       out[0] = wf_lo_mkval(det, st);
       return 1;
     }
-    wf_val invdet = wf_b_op2(B, WF_OP_DIV, st, wf_lo_const(F, st, 1.0), det);
+    /* singular: the zero matrix, as in Warp; 1/0 stays out of the value
+    ** and of its gradient */
+    wf_val nz = wf_b_op2(B, WF_OP_NE, t_bool(F), det, wf_lo_const(F, st, 0.0));
+    wf_val one = wf_lo_const(F, st, 1.0);
+    wf_val invdet = wf_b_op2(B, WF_OP_DIV, st, one, wf_b_op3(B, WF_OP_SELECT, st, nz, det, one));
     for (int i = 0; i < R; i++)
       for (int j = 0; j < R; j++) {
         /* cofactor (i, j) goes to inverse[j][i] */
@@ -1006,7 +1013,8 @@ int wf_bi_call(wf_fstate *F, const char *name, wf_expr *call, int want, wf_rv *o
         if ((i + j) & 1) c = wf_b_op1(B, WF_OP_NEG, st, c);
         r[j * R + i] = MUL(F, st, c, invdet);
       }
-    out[0] = wf_lo_mkval(mat_from(F, mt, r), mt);
+    wf_val inv = mat_from(F, mt, r);
+    out[0] = wf_lo_mkval(wf_b_op3(B, WF_OP_SELECT, mt, nz, inv, wf_lo_const(F, mt, 0.0)), mt);
     return 1;
   }
   if (!strcmp(name, "identity")) {
