@@ -38,6 +38,35 @@ describe("meshes on CUDA", function()
     end
   end)
 
+  -- CUDA keeps traversal stacks in local memory: 4-byte entries there
+  -- (src/geom/query.h, WF_GSTACK_NARROW) keep the frame of a kernel with a
+  -- ray cast and a closest point at 1008 bytes (1744 with 8-byte entries)
+  it("keep a ray and closest-point kernel's stack frame small (ptxas -v, sm_80)", function()
+    local ptxas = "/usr/local/cuda/bin/ptxas"
+    if not io.open(ptxas) then return pending("no " .. ptxas) end
+    local ks = weft.kernel{ id = weft.uint64, o = weft.array(vec3), d = weft.array(vec3),
+      t = weft.array(weft.float32),
+      function(id, o, d, t)
+        local i = weft.tid()
+        local r = weft.mesh_query_ray(id, o[i], d[i], 1.0e6)
+        local q = weft.mesh_query_point_no_sign(id, o[i], 100.0)
+        t[i] = (r.result and r.t or -1.0) + q.u
+      end }
+    local src, out = os.tmpname(), os.tmpname()
+    local f = assert(io.open(src, "w"))
+    f:write((ks:ptx("sm_80")))
+    f:close()
+    local p = assert(io.popen(ptxas .. " -v -arch=sm_80 " .. src .. " -o " .. out .. " 2>&1"))
+    local log = p:read("*a")
+    p:close()
+    os.remove(src)
+    os.remove(out)
+    local frame = -1
+    for b in log:gmatch("(%d+) bytes stack frame") do frame = math.max(frame, tonumber(b)) end
+    assert.is_true(frame >= 0, log)
+    assert.is_true(frame <= 1100, frame .. " bytes stack frame")
+  end)
+
   local function run(dev, m, b, o, d)
     local opt = { device = dev }
     local n = #o

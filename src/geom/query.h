@@ -354,15 +354,33 @@ WF_G void gbox4_dist2(const wf_gnode4 *w, wf_g3 p, float *d) {
 }
 
 /* A traversal stack of lanes: lane j of wide node w as 4 w + j (its
-** child and count are read again when it is popped: 8 bytes an entry keep
-** the stack small in CUDA's local memory) and its distance (entry t of a
-** ray, squared distance of a point). */
+** child and count are read again when it is popped) and, on the CPU, its
+** distance (entry t of a ray, squared distance of a point), so that a pop
+** skips lanes the best hit has moved past without reading the node.
+** CUDA keeps the stack in local memory, where 8-byte entries doubled the
+** kernels' stack frames: there (and on the emulated device, whose host
+** build of the CUDA C defines WF_SHIM_H, so that the tests run this path)
+** entries are 4 bytes and a pop computes the lane's distance again from
+** the query kept beside the stack; the two give the same lanes. */
+#if defined(__CUDACC__) || defined(WF_SHIM_H)
+#define WF_GSTACK_NARROW 1
+#endif
+
 typedef struct wf_gstack4 {
   const wf_gnode4 *W;
-  int sp;
+  int sp, ray; /* ray: q, inv are a ray's origin and 1/dir; else q is a point */
+  float q[3], inv[3];
   int ref[WF_G4STACK];
+#if !defined(WF_GSTACK_NARROW)
   float d[WF_G4STACK];
+#endif
 } wf_gstack4;
+
+WF_G void gstack4_init(wf_gstack4 *S, const wf_gnode4 *W, wf_g3 q, wf_g3 inv, int ray) {
+  S->W = W, S->sp = 0, S->ray = ray;
+  S->q[0] = q.x, S->q[1] = q.y, S->q[2] = q.z;
+  S->inv[0] = inv.x, S->inv[1] = inv.y, S->inv[2] = inv.z;
+}
 
 /* Is distance d within lim (closed: d <= lim, else d < lim)? */
 WF_G int gwithin(float d, float lim, int closed) {
@@ -386,18 +404,41 @@ WF_G int gstack4_push(wf_gstack4 *S, int i, const float *d, const int *hit, floa
   }
   if (!k) return 0;
   for (int q = 0; q < k - 1 && S->sp < WF_G4STACK; q++) {
-    S->ref[S->sp] = 4 * i + l[q], S->d[S->sp] = t[q];
+    S->ref[S->sp] = 4 * i + l[q];
+#if !defined(WF_GSTACK_NARROW)
+    S->d[S->sp] = t[q];
+#endif
     S->sp++;
   }
   *c = w->child[l[k - 1]], *n = w->count[l[k - 1]];
   return 1;
 }
 
+/* Is the lane at stack entry e still within lim? */
+WF_G int gstack4_keep(const wf_gstack4 *S, int e, float lim, int closed) {
+#if !defined(WF_GSTACK_NARROW)
+  return gwithin(S->d[e], lim, closed);
+#else
+  const wf_gnode4 *w = &S->W[S->ref[e] >> 2];
+  int j = S->ref[e] & 3;
+  float lo[3] = {w->lo[0][j], w->lo[1][j], w->lo[2][j]};
+  float hi[3] = {w->hi[0][j], w->hi[1][j], w->hi[2][j]};
+  if (!S->ray) return gwithin(gbox_dist2(lo, hi, g3(S->q[0], S->q[1], S->q[2])), lim, closed);
+  /* gbox4_ray's test of one lane (the slab arithmetic in the same order) */
+  float x0 = (lo[0] - S->q[0]) * S->inv[0], x1 = (hi[0] - S->q[0]) * S->inv[0];
+  float y0 = (lo[1] - S->q[1]) * S->inv[1], y1 = (hi[1] - S->q[1]) * S->inv[1];
+  float z0 = (lo[2] - S->q[2]) * S->inv[2], z1 = (hi[2] - S->q[2]) * S->inv[2];
+  float tn = gmax(gmax(gmin(x0, x1), gmin(y0, y1)), gmax(gmin(z0, z1), 0.0f));
+  float tf = gmin(gmin(gmax(x0, x1), gmax(y0, y1)), gmin(gmax(z0, z1), lim));
+  return tn <= tf * 1.00000024f + 1e-30f && gwithin(tn, lim, closed);
+#endif
+}
+
 /* The next lane on the stack still within lim, or 0 when there is none. */
 WF_G int gstack4_pop(wf_gstack4 *S, float lim, int closed, int *c, int *n) {
   while (S->sp) {
     --S->sp;
-    if (!gwithin(S->d[S->sp], lim, closed)) continue;
+    if (!gstack4_keep(S, S->sp, lim, closed)) continue;
     const wf_gnode4 *w = &S->W[S->ref[S->sp] >> 2];
     *c = w->child[S->ref[S->sp] & 3], *n = w->count[S->ref[S->sp] & 3];
     return 1;
@@ -419,7 +460,7 @@ WF_G int gmesh_ray(const wf_gmesh *m, wf_g3 o, wf_g3 d, float tmax, float *t, fl
   float bt = tmax;
   if (!(gbox_ray(N[0].lo, N[0].hi, o, inv, bt) <= bt)) return -1;
   wf_gstack4 S;
-  S.W = W, S.sp = 0;
+  gstack4_init(&S, W, o, inv, 1);
   int c = 0, cnt = 0, more = 1;
   while (more) {
     if (c < 0) {
@@ -453,7 +494,7 @@ WF_G int gmesh_crossings(const wf_gmesh *m, wf_g3 o, wf_g3 d) {
   const float lim = 3.0e38f;
   if (gbox_ray(N[0].lo, N[0].hi, o, inv, lim) > lim) return 0;
   wf_gstack4 S;
-  S.W = W, S.sp = 0;
+  gstack4_init(&S, W, o, inv, 1);
   int c = 0, cnt = 0, more = 1, count = 0;
   while (more) {
     if (c < 0) {
@@ -509,7 +550,7 @@ WF_G int gmesh_closest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *
   if (!(gbox_dist2(N[0].lo, N[0].hi, p) < bd)) return -1;
   const int all[4] = {1, 1, 1, 1};
   wf_gstack4 S;
-  S.W = W, S.sp = 0;
+  gstack4_init(&S, W, p, p, 0);
   int c = 0, cnt = 0, more = 1;
   while (more) {
     if (c < 0) {
@@ -602,7 +643,7 @@ WF_G wf_g3 gmesh_pseudo_normal(const wf_gmesh *m, wf_g3 p, wf_g3 q, float d2, fl
   if (gbox_dist2(N[0].lo, N[0].hi, p) > lim2) return acc;
   const int all[4] = {1, 1, 1, 1};
   wf_gstack4 S;
-  S.W = W, S.sp = 0;
+  gstack4_init(&S, W, p, p, 0);
   int c = 0, cnt = 0, more = 1;
   while (more) {
     if (c < 0) {
