@@ -131,11 +131,12 @@ return function(weft, P)
       for _, x in ipairs(o and P.id_reads(args[i]) or {}) do
         for j, t in pairs(tangents) do
           if t and same_memory(args[j], x) then
+            local what = same_memory(x, o.points) and "points" or "velocities"
             error(string.format("%s:%d: weft.jvp of '%s': the tangent given for '%s' would be "
-                  .. "dropped at weft.%s: '%s' holds the points of the mesh queried, and forward "
-                  .. "mode carries no tangents of a mesh's points (give none, or use reverse mode)",
+                  .. "dropped at weft.%s: '%s' holds the %s of the mesh queried, and forward "
+                  .. "mode carries no tangents of a mesh's %s (give none, or use reverse mode)",
                   use.chunk:gsub("^[@=]", ""), use.line, k.name, params[j].name, use.name,
-                  params[j].name), 0)
+                  params[j].name, what, what), 0)
           end
         end
       end
