@@ -108,6 +108,16 @@ for _, mode in ipairs { "release", "debug" } do
       fails(qarray, n, { ids, out }, "is a weft.Volume, not a weft.Mesh")
     end)
 
+    it("an id held by a struct argument is checked", function()
+      local H = weft.struct{ { "mesh", weft.uint64 }, { "r", weft.float32 } }
+      local ks = weft.kernel{ h = H, out = weft.array(weft.float32), function(h, out)
+        out[weft.tid()] = weft.mesh_query_point(h.mesh, weft.vec3(0.2, 0.3, 3.0), h.r).u
+      end }
+      local m, out = cube(), weft.zeros(4)
+      weft.launch(ks, 4, { H{ mesh = m.id, r = 10 }, out })
+      fails(ks, 4, { H{ mesh = stale_id(), r = 10 }, out }, "weft.mesh_query_point: id %d+ is not a live weft.Mesh")
+    end)
+
     it("a bad id in a query no thread reaches is no error", function()
       local out = weft.zeros(16)
       weft.launch(guarded, 16, { weft.uint64(0), 0, out })
@@ -172,6 +182,15 @@ describe("geometry ids on CUDA", function()
       local kf = weft.kernel{ id = weft.uint64, o = weft.array(weft.float32), function(id, o)
         o[weft.tid()] = q(id)
       end }
+      -- held by a struct argument
+      local H = weft.struct{ { "r", weft.float32 }, { "mesh", weft.uint64 } }
+      local ks = weft.kernel{ h = H, o = weft.array(weft.float32), function(h, o)
+        o[weft.tid()] = weft.mesh_query_point(h.mesh, weft.vec3(0.2, 0.3, 3.0), h.r).u
+      end }
+      weft.launch(ks, 8, { H{ mesh = m.id, r = 10 }, out }, dev)
+      local okh, errh = pcall(weft.launch, ks, 8, { H{ mesh = stale, r = 10 }, out }, dev)
+      assert.is_false(okh)
+      assert.matches("weft.mesh_query_point: id %d+ is not a live weft.Mesh", tostring(errh))
       weft.launch(kf, 8, { m.id, out }, dev)
       local ok, err = pcall(weft.launch, kf, 8, { weft.uint64(7), out }, dev)
       assert.is_false(ok)

@@ -496,17 +496,21 @@ return function(weft, P)
   local launch_dims = ffi.new("int64_t[4]")
   local NOEXTRA = {}
 
-  -- Release and debug mode: the id arguments of kernel k's parameters
-  -- that reach a native query unchanged (core.geom_params) must be live
-  -- objects of the query's kind on cuda:n, as the CPU's kernels check
-  -- per query (src/cpu/rtlib.c, whose messages these are). A device would
-  -- read through a bad id; ids read from arrays go unchecked on CUDA.
+  -- Release and debug mode: the id arguments of kernel k's parameters (or
+  -- their struct fields) that reach a native query unchanged
+  -- (core.geom_params) must be live objects of the query's kind on
+  -- cuda:n, as the CPU's kernels check per query (src/cpu/rtlib.c, whose
+  -- messages these are). A device would read through a bad id; ids read
+  -- from arrays go unchecked on CUDA.
   local kind_names = { "weft.Mesh", "weft.Bvh", "weft.HashGrid", "weft.Volume" }
   -- (a static host may leave the registry out: then nothing is checked)
   local geom_kind = pcall(function() return C.wf_geom_kind end) and C.wf_geom_kind
   local function check_ids(k, n, ker, ins, outs, nin)
-    for i, use in pairs(geom_kind and ker.geom or {}) do
-      local id = ffi.cast("uint64_t", i <= nin and ins[i] or outs[i - nin])
+    for _, use in ipairs(geom_kind and ker.geom or {}) do
+      local i = use.param
+      local v = i <= nin and ins[i] or outs[i - nin]
+      for f in (use.path or ""):gmatch("[^.]+") do v = v[f] end -- an id a struct holds
+      local id = ffi.cast("uint64_t", v)
       local rk = geom_kind(rt, id)
       local kd, on = bit.band(rk, 255), bit.rshift(rk, 8) -- on: device ordinal + 1, 0 the cpu
       local want, why = kind_names[use.kind] or "object", nil

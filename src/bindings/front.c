@@ -156,26 +156,79 @@ typedef struct geom_use {
   const char *chunk;
 } geom_use;
 
+/* Where the uses of ids held by struct parameters go (the kernel's only):
+** entries appended to the Lua list at stack index list. */
+typedef struct geom_out {
+  lua_State *L;
+  int list;
+} geom_out;
+
 /* The parameter index of v, -1 if v is not one of fn's parameters. */
 static int param_of(const wf_func *fn, wf_val v) {
   if (v < 0 || v >= fn->nvals || fn->vals[v].def || fn->vals[v].block) return -1;
   return fn->vals[v].index;
 }
 
-static void geom_block(const wf_func *fn, const wf_block *bl, geom_use *u, int depth) {
+/* Appends { param = p + 1, path = path or nil, kind, name, line, chunk }. */
+static void push_use(lua_State *L, int list, int p, const char *path, const geom_use *u) {
+  lua_createtable(L, 0, 6);
+  lua_pushinteger(L, p + 1);
+  lua_setfield(L, -2, "param");
+  if (path) {
+    lua_pushstring(L, path);
+    lua_setfield(L, -2, "path");
+  }
+  lua_pushinteger(L, u->kind);
+  lua_setfield(L, -2, "kind");
+  lua_pushstring(L, wf_native_tab[u->row].name);
+  lua_setfield(L, -2, "name");
+  lua_pushinteger(L, u->line);
+  lua_setfield(L, -2, "line");
+  lua_pushstring(L, u->chunk ? u->chunk : "?");
+  lua_setfield(L, -2, "chunk");
+  lua_rawseti(L, list, (int)lua_objlen(L, list) + 1);
+}
+
+/* The struct parameter whose field (path "a.b" into buf) v extracts, or -1. */
+static int field_of(const wf_func *fn, wf_val v, char *buf, size_t size) {
+  int comp[8], nc = 0;
+  while (nc < 8 && v >= 0 && fn->vals[v].def && fn->vals[v].def->op == WF_OP_EXTRACT) {
+    comp[nc++] = (int)fn->vals[v].def->imm;
+    v = fn->vals[v].def->args[0];
+  }
+  int p = param_of(fn, v);
+  if (!nc || p < 0) return -1;
+  const wf_type *t = fn->vals[v].type;
+  size_t len = 0;
+  for (int k = nc - 1; k >= 0; k--) { /* comp[] runs from the field outwards */
+    if (t->kind != WF_T_STRUCT || comp[k] < 0 || comp[k] >= t->nfields) return -1;
+    int w = snprintf(buf + len, size - len, "%s%s", len ? "." : "", t->fields[comp[k]].name);
+    if (w < 0 || (size_t)w >= size - len) return -1;
+    len += (size_t)w;
+    t = t->fields[comp[k]].type;
+  }
+  return p;
+}
+
+static void geom_block(const wf_func *fn, const wf_block *bl, geom_use *u, const geom_out *out,
+                       int depth) {
   for (const wf_inst *in = bl->first; in; in = in->next) {
     if (in->op == WF_OP_NATIVE && in->nargs > 0 && in->imm >= 0 && in->imm < WF_NAT__COUNT &&
         wf_native_tab[in->imm].kind) {
+      geom_use g = {wf_native_tab[in->imm].kind, (int)in->imm, in->loc.line, fn->chunk};
+      char path[128];
       int p = param_of(fn, in->args[0]);
       if (p >= 0 && !u[p].kind)
-        u[p] = (geom_use){wf_native_tab[in->imm].kind, (int)in->imm, in->loc.line, fn->chunk};
+        u[p] = g;
+      else if (p < 0 && out && (p = field_of(fn, in->args[0], path, sizeof path)) >= 0)
+        push_use(out->L, out->list, p, path, &g);
     } else if (in->op == WF_OP_CALL && depth < WRITES_DEPTH) {
       const wf_module *m = fn->mod;
       const wf_func *callee = in->imm >= 0 && in->imm < m->nfuncs ? m->funcs[in->imm] : NULL;
       geom_use *cu = callee && callee->nparams > 0 && callee->body
                          ? calloc((size_t)callee->nparams, sizeof *cu)
                          : NULL;
-      if (cu) geom_block(callee, callee->body, cu, depth + 1);
+      if (cu) geom_block(callee, callee->body, cu, NULL, depth + 1);
       for (int i = 0; cu && i < in->nargs && i < callee->nparams; i++) {
         int p = param_of(fn, in->args[i]);
         if (cu[i].kind && p >= 0 && !u[p].kind) u[p] = cu[i];
@@ -183,13 +236,14 @@ static void geom_block(const wf_func *fn, const wf_block *bl, geom_use *u, int d
       free(cu);
     }
     for (int b = 0; b < in->nblocks; b++)
-      geom_block(fn, in->blocks[b], u, depth);
+      geom_block(fn, in->blocks[b], u, out, depth);
   }
 }
 
-/* core.geom_params(module) -> { [i] = { kind =, name =, line =, chunk = } }
-** for the parameters of the module's kernel that reach a native builtin's
-** id argument unchanged (the CUDA launch checks them: lua/weft/device.lua). */
+/* core.geom_params(module) -> a list of { param = i, path =, kind =,
+** name =, line =, chunk = }: the parameters of the module's kernel that
+** reach a native builtin's id argument unchanged, or (path "a.b") whose
+** struct field does (the CUDA launch checks them: lua/weft/device.lua). */
 static int l_geom_params(lua_State *L) {
   wf_module *m = wf_bind_checkmodule(L, 1);
   const wf_func *fn = NULL;
@@ -199,20 +253,10 @@ static int l_geom_params(lua_State *L) {
   if (!fn || !fn->body || fn->nparams < 1) return 1;
   geom_use *u = calloc((size_t)fn->nparams, sizeof *u);
   if (!u) return luaL_error(L, "weft: out of memory");
-  geom_block(fn, fn->body, u, 0);
-  for (int i = 0; i < fn->nparams; i++) {
-    if (!u[i].kind) continue;
-    lua_createtable(L, 0, 4);
-    lua_pushinteger(L, u[i].kind);
-    lua_setfield(L, -2, "kind");
-    lua_pushstring(L, wf_native_tab[u[i].row].name);
-    lua_setfield(L, -2, "name");
-    lua_pushinteger(L, u[i].line);
-    lua_setfield(L, -2, "line");
-    lua_pushstring(L, u[i].chunk ? u[i].chunk : "?");
-    lua_setfield(L, -2, "chunk");
-    lua_rawseti(L, -2, i + 1);
-  }
+  geom_out out = {L, lua_gettop(L)};
+  geom_block(fn, fn->body, u, &out, 0);
+  for (int i = 0; i < fn->nparams; i++)
+    if (u[i].kind) push_use(L, out.list, i, NULL, &u[i]);
   free(u);
   return 1;
 }
