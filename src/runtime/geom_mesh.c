@@ -174,19 +174,25 @@ static void refit_parts(void *p, int64_t begin, int64_t end) {
 
 static void mesh_refit(wf_rt *rt, wf_geom *g) {
   refit_job j;
-  j.g = g, j.nparts = 1, j.ntop = 0, j.part[0] = 0;
-  /* split the largest meshes: the part that is an inner node and came
-  ** first gives way to its two children, until there are REFIT_PARTS */
+  j.g = g, j.nparts = 0, j.ntop = 0;
+  /* split the largest meshes breadth first (a queue of subtrees: the
+  ** oldest inner node gives way to its two children; leaves stay parts)
+  ** until there are REFIT_PARTS, of similar sizes in a balanced tree */
   wf_pool *pool = g->nprims >= 65536 ? wf_launch_pool(rt) : NULL;
-  for (int k = 0; pool && k < j.nparts && j.nparts < REFIT_PARTS;) {
-    const wf_gnode *n = &g->nodes[j.part[k]];
+  int q[2 * REFIT_PARTS], h = 0, t = 0;
+  q[t++] = 0;
+  while (pool && h < t && j.nparts + t - h < REFIT_PARTS) {
+    int i = q[h++];
+    const wf_gnode *n = &g->nodes[i];
     if (n->b < 0) {
-      k++;
+      j.part[j.nparts++] = i;
       continue;
     }
-    j.top[j.ntop++] = j.part[k];
-    j.part[k] = n->a, j.part[j.nparts++] = n->b;
+    j.top[j.ntop++] = i;
+    q[t++] = n->a, q[t++] = n->b;
   }
+  while (h < t)
+    j.part[j.nparts++] = q[h++];
   if (pool)
     wf_pool_run(pool, j.nparts, 1, refit_parts, &j, NULL);
   else
