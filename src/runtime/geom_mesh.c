@@ -92,14 +92,16 @@ static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
   }
 }
 
-/* Meshes: copy the triangles into leaf order and take the node bounds
-** (binary nodes, and the wide lanes they stand in), in one post-order
-** walk per subtree (an explicit stack: a node's index, or ~index once its
-** children are done). The subtrees under the top levels are the parts of
-** a job on the runtime's thread pool; the few nodes above them follow.
-** Each byte is touched once: a node's box goes to its lane while it is
-** still in registers, and siblings finish close in time, so each wide
-** node stays in the cache while its lanes are written. */
+/* Meshes: copy the triangles into leaf order and take the node bounds,
+** in one post-order walk per subtree (an explicit stack: a node's index,
+** or ~index once its children are done); then each binary node's box goes
+** into the wide lane it stands in. Both run on the runtime's thread pool:
+** the walk's parts are the subtrees under the top levels (the few nodes
+** above them follow), the lanes' part are ranges of nodes. Measured
+** slower and dropped: lanes written from inside the walk (scattered
+** writes), a walk over the wide nodes writing each node once (2x slower:
+** the leaves no longer come in slot order), streaming stores for the
+** triangle copy. */
 #define REFIT_PARTS 16 /* subtrees (pool chunks): enough to balance two cores */
 
 typedef struct refit_job {
@@ -109,11 +111,9 @@ typedef struct refit_job {
   int top[REFIT_PARTS];  /* the inner nodes above them, parents first */
 } refit_job;
 
-/* Node i's box is final: its lane (if it stands in one) takes it. */
 /* wf_pool_fn: the lanes of binary nodes [begin, end) take their boxes
 ** (a pass in node order after the walk: streaming reads, and writes that
-** mostly follow the wide nodes' order, where writes from inside the walk
-** were measured slower) */
+** mostly follow the wide nodes' order) */
 static void refit_lanes(void *p, int64_t begin, int64_t end) {
   wf_geom *g = p;
   for (int64_t i = begin; i < end; i++)
