@@ -138,6 +138,9 @@ for r = 1, RUNS do
     eb.eb_cast(scene, op, dp, n, tp, 2)
     eb_b[r], eb_1[r], eb_2[r] = e1 - e0, e2 - e1, now() - e2
     ce_b[r], ce_1[r], ce_2[r] = d1 - d0, d2 - d1, cpu() - d2
+    -- Embree's worker threads spin for a while after a cast: without a
+    -- pause they take a core from the next run's weft build
+    clock.sleep(0.3)
   end
 end
 local wb, wr, wc, wcl = median(tb), median(tr), median(tc), median(tcl)
