@@ -8,16 +8,7 @@ local A = weft.array
 
 local function arr(t) return weft.array(t, f64) end
 
--- Flat numbers of a (nested) Lua table.
-local function flat(t, out)
-  out = out or {}
-  if type(t) == "number" then
-    out[#out + 1] = t
-  else
-    for _, v in ipairs(t) do flat(v, out) end
-  end
-  return out
-end
+local flat = require "helpers.flat"
 
 local function float_array(a)
   if not weft.is_array(a) then return false end

@@ -16,16 +16,7 @@ local function arr(t, dt) return weft.array(t, dt or f64, { requires_grad = true
 
 local function near(a, b) return math.abs(a - b) <= 1e-9 * math.max(1, math.abs(b)) end
 
--- flat numbers of a nested table
-local function flat(t, out)
-  out = out or {}
-  if type(t) == "number" then
-    out[#out + 1] = t
-  else
-    for _, v in ipairs(t) do flat(v, out) end
-  end
-  return out
-end
+local flat = require "helpers.flat"
 
 local function assert_near(want, got)
   local w, g = flat(want), flat(got)

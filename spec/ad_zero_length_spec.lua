@@ -6,15 +6,7 @@
 -- scripts/cuda-emu.
 local weft = require "weft"
 
-local function flat(t, out)
-  out = out or {}
-  if type(t) == "number" then
-    out[#out + 1] = t
-  else
-    for _, v in ipairs(t) do flat(v, out) end
-  end
-  return out
-end
+local flat = require "helpers.flat"
 
 local function finite(x) return x == x and x ~= math.huge and x ~= -math.huge end
 
