@@ -90,4 +90,13 @@ describe("array memory", function()
                    string.format("%.0f MB still resident after the arrays dropped", after - before))
     assert.are.equal(6, #small)
   end)
+
+  it("an allocation the system refuses is an error at the caller's line", function()
+    local ok, err = pcall(function() return weft.empty(2 ^ 44, weft.float32) end) -- 64 TB
+    assert.is_false(ok)
+    assert.matches("memory_spec.lua:%d+: weft.empty: out of memory allocating 70368744177664 bytes on cpu", err)
+    local a = weft.empty(2 ^ 20, weft.float32) -- and the next one works
+    a:fill_(3)
+    assert.are.equal(3, a[2 ^ 20 - 1])
+  end)
 end)
