@@ -24,6 +24,8 @@ int wf_geom_bvh_new(wf_rt *rt, const wf_array *lowers, const wf_array *uppers, w
 int wf_geom_refit(wf_rt *rt, wf_geom *g);
 int wf_geom_set_grads(wf_rt *rt, wf_geom *g, const wf_array *points_grad,
                       const wf_array *velocities_grad);
+int wf_geom_set_tangents(wf_rt *rt, wf_geom *g, const wf_array *points_tan,
+                         const wf_array *velocities_tan);
 uint64_t wf_geom_id(const wf_geom *g);
 void wf_geom_free(wf_geom *g);
 ]]
@@ -64,87 +66,178 @@ return function(weft, P)
     end
   end
 
-  -- Gradients of mesh_get_point / mesh_get_velocity go to the arrays' .grad
-  -- as they are at creation and at each refit; the mesh holds those grad
-  -- arrays, so a replaced .grad can never leave it writing freed memory.
-  local function sync_grads(m)
-    local pg = m.points.requires_grad and m.points.grad or nil
-    local vg = m.velocities and m.velocities.requires_grad and m.velocities.grad or nil
-    P.check(C.wf_geom_set_grads(P.rt, m._g, pg and pg.h or nil, vg and vg.h or nil), 3)
-    m._grads = { pg, vg }
-  end
-
-  -- Live objects by id (meshes, Bvh objects, hash grids), for the tape
-  -- (tape.lua): a launch given an object's id reads its arrays, and its
-  -- adjoint replays the queries on them after the whole tape ran, so no
-  -- later launch may overwrite those arrays (P.id_reads) and the object
-  -- must not be refit or rebuilt in between (its _version, recorded with
-  -- the launch by P.geom_versions).
+  -- Live objects by id (meshes, Bvh objects, hash grids; kind: 1, 2, 3
+  -- as WF_GEOM_*), for the tape (tape.lua): a launch given an object's id
+  -- reads its arrays, and its adjoint replays the queries on them after
+  -- the whole tape ran, so no later launch may overwrite those arrays
+  -- (P.geom_reads) and the object must not be refit or rebuilt in between
+  -- (its _version, recorded with the launch by P.geom_versions).
   local live = setmetatable({}, { __mode = "v" })
   local function id_key(id)
     if type(id) == "number" or (type(id) == "cdata" and ffi.istype("uint64_t", id)) then return tonumber(id) end
   end
-  function P.geom_track(o)
-    o._version = 0
+  function P.geom_track(o, kind)
+    o._version, o._kind = 0, kind
     live[id_key(o.id)] = o
   end
-  function P.id_reads(a)
-    local key = id_key(a)
-    local o = key and live[key]
-    if not o then return nil end
+  function P.geom_reads(o)
     local r = {}
     for _, x in ipairs { o.points, o.velocities, o.lowers, o.uppers } do r[#r + 1] = x end
     for _, x in pairs(o._views or {}) do r[#r + 1] = x end
     return r
   end
-  -- { { p = parameter index, o = object, v = its version } ... } for the
-  -- arguments of a launch that are live ids
-  function P.geom_versions(inputs, outputs)
-    local r, nin = {}, #(inputs or {})
+
+  -- core.geom_params of a module, cached: the uses of ids that kernel
+  -- parameters (or their struct fields) pass, and those read or computed.
+  local geom_uses = setmetatable({}, { __mode = "k" })
+  local function uses_of(mod)
+    local u = geom_uses[mod]
+    if not u then
+      u = { P.core.geom_params(mod) }
+      geom_uses[mod] = u
+    end
+    return u[1], u[2]
+  end
+  local kind_names = { "weft.Mesh", "weft.Bvh", "weft.HashGrid" }
+
+  -- { { o = object, v = its version, what = how the kernel got its id } }
+  -- for the objects a launch of k (its module mod) may query: those whose
+  -- ids are arguments or fields of struct arguments, and, where the kernel
+  -- reads an id from an array or computes it, every live object of the
+  -- query's kind (only the launch knew which; the tape refuses whatever
+  -- would make any of their replays wrong).
+  function P.geom_versions(k, mod, inputs, outputs)
+    local r, seen, nin = {}, {}, #(inputs or {})
+    local function arg(p) return p <= nin and inputs[p] or (outputs or {})[p - nin] end
+    local function add(o, what)
+      if o and not seen[o] then
+        seen[o] = true
+        r[#r + 1] = { o = o, v = o._version, what = what }
+      end
+    end
     for p = 1, nin + #(outputs or {}) do
-      local key = id_key(p <= nin and inputs[p] or outputs[p - nin])
-      local o = key and live[key]
-      if o then r[#r + 1] = { p = p, o = o, v = o._version } end
+      local key = id_key(arg(p))
+      add(key and live[key], string.format("the object passed as '%s'", k.params[p].name))
+    end
+    local params, other = {}, {}
+    if mod then params, other = uses_of(mod) end
+    for _, use in ipairs(params) do
+      if use.path then
+        local ok, v = pcall(function()
+          local v = arg(use.param)
+          for f in use.path:gmatch("[^.]+") do v = v[f] end
+          return v
+        end)
+        local key = ok and id_key(v)
+        add(key and live[key], string.format("the object held by '%s.%s'", k.params[use.param].name, use.path))
+      end
+    end
+    for _, use in ipairs(other) do
+      local kn = kind_names[use.kind] or "object"
+      for _, o in pairs(live) do
+        if o._kind == use.kind then
+          add(o, string.format("a live %s (weft.%s at %s:%d reads its id from an array or computes "
+                               .. "it, so every live %s counts)", kn, use.name,
+                               use.chunk:gsub("^[@=]", ""), use.line, kn))
+        end
+      end
     end
     return r[1] and r or nil
   end
 
-  -- weft.jvp (tape.lua): forward mode has no tangents of the points a
-  -- mesh query reads (the points are not jvp inputs), so a tangent given
-  -- for an input array that a mesh the kernel queries reads would be
-  -- dropped on its way through the queries. Refused at the first query's
-  -- line instead. geom_params(mod) is core.geom_params, cached per module.
-  local geom_uses = setmetatable({}, { __mode = "k" })
-  local function same_memory(a, b)
-    if not (weft.is_array(a) and weft.is_array(b)) then return false end
-    if a.h.buf ~= nil and a.h.buf == b.h.buf then return true end
-    return a.h.data ~= nil and a.h.data == b.h.data
-  end
-  function P.jvp_geom_check(k, mod, params, args, tangents)
-    local uses = geom_uses[mod]
-    if not uses then
-      uses = P.core.geom_params(mod)
-      geom_uses[mod] = uses
+  -- The derivative buffers of the meshes (src/runtime/geom_mesh.c,
+  -- wf_geom_set_grads / wf_geom_set_tangents), set before each adjoint
+  -- ("adj") or tangent ("jvp") launch (tape.lua). mesh_get_point and
+  -- mesh_get_velocity (and through them every query's float fields) take
+  -- the adjoints or tangents given for the argument arrays over the mesh's
+  -- points and velocities. An id is a run-time value (a parameter, an
+  -- array element, a struct field), so every live mesh is pointed at its
+  -- buffers, or at none. Without an argument over them, a mesh's arrays
+  -- get their own .grad in reverse mode (the one they have now) and no
+  -- tangent in forward mode (they are no input of the kernel). An argument
+  -- that overlaps a mesh's array in a way its derivative cannot be read
+  -- element for element is refused rather than dropped. The mesh holds the
+  -- arrays it is pointed at, so it never reads or writes freed memory.
+  local function addr(a) return tonumber(ffi.cast("uintptr_t", a.h.data)) end
+  local function bytes(a) return tonumber(a.h.size) * a.h.elsize end
+  local what_kind = { adj = "adjoint launch", jvp = "weft.jvp" }
+
+  -- The derivative of the mesh's array v (its name: what) from the given
+  -- { array, derivative, name } triples, or nil.
+  local function deriv_of(kind, k, v, given, what)
+    local v0, vn = addr(v), bytes(v)
+    for _, g in ipairs(given) do
+      local x, t = g[1], g[2]
+      local x0, xn = addr(x), bytes(x)
+      if vn > 0 and v0 < x0 + xn and x0 < v0 + vn then
+        local off = v0 - x0
+        if off >= 0 and off + vn <= xn and (x.dtype.scalar or x.dtype) == weft.float32
+            and C.wf_array_is_contiguous(x.h) ~= 0 and C.wf_array_is_contiguous(t.h) ~= 0 then
+          if off == 0 then return t end
+          return weft.array(ffi.cast("char *", t.h.data) + off, weft.vec3,
+                            { shape = tonumber(v.h.size), copy = false, device = t.device })
+        end
+        raise("%s of '%s': '%s' overlaps the %s of a weft.Mesh, but not as a compact float32 "
+              .. "array holding them all, so their derivatives cannot be taken from the one given "
+              .. "for it (pass the mesh's own array, or give it none)", what_kind[kind], k.name,
+              g[3], what)
+      end
     end
-    for i, use in pairs(uses) do
-      local o = use.kind == 1 and live[id_key(args[i])] -- 1: WF_GEOM_MESH
-      for _, x in ipairs(o and P.id_reads(args[i]) or {}) do
-        for j, t in pairs(tangents) do
-          if t and same_memory(args[j], x) then
-            local what = same_memory(x, o.points) and "points" or "velocities"
-            error(string.format("%s:%d: weft.jvp of '%s': the tangent given for '%s' would be "
-                  .. "dropped at weft.%s: '%s' holds the %s of the mesh queried, and forward "
-                  .. "mode carries no tangents of a mesh's %s (give none, or use reverse mode)",
-                  use.chunk:gsub("^[@=]", ""), use.line, k.name, params[j].name, use.name,
-                  params[j].name, what, what), 0)
+  end
+
+  local fields = { adj = "_grads", jvp = "_tans" }
+  local function set_derivs(kind, m, pd, vd)
+    local cur = m[fields[kind]] or {}
+    if pd == cur[1] and vd == cur[2] then return end
+    local set = kind == "adj" and C.wf_geom_set_grads or C.wf_geom_set_tangents
+    P.check(set(P.rt, m._g, pd and pd.h or nil, vd and vd.h or nil), 3)
+    m[fields[kind]] = { pd, vd }
+  end
+
+  local mesh_mt
+  -- The meshes' own arrays' gradients (creation, refit).
+  local function own_grads(m)
+    local pg = m.points.requires_grad and m.points.grad or nil
+    local vg = m.velocities and m.velocities.requires_grad and m.velocities.grad or nil
+    return pg, vg
+  end
+
+  -- derivs: one per array parameter or struct holding arrays (a "no
+  -- derivative" header has data NULL).
+  function P.geom_derivs(kind, k, types, args, derivs)
+    local given, j = {}, 0
+    for i, p in ipairs(k.params) do
+      local t = types[i]
+      if t.kind == "array" or t.arrays then
+        j = j + 1
+        local d = derivs[j]
+        if t.kind == "array" then
+          if d.h.data ~= nil then given[#given + 1] = { args[i], d, p.name } end
+        else -- a struct: its arrays' derivatives, field by field
+          local ds = {}
+          for _, f in ipairs(t._arrays_of(d)) do ds[f.path] = f.array end
+          for _, f in ipairs(t._arrays_of(args[i])) do
+            local dt = ds[f.path]
+            if dt and dt.h.data ~= nil then given[#given + 1] = { f.array, dt, p.name .. "." .. f.path } end
           end
         end
+      end
+    end
+    for _, o in pairs(live) do
+      if getmetatable(o) == mesh_mt then
+        local pd = deriv_of(kind, k, o._views[1], given, "points")
+        local vd = o._views[3] and deriv_of(kind, k, o._views[3], given, "velocities")
+        if kind == "adj" then
+          local pg, vg = own_grads(o)
+          pd, vd = pd or pg, vd or vg
+        end
+        set_derivs(kind, o, pd, vd)
       end
     end
   end
 
   local mesh_methods, bvh_methods = {}, {}
-  local mesh_mt = { __index = mesh_methods, __name = "weft.Mesh" }
+  mesh_mt = { __index = mesh_methods, __name = "weft.Mesh" }
   local bvh_mt = { __index = bvh_methods, __name = "weft.Bvh" }
   function mesh_mt.__tostring(m)
     return string.format("weft.Mesh(%d points, %d faces)", m._views[1].size, m._views[2].size / 3)
@@ -154,7 +247,7 @@ return function(weft, P)
   function mesh_methods.refit(m)
     P.check(C.wf_geom_refit(P.rt, m._g), 2)
     m._version = m._version + 1
-    sync_grads(m)
+    set_derivs("adj", m, own_grads(m))
   end
   function bvh_methods.refit(b)
     P.check(C.wf_geom_refit(P.rt, b._g), 2)
@@ -187,8 +280,8 @@ return function(weft, P)
                              device = pts.device }, mesh_mt)
     m._g = ffi.gc(out[0], C.wf_geom_free)
     m.id = C.wf_geom_id(out[0])
-    P.geom_track(m)
-    sync_grads(m)
+    P.geom_track(m, 1)
+    set_derivs("adj", m, own_grads(m))
     return m
   end
 
@@ -202,7 +295,7 @@ return function(weft, P)
     local b = setmetatable({ lowers = lowers, uppers = uppers, device = lo.device, _views = { lo, hi } }, bvh_mt)
     b._g = ffi.gc(out[0], C.wf_geom_free)
     b.id = C.wf_geom_id(out[0])
-    P.geom_track(b)
+    P.geom_track(b, 2)
     return b
   end
 

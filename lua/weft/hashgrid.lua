@@ -103,7 +103,7 @@ return function(weft, P)
       C.wf_hashgrid_free(p)
     end)
     g.id = id
-    P.geom_track(g)
+    P.geom_track(g, 3)
     return g
   end
 

@@ -242,7 +242,6 @@ return function(weft, P)
         adjs[#adjs + 1] = g or types[i]()
       end
     end
-    if kind == "jvp" then P.jvp_geom_check(k, k:_module(types), k.params, inputs, d_in) end
     -- read-only arrays that the derived kernel writes (an adjoint writes
     -- the adjoints of its inputs) are refused before anything runs
     local dmod, dname, pk = derived_module(kind, k, k:_module(types), types, false)
@@ -293,6 +292,9 @@ return function(weft, P)
         end
       end
     end
+    -- the meshes' derivative buffers: the adjoints or tangents given for
+    -- their points and velocities (geom.lua)
+    if P.geom_derivs then P.geom_derivs(kind, k, types, args, adjs) end
     if dev and dev >= 0 then return P.launch_device_derived(kind, k, dev, dim, args, adjs) end
     local ndim = read_dims(k, dim, what[kind])
     local mod = fmod or k:_module(types)
@@ -384,15 +386,22 @@ return function(weft, P)
     local tape = P.tape_active
     if not tape or (opts and opts.adjoint) then return end
     local d = type(dim) == "table" and copy_list(dim) or dim
+    local types, nin = {}, #(inputs or {})
+    for i, p in ipairs(k.params) do
+      local v = i <= nin and inputs[i] or (outputs or {})[i - nin]
+      types[i] = p.type or arg_type(v)
+    end
+    -- the objects it may have queried need the module (a CUDA launch
+    -- passes none: the one for these types, which backward uses too)
+    local gmod = mod
+    if not gmod and P.geom_versions then
+      local ok, res = pcall(k._module, k, types)
+      gmod = ok and res or nil
+    end
     tape.launches[#tape.launches + 1] =
       { k = k, dim = d, inputs = copy_list(inputs), outputs = copy_list(outputs), mod = mod,
-        geom = P.geom_versions and P.geom_versions(inputs, outputs) }
+        geom = P.geom_versions and P.geom_versions(k, gmod, inputs, outputs) }
     if mod and P.custom_grads then
-      local types, nin = {}, #(inputs or {})
-      for i, p in ipairs(k.params) do
-        local v = i <= nin and inputs[i] or (outputs or {})[i - nin]
-        types[i] = p.type or arg_type(v)
-      end
       pcall(raw_module, k, mod, types) -- a failure shows again at backward
     end
   end
@@ -491,24 +500,20 @@ return function(weft, P)
                 .. "another array)", i, kname(l.k), u[2], j, kname(tape.launches[j].k))
         end
       end
-      -- the geometry objects whose ids it was given (geom.lua): not refit
+      -- the geometry objects it may have queried (geom.lua): not refit
       -- or rebuilt since, their arrays not overwritten by a later launch
-      local params = P.id_reads and type(l.k) == "table" and l.k.params or {}
       for _, e in ipairs(l.geom or {}) do
         if e.o._version ~= e.v then
-          raise("tape:backward: launch %d ('%s') queried the object passed as '%s', which was "
-                .. "refit or rebuilt afterwards (its queries are replayed for the gradient)", i,
-                kname(l.k), params[e.p] and params[e.p].name or "?")
+          raise("tape:backward: launch %d ('%s') queried %s, which was refit or rebuilt "
+                .. "afterwards (its queries are replayed for the gradient)", i, kname(l.k), e.what)
         end
-      end
-      for p = 1, #params do
-        for _, a in ipairs(P.id_reads(arg_of(l, p)) or {}) do
+        for _, a in ipairs(P.geom_reads(e.o)) do
           local j = later[a]
           if j then
-            raise("tape:backward: launch %d ('%s') needs the arrays of the object passed as '%s' "
-                  .. "(its queries are replayed for the gradient), but launch %d ('%s') overwrote "
-                  .. "one afterwards (give the later step its own mesh or arrays)", i, kname(l.k),
-                  params[p].name, j, kname(tape.launches[j].k))
+            raise("tape:backward: launch %d ('%s') needs the arrays of %s (its queries are "
+                  .. "replayed for the gradient), but launch %d ('%s') overwrote one afterwards "
+                  .. "(give the later step its own mesh or arrays)", i, kname(l.k), e.what, j,
+                  kname(tape.launches[j].k))
           end
         end
       end

@@ -730,21 +730,35 @@ static void r_native(wf_adctx *A, const wf_inst *in, const wf_val *g) {
     wf_ad_fail(A, in, "autodiff: weft.%s has no gradient (reverse mode)",
                wf_native_tab[in->imm].name);
 }
-/* Forward mode: a query's tangent through its "<row>$diff" function (the
-** tangents of the arguments; the points are not jvp inputs). Elsewhere the
-** tangent is zero as above, and a tangent reaching a row that would need
-** one it lacks is an error. */
+/* Forward mode. A row with a tangent row (mesh_get_point) reads the
+** tangent the object holds for the element (weft.jvp points the mesh at
+** the tangents given for its arrays, whatever way its id reached the
+** kernel: a parameter, an array, a struct). A query with a "<row>$diff"
+** function takes its tangent through that function's body, from the
+** arguments' tangents and, through mesh_get_point, the points': on a mesh
+** always, as whether the points carry tangents is only known at launch.
+** Elsewhere the tangent is zero as above, and a tangent reaching a row
+** that would need one it lacks is an error. */
 static wf_val f_native(wf_adctx *A, const wf_inst *in, const wf_val *t) {
-  if (in->imm < 0 || in->imm >= WF_NAT__COUNT || wf_native_tab[in->imm].adj >= 0 ||
-      !native_depends(A, in))
-    return WF_NOVAL;
-  int any = 0;
+  if (in->imm < 0 || in->imm >= WF_NAT__COUNT || in->nres != 1) return WF_NOVAL;
+  const wf_nativeinfo *ni = &wf_native_tab[in->imm];
+  if (ni->tan >= 0 && in->nargs <= 16) {
+    wf_val a[16];
+    for (int k = 0; k < in->nargs; k++)
+      a[k] = X(k);
+    const wf_type *rt = wf_ad_ptype(A, in->res[0]);
+    wf_inst *c = wf_ad_emit(A, WF_OP_NATIVE, in->nargs, a, 1, &rt, 0);
+    c->imm = ni->tan;
+    return c->res[0];
+  }
+  if (ni->adj >= 0 || !native_depends(A, in)) return WF_NOVAL;
+  int any = ni->kind == WF_GEOM_MESH;
   for (int k = 0; k < in->nargs; k++)
     any |= t[k] >= 0;
   if (!any) return WF_NOVAL;
   int df = native_diff(A, (int)in->imm);
   if (df >= 0) return wf_ad_tangent_func(A, in, df);
-  wf_ad_fail(A, in, "autodiff: weft.%s has no tangent (forward mode)", wf_native_tab[in->imm].name);
+  wf_ad_fail(A, in, "autodiff: weft.%s has no tangent (forward mode)", ni->name);
 }
 
 static const wf_ad_rule rules_tab[WF_OP__COUNT] = {

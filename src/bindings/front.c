@@ -7,7 +7,9 @@
 **                                   deps (free names resolved: resolve.c)
 **   core.ir(module)              -> IR text
 **   core.writes(module [, name]) -> per parameter: does it write the array?
-**   core.geom_params(module)     -> the parameters passed as geometry ids
+**   core.geom_params(module)     -> the parameters passed as geometry ids,
+**                                   and the queries whose ids come from
+**                                   elsewhere (arrays, arithmetic)
 **   core.builtin_ops()           -> the builtins the front end lowers
 */
 #include <stdio.h>
@@ -157,10 +159,11 @@ typedef struct geom_use {
 } geom_use;
 
 /* Where the uses of ids held by struct parameters go (the kernel's only):
-** entries appended to the Lua list at stack index list. */
+** entries appended to the Lua list at stack index list (0: none, in a
+** callee); the uses whose id is neither go to the list at `other`. */
 typedef struct geom_out {
   lua_State *L;
-  int list;
+  int list, other;
 } geom_out;
 
 /* The parameter index of v, -1 if v is not one of fn's parameters. */
@@ -169,11 +172,14 @@ static int param_of(const wf_func *fn, wf_val v) {
   return fn->vals[v].index;
 }
 
-/* Appends { param = p + 1, path = path or nil, kind, name, line, chunk }. */
+/* Appends { param = p + 1 (none if p < 0), path = path or nil, kind, name,
+** line, chunk }. */
 static void push_use(lua_State *L, int list, int p, const char *path, const geom_use *u) {
   lua_createtable(L, 0, 6);
-  lua_pushinteger(L, p + 1);
-  lua_setfield(L, -2, "param");
+  if (p >= 0) {
+    lua_pushinteger(L, p + 1);
+    lua_setfield(L, -2, "param");
+  }
   if (path) {
     lua_pushstring(L, path);
     lua_setfield(L, -2, "path");
@@ -218,20 +224,28 @@ static void geom_block(const wf_func *fn, const wf_block *bl, geom_use *u, const
       geom_use g = {wf_native_tab[in->imm].kind, (int)in->imm, in->loc.line, fn->chunk};
       char path[128];
       int p = param_of(fn, in->args[0]);
-      if (p >= 0 && !u[p].kind)
-        u[p] = g;
-      else if (p < 0 && out && (p = field_of(fn, in->args[0], path, sizeof path)) >= 0)
+      if (p >= 0) {
+        if (!u[p].kind) u[p] = g;
+      } else if (out->list && (p = field_of(fn, in->args[0], path, sizeof path)) >= 0) {
         push_use(out->L, out->list, p, path, &g);
+      } else {
+        push_use(out->L, out->other, -1, NULL, &g); /* an id read or computed */
+      }
     } else if (in->op == WF_OP_CALL && depth < WRITES_DEPTH) {
       const wf_module *m = fn->mod;
       const wf_func *callee = in->imm >= 0 && in->imm < m->nfuncs ? m->funcs[in->imm] : NULL;
       geom_use *cu = callee && callee->nparams > 0 && callee->body
                          ? calloc((size_t)callee->nparams, sizeof *cu)
                          : NULL;
-      if (cu) geom_block(callee, callee->body, cu, NULL, depth + 1);
+      geom_out sub = {out->L, 0, out->other}; /* a callee's struct fields: ids from elsewhere */
+      if (cu) geom_block(callee, callee->body, cu, &sub, depth + 1);
       for (int i = 0; cu && i < in->nargs && i < callee->nparams; i++) {
+        if (!cu[i].kind) continue;
         int p = param_of(fn, in->args[i]);
-        if (cu[i].kind && p >= 0 && !u[p].kind) u[p] = cu[i];
+        if (p < 0)
+          push_use(out->L, out->other, -1, NULL, &cu[i]);
+        else if (!u[p].kind)
+          u[p] = cu[i];
       }
       free(cu);
     }
@@ -243,22 +257,27 @@ static void geom_block(const wf_func *fn, const wf_block *bl, geom_use *u, const
 /* core.geom_params(module) -> a list of { param = i, path =, kind =,
 ** name =, line =, chunk = }: the parameters of the module's kernel that
 ** reach a native builtin's id argument unchanged, or (path "a.b") whose
-** struct field does (the CUDA launch checks them: lua/weft/device.lua). */
+** struct field does (the CUDA launch checks them: lua/weft/device.lua);
+** then a list of the uses { kind =, name =, line =, chunk = } whose id
+** comes from elsewhere (an array, a computation), whose object only the
+** launch knows (the tape takes every live object of the kind:
+** lua/weft/geom.lua). */
 static int l_geom_params(lua_State *L) {
   wf_module *m = wf_bind_checkmodule(L, 1);
   const wf_func *fn = NULL;
   for (int i = 0; i < m->nfuncs && !fn; i++)
     if (m->funcs[i]->is_kernel) fn = m->funcs[i];
   lua_newtable(L);
-  if (!fn || !fn->body || fn->nparams < 1) return 1;
-  geom_use *u = calloc((size_t)fn->nparams, sizeof *u);
+  lua_newtable(L);
+  if (!fn || !fn->body) return 2;
+  geom_use *u = calloc((size_t)fn->nparams + 1, sizeof *u);
   if (!u) return luaL_error(L, "weft: out of memory");
-  geom_out out = {L, lua_gettop(L)};
+  geom_out out = {L, lua_gettop(L) - 1, lua_gettop(L)};
   geom_block(fn, fn->body, u, &out, 0);
   for (int i = 0; i < fn->nparams; i++)
     if (u[i].kind) push_use(L, out.list, i, NULL, &u[i]);
   free(u);
-  return 1;
+  return 2;
 }
 
 static int l_front_setup(lua_State *L) {

@@ -457,7 +457,7 @@ static const wf_cpu_sym symbols[] = {
     {"wf_cpu_rt_geom_check", (void *)wf_cpu_rt_geom_check},
     {"wf_cpu_rt_geom_limit", (void *)wf_cpu_rt_geom_limit},
 /* the native builtins (src/geom/native.h, code in src/geom/query.h) */
-#define WF_NATSYM(name, kind, fl, state, res, args, defs, adj)                                     \
+#define WF_NATSYM(name, kind, fl, state, res, args, defs, adj, tan)                                \
   {"wf_nat_" #name, (void *)wf_nat_##name},
     WF_NATIVEDEF(WF_NATSYM)
 #undef WF_NATSYM

@@ -8,7 +8,7 @@
 ** Plain data, no includes: the IR verifier, the front end, both emitters
 ** and the JIT's symbol table expand it.
 **
-** Row: _(name, kind, flags, state, res, args, defaults, adj)
+** Row: _(name, kind, flags, state, res, args, defaults, adj, tan)
 **   name      the builtin's name (weft.<name> in kernels, unless
 **             WF_NATF_INTERNAL) and the C function wf_nat_<name>
 **   kind      the object kind its first argument's id must be (WF_GEOM_*,
@@ -22,6 +22,10 @@
 **   adj       the row computing the adjoint (args..., adjoint of the
 **             result) as a side effect (it accumulates into the object's
 **             gradient buffers), or NONE
+**   tan       the row giving the result's tangent from the primal
+**             arguments (forward mode: it reads the object's tangent
+**             buffers, which weft.jvp points at the tangents given for the
+**             object's arrays), or NONE
 **
 ** Type specs: b bool, i int32, u uint64, f float32, v vec3f, "" none; a
 ** struct result is "{field:spec,...}" (interned as struct <name>_t).
@@ -78,46 +82,48 @@ typedef struct wf_geom_ids {
 /* clang-format off */
 #define WF_NATIVEDEF(_) \
   /* meshes: closest points (sign by ray parity, none, normal, winding number) */ \
-  _(mesh_query_point,          WF_GEOM_MESH, 0, 0, WF_QP_T, "uvf", "", NONE) \
-  _(mesh_query_point_no_sign,  WF_GEOM_MESH, 0, 0, WF_QP_T, "uvf", "", NONE) \
-  _(mesh_query_point_sign_normal, WF_GEOM_MESH, 0, 0, WF_QP_T, "uvff", "0.001", NONE) \
-  _(mesh_query_point_sign_winding_number, WF_GEOM_MESH, 0, 0, WF_QP_T, "uvfff", "2,0.5", NONE) \
-  _(mesh_query_furthest_point_no_sign, WF_GEOM_MESH, WF_NATF_STEP, 0, WF_QP_T, "uvf", "", NONE) \
-  _(mesh_query_ray,            WF_GEOM_MESH, 0, 0, WF_QR_T, "uvvf", "", NONE) \
-  _(mesh_query_aabb,           WF_GEOM_MESH, WF_NATF_ITER, 288, "u", "uvv", "", NONE) \
-  _(mesh_query_aabb_next,      0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE) \
-  _(mesh_query_aabb_get,       0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE) \
+  _(mesh_query_point,          WF_GEOM_MESH, 0, 0, WF_QP_T, "uvf", "", NONE, NONE) \
+  _(mesh_query_point_no_sign,  WF_GEOM_MESH, 0, 0, WF_QP_T, "uvf", "", NONE, NONE) \
+  _(mesh_query_point_sign_normal, WF_GEOM_MESH, 0, 0, WF_QP_T, "uvff", "0.001", NONE, NONE) \
+  _(mesh_query_point_sign_winding_number, WF_GEOM_MESH, 0, 0, WF_QP_T, "uvfff", "2,0.5", NONE, NONE) \
+  _(mesh_query_furthest_point_no_sign, WF_GEOM_MESH, WF_NATF_STEP, 0, WF_QP_T, "uvf", "", NONE, NONE) \
+  _(mesh_query_ray,            WF_GEOM_MESH, 0, 0, WF_QR_T, "uvvf", "", NONE, NONE) \
+  _(mesh_query_aabb,           WF_GEOM_MESH, WF_NATF_ITER, 288, "u", "uvv", "", NONE, NONE) \
+  _(mesh_query_aabb_next,      0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE, NONE) \
+  _(mesh_query_aabb_get,       0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE, NONE) \
   /* meshes: element access (the eval builtins compose these: lua/weft/geom.lua) */ \
-  _(mesh_get_point,            WF_GEOM_MESH, 0, 0, "v", "ui", "", mesh_get_point_adj) \
-  _(mesh_get_point_adj,        WF_GEOM_MESH, WF_NATF_INTERNAL, 0, "", "uiv", "", NONE) \
-  _(mesh_get_velocity,         WF_GEOM_MESH, 0, 0, "v", "ui", "", mesh_get_velocity_adj) \
-  _(mesh_get_velocity_adj,     WF_GEOM_MESH, WF_NATF_INTERNAL, 0, "", "uiv", "", NONE) \
-  _(mesh_get_index,            WF_GEOM_MESH, 0, 0, "i", "ui", "", NONE) \
-  _(mesh_eval_face_normal,     WF_GEOM_MESH, 0, 0, "v", "ui", "", NONE) \
+  _(mesh_get_point,            WF_GEOM_MESH, 0, 0, "v", "ui", "", mesh_get_point_adj, mesh_get_point_tan) \
+  _(mesh_get_point_adj,        WF_GEOM_MESH, WF_NATF_INTERNAL, 0, "", "uiv", "", NONE, NONE) \
+  _(mesh_get_point_tan,        WF_GEOM_MESH, WF_NATF_INTERNAL, 0, "v", "ui", "", NONE, NONE) \
+  _(mesh_get_velocity,         WF_GEOM_MESH, 0, 0, "v", "ui", "", mesh_get_velocity_adj, mesh_get_velocity_tan) \
+  _(mesh_get_velocity_adj,     WF_GEOM_MESH, WF_NATF_INTERNAL, 0, "", "uiv", "", NONE, NONE) \
+  _(mesh_get_velocity_tan,     WF_GEOM_MESH, WF_NATF_INTERNAL, 0, "v", "ui", "", NONE, NONE) \
+  _(mesh_get_index,            WF_GEOM_MESH, 0, 0, "i", "ui", "", NONE, NONE) \
+  _(mesh_eval_face_normal,     WF_GEOM_MESH, 0, 0, "v", "ui", "", NONE, NONE) \
   /* bounding volume hierarchies over boxes */ \
-  _(bvh_query_aabb,            WF_GEOM_BVH, WF_NATF_ITER, 288, "u", "uvv", "", NONE) \
-  _(bvh_query_aabb_next,       0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE) \
-  _(bvh_query_aabb_get,        0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE) \
-  _(bvh_query_ray,             WF_GEOM_BVH, WF_NATF_ITER, 288, "u", "uvv", "", NONE) \
-  _(bvh_query_ray_next,        0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE) \
-  _(bvh_query_ray_get,         0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE) \
+  _(bvh_query_aabb,            WF_GEOM_BVH, WF_NATF_ITER, 288, "u", "uvv", "", NONE, NONE) \
+  _(bvh_query_aabb_next,       0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE, NONE) \
+  _(bvh_query_aabb_get,        0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE, NONE) \
+  _(bvh_query_ray,             WF_GEOM_BVH, WF_NATF_ITER, 288, "u", "uvv", "", NONE, NONE) \
+  _(bvh_query_ray_next,        0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE, NONE) \
+  _(bvh_query_ray_get,         0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE, NONE) \
   /* sparse volumes (src/geom/volume.h; the samplers: lua/weft/volume.lua) */ \
-  _(volume_lookup_f,           WF_GEOM_VOLUME, 0, 0, "f", "uiii", "", NONE) \
-  _(volume_lookup_i,           WF_GEOM_VOLUME, 0, 0, "i", "uiii", "", NONE) \
-  _(volume_lookup_v,           WF_GEOM_VOLUME, 0, 0, "v", "uiii", "", NONE) \
-  _(volume_lookup_index,       WF_GEOM_VOLUME, 0, 0, "i", "uiii", "", NONE) \
-  _(volume_cell_f,             WF_GEOM_VOLUME, 0, 0, WF_VCF_T, "uiii", "", NONE) \
-  _(volume_cell_v,             WF_GEOM_VOLUME, 0, 0, WF_VCV_T, "uiii", "", NONE) \
-  _(volume_transform_row,      WF_GEOM_VOLUME, 0, 0, "v", "ui", "", NONE) \
+  _(volume_lookup_f,           WF_GEOM_VOLUME, 0, 0, "f", "uiii", "", NONE, NONE) \
+  _(volume_lookup_i,           WF_GEOM_VOLUME, 0, 0, "i", "uiii", "", NONE, NONE) \
+  _(volume_lookup_v,           WF_GEOM_VOLUME, 0, 0, "v", "uiii", "", NONE, NONE) \
+  _(volume_lookup_index,       WF_GEOM_VOLUME, 0, 0, "i", "uiii", "", NONE, NONE) \
+  _(volume_cell_f,             WF_GEOM_VOLUME, 0, 0, WF_VCF_T, "uiii", "", NONE, NONE) \
+  _(volume_cell_v,             WF_GEOM_VOLUME, 0, 0, WF_VCV_T, "uiii", "", NONE, NONE) \
+  _(volume_transform_row,      WF_GEOM_VOLUME, 0, 0, "v", "ui", "", NONE, NONE) \
   /* hash grids (src/geom/hashgrid.h) */ \
-  _(hash_grid_query,           WF_GEOM_HASHGRID, WF_NATF_ITER, 64, "u", "uvf", "", NONE) \
-  _(hash_grid_query_next,      0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE) \
-  _(hash_grid_query_get,       0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE) \
-  _(hash_grid_point_id,        WF_GEOM_HASHGRID, 0, 0, "i", "ui", "", NONE)
+  _(hash_grid_query,           WF_GEOM_HASHGRID, WF_NATF_ITER, 64, "u", "uvf", "", NONE, NONE) \
+  _(hash_grid_query_next,      0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE, NONE) \
+  _(hash_grid_query_get,       0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE, NONE) \
+  _(hash_grid_point_id,        WF_GEOM_HASHGRID, 0, 0, "i", "ui", "", NONE, NONE)
 /* clang-format on */
 
 typedef enum wf_native {
-#define WF_NATENUM(name, kind, fl, state, res, args, defs, adj) WF_NAT_##name,
+#define WF_NATENUM(name, kind, fl, state, res, args, defs, adj, tan) WF_NAT_##name,
   WF_NATIVEDEF(WF_NATENUM)
 #undef WF_NATENUM
       WF_NAT__COUNT,
@@ -129,10 +135,11 @@ typedef struct wf_nativeinfo {
   int kind, flags, state;
   const char *res, *args, *defaults;
   int adj; /* row or WF_NAT_NONE */
+  int tan; /* row or WF_NAT_NONE */
 } wf_nativeinfo;
 
-#define WF_NATINFO(name, kind, fl, state, res, args, defs, adj)                                    \
-  {#name, kind, fl, state, res, args, defs, WF_NAT_##adj},
+#define WF_NATINFO(name, kind, fl, state, res, args, defs, adj, tan)                               \
+  {#name, kind, fl, state, res, args, defs, WF_NAT_##adj, WF_NAT_##tan},
 #define WF_NATIVE_TABLE                                                                            \
   { WF_NATIVEDEF(WF_NATINFO) }
 

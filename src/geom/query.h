@@ -88,6 +88,8 @@ typedef struct wf_gmesh {
   const float *tris;       /* slot k's triangle (9 floats) in leaf order, or NULL */
   wf_g3 *points_grad;      /* adjoints of mesh_get_point (NULL: none) */
   wf_g3 *velocities_grad;
+  const wf_g3 *points_tan; /* tangents of mesh_get_point (weft.jvp; NULL: zero) */
+  const wf_g3 *velocities_tan;
   wf_gbvh bvh;
 } wf_gmesh;
 
@@ -950,14 +952,19 @@ WF_G void gpoint_of(void *res, const wf_gmesh *m, const wf_g3 *arr, int i) {
   if (m && arr && i >= 0 && i < m->npoints) v = arr[i];
   WF_GCOPY(res, &v, sizeof v);
 }
-WF_GN void wf_nat_mesh_get_point(void *res, const void *id, const void *i) {
-  const wf_gmesh *m = gmesh_arg(id);
-  gpoint_of(res, m, m ? m->points : 0, i_arg(i));
-}
-WF_GN void wf_nat_mesh_get_velocity(void *res, const void *id, const void *i) {
-  const wf_gmesh *m = gmesh_arg(id);
-  gpoint_of(res, m, m ? m->velocities : 0, i_arg(i));
-}
+/* The element readers: mesh_get_point, mesh_get_velocity, and their
+** tangents in forward mode (those weft.jvp was given for the mesh's
+** arrays: zero where it was given none, as out of range). */
+#define WF_GPOINT_READER(name, field)                                                              \
+  WF_GN void wf_nat_##name(void *res, const void *id, const void *i) {                             \
+    const wf_gmesh *m = gmesh_arg(id);                                                             \
+    gpoint_of(res, m, m ? m->field : 0, i_arg(i));                                                 \
+  }
+WF_GPOINT_READER(mesh_get_point, points)
+WF_GPOINT_READER(mesh_get_velocity, velocities)
+WF_GPOINT_READER(mesh_get_point_tan, points_tan)
+WF_GPOINT_READER(mesh_get_velocity_tan, velocities_tan)
+#undef WF_GPOINT_READER
 WF_GN void wf_nat_mesh_get_index(void *res, const void *id, const void *i) {
   const wf_gmesh *m = gmesh_arg(id);
   int k = i_arg(i), v = 0;

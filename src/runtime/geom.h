@@ -45,6 +45,9 @@ WF_FFI int wf_geom_refit(wf_rt *rt, wf_geom *g);
 /* Where mesh_get_point's adjoint accumulates (NULL arrays: nowhere). */
 WF_FFI int wf_geom_set_grads(wf_rt *rt, wf_geom *g, const wf_array *points_grad,
                              const wf_array *velocities_grad);
+/* Where mesh_get_point's tangent is read (weft.jvp; NULL arrays: zero). */
+WF_FFI int wf_geom_set_tangents(wf_rt *rt, wf_geom *g, const wf_array *points_tan,
+                                const wf_array *velocities_tan);
 WF_FFI uint64_t wf_geom_id(const wf_geom *g);
 /* Volumes and hash grids (geom_track.c): their ids in the registry. */
 WF_FFI void *wf_geom_track(wf_rt *rt, uint64_t id, int kind);

@@ -12,6 +12,7 @@
 */
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,7 @@ struct wf_geom {
   void *host[3];
   void *dev[3];
   void *dev_grads[2];
+  void *dev_tans[2];
   wf_buffer *dbuf;
 };
 
@@ -319,6 +321,8 @@ static int upload(wf_rt *rt, wf_geom *g) {
     d.mesh.tris = (const float *)(base + o_tris);
     d.mesh.points_grad = g->dev_grads[0];
     d.mesh.velocities_grad = g->dev_grads[1];
+    d.mesh.points_tan = g->dev_tans[0];
+    d.mesh.velocities_tan = g->dev_tans[1];
     bvh = &d.mesh.bvh;
   } else {
     d.boxes.lowers = g->dev[0];
@@ -514,16 +518,60 @@ int wf_geom_refit(wf_rt *rt, wf_geom *g) {
   return upload(rt, g);
 }
 
-int wf_geom_set_grads(wf_rt *rt, wf_geom *g, const wf_array *pg, const wf_array *vg) {
-  if (g->kind != WF_GEOM_MESH) return wf_rt_seterr(rt, WEFT_ERRARG, "weft.Bvh has no gradients");
-  if (g->device != WF_DEVICE_CPU) {
-    g->dev_grads[0] = pg ? pg->data : NULL;
-    g->dev_grads[1] = vg ? vg->data : NULL;
-    return upload(rt, g);
+/* The derivative buffers a mesh's element readers use: which 0 the
+** adjoints (points_grad, velocities_grad), 1 the tangents. They hold
+** npoints vec3 on the mesh's device, or a kernel would read or write past
+** them. A device object patches just those four pointers in its uploaded
+** descriptor (stream-ordered like every copy), not the whole tree. */
+_Static_assert(
+    offsetof(wf_gmesh, velocities_grad) == offsetof(wf_gmesh, points_grad) + sizeof(void *) &&
+        offsetof(wf_gmesh, points_tan) == offsetof(wf_gmesh, points_grad) + 2 * sizeof(void *) &&
+        offsetof(wf_gmesh, velocities_tan) == offsetof(wf_gmesh, points_grad) + 3 * sizeof(void *),
+    "set_derivs copies the four derivative pointers as one block");
+static int set_derivs(wf_rt *rt, wf_geom *g, int which, const wf_array *pa, const wf_array *va) {
+  static const char *const names[2] = {"gradients", "tangents"};
+  if (g->kind != WF_GEOM_MESH)
+    return wf_rt_seterr(rt, WEFT_ERRARG, "weft.Bvh has no %s", names[which]);
+  const wf_array *arr[2] = {pa, va};
+  void *ptr[2];
+  for (int k = 0; k < 2; k++) {
+    const wf_array *a = arr[k];
+    ptr[k] = a ? a->data : NULL;
+    if (!a) continue;
+    if (a->device != g->device ||
+        (size_t)a->size * (size_t)a->elsize < 12 * (size_t)g->d.mesh.npoints)
+      return wf_rt_seterr(rt, WEFT_ERRARG,
+                          "weft.Mesh: the %s of its %s must be %d vec3 on its device", names[which],
+                          k ? "velocities" : "points", g->d.mesh.npoints);
   }
-  g->d.mesh.points_grad = pg ? pg->data : NULL;
-  g->d.mesh.velocities_grad = vg ? vg->data : NULL;
-  return 0;
+  wf_gmesh *m = &g->d.mesh;
+  if (g->device == WF_DEVICE_CPU) {
+    if (which) {
+      m->points_tan = ptr[0];
+      m->velocities_tan = ptr[1];
+    } else {
+      m->points_grad = ptr[0];
+      m->velocities_grad = ptr[1];
+    }
+    return 0;
+  }
+  void **dst = which ? g->dev_tans : g->dev_grads;
+  dst[0] = ptr[0];
+  dst[1] = ptr[1];
+  if (!g->dbuf) return upload(rt, g);
+  const wf_device_ops *ops = wf_device_ops_for(rt, g->device);
+  if (!ops) return WEFT_ERRDEVICE;
+  void *block[4] = {g->dev_grads[0], g->dev_grads[1], g->dev_tans[0], g->dev_tans[1]};
+  return ops->copy(rt, g->device, (char *)g->dbuf->ptr + offsetof(wf_gmesh, points_grad),
+                   WF_DEVICE_CPU, block, sizeof block);
+}
+
+int wf_geom_set_grads(wf_rt *rt, wf_geom *g, const wf_array *pg, const wf_array *vg) {
+  return set_derivs(rt, g, 0, pg, vg);
+}
+
+int wf_geom_set_tangents(wf_rt *rt, wf_geom *g, const wf_array *pt, const wf_array *vt) {
+  return set_derivs(rt, g, 1, pt, vt);
 }
 
 uint64_t wf_geom_id(const wf_geom *g) {
