@@ -86,6 +86,55 @@ return function(weft, P)
     return t, -t.id
   end
 
+  -- A number given for a generic parameter is a float of the type that
+  -- the launch's other float arguments share (the float type of arrays,
+  -- vectors and typed scalars, declared or given), as a number literal in
+  -- a kernel takes the type of the other operand (x[i] * a works for a
+  -- float64 x as x[i] * 2.5 does); float32 when they have none or do not
+  -- agree. Warp types a Python float given for a typing.Any parameter as
+  -- float32 whatever the arrays hold, and then refuses x[i] * a for a
+  -- float64 x ("Input types must be the same"); weft follows its literals.
+  -- The launch's arguments: ins[1 .. nin], then outs (nil: none).
+  local function arg_of(ins, outs, nin, i)
+    if i <= nin then return ins[i] end
+    return outs and outs[i - nin]
+  end
+  local function number_type(k, ins, outs, nin)
+    local ft
+    for i, p in ipairs(k.params) do
+      local v = arg_of(ins, outs, nin, i)
+      local t = p.type or (type(v) ~= "number" and arg_type(v)) or nil
+      local s = t and (t.kind == "array" and t.dtype or t)
+      s = s and (s.scalar or s)
+      if s and s.kind == "float" then
+        if ft and ft ~= s then return weft.float32 end
+        ft = s
+      end
+    end
+    return ft or weft.float32
+  end
+
+  -- The parameter types of a launch of k with inputs ins (nin of them)
+  -- and outputs outs: declared, or taken from the argument (nil where a
+  -- generic parameter cannot take it). Derived launches and tapes
+  -- (tape.lua) type a launch as the forward one does.
+  function P.launch_types(k, ins, outs, nin)
+    local types, nt = {}, nil
+    nin = nin or #ins
+    for i, p in ipairs(k.params) do
+      local v = arg_of(ins, outs, nin, i)
+      if p.type then
+        types[i] = p.type
+      elseif type(v) == "number" then
+        nt = nt or number_type(k, ins, outs, nin)
+        types[i] = nt
+      else
+        types[i] = (arg_type(v))
+      end
+    end
+    return types
+  end
+
   local function get_variant(st, ins, outs, nin)
     if #st.generic == 0 then
       local v = st.fixed
@@ -98,11 +147,16 @@ return function(weft, P)
       return v
     end
     -- walk the tree of generic argument type numbers
-    local node = st.variants
+    local node, nt = st.variants, nil
     for _, i in ipairs(st.generic) do
-      local a
-      if nin >= i then a = ins[i] else a = outs[i - nin] end
-      local t, key = arg_type(a)
+      local a = arg_of(ins, outs, nin, i)
+      local t, key
+      if type(a) == "number" then
+        nt = nt or number_type(st.k, ins, outs, nin)
+        t, key = nt, -nt.id
+      else
+        t, key = arg_type(a)
+      end
       if not t then
         raise("weft.launch: kernel '%s': generic parameter '%s' cannot take %s", kname(st.k),
               st.k.params[i].name, describe(a))
@@ -116,17 +170,7 @@ return function(weft, P)
     end
     local v = node.variant
     if not v then
-      local types = {}
-      for i, p in ipairs(st.k.params) do
-        if p.type then
-          types[i] = p.type
-        else
-          local a
-          if nin >= i then a = ins[i] else a = outs[i - nin] end
-          types[i] = (arg_type(a))
-        end
-      end
-      v = new_variant(st, types)
+      v = new_variant(st, P.launch_types(st.k, ins, outs, nin))
       node.variant = v
     end
     return v

@@ -68,12 +68,6 @@ return function(weft, P)
 
   local function kname(k) return type(k) == "table" and k.name or tostring(k) end
 
-  -- The type of a launch argument (generic parameters).
-  local function arg_type(v)
-    if is_array(v) then return weft.array(weft.types[v.h.dtype], v.h.ndim) end
-    return weft.dtype_of and weft.dtype_of(v)
-  end
-
   -- dim (an integer or 1 to 4 of them, each in 0 .. 2^31-1, as a forward
   -- launch takes) into dims; returns the count. what: "adjoint" / "tangent".
   local function read_dims(k, dim, what)
@@ -207,11 +201,10 @@ return function(weft, P)
       raise("weft: %s launch of '%s': the kernel takes %d arguments, got %d", what[kind],
             kname(k), np, nin + #outputs)
     end
-    local types, args, adjs = {}, {}, {}
+    local types, args, adjs = P.launch_types(k, inputs, outputs, nin), {}, {}
     for i, p in ipairs(k.params) do
       local v = i <= nin and inputs[i] or outputs[i - nin]
       args[i] = v
-      types[i] = p.type or arg_type(v)
       if not types[i] then
         raise("weft: %s launch of '%s': generic parameter '%s' cannot take %s", what[kind],
               kname(k), p.name, type(v))
@@ -386,11 +379,7 @@ return function(weft, P)
     local tape = P.tape_active
     if not tape or (opts and opts.adjoint) then return end
     local d = type(dim) == "table" and copy_list(dim) or dim
-    local types, nin = {}, #(inputs or {})
-    for i, p in ipairs(k.params) do
-      local v = i <= nin and inputs[i] or (outputs or {})[i - nin]
-      types[i] = p.type or arg_type(v)
-    end
+    local types = P.launch_types(k, inputs or {}, outputs)
     -- the objects it may have queried need the module (a CUDA launch
     -- passes none: the one for these types, which backward uses too)
     local gmod = mod
@@ -451,8 +440,7 @@ return function(weft, P)
     if l.uses then return l.uses[1], l.uses[2] end -- a recorded library call (linalg.lua)
     local k = l.k
     local ok, r, w, hr, hw = pcall(function()
-      local types = {}
-      for i, p in ipairs(k.params) do types[i] = p.type or arg_type(arg_of(l, i)) end
+      local types = P.launch_types(k, l.inputs, l.outputs)
       local dmod, _, pk = derived_module("adj", k, l.mod or k:_module(types), types, false)
       if not pk.uses then pk.uses = { core.adjoint_uses(dmod, k.name) } end
       return pk.uses[1], pk.uses[2], pk.uses[3], pk.uses[4]

@@ -256,7 +256,7 @@ class JaxKernel:
                 self.where, self.num_inputs, "" if self.num_inputs == 1 else "s",
                 ", ".join(p.name for p in self.inputs), len(args)))
         arrays, specs, blob, shapes, first = [], [], [], {}, None
-        scalar_dtype = None
+        scalar_dtype, floats = None, []
         for p, x in zip(self.inputs, args):
             generic = p.kind == "generic"
             array = p.kind == "array" or (generic and hasattr(x, "shape") and hasattr(x, "dtype")
@@ -295,9 +295,13 @@ class JaxKernel:
                 raise ValueError("%s: scalar argument '%s' must be a static value, not traced "
                                  "(make it static: jax.jit(..., static_argnames=...))"
                                  % (self.where, p.name))
+            if generic and not isinstance(x, (bool, int)):
+                floats.append((len(specs), len(blob), p, x))  # typed after the loop
+                specs.append(None)
+                blob.append(None)
+                continue
             if generic:
-                sname = "bool" if isinstance(x, bool) else "int32" if isinstance(x, int) \
-                    else "float32"
+                sname = "bool" if isinstance(x, bool) else "int32"
                 specs.append("S:" + sname)
                 count = 1
             else:
@@ -312,6 +316,7 @@ class JaxKernel:
                 raise TypeError("%s: argument '%s' must be %s (%d value%s), got %d" % (
                     self.where, p.name, p.type, count, "" if count == 1 else "s", v.size))
             blob.append((p, v))
+        self._type_floats(floats, shapes, specs, blob)
         # launch dims
         if launch_dims is None:
             if first is None:
@@ -352,6 +357,32 @@ class JaxKernel:
                 specs.append("-")
             out_types.append(_out_type(shape, dt, manual))
         return arrays, specs, blob, launch, ndim, out_types
+
+    def _type_floats(self, floats, shapes, specs, blob):
+        """A Python float given for a generic parameter is a float of the
+        type the float arguments share (arrays, typed scalars and typed
+        outputs), float32 when they have none or disagree: as weft.launch
+        types a number (lua/weft/launch.lua, number_type), and as a number
+        literal in a kernel takes the other operand's type. (Warp makes it
+        float32 whatever the arrays hold.)"""
+        if not floats:
+            return
+        seen = {dt for _, dt in shapes.values() if dt.kind == "f"}
+        seen |= {np.dtype(_SCALARS[p.scalar][0]) for p in self.inputs + self.outputs
+                 if p.kind != "generic" and p.scalar in _SCALARS
+                 and np.dtype(_SCALARS[p.scalar][0]).kind == "f"}
+        ft = seen.pop() if len(seen) == 1 else np.dtype(np.float32)
+        for si, bi, p, x in floats:
+            try:
+                v = np.asarray(x, dtype=ft).ravel()
+            except (TypeError, ValueError) as e:
+                raise TypeError("%s: argument '%s' must be a number: %s"
+                                % (self.where, p.name, e)) from None
+            if v.size != 1:
+                raise TypeError("%s: argument '%s' must be a number (1 value), got %d"
+                                % (self.where, p.name, v.size))
+            specs[si] = "S:" + ft.name
+            blob[bi] = (p, v)
 
     def _plan(self, specs, ndim, adjoint, device=None):
         """The plan index for these parameter types and launch ndim in the

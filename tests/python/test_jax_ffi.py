@@ -84,6 +84,19 @@ def test_generic_kernel_takes_its_types_from_the_call(krt):
         krt.jax_kernel("generic_scale", enable_backward=True)
 
 
+def test_generic_kernel_floats_take_the_arrays_float_type(krt):
+    # a Python float is typed as weft.launch types a number: the float type
+    # of the arrays (float16 here: float64 needs JAX's x64 mode)
+    k = krt.jax_kernel("generic_scale")
+    f = jax.jit(lambda x, s: k(x, s)[0], static_argnames="s")
+    x = jnp.array([1.0, 3.0, -2.0], dtype=jnp.float16)
+    y = f(x, s=0.1)
+    want = np.array([1.0, 3.0, -2.0], np.float16) * np.float16(0.1)
+    assert y.dtype == jnp.float16 and np.array_equal(np.asarray(y), want)
+    y = f(jnp.array([3.0], dtype=jnp.float32), s=0.1)
+    assert y.dtype == jnp.float32 and np.asarray(y)[0] == np.float32(0.1) * np.float32(3)
+
+
 @pytest.mark.parametrize("method", ["broadcast_all", "sequential", "expand_dims"])
 def test_vmap_methods(krt, method):
     k = krt.jax_kernel("offset_by", vmap_method=method)

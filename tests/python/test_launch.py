@@ -66,6 +66,32 @@ def test_vectors_bools_ints_and_lua_values(krt):
     assert m.tolist() == [[0, 1, 2], [10, 11, 12]]
 
 
+def test_generic_kernel_numbers_take_the_arrays_float_type(krt):
+    """A Python float (or int) for a generic parameter is a float of the
+    type the float arguments share (lua/weft/launch.lua), as a literal in a
+    kernel takes the other operand's type: float64 beside float64 tensors
+    and arrays, float32 beside float32 ones."""
+    import torch
+    krt.exec("""
+      gaxpy = weft.kernel{ function(x, a, y) local i = weft.tid(); y[i] = a * x[i] + y[i] end }
+    """)
+    x = torch.tensor([1.0, 3.0, -7.0], dtype=torch.float64)
+    y = torch.tensor([0.5, 0.0, 2.0], dtype=torch.float64)
+    krt.launch("gaxpy", 3, inputs=[x, 0.1], outputs=[y])
+    # the double results exactly: 0.1 as a float32 would be off by 1e-9
+    assert y.tolist() == [0.1 * 1 + 0.5, 0.1 * 3, 0.1 * -7 + 2]
+    xn, yn = np.array([2.0, -4.0]), np.zeros(2)
+    krt.launch("gaxpy", 2, inputs=[xn, 0.1], outputs=[yn])
+    assert yn.dtype == np.float64 and yn.tolist() == [0.1 * 2, 0.1 * -4]
+    krt.launch("gaxpy", 2, inputs=[xn, 3], outputs=[yn])  # an int: a float64 3
+    assert yn.tolist() == [0.1 * 2 + 6, 0.1 * -4 - 12]
+    xf, yf = np.array([3.0], np.float32), np.zeros(1, np.float32)
+    krt.launch("gaxpy", 1, inputs=[xf, 0.1], outputs=[yf])
+    assert yf[0] == np.float32(0.1) * np.float32(3)
+    with pytest.raises(weft.WeftError, match="cannot multiply float32 and float64"):
+        krt.launch("gaxpy", 1, inputs=[xn[:1], 0.1], outputs=[yf])  # disagreeing: float32
+
+
 def test_outputs_follow_inputs(krt):
     y = np.ones(3, np.float32)
     krt.launch("axpy", 3, inputs=[np.ones(3, np.float32)], outputs=[y, 2.0])
