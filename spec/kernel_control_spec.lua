@@ -454,8 +454,14 @@ describe("generic kernels", function()
     assert.are.equal(1, builds(k))
     assert.are.same({ 2, 4, 6 }, run(f32))
     assert.are.equal(1, builds(k))
-    -- float64 arrays with a float32 scale (a Lua number is float32): x[i] * s mixes types and fails to compile
-    local ok, err = pcall(run, f64)
+    -- float64 arrays: the number is a float64 beside them, as a literal
+    -- would be (lua/weft/launch.lua), and that is a second signature
+    assert.are.same({ 2, 4, 6 }, run(f64))
+    assert.are.same({ 0.1, 0.2, 0.1 * 3 }, run(f64, 0.1)) -- no float32 rounding
+    assert.are.equal(2, builds(k))
+    -- float32 and float64 arrays together: the number stays float32, and
+    -- x[i] * s mixes types and fails to compile
+    local ok, err = pcall(weft.launch, k, 3, { A({ 1, 2, 3 }, f64), weft.zeros(3, f32), 2 })
     assert.is_false(ok)
     assert.truthy(tostring(err):find("cannot multiply float64 and float32", 1, true))
     -- a typed scale through a kernel that declares it

@@ -169,7 +169,8 @@ return function(weft, P)
     for _, g in ipairs(given) do
       local x, t = g[1], g[2]
       local x0, xn = addr(x), bytes(x)
-      if vn > 0 and v0 < x0 + xn and x0 < v0 + vn then
+      -- (addresses compare within one device's memory only)
+      if vn > 0 and x.h.device == v.h.device and v0 < x0 + xn and x0 < v0 + vn then
         local off = v0 - x0
         if off >= 0 and off + vn <= xn and (x.dtype.scalar or x.dtype) == weft.float32
             and C.wf_array_is_contiguous(x.h) ~= 0 and C.wf_array_is_contiguous(t.h) ~= 0 then
