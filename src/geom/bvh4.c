@@ -78,23 +78,25 @@ int wf_bvh4_build(const wf_gnode *nodes, int nnodes, wf_gnode4 **wide, int **end
   int cap = nnodes / 2 + 1;
   wf_gnode4 *W = wf_bvh_big_alloc(sizeof(wf_gnode4) * (size_t)cap);
   int *E = malloc(sizeof(int) * (size_t)cap);
-  /* pending binary nodes: at most 3 per level of a wide node's
-  ** ancestors, never more than the nodes */
-  int *stack = malloc(sizeof(int) * 2 * (size_t)nnodes);
+  /* pending binary nodes (pairs): at most 3 per level above a wide node
+  ** and 4 for its own children; the built trees are at most WF_GSTACK
+  ** deep (bvh.c) */
+  int stack[2 * (3 * WF_GSTACK + 4)], sp = 0, n = 0;
+  const int top = (int)(sizeof stack / sizeof stack[0]) - 8;
   *wide = NULL, *end = NULL, *nwide = 0;
-  if (!W || !E || !stack) {
-    free(W), free(E), free(stack);
+  if (!W || !E) {
+    free(W), free(E);
     return -1;
   }
-  int n = 0, sp = 0;
   make_node(nodes, W, n++, 0, stack, &sp);
-  while (sp && n <= WF_GWIDE_MAX) {
+  while (sp && sp <= top && n <= WF_GWIDE_MAX) {
     int lane = stack[--sp], b = stack[--sp];
     W[lane >> 2].child[lane & 3] = n;
     make_node(nodes, W, n++, b, stack, &sp);
   }
-  free(stack);
-  if (n > WF_GWIDE_MAX) { /* traversal stacks name lanes 4 w + j in an int */
+  /* too deep, or more wide nodes than traversal stacks can name as lanes
+  ** 4 w + j in an int */
+  if (sp || n > WF_GWIDE_MAX) {
     free(W), free(E);
     return -1;
   }

@@ -346,12 +346,17 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     g->tris = malloc(sizeof(float) * 9 * (size_t)n);
     if (!g->tris) goto oom;
   }
-  /* meshes: the face boxes as the build fills its records, on its threads */
+  /* meshes: the face boxes as the build fills its records, on its
+  ** threads, in the records and nodes of the last build (their binary
+  ** nodes live until the collapse) */
+  wf_georeg *reg = wf_georeg_of(rt);
+  wf_bvh_scratch *scratch = reg ? wf_georeg_scratch(reg) : NULL;
+  size_t nodes_bytes = 0;
   if (kind == WF_GEOM_BVH
           ? wf_bvh_build(n, (const float *)g->d.boxes.lowers, (const float *)g->d.boxes.uppers,
                          rt->num_threads, &g->nodes, &g->items, &g->nnodes)
-          : wf_bvh_build_fn(n, face_boxes, &g->d.mesh, rt->num_threads, &g->nodes, &g->items,
-                            &g->nnodes))
+          : wf_bvh_build_fn(n, face_boxes, &g->d.mesh, rt->num_threads, scratch, &g->nodes,
+                            &g->items, &g->nnodes, &nodes_bytes))
     goto oom;
   if (kind == WF_GEOM_MESH) {
     /* the wide nodes (from the build's boxes) on a second thread while
@@ -367,7 +372,7 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     if (threaded) pthread_join(th, NULL);
     if (!g->sidx || job.rc) goto oom;
     /* every mesh query walks the wide nodes */
-    free(g->nodes);
+    wf_bvh_scratch_give(scratch, WF_BVH_NODES, g->nodes, nodes_bytes);
     g->nodes = NULL, g->nnodes = 0;
     g->d.mesh.tris = g->tris;
     mesh_refit(rt, g);
