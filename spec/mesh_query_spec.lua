@@ -13,19 +13,6 @@ local function mesh_of(pts, idx, opts)
   return weft.Mesh(m)
 end
 
--- exact generalized winding number (double), for inside/outside
-local function winding(pts, idx, p)
-  local w = 0
-  for f = 0, #idx / 3 - 1 do
-    local a, b, c = G.sub(pts[idx[3 * f + 1] + 1], p), G.sub(pts[idx[3 * f + 2] + 1], p),
-      G.sub(pts[idx[3 * f + 3] + 1], p)
-    local la, lb, lc = G.len(a), G.len(b), G.len(c)
-    w = w + 2 * math.atan2(G.dot(a, G.cross(b, c)),
-                           la * lb * lc + G.dot(a, b) * lc + G.dot(b, c) * la + G.dot(c, a) * lb)
-  end
-  return w / (4 * math.pi)
-end
-
 local point_kernel = weft.kernel{
   id = weft.uint64, p = weft.array(vec3), mode = weft.int32, dist = weft.array(weft.float32),
   sign = weft.array(weft.float32), face = weft.array(weft.int32), hit = weft.array(weft.int32),
@@ -88,7 +75,7 @@ describe("mesh_query_point", function()
         local d = G.closest(pts, idx, p)
         if d > 1e-3 then -- points on the surface have no side
           ps[#ps + 1] = p
-          want[#ps] = winding(pts, idx, p) > 0.5 and -1 or 1
+          want[#ps] = G.winding(pts, idx, p) > 0.5 and -1 or 1
         end
       end
       for mode = 1, 3 do
@@ -155,17 +142,9 @@ describe("mesh_query_furthest_point_no_sign", function()
   it("finds the furthest point (a vertex) beyond min_dist", function()
     local pts, idx = G.sphere(16, 10, 0.2)
     local m = mesh_of(pts, idx)
-    local k = weft.kernel{ id = weft.uint64, p = weft.array(vec3), d = weft.array(weft.float32),
-      function(id, p, d)
-        local i = weft.tid()
-        local q = weft.mesh_query_furthest_point_no_sign(id, p[i], 0.5)
-        d[i] = q.result and weft.length(weft.mesh_eval_position(id, q.face, q.u, q.v) - p[i]) or -1.0
-      end }
     local ps = random_points(50, -1, 1, 21)
     ps[#ps + 1] = { 0, 0, 40 } -- far outside: the other pole
-    local d = weft.zeros(#ps, weft.float32)
-    weft.launch(k, #ps, { m.id, weft.array(ps, vec3), d })
-    local got = d:totable()
+    local got = G.query_furthest(weft, m, ps)
     for i, p in ipairs(ps) do
       local far = 0
       for _, v in ipairs(pts) do far = math.max(far, G.len(G.sub(v, p))) end
@@ -242,18 +221,6 @@ describe("mesh_query_ray", function()
 end)
 
 describe("mesh_query_aabb", function()
-  local count_kernel = weft.kernel{
-    id = weft.uint64, lo = weft.array(vec3), hi = weft.array(vec3), out = weft.array(weft.int32, 2),
-    function(id, lo, hi, out)
-      local i = weft.tid()
-      local n = 0
-      for f in weft.mesh_query_aabb(id, lo[i], hi[i]) do
-        out[i][n + 1] = f
-        n = n + 1
-      end
-      out[i][0] = n
-    end }
-
   local function check_boxes(m, pts, idx, seed)
     local r = G.rng(seed)
     local los, his = {}, {}
@@ -262,12 +229,10 @@ describe("mesh_query_aabb", function()
       los[i], his[i] = G.sub(c, h), G.add(c, h)
     end
     local nf = #idx / 3
-    local out = weft.zeros({ #los, nf + 1 }, weft.int32)
-    weft.launch(count_kernel, #los, { m.id, weft.array(los, vec3), weft.array(his, vec3), out })
-    local res = out:totable()
+    local sets, twice = G.query_boxes(weft, m, nf, los, his)
+    assert.are.equal(0, twice, "faces returned twice")
     for i = 1, #los do
-      local got = {}
-      for k = 1, res[i][1] do got[res[i][k + 1]] = true end
+      local got = sets[i]
       for f = 0, nf - 1 do
         local want = G.face_box_overlap(pts, idx, f, los[i], his[i])
         if want ~= (got[f] or false) then

@@ -173,6 +173,65 @@ function M.face_box_overlap(pts, idx, f, lo, hi)
   return true
 end
 
+-- The exact generalized winding number of the mesh at p (double): the
+-- faces' solid angles over 4 pi.
+function M.winding(pts, idx, p)
+  local w = 0
+  for f = 0, #idx / 3 - 1 do
+    local a, b, c = sub(pts[idx[3 * f + 1] + 1], p), sub(pts[idx[3 * f + 2] + 1], p),
+      sub(pts[idx[3 * f + 3] + 1], p)
+    local la, lb, lc = M.len(a), M.len(b), M.len(c)
+    w = w + 2 * math.atan2(dot(a, cross(b, c)), la * lb * lc + dot(a, b) * lc + dot(b, c) * la + dot(c, a) * lb)
+  end
+  return w / (4 * math.pi)
+end
+
+-- The faces weft.mesh_query_aabb returns for each box lo[i], hi[i] (Lua
+-- lists of vec3 tables) on the mesh m of nf faces: a list of sets, and
+-- the number of times a face came twice.
+local box_kernel
+function M.query_boxes(weft, m, nf, los, his)
+  box_kernel = box_kernel or weft.kernel{
+    id = weft.uint64, lo = weft.array(weft.vec3), hi = weft.array(weft.vec3), out = weft.array(weft.int32, 2),
+    function(id, lo, hi, out)
+      local i = weft.tid()
+      local n = 0
+      for f in weft.mesh_query_aabb(id, lo[i], hi[i]) do
+        out[i][n + 1] = f
+        n = n + 1
+      end
+      out[i][0] = n
+    end }
+  local out = weft.zeros({ #los, nf + 1 }, weft.int32)
+  weft.launch(box_kernel, #los, { m.id, weft.array(los, weft.vec3), weft.array(his, weft.vec3), out })
+  local sets, twice = {}, 0
+  for i = 1, #los do
+    local row, got = out[i - 1], {}
+    for k = 1, row[0] do
+      if got[row[k]] then twice = twice + 1 end
+      got[row[k]] = true
+    end
+    sets[i] = got
+  end
+  return sets, twice
+end
+
+-- weft.mesh_query_furthest_point_no_sign(id, p, 0.5) at each point of ps:
+-- the distances to the furthest points (-1: none beyond 0.5).
+local far_kernel
+function M.query_furthest(weft, m, ps)
+  far_kernel = far_kernel or weft.kernel{
+    id = weft.uint64, p = weft.array(weft.vec3), d = weft.array(weft.float32),
+    function(id, p, d)
+      local i = weft.tid()
+      local q = weft.mesh_query_furthest_point_no_sign(id, p[i], 0.5)
+      d[i] = q.result and weft.length(weft.mesh_eval_position(id, q.face, q.u, q.v) - p[i]) or -1.0
+    end }
+  local d = weft.zeros(#ps, weft.float32)
+  weft.launch(far_kernel, #ps, { m.id, weft.array(ps, weft.vec3), d })
+  return d:totable()
+end
+
 -- A deterministic generator (LCG) of floats in [lo, hi).
 function M.rng(seed)
   local s = seed

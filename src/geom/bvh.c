@@ -574,26 +574,50 @@ static void *fill_recs(void *p) {
   return NULL;
 }
 
+void *wf_bvh_scratch_take(wf_bvh_scratch *s, int k, size_t bytes) {
+  if (!s || s->size[k] < bytes) return wf_bvh_big_alloc(bytes);
+  void *p = s->p[k];
+  s->p[k] = NULL, s->size[k] = 0;
+  return p;
+}
+
+void wf_bvh_scratch_give(wf_bvh_scratch *s, int k, void *p, size_t bytes) {
+  if (s && bytes >= s->size[k]) {
+    free(s->p[k]);
+    s->p[k] = p, s->size[k] = bytes;
+  } else {
+    free(p);
+  }
+}
+
+void wf_bvh_scratch_free(wf_bvh_scratch *s) {
+  for (int k = 0; k < 2; k++)
+    free(s->p[k]), s->p[k] = NULL, s->size[k] = 0;
+}
+
 static int build_tree(int n, const float *lo, const float *hi, wf_bvh_boxes_fn fn, void *ctx,
-                      int nthreads, wf_gnode **nodes, int **items, int *nnodes) {
+                      int nthreads, wf_bvh_scratch *s, wf_gnode **nodes, int **items, int *nnodes,
+                      size_t *nodes_bytes) {
   *nodes = NULL;
   *items = NULL;
   *nnodes = 0;
   if (n <= 0) return 0;
   build B;
   memset(&B, 0, sizeof B);
-  B.recs = wf_bvh_big_alloc(sizeof(rec) * (size_t)n);
+  size_t rbytes = sizeof(rec) * (size_t)n;
+  B.recs = wf_bvh_scratch_take(s, WF_BVH_RECS, rbytes);
   B.items = malloc(sizeof(int) * (size_t)n);
   /* 2n nodes: the root, a pad, n - 1 pairs; 64-byte aligned, so that
   ** each pair of children (even index) fills one cache line */
   size_t nbytes = sizeof(wf_gnode) * (size_t)(2 * n + 2);
-  B.nodes = wf_bvh_big_alloc(nbytes);
+  B.nodes = s ? wf_bvh_scratch_take(s, WF_BVH_NODES, nbytes) : wf_bvh_big_alloc(nbytes);
   if (!B.recs || !B.items || !B.nodes) {
-    free(B.recs);
+    wf_bvh_scratch_give(s, WF_BVH_RECS, B.recs, B.recs ? rbytes : 0);
     free(B.items);
     free(B.nodes);
     return -1;
   }
+  if (nodes_bytes) *nodes_bytes = nbytes;
   /* the records, in two halves on two threads for large inputs */
   fill f[2] = {{.recs = B.recs, .lo = lo, .hi = hi, .fn = fn, .ctx = ctx, .end = n},
                {.recs = B.recs, .lo = lo, .hi = hi, .fn = fn, .ctx = ctx, .begin = n, .end = n}};
@@ -617,7 +641,7 @@ static int build_tree(int n, const float *lo, const float *hi, wf_bvh_boxes_fn f
   B.nnodes = 2;
   B.idle = nthreads > 1 ? nthreads - 1 : 0;
   subtree(&B, &root);
-  free(B.recs);
+  wf_bvh_scratch_give(s, WF_BVH_RECS, B.recs, rbytes);
   *nodes = B.nodes;
   *items = B.items;
   *nnodes = B.nnodes;
@@ -626,12 +650,12 @@ static int build_tree(int n, const float *lo, const float *hi, wf_bvh_boxes_fn f
 
 int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads, wf_gnode **nodes,
                  int **items, int *nnodes) {
-  return build_tree(n, lo, hi, NULL, NULL, nthreads, nodes, items, nnodes);
+  return build_tree(n, lo, hi, NULL, NULL, nthreads, NULL, nodes, items, nnodes, NULL);
 }
 
-int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, void *ctx, int nthreads, wf_gnode **nodes,
-                    int **items, int *nnodes) {
-  return build_tree(n, NULL, NULL, fn, ctx, nthreads, nodes, items, nnodes);
+int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, void *ctx, int nthreads, wf_bvh_scratch *s,
+                    wf_gnode **nodes, int **items, int *nnodes, size_t *nodes_bytes) {
+  return build_tree(n, NULL, NULL, fn, ctx, nthreads, s, nodes, items, nnodes, nodes_bytes);
 }
 
 /* Refit: children before parents; nodes a box of 4 floats each side */

@@ -8,7 +8,8 @@
 **
 ** An object's id (the uint64 kernels receive) is the address of its
 ** descriptor: wf_gmesh for meshes, wf_gboxes for Bvh objects. Both hold a
-** wf_gbvh over their primitives (faces, boxes):
+** wf_gbvh over their primitives (faces, boxes): Bvh objects a binary tree,
+** meshes the same tree 4-wide (wf_gnode4 below; nodes is NULL):
 **
 **   wf_gnode (32 bytes)  lo[3] a | hi[3] b
 **     inner node: a = left child, b = right child (both after it)
@@ -16,8 +17,9 @@
 **   items[k]: the primitive in slot k (leaves own consecutive slots)
 **
 ** Node 0 is the root, node 1 a pad (children come in pairs at even
-** indices, a cache line each); every child has a larger index than its parent, so a
-** refit visits the nodes backwards (src/geom/bvh.c builds and refits).
+** indices, a cache line each); every child has a larger index than its
+** parent, so a refit visits the nodes backwards (src/geom/bvh.c builds
+** and refits).
 **
 ** The wf_nat_* functions at the end implement the rows of
 ** src/geom/native.h with its C ABI (a result pointer, argument pointers).
@@ -64,7 +66,8 @@ typedef struct wf_gwind {
 ** them): the boxes of 4 children as rows of lanes, so that the 4 slab tests
 ** or box distances are plain loops over the lanes, which compilers
 ** vectorize. child[j] > 0: a wide node; < 0: a leaf of count[j] slots from
-** ~child[j]; 0: an empty lane (node 0, the root, is no one's child). */
+** ~child[j]; 0: an empty lane (node 0, the root, is no one's child; the
+** lanes in use come first). */
 typedef struct wf_gnode4 {
   float lo[3][4], hi[3][4];
   int child[4], count[4];
@@ -73,8 +76,8 @@ typedef struct wf_gnode4 {
 typedef struct wf_gbvh {
   const wf_gnode *nodes;
   const int *items;
-  const wf_gwind *wind;  /* NULL unless the mesh supports winding numbers */
-  const wf_gnode4 *wide; /* meshes: the same tree 4-wide (rays, closest points) */
+  const wf_gwind *wind;  /* per wide lane; NULL unless the mesh supports winding numbers */
+  const wf_gnode4 *wide; /* meshes: the tree 4-wide (every mesh query walks it) */
   int nnodes, nitems;
   int nwide, pad;
 } wf_gbvh;
@@ -348,6 +351,29 @@ WF_G void gbox4_dist2(const wf_gnode4 *w, wf_g3 p, float *d) {
   }
 }
 
+/* The squared distance from p to the furthest point of the box [lo, hi]. */
+WF_G float gbox_far2(const float *lo, const float *hi, wf_g3 p) {
+  float fx = gmax(fabsf(p.x - lo[0]), fabsf(p.x - hi[0]));
+  float fy = gmax(fabsf(p.y - lo[1]), fabsf(p.y - hi[1]));
+  float fz = gmax(fabsf(p.z - lo[2]), fabsf(p.z - hi[2]));
+  return fx * fx + fy * fy + fz * fz;
+}
+
+/* Lane j of w as two boxes of 3 floats. */
+WF_G void gbox4_lane(const wf_gnode4 *w, int j, float *lo, float *hi) {
+  for (int a = 0; a < 3; a++)
+    lo[a] = w->lo[a][j], hi[a] = w->hi[a][j];
+}
+
+/* -gbox_far2 on the 4 lanes of w (the furthest point's ranking). */
+WF_G void gbox4_nfar2(const wf_gnode4 *w, wf_g3 p, float *d) {
+  for (int j = 0; j < 4; j++) {
+    float lo[3], hi[3];
+    gbox4_lane(w, j, lo, hi);
+    d[j] = -gbox_far2(lo, hi, p);
+  }
+}
+
 /* A traversal stack of lanes: lane j of wide node w as 4 w + j (its
 ** child and count are read again when it is popped) and, on the CPU, its
 ** distance (entry t of a ray, squared distance of a point), so that a pop
@@ -363,7 +389,8 @@ WF_G void gbox4_dist2(const wf_gnode4 *w, wf_g3 p, float *d) {
 
 typedef struct wf_gstack4 {
   const wf_gnode4 *W;
-  int sp, ray; /* ray: q, inv are a ray's origin and 1/dir; else q is a point */
+  int sp, ray; /* 1: q, inv are a ray's origin and 1/dir; else q is a point
+                 (0: ranked by box distance, 2: by -gbox_far2) */
   float q[3], inv[3];
   int ref[WF_G4STACK];
 #if !defined(WF_GSTACK_NARROW)
@@ -414,11 +441,11 @@ WF_G int gstack4_keep(const wf_gstack4 *S, int e, float lim, int closed) {
 #if !defined(WF_GSTACK_NARROW)
   return gwithin(S->d[e], lim, closed);
 #else
-  const wf_gnode4 *w = &S->W[S->ref[e] >> 2];
-  int j = S->ref[e] & 3;
-  float lo[3] = {w->lo[0][j], w->lo[1][j], w->lo[2][j]};
-  float hi[3] = {w->hi[0][j], w->hi[1][j], w->hi[2][j]};
-  if (!S->ray) return gwithin(gbox_dist2(lo, hi, g3(S->q[0], S->q[1], S->q[2])), lim, closed);
+  float lo[3], hi[3];
+  gbox4_lane(&S->W[S->ref[e] >> 2], S->ref[e] & 3, lo, hi);
+  wf_g3 p = g3(S->q[0], S->q[1], S->q[2]);
+  if (S->ray == 0) return gwithin(gbox_dist2(lo, hi, p), lim, closed);
+  if (S->ray == 2) return gwithin(-gbox_far2(lo, hi, p), lim, closed);
   /* gbox4_ray's test of one lane (the slab arithmetic in the same order) */
   float x0 = (lo[0] - S->q[0]) * S->inv[0], x1 = (hi[0] - S->q[0]) * S->inv[0];
   float y0 = (lo[1] - S->q[1]) * S->inv[1], y1 = (hi[1] - S->q[1]) * S->inv[1];
@@ -445,7 +472,6 @@ WF_G int gstack4_pop(wf_gstack4 *S, float lim, int closed, int *c, int *n) {
 WF_G int gmesh_ray(const wf_gmesh *m, wf_g3 o, wf_g3 d, float tmax, float *t, float *wa, float *wb,
                    float *det) {
   if (!m || m->nfaces <= 0) return -1;
-  const wf_gnode *N = m->bvh.nodes;
   const wf_gnode4 *W = m->bvh.wide;
   const int *items = m->bvh.items;
   wf_gray R = gray_prep(o, d);
@@ -453,7 +479,6 @@ WF_G int gmesh_ray(const wf_gmesh *m, wf_g3 o, wf_g3 d, float tmax, float *t, fl
   const float org[3] = {o.x, o.y, o.z}, iv[3] = {inv.x, inv.y, inv.z};
   int best = -1;
   float bt = tmax;
-  if (!(gbox_ray(N[0].lo, N[0].hi, o, inv, bt) <= bt)) return -1;
   wf_gstack4 S;
   gstack4_init(&S, W, o, inv, 1);
   int c = 0, cnt = 0, more = 1;
@@ -481,13 +506,11 @@ WF_G int gmesh_ray(const wf_gmesh *m, wf_g3 o, wf_g3 d, float tmax, float *t, fl
 
 /* The number of faces o + t d crosses for t > 0 (the parity test). */
 WF_G int gmesh_crossings(const wf_gmesh *m, wf_g3 o, wf_g3 d) {
-  const wf_gnode *N = m->bvh.nodes;
   const wf_gnode4 *W = m->bvh.wide;
   wf_gray R = gray_prep(o, d);
   wf_g3 inv = gray_inv(d);
   const float org[3] = {o.x, o.y, o.z}, iv[3] = {inv.x, inv.y, inv.z};
   const float lim = 3.0e38f;
-  if (gbox_ray(N[0].lo, N[0].hi, o, inv, lim) > lim) return 0;
   wf_gstack4 S;
   gstack4_init(&S, W, o, inv, 1);
   int c = 0, cnt = 0, more = 1, count = 0;
@@ -529,12 +552,10 @@ WF_G float gmesh_sign_parity(const wf_gmesh *m, wf_g3 p) {
 ** predictor learns, cost more than it saved. */
 WF_G int gmesh_closest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *wb, float *dist2) {
   if (!m || m->nfaces <= 0) return -1;
-  const wf_gnode *N = m->bvh.nodes;
   const wf_gnode4 *W = m->bvh.wide;
   int best = -1;
   float bd = lim * lim;
   if (!(bd > 0.0f)) return -1;
-  if (!(gbox_dist2(N[0].lo, N[0].hi, p) < bd)) return -1;
   const int all[4] = {1, 1, 1, 1};
   wf_gstack4 S;
   gstack4_init(&S, W, p, p, 0);
@@ -561,57 +582,38 @@ WF_G int gmesh_closest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *
   return best;
 }
 
-/* Closest (far = 0) or furthest (far = 1) face to p within max_dist
-** (strictly below; furthest: strictly above min_dist). */
-WF_G int gmesh_point(const wf_gmesh *m, wf_g3 p, float lim, int far, float *wa, float *wb,
-                     float *dist2) {
+/* Furthest face from p strictly beyond lim: the lanes ranked by the
+** negated squared distance of their furthest corner (which bounds the
+** furthest point of the box), so that the stack's nearest-first order and
+** pruning apply unchanged. The furthest point of a triangle is a vertex. */
+WF_G int gmesh_furthest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *wb, float *dist2) {
   if (!m || m->nfaces <= 0) return -1;
-  const wf_gnode *N = m->bvh.nodes;
-  int stack[WF_GSTACK], sp = 0, best = -1;
-  float bd = far ? lim * lim : lim * lim;
-  if (!far && !(bd > 0.0f)) return -1;
-  stack[sp++] = 0;
-  while (sp) {
-    const wf_gnode *n = &N[stack[--sp]];
-    if (!far) {
-      if (gbox_dist2(n->lo, n->hi, p) >= bd) continue;
-    } else {
-      /* the furthest corner bounds the furthest point of the box */
-      float fx = gmax(fabsf(p.x - n->lo[0]), fabsf(p.x - n->hi[0]));
-      float fy = gmax(fabsf(p.y - n->lo[1]), fabsf(p.y - n->hi[1]));
-      float fz = gmax(fabsf(p.z - n->lo[2]), fabsf(p.z - n->hi[2]));
-      if (fx * fx + fy * fy + fz * fz <= bd) continue;
-    }
-    if (n->b < 0) {
-      for (int k = n->a, e = n->a - n->b; k < e; k++) {
-        int f = m->bvh.items[k];
-        wf_g3 a, b, c;
-        gtri_slot(m, k, &a, &b, &c);
-        float u, v;
-        if (!far) {
-          gclosest_tri(a, b, c, p, &u, &v);
-        } else { /* the furthest point of a triangle is a vertex */
-          float da = g3dot(g3sub(a, p), g3sub(a, p)), db = g3dot(g3sub(b, p), g3sub(b, p)),
-                dc = g3dot(g3sub(c, p), g3sub(c, p));
-          u = da >= db && da >= dc ? 1.0f : 0.0f;
-          v = u == 0.0f && db >= dc ? 1.0f : 0.0f;
-        }
-        wf_g3 q = g3sub(gbary(a, b, c, u, v), p);
+  const wf_gnode4 *W = m->bvh.wide;
+  int best = -1;
+  float bd = lim * lim;
+  const int all[4] = {1, 1, 1, 1};
+  wf_gstack4 S;
+  gstack4_init(&S, W, p, p, 2);
+  int c = 0, cnt = 0, more = 1;
+  while (more) {
+    if (c < 0) {
+      for (int k = ~c, e = ~c + cnt; k < e; k++) {
+        wf_g3 a, b, cc;
+        gtri_slot(m, k, &a, &b, &cc);
+        float da = g3dot(g3sub(a, p), g3sub(a, p)), db = g3dot(g3sub(b, p), g3sub(b, p)),
+              dc = g3dot(g3sub(cc, p), g3sub(cc, p));
+        float u = da >= db && da >= dc ? 1.0f : 0.0f;
+        float v = u == 0.0f && db >= dc ? 1.0f : 0.0f;
+        wf_g3 q = g3sub(gbary(a, b, cc, u, v), p);
         float d2 = g3dot(q, q);
-        if (far ? d2 > bd : d2 < bd) bd = d2, best = f, *wa = u, *wb = v;
+        if (d2 > bd) bd = d2, best = m->bvh.items[k], *wa = u, *wb = v;
       }
+      more = gstack4_pop(&S, -bd, 0, &c, &cnt);
       continue;
     }
-    const wf_gnode *l = &N[n->a], *r = &N[n->b];
-    float dl = gbox_dist2(l->lo, l->hi, p), dr = gbox_dist2(r->lo, r->hi, p);
-    if (sp + 2 > WF_GSTACK) continue;
-    if ((dl <= dr) != (far != 0)) { /* nearer child on top (furthest: the other) */
-      stack[sp++] = n->b;
-      stack[sp++] = n->a;
-    } else {
-      stack[sp++] = n->a;
-      stack[sp++] = n->b;
-    }
+    float d4[4];
+    gbox4_nfar2(&W[c], p, d4);
+    more = gstack4_push(&S, c, d4, all, -bd, 0, &c, &cnt) || gstack4_pop(&S, -bd, 0, &c, &cnt);
   }
   *dist2 = bd;
   return best;
@@ -622,13 +624,11 @@ WF_G int gmesh_point(const wf_gmesh *m, wf_g3 p, float lim, int far, float *wa, 
 ** the mesh's size at that distance) of the closest one, so that at an edge
 ** or a vertex the faces meeting there vote together. */
 WF_G wf_g3 gmesh_pseudo_normal(const wf_gmesh *m, wf_g3 p, wf_g3 q, float d2, float eps) {
-  const wf_gnode *N = m->bvh.nodes;
   const wf_gnode4 *W = m->bvh.wide;
   float tol = eps * (sqrtf(d2) + 1e-6f) + 1e-7f;
   float lim = sqrtf(d2) + tol;
   float lim2 = lim * lim;
   wf_g3 acc = g3(0.0f, 0.0f, 0.0f);
-  if (gbox_dist2(N[0].lo, N[0].hi, p) > lim2) return acc;
   const int all[4] = {1, 1, 1, 1};
   wf_gstack4 S;
   gstack4_init(&S, W, p, p, 0);
@@ -663,38 +663,41 @@ WF_G float gsolid_angle(wf_g3 a, wf_g3 b, wf_g3 c, wf_g3 p) {
   return atan2f(num, den) * (float)(1.0 / (2.0 * 3.14159265358979323846));
 }
 
-/* Generalized winding number of the mesh at p: exact for nodes close to
+/* Generalized winding number of the mesh at p: exact for lanes close to
 ** p, a dipole far away (distance > accuracy * radius: Barill et al.'s
-** fast winding numbers, first order). */
+** fast winding numbers, first order; the data is per lane, 4 w + j). */
 WF_G float gmesh_winding(const wf_gmesh *m, wf_g3 p, float accuracy) {
-  const wf_gnode *N = m->bvh.nodes;
-  const wf_gwind *W = m->bvh.wind;
+  if (!m || m->nfaces <= 0) return 0.0f;
+  const wf_gnode4 *W = m->bvh.wide;
+  const wf_gwind *D = m->bvh.wind;
   float w = 0.0f;
-  int stack[WF_GSTACK], sp = 0;
-  stack[sp++] = 0;
+  /* lanes: 4 pushed, one popped per level */
+  int stack[WF_G4STACK], sp = 0;
+  for (int j = 0; j < 4; j++)
+    if (W[0].child[j]) stack[sp++] = j;
   while (sp) {
-    int i = stack[--sp];
-    const wf_gnode *n = &N[i];
-    if (W) {
-      wf_g3 c = g3(W[i].c[0], W[i].c[1], W[i].c[2]);
-      wf_g3 dv = g3sub(c, p);
+    int l = stack[--sp];
+    const wf_gnode4 *n = &W[l >> 2];
+    int c = n->child[l & 3];
+    if (D) {
+      wf_g3 dv = g3sub(g3(D[l].c[0], D[l].c[1], D[l].c[2]), p);
       float d = sqrtf(g3dot(dv, dv));
-      if (d > accuracy * W[i].r && d > 0.0f) {
-        wf_g3 nn = g3(W[i].n[0], W[i].n[1], W[i].n[2]);
+      if (d > accuracy * D[l].r && d > 0.0f) {
+        wf_g3 nn = g3(D[l].n[0], D[l].n[1], D[l].n[2]);
         w += g3dot(dv, nn) / (4.0f * 3.14159265f * d * d * d);
         continue;
       }
     }
-    if (n->b < 0) {
-      for (int k = n->a, e = n->a - n->b; k < e; k++) {
-        wf_g3 a, b, c;
-        gtri_slot(m, k, &a, &b, &c);
-        w += gsolid_angle(a, b, c, p);
+    if (c < 0) {
+      for (int k = ~c, e = ~c + n->count[l & 3]; k < e; k++) {
+        wf_g3 a, b, cc;
+        gtri_slot(m, k, &a, &b, &cc);
+        w += gsolid_angle(a, b, cc, p);
       }
-    } else if (sp + 2 <= WF_GSTACK) {
-      stack[sp++] = n->a;
-      stack[sp++] = n->b;
+      continue;
     }
+    for (int j = 0; j < 4 && sp < WF_G4STACK; j++)
+      if (W[c].child[j]) stack[sp++] = 4 * c + j;
   }
   return w;
 }
@@ -702,7 +705,11 @@ WF_G float gmesh_winding(const wf_gmesh *m, wf_g3 p, float accuracy) {
 /* ---- box iterators (mesh_query_aabb, bvh_query_aabb, bvh_query_ray) ----
 ** The state: the tree, the query, a stack of nodes still to visit and the
 ** leaf being walked. next() advances to the next primitive whose box the
-** query touches; get() reads it. */
+** query touches; get() reads it. Meshes walk their wide tree: an entry
+** 4 w + j stands for the lanes from j on of wide node w, which a step
+** tests in order up to the first hit, leaving an entry for the lanes
+** after it; so the stack holds one entry per level and the child, as the
+** binary walk (Bvh objects) holds the right child per level. */
 typedef struct wf_giter {
   const wf_gbvh *bvh;
   const wf_gmesh *mesh; /* mesh queries test each face's box */
@@ -739,7 +746,25 @@ WF_G void giter_begin(wf_giter *q, const wf_gbvh *bvh, wf_g3 lo, wf_g3 hi, int r
   q->sp = 0;
   q->k = q->e = 0;
   q->cur = -1;
-  if (bvh && bvh->nnodes > 0) q->stack[q->sp++] = 0;
+  if (bvh && (bvh->wide ? bvh->nwide : bvh->nnodes) > 0) q->stack[q->sp++] = 0;
+}
+
+/* The wide walk's step from stack entry e (4 w + j). */
+WF_G void giter_wide(wf_giter *q, int e, int nstack) {
+  const wf_gnode4 *w = &q->bvh->wide[e >> 2];
+  for (int j = e & 3; j < 4 && w->child[j]; j++) {
+    float lo[3], hi[3];
+    gbox4_lane(w, j, lo, hi);
+    if (!giter_hit(q, lo, hi)) continue;
+    if (j < 3 && q->sp < nstack) q->stack[q->sp++] = e - (e & 3) + j + 1;
+    if (w->child[j] < 0) {
+      q->k = ~w->child[j];
+      q->e = q->k + w->count[j];
+    } else if (q->sp < nstack) {
+      q->stack[q->sp++] = 4 * w->child[j];
+    }
+    return;
+  }
 }
 
 WF_G int giter_next(wf_giter *q) {
@@ -757,6 +782,10 @@ WF_G int giter_next(wf_giter *q) {
     if (!q->sp) {
       q->cur = -1;
       return 0;
+    }
+    if (q->bvh->wide) {
+      giter_wide(q, q->stack[--q->sp], nstack);
+      continue;
     }
     const wf_gnode *n = &q->bvh->nodes[q->stack[--q->sp]];
     if (!giter_hit(q, n->lo, n->hi)) continue;
@@ -832,7 +861,7 @@ WF_G void gquery_point(void *res, const void *id, const void *pt, const void *md
   r.result = 0, r.pad[0] = r.pad[1] = r.pad[2] = 0;
   r.sign = 0.0f, r.face = 0, r.u = 0.0f, r.v = 0.0f;
   float u = 0.0f, v = 0.0f, d2 = 0.0f;
-  int f = mode == 4 ? gmesh_point(m, p, f_arg(md), 1, &u, &v, &d2)
+  int f = mode == 4 ? gmesh_furthest(m, p, f_arg(md), &u, &v, &d2)
                     : gmesh_closest(m, p, f_arg(md), &u, &v, &d2);
   if (f >= 0) {
     r.result = 1, r.face = f, r.u = u, r.v = v;

@@ -6,7 +6,7 @@
 **   wf_geom  +----------------------------------------------+
 **            | d: wf_gmesh or wf_gboxes  <- the id points here|
 **            | kind, reg (one reference)                     |
-**            | nodes, items, wind (owned)                    |
+**            | nodes or wide, items, wind (owned)            |
 **            | lo, hi: primitive boxes (refit scratch)       |
 **            +----------------------------------------------+
 */
@@ -31,11 +31,11 @@ struct wf_geom {
   int kind;
   int nprims;
   wf_georeg *reg;
-  wf_gnode *nodes;
+  wf_gnode *nodes; /* Bvh objects (meshes: while building) */
   int *items;
-  wf_gwind *wind;
+  wf_gwind *wind;  /* meshes: per wide lane (4 w + j) */
   wf_gnode4 *wide; /* meshes: the tree 4-wide (bvh4.c) */
-  int *wlane;      /* each binary node's wide lane, or -1 (refit) */
+  int *wend;       /* meshes: where each wide node's subtree ends (refit) */
   int nnodes, nwide;
   int nthreads;   /* the runtime's, for refit */
   float *lo, *hi; /* 3 per primitive (meshes: while building) */
@@ -94,39 +94,29 @@ static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
   }
 }
 
-/* Meshes: copy the triangles into leaf order and take the node bounds,
-** in one post-order walk per subtree (an explicit stack: a node's index,
-** or ~index once its children are done); then each binary node's box goes
-** into the wide lane it stands in. Both run on the runtime's thread pool:
-** the walk's parts are the subtrees under the top levels (the few nodes
-** above them follow), the lanes' part are ranges of nodes. Measured
-** slower and dropped: lanes written from inside the walk (scattered
-** writes), a walk over the wide nodes writing each node once (2x slower:
-** the leaves no longer come in slot order), streaming stores for the
-** triangle copy. */
+/* Meshes: refit on the wide nodes alone. bvh4.c numbers them depth
+** first, so each subtree is a range [w, wend[w]) of nodes that come after
+** their parents: walking a range backwards takes children before parents,
+** and meets the leaves in slot order (backwards), so the triangle copy
+** into leaf order streams. A leaf lane copies its triangles and takes
+** their box, an inner lane the union of its child's lanes. The ranges of
+** the subtrees under the top few nodes run on the runtime's thread pool,
+** those top nodes afterwards. (The binary nodes, which an earlier refit
+** updated before copying their boxes into the lanes, are gone after the
+** build.) */
 #define REFIT_PARTS 16 /* subtrees (pool chunks): enough to balance two cores */
 
 typedef struct refit_job {
   wf_geom *g;
-  int nparts, ntop;
-  int part[REFIT_PARTS]; /* subtree roots */
-  int top[REFIT_PARTS];  /* the inner nodes above them, parents first */
+  int first, nparts, ntop;
+  int part[4 * REFIT_PARTS + 1]; /* subtree roots from part[first] on */
+  int top[REFIT_PARTS];          /* the nodes above them, parents first */
 } refit_job;
 
-/* wf_pool_fn: the lanes of binary nodes [begin, end) take their boxes
-** (a pass in node order after the walk: streaming reads, and writes that
-** mostly follow the wide nodes' order) */
-static void refit_lanes(void *p, int64_t begin, int64_t end) {
-  wf_geom *g = p;
-  for (int64_t i = begin; i < end; i++)
-    if (g->wlane[i] >= 0) wf_bvh4_lane_box(g->wide, g->wlane[i], &g->nodes[i]);
-}
-
-/* Leaf n: its triangles copied into slots [a, a - b), its box from them. */
-static void leaf_refit(wf_geom *g, wf_gnode *n) {
+/* Slots [k0, k1): their triangles copied into slot order, their box. */
+static void leaf_refit(wf_geom *g, int k0, int k1, float *lo, float *hi) {
   const wf_gmesh *m = &g->d.mesh;
-  float lo[3] = {3.4e38f, 3.4e38f, 3.4e38f}, hi[3] = {-3.4e38f, -3.4e38f, -3.4e38f};
-  for (int k = n->a; k < n->a - n->b; k++) {
+  for (int k = k0; k < k1; k++) {
     const int *ix = g->sidx + 3 * (size_t)k;
     float *t = g->tris + 9 * (size_t)k;
     for (int v = 0; v < 3; v++) {
@@ -136,78 +126,57 @@ static void leaf_refit(wf_geom *g, wf_gnode *n) {
       hi[0] = gmax(hi[0], p.x), hi[1] = gmax(hi[1], p.y), hi[2] = gmax(hi[2], p.z);
     }
   }
-  memcpy(n->lo, lo, sizeof lo);
-  memcpy(n->hi, hi, sizeof hi);
 }
 
-static void inner_refit(wf_gnode *N, wf_gnode *n) {
-  const wf_gnode *l = &N[n->a], *r = &N[n->b];
-  for (int c = 0; c < 3; c++) {
-    n->lo[c] = gmin(l->lo[c], r->lo[c]);
-    n->hi[c] = gmax(l->hi[c], r->hi[c]);
-  }
-}
-
-static void subtree_refit(wf_geom *g, int root) {
-  wf_gnode *N = g->nodes;
-  /* depth <= WF_GSTACK: a pending parent and a sibling per level */
-  int stack[2 * WF_GSTACK + 2], sp = 0;
-  stack[sp++] = root;
-  while (sp) {
-    int i = stack[--sp];
-    if (i < 0) {
-      inner_refit(N, &N[~i]);
-    } else if (N[i].b < 0) {
-      leaf_refit(g, &N[i]);
+/* The lanes of wide node w (its children's lanes are done). */
+static void node_refit(wf_geom *g, int w) {
+  wf_gnode4 *W = g->wide, *n = &W[w];
+  for (int j = 0; j < 4; j++) {
+    int c = n->child[j];
+    if (!c) continue; /* empty */
+    float lo[3] = {3.4e38f, 3.4e38f, 3.4e38f}, hi[3] = {-3.4e38f, -3.4e38f, -3.4e38f};
+    if (c < 0) {
+      leaf_refit(g, ~c, ~c + n->count[j], lo, hi);
     } else {
-      stack[sp++] = ~i;
-      stack[sp++] = N[i].b;
-      stack[sp++] = N[i].a;
+      const wf_gnode4 *k = &W[c];
+      for (int l = 0; l < 4; l++)
+        for (int a = 0; a < 3 && k->child[l]; a++)
+          lo[a] = gmin(lo[a], k->lo[a][l]), hi[a] = gmax(hi[a], k->hi[a][l]);
     }
+    for (int a = 0; a < 3; a++)
+      n->lo[a][j] = lo[a], n->hi[a][j] = hi[a];
   }
 }
 
 /* wf_pool_fn: the subtrees [begin, end) of a refit_job. */
 static void refit_parts(void *p, int64_t begin, int64_t end) {
   refit_job *j = p;
-  for (int64_t k = begin; k < end; k++)
-    subtree_refit(j->g, j->part[k]);
+  for (int64_t k = j->first + begin; k < j->first + end; k++)
+    for (int w = j->g->wend[j->part[k]] - 1; w >= j->part[k]; w--)
+      node_refit(j->g, w);
 }
 
 static void mesh_refit(wf_rt *rt, wf_geom *g) {
   refit_job j;
-  j.g = g, j.nparts = 0, j.ntop = 0;
+  j.g = g, j.first = 0, j.nparts = 0, j.ntop = 0;
   /* split the largest meshes breadth first (a queue of subtrees: the
-  ** oldest inner node gives way to its two children; leaves stay parts)
-  ** until there are REFIT_PARTS, of similar sizes in a balanced tree */
+  ** oldest gives way to its children) until there are about
+  ** REFIT_PARTS, of similar sizes in a balanced tree */
   wf_pool *pool = g->nprims >= 65536 ? wf_launch_pool(rt) : NULL;
-  int q[2 * REFIT_PARTS], h = 0, t = 0;
-  q[t++] = 0;
-  while (pool && h < t && j.nparts + t - h < REFIT_PARTS) {
-    int i = q[h++];
-    const wf_gnode *n = &g->nodes[i];
-    if (n->b < 0) {
-      j.part[j.nparts++] = i;
-      continue;
-    }
-    j.top[j.ntop++] = i;
-    q[t++] = n->a, q[t++] = n->b;
+  j.part[j.nparts++] = 0;
+  while (pool && j.first < j.nparts && j.nparts - j.first + 3 <= REFIT_PARTS &&
+         j.ntop < REFIT_PARTS) {
+    const wf_gnode4 *n = &g->wide[j.part[j.first]];
+    j.top[j.ntop++] = j.part[j.first++];
+    for (int l = 0; l < 4; l++)
+      if (n->child[l] > 0) j.part[j.nparts++] = n->child[l];
   }
-  while (h < t)
-    j.part[j.nparts++] = q[h++];
   if (pool)
-    wf_pool_run(pool, j.nparts, 1, refit_parts, &j, NULL);
+    wf_pool_run(pool, j.nparts - j.first, 1, refit_parts, &j, NULL);
   else
-    refit_parts(&j, 0, j.nparts);
+    refit_parts(&j, 0, j.nparts - j.first);
   for (int k = j.ntop - 1; k >= 0; k--)
-    inner_refit(g->nodes, &g->nodes[j.top[k]]);
-  /* node 1, the pad no parent names, keeps a box (of slot 0) */
-  if (g->nnodes > 1) leaf_refit(g, &g->nodes[1]);
-  if (!g->wlane) return;
-  if (pool)
-    wf_pool_run(pool, g->nnodes, 8192, refit_lanes, g, NULL);
-  else
-    refit_lanes(g, 0, g->nnodes);
+    node_refit(g, j.top[k]);
 }
 
 /* Collapse the binary tree into wide nodes (bvh4.c). */
@@ -219,54 +188,76 @@ typedef struct collapse_job {
 static void *collapse(void *p) {
   collapse_job *j = p;
   wf_geom *g = j->g;
-  j->rc = wf_bvh4_build(g->nodes, g->nnodes, &g->wide, &g->wlane, &g->nwide);
+  j->rc = wf_bvh4_build(g->nodes, g->nnodes, &g->wide, &g->wend, &g->nwide);
   return NULL;
 }
 
-/* Winding-number data (query.h: wf_gwind), children before parents. */
-static void wind_refit(wf_geom *g) {
+/* Winding-number data (query.h: wf_gwind) of the leaf of slots [k0, k1). */
+static void wind_leaf(const wf_geom *g, int k0, int k1, wf_gwind *w) {
   const wf_gmesh *m = &g->d.mesh;
-  for (int i = g->nnodes - 1; i >= 0; i--) {
-    const wf_gnode *n = &g->nodes[i];
-    wf_gwind *w = &g->wind[i];
-    double c[3] = {0, 0, 0}, nn[3] = {0, 0, 0}, area = 0;
-    float r = 0;
-    if (n->b < 0) {
-      for (int k = n->a; k < n->a - n->b; k++) {
-        wf_g3 a, b, cc;
-        gtri(m, g->items[k], &a, &b, &cc);
-        wf_g3 an = g3mul(g3cross(g3sub(b, a), g3sub(cc, a)), 0.5f);
-        double ar = sqrt((double)g3dot(an, an)) + 1e-30;
-        wf_g3 cen = g3mul(g3add(g3add(a, b), cc), 1.0f / 3.0f);
-        c[0] += ar * cen.x, c[1] += ar * cen.y, c[2] += ar * cen.z;
-        nn[0] += an.x, nn[1] += an.y, nn[2] += an.z;
-        area += ar;
-      }
-      wf_g3 cf = g3((float)(c[0] / area), (float)(c[1] / area), (float)(c[2] / area));
-      for (int k = n->a; k < n->a - n->b; k++) {
-        wf_g3 v[3];
-        gtri(m, g->items[k], &v[0], &v[1], &v[2]);
-        for (int j = 0; j < 3; j++) {
-          wf_g3 d = g3sub(v[j], cf);
-          r = gmax(r, sqrtf(g3dot(d, d)));
-        }
-      }
-      w->c[0] = cf.x, w->c[1] = cf.y, w->c[2] = cf.z;
-    } else {
-      const wf_gwind *l = &g->wind[n->a], *rr = &g->wind[n->b];
-      area = (double)l->pad + (double)rr->pad;
-      for (int k = 0; k < 3; k++) {
-        w->c[k] = (float)(((double)l->pad * l->c[k] + (double)rr->pad * rr->c[k]) / area);
-        nn[k] = (double)l->n[k] + rr->n[k];
-      }
-      wf_g3 cf = g3(w->c[0], w->c[1], w->c[2]);
-      wf_g3 dl = g3sub(cf, g3(l->c[0], l->c[1], l->c[2]));
-      wf_g3 dr = g3sub(cf, g3(rr->c[0], rr->c[1], rr->c[2]));
-      r = gmax(sqrtf(g3dot(dl, dl)) + l->r, sqrtf(g3dot(dr, dr)) + rr->r);
+  double c[3] = {0, 0, 0}, nn[3] = {0, 0, 0}, area = 0;
+  float r = 0;
+  for (int k = k0; k < k1; k++) {
+    wf_g3 a, b, cc;
+    gtri(m, g->items[k], &a, &b, &cc);
+    wf_g3 an = g3mul(g3cross(g3sub(b, a), g3sub(cc, a)), 0.5f);
+    double ar = sqrt((double)g3dot(an, an)) + 1e-30;
+    wf_g3 cen = g3mul(g3add(g3add(a, b), cc), 1.0f / 3.0f);
+    c[0] += ar * cen.x, c[1] += ar * cen.y, c[2] += ar * cen.z;
+    nn[0] += an.x, nn[1] += an.y, nn[2] += an.z;
+    area += ar;
+  }
+  wf_g3 cf = g3((float)(c[0] / area), (float)(c[1] / area), (float)(c[2] / area));
+  for (int k = k0; k < k1; k++) {
+    wf_g3 v[3];
+    gtri(m, g->items[k], &v[0], &v[1], &v[2]);
+    for (int j = 0; j < 3; j++) {
+      wf_g3 d = g3sub(v[j], cf);
+      r = gmax(r, sqrtf(g3dot(d, d)));
     }
-    w->n[0] = (float)nn[0], w->n[1] = (float)nn[1], w->n[2] = (float)nn[2];
-    w->r = r * 1.0001f;
-    w->pad = (float)area;
+  }
+  w->c[0] = cf.x, w->c[1] = cf.y, w->c[2] = cf.z;
+  w->n[0] = (float)nn[0], w->n[1] = (float)nn[1], w->n[2] = (float)nn[2];
+  w->r = r * 1.0001f;
+  w->pad = (float)area;
+}
+
+/* The data of an inner lane from the used lanes of its child (l, n of
+** them): area-weighted centroid, summed normals, a ball holding theirs. */
+static void wind_join(const wf_gwind *l, int n, wf_gwind *w) {
+  double c[3] = {0, 0, 0}, nn[3] = {0, 0, 0}, area = 0;
+  for (int i = 0; i < n; i++) {
+    area += (double)l[i].pad;
+    for (int k = 0; k < 3; k++)
+      c[k] += (double)l[i].pad * l[i].c[k], nn[k] += (double)l[i].n[k];
+  }
+  wf_g3 cf = g3((float)(c[0] / area), (float)(c[1] / area), (float)(c[2] / area));
+  float r = 0;
+  for (int i = 0; i < n; i++) {
+    wf_g3 d = g3sub(cf, g3(l[i].c[0], l[i].c[1], l[i].c[2]));
+    r = gmax(r, sqrtf(g3dot(d, d)) + l[i].r);
+  }
+  w->c[0] = cf.x, w->c[1] = cf.y, w->c[2] = cf.z;
+  w->n[0] = (float)nn[0], w->n[1] = (float)nn[1], w->n[2] = (float)nn[2];
+  w->r = r * 1.0001f;
+  w->pad = (float)area;
+}
+
+/* Winding-number data of every lane (4 w + j), children before parents
+** (wide nodes come after their parents). */
+static void wind_refit(wf_geom *g) {
+  for (int w = g->nwide - 1; w >= 0; w--) {
+    const wf_gnode4 *n = &g->wide[w];
+    for (int j = 0; j < 4; j++) {
+      int c = n->child[j];
+      if (c < 0) wind_leaf(g, ~c, ~c + n->count[j], &g->wind[4 * w + j]);
+      if (c <= 0) continue;
+      /* a wide node's used lanes come first */
+      int used = 0;
+      while (used < 4 && g->wide[c].child[used])
+        used++;
+      wind_join(&g->wind[4 * c], used, &g->wind[4 * w + j]);
+    }
   }
 }
 
@@ -303,7 +294,8 @@ static int upload(wf_rt *rt, wf_geom *g) {
   size_t o_nodes = ALIGN64(sizeof g->d), o_items = o_nodes + ALIGN64(nn * sizeof(wf_gnode));
   size_t o_tris = o_items + ALIGN64(n * sizeof(int));
   size_t o_wind = o_tris + (g->tris ? ALIGN64(n * 9 * sizeof(float)) : 0);
-  size_t nw = (size_t)g->nwide, o_wide = o_wind + (g->wind ? ALIGN64(nn * sizeof(wf_gwind)) : 0);
+  size_t nw = (size_t)g->nwide,
+         o_wide = o_wind + (g->wind ? ALIGN64(4 * nw * sizeof(wf_gwind)) : 0);
   size_t total = o_wide + nw * sizeof(wf_gnode4);
   int rc;
   if (!g->dbuf && (rc = ops->buffer_new(rt, g->device, total, &g->dbuf))) return rc;
@@ -329,20 +321,21 @@ static int upload(wf_rt *rt, wf_geom *g) {
     d.boxes.uppers = g->dev[1];
     bvh = &d.boxes.bvh;
   }
-  bvh->nodes = (const wf_gnode *)(base + o_nodes);
+  bvh->nodes = g->nodes ? (const wf_gnode *)(base + o_nodes) : NULL;
   bvh->items = (const int *)(base + o_items);
   bvh->wind = g->wind ? (const wf_gwind *)(base + o_wind) : NULL;
   bvh->wide = g->wide ? (const wf_gnode4 *)(base + o_wide) : NULL;
   if ((rc = ops->copy(rt, g->device, base, WF_DEVICE_CPU, &d, sizeof d)) ||
-      (rc = ops->copy(rt, g->device, base + o_nodes, WF_DEVICE_CPU, g->nodes,
-                      nn * sizeof(wf_gnode))) ||
       (rc = ops->copy(rt, g->device, base + o_items, WF_DEVICE_CPU, g->items, n * sizeof(int))))
+    return rc;
+  if (g->nodes && (rc = ops->copy(rt, g->device, base + o_nodes, WF_DEVICE_CPU, g->nodes,
+                                  nn * sizeof(wf_gnode))))
     return rc;
   if (g->tris &&
       (rc = ops->copy(rt, g->device, base + o_tris, WF_DEVICE_CPU, g->tris, n * 9 * sizeof(float))))
     return rc;
-  if (g->wind &&
-      (rc = ops->copy(rt, g->device, base + o_wind, WF_DEVICE_CPU, g->wind, nn * sizeof(wf_gwind))))
+  if (g->wind && (rc = ops->copy(rt, g->device, base + o_wind, WF_DEVICE_CPU, g->wind,
+                                 4 * nw * sizeof(wf_gwind))))
     return rc;
   if (g->wide && (rc = ops->copy(rt, g->device, base + o_wide, WF_DEVICE_CPU, g->wide,
                                  nw * sizeof(wf_gnode4))))
@@ -357,12 +350,17 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     g->tris = malloc(sizeof(float) * 9 * (size_t)n);
     if (!g->tris) goto oom;
   }
-  /* meshes: the face boxes as the build fills its records, on its threads */
+  /* meshes: the face boxes as the build fills its records, on its
+  ** threads, in the records and nodes of the last build (their binary
+  ** nodes live until the collapse) */
+  wf_georeg *reg = wf_georeg_of(rt);
+  wf_bvh_scratch *scratch = reg ? wf_georeg_scratch(reg) : NULL;
+  size_t nodes_bytes = 0;
   if (kind == WF_GEOM_BVH
           ? wf_bvh_build(n, (const float *)g->d.boxes.lowers, (const float *)g->d.boxes.uppers,
                          rt->num_threads, &g->nodes, &g->items, &g->nnodes)
-          : wf_bvh_build_fn(n, face_boxes, &g->d.mesh, rt->num_threads, &g->nodes, &g->items,
-                            &g->nnodes))
+          : wf_bvh_build_fn(n, face_boxes, &g->d.mesh, rt->num_threads, scratch, &g->nodes,
+                            &g->items, &g->nnodes, &nodes_bytes))
     goto oom;
   if (kind == WF_GEOM_MESH) {
     /* the wide nodes (from the build's boxes) on a second thread while
@@ -377,11 +375,14 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
       memcpy(g->sidx + 3 * (size_t)k, g->d.mesh.indices + 3 * (size_t)g->items[k], 3 * sizeof(int));
     if (threaded) pthread_join(th, NULL);
     if (!g->sidx || job.rc) goto oom;
+    /* every mesh query walks the wide nodes */
+    wf_bvh_scratch_give(scratch, WF_BVH_NODES, g->nodes, nodes_bytes);
+    g->nodes = NULL, g->nnodes = 0;
     g->d.mesh.tris = g->tris;
     mesh_refit(rt, g);
   }
   if (winding) {
-    g->wind = calloc((size_t)g->nnodes, sizeof *g->wind);
+    g->wind = calloc(4 * (size_t)g->nwide, sizeof *g->wind);
     if (!g->wind) goto oom;
     wind_refit(g);
   }
@@ -589,7 +590,7 @@ void wf_geom_free(wf_geom *g) {
   free(g->items);
   free(g->wind);
   free(g->wide);
-  free(g->wlane);
+  free(g->wend);
   free(g->lo);
   free(g->hi);
   free(g->tris);

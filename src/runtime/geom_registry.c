@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "geom/bvh.h"
 #include "runtime/geom.h"
 #include "runtime/rt.h"
 
@@ -27,10 +28,12 @@ struct wf_georeg {
   int64_t refs;    /* __atomic */
   pthread_rwlock_t lock;
   slot *slots;
-  size_t cap, used; /* used counts tombstones too */
+  size_t cap, used;       /* used counts tombstones too */
+  wf_bvh_scratch scratch; /* the memory of the last mesh build, for the next */
 };
 
 static void reg_free(wf_georeg *g) {
+  wf_bvh_scratch_free(&g->scratch);
   pthread_rwlock_destroy(&g->lock);
   free(g->slots);
   free(g);
@@ -43,6 +46,10 @@ void wf_georeg_retain(wf_georeg *g) {
 void wf_georeg_release(void *p) {
   wf_georeg *g = p;
   if (g && __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) == 0) reg_free(g);
+}
+
+wf_bvh_scratch *wf_georeg_scratch(wf_georeg *g) {
+  return &g->scratch;
 }
 
 static int ids_kind(const wf_geom_ids *ids, unsigned long long id) {

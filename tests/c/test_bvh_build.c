@@ -146,16 +146,27 @@ static void copy_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
   memcpy(hi, b->hi + 3 * begin, sizeof(float) * 3 * (size_t)(end - begin));
 }
 
-/* The boxes from a function (in chunks) build the tree the arrays do. */
+/* The boxes from a function (in chunks) build the tree the arrays do,
+** also in the reused (dirty) records and nodes of earlier builds. */
 static void check_fn(const boxes *b) {
   wf_gnode *N, *M;
   int *it, *jt, nn, mm;
+  wf_bvh_scratch s = {{NULL, NULL}, {0, 0}};
   CHECK_INT(wf_bvh_build(b->n, b->lo, b->hi, 1, &N, &it, &nn), 0);
-  CHECK_INT(wf_bvh_build_fn(b->n, copy_boxes, (void *)b, 1, &M, &jt, &mm), 0);
-  CHECK_INT(mm, nn);
-  CHECK(!memcmp(N, M, sizeof(wf_gnode) * (size_t)nn));
-  CHECK(!memcmp(it, jt, sizeof(int) * (size_t)b->n));
-  free(N), free(M), free(it), free(jt);
+  for (int round = 0; round < 3; round++) {
+    size_t bytes = 0;
+    CHECK_INT(
+        wf_bvh_build_fn(b->n, copy_boxes, (void *)b, 1, round ? &s : NULL, &M, &jt, &mm, &bytes),
+        0);
+    CHECK_INT(mm, nn);
+    CHECK(!memcmp(N, M, sizeof(wf_gnode) * (size_t)nn));
+    CHECK(!memcmp(it, jt, sizeof(int) * (size_t)b->n));
+    if (M) memset(M, 0x5a, bytes); /* what the next build finds there */
+    wf_bvh_scratch_give(round ? &s : NULL, WF_BVH_NODES, M, bytes);
+    free(jt);
+  }
+  wf_bvh_scratch_free(&s);
+  free(N), free(it);
 }
 
 static void boxes_free(boxes *b) {
