@@ -21,6 +21,26 @@ local k = weft.kernel{ id = weft.uint64, p = weft.array(vec3), face = weft.array
     dist[i] = q.result and weft.length(weft.mesh_eval_position(id, q.face, q.u, q.v) - p[i]) or -1.0
   end }
 
+-- rays from each point towards the origin, on the same leaf lanes
+local kr = weft.kernel{ id = weft.uint64, p = weft.array(vec3), face = weft.array(weft.int32),
+  t = weft.array(weft.float32), u = weft.array(weft.float32), v = weft.array(weft.float32),
+  function(id, p, face, t, u, v)
+    local i = weft.tid()
+    local r = weft.mesh_query_ray(id, p[i], weft.vec3(0.0, 0.0, 0.0) - p[i], 1.0e6)
+    face[i] = r.result and r.face or -1
+    t[i], u[i], v[i] = r.t, r.u, r.v
+  end }
+
+local function rays(m, pts, dev)
+  local opt = { device = dev }
+  local n = #pts
+  local out = { weft.zeros(n, weft.int32, opt) }
+  for c = 2, 4 do out[c] = weft.zeros(n, weft.float32, opt) end
+  weft.launch(kr, n, { m.id, weft.array(pts, vec3, opt), out[1], out[2], out[3], out[4] }, opt)
+  for c = 1, 4 do out[c] = out[c]:to("cpu"):totable() end
+  return out
+end
+
 local function query(m, pts, dev)
   local opt = { device = dev }
   local n = #pts
@@ -121,7 +141,7 @@ describe("closest points on the CPU", function()
     end
   end)
 
-  it("give the emulated device's one-lane results to the bit (scripts/cuda-emu)", function()
+  it("give the emulated device's one-lane closest points and ray hits to the bit (scripts/cuda-emu)", function()
     if not weft.is_cuda_available() then
       pending("no CUDA device: run under scripts/cuda-emu")
       return
@@ -130,13 +150,15 @@ describe("closest points on the CPU", function()
     for _, e in ipairs(list) do
       local what, pts, idx = e[1], e[2], e[3]
       local o = points(pts, idx, r, 60)
-      local res = {}
+      local res, hits = {}, {}
       for j, dev in ipairs { "cpu", "cuda:0" } do
         local opt = { device = dev }
         local m = weft.Mesh{ points = weft.array(pts, vec3, opt), indices = weft.array(idx, weft.int32, opt) }
         res[j] = { query(m, o, dev) }
+        hits[j] = rays(m, o, dev)
       end
       for c = 1, 3 do assert.are.same(res[1][c], res[2][c], what) end
+      assert.are.same(hits[1], hits[2], what .. ": rays")
       for i = 1, #o do assert.is_true(res[1][2][i] == res[1][2][i] and res[1][3][i] == res[1][3][i]) end
     end
   end)

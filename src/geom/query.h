@@ -178,6 +178,9 @@ WF_G void glstore(float *p, wf_gl v) {
 WF_G float gllane(wf_gl v, int i) {
   return v[i];
 }
+WF_G void glset(wf_gl *v, int i, float x) {
+  (*v)[i] = x;
+}
 WF_G int glmlane(wf_glm v, int i) {
   return v[i];
 }
@@ -205,6 +208,9 @@ WF_G void glstore(float *p, wf_gl v) {
 }
 WF_G float gllane(wf_gl v, int i) {
   return (void)i, v;
+}
+WF_G void glset(wf_gl *v, int i, float x) {
+  (void)i, *v = x;
 }
 WF_G int glmlane(wf_glm v, int i) {
   return (void)i, v;
@@ -489,31 +495,55 @@ WF_G float gshear(wf_g3 p, wf_g3 e) {
   return p.x * e.x + p.y * e.y + p.z * e.z;
 }
 
+/* gray_tri for a triangle in each lane (t: its rows as gtri_rows gives
+** them), as its loop over lanes 0 .. n - 1 would go, each hit shortening
+** tmax: the first lane of the nearest hit below tmax, or -1. A zero edge
+** function is recomputed in double in its lane alone (rare). */
+WF_G int gray_lanes(const wf_gray *R, const wf_gl *t, int n, float tmax, float *tt, float *wa,
+                    float *wb, float *det) {
+  const wf_gl zero = glk(0.0f);
+  wf_gl A[3], B[3], C[3],
+      e[3][3] = {{glk(R->ex.x), glk(R->ex.y), glk(R->ex.z)},
+                 {glk(R->ey.x), glk(R->ey.y), glk(R->ey.z)},
+                 {glk(R->ez.x), glk(R->ez.y), glk(R->ez.z)}};
+  const float o[3] = {R->o.x, R->o.y, R->o.z};
+  for (int i = 0; i < 3; i++)
+    A[i] = t[i] - glk(o[i]), B[i] = t[3 + i] - glk(o[i]), C[i] = t[6 + i] - glk(o[i]);
+  wf_gl sh[3][3]; /* sh[v][r]: vertex v's coordinate r (x, y, z) in the ray's frame */
+  for (int r = 0; r < 3; r++) {
+    sh[0][r] = A[0] * e[r][0] + A[1] * e[r][1] + A[2] * e[r][2];
+    sh[1][r] = B[0] * e[r][0] + B[1] * e[r][1] + B[2] * e[r][2];
+    sh[2][r] = C[0] * e[r][0] + C[1] * e[r][1] + C[2] * e[r][2];
+  }
+  wf_gl ax = sh[0][0], ay = sh[0][1], bx = sh[1][0], by = sh[1][1], cx = sh[2][0], cy = sh[2][1];
+  wf_gl U = cx * by - cy * bx, V = ax * cy - ay * cx, W = bx * ay - by * ax;
+  wf_glm z = (U == zero) | (V == zero) | (W == zero);
+  for (int j = 0; j < WF_GL; j++) {
+    if (!glmlane(z, j)) continue;
+    double x[3] = {gllane(ax, j), gllane(bx, j), gllane(cx, j)};
+    double y[3] = {gllane(ay, j), gllane(by, j), gllane(cy, j)};
+    glset(&U, j, (float)(x[2] * y[1] - y[2] * x[1]));
+    glset(&V, j, (float)(x[0] * y[2] - y[0] * x[2]));
+    glset(&W, j, (float)(x[1] * y[0] - y[1] * x[0]));
+  }
+  wf_glm miss = ((U < zero) | (V < zero) | (W < zero)) & ((U > zero) | (V > zero) | (W > zero));
+  wf_gl D = U + V + W;
+  wf_gl T = (U * sh[0][2] + V * sh[1][2] + W * sh[2][2]) * glk(R->sz);
+  wf_gl inv = glk(1.0f) / D, tv = T * inv;
+  /* lanes that miss become tmax, which no hit may equal */
+  tv = glsel(miss | (D == zero) | (tv < zero) | (tv != tv), glk(tmax), tv);
+  int j = glfirst_below(tv, n, tmax);
+  if (j >= 0)
+    *tt = gllane(tv, j), *wa = gllane(U * inv, j), *wb = gllane(V * inv, j), *det = gllane(D, j);
+  return j;
+}
+
+/* gray_lanes for one triangle: 1 on a hit. */
 WF_G int gray_tri(const wf_gray *R, wf_g3 a, wf_g3 b, wf_g3 c, float tmax, float *t, float *wa,
                   float *wb, float *det) {
-  wf_g3 A = g3sub(a, R->o), B = g3sub(b, R->o), C = g3sub(c, R->o);
-  float az = gshear(A, R->ez), bz = gshear(B, R->ez), cz = gshear(C, R->ez);
-  float ax = gshear(A, R->ex), ay = gshear(A, R->ey);
-  float bx = gshear(B, R->ex), by = gshear(B, R->ey);
-  float cx = gshear(C, R->ex), cy = gshear(C, R->ey);
-  float U = cx * by - cy * bx, V = ax * cy - ay * cx, W = bx * ay - by * ax;
-  if (U == 0.0f || V == 0.0f || W == 0.0f) {
-    U = (float)((double)cx * (double)by - (double)cy * (double)bx);
-    V = (float)((double)ax * (double)cy - (double)ay * (double)cx);
-    W = (float)((double)bx * (double)ay - (double)by * (double)ax);
-  }
-  if ((U < 0.0f || V < 0.0f || W < 0.0f) && (U > 0.0f || V > 0.0f || W > 0.0f)) return 0;
-  float D = U + V + W;
-  if (D == 0.0f) return 0;
-  float T = (U * az + V * bz + W * cz) * R->sz;
-  float inv = 1.0f / D;
-  float tt = T * inv;
-  if (!(tt >= 0.0f && tt < tmax)) return 0;
-  *t = tt;
-  *wa = U * inv;
-  *wb = V * inv;
-  *det = D;
-  return 1;
+  wf_gl v[9] = {glk(a.x), glk(a.y), glk(a.z), glk(b.x), glk(b.y),
+                glk(b.z), glk(c.x), glk(c.y), glk(c.z)};
+  return gray_lanes(R, v, 1, tmax, t, wa, wb, det) >= 0;
 }
 
 /* ---- meshes ---- */
@@ -527,17 +557,23 @@ WF_G wf_g3 gface_normal(const wf_gmesh *m, int f) {
 #define WF_G4STACK (3 * WF_GSTACK + 1) /* 3 lanes pushed per level */
 #define WF_GWIDE_MAX (1 << 29)         /* wide nodes at most (lanes 4 w + j fit an int) */
 
-/* gbox_ray on the 4 lanes of w: hit[j] and the entry distance t[j]. */
+/* gbox_ray on the 4 lanes of w, WF_GL at a time: hit[j] and the entry
+** distance t[j]. */
 WF_G void gbox4_ray(const wf_gnode4 *w, const float *o, const float *inv, float tmax, float *t,
                     int *hit) {
-  for (int j = 0; j < 4; j++) {
-    float x0 = (w->lo[0][j] - o[0]) * inv[0], x1 = (w->hi[0][j] - o[0]) * inv[0];
-    float y0 = (w->lo[1][j] - o[1]) * inv[1], y1 = (w->hi[1][j] - o[1]) * inv[1];
-    float z0 = (w->lo[2][j] - o[2]) * inv[2], z1 = (w->hi[2][j] - o[2]) * inv[2];
-    float tn = gmax(gmax(gmin(x0, x1), gmin(y0, y1)), gmax(gmin(z0, z1), 0.0f));
-    float tf = gmin(gmin(gmax(x0, x1), gmax(y0, y1)), gmin(gmax(z0, z1), tmax));
-    t[j] = tn;
-    hit[j] = tn <= tf * 1.00000024f + 1e-30f;
+  for (int j = 0; j < 4; j += WF_GL) {
+    wf_gl n[3], f[3];
+    for (int c = 0; c < 3; c++) {
+      wf_gl a = (glload(&w->lo[c][j]) - glk(o[c])) * glk(inv[c]);
+      wf_gl b = (glload(&w->hi[c][j]) - glk(o[c])) * glk(inv[c]);
+      n[c] = glmin(a, b), f[c] = glmax(a, b);
+    }
+    wf_gl tn = glmax(glmax(n[0], n[1]), glmax(n[2], glk(0.0f)));
+    wf_gl tf = glmin(glmin(f[0], f[1]), glmin(f[2], glk(tmax)));
+    glstore(t + j, tn);
+    wf_glm h = tn <= tf * 1.00000024f + 1e-30f;
+    for (int l = 0; l < WF_GL; l++)
+      hit[j + l] = glmlane(h, l) != 0;
   }
 }
 
@@ -684,13 +720,12 @@ WF_G int gmesh_ray(const wf_gmesh *m, wf_g3 o, wf_g3 d, float tmax, float *t, fl
   int c = 0, cnt = 0, more = 1;
   while (more) {
     if (c < 0) {
-      for (int k = ~c, e = ~c + cnt; k < e; k++) {
-        wf_g3 a, b, cc;
-        gtri_slot(m, k, &a, &b, &cc);
+      for (int k = ~c, e = ~c + cnt; k < e; k += WF_GL) {
+        wf_gl tr[9];
+        gtri_rows(m, k, 0, 9, tr);
         float tt, u, v, dd;
-        if (gray_tri(&R, a, b, cc, bt, &tt, &u, &v, &dd)) {
-          bt = tt, *wa = u, *wb = v, *det = dd, best = items[k];
-        }
+        int j = gray_lanes(&R, tr, e - k, bt, &tt, &u, &v, &dd);
+        if (j >= 0) bt = tt, *wa = u, *wb = v, *det = dd, best = items[k + j];
       }
       more = gstack4_pop(&S, bt, 1, &c, &cnt);
       continue;
