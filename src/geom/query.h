@@ -88,7 +88,7 @@ typedef struct wf_gmesh {
   const wf_g3 *points;
   const wf_g3 *velocities; /* NULL: none */
   const int *indices;      /* 3 per face */
-  const float *tris;       /* slot k's triangle (9 floats) in leaf order, or NULL */
+  const float *tris;       /* the triangles in leaf order, and bounds (gtri_at) */
   wf_g3 *points_grad;      /* adjoints of mesh_get_point (NULL: none) */
   wf_g3 *velocities_grad;
   const wf_g3 *points_tan; /* tangents of mesh_get_point (weft.jvp; NULL: zero) */
@@ -140,6 +140,94 @@ WF_G float gmax(float a, float b) {
   return a > b ? a : b;
 }
 
+/* ---- lanes ----
+** The leaf loops test WF_GL triangles at once and the wide nodes' box
+** tests take their 4 lanes WF_GL at a time. On the CPU a wf_gl is a
+** vector of 4 floats (GCC and clang vector extensions: plain IR vectors,
+** which the JIT compiles for the host's vector units once the builtins
+** are inlined into a kernel); in CUDA C and its host build (WF_SHIM_H)
+** it is one float, and the same code is the scalar loop. Each lane does
+** the scalar code's operations in its order, so every width gives the
+** same floats (WF_GSCALAR forces one lane on the CPU, for tests).
+** Comparisons give masks (wf_glm: zero or not per lane; combine them
+** with & only), and glsel stands in for ?:, which C lacks for vectors. */
+#if !defined(__CUDACC__) && !defined(WF_SHIM_H) && !defined(WF_GSCALAR) &&                         \
+    (defined(__GNUC__) || defined(__clang__))
+#define WF_GL 4
+typedef float wf_gl __attribute__((vector_size(16)));
+typedef int wf_glm __attribute__((vector_size(16)));
+WF_G wf_gl glk(float k) {
+  wf_gl v = {k, k, k, k};
+  return v;
+}
+WF_G wf_glm glmk(int k) {
+  wf_glm v = {k, k, k, k};
+  return v;
+}
+WF_G wf_glm glidx(void) {
+  wf_glm v = {0, 1, 2, 3};
+  return v;
+}
+WF_G wf_gl glsel(wf_glm m, wf_gl a, wf_gl b) {
+  return (wf_gl)((m & (wf_glm)a) | (~m & (wf_glm)b));
+}
+WF_G wf_gl glload(const float *p) {
+  wf_gl v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+WF_G void glstore(float *p, wf_gl v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+/* lane i of v (i < WF_GL) */
+WF_G float gllane(wf_gl v, int i) {
+  return v[i];
+}
+WF_G void glset(wf_gl *v, int i, float x) {
+  (*v)[i] = x;
+}
+WF_G int glmlane(wf_glm v, int i) {
+  return v[i];
+}
+#else
+#define WF_GL 1
+typedef float wf_gl;
+typedef int wf_glm;
+WF_G wf_gl glk(float k) {
+  return k;
+}
+WF_G wf_glm glmk(int k) {
+  return k;
+}
+WF_G wf_glm glidx(void) {
+  return 0;
+}
+WF_G wf_gl glsel(wf_glm m, wf_gl a, wf_gl b) {
+  return m ? a : b;
+}
+WF_G wf_gl glload(const float *p) {
+  return *p;
+}
+WF_G void glstore(float *p, wf_gl v) {
+  *p = v;
+}
+WF_G float gllane(wf_gl v, int i) {
+  return (void)i, v;
+}
+WF_G void glset(wf_gl *v, int i, float x) {
+  (void)i, *v = x;
+}
+WF_G int glmlane(wf_glm v, int i) {
+  return (void)i, v;
+}
+#endif
+WF_G wf_gl glmin(wf_gl a, wf_gl b) {
+  return glsel(a < b, a, b);
+}
+WF_G wf_gl glmax(wf_gl a, wf_gl b) {
+  return glsel(a > b, a, b);
+}
+
 /* Squared distance from p to the box [lo, hi] (0 inside). */
 WF_G float gbox_dist2(const float *lo, const float *hi, wf_g3 p) {
   float dx = gmax(gmax(lo[0] - p.x, p.x - hi[0]), 0.0f);
@@ -178,65 +266,188 @@ WF_G void gtri(const wf_gmesh *m, int f, wf_g3 *a, wf_g3 *b, wf_g3 *c) {
   *c = m->points[m->indices[3 * f + 2]];
 }
 
-/* The point of triangle abc closest to p, as barycentric weights (wa, wb)
-** of a and b (c gets 1 - wa - wb). Regions are told apart by the signs of
-** dot products of p - vertex with the edges (the Voronoi regions of the
-** vertices, then of the edges, else the face). Degenerate triangles fall
-** into a vertex or edge region and stay finite. Every region's weights are
-** computed and the first region that holds is chosen by selects, from the
-** last to the first: no branch depends on the region, which on the CPU
-** costs less than the mispredicted branches of testing the regions in
-** turn (closest points 7-11% faster on the bench's torus; the same floats
-** either way). */
-WF_G void gclosest_tri(wf_g3 a, wf_g3 b, wf_g3 c, wf_g3 p, float *wa, float *wb) {
-  wf_g3 ab = g3sub(b, a), ac = g3sub(c, a), ap = g3sub(p, a);
-  wf_g3 bp = g3sub(p, b), cp = g3sub(p, c);
-  float d1 = g3dot(ab, ap), d2 = g3dot(ac, ap);
-  float d3 = g3dot(ab, bp), d4 = g3dot(ac, bp);
-  float d5 = g3dot(ab, cp), d6 = g3dot(ac, cp);
-  float vc = d1 * d4 - d3 * d2, vb = d5 * d2 - d1 * d6, va = d3 * d6 - d5 * d4;
-  /* the face (s == 0: degenerate, the best of the three vertices; rare,
-  ** so its branch predicts well) */
-  float s = va + vb + vc, inv = 1.0f / s;
-  float x = 1.0f - vb * inv - vc * inv, y = vb * inv;
-  if (!(s != 0.0f)) {
-    float da = g3dot(ap, ap), db = g3dot(bp, bp), dc = g3dot(cp, cp);
-    x = da <= db && da <= dc ? 1.0f : 0.0f;
-    y = x == 0.0f && db <= dc ? 1.0f : 0.0f;
-  }
-  /* edge bc */
-  float den = (d4 - d3) + (d5 - d6), t = den != 0.0f ? (d4 - d3) / den : 0.0f;
-  int r = va <= 0.0f && d4 - d3 >= 0.0f && d5 - d6 >= 0.0f;
-  x = r ? 0.0f : x, y = r ? 1.0f - t : y;
-  /* edge ac */
-  t = d2 - d6 != 0.0f ? d2 / (d2 - d6) : 0.0f;
-  r = vb <= 0.0f && d2 >= 0.0f && d6 <= 0.0f;
-  x = r ? 1.0f - t : x, y = r ? 0.0f : y;
-  /* vertex c */
-  r = d6 >= 0.0f && d5 <= d6;
-  x = r ? 0.0f : x, y = r ? 0.0f : y;
-  /* edge ab */
-  t = d1 - d3 != 0.0f ? d1 / (d1 - d3) : 0.0f;
-  r = vc <= 0.0f && d1 >= 0.0f && d3 <= 0.0f;
-  x = r ? 1.0f - t : x, y = r ? t : y;
-  /* vertex b, then vertex a */
-  r = d3 >= 0.0f && d4 <= d3;
-  x = r ? 0.0f : x, y = r ? 1.0f : y;
-  r = d1 <= 0.0f && d2 <= 0.0f;
-  *wa = r ? 1.0f : x, *wb = r ? 0.0f : y;
+/* The triangles in leaf order (wf_gmesh.tris; a live mesh always has
+** them, filled by its refits in src/runtime/geom_mesh.c through
+** gtri_put): blocks of WF_GTB slots, each WF_GTROWS rows of WF_GTB floats,
+** lane j slot j of the block; a block of zeros pads the end.
+**   rows 0-8   the vertices a.x a.y a.z b.x ... c.z
+**   rows 9-15  a bound (gtri_far_lanes): unit normal n, centroid o, radius
+**              R of the ball around o holding the vertices (n = 0 for
+**              degenerate and sliver triangles: the ball alone)
+** A block is 4 cache lines. The WF_GL triangles from any slot load as rows
+** of lanes (gtri_rows) wherever the leaf starts. */
+#define WF_GTB 4
+#define WF_GTROWS 16
+#if WF_GL != 1 && WF_GL != WF_GTB
+#error "gtri_rows reads 1 or WF_GTB lanes"
+#endif
+
+/* Where row r of slot k lives in tris, and the floats the array holds for
+** n slots (with the padding block). */
+WF_G long long gtri_at(long long k, int r) {
+  return k / WF_GTB * (WF_GTROWS * WF_GTB) + r * WF_GTB + k % WF_GTB;
+}
+WF_G long long gtri_floats(long long n) {
+  return (n / WF_GTB + 2) * (WF_GTROWS * WF_GTB);
 }
 
-/* The triangle in BVH slot k: from the copy in leaf order (one cache line
-** or two, read in order by the leaf loops) when the mesh has one. */
-WF_G void gtri_slot(const wf_gmesh *m, int k, wf_g3 *a, wf_g3 *b, wf_g3 *c) {
-  if (!m->tris) {
-    gtri(m, m->bvh.items[k], a, b, c);
-    return;
+/* Slot k's rows: the triangle abc and its bound. */
+WF_G void gtri_put(float *tris, long long k, wf_g3 a, wf_g3 b, wf_g3 c) {
+  float *t = tris + gtri_at(k, 0);
+  const wf_g3 v[3] = {a, b, c};
+  wf_g3 o = g3mul(g3add(g3add(a, b), c), 1.0f / 3.0f);
+  wf_g3 ab = g3sub(b, a), ac = g3sub(c, a), n = g3cross(ab, ac);
+  float r2 = 0.0f, l2 = g3dot(n, n);
+  for (int i = 0; i < 3; i++) {
+    wf_g3 d = g3sub(v[i], o);
+    r2 = gmax(r2, g3dot(d, d));
+    t[(3 * i) * WF_GTB] = v[i].x, t[(3 * i + 1) * WF_GTB] = v[i].y;
+    t[(3 * i + 2) * WF_GTB] = v[i].z;
   }
-  const float *t = m->tris + 9 * (long long)k;
-  *a = g3(t[0], t[1], t[2]);
-  *b = g3(t[3], t[4], t[5]);
-  *c = g3(t[6], t[7], t[8]);
+  /* a normal that rounding could tilt (|n| small beside the edges) would
+  ** not bound the triangle's points: those get none */
+  n = l2 > 1e-4f * g3dot(ab, ab) * g3dot(ac, ac) ? g3mul(n, 1.0f / sqrtf(l2))
+                                                 : g3(0.0f, 0.0f, 0.0f);
+  const float bnd[7] = {n.x, n.y, n.z, o.x, o.y, o.z, sqrtf(r2)};
+  for (int r = 0; r < 7; r++)
+    t[(9 + r) * WF_GTB] = bnd[r];
+}
+
+/* The triangle in BVH slot k. */
+WF_G void gtri_slot(const wf_gmesh *m, int k, wf_g3 *a, wf_g3 *b, wf_g3 *c) {
+  const float *t = m->tris;
+  *a = g3(t[gtri_at(k, 0)], t[gtri_at(k, 1)], t[gtri_at(k, 2)]);
+  *b = g3(t[gtri_at(k, 3)], t[gtri_at(k, 4)], t[gtri_at(k, 5)]);
+  *c = g3(t[gtri_at(k, 6)], t[gtri_at(k, 7)], t[gtri_at(k, 8)]);
+}
+
+/* Rows r0 .. r0 + nr - 1 of slots k .. k + WF_GL - 1 as lanes. Lanes past
+** the leaf hold the next slots or the padding: callers mask them. With 4
+** lanes from slot k = 4 g + s, lane j < 4 - s is in block g and the
+** others in block g + 1, each one unaligned load from where the row's
+** lanes would start. */
+WF_G void gtri_rows(const wf_gmesh *m, int k, int r0, int nr, wf_gl *t) {
+  const float *lo = m->tris + gtri_at(k, r0);
+#if WF_GL > 1
+  const float *hi = lo + (WF_GTROWS - 1) * WF_GTB;
+  wf_glm first = glidx() < glmk(WF_GTB - k % WF_GTB);
+  for (int r = 0; r < nr; r++)
+    t[r] = glsel(first, glload(lo + r * WF_GTB), glload(hi + r * WF_GTB));
+#else
+  for (int r = 0; r < nr; r++)
+    t[r] = lo[r * WF_GTB];
+#endif
+}
+
+/* Can none of the triangles in lanes 0 .. n - 1 from slot k have a
+** squared distance below lim from p? Each lies in the slab of its plane
+** and in its ball, so the distance to the disc where they meet bounds
+** its points': h^2 + max(0, rho - R)^2, h the height of p over the plane
+** and rho its distance from the normal through o. Unlike the boxes this
+** tells a triangle seen edge-on from one seen face-on, and culled 9 in 10
+** of the leaves that boxes let through on the bench's torus. Tested
+** without a square root: with A = lim - h^2, the bound exceeds lim when
+** A < 0 or rho > R + sqrt(A), that is L = rho^2 - R^2 - A > 0 and
+** L^2 > 4 R^2 A. The rounding of this and of the exact test's distance
+** are a few ulps of |p - o|^2 + R^2, far below the slack added to lim, so
+** no triangle that the exact test would find below lim is culled. */
+WF_G int gtri_far_lanes(const wf_gmesh *m, int k, int n, wf_gl px, wf_gl py, wf_gl pz, float lim) {
+  wf_gl b[7];
+  gtri_rows(m, k, 9, 7, b);
+  wf_gl ox = px - b[3], oy = py - b[4], oz = pz - b[5];
+  wf_gl r2 = ox * ox + oy * oy + oz * oz, h = b[0] * ox + b[1] * oy + b[2] * oz;
+  wf_gl R2 = b[6] * b[6];
+  wf_gl A = glk(lim) + (r2 + R2) * (1.0f / 8192.0f) - h * h;
+  wf_gl L = r2 - h * h - R2 - A;
+  wf_glm far = (A < glk(0.0f)) | ((L > glk(0.0f)) & (L * L > glk(4.0f) * R2 * A));
+  far = far | (glidx() >= glmk(n));
+  int all = 1; /* the lanes' masks combined without a branch per lane */
+  for (int j = 0; j < WF_GL; j++)
+    all &= glmlane(far, j) != 0;
+  return all;
+}
+
+/* The point of triangle abc closest to p, as barycentric weights (wa, wb)
+** of a and b (c gets 1 - wa - wb), for a triangle in each lane (t: its 9
+** rows as gtri_rows gives them; p the same in every lane). Regions are
+** told apart by the signs of dot products of p - vertex with the edges
+** (the Voronoi regions of the vertices, then of the edges, else the
+** face). Degenerate triangles fall into a vertex or edge region and stay
+** finite. Every region's weights are computed and the first region that
+** holds is chosen by selects, from the last to the first: no branch
+** depends on the region, which on the CPU costs less than the
+** mispredicted branches of testing the regions in turn, and lets the
+** lanes go together. */
+WF_G void gclosest_lanes(const wf_gl *t, wf_gl px, wf_gl py, wf_gl pz, wf_gl *wa, wf_gl *wb) {
+  const wf_gl one = glk(1.0f), zero = glk(0.0f);
+  wf_gl abx = t[3] - t[0], aby = t[4] - t[1], abz = t[5] - t[2];
+  wf_gl acx = t[6] - t[0], acy = t[7] - t[1], acz = t[8] - t[2];
+  wf_gl apx = px - t[0], apy = py - t[1], apz = pz - t[2];
+  wf_gl bpx = px - t[3], bpy = py - t[4], bpz = pz - t[5];
+  wf_gl cpx = px - t[6], cpy = py - t[7], cpz = pz - t[8];
+  wf_gl d1 = abx * apx + aby * apy + abz * apz, d2 = acx * apx + acy * apy + acz * apz;
+  wf_gl d3 = abx * bpx + aby * bpy + abz * bpz, d4 = acx * bpx + acy * bpy + acz * bpz;
+  wf_gl d5 = abx * cpx + aby * cpy + abz * cpz, d6 = acx * cpx + acy * cpy + acz * cpz;
+  wf_gl vc = d1 * d4 - d3 * d2, vb = d5 * d2 - d1 * d6, va = d3 * d6 - d5 * d4;
+  /* the face (s == 0: degenerate, the best of the three vertices) */
+  wf_gl s = va + vb + vc, inv = one / s;
+  wf_gl x = one - vb * inv - vc * inv, y = vb * inv;
+  wf_gl da = apx * apx + apy * apy + apz * apz, db = bpx * bpx + bpy * bpy + bpz * bpz;
+  wf_gl dc = cpx * cpx + cpy * cpy + cpz * cpz;
+  wf_gl xd = glsel((da <= db) & (da <= dc), one, zero);
+  wf_gl yd = glsel((xd == zero) & (db <= dc), one, zero);
+  wf_glm r = s == zero;
+  x = glsel(r, xd, x), y = glsel(r, yd, y);
+  /* edge bc */
+  wf_gl den = (d4 - d3) + (d5 - d6), e = glsel(den != zero, (d4 - d3) / den, zero);
+  r = (va <= zero) & (d4 - d3 >= zero) & (d5 - d6 >= zero);
+  x = glsel(r, zero, x), y = glsel(r, one - e, y);
+  /* edge ac */
+  e = glsel(d2 - d6 != zero, d2 / (d2 - d6), zero);
+  r = (vb <= zero) & (d2 >= zero) & (d6 <= zero);
+  x = glsel(r, one - e, x), y = glsel(r, zero, y);
+  /* vertex c */
+  r = (d6 >= zero) & (d5 <= d6);
+  x = glsel(r, zero, x), y = glsel(r, zero, y);
+  /* edge ab */
+  e = glsel(d1 - d3 != zero, d1 / (d1 - d3), zero);
+  r = (vc <= zero) & (d1 >= zero) & (d3 <= zero);
+  x = glsel(r, one - e, x), y = glsel(r, e, y);
+  /* vertex b, then vertex a */
+  r = (d3 >= zero) & (d4 <= d3);
+  x = glsel(r, zero, x), y = glsel(r, one, y);
+  r = (d1 <= zero) & (d2 <= zero);
+  *wa = glsel(r, one, x), *wb = glsel(r, zero, y);
+}
+
+/* Squared distances from p to the points the weights (wa, wb) give in
+** each lane's triangle (gbary's arithmetic). */
+WF_G wf_gl gdist2_lanes(const wf_gl *t, wf_gl px, wf_gl py, wf_gl pz, wf_gl wa, wf_gl wb) {
+  wf_gl wc = glk(1.0f) - wa - wb;
+  wf_gl qx = t[0] * wa + t[3] * wb + t[6] * wc - px;
+  wf_gl qy = t[1] * wa + t[4] * wb + t[7] * wc - py;
+  wf_gl qz = t[2] * wa + t[5] * wb + t[8] * wc - pz;
+  return qx * qx + qy * qy + qz * qz;
+}
+
+/* gclosest_lanes for one triangle. */
+WF_G void gclosest_tri(wf_g3 a, wf_g3 b, wf_g3 c, wf_g3 p, float *wa, float *wb) {
+  wf_gl t[9] = {glk(a.x), glk(a.y), glk(a.z), glk(b.x), glk(b.y),
+                glk(b.z), glk(c.x), glk(c.y), glk(c.z)};
+  wf_gl u, v;
+  gclosest_lanes(t, glk(p.x), glk(p.y), glk(p.z), &u, &v);
+  *wa = gllane(u, 0), *wb = gllane(v, 0);
+}
+
+/* The first of the lanes 0 .. n - 1 of d below lim, as the scalar loop
+** `if (d < lim) lim = d` over them finds it (ties: the first), or -1. */
+WF_G int glfirst_below(wf_gl d, int n, float lim) {
+  int best = -1;
+  for (int j = 0; j < WF_GL && j < n; j++) {
+    float x = gllane(d, j);
+    if (x < lim) lim = x, best = j;
+  }
+  return best;
 }
 
 WF_G wf_g3 gbary(wf_g3 a, wf_g3 b, wf_g3 c, float wa, float wb) {
@@ -289,31 +500,55 @@ WF_G float gshear(wf_g3 p, wf_g3 e) {
   return p.x * e.x + p.y * e.y + p.z * e.z;
 }
 
+/* gray_tri for a triangle in each lane (t: its rows as gtri_rows gives
+** them), as its loop over lanes 0 .. n - 1 would go, each hit shortening
+** tmax: the first lane of the nearest hit below tmax, or -1. A zero edge
+** function is recomputed in double in its lane alone (rare). */
+WF_G int gray_lanes(const wf_gray *R, const wf_gl *t, int n, float tmax, float *tt, float *wa,
+                    float *wb, float *det) {
+  const wf_gl zero = glk(0.0f);
+  wf_gl A[3], B[3], C[3],
+      e[3][3] = {{glk(R->ex.x), glk(R->ex.y), glk(R->ex.z)},
+                 {glk(R->ey.x), glk(R->ey.y), glk(R->ey.z)},
+                 {glk(R->ez.x), glk(R->ez.y), glk(R->ez.z)}};
+  const float o[3] = {R->o.x, R->o.y, R->o.z};
+  for (int i = 0; i < 3; i++)
+    A[i] = t[i] - glk(o[i]), B[i] = t[3 + i] - glk(o[i]), C[i] = t[6 + i] - glk(o[i]);
+  wf_gl sh[3][3]; /* sh[v][r]: vertex v's coordinate r (x, y, z) in the ray's frame */
+  for (int r = 0; r < 3; r++) {
+    sh[0][r] = A[0] * e[r][0] + A[1] * e[r][1] + A[2] * e[r][2];
+    sh[1][r] = B[0] * e[r][0] + B[1] * e[r][1] + B[2] * e[r][2];
+    sh[2][r] = C[0] * e[r][0] + C[1] * e[r][1] + C[2] * e[r][2];
+  }
+  wf_gl ax = sh[0][0], ay = sh[0][1], bx = sh[1][0], by = sh[1][1], cx = sh[2][0], cy = sh[2][1];
+  wf_gl U = cx * by - cy * bx, V = ax * cy - ay * cx, W = bx * ay - by * ax;
+  wf_glm z = (U == zero) | (V == zero) | (W == zero);
+  for (int j = 0; j < WF_GL; j++) {
+    if (!glmlane(z, j)) continue;
+    double x[3] = {gllane(ax, j), gllane(bx, j), gllane(cx, j)};
+    double y[3] = {gllane(ay, j), gllane(by, j), gllane(cy, j)};
+    glset(&U, j, (float)(x[2] * y[1] - y[2] * x[1]));
+    glset(&V, j, (float)(x[0] * y[2] - y[0] * x[2]));
+    glset(&W, j, (float)(x[1] * y[0] - y[1] * x[0]));
+  }
+  wf_glm miss = ((U < zero) | (V < zero) | (W < zero)) & ((U > zero) | (V > zero) | (W > zero));
+  wf_gl D = U + V + W;
+  wf_gl T = (U * sh[0][2] + V * sh[1][2] + W * sh[2][2]) * glk(R->sz);
+  wf_gl inv = glk(1.0f) / D, tv = T * inv;
+  /* lanes that miss become tmax, which no hit may equal */
+  tv = glsel(miss | (D == zero) | (tv < zero) | (tv != tv), glk(tmax), tv);
+  int j = glfirst_below(tv, n, tmax);
+  if (j >= 0)
+    *tt = gllane(tv, j), *wa = gllane(U * inv, j), *wb = gllane(V * inv, j), *det = gllane(D, j);
+  return j;
+}
+
+/* gray_lanes for one triangle: 1 on a hit. */
 WF_G int gray_tri(const wf_gray *R, wf_g3 a, wf_g3 b, wf_g3 c, float tmax, float *t, float *wa,
                   float *wb, float *det) {
-  wf_g3 A = g3sub(a, R->o), B = g3sub(b, R->o), C = g3sub(c, R->o);
-  float az = gshear(A, R->ez), bz = gshear(B, R->ez), cz = gshear(C, R->ez);
-  float ax = gshear(A, R->ex), ay = gshear(A, R->ey);
-  float bx = gshear(B, R->ex), by = gshear(B, R->ey);
-  float cx = gshear(C, R->ex), cy = gshear(C, R->ey);
-  float U = cx * by - cy * bx, V = ax * cy - ay * cx, W = bx * ay - by * ax;
-  if (U == 0.0f || V == 0.0f || W == 0.0f) {
-    U = (float)((double)cx * (double)by - (double)cy * (double)bx);
-    V = (float)((double)ax * (double)cy - (double)ay * (double)cx);
-    W = (float)((double)bx * (double)ay - (double)by * (double)ax);
-  }
-  if ((U < 0.0f || V < 0.0f || W < 0.0f) && (U > 0.0f || V > 0.0f || W > 0.0f)) return 0;
-  float D = U + V + W;
-  if (D == 0.0f) return 0;
-  float T = (U * az + V * bz + W * cz) * R->sz;
-  float inv = 1.0f / D;
-  float tt = T * inv;
-  if (!(tt >= 0.0f && tt < tmax)) return 0;
-  *t = tt;
-  *wa = U * inv;
-  *wb = V * inv;
-  *det = D;
-  return 1;
+  wf_gl v[9] = {glk(a.x), glk(a.y), glk(a.z), glk(b.x), glk(b.y),
+                glk(b.z), glk(c.x), glk(c.y), glk(c.z)};
+  return gray_lanes(R, v, 1, tmax, t, wa, wb, det) >= 0;
 }
 
 /* ---- meshes ---- */
@@ -327,27 +562,34 @@ WF_G wf_g3 gface_normal(const wf_gmesh *m, int f) {
 #define WF_G4STACK (3 * WF_GSTACK + 1) /* 3 lanes pushed per level */
 #define WF_GWIDE_MAX (1 << 29)         /* wide nodes at most (lanes 4 w + j fit an int) */
 
-/* gbox_ray on the 4 lanes of w: hit[j] and the entry distance t[j]. */
+/* gbox_ray on the 4 lanes of w, WF_GL at a time: hit[j] and the entry
+** distance t[j]. */
 WF_G void gbox4_ray(const wf_gnode4 *w, const float *o, const float *inv, float tmax, float *t,
                     int *hit) {
-  for (int j = 0; j < 4; j++) {
-    float x0 = (w->lo[0][j] - o[0]) * inv[0], x1 = (w->hi[0][j] - o[0]) * inv[0];
-    float y0 = (w->lo[1][j] - o[1]) * inv[1], y1 = (w->hi[1][j] - o[1]) * inv[1];
-    float z0 = (w->lo[2][j] - o[2]) * inv[2], z1 = (w->hi[2][j] - o[2]) * inv[2];
-    float tn = gmax(gmax(gmin(x0, x1), gmin(y0, y1)), gmax(gmin(z0, z1), 0.0f));
-    float tf = gmin(gmin(gmax(x0, x1), gmax(y0, y1)), gmin(gmax(z0, z1), tmax));
-    t[j] = tn;
-    hit[j] = tn <= tf * 1.00000024f + 1e-30f;
+  for (int j = 0; j < 4; j += WF_GL) {
+    wf_gl n[3], f[3];
+    for (int c = 0; c < 3; c++) {
+      wf_gl a = (glload(&w->lo[c][j]) - glk(o[c])) * glk(inv[c]);
+      wf_gl b = (glload(&w->hi[c][j]) - glk(o[c])) * glk(inv[c]);
+      n[c] = glmin(a, b), f[c] = glmax(a, b);
+    }
+    wf_gl tn = glmax(glmax(n[0], n[1]), glmax(n[2], glk(0.0f)));
+    wf_gl tf = glmin(glmin(f[0], f[1]), glmin(f[2], glk(tmax)));
+    glstore(t + j, tn);
+    wf_glm h = tn <= tf * 1.00000024f + 1e-30f;
+    for (int l = 0; l < WF_GL; l++)
+      hit[j + l] = glmlane(h, l) != 0;
   }
 }
 
-/* gbox_dist2 on the 4 lanes of w. */
+/* gbox_dist2 on the 4 lanes of w, WF_GL at a time. */
 WF_G void gbox4_dist2(const wf_gnode4 *w, wf_g3 p, float *d) {
-  for (int j = 0; j < 4; j++) {
-    float dx = gmax(gmax(w->lo[0][j] - p.x, p.x - w->hi[0][j]), 0.0f);
-    float dy = gmax(gmax(w->lo[1][j] - p.y, p.y - w->hi[1][j]), 0.0f);
-    float dz = gmax(gmax(w->lo[2][j] - p.z, p.z - w->hi[2][j]), 0.0f);
-    d[j] = dx * dx + dy * dy + dz * dz;
+  const wf_gl px = glk(p.x), py = glk(p.y), pz = glk(p.z), zero = glk(0.0f);
+  for (int j = 0; j < 4; j += WF_GL) {
+    wf_gl dx = glmax(glmax(glload(&w->lo[0][j]) - px, px - glload(&w->hi[0][j])), zero);
+    wf_gl dy = glmax(glmax(glload(&w->lo[1][j]) - py, py - glload(&w->hi[1][j])), zero);
+    wf_gl dz = glmax(glmax(glload(&w->lo[2][j]) - pz, pz - glload(&w->hi[2][j])), zero);
+    glstore(d + j, dx * dx + dy * dy + dz * dz);
   }
 }
 
@@ -374,15 +616,16 @@ WF_G void gbox4_nfar2(const wf_gnode4 *w, wf_g3 p, float *d) {
   }
 }
 
-/* A traversal stack of lanes: lane j of wide node w as 4 w + j (its
-** child and count are read again when it is popped) and, on the CPU, its
+/* A traversal stack of lanes: on the CPU a lane's child, count and
 ** distance (entry t of a ray, squared distance of a point), so that a pop
-** skips lanes the best hit has moved past without reading the node.
-** CUDA keeps the stack in local memory, where 8-byte entries doubled the
-** kernels' stack frames: there (and on the emulated device, whose host
-** build of the CUDA C defines WF_SHIM_H, so that the tests run this path)
-** entries are 4 bytes and a pop computes the lane's distance again from
-** the query kept beside the stack; the two give the same lanes. */
+** skips lanes the best hit has moved past and returns the next without
+** reading its node. CUDA keeps the stack in local memory, where 8-byte
+** entries doubled the kernels' stack frames: there (and on the emulated
+** device, whose host build of the CUDA C defines WF_SHIM_H, so that the
+** tests run this path) an entry is lane j of wide node w as 4 w + j, and
+** a pop reads the lane's child and count again and computes its distance
+** again from the query kept beside the stack; the two give the same
+** lanes. Pushes write up to 3 entries past the top (gstack4_push). */
 #if defined(__CUDACC__) || defined(WF_SHIM_H)
 #define WF_GSTACK_NARROW 1
 #endif
@@ -392,9 +635,11 @@ typedef struct wf_gstack4 {
   int sp, ray; /* 1: q, inv are a ray's origin and 1/dir; else q is a point
                  (0: ranked by box distance, 2: by -gbox_far2) */
   float q[3], inv[3];
-  int ref[WF_G4STACK];
 #if !defined(WF_GSTACK_NARROW)
-  float d[WF_G4STACK];
+  int child[WF_G4STACK + 4], count[WF_G4STACK + 4];
+  float d[WF_G4STACK + 4];
+#else
+  int ref[WF_G4STACK + 4];
 #endif
 } wf_gstack4;
 
@@ -406,33 +651,47 @@ WF_G void gstack4_init(wf_gstack4 *S, const wf_gnode4 *W, wf_g3 q, wf_g3 inv, in
 
 /* Is distance d within lim (closed: d <= lim, else d < lim)? */
 WF_G int gwithin(float d, float lim, int closed) {
-  return d < lim || (closed && d == lim);
+  return (d < lim) | (closed & (d == lim));
 }
 
 /* The lanes of wide node i in use with hit[j] and d[j] within lim: the
 ** nearest becomes the next one to visit (*c, *n; the result is 0 when
-** there is none), the others go on the stack, the furthest deepest. */
+** there is none), the others go on the stack, the furthest deepest, ties
+** in lane order. Each lane's place in that order is counted (the lanes
+** before it: further, or as far and lower), WF_GL lanes at a time, not
+** sorted into, and every lane is written at its place (unused lanes and
+** the nearest past the new top, into entries the stack keeps spare): no
+** branch depends on the distances, whose order no predictor learns. */
 WF_G int gstack4_push(wf_gstack4 *S, int i, const float *d, const int *hit, float lim, int closed,
                       int *c, int *n) {
   const wf_gnode4 *w = &S->W[i];
-  int l[4], k = 0;
-  float t[4];
+  int on[4], k = 0, next = 0, sp = S->sp;
   for (int j = 0; j < 4; j++) {
-    if (!hit[j] || !w->child[j] || !gwithin(d[j], lim, closed)) continue;
-    int q = k++;
-    for (; q > 0 && t[q - 1] < d[j]; q--)
-      t[q] = t[q - 1], l[q] = l[q - 1];
-    t[q] = d[j], l[q] = j;
+    on[j] = (hit[j] != 0) & (w->child[j] != 0) & gwithin(d[j], lim, closed);
+    k += on[j];
   }
   if (!k) return 0;
-  for (int q = 0; q < k - 1 && S->sp < WF_G4STACK; q++) {
-    S->ref[S->sp] = 4 * i + l[q];
+  for (int j = 0; j < 4; j += WF_GL) {
+    wf_gl dj = glload(d + j);
+    wf_glm at = glmk(0), lane = glidx() + glmk(j);
+    for (int q = 0; q < 4; q++) {
+      wf_gl dq = glk(d[q]);
+      at = at + (((dq > dj) | ((dq == dj) & (glmk(q) < lane))) & glmk(on[q]));
+    }
+    for (int l = 0; l < WF_GL; l++) {
+      int a = on[j + l] ? glmlane(at, l) : 3;
+      next = on[j + l] && a == k - 1 ? j + l : next;
 #if !defined(WF_GSTACK_NARROW)
-    S->d[S->sp] = t[q];
+      S->child[sp + a] = w->child[j + l], S->count[sp + a] = w->count[j + l];
+      S->d[sp + a] = d[j + l];
+#else
+      S->ref[sp + a] = 4 * i + j + l;
 #endif
-    S->sp++;
+    }
   }
-  *c = w->child[l[k - 1]], *n = w->count[l[k - 1]];
+  /* a full stack (deeper than built trees go) drops the nearer lanes */
+  S->sp = sp + k - 1 < WF_G4STACK ? sp + k - 1 : WF_G4STACK;
+  *c = w->child[next], *n = w->count[next];
   return 1;
 }
 
@@ -459,10 +718,14 @@ WF_G int gstack4_keep(const wf_gstack4 *S, int e, float lim, int closed) {
 /* The next lane on the stack still within lim, or 0 when there is none. */
 WF_G int gstack4_pop(wf_gstack4 *S, float lim, int closed, int *c, int *n) {
   while (S->sp) {
-    --S->sp;
-    if (!gstack4_keep(S, S->sp, lim, closed)) continue;
-    const wf_gnode4 *w = &S->W[S->ref[S->sp] >> 2];
-    *c = w->child[S->ref[S->sp] & 3], *n = w->count[S->ref[S->sp] & 3];
+    int e = --S->sp;
+    if (!gstack4_keep(S, e, lim, closed)) continue;
+#if !defined(WF_GSTACK_NARROW)
+    *c = S->child[e], *n = S->count[e];
+#else
+    const wf_gnode4 *w = &S->W[S->ref[e] >> 2];
+    *c = w->child[S->ref[e] & 3], *n = w->count[S->ref[e] & 3];
+#endif
     return 1;
   }
   return 0;
@@ -484,13 +747,12 @@ WF_G int gmesh_ray(const wf_gmesh *m, wf_g3 o, wf_g3 d, float tmax, float *t, fl
   int c = 0, cnt = 0, more = 1;
   while (more) {
     if (c < 0) {
-      for (int k = ~c, e = ~c + cnt; k < e; k++) {
-        wf_g3 a, b, cc;
-        gtri_slot(m, k, &a, &b, &cc);
+      for (int k = ~c, e = ~c + cnt; k < e; k += WF_GL) {
+        wf_gl tr[9];
+        gtri_rows(m, k, 0, 9, tr);
         float tt, u, v, dd;
-        if (gray_tri(&R, a, b, cc, bt, &tt, &u, &v, &dd)) {
-          bt = tt, *wa = u, *wb = v, *det = dd, best = items[k];
-        }
+        int j = gray_lanes(&R, tr, e - k, bt, &tt, &u, &v, &dd);
+        if (j >= 0) bt = tt, *wa = u, *wb = v, *det = dd, best = items[k + j];
       }
       more = gstack4_pop(&S, bt, 1, &c, &cnt);
       continue;
@@ -557,19 +819,21 @@ WF_G int gmesh_closest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *
   float bd = lim * lim;
   if (!(bd > 0.0f)) return -1;
   const int all[4] = {1, 1, 1, 1};
+  const wf_gl px = glk(p.x), py = glk(p.y), pz = glk(p.z);
   wf_gstack4 S;
   gstack4_init(&S, W, p, p, 0);
   int c = 0, cnt = 0, more = 1;
   while (more) {
     if (c < 0) {
-      for (int k = ~c, e = ~c + cnt; k < e; k++) {
-        wf_g3 a, b, cc;
-        gtri_slot(m, k, &a, &b, &cc);
-        float u, v;
-        gclosest_tri(a, b, cc, p, &u, &v);
-        wf_g3 q = g3sub(gbary(a, b, cc, u, v), p);
-        float d2 = g3dot(q, q);
-        if (d2 < bd) bd = d2, best = m->bvh.items[k], *wa = u, *wb = v;
+      for (int k = ~c, e = ~c + cnt; k < e; k += WF_GL) {
+        if (gtri_far_lanes(m, k, e - k, px, py, pz, bd)) continue;
+        wf_gl t[9], u, v;
+        gtri_rows(m, k, 0, 9, t);
+        gclosest_lanes(t, px, py, pz, &u, &v);
+        wf_gl d2 = gdist2_lanes(t, px, py, pz, u, v);
+        int j = glfirst_below(d2, e - k, bd);
+        if (j >= 0)
+          bd = gllane(d2, j), best = m->bvh.items[k + j], *wa = gllane(u, j), *wb = gllane(v, j);
       }
       more = gstack4_pop(&S, bd, 0, &c, &cnt);
       continue;

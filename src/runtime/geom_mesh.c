@@ -39,7 +39,7 @@ struct wf_geom {
   int nnodes, nwide;
   int nthreads;   /* the runtime's, for refit */
   float *lo, *hi; /* 3 per primitive (meshes: while building) */
-  float *tris;    /* meshes: each slot's triangle, 9 floats, in leaf order */
+  float *tris;    /* meshes: triangles and bounds in leaf order (query.h) */
   int *sidx;      /* meshes: each slot's 3 vertex indices, in leaf order */
   /* objects on a CUDA device: the descriptor above reads host copies of
   ** the arrays (host[]); the kernels' copy of it, the nodes, items,
@@ -118,13 +118,12 @@ static void leaf_refit(wf_geom *g, int k0, int k1, float *lo, float *hi) {
   const wf_gmesh *m = &g->d.mesh;
   for (int k = k0; k < k1; k++) {
     const int *ix = g->sidx + 3 * (size_t)k;
-    float *t = g->tris + 9 * (size_t)k;
     for (int v = 0; v < 3; v++) {
       const wf_g3 p = m->points[ix[v]];
-      t[3 * v] = p.x, t[3 * v + 1] = p.y, t[3 * v + 2] = p.z;
       lo[0] = gmin(lo[0], p.x), lo[1] = gmin(lo[1], p.y), lo[2] = gmin(lo[2], p.z);
       hi[0] = gmax(hi[0], p.x), hi[1] = gmax(hi[1], p.y), hi[2] = gmax(hi[2], p.z);
     }
+    gtri_put(g->tris, k, m->points[ix[0]], m->points[ix[1]], m->points[ix[2]]);
   }
 }
 
@@ -293,7 +292,8 @@ static int upload(wf_rt *rt, wf_geom *g) {
   size_t n = (size_t)g->nprims, nn = (size_t)g->nnodes;
   size_t o_nodes = ALIGN64(sizeof g->d), o_items = o_nodes + ALIGN64(nn * sizeof(wf_gnode));
   size_t o_tris = o_items + ALIGN64(n * sizeof(int));
-  size_t o_wind = o_tris + (g->tris ? ALIGN64(n * 9 * sizeof(float)) : 0);
+  size_t ntris = g->tris ? (size_t)gtri_floats(g->nprims) : 0;
+  size_t o_wind = o_tris + ALIGN64(ntris * sizeof(float));
   size_t nw = (size_t)g->nwide,
          o_wide = o_wind + (g->wind ? ALIGN64(4 * nw * sizeof(wf_gwind)) : 0);
   size_t total = o_wide + nw * sizeof(wf_gnode4);
@@ -332,7 +332,7 @@ static int upload(wf_rt *rt, wf_geom *g) {
                                   nn * sizeof(wf_gnode))))
     return rc;
   if (g->tris &&
-      (rc = ops->copy(rt, g->device, base + o_tris, WF_DEVICE_CPU, g->tris, n * 9 * sizeof(float))))
+      (rc = ops->copy(rt, g->device, base + o_tris, WF_DEVICE_CPU, g->tris, ntris * sizeof(float))))
     return rc;
   if (g->wind && (rc = ops->copy(rt, g->device, base + o_wind, WF_DEVICE_CPU, g->wind,
                                  4 * nw * sizeof(wf_gwind))))
@@ -347,8 +347,12 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   int n = g->nprims, kind = g->kind;
   g->nthreads = rt->num_threads;
   if (kind == WF_GEOM_MESH) {
-    g->tris = malloc(sizeof(float) * 9 * (size_t)n);
+    /* blocks on cache lines; zeros in the padding block and the lanes of
+    ** a last partial block (gtri_floats counts whole blocks of 64 bytes) */
+    size_t tb = (size_t)gtri_floats(n) * sizeof(float);
+    g->tris = aligned_alloc(64, tb);
     if (!g->tris) goto oom;
+    memset(g->tris, 0, tb);
   }
   /* meshes: the face boxes as the build fills its records, on its
   ** threads, in the records and nodes of the last build (their binary
