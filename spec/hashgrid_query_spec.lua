@@ -121,6 +121,81 @@ describe("weft.hash_grid_query", function()
   end)
 end)
 
+describe("weft.hash_grid_query on the CPU's prefetching path", function()
+  -- The CPU query prefetches positions from the array the grid was built
+  -- from (src/geom/hashgrid.h); none of that may change what it yields.
+  it("counts clustered points (cells fuller than the prefetch budget)", function()
+    local pts = random_points(600, 0.02, 0.5, 17) -- most of them in one or two cells
+    for i, p in ipairs(random_points(200, 1, 0, 19)) do pts[600 + i] = p end
+    local got, cand = counts(weft.HashGrid(32, 32, 32), pts, 0.04)
+    local want = brute_counts(pts, 0.04)
+    for i = 1, #pts do
+      assert.equal(want[i], got[i])
+      assert.is_true(cand[i] >= got[i])
+    end
+  end)
+
+  it("gives the same counts in debug mode and after a break", function()
+    local pts = random_points(700, 1, 0, 23)
+    local g = weft.HashGrid(16, 16, 16)
+    local pa = weft.array(pts, weft.vec3)
+    g:build(pa, 0.08)
+    local first = weft.kernel{ id = weft.uint64, p = weft.array(weft.vec3), r = weft.float32,
+      out = weft.array(weft.int32),
+      function(id, p, r, out)
+        local i = weft.tid()
+        out[i] = -1
+        for j in weft.hash_grid_query(id, p[i], r) do
+          if j ~= i and weft.length_sq(p[j] - p[i]) <= r * r then
+            out[i] = j
+            break
+          end
+        end
+      end }
+    local out, dbg = weft.zeros(#pts, weft.int32), weft.zeros(#pts, weft.int32)
+    weft.launch(first, #pts, { g.id, pa, 0.08, out })
+    local mode = weft.config.mode
+    weft.config.mode = "debug"
+    local ok, err = pcall(weft.launch, first, #pts, { g.id, pa, 0.08, dbg })
+    weft.config.mode = mode
+    assert(ok, err)
+    local want = brute_counts(pts, 0.08)
+    local o, d = out:totable(), dbg:totable()
+    for i = 1, #pts do
+      assert.equal(o[i], d[i])
+      if want[i] > 1 then -- a neighbour other than itself: the first one found
+        local q, r = pts[o[i] + 1], pts[i]
+        local dx, dy, dz = q[1] - r[1], q[2] - r[2], q[3] - r[3]
+        assert.is_true(dx * dx + dy * dy + dz * dz <= 0.08 * 0.08 * (1 + 1e-6))
+      else
+        assert.equal(-1, o[i])
+      end
+    end
+  end)
+
+  it("reads other positions than the grid's and outlives its build array", function()
+    local pts = random_points(500, 1, 0, 29)
+    local g, kept = weft.HashGrid(8, 8, 8), weft.HashGrid(8, 8, 8)
+    g:build(weft.array(pts, weft.vec3), 0.15) -- that array is garbage from here on
+    local alive = weft.array(pts, weft.vec3)
+    kept:build(alive, 0.15)
+    collectgarbage()
+    collectgarbage()
+    local shifted = {}
+    for i, q in ipairs(pts) do shifted[i] = { q[1] + 0.01, q[2] - 0.02, q[3] } end
+    local p = weft.array(shifted, weft.vec3)
+    local function run(grid)
+      local n, cand = weft.zeros(#pts, weft.int32), weft.zeros(#pts, weft.int32)
+      weft.launch(count_k, #pts, { grid.id, p, 0.15, n, cand })
+      return n:totable(), cand:totable()
+    end
+    local n1, c1 = run(g)
+    local n2, c2 = run(kept)
+    assert.same(n2, n1)
+    assert.same(c2, c1)
+  end)
+end)
+
 describe("weft.HashGrid errors", function()
   it("reject bad dimensions, points and radii", function()
     assert.has_error(function() weft.HashGrid(0, 4, 4) end,

@@ -52,7 +52,7 @@ return function(weft, P)
 
   -- Upload a device grid's point ids and cell starts and its descriptor
   -- pointing at them.
-  local DESC_SIZE = 48 -- sizeof(wf_hgrid) (src/geom/hashgrid.h)
+  local DESC_SIZE = 64 -- sizeof(wf_hgrid) (src/geom/hashgrid.h, checked in src/geom/native.c)
   local function upload(g)
     local n = ffi.new("int64_t[1]")
     local function put(which, key)

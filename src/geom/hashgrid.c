@@ -128,6 +128,8 @@ int wf_hashgrid_build(wf_hashgrid *h, const void *points, int64_t n, int64_t str
   for (int64_t i = n - 1; i >= 0; i--)
     h->ids[--starts[cells[i]]] = (int32_t)i;
   g->npoints = (int32_t)n;
+  g->points = points;
+  g->stride = stride;
   return 0;
 }
 
@@ -140,6 +142,7 @@ void wf_hashgrid_device_desc(const wf_hashgrid *h, uint64_t dev_ids, uint64_t de
   wf_hgrid d = h->desc;
   d.point_ids = (const int32_t *)(uintptr_t)dev_ids;
   d.cell_starts = (const int32_t *)(uintptr_t)dev_starts;
+  d.points = NULL; /* host memory: nothing to prefetch there */
   memcpy(out, &d, sizeof d);
 }
 /* which: 0 the point ids (npoints), 1 the cell starts (ncells + 1) */

@@ -31,14 +31,38 @@ typedef struct wf_hgrid {
   const int32_t *cell_starts;
   float cell_width, inv_width;
   int32_t dim_x, dim_y, dim_z, npoints;
+  /* the points of the last build (CPU grids; 0 on devices): only ever
+  ** prefetched, never read, so a kernel reading another array or the
+  ** array freed since cost nothing but the prefetch */
+  const unsigned char *points;
+  int64_t stride;
 } wf_hgrid;
+
+/* The CPU prefetches the positions of candidates a few ahead of the one
+** yielded: kernels read p[j] for each, scattered over the points array
+** (one cache line per candidate, mostly L2/L3 misses), and the loads are
+** too close together for the out-of-order window to overlap. Ahead in
+** point_ids runs past the cell being visited into the next cells of the
+** row, which the next queries of a launch in cell order read: those are
+** the misses that reach DRAM. CUDA and the emulated device (WF_SHIM_H)
+** keep the plain path. */
+#if !defined(__CUDACC__) && !defined(WF_SHIM_H) && defined(__GNUC__)
+#define WF_HGRID_AHEAD 8
+#endif
 
 /* The per-thread state of `for j in weft.hash_grid_query(id, p, r)`:
 ** the cells of the box, visited x fastest, then y, then z (Warp's order),
 ** each axis as a count from its first (wrapped) cell, so no cell repeats
-** and no division runs per cell. */
+** and no division runs per cell. What the steps read of the grid is copied
+** here at the start: a kernel's loop then keeps it in registers, where
+** loads through the grid's id (not known to be dereferenceable) would be
+** repeated on every candidate. */
 typedef struct wf_hgrid_query {
-  const wf_hgrid *g;
+  const int32_t *ids, *starts; /* the grid's point_ids and cell_starts */
+  const unsigned char *points; /* its points (prefetched only) */
+  int64_t stride;
+  int32_t last; /* npoints - 1, the last id to prefetch */
+  int32_t dim_x, dim_y, dim_z;
   int32_t cx0, cy0;   /* the first cell in x and y, wrapped */
   int32_t nx, ny, nz; /* cells per axis (at most the grid's dims) */
   int32_t ix, iy, iz; /* visited so far on each axis */
@@ -80,35 +104,59 @@ WF_GEOM_FN int32_t wf_hgrid_span(int32_t lo, int32_t hi, int32_t d) {
 }
 
 WF_GEOM_FN void wf_hgrid_enter(wf_hgrid_query *q) {
-  const wf_hgrid *g = q->g;
-  const int32_t c = (q->cz * g->dim_y + q->cy) * g->dim_x + q->cx;
-  q->at = g->cell_starts[c];
-  q->end = g->cell_starts[c + 1];
+  const int32_t c = (q->cz * q->dim_y + q->cy) * q->dim_x + q->cx;
+  q->at = q->starts[c];
+  q->end = q->starts[c + 1];
 }
 
 /* Start the row (cy, cz) at its first cell. A row that does not wrap
 ** around the grid in x holds consecutive cells, whose points are one
 ** slice of point_ids: take it at once (the same candidates, in order). */
 WF_GEOM_FN void wf_hgrid_enter_row(wf_hgrid_query *q) {
-  const wf_hgrid *g = q->g;
   q->ix = 0;
   q->cx = q->cx0;
-  if (q->cx0 + q->nx <= g->dim_x) {
-    const int32_t c = (q->cz * g->dim_y + q->cy) * g->dim_x + q->cx0;
-    q->at = g->cell_starts[c];
-    q->end = g->cell_starts[c + q->nx];
+  if (q->cx0 + q->nx <= q->dim_x) {
+    const int32_t c = (q->cz * q->dim_y + q->cy) * q->dim_x + q->cx0;
+    q->at = q->starts[c];
+    q->end = q->starts[c + q->nx];
     q->ix = q->nx - 1;
     return;
   }
   wf_hgrid_enter(q);
 }
 
+#ifdef WF_HGRID_AHEAD
+/* Prefetch the positions of the box's candidates (the unwrapped part of
+** each row) before the first is yielded: queries in a random order
+** (thread i at point i) miss on nearly every candidate, and these misses
+** then overlap instead of following one another row by row. Rows and
+** prefetches share a budget of WF_HGRID_BOX, so a wide box or a crowded
+** cell costs a query no more than a small one. */
+#define WF_HGRID_BOX 64
+WF_GEOM_FN void wf_hgrid_prefetch_box(const wf_hgrid_query *q) {
+  const int32_t nx = q->cx0 + q->nx <= q->dim_x ? q->nx : q->dim_x - q->cx0;
+  int32_t budget = WF_HGRID_BOX;
+  for (int32_t iz = 0, cz = q->cz; iz < q->nz; iz++, cz = cz + 1 == q->dim_z ? 0 : cz + 1)
+    for (int32_t iy = 0, cy = q->cy0; iy < q->ny; iy++, cy = cy + 1 == q->dim_y ? 0 : cy + 1) {
+      const int32_t c = (cz * q->dim_y + cy) * q->dim_x + q->cx0;
+      for (int32_t k = q->starts[c], e = q->starts[c + nx]; k < e && budget > 0; k++, budget--)
+        __builtin_prefetch(q->points + q->stride * q->ids[k]);
+      if (--budget <= 0) return;
+    }
+}
+#endif
+
 WF_GEOM_FN void wf_hgrid_query_begin(wf_hgrid_query *q, const wf_hgrid *g, float px, float py,
                                      float pz, float r) {
   const float s = g->inv_width;
   const int32_t x0 = wf_hgrid_coord((px - r) * s), y0 = wf_hgrid_coord((py - r) * s),
                 z0 = wf_hgrid_coord((pz - r) * s);
-  q->g = g;
+  q->ids = g->point_ids;
+  q->starts = g->cell_starts;
+  q->points = g->points;
+  q->stride = g->stride;
+  q->last = g->npoints - 1;
+  q->dim_x = g->dim_x, q->dim_y = g->dim_y, q->dim_z = g->dim_z;
   q->nx = wf_hgrid_span(x0, wf_hgrid_coord((px + r) * s), g->dim_x);
   q->ny = wf_hgrid_span(y0, wf_hgrid_coord((py + r) * s), g->dim_y);
   q->nz = wf_hgrid_span(z0, wf_hgrid_coord((pz + r) * s), g->dim_z);
@@ -118,30 +166,37 @@ WF_GEOM_FN void wf_hgrid_query_begin(wf_hgrid_query *q, const wf_hgrid *g, float
   q->ix = q->iy = q->iz = 0;
   q->at = q->end = 0;
   if (g->npoints == 0 || q->nx == 0 || q->ny == 0) q->nz = 0; /* nothing to visit */
-  if (q->nz > 0) wf_hgrid_enter_row(q);
+  if (q->nz <= 0) return;
+#ifdef WF_HGRID_AHEAD
+  wf_hgrid_prefetch_box(q);
+#endif
+  wf_hgrid_enter_row(q);
 }
 
 /* The next candidate into *j; 0 when the query is done. */
 WF_GEOM_FN int wf_hgrid_query_next(wf_hgrid_query *q, int32_t *j) {
-  const wf_hgrid *g = q->g;
   for (;;) {
     if (q->at < q->end) {
-      *j = g->point_ids[q->at++];
+#ifdef WF_HGRID_AHEAD
+      const int32_t f = q->at + WF_HGRID_AHEAD;
+      __builtin_prefetch(q->points + q->stride * q->ids[f < q->last ? f : q->last]);
+#endif
+      *j = q->ids[q->at++];
       return 1;
     }
     if (q->iz >= q->nz) return 0;
     if (++q->ix < q->nx) { /* the next cell of a wrapping row */
-      if (++q->cx == g->dim_x) q->cx = 0;
+      if (++q->cx == q->dim_x) q->cx = 0;
       wf_hgrid_enter(q);
       continue;
     }
     if (++q->iy < q->ny) {
-      if (++q->cy == g->dim_y) q->cy = 0;
+      if (++q->cy == q->dim_y) q->cy = 0;
     } else {
       q->iy = 0;
       q->cy = q->cy0;
       if (++q->iz >= q->nz) return 0;
-      if (++q->cz == g->dim_z) q->cz = 0;
+      if (++q->cz == q->dim_z) q->cz = 0;
     }
     wf_hgrid_enter_row(q);
   }
@@ -166,7 +221,6 @@ WF_GEOM_FN void wf_nat_hash_grid_query(void *state, void *res, const void *id, c
   const float *pt = (const float *)p;
   (void)res; /* the handle is the state's address (native.h) */
   if (!g) {  /* no grid: done before it starts */
-    q->g = 0;
     q->at = q->end = q->iz = q->nz = 0;
     return;
   }
