@@ -27,7 +27,7 @@ PY_BENCH_PKGS ?=
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 1200
 
-.PHONY: all deps deps-run deps-bench build run install test test-lua test-c test-python bench clean format format-check lint fuzz warp-ref docs docs-shot
+.PHONY: all deps deps-run deps-bench build run install test test-ptx-all test-lua test-c test-python bench clean format format-check lint fuzz warp-ref docs docs-shot
 
 all: build
 
@@ -60,6 +60,11 @@ install: build
 
 test: deps build
 	@scripts/run-tests $(BUILD)
+
+# make test with the suite step compiling every kernel module for sm_75,
+# sm_80 and sm_90 (make test compiles a cover of them; spec/suite/ir_suite.lua)
+test-ptx-all: deps build
+	@WEFT_PTX_SUITE_ALL=1 scripts/run-tests $(BUILD)
 
 fuzz: deps
 	@JOBS=$(JOBS) scripts/run-fuzz $(FUZZ_BUILD) $(FUZZ_SECONDS) keep

@@ -31,7 +31,7 @@ end
 local A = weft.array(weft.float32)
 
 describe("kernel lifetime", function()
-  it("10,000 kernels defined, launched and dropped in a loop keep RSS bounded", function()
+  it("4,000 kernels defined, launched and dropped in a loop keep RSS bounded", function()
     local x = weft.zeros(16)
     full_gc()
     -- codes other spec files still hold (busted keeps their kernels alive)
@@ -56,21 +56,22 @@ describe("kernel lifetime", function()
     full_gc()
     local before, s0 = rss_mb(), weft.stats()
     local peak = before
-    for r = 1, 9 do
+    for r = 1, 3 do
       round(1000 * r + 1, 1000 * (r + 1))
       full_gc()
       peak = math.max(peak, rss_mb())
     end
     -- 9,000 kernels at ~15 KB each plus their code were ~140 MB before
+    -- kernels were collected: 3,000 would be ~45 MB
     assert.is_true(peak - before < 25, string.format("RSS grew by %.1f MB", peak - before))
     local s1 = weft.stats()
-    -- the sum of (i % 40) over i = 1..10000, added to every element
-    assert.are.equal(195000, x[3])
+    -- the sum of (i % 40) over i = 1..4000, added to every element
+    assert.are.equal(78000, x[3])
     -- the freed path ran: code left the JIT and was loaded again
     -- (each of the 40 codes is freed at least once per 100 kernels)
-    assert.is_true(s1.code_freed - s0.code_freed > 3000,
+    assert.is_true(s1.code_freed - s0.code_freed > 1000,
                    string.format("only %d codes freed", s1.code_freed - s0.code_freed))
-    assert.is_true(s1.disk_hits + s1.compiles - s0.disk_hits - s0.compiles > 3000)
+    assert.is_true(s1.disk_hits + s1.compiles - s0.disk_hits - s0.compiles > 1000)
     assert.is_true(s1.code_live - live0 <= 60,
                    string.format("%d codes live (%d before)", s1.code_live, live0))
   end)

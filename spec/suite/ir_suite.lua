@@ -15,12 +15,25 @@
 --    by NVRTC with the options a launch uses, and each PTX is assembled for
 --    its architecture by ptxas.
 --
--- Speed (the suite holds ~350 distinct modules, ~2.3 MB of CUDA C with the
--- adjoints; NVRTC needs ~20 s of CPU per architecture for it, ptxas ~2/3
--- of that):
---  * modules are compiled in batches: each module's CUDA C in a namespace
---    of its own, its entries renamed apart (weft_b<N>_...), one NVRTC
---    program per batch and architecture;
+-- Which modules NVRTC compiles: every module is emitted as CUDA C (with
+-- its adjoint), but the suite holds ~1000 distinct modules, ~21 MB of CUDA
+-- C (the geometry queries carry ~90 KB of query.h each), which took ~20
+-- minutes of NVRTC and ptxas here. So `make test` compiles a cover: the
+-- fewest modules (by a greedy, size-weighted choice) whose CUDA C holds
+-- every distinct line shape of the whole suite's CUDA C, where a shape is
+-- the line with generated names (v12), numbers and strings blanked, and a
+-- kernel signature counts as its parameter types. Every construct the
+-- emitter produced in the whole run thus reaches NVRTC and ptxas at least
+-- once (~130 modules, ~18% of the text). WEFT_PTX_SUITE_ALL=1 (make
+-- test-ptx-all) compiles every module for every architecture.
+--
+-- Speed:
+--  * small modules are compiled in batches: each module's CUDA C in a
+--    namespace of its own, its entries renamed apart (weft_b<N>_...), one
+--    NVRTC program per batch and architecture; a module of more than
+--    SMALL bytes is a batch alone (NVRTC's time grows faster than the
+--    text: a batch of 16 modules that took 45 s of CPU one by one ran for
+--    over 3 minutes);
 --  * ptxas runs as a separate process on the PTX of one batch while NVRTC
 --    compiles the next (two cores busy); without the ptxas program,
 --    nvJitLink assembles in-process;
@@ -39,12 +52,10 @@ local have_nvrtc = core.cuda_nvrtc_version and core.cuda_nvrtc_version() ~= nil
 -- local runs; "none" skips it. CI runs the default: all three.
 local ARCHS = {}
 for a in (os.getenv("WEFT_PTX_SUITE_ARCHS") or "75,80,90"):gmatch("%d+") do ARCHS[#ARCHS + 1] = a end
-local BATCH = 16
--- Each batch is compiled for one architecture in turn (batch 1 for sm_75,
--- batch 2 for sm_80, ...), so every architecture sees a third of the
--- modules and the step costs a third: with ~600 modules, all three for
--- every module took ~10 minutes of CPU. WEFT_PTX_SUITE_ALL=1 compiles every
--- batch for every architecture (make test-ptx-all).
+local BATCH, SMALL, BATCH_BYTES = 16, 16384, 131072
+-- Each batch of the cover is compiled for one architecture in turn (batch
+-- 1 for sm_75, batch 2 for sm_80, ...). WEFT_PTX_SUITE_ALL=1 compiles
+-- every module's batch for every architecture (make test-ptx-all).
 local ALL = os.getenv("WEFT_PTX_SUITE_ALL") == "1"
 local function archs_of(nb)
   if ALL then return ARCHS end
@@ -112,6 +123,61 @@ end
 
 local function label(e) return e.label end
 
+-- The line shapes of a module's CUDA C, added to set: each line with the
+-- generated value names (v12), trailing numbers of type names (wf_vec3f_1),
+-- numbers, hex floats and strings blanked; #line directives dropped; a
+-- kernel signature as one shape per parameter type.
+local function add_shapes(src, set)
+  for l in src:gmatch("[^\n]+") do
+    if l:find("__global__", 1, true) then
+      for p in (l:match("%((.*)%)") or ""):gmatch("[^,]+") do
+        set["param " .. p:gsub("%s*[%w_]+%s*$", ""):gsub("^%s+", "")] = true
+      end
+    elseif not l:match("^#line ") then
+      l = l:gsub('"[^"]*"', '"S"'):gsub("0x[%x%.]+p[%-+]?%d+", "0")
+      l = l:gsub("[%a_][%w_]*", function(w)
+        if w:match("^v%d+$") then return "v" end
+        return (w:gsub("_%d+$", "_N"))
+      end)
+      set[(l:gsub("%d+%.?%d*[eE]?[%-+]?%d*[fFuUlL]*", "0"):gsub("%s+", " "))] = true
+    end
+  end
+end
+
+-- The cover of items (see the head of this file), in the items' order: a
+-- greedy choice by new shapes per byte of CUDA C (plus a fixed cost per
+-- module for NVRTC's start and the prelude); ties go to the first module
+-- in the (hash) order, so a run chooses the same modules as the last.
+local function cover(items)
+  local sets = {}
+  for i, it in ipairs(items) do
+    sets[i] = {}
+    add_shapes(it.src, sets[i])
+  end
+  local covered, chosen = {}, {}
+  while true do
+    local best, score = nil, 0
+    for i = 1, #items do
+      if not chosen[i] then
+        local n = 0
+        for l in pairs(sets[i]) do
+          if not covered[l] then n = n + 1 end
+        end
+        local sc = n / (#items[i].src + 20000)
+        if sc > score then best, score = i, sc end
+      end
+    end
+    if not best then break end
+    chosen[best] = true
+    for l in pairs(sets[best]) do covered[l] = true end
+  end
+  local out = {}
+  for i, it in ipairs(items) do
+    if chosen[i] then out[#out + 1] = it end
+  end
+  return out
+end
+
 -- The first line where a and b differ: "line N: <a> / <b>".
 local function first_difference(a, b)
   local n = 1
@@ -128,12 +194,19 @@ end
 
 -- One CUDA C program holding the modules of a batch, each in a namespace
 -- with its entries renamed apart. Returns the source and the entry names
--- to find in the PTX.
+-- to find in the PTX. The geometry headers a module carries (query.h,
+-- volume.h, ...) have include guards: these are undefined before each
+-- module, or the second module's namespace would lack their functions
+-- (and every batch with two geometry modules failed and was redone module
+-- by module, most of this step's time before).
 local function batch_source(items, id)
   local parts, entries = {}, {}
   for n, it in ipairs(items) do
     local ns = "b" .. id .. "_" .. n
     local s = it.src
+    for guard in s:gmatch("#ifndef ([%w_]+_H)\n#define %1\n") do
+      parts[#parts + 1] = "#undef " .. guard .. "\n"
+    end
     for _, e in ipairs(it.entries) do
       local renamed = "weft_" .. ns .. "_" .. e:gsub("^weft_", "")
       s = s:gsub("__global__ void " .. e .. "%(", "__global__ void " .. renamed .. "(")
@@ -207,8 +280,8 @@ describe("every kernel module of the suite on CUDA", function()
 
   local result -- filled by the first test, read by the second
 
-  it("compiles to PTX for sm_" .. table.concat(ARCHS, ", sm_") .. (ALL and "" or " (batches in turn)")
-     .. " and assembles", function()
+  local which = ALL and " (every module)" or " (a cover of the modules, batches in turn)"
+  it("compiles to PTX for sm_" .. table.concat(ARCHS, ", sm_") .. which .. " and assembles", function()
     assert(#parsed > 0, "no module came back through the text (see the round-trip test)")
     local cpu0, wall0 = os.clock(), os.time()
     result = { failures = {}, rejected = {}, adjoints = 0, entries = 0 }
@@ -242,15 +315,28 @@ describe("every kernel module of the suite on CUDA", function()
     end
 
     -- compile batches; assemble each batch's PTX while the next compiles
+    local emitted = #items
+    if not ALL then items = cover(items) end
     local ptxas = find_ptxas()
     local dir = os.tmpname()
     os.remove(dir)
     assert(os.execute("mkdir -p " .. dir) == 0)
     local jobs, pending_jobs, waits = {}, {}, 0
-    local function redo(job) -- module by module, to name the culprits
+    -- module by module, to name the culprits; a batch that fails while
+    -- each of its modules compiles alone is the batching's fault (and
+    -- costs this step its speed), so that fails too
+    local function redo(job, cause)
+      local culprits = 0
       for _, it in ipairs(job.batch) do
         local err = check_module(it.src, job.arch)
-        if err then failed(string.format("%s sm_%s: %s", label(it.e), job.arch, err)) end
+        if err then
+          culprits = culprits + 1
+          failed(string.format("%s sm_%s: %s", label(it.e), job.arch, err))
+        end
+      end
+      if culprits == 0 then
+        failed(string.format("batch %s failed while each of its modules compiles alone: %s", job.base:match("[^/]*$"),
+                             tostring(cause):sub(1, 400)))
       end
     end
     local function finish(job)
@@ -262,31 +348,48 @@ describe("every kernel module of the suite on CUDA", function()
           waits = waits + 1
         end
       until rc and rc:find("\n")
-      if tonumber(rc) ~= 0 then redo(job) end
+      if tonumber(rc) ~= 0 then redo(job, "ptxas: " .. (readall(job.base .. ".log") or "")) end
     end
     local nb = 0
-    for first = 1, #items, BATCH do
+    -- the batches: up to BATCH small modules and BATCH_BYTES, or one big one
+    local batches, small, bytes = {}, {}, 0
+    local function close()
+      if #small > 0 then batches[#batches + 1] = small end
+      small, bytes = {}, 0
+    end
+    for _, it in ipairs(items) do
+      if #it.src > SMALL then
+        batches[#batches + 1] = { it }
+      else
+        if #small == BATCH or bytes + #it.src > BATCH_BYTES then close() end
+        small[#small + 1] = it
+        bytes = bytes + #it.src
+      end
+    end
+    close()
+    for _, batch in ipairs(batches) do
       nb = nb + 1
-      local batch = {}
-      for i = first, math.min(first + BATCH - 1, #items) do batch[#batch + 1] = items[i] end
       local src, entries = batch_source(batch, nb)
       for _, arch in ipairs(archs_of(nb)) do
         local job = { batch = batch, arch = arch, base = string.format("%s/b%d_%s", dir, nb, arch) }
+        local c0 = os.clock()
         local ok, ptx = pcall(core.cuda_compile, src, "compute_" .. arch)
+        job.cpu = os.clock() - c0
         local missing
         for _, e in ipairs(ok and entries or {}) do
           if not ptx:find(".entry " .. e .. "(", 1, true) then missing = e end
         end
         if not ok or missing then
-          redo(job)
+          redo(job, ok and ("no entry " .. missing .. " in the PTX") or ptx)
         elseif ptxas then
           writeall(job.base .. ".ptx", ptx)
           os.execute(string.format("(%s -arch=sm_%s %s.ptx -o /dev/null > %s.log 2>&1; echo $? > %s.rc.tmp; mv %s.rc.tmp %s.rc) &",
                                    ptxas, arch, job.base, job.base, job.base, job.base, job.base))
           pending_jobs[#pending_jobs + 1] = job
           if #pending_jobs > 1 then finish(table.remove(pending_jobs, 1)) end
-        elseif not pcall(core.cuda_assemble, ptx, "sm_" .. arch) then
-          redo(job)
+        else
+          local ok2, err = pcall(core.cuda_assemble, ptx, "sm_" .. arch)
+          if not ok2 then redo(job, err) end
         end
         jobs[#jobs + 1] = job
       end
@@ -294,9 +397,16 @@ describe("every kernel module of the suite on CUDA", function()
     for _, job in ipairs(pending_jobs) do finish(job) end
     os.execute("rm -rf " .. dir)
     if os.getenv("WEFT_PTX_SUITE_STATS") then -- what the check covered (no timing is asserted)
-      io.stderr:write(string.format("\nptx suite: %d modules (%d with adjoints), %d entries, %d batches x %d "
-                                    .. "archs, ptxas %s, %.1f s CPU in this process, ~%d s wall, ~%.1f s waiting for ptxas\n",
-                                    #items, result.adjoints, result.entries, nb, #ARCHS,
+      table.sort(jobs, function(a, b) return a.cpu > b.cpu end)
+      for k = 1, math.min(5, #jobs) do
+        io.stderr:write(string.format("\nptx suite: NVRTC %.1f s CPU for %s (%d module(s)) sm_%s", jobs[k].cpu,
+                                      label(jobs[k].batch[1].e), #jobs[k].batch, jobs[k].arch))
+      end
+      io.stderr:write(string.format("\nptx suite: %d modules emitted (%d with adjoints, %d entries), %d "
+                                    .. "compiled (%s) in %d batches x %d archs, ptxas %s, %.1f s CPU in this "
+                                    .. "process, ~%d s wall, ~%.1f s waiting for ptxas\n",
+                                    emitted, result.adjoints, result.entries, #items,
+                                    ALL and "all" or "the cover", nb, ALL and #ARCHS or 1,
                                     ptxas or "in-process", os.clock() - cpu0, os.time() - wall0,
                                     waits * 0.02))
     end

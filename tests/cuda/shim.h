@@ -24,6 +24,7 @@
 #include <string.h>
 
 #define WF_FN static inline
+#define WF_COLD static __attribute__((noinline, cold))
 #define __global__
 #define __device__
 #define __forceinline__ inline
