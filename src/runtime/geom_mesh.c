@@ -350,11 +350,14 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   g->nthreads = rt->num_threads;
   if (kind == WF_GEOM_MESH) {
     /* blocks on cache lines; zeros in the padding block and the lanes of
-    ** a last partial block (gtri_floats counts whole blocks of 64 bytes) */
-    size_t tb = (size_t)gtri_floats(n) * sizeof(float);
+    ** a last partial block (gtri_floats counts whole blocks of 64 bytes;
+    ** refit writes every row of slots below n, and faults the pages in
+    ** on the pool's threads) */
+    size_t tb = (size_t)gtri_floats(n) * sizeof(float),
+           t0 = (size_t)gtri_at(n / WF_GTB * WF_GTB, 0);
     g->tris = aligned_alloc(64, tb);
     if (!g->tris) goto oom;
-    memset(g->tris, 0, tb);
+    memset(g->tris + t0, 0, tb - t0 * sizeof(float));
   }
   /* meshes: the face boxes as the build fills its records, on its
   ** threads, in the records and nodes of the last build (their binary
