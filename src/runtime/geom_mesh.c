@@ -187,7 +187,7 @@ typedef struct collapse_job {
 static void *collapse(void *p) {
   collapse_job *j = p;
   wf_geom *g = j->g;
-  j->rc = wf_bvh4_build(g->nodes, g->nnodes, &g->wide, &g->wend, &g->nwide);
+  j->rc = wf_bvh4_build(g->nodes, g->nnodes, g->nthreads, &g->wide, &g->wend, &g->nwide);
   return NULL;
 }
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "geom/bvh.h"
+#include "geom/bvh4.h"
 #include "wtest.h"
 
 typedef struct boxes {
@@ -169,6 +170,25 @@ static void check_fn(const boxes *b) {
   free(N), free(it);
 }
 
+/* The 4-wide collapse (bvh4.c) of b's tree on two threads gives the wide
+** nodes and subtree ends of one thread, byte for byte. */
+static void check_wide(const boxes *b) {
+  wf_gnode *N;
+  int *it, nn;
+  CHECK_INT(wf_bvh_build(b->n, b->lo, b->hi, 2, &N, &it, &nn), 0);
+  wf_gnode4 *W[2];
+  int *E[2], nw[2];
+  for (int t = 0; t < 2; t++)
+    CHECK_INT(wf_bvh4_build(N, nn, t + 1, &W[t], &E[t], &nw[t]), 0);
+  CHECK_INT(nw[1], nw[0]);
+  CHECK(nw[0] > 1 && nw[0] < nn);
+  CHECK(nw[0] == nw[1] && !memcmp(W[0], W[1], sizeof(wf_gnode4) * (size_t)nw[0]));
+  CHECK(nw[0] == nw[1] && !memcmp(E[0], E[1], sizeof(int) * (size_t)nw[0]));
+  for (int t = 0; t < 2; t++)
+    free(W[t]), free(E[t]);
+  free(N), free(it);
+}
+
 static void boxes_free(boxes *b) {
   free(b->lo), free(b->hi);
 }
@@ -255,6 +275,10 @@ int main(void) {
   b = soup(100000, 0.01f); /* a soup, on the parallel path */
   check_both(&b, 1);
   check_fn(&b);
+  check_wide(&b);
+  for (int i = 0; i < 3 * b.n; i++) /* lopsided: one far box, the rest piled up */
+    b.lo[i] = b.hi[i] = i < 3 ? 1e6f : frand() * (i % 3 ? 1e-3f : 1.0f);
+  check_wide(&b);
   boxes_free(&b);
   b = soup(1000000, 0.002f); /* 1M boxes */
   CHECK(check_tree(&b, 2, 1) > 10);
