@@ -44,6 +44,7 @@
 #define PAR_MIN 4096   /* subtrees at least this large may get a thread */
 #define ONE_AXIS 64    /* nodes this large bin along one axis */
 #define PAR_INIT 65536 /* primitives from which the records fill on two threads */
+#define PAR_BIN 65536  /* nodes from which the binning may take a second core */
 
 /* ---- 4-lane float vectors ---- */
 #if defined(__SSE2__)
@@ -364,6 +365,51 @@ static void bin_one(const rec *r, int n, int a, float lo, float scale, int nb, b
     }
 }
 
+/* A core for a new thread, if one is idle: 1 when claimed (given back
+** to B->idle when the thread is done). */
+static int claim(build *B) {
+  if (__atomic_load_n(&B->idle, __ATOMIC_RELAXED) <= 0) return 0;
+  if (__atomic_sub_fetch(&B->idle, 1, __ATOMIC_RELAXED) >= 0) return 1;
+  __atomic_add_fetch(&B->idle, 1, __ATOMIC_RELAXED);
+  return 0;
+}
+
+typedef struct bin_job {
+  const rec *r;
+  int n, a, nb;
+  float lo, scale;
+  bins out;
+} bin_job;
+
+static void *bin_thread(void *p) {
+  bin_job *j = p;
+  bin_one(j->r, j->n, j->a, j->lo, j->scale, j->nb, &j->out);
+  return NULL;
+}
+
+/* bin_one over a large node's records, the second half on another core
+** while one is idle (the root: the other core has nothing to do yet).
+** Joining the halves' bins gives bin_one's bins for NaN-free boxes. */
+static void bin_large(build *B, const rec *r, int n, int a, float lo, float scale, int nb,
+                      bins *out) {
+  bin_job j = {.r = r + n / 2, .n = n - n / 2, .a = a, .nb = nb, .lo = lo, .scale = scale};
+  pthread_t th;
+  int threaded = n >= PAR_BIN && claim(B);
+  if (threaded && pthread_create(&th, NULL, bin_thread, &j)) {
+    __atomic_add_fetch(&B->idle, 1, __ATOMIC_RELAXED);
+    threaded = 0;
+  }
+  bin_one(r, threaded ? n / 2 : n, a, lo, scale, nb, out);
+  if (!threaded) return;
+  pthread_join(th, NULL);
+  __atomic_add_fetch(&B->idle, 1, __ATOMIC_RELAXED);
+  for (int b = 0; b < nb; b++) {
+    vbox_join(&out->b[b], &j.out.b[b]);
+    vbox_join(&out->c[b], &j.out.c[b]);
+    out->n[b] += j.out.n[b];
+  }
+}
+
 /* Bins n records along all three axes in one pass (small nodes; no
 ** centroid bounds: the children take theirs when they start). The counts
 ** go to cnt[bin][axis] (sweep3 reads the axes side by side), not out. */
@@ -546,7 +592,7 @@ static __attribute__((noinline)) void find_split(const rec *R, const task *t, sp
     a = ext[2] > ext[a] ? 2 : a;
     if (scale[a] > 0) {
       bins x;
-      bin_one(R + t->begin, count, a, clo[a], scale[a], nb, &x);
+      bin_large(t->B, R + t->begin, count, a, clo[a], scale[a], nb, &x);
       if (sweep(&x, nb, &s->best, &s->bin)) s->axis = a;
       if (s->axis >= 0) sides(&x, nb, 1, s);
     }
@@ -606,11 +652,10 @@ static void subtree(build *B, task *t) {
   /* the larger half on a new thread while a core is idle */
   task *big = (mid - begin) >= (end - mid) ? &l : &r, *small = big == &l ? &r : &l;
   pthread_t th;
-  int threaded = 0;
-  if (big->end - big->begin >= PAR_MIN && __atomic_load_n(&B->idle, __ATOMIC_RELAXED) > 0) {
-    if (__atomic_sub_fetch(&B->idle, 1, __ATOMIC_RELAXED) >= 0)
-      threaded = pthread_create(&th, NULL, subtree_thread, big) == 0;
-    if (!threaded) __atomic_add_fetch(&B->idle, 1, __ATOMIC_RELAXED);
+  int threaded = big->end - big->begin >= PAR_MIN && claim(B);
+  if (threaded && pthread_create(&th, NULL, subtree_thread, big)) {
+    __atomic_add_fetch(&B->idle, 1, __ATOMIC_RELAXED);
+    threaded = 0;
   }
   if (!threaded) subtree(B, big);
   subtree(B, small);

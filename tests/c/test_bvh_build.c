@@ -170,23 +170,25 @@ static void check_fn(const boxes *b) {
   free(N), free(it);
 }
 
-/* The 4-wide collapse (bvh4.c) of b's tree on two threads gives the wide
-** nodes and subtree ends of one thread, byte for byte. */
+/* Built and collapsed into 4-wide nodes (bvh4.c) on two threads (the
+** root's binning and the collapse split over them), b's tree is the one
+** thread's: the same wide nodes, subtree ends and slots, byte for byte
+** (the binary nodes are numbered in the order the threads make them). */
 static void check_wide(const boxes *b) {
-  wf_gnode *N;
-  int *it, nn;
-  CHECK_INT(wf_bvh_build(b->n, b->lo, b->hi, 2, &N, &it, &nn), 0);
+  wf_gnode *N[2];
   wf_gnode4 *W[2];
-  int *E[2], nw[2];
-  for (int t = 0; t < 2; t++)
-    CHECK_INT(wf_bvh4_build(N, nn, t + 1, &W[t], &E[t], &nw[t]), 0);
+  int *it[2], *E[2], nn[2], nw[2];
+  for (int t = 0; t < 2; t++) {
+    CHECK_INT(wf_bvh_build(b->n, b->lo, b->hi, t + 1, &N[t], &it[t], &nn[t]), 0);
+    CHECK_INT(wf_bvh4_build(N[t], nn[t], t + 1, &W[t], &E[t], &nw[t]), 0);
+  }
   CHECK_INT(nw[1], nw[0]);
-  CHECK(nw[0] > 1 && nw[0] < nn);
+  CHECK(nw[0] > 1 && nw[0] < nn[0]);
   CHECK(nw[0] == nw[1] && !memcmp(W[0], W[1], sizeof(wf_gnode4) * (size_t)nw[0]));
   CHECK(nw[0] == nw[1] && !memcmp(E[0], E[1], sizeof(int) * (size_t)nw[0]));
+  CHECK(!memcmp(it[0], it[1], sizeof(int) * (size_t)b->n));
   for (int t = 0; t < 2; t++)
-    free(W[t]), free(E[t]);
-  free(N), free(it);
+    free(W[t]), free(E[t]), free(N[t]), free(it[t]);
 }
 
 static void boxes_free(boxes *b) {
@@ -275,6 +277,9 @@ int main(void) {
   b = soup(100000, 0.01f); /* a soup, on the parallel path */
   check_both(&b, 1);
   check_fn(&b);
+  check_wide(&b);
+  for (int i = 0; i < b.n; i++) /* in order along x, the widest: each half on one side */
+    b.hi[3 * i] = (b.lo[3 * i] = 4.0f * (float)i / (float)b.n) + 0.01f;
   check_wide(&b);
   for (int i = 0; i < 3 * b.n; i++) /* lopsided: one far box, the rest piled up */
     b.lo[i] = b.hi[i] = i < 3 ? 1e6f : frand() * (i % 3 ? 1e-3f : 1.0f);
