@@ -699,6 +699,7 @@ typedef struct fill {
 static void *fill_recs(void *p) {
   fill *f = p;
   float lo[3 * CHUNK], hi[3 * CHUNK];
+  vbox bb = vbox_empty(), cb = vbox_empty();
   for (int i0 = f->begin; i0 < f->end; i0 += CHUNK) {
     int i1 = f->end - i0 < CHUNK ? f->end : i0 + CHUNK;
     const float *l = lo, *h = hi;
@@ -713,8 +714,14 @@ static void *fill_recs(void *p) {
       r->lo[3] = 0;
       memcpy(&r->hi[3], &i, sizeof i);
     }
+    /* the bounds while the chunk's records are in cache (no second pass
+    ** over all of them from memory) */
+    vbox b, c;
+    bounds(f->recs, i0, i1, &b, &c);
+    vbox_join(&bb, &b);
+    vbox_join(&cb, &c);
   }
-  bounds(f->recs, f->begin, f->end, &f->bb, &f->cb);
+  f->bb = bb, f->cb = cb;
   return NULL;
 }
 
