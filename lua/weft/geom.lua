@@ -28,6 +28,7 @@ int wf_geom_set_tangents(wf_rt *rt, wf_geom *g, const wf_array *points_tan,
                          const wf_array *velocities_tan);
 uint64_t wf_geom_id(const wf_geom *g);
 void wf_geom_free(wf_geom *g);
+size_t wf_geom_scratch_bytes(wf_rt *rt);
 ]]
 
 return function(weft, P)

@@ -8,7 +8,8 @@
 ** ONE_AXIS primitives: the sweeps cost per bin, and trees over a torus,
 ** a sphere and a box soup kept their SAH cost within 0.05%); sweeping
 ** the bins from both ends gives the SAH cost area(L) * n(L) + area(R) *
-** n(R) of every bin boundary, and the cheapest split partitions the
+** n(R) of every bin boundary (small nodes sweep their three axes at
+** once, one per vector lane), and the cheapest split partitions the
 ** node's slice of the records in place (the bins give both halves' box
 ** bounds, and large nodes' bins their centroid bounds). A node becomes
 ** a leaf when it holds at most LEAF_MIN primitives, when no split beats
@@ -43,6 +44,7 @@
 #define PAR_MIN 4096   /* subtrees at least this large may get a thread */
 #define ONE_AXIS 64    /* nodes this large bin along one axis */
 #define PAR_INIT 65536 /* primitives from which the records fill on two threads */
+#define PAR_BIN 65536  /* nodes from which the binning may take a second core */
 
 /* ---- 4-lane float vectors ---- */
 #if defined(__SSE2__)
@@ -84,6 +86,25 @@ static inline float max0(float a) {
 /* truncated to int */
 static inline void v4_int(v4 a, int *out) {
   _mm_storeu_si128((__m128i *)out, _mm_cvttps_epi32(a));
+}
+/* x, y, z: lanes 0, 1, 2 of a, b and c side by side (lane 3: c's) */
+static inline void v4_t3(v4 a, v4 b, v4 c, v4 *x, v4 *y, v4 *z) {
+  v4 ab0 = _mm_unpacklo_ps(a, b), ab2 = _mm_unpackhi_ps(a, b);
+  v4 cc0 = _mm_unpacklo_ps(c, c), cc2 = _mm_unpackhi_ps(c, c);
+  *x = _mm_movelh_ps(ab0, cc0), *y = _mm_movehl_ps(cc0, ab0), *z = _mm_movelh_ps(ab2, cc2);
+}
+/* 4 ints as floats */
+static inline v4 v4_ints(const int *p) {
+  return _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)p));
+}
+/* a < b ? x : y per lane (y when either is NaN) */
+static inline v4 v4_lt_sel(v4 a, v4 b, v4 x, v4 y) {
+  v4 m = _mm_cmplt_ps(a, b);
+  return _mm_or_ps(_mm_and_ps(m, x), _mm_andnot_ps(m, y));
+}
+/* a > 0 ? a : 0 per lane (0 for NaN) */
+static inline v4 v4_max0(v4 a) {
+  return _mm_max_ps(a, _mm_setzero_ps());
 }
 /* the half area dx dy + dy dz + dz dx of the box lo..hi */
 static inline float v4_area(v4 lo, v4 hi) {
@@ -134,6 +155,19 @@ static inline float max0(float a) {
 static inline void v4_int(v4 a, int *out) {
   for (int k = 0; k < 4; k++)
     out[k] = (int)a[k];
+}
+static inline void v4_t3(v4 a, v4 b, v4 c, v4 *x, v4 *y, v4 *z) {
+  *x = (v4){a[0], b[0], c[0], c[0]}, *y = (v4){a[1], b[1], c[1], c[1]};
+  *z = (v4){a[2], b[2], c[2], c[2]};
+}
+static inline v4 v4_ints(const int *p) {
+  return (v4){(float)p[0], (float)p[1], (float)p[2], (float)p[3]};
+}
+static inline v4 v4_lt_sel(v4 a, v4 b, v4 x, v4 y) {
+  return v4_sel(a < b, x, y);
+}
+static inline v4 v4_max0(v4 a) {
+  return v4_sel(a > 0, a, (v4){0, 0, 0, 0});
 }
 static inline float v4_area(v4 lo, v4 hi) {
   v4 d = hi - lo;
@@ -331,11 +365,58 @@ static void bin_one(const rec *r, int n, int a, float lo, float scale, int nb, b
     }
 }
 
+/* A core for a new thread, if one is idle: 1 when claimed (given back
+** to B->idle when the thread is done). */
+static int claim(build *B) {
+  if (__atomic_load_n(&B->idle, __ATOMIC_RELAXED) <= 0) return 0;
+  if (__atomic_sub_fetch(&B->idle, 1, __ATOMIC_RELAXED) >= 0) return 1;
+  __atomic_add_fetch(&B->idle, 1, __ATOMIC_RELAXED);
+  return 0;
+}
+
+typedef struct bin_job {
+  const rec *r;
+  int n, a, nb;
+  float lo, scale;
+  bins out;
+} bin_job;
+
+static void *bin_thread(void *p) {
+  bin_job *j = p;
+  bin_one(j->r, j->n, j->a, j->lo, j->scale, j->nb, &j->out);
+  return NULL;
+}
+
+/* bin_one over a large node's records, the second half on another core
+** while one is idle (the root: the other core has nothing to do yet).
+** Joining the halves' bins gives bin_one's bins for NaN-free boxes. */
+static void bin_large(build *B, const rec *r, int n, int a, float lo, float scale, int nb,
+                      bins *out) {
+  bin_job j = {.r = r + n / 2, .n = n - n / 2, .a = a, .nb = nb, .lo = lo, .scale = scale};
+  pthread_t th;
+  int threaded = n >= PAR_BIN && claim(B);
+  if (threaded && pthread_create(&th, NULL, bin_thread, &j)) {
+    __atomic_add_fetch(&B->idle, 1, __ATOMIC_RELAXED);
+    threaded = 0;
+  }
+  bin_one(r, threaded ? n / 2 : n, a, lo, scale, nb, out);
+  if (!threaded) return;
+  pthread_join(th, NULL);
+  __atomic_add_fetch(&B->idle, 1, __ATOMIC_RELAXED);
+  for (int b = 0; b < nb; b++) {
+    vbox_join(&out->b[b], &j.out.b[b]);
+    vbox_join(&out->c[b], &j.out.c[b]);
+    out->n[b] += j.out.n[b];
+  }
+}
+
 /* Bins n records along all three axes in one pass (small nodes; no
-** centroid bounds: the children take theirs when they start). */
-static void bin_three(const rec *r, int n, v4 lo, v4 scale, int nb, bins *out) {
+** centroid bounds: the children take theirs when they start). The counts
+** go to cnt[bin][axis] (sweep3 reads the axes side by side), not out. */
+static void bin_three(const rec *r, int n, v4 lo, v4 scale, int nb, bins *out, int (*cnt)[4]) {
   for (int a = 0; a < 3; a++)
     bins_clear(&out[a], nb, 0);
+  memset(cnt, 0, sizeof(int) * 4 * (size_t)nb);
   v4 zero = v4_set(0), top = v4_set((float)(nb - 1));
   for (int i = 0; i < n; i++) {
     v4 l = rec_lo(&r[i]), h = rec_hi(&r[i]);
@@ -344,9 +425,73 @@ static void bin_three(const rec *r, int n, v4 lo, v4 scale, int nb, bins *out) {
     v4_int(v4_min(v4_max(f, zero), top), b);
     for (int a = 0; a < 3; a++) {
       vbox_add(&out[a].b[b[a]], l, h);
-      out[a].n[b[a]]++;
+      cnt[b[a]][a]++;
     }
   }
+}
+
+/* A box per lane, by components (sweep3). */
+typedef struct vbox3 {
+  v4 lx, ly, lz, hx, hy, hz;
+} vbox3;
+
+static inline vbox3 vbox3_empty(void) {
+  v4 lo = v4_set(FLT_MAX), hi = v4_set(-FLT_MAX);
+  return (vbox3){lo, lo, lo, hi, hi, hi};
+}
+/* the arithmetic of vbox_join, lane by lane */
+static inline void vbox3_join(vbox3 *b, const vbox3 *o) {
+  b->lx = v4_min(o->lx, b->lx), b->ly = v4_min(o->ly, b->ly), b->lz = v4_min(o->lz, b->lz);
+  b->hx = v4_max(o->hx, b->hx), b->hy = v4_max(o->hy, b->hy), b->hz = v4_max(o->hz, b->hz);
+}
+/* the arithmetic of vbox_area, lane by lane */
+static inline v4 vbox3_area(const vbox3 *b) {
+  v4 dx = v4_sub(b->hx, b->lx), dy = v4_sub(b->hy, b->ly), dz = v4_sub(b->hz, b->lz);
+  return v4_max0(v4_add(v4_add(v4_mul(dx, dy), v4_mul(dy, dz)), v4_mul(dz, dx)));
+}
+
+/* What sweep does for each axis of a small node's bins (x[3], counts
+** cnt, count records; ok: lanes 0-2 > 0 for the axes with extent, lane 3
+** 0), with the three axes side by side in vector lanes: the same costs to
+** the bit, and the same winner (the cheapest below *best; ties to the
+** lower axis, then the lower boundary). */
+static int sweep3(const bins *x, const int (*cnt)[4], int nb, int count, v4 ok, float *best,
+                  int *axis, int *bin) {
+  vbox3 T[SMALL_BINS];
+  v4 rcost[SMALL_BINS];
+  for (int b = 0; b < nb; b++) {
+    v4_t3(x[0].b[b].lo, x[1].b[b].lo, x[2].b[b].lo, &T[b].lx, &T[b].ly, &T[b].lz);
+    v4_t3(x[0].b[b].hi, x[1].b[b].hi, x[2].b[b].hi, &T[b].hx, &T[b].hy, &T[b].hz);
+  }
+  const v4 zero = v4_set(0), none = v4_set(FLT_MAX), total = v4_set((float)count);
+  vbox3 acc = vbox3_empty();
+  v4 c = zero;
+  for (int b = nb - 1; b > 0; b--) {
+    vbox3_join(&acc, &T[b]);
+    c = v4_add(c, v4_ints(cnt[b]));
+    rcost[b] = v4_mul(vbox3_area(&acc), c);
+  }
+  acc = vbox3_empty();
+  c = zero;
+  v4 top = v4_set(*best), at = v4_set(-1);
+  for (int b = 0; b < nb - 1; b++) {
+    vbox3_join(&acc, &T[b]);
+    c = v4_add(c, v4_ints(cnt[b]));
+    v4 cost = v4_add(v4_mul(vbox3_area(&acc), c), rcost[b + 1]);
+    /* boundaries with records on both sides, on axes with extent */
+    cost = v4_lt_sel(zero, c, cost, none);
+    cost = v4_lt_sel(c, total, cost, none);
+    cost = v4_lt_sel(zero, ok, cost, none);
+    at = v4_lt_sel(cost, top, v4_set((float)b), at);
+    top = v4_lt_sel(cost, top, cost, top);
+  }
+  float tops[4], ats[4];
+  v4_st(tops, top);
+  v4_st(ats, at);
+  int found = 0;
+  for (int a = 0; a < 3; a++)
+    if (ats[a] >= 0 && tops[a] < *best) *best = tops[a], *axis = a, *bin = (int)ats[a], found = 1;
+  return found;
 }
 
 /* The cheapest boundary of x's nb bins: cost area(L) n(L) + area(R) n(R)
@@ -447,16 +592,16 @@ static __attribute__((noinline)) void find_split(const rec *R, const task *t, sp
     a = ext[2] > ext[a] ? 2 : a;
     if (scale[a] > 0) {
       bins x;
-      bin_one(R + t->begin, count, a, clo[a], scale[a], nb, &x);
+      bin_large(t->B, R + t->begin, count, a, clo[a], scale[a], nb, &x);
       if (sweep(&x, nb, &s->best, &s->bin)) s->axis = a;
       if (s->axis >= 0) sides(&x, nb, 1, s);
     }
   } else {
     bins x[3];
+    int cnt[SMALL_BINS][4];
     float sc[4] = {scale[0], scale[1], scale[2], 0};
-    bin_three(R + t->begin, count, cb.lo, v4_ld(sc), nb, x);
-    for (int a = 0; a < 3; a++)
-      if (scale[a] > 0 && sweep(&x[a], nb, &s->best, &s->bin)) s->axis = a;
+    bin_three(R + t->begin, count, cb.lo, v4_ld(sc), nb, x, cnt);
+    sweep3(x, (const int(*)[4])cnt, nb, count, v4_ld(sc), &s->best, &s->axis, &s->bin);
     if (s->axis >= 0) sides(&x[s->axis], nb, 0, s);
   }
   if (s->axis >= 0) s->lo = clo[s->axis], s->scale = scale[s->axis];
@@ -507,11 +652,10 @@ static void subtree(build *B, task *t) {
   /* the larger half on a new thread while a core is idle */
   task *big = (mid - begin) >= (end - mid) ? &l : &r, *small = big == &l ? &r : &l;
   pthread_t th;
-  int threaded = 0;
-  if (big->end - big->begin >= PAR_MIN && __atomic_load_n(&B->idle, __ATOMIC_RELAXED) > 0) {
-    if (__atomic_sub_fetch(&B->idle, 1, __ATOMIC_RELAXED) >= 0)
-      threaded = pthread_create(&th, NULL, subtree_thread, big) == 0;
-    if (!threaded) __atomic_add_fetch(&B->idle, 1, __ATOMIC_RELAXED);
+  int threaded = big->end - big->begin >= PAR_MIN && claim(B);
+  if (threaded && pthread_create(&th, NULL, subtree_thread, big)) {
+    __atomic_add_fetch(&B->idle, 1, __ATOMIC_RELAXED);
+    threaded = 0;
   }
   if (!threaded) subtree(B, big);
   subtree(B, small);
@@ -555,6 +699,7 @@ typedef struct fill {
 static void *fill_recs(void *p) {
   fill *f = p;
   float lo[3 * CHUNK], hi[3 * CHUNK];
+  vbox bb = vbox_empty(), cb = vbox_empty();
   for (int i0 = f->begin; i0 < f->end; i0 += CHUNK) {
     int i1 = f->end - i0 < CHUNK ? f->end : i0 + CHUNK;
     const float *l = lo, *h = hi;
@@ -569,8 +714,14 @@ static void *fill_recs(void *p) {
       r->lo[3] = 0;
       memcpy(&r->hi[3], &i, sizeof i);
     }
+    /* the bounds while the chunk's records are in cache (no second pass
+    ** over all of them from memory) */
+    vbox b, c;
+    bounds(f->recs, i0, i1, &b, &c);
+    vbox_join(&bb, &b);
+    vbox_join(&cb, &c);
   }
-  bounds(f->recs, f->begin, f->end, &f->bb, &f->cb);
+  f->bb = bb, f->cb = cb;
   return NULL;
 }
 

@@ -14,7 +14,9 @@
 ** misses). Leaves keep their slots in items[]. Each binary node lands in
 ** at most one lane, so the work is O(nodes).
 */
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "geom/bvh.h"
 #include "geom/bvh4.h"
@@ -73,30 +75,109 @@ static void make_node(const wf_gnode *nodes, wf_gnode4 *W, int w, int b, int *st
     }
 }
 
-int wf_bvh4_build(const wf_gnode *nodes, int nnodes, wf_gnode4 **wide, int **end, int *nwide) {
+/* pending binary nodes (pairs): at most 3 per level above a wide node
+** and 4 for its own children; the built trees are at most WF_GSTACK deep
+** (bvh.c) */
+#define STACK (2 * (3 * WF_GSTACK + 4))
+#define PAR_NODES 32768 /* binary trees from this large collapse on two threads */
+
+/* Wide nodes numbered from n on in W (room for cap), for the subtrees
+** pending on stack[0, sp): drained depth first (the top pair first). */
+typedef struct part {
+  const wf_gnode *nodes;
+  wf_gnode4 *W;
+  int cap, sp, n; /* n: the count made; -1 when too deep or out of room */
+  int stack[STACK];
+} part;
+
+static void *drain(void *p) {
+  part *q = p;
+  while (q->sp && q->sp <= STACK - 8 && q->n < q->cap) {
+    int lane = q->stack[--q->sp], b = q->stack[--q->sp];
+    q->W[lane >> 2].child[lane & 3] = q->n;
+    make_node(q->nodes, q->W, q->n++, b, q->stack, &q->sp);
+  }
+  if (q->sp) q->n = -1;
+  return NULL;
+}
+
+/* The primitives under binary node b: its subtree's leaves are one range
+** of slots (the build partitions records in place). */
+static int prims(const wf_gnode *nodes, int b) {
+  int l = b, r = b;
+  while (nodes[l].b >= 0)
+    l = nodes[l].a;
+  while (nodes[r].b >= 0)
+    r = nodes[r].b;
+  return nodes[r].a - nodes[r].b - nodes[l].a;
+}
+
+/* Hands the rightmost of the root's pending subtrees (A's stack bottom),
+** about half its primitives, to B: B numbers them from 1 in a block of
+** its own, its node 0 standing in for the root's lanes (lane j is still
+** j). 0, or -1 when there is nothing to share or no memory. */
+static int share(part *A, part *B) {
+  int k = A->sp / 2, size[4], total = 0, half = 0, m = 0;
+  if (k < 2) return -1;
+  for (int i = 0; i < k; i++)
+    total += size[i] = prims(A->nodes, A->stack[2 * i]);
+  while (m < k - 1 && 2 * (half + size[m]) <= total + size[m])
+    half += size[m++];
+  if (!m) return -1;
+  B->nodes = A->nodes;
+  B->cap = 1 + half; /* a wide node per binary inner node at most */
+  B->W = wf_bvh_big_alloc(sizeof(wf_gnode4) * (size_t)B->cap);
+  if (!B->W) return -1;
+  memset(&B->W[0], 0, sizeof B->W[0]);
+  memcpy(B->stack, A->stack, sizeof(int) * 2 * (size_t)m);
+  B->sp = 2 * m, B->n = 1;
+  memmove(A->stack, A->stack + 2 * m, sizeof(int) * (size_t)(A->sp - 2 * m));
+  A->sp -= 2 * m;
+  return 0;
+}
+
+/* B's nodes after A's, in W (numbers from A->n on): returns the total. */
+static int join(part *A, part *B, wf_gnode4 *W) {
+  int off = A->n - 1;
+  for (int j = 0; j < 4; j++)
+    if (B->W[0].child[j] > 0) W[0].child[j] = B->W[0].child[j] + off;
+  for (int i = 1; i < B->n; i++) {
+    wf_gnode4 *o = &W[i + off];
+    *o = B->W[i];
+    for (int j = 0; j < 4; j++)
+      if (o->child[j] > 0) o->child[j] += off;
+  }
+  return A->n + B->n - 1;
+}
+
+int wf_bvh4_build(const wf_gnode *nodes, int nnodes, int nthreads, wf_gnode4 **wide, int **end,
+                  int *nwide) {
   /* one wide node per binary inner node at most, and one for a leaf root */
-  int cap = nnodes / 2 + 1;
+  int cap = nnodes / 2 + 1, n;
   wf_gnode4 *W = wf_bvh_big_alloc(sizeof(wf_gnode4) * (size_t)cap);
   int *E = malloc(sizeof(int) * (size_t)cap);
-  /* pending binary nodes (pairs): at most 3 per level above a wide node
-  ** and 4 for its own children; the built trees are at most WF_GSTACK
-  ** deep (bvh.c) */
-  int stack[2 * (3 * WF_GSTACK + 4)], sp = 0, n = 0;
-  const int top = (int)(sizeof stack / sizeof stack[0]) - 8;
   *wide = NULL, *end = NULL, *nwide = 0;
   if (!W || !E) {
     free(W), free(E);
     return -1;
   }
-  make_node(nodes, W, n++, 0, stack, &sp);
-  while (sp && sp <= top && n <= WF_GWIDE_MAX) {
-    int lane = stack[--sp], b = stack[--sp];
-    W[lane >> 2].child[lane & 3] = n;
-    make_node(nodes, W, n++, b, stack, &sp);
-  }
+  part A = {.nodes = nodes, .W = W, .cap = cap, .n = 1}, B = {.W = NULL};
+  make_node(nodes, W, 0, 0, A.stack, &A.sp);
+  /* large trees: the root's subtrees in two groups on two threads, each
+  ** numbered depth first as one thread would (the left group first) */
+  pthread_t th;
+  int threaded = nthreads > 1 && nnodes >= PAR_NODES && !share(&A, &B) &&
+                 !pthread_create(&th, NULL, drain, &B);
+  drain(&A);
+  if (B.W && threaded) pthread_join(th, NULL);
+  if (B.W && !threaded) drain(&B);
+  n = A.n;
+  if (B.W && A.n >= 0 && B.n >= 0) n = join(&A, &B, W);
+  if (B.W && B.n < 0) n = -1;
+  free(B.W);
   /* too deep, or more wide nodes than traversal stacks can name as lanes
   ** 4 w + j in an int */
-  if (sp || n > WF_GWIDE_MAX) {
+  if (n < 0 || n > WF_GWIDE_MAX) {
     free(W), free(E);
     return -1;
   }

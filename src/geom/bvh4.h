@@ -14,9 +14,10 @@
 ** the wide nodes of every subtree are the range [w, (*end)[w]) and a
 ** refit can walk a range backwards, children before parents; lanes keep
 ** the binary tree's left-to-right order, so leaves come in slot order.
-** Both malloc'd. 0, or -1 on out of memory or more than WF_GWIDE_MAX
-** wide nodes. */
-WF_INTERNAL int wf_bvh4_build(const wf_gnode *nodes, int nnodes, wf_gnode4 **wide, int **end,
-                              int *nwide);
+** Both malloc'd. Large trees collapse on two threads when nthreads > 1
+** (the same nodes, numbered the same). 0, or -1 on out of memory or more
+** than WF_GWIDE_MAX wide nodes. */
+WF_INTERNAL int wf_bvh4_build(const wf_gnode *nodes, int nnodes, int nthreads, wf_gnode4 **wide,
+                              int **end, int *nwide);
 
 #endif

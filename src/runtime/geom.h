@@ -27,8 +27,13 @@ typedef struct wf_georeg wf_georeg;
 WF_INTERNAL wf_georeg *wf_georeg_of(wf_rt *rt);
 WF_INTERNAL void wf_georeg_retain(wf_georeg *g);
 WF_INTERNAL void wf_georeg_release(void *g);
-/* Build memory kept between mesh builds (geom/bvh.h), freed with g. */
-WF_INTERNAL struct wf_bvh_scratch *wf_georeg_scratch(wf_georeg *g);
+/* Build memory kept between mesh builds (geom/bvh.h) while a mesh lives:
+** a build borrows it (lend: into *s, empty), gives it back (keep: from *s,
+** freed when no mesh is registered); the last mesh removed frees it. */
+WF_INTERNAL void wf_georeg_scratch_lend(wf_georeg *g, struct wf_bvh_scratch *s);
+WF_INTERNAL void wf_georeg_scratch_keep(wf_georeg *g, struct wf_bvh_scratch *s);
+/* The bytes of build memory rt's registry keeps (tests). */
+WF_FFI size_t wf_geom_scratch_bytes(wf_rt *rt);
 WF_INTERNAL int wf_georeg_add(wf_georeg *g, uint64_t id, int kind); /* 0 ok, -1 OOM */
 WF_INTERNAL void wf_georeg_remove(wf_georeg *g, uint64_t id);
 /* The kind of a live id, 0 if it is none (thread-safe against launches). */

@@ -187,7 +187,7 @@ typedef struct collapse_job {
 static void *collapse(void *p) {
   collapse_job *j = p;
   wf_geom *g = j->g;
-  j->rc = wf_bvh4_build(g->nodes, g->nnodes, &g->wide, &g->wend, &g->nwide);
+  j->rc = wf_bvh4_build(g->nodes, g->nnodes, g->nthreads, &g->wide, &g->wend, &g->nwide);
   return NULL;
 }
 
@@ -345,20 +345,25 @@ static int upload(wf_rt *rt, wf_geom *g) {
 
 static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   int n = g->nprims, kind = g->kind;
+  wf_georeg *reg = wf_georeg_of(rt);
+  wf_bvh_scratch mine = {{NULL, NULL}, {0, 0}};
   g->nthreads = rt->num_threads;
   if (kind == WF_GEOM_MESH) {
     /* blocks on cache lines; zeros in the padding block and the lanes of
-    ** a last partial block (gtri_floats counts whole blocks of 64 bytes) */
-    size_t tb = (size_t)gtri_floats(n) * sizeof(float);
+    ** a last partial block (gtri_floats counts whole blocks of 64 bytes;
+    ** refit writes every row of slots below n, and faults the pages in
+    ** on the pool's threads) */
+    size_t tb = (size_t)gtri_floats(n) * sizeof(float),
+           t0 = (size_t)gtri_at(n / WF_GTB * WF_GTB, 0);
     g->tris = aligned_alloc(64, tb);
     if (!g->tris) goto oom;
-    memset(g->tris, 0, tb);
+    memset(g->tris + t0, 0, tb - t0 * sizeof(float));
   }
   /* meshes: the face boxes as the build fills its records, on its
   ** threads, in the records and nodes of the last build (their binary
   ** nodes live until the collapse) */
-  wf_georeg *reg = wf_georeg_of(rt);
-  wf_bvh_scratch *scratch = reg ? wf_georeg_scratch(reg) : NULL;
+  wf_bvh_scratch *scratch = reg ? &mine : NULL;
+  if (reg) wf_georeg_scratch_lend(reg, &mine);
   size_t nodes_bytes = 0;
   if (kind == WF_GEOM_BVH
           ? wf_bvh_build(n, (const float *)g->d.boxes.lowers, (const float *)g->d.boxes.uppers,
@@ -399,10 +404,11 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   bvh->nwide = g->nwide;
   bvh->nitems = n;
   if (upload(rt, g)) {
+    if (reg) wf_georeg_scratch_keep(reg, &mine);
     wf_geom_free(g);
     return WEFT_ERRDEVICE;
   }
-  g->reg = wf_georeg_of(rt);
+  g->reg = reg;
   if (!g->reg) goto oom;
   wf_georeg_retain(g->reg);
   /* device objects: the ordinal + 1 from bit 8 on (rtlib.c tells them apart) */
@@ -412,9 +418,12 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     g->reg = NULL;
     goto oom;
   }
+  /* kept for the next build now that this mesh is registered */
+  wf_georeg_scratch_keep(reg, &mine);
   *out = g;
   return 0;
 oom:
+  if (reg) wf_georeg_scratch_keep(reg, &mine);
   wf_geom_free(g);
   return wf_rt_seterr(rt, WEFT_ERRMEM, "%s: out of memory", what(kind));
 }

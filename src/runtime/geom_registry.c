@@ -11,6 +11,7 @@
 */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "geom/bvh.h"
 #include "runtime/geom.h"
@@ -29,7 +30,9 @@ struct wf_georeg {
   pthread_rwlock_t lock;
   slot *slots;
   size_t cap, used;       /* used counts tombstones too */
-  wf_bvh_scratch scratch; /* the memory of the last mesh build, for the next */
+  int nmesh;              /* live meshes (host and device) */
+  wf_bvh_scratch scratch; /* the memory of the last mesh build, for the next
+                          ** one while a mesh lives (under lock) */
 };
 
 static void reg_free(wf_georeg *g) {
@@ -48,8 +51,39 @@ void wf_georeg_release(void *p) {
   if (g && __atomic_sub_fetch(&g->refs, 1, __ATOMIC_ACQ_REL) == 0) reg_free(g);
 }
 
-wf_bvh_scratch *wf_georeg_scratch(wf_georeg *g) {
-  return &g->scratch;
+static int is_mesh(int kind) {
+  return (kind & 0xff) == WF_GEOM_MESH;
+}
+
+void wf_georeg_scratch_lend(wf_georeg *g, wf_bvh_scratch *s) {
+  pthread_rwlock_wrlock(&g->lock);
+  *s = g->scratch;
+  memset(&g->scratch, 0, sizeof g->scratch);
+  pthread_rwlock_unlock(&g->lock);
+}
+
+void wf_georeg_scratch_keep(wf_georeg *g, wf_bvh_scratch *s) {
+  pthread_rwlock_wrlock(&g->lock);
+  for (int k = 0; k < 2; k++) {
+    /* the larger block of each use (two builds may have overlapped) */
+    if (g->nmesh > 0 && s->size[k] >= g->scratch.size[k]) {
+      free(g->scratch.p[k]);
+      g->scratch.p[k] = s->p[k], g->scratch.size[k] = s->size[k];
+    } else {
+      free(s->p[k]);
+    }
+    s->p[k] = NULL, s->size[k] = 0;
+  }
+  pthread_rwlock_unlock(&g->lock);
+}
+
+size_t wf_geom_scratch_bytes(wf_rt *rt) {
+  wf_georeg *g = rt ? rt->geom : NULL;
+  if (!g) return 0;
+  pthread_rwlock_rdlock(&g->lock);
+  size_t n = g->scratch.size[0] + g->scratch.size[1];
+  pthread_rwlock_unlock(&g->lock);
+  return n;
 }
 
 static int ids_kind(const wf_geom_ids *ids, unsigned long long id) {
@@ -108,6 +142,7 @@ int wf_georeg_add(wf_georeg *g, uint64_t id, int kind) {
   if (!rc) {
     put(g->slots, g->cap, id, kind);
     g->used++;
+    g->nmesh += is_mesh(kind);
   }
   pthread_rwlock_unlock(&g->lock);
   return rc;
@@ -119,7 +154,11 @@ void wf_georeg_remove(wf_georeg *g, uint64_t id) {
     size_t i = hash(id, g->cap);
     while (g->slots[i].id && g->slots[i].id != id)
       i = (i + 1) & (g->cap - 1);
-    if (g->slots[i].id == id) g->slots[i].id = TOMB;
+    if (g->slots[i].id == id) {
+      g->slots[i].id = TOMB;
+      /* the last mesh gone: no build to keep memory for */
+      if (is_mesh(g->slots[i].kind) && --g->nmesh == 0) wf_bvh_scratch_free(&g->scratch);
+    }
   }
   pthread_rwlock_unlock(&g->lock);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "geom/bvh.h"
+#include "geom/bvh4.h"
 #include "wtest.h"
 
 typedef struct boxes {
@@ -169,8 +170,53 @@ static void check_fn(const boxes *b) {
   free(N), free(it);
 }
 
+/* Built and collapsed into 4-wide nodes (bvh4.c) on two threads (the
+** root's binning and the collapse split over them), b's tree is the one
+** thread's: the same wide nodes, subtree ends and slots, byte for byte
+** (the binary nodes are numbered in the order the threads make them). */
+static void check_wide(const boxes *b) {
+  wf_gnode *N[2];
+  wf_gnode4 *W[2];
+  int *it[2], *E[2], nn[2], nw[2];
+  for (int t = 0; t < 2; t++) {
+    CHECK_INT(wf_bvh_build(b->n, b->lo, b->hi, t + 1, &N[t], &it[t], &nn[t]), 0);
+    CHECK_INT(wf_bvh4_build(N[t], nn[t], t + 1, &W[t], &E[t], &nw[t]), 0);
+  }
+  CHECK_INT(nw[1], nw[0]);
+  CHECK(nw[0] > 1 && nw[0] < nn[0]);
+  CHECK(nw[0] == nw[1] && !memcmp(W[0], W[1], sizeof(wf_gnode4) * (size_t)nw[0]));
+  CHECK(nw[0] == nw[1] && !memcmp(E[0], E[1], sizeof(int) * (size_t)nw[0]));
+  CHECK(!memcmp(it[0], it[1], sizeof(int) * (size_t)b->n));
+  for (int t = 0; t < 2; t++)
+    free(W[t]), free(E[t]), free(N[t]), free(it[t]);
+}
+
 static void boxes_free(boxes *b) {
   free(b->lo), free(b->hi);
+}
+
+/* Small nodes weigh the three axes' splits together (bvh.c: sweep3):
+** 40 thin boxes in two slabs across axis a (at 0 and 5), spread over
+** 10 x 10 on the others. Splitting the slabs apart costs the least SAH
+** (2 * 20 * area(10 x 10 x 0.1) against 2 * 20 * area(5 x 10 x 5.1) for
+** any other cut): the root's children are the slabs, on every axis. */
+static void check_slabs(int a) {
+  boxes b = boxes_new(40);
+  for (int i = 0; i < b.n; i++)
+    for (int c = 0; c < 3; c++) {
+      b.lo[3 * i + c] = c == a ? (float)(5 * (i % 2)) : 10 * frand();
+      b.hi[3 * i + c] = b.lo[3 * i + c] + (c == a ? 0.1f : 0.01f);
+    }
+  wf_gnode *N = NULL;
+  int *items = NULL, nn = 0;
+  CHECK_INT(wf_bvh_build(b.n, b.lo, b.hi, 1, &N, &items, &nn), 0);
+  CHECK(N && N[0].b >= 0);
+  for (int k = 0; N && N[0].b >= 0 && k < 2; k++) {
+    const wf_gnode *c = &N[k ? N[0].b : N[0].a];
+    CHECK(c->hi[a] - c->lo[a] < 0.2f);
+  }
+  free(N), free(items);
+  boxes_free(&b);
 }
 
 int main(void) {
@@ -225,9 +271,19 @@ int main(void) {
   check_both(&b, 0);
   boxes_free(&b);
 
+  for (int a = 0; a < 3; a++)
+    check_slabs(a);
+
   b = soup(100000, 0.01f); /* a soup, on the parallel path */
   check_both(&b, 1);
   check_fn(&b);
+  check_wide(&b);
+  for (int i = 0; i < b.n; i++) /* in order along x, the widest: each half on one side */
+    b.hi[3 * i] = (b.lo[3 * i] = 4.0f * (float)i / (float)b.n) + 0.01f;
+  check_wide(&b);
+  for (int i = 0; i < 3 * b.n; i++) /* lopsided: one far box, the rest piled up */
+    b.lo[i] = b.hi[i] = i < 3 ? 1e6f : frand() * (i % 3 ? 1e-3f : 1.0f);
+  check_wide(&b);
   boxes_free(&b);
   b = soup(1000000, 0.002f); /* 1M boxes */
   CHECK(check_tree(&b, 2, 1) > 10);

@@ -1,7 +1,9 @@
 /* A C host ray-casts its own mesh through Lua: it wraps its points and
 ** indices (no copy) and a result buffer, builds a weft.Mesh in a script,
 ** reads the hits a kernel wrote into its memory, moves its points in
-** place, refits and casts again; bad indices are a status and a message. */
+** place, refits and casts again; bad indices are a status and a message.
+** The memory mesh builds keep for the next one lives as long as a mesh
+** does: the last mesh collected frees it. */
 #include <stdint.h>
 #include <string.h>
 
@@ -15,8 +17,9 @@
 __attribute__((used)) static int (*const keep_launch)(wf_rt *, void *, int, const int64_t *,
                                                       const void *, int64_t) = wf_cpu_launch;
 __attribute__((used)) static void *const keep_geom[] = {
-    (void *)wf_geom_mesh_new,  (void *)wf_geom_bvh_new, (void *)wf_geom_refit,
-    (void *)wf_geom_set_grads, (void *)wf_geom_id,      (void *)wf_geom_free};
+    (void *)wf_geom_mesh_new,     (void *)wf_geom_bvh_new, (void *)wf_geom_refit,
+    (void *)wf_geom_set_grads,    (void *)wf_geom_id,      (void *)wf_geom_free,
+    (void *)wf_geom_scratch_bytes};
 
 int main(void) {
   weft_State *W = weft_open();
@@ -57,6 +60,29 @@ int main(void) {
   rc = weft_dostring(W, "weft.Mesh{ points = pts, indices = idx }\n");
   CHECK(rc != 0);
   CHECK(strstr(weft_errmsg(W), "weft.Mesh: indices[5] = 7 is out of range for the points") != NULL);
+  /* build memory: kept while a mesh lives (the records of 2 triangles,
+  ** 64 bytes each, and their nodes), freed with the last one; a Bvh
+  ** object takes none */
+  idx[5] = 3;
+  rc =
+      weft_dostring(W, "local weft = require 'weft'\n"
+                       "local C, P = require('weft.cdef').C, require('weft.internal')\n"
+                       "local function bytes() return tonumber(C.wf_geom_scratch_bytes(P.rt)) end\n"
+                       "local function gc() collectgarbage() collectgarbage() end\n"
+                       "assert(bytes() >= 128, 'kept while a mesh lives: ' .. bytes())\n"
+                       "local other = weft.Mesh{ points = pts, indices = idx }\n"
+                       "mesh = nil gc()\n"
+                       "assert(bytes() >= 128, 'kept while the other mesh lives: ' .. bytes())\n"
+                       "other = nil gc()\n"
+                       "assert(bytes() == 0, 'freed with the last mesh: ' .. bytes())\n"
+                       "local b = weft.Bvh(pts, pts)\n"
+                       "assert(bytes() == 0, 'a Bvh takes none: ' .. bytes())\n"
+                       "local m = weft.Mesh{ points = pts, indices = idx }\n"
+                       "assert(bytes() >= 128, 'kept again: ' .. bytes())\n"
+                       "m = nil gc()\n"
+                       "assert(bytes() == 0, 'freed again: ' .. bytes())\n");
+  if (rc) fprintf(stderr, "%s\n", weft_errmsg(W));
+  CHECK_INT(rc, 0);
   weft_close(W);
   WTEST_DONE();
 }
