@@ -68,7 +68,7 @@ typedef struct wf_hgrid_query {
   int32_t ix, iy, iz; /* visited so far on each axis */
   int32_t cx, cy, cz; /* the cell being visited, wrapped */
   int32_t at, end;    /* its slice of point_ids */
-  int32_t cur;        /* the candidate _get returns */
+  int32_t cur;        /* the candidate _get returns (the nested form: the slice's first) */
 } wf_hgrid_query;
 
 /* floor(v) as a cell coordinate, saturating instead of overflowing. The
@@ -173,33 +173,60 @@ WF_GEOM_FN void wf_hgrid_query_begin(wf_hgrid_query *q, const wf_hgrid *g, float
   wf_hgrid_enter_row(q);
 }
 
+/* Past the cell or row slice taken: the next cell of a wrapping row, or
+** the next row; 0 when the box is done. */
+WF_GEOM_FN int wf_hgrid_query_step(wf_hgrid_query *q) {
+  if (q->iz >= q->nz) return 0;
+  if (++q->ix < q->nx) { /* the next cell of a wrapping row */
+    if (++q->cx == q->dim_x) q->cx = 0;
+    wf_hgrid_enter(q);
+    return 1;
+  }
+  if (++q->iy < q->ny) {
+    if (++q->cy == q->dim_y) q->cy = 0;
+  } else {
+    q->iy = 0;
+    q->cy = q->cy0;
+    if (++q->iz >= q->nz) return 0;
+    if (++q->cz == q->dim_z) q->cz = 0;
+  }
+  wf_hgrid_enter_row(q);
+  return 1;
+}
+
+/* The id of candidate k (an index into point_ids), prefetching the
+** position of the one WF_HGRID_AHEAD further on. */
+WF_GEOM_FN int32_t wf_hgrid_query_id(const wf_hgrid_query *q, int32_t k) {
+#ifdef WF_HGRID_AHEAD
+  const int32_t f = k + WF_HGRID_AHEAD;
+  __builtin_prefetch(q->points + q->stride * q->ids[f < q->last ? f : q->last]);
+#endif
+  return q->ids[k];
+}
+
 /* The next candidate into *j; 0 when the query is done. */
 WF_GEOM_FN int wf_hgrid_query_next(wf_hgrid_query *q, int32_t *j) {
-  for (;;) {
+  do {
     if (q->at < q->end) {
-#ifdef WF_HGRID_AHEAD
-      const int32_t f = q->at + WF_HGRID_AHEAD;
-      __builtin_prefetch(q->points + q->stride * q->ids[f < q->last ? f : q->last]);
-#endif
-      *j = q->ids[q->at++];
+      *j = wf_hgrid_query_id(q, q->at++);
       return 1;
     }
-    if (q->iz >= q->nz) return 0;
-    if (++q->ix < q->nx) { /* the next cell of a wrapping row */
-      if (++q->cx == q->dim_x) q->cx = 0;
-      wf_hgrid_enter(q);
-      continue;
+  } while (wf_hgrid_query_step(q));
+  return 0;
+}
+
+/* The nested form of the loop (src/front/native.c): the next non-empty
+** slice of point_ids, candidates cur .. end - 1 (a cell, or the cells of a
+** row that does not wrap); 0 when the query is done. */
+WF_GEOM_FN int wf_hgrid_query_slice(wf_hgrid_query *q) {
+  do {
+    if (q->at < q->end) {
+      q->cur = q->at;
+      q->at = q->end;
+      return 1;
     }
-    if (++q->iy < q->ny) {
-      if (++q->cy == q->dim_y) q->cy = 0;
-    } else {
-      q->iy = 0;
-      q->cy = q->cy0;
-      if (++q->iz >= q->nz) return 0;
-      if (++q->cz == q->dim_z) q->cz = 0;
-    }
-    wf_hgrid_enter_row(q);
-  }
+  } while (wf_hgrid_query_step(q));
+  return 0;
 }
 
 /* weft.hash_grid_point_id(id, i): the i-th point in cell order */
@@ -235,6 +262,24 @@ WF_GEOM_FN void wf_nat_hash_grid_query_next(void *res, const void *h) {
 WF_GEOM_FN void wf_nat_hash_grid_query_get(void *res, const void *h) {
   const wf_hgrid_query *q = (const wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
   *(int32_t *)res = q->cur;
+}
+/* the nested form: `while slice(h) do for k = first(h), last(h) do
+** local j = id(h, k) ...` */
+WF_GEOM_FN void wf_nat_hash_grid_query_slice(void *res, const void *h) {
+  wf_hgrid_query *q = (wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
+  *(unsigned char *)res = (unsigned char)wf_hgrid_query_slice(q);
+}
+WF_GEOM_FN void wf_nat_hash_grid_query_first(void *res, const void *h) {
+  const wf_hgrid_query *q = (const wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
+  *(int32_t *)res = q->cur;
+}
+WF_GEOM_FN void wf_nat_hash_grid_query_last(void *res, const void *h) {
+  const wf_hgrid_query *q = (const wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
+  *(int32_t *)res = q->end - 1;
+}
+WF_GEOM_FN void wf_nat_hash_grid_query_id(void *res, const void *h, const void *k) {
+  const wf_hgrid_query *q = (const wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
+  *(int32_t *)res = wf_hgrid_query_id(q, *(const int32_t *)k);
 }
 WF_GEOM_FN void wf_nat_hash_grid_point_id(void *res, const void *id, const void *i) {
   const wf_hgrid *g = wf_hgrid_arg(id);
