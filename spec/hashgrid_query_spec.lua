@@ -139,6 +139,20 @@ describe("weft.hash_grid_query on the CPU's prefetching path", function()
     end
   end)
 
+  it("counts at the ends of the id array (empty first rows, a full last cell)", function()
+    -- every point in the grid's last cell (3, 3, 3) but two in cell 0: the
+    -- rows of most queries start at point id 0 or end at the last id
+    local pts = random_points(300, 0.2, 0.78, 53)
+    pts[301], pts[302] = { 0.01, 0.02, 0.03 }, { 0.2, 0.1, 0.05 }
+    local got, cand = counts(weft.HashGrid(4, 4, 4), pts, 0.25)
+    local want = brute_counts(pts, 0.25)
+    for i = 1, #pts do
+      assert.equal(want[i], got[i])
+      assert.is_true(cand[i] >= got[i])
+    end
+    assert.equal(2, got[301]) -- the two in cell 0 see each other
+  end)
+
   it("gives the same counts in debug mode and after a break", function()
     local pts = random_points(700, 1, 0, 23)
     local g = weft.HashGrid(16, 16, 16)

@@ -126,23 +126,39 @@ WF_GEOM_FN void wf_hgrid_enter_row(wf_hgrid_query *q) {
 }
 
 #ifdef WF_HGRID_AHEAD
-/* Prefetch the positions of the box's candidates (the unwrapped part of
-** each row) before the first is yielded: queries in a random order
-** (thread i at point i) miss on nearly every candidate, and these misses
-** then overlap instead of following one another row by row. Rows and
-** prefetches share a budget of WF_HGRID_BOX, so a wide box or a crowded
-** cell costs a query no more than a small one. */
-#define WF_HGRID_BOX 64
+/* Prefetch what a query reads first before it yields anything: queries in
+** a random order (thread i at point i) miss on nearly everything, the
+** cell starts of each row, then its point ids, then the positions. Three
+** passes over the first WF_HGRID_ROWS rows of the box (each row's
+** unwrapped part): their cell starts, the first line of their point ids,
+** and the positions of their first WF_HGRID_FIRST candidates. No branch
+** here waits on a loaded value (the candidate indices are clamped, not
+** tested), so the misses overlap, and a query whose cells are cached (in
+** cell order) pays a few dozen instructions. */
+#define WF_HGRID_ROWS 9
+#define WF_HGRID_FIRST 4
 WF_GEOM_FN void wf_hgrid_prefetch_box(const wf_hgrid_query *q) {
   const int32_t nx = q->cx0 + q->nx <= q->dim_x ? q->nx : q->dim_x - q->cx0;
-  int32_t budget = WF_HGRID_BOX;
-  for (int32_t iz = 0, cz = q->cz; iz < q->nz; iz++, cz = cz + 1 == q->dim_z ? 0 : cz + 1)
-    for (int32_t iy = 0, cy = q->cy0; iy < q->ny; iy++, cy = cy + 1 == q->dim_y ? 0 : cy + 1) {
+  int32_t rows[WF_HGRID_ROWS], n = 0;
+  for (int32_t iz = 0, cz = q->cz; iz < q->nz && n < WF_HGRID_ROWS;
+       iz++, cz = cz + 1 == q->dim_z ? 0 : cz + 1)
+    for (int32_t iy = 0, cy = q->cy0; iy < q->ny && n < WF_HGRID_ROWS;
+         iy++, cy = cy + 1 == q->dim_y ? 0 : cy + 1) {
       const int32_t c = (cz * q->dim_y + cy) * q->dim_x + q->cx0;
-      for (int32_t k = q->starts[c], e = q->starts[c + nx]; k < e && budget > 0; k++, budget--)
-        __builtin_prefetch(q->points + q->stride * q->ids[k]);
-      if (--budget <= 0) return;
+      rows[n++] = c;
+      __builtin_prefetch(q->starts + c);
+      __builtin_prefetch(q->starts + c + nx);
     }
+  for (int32_t k = 0; k < n; k++)
+    __builtin_prefetch(q->ids + q->starts[rows[k]]);
+  for (int32_t k = 0; k < n; k++) {
+    /* candidates s .. e; e = s - 1 >= -1 for an empty row */
+    const int32_t s = q->starts[rows[k]], e = q->starts[rows[k] + nx] - 1;
+    for (int32_t t = 0; t < WF_HGRID_FIRST; t++) {
+      const int32_t f = s + t < e ? s + t : e;
+      __builtin_prefetch(q->points + q->stride * q->ids[f < 0 ? 0 : f]);
+    }
+  }
 }
 #endif
 
