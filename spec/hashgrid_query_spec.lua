@@ -128,15 +128,21 @@ end)
 describe("weft.hash_grid_query on the CPU's prefetching path", function()
   -- The CPU query prefetches positions from the array the grid was built
   -- from (src/geom/hashgrid.h); none of that may change what it yields.
-  it("counts clustered points (cells fuller than the prefetch budget)", function()
-    local pts = random_points(600, 0.02, 0.5, 17) -- most of them in one or two cells
-    for i, p in ipairs(random_points(200, 1, 0, 19)) do pts[600 + i] = p end
-    local got, cand = counts(weft.HashGrid(32, 32, 32), pts, 0.04)
-    local want = brute_counts(pts, 0.04)
+  -- the counts on a grid d^3 are brute force's; returns them
+  local function check_counts(pts, d, r)
+    local got, cand = counts(weft.HashGrid(d, d, d), pts, r)
+    local want = brute_counts(pts, r)
     for i = 1, #pts do
       assert.equal(want[i], got[i])
       assert.is_true(cand[i] >= got[i])
     end
+    return got
+  end
+
+  it("counts clustered points (cells fuller than the prefetch budget)", function()
+    local pts = random_points(600, 0.02, 0.5, 17) -- most of them in one or two cells
+    for i, p in ipairs(random_points(200, 1, 0, 19)) do pts[600 + i] = p end
+    check_counts(pts, 32, 0.04)
   end)
 
   it("counts at the ends of the id array (empty first rows, a full last cell)", function()
@@ -144,13 +150,7 @@ describe("weft.hash_grid_query on the CPU's prefetching path", function()
     -- rows of most queries start at point id 0 or end at the last id
     local pts = random_points(300, 0.2, 0.78, 53)
     pts[301], pts[302] = { 0.01, 0.02, 0.03 }, { 0.2, 0.1, 0.05 }
-    local got, cand = counts(weft.HashGrid(4, 4, 4), pts, 0.25)
-    local want = brute_counts(pts, 0.25)
-    for i = 1, #pts do
-      assert.equal(want[i], got[i])
-      assert.is_true(cand[i] >= got[i])
-    end
-    assert.equal(2, got[301]) -- the two in cell 0 see each other
+    assert.equal(2, check_counts(pts, 4, 0.25)[301]) -- the two in cell 0 see each other
   end)
 
   it("gives the same counts in debug mode and after a break", function()
