@@ -1,5 +1,7 @@
 -- weft.HashGrid: neighbour queries in kernels against brute force, the
--- periodic grid, hash_grid_point_id, and the errors of bad input.
+-- periodic grid, hash_grid_point_id, the two lowerings of the loop, and the
+-- errors of bad input. The device section runs on cuda:0 under
+-- scripts/cuda-emu (scripts/run-tests), pending without a device.
 local weft = require "weft"
 
 local function random_points(n, extent, shift, seed)
@@ -13,9 +15,11 @@ local function random_points(n, extent, shift, seed)
   return pts
 end
 
-local function brute_counts(pts, r)
+-- the counts of brute force, against pts (tables of 3 numbers), around each
+-- point of qs (default pts)
+local function brute_counts(pts, r, qs)
   local out = {}
-  for i, p in ipairs(pts) do
+  for i, p in ipairs(qs or pts) do
     local c = 0
     for _, q in ipairs(pts) do
       local dx, dy, dz = p[1] - q[1], p[2] - q[2], p[3] - q[3]
@@ -124,15 +128,29 @@ end)
 describe("weft.hash_grid_query on the CPU's prefetching path", function()
   -- The CPU query prefetches positions from the array the grid was built
   -- from (src/geom/hashgrid.h); none of that may change what it yields.
-  it("counts clustered points (cells fuller than the prefetch budget)", function()
-    local pts = random_points(600, 0.02, 0.5, 17) -- most of them in one or two cells
-    for i, p in ipairs(random_points(200, 1, 0, 19)) do pts[600 + i] = p end
-    local got, cand = counts(weft.HashGrid(32, 32, 32), pts, 0.04)
-    local want = brute_counts(pts, 0.04)
+  -- the counts on a grid d^3 are brute force's; returns them
+  local function check_counts(pts, d, r)
+    local got, cand = counts(weft.HashGrid(d, d, d), pts, r)
+    local want = brute_counts(pts, r)
     for i = 1, #pts do
       assert.equal(want[i], got[i])
       assert.is_true(cand[i] >= got[i])
     end
+    return got
+  end
+
+  it("counts clustered points (cells fuller than the prefetch budget)", function()
+    local pts = random_points(600, 0.02, 0.5, 17) -- most of them in one or two cells
+    for i, p in ipairs(random_points(200, 1, 0, 19)) do pts[600 + i] = p end
+    check_counts(pts, 32, 0.04)
+  end)
+
+  it("counts at the ends of the id array (empty first rows, a full last cell)", function()
+    -- every point in the grid's last cell (3, 3, 3) but two in cell 0: the
+    -- rows of most queries start at point id 0 or end at the last id
+    local pts = random_points(300, 0.2, 0.78, 53)
+    pts[301], pts[302] = { 0.01, 0.02, 0.03 }, { 0.2, 0.1, 0.05 }
+    assert.equal(2, check_counts(pts, 4, 0.25)[301]) -- the two in cell 0 see each other
   end)
 
   it("gives the same counts in debug mode and after a break", function()
@@ -193,6 +211,182 @@ describe("weft.hash_grid_query on the CPU's prefetching path", function()
     local n2, c2 = run(kept)
     assert.same(n2, n1)
     assert.same(c2, c1)
+  end)
+end)
+
+-- Candidate j of thread i in seq[i * M + k] (k counting from 0), the number
+-- of candidates in n[i]: one kernel per lowering of the loop (a break
+-- anywhere in the body keeps the general, state-machine form).
+local M = 64
+local record = weft.func(function(seq, i, k, j)
+  if k < 64 then seq[i * 64 + k] = j end
+  return k + 1
+end)
+local function seq_kernel(f)
+  return weft.kernel{ id = weft.uint64, p = weft.array(weft.vec3), r = weft.float32,
+    n = weft.array(weft.int32), seq = weft.array(weft.int32), f }
+end
+local seq_nested = seq_kernel(function(id, p, r, n, seq)
+  local i, k = weft.tid(), 0
+  for j in weft.hash_grid_query(id, p[i], r) do k = record(seq, i, k, j) end
+  n[i] = k
+end)
+local seq_general = seq_kernel(function(id, p, r, n, seq)
+  local i, k = weft.tid(), 0
+  for j in weft.hash_grid_query(id, p[i], r) do
+    k = record(seq, i, k, j)
+    if k > 1000000 then break end -- never taken
+  end
+  n[i] = k
+end)
+
+-- n random points in the unit cube, as an array, and a grid d^3 built on them
+local function built(n, seed, d, r)
+  local pts = random_points(n, 1, 0, seed)
+  local pa = weft.array(pts, weft.vec3)
+  local g = weft.HashGrid(d, d, d)
+  g:build(pa, r)
+  return pts, pa, g
+end
+
+local function sequences(k, g, pa, r, npts, dev)
+  local n = weft.zeros(npts, weft.int32, { device = dev })
+  local seq = weft.full(npts * M, -1, weft.int32, { device = dev })
+  weft.launch(k, npts, { g.id, pa, r, n, seq }, { device = dev })
+  return n:totable(), seq:totable()
+end
+
+describe("weft.hash_grid_query lowerings", function()
+  it("yield the same candidates in the same order, nested or not", function()
+    -- wrapping rows (a 5-cell grid under a 3-cell box), rows that do not
+    -- wrap, and empty cells
+    local pts = random_points(900, 1.3, -0.2, 31)
+    local pa = weft.array(pts, weft.vec3)
+    local g = weft.HashGrid(5, 7, 6)
+    g:build(pa, 0.11)
+    local n1, s1 = sequences(seq_nested, g, pa, 0.11, #pts)
+    local n2, s2 = sequences(seq_general, g, pa, 0.11, #pts)
+    assert.same(n2, n1)
+    assert.same(s2, s1)
+    local total = 0
+    for i = 1, #pts do total = total + n1[i] end
+    assert.is_true(total > #pts) -- candidates beyond the points themselves
+  end)
+
+  it("keep the nested form only for bodies that run to their end", function()
+    local ok, src = pcall(seq_nested.source, seq_nested, "cuda")
+    if not ok then return end -- no CUDA C backend in this build
+    -- the calls (the definitions come with the prelude)
+    assert.matches("wf_nat_hash_grid_query_slice(&", src, 1, true)
+    assert.is_nil(src:find("wf_nat_hash_grid_query_next(&", 1, true))
+    src = seq_general:source("cuda")
+    assert.matches("wf_nat_hash_grid_query_next(&", src, 1, true)
+    assert.is_nil(src:find("wf_nat_hash_grid_query_slice(&", 1, true))
+  end)
+
+  it("run bodies with a return and with inner breaks", function()
+    local pts, pa, g = built(600, 37, 12, 0.09)
+    local k = weft.kernel{
+      id = weft.uint64, p = weft.array(weft.vec3), r = weft.float32, capped = weft.array(weft.int32),
+      twice = weft.array(weft.int32),
+      function(id, p, r, capped, twice)
+        local i = weft.tid()
+        -- an inner loop's break leaves that loop only: the nested form
+        local t2 = 0
+        for j in weft.hash_grid_query(id, p[i], r) do
+          for _ = 1, 10 do
+            if weft.length_sq(p[j] - p[i]) > r * r then break end
+            t2 = t2 + 1
+            if t2 % 2 == 0 then break end
+          end
+        end
+        twice[i] = t2
+        -- return from inside the loop
+        local c = 0
+        capped[i] = -1
+        for j in weft.hash_grid_query(id, p[i], r) do
+          if weft.length_sq(p[j] - p[i]) <= r * r then c = c + 1 end
+          if c == 3 then
+            capped[i] = 3
+            return
+          end
+        end
+        capped[i] = c
+      end,
+    }
+    local n = #pts
+    local capped, twice = weft.zeros(n, weft.int32), weft.zeros(n, weft.int32)
+    weft.launch(k, n, { g.id, pa, 0.09, capped, twice })
+    local want = brute_counts(pts, 0.09)
+    local c, t = capped:totable(), twice:totable()
+    local more = 0
+    for i = 1, n do
+      assert.equal(math.min(want[i], 3), c[i])
+      -- each neighbour adds 1 if the running count was odd before it, else 2
+      local w, s = 0, 0
+      for _ = 1, want[i] do
+        w = w + 1
+        if w % 2 == 1 then w = w + 1 end
+        s = w
+      end
+      assert.equal(s, t[i])
+      if want[i] > 3 then more = more + 1 end
+    end
+    assert.is_true(more > 0) -- some returned early
+  end)
+
+  it("nest a query in a query's body", function()
+    local pts, pa, g = built(400, 41, 8, 0.15)
+    local k = weft.kernel{
+      id = weft.uint64, p = weft.array(weft.vec3), r = weft.float32, hops = weft.array(weft.int32),
+      function(id, p, r, hops)
+        local i = weft.tid()
+        local c = 0
+        for j in weft.hash_grid_query(id, p[i], r) do
+          if weft.length_sq(p[j] - p[i]) <= r * r then
+            for l in weft.hash_grid_query(id, p[j], r) do
+              if weft.length_sq(p[l] - p[j]) <= r * r then c = c + 1 end
+            end
+          end
+        end
+        hops[i] = c
+      end,
+    }
+    local hops = weft.zeros(#pts, weft.int32)
+    weft.launch(k, #pts, { g.id, pa, 0.15, hops })
+    local want = brute_counts(pts, 0.15)
+    local h = hops:totable()
+    for i, p in ipairs(pts) do
+      local s = 0
+      for j, q in ipairs(pts) do
+        local dx, dy, dz = p[1] - q[1], p[2] - q[2], p[3] - q[3]
+        if dx * dx + dy * dy + dz * dz <= 0.15 * 0.15 * (1 + 1e-6) then s = s + want[j] end
+      end
+      assert.equal(s, h[i])
+    end
+  end)
+end)
+
+describe("weft.hash_grid_query on cuda:0", function()
+  local test = weft.is_cuda_available() and it or pending
+  test("gives the CPU's candidates, order and counts in both lowerings", function()
+    local pts = random_points(700, 1.2, -0.1, 43)
+    local res = {}
+    for _, dev in ipairs { "cpu", "cuda:0" } do
+      local pa = weft.array(pts, weft.vec3, { device = dev })
+      local g = weft.HashGrid(6, 9, 7, { device = dev })
+      g:build(pa, 0.1)
+      local n1, s1 = sequences(seq_nested, g, pa, 0.1, #pts, dev)
+      local n2, s2 = sequences(seq_general, g, pa, 0.1, #pts, dev)
+      assert.same(n2, n1)
+      assert.same(s2, s1)
+      local n, cand = weft.zeros(#pts, weft.int32, { device = dev }), weft.zeros(#pts, weft.int32, { device = dev })
+      weft.launch(count_k, #pts, { g.id, pa, 0.1, n, cand }, { device = dev })
+      assert.same(brute_counts(pts, 0.1), n:totable())
+      assert.same(n1, cand:totable())
+      res[dev] = { n1, s1 }
+    end
+    assert.same(res.cpu, res["cuda:0"])
   end)
 end)
 

@@ -20,7 +20,9 @@
 **   end
 **
 ** with E_NATIVE nodes for the three calls; `(query)` cannot clash with a
-** user's name. break and return inside the body work as in any while.
+** user's name. break and return inside the body work as in any while. A
+** hash grid loop whose body always runs to its end takes a nested form
+** instead, a counted loop over each run of candidates (hash_grid_nested).
 */
 #include <stdlib.h>
 #include <string.h>
@@ -230,6 +232,122 @@ static int written_query(wf_expr *call, const char **name) {
   return -1;
 }
 
+static wf_expr *name_expr(wf_fstate *F, const char *name, int line, int col) {
+  wf_expr *e = mk(F, sizeof *e);
+  e->kind = E_NAME;
+  e->name = name;
+  e->line = line;
+  e->col = col;
+  return e;
+}
+
+static wf_stmt *stmt(wf_fstate *F, wf_sk kind, const wf_stmt *at, int n) {
+  wf_stmt *s = mk(F, sizeof *s);
+  s->kind = kind;
+  s->line = at->line;
+  s->col = at->col;
+  s->body.n = n;
+  s->body.s = mk(F, sizeof(wf_stmt *) * (size_t)n);
+  return s;
+}
+
+/* A loop of kind `kind` at s whose body is `first`, then s's statements. */
+static wf_stmt *loop_over(wf_fstate *F, wf_stmt *s, wf_sk kind, wf_stmt *first) {
+  wf_stmt *loop = stmt(F, kind, s, s->body.n + 1);
+  loop->body.s[0] = first;
+  for (int i = 0; i < s->body.n; i++)
+    loop->body.s[i + 1] = s->body.s[i];
+  return loop;
+}
+
+static void while_cond(wf_fstate *F, wf_stmt *loop, wf_expr *cond) {
+  loop->nconds = 1;
+  loop->conds = mk(F, sizeof(wf_expr *));
+  loop->conds[0] = cond;
+}
+
+/* do begin; loop end, lowered */
+static void lower_do(wf_fstate *F, wf_stmt *s, wf_stmt *begin, wf_stmt *loop) {
+  wf_stmt *blk = stmt(F, S_DO, s, 2);
+  blk->body.s[0] = begin;
+  blk->body.s[1] = loop;
+  wf_lo_stmt(F, blk);
+}
+
+/* Can the statements of b leave the loop they are the body of, other than
+** by its end: a break or goto of that loop (depth 0), or a return? */
+static int leaves(const wf_block_ast *b, int depth) {
+  for (int i = 0; i < b->n; i++) {
+    const wf_stmt *s = b->s[i];
+    switch (s->kind) {
+    case S_RETURN: return 1;
+    case S_BREAK:
+    case S_GOTO:
+      if (depth == 0) return 1;
+      break;
+    case S_IF:
+      for (int k = 0; k < s->nconds + (s->has_else ? 1 : 0); k++)
+        if (leaves(&s->blocks[k], depth)) return 1;
+      break;
+    case S_DO:
+      if (leaves(&s->body, depth)) return 1;
+      break;
+    case S_FORNUM:
+    case S_WHILE:
+    case S_REPEAT:
+    case S_FORIN:
+      if (leaves(&s->body, depth + 1)) return 1;
+      break;
+    default: break;
+    }
+  }
+  return 0;
+}
+
+/* The nested form of `for j in weft.hash_grid_query(id, p, r) do body end`
+** for a body that runs to its end every time:
+**
+**   do
+**     local (query) = hash_grid_query(id, p, r)
+**     while hash_grid_query_slice((query)) do
+**       for (k) = hash_grid_query_first((query)), hash_grid_query_last((query)) do
+**         local j = hash_grid_query_id((query), (k))
+**         body
+**       end
+**     end
+**   end
+**
+** The slices are runs of point_ids (a cell, or the cells of a row that does
+** not wrap): the body runs in a counted loop over each, with none of the
+** state machine's branches per candidate. The same candidates in the same
+** order as the while form, which the rest keep (a break would leave only
+** the inner loop). */
+static void hash_grid_nested(wf_fstate *F, wf_stmt *s, wf_stmt *begin, wf_expr *h) {
+  int line = s->exprs[0]->line, col = s->exprs[0]->col;
+  wf_expr **hargs = mk(F, sizeof(wf_expr *));
+  hargs[0] = h;
+  wf_expr **idargs = mk(F, sizeof(wf_expr *) * 2);
+  idargs[0] = h;
+  idargs[1] = name_expr(F, "(k)", line, col);
+  wf_stmt *inner =
+      loop_over(F, s, S_FORNUM,
+                local1(F, s->names[0], s->namecols[0],
+                       native_expr(F, WF_NAT_hash_grid_query_id, idargs, 2, line, col)));
+  inner->nnames = 1;
+  inner->names = mk(F, sizeof(char *));
+  inner->names[0] = "(k)";
+  inner->namecols = mk(F, sizeof(int));
+  inner->namecols[0] = s->namecols[0];
+  inner->nexprs = 2;
+  inner->exprs = mk(F, sizeof(wf_expr *) * 2);
+  inner->exprs[0] = native_expr(F, WF_NAT_hash_grid_query_first, hargs, 1, line, col);
+  inner->exprs[1] = native_expr(F, WF_NAT_hash_grid_query_last, hargs, 1, line, col);
+  wf_stmt *outer = stmt(F, S_WHILE, s, 1);
+  while_cond(F, outer, native_expr(F, WF_NAT_hash_grid_query_slice, hargs, 1, line, col));
+  outer->body.s[0] = inner;
+  lower_do(F, s, begin, outer);
+}
+
 void wf_lo_forin(wf_fstate *F, wf_stmt *s) {
   wf_expr *call = s->exprs[0];
   const char *name;
@@ -256,35 +374,18 @@ void wf_lo_forin(wf_fstate *F, wf_stmt *s) {
               "weft.%s gives one value per iteration: write `for %s in ...`", name, s->names[0]);
   int line = call->line, col = call->col;
   const char *hv = "(query)";
-  wf_expr *h = mk(F, sizeof *h);
-  h->kind = E_NAME;
-  h->name = hv;
-  h->line = line;
-  h->col = col;
+  wf_expr *h = name_expr(F, hv, line, col);
+  wf_stmt *begin = local1(F, hv, col, native_expr(F, row, call->args, call->nargs, line, col));
+  if (row == WF_NAT_hash_grid_query && !s->contlabel && !leaves(&s->body, 0)) {
+    hash_grid_nested(F, s, begin, h);
+    return;
+  }
   wf_expr **hargs = mk(F, sizeof(wf_expr *));
   hargs[0] = h;
-  /* while body: local f = get(h); the user's statements */
-  wf_stmt *loop = mk(F, sizeof *loop);
-  loop->kind = S_WHILE;
-  loop->line = s->line;
-  loop->col = s->col;
-  loop->nconds = 1;
-  loop->conds = mk(F, sizeof(wf_expr *));
-  loop->conds[0] = native_expr(F, row + 1, hargs, 1, line, col);
-  loop->body.n = s->body.n + 1;
-  loop->body.s = mk(F, sizeof(wf_stmt *) * (size_t)loop->body.n);
-  loop->body.s[0] =
-      local1(F, s->names[0], s->namecols[0], native_expr(F, row + 2, hargs, 1, line, col));
-  for (int i = 0; i < s->body.n; i++)
-    loop->body.s[i + 1] = s->body.s[i];
-  /* do local h = begin(args); while ... end end */
-  wf_stmt *blk = mk(F, sizeof *blk);
-  blk->kind = S_DO;
-  blk->line = s->line;
-  blk->col = s->col;
-  blk->body.n = 2;
-  blk->body.s = mk(F, sizeof(wf_stmt *) * 2);
-  blk->body.s[0] = local1(F, hv, col, native_expr(F, row, call->args, call->nargs, line, col));
-  blk->body.s[1] = loop;
-  wf_lo_stmt(F, blk);
+  /* do local h = begin(args); while next(h) do local f = get(h); body end end */
+  wf_stmt *loop = loop_over(
+      F, s, S_WHILE,
+      local1(F, s->names[0], s->namecols[0], native_expr(F, row + 2, hargs, 1, line, col)));
+  while_cond(F, loop, native_expr(F, row + 1, hargs, 1, line, col));
+  lower_do(F, s, begin, loop);
 }

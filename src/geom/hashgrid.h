@@ -68,7 +68,7 @@ typedef struct wf_hgrid_query {
   int32_t ix, iy, iz; /* visited so far on each axis */
   int32_t cx, cy, cz; /* the cell being visited, wrapped */
   int32_t at, end;    /* its slice of point_ids */
-  int32_t cur;        /* the candidate _get returns */
+  int32_t cur;        /* the candidate _get returns (the nested form: the slice's first) */
 } wf_hgrid_query;
 
 /* floor(v) as a cell coordinate, saturating instead of overflowing. The
@@ -126,23 +126,39 @@ WF_GEOM_FN void wf_hgrid_enter_row(wf_hgrid_query *q) {
 }
 
 #ifdef WF_HGRID_AHEAD
-/* Prefetch the positions of the box's candidates (the unwrapped part of
-** each row) before the first is yielded: queries in a random order
-** (thread i at point i) miss on nearly every candidate, and these misses
-** then overlap instead of following one another row by row. Rows and
-** prefetches share a budget of WF_HGRID_BOX, so a wide box or a crowded
-** cell costs a query no more than a small one. */
-#define WF_HGRID_BOX 64
+/* Prefetch what a query reads first before it yields anything: queries in
+** a random order (thread i at point i) miss on nearly everything, the
+** cell starts of each row, then its point ids, then the positions. Three
+** passes over the first WF_HGRID_ROWS rows of the box (each row's
+** unwrapped part): their cell starts, the first line of their point ids,
+** and the positions of their first WF_HGRID_FIRST candidates. No branch
+** here waits on a loaded value (the candidate indices are clamped, not
+** tested), so the misses overlap, and a query whose cells are cached (in
+** cell order) pays a few dozen instructions. */
+#define WF_HGRID_ROWS 9
+#define WF_HGRID_FIRST 4
 WF_GEOM_FN void wf_hgrid_prefetch_box(const wf_hgrid_query *q) {
   const int32_t nx = q->cx0 + q->nx <= q->dim_x ? q->nx : q->dim_x - q->cx0;
-  int32_t budget = WF_HGRID_BOX;
-  for (int32_t iz = 0, cz = q->cz; iz < q->nz; iz++, cz = cz + 1 == q->dim_z ? 0 : cz + 1)
-    for (int32_t iy = 0, cy = q->cy0; iy < q->ny; iy++, cy = cy + 1 == q->dim_y ? 0 : cy + 1) {
+  int32_t rows[WF_HGRID_ROWS], n = 0;
+  for (int32_t iz = 0, cz = q->cz; iz < q->nz && n < WF_HGRID_ROWS;
+       iz++, cz = cz + 1 == q->dim_z ? 0 : cz + 1)
+    for (int32_t iy = 0, cy = q->cy0; iy < q->ny && n < WF_HGRID_ROWS;
+         iy++, cy = cy + 1 == q->dim_y ? 0 : cy + 1) {
       const int32_t c = (cz * q->dim_y + cy) * q->dim_x + q->cx0;
-      for (int32_t k = q->starts[c], e = q->starts[c + nx]; k < e && budget > 0; k++, budget--)
-        __builtin_prefetch(q->points + q->stride * q->ids[k]);
-      if (--budget <= 0) return;
+      rows[n++] = c;
+      __builtin_prefetch(q->starts + c);
+      __builtin_prefetch(q->starts + c + nx);
     }
+  for (int32_t k = 0; k < n; k++)
+    __builtin_prefetch(q->ids + q->starts[rows[k]]);
+  for (int32_t k = 0; k < n; k++) {
+    /* candidates s .. e; e = s - 1 >= -1 for an empty row */
+    const int32_t s = q->starts[rows[k]], e = q->starts[rows[k] + nx] - 1;
+    for (int32_t t = 0; t < WF_HGRID_FIRST; t++) {
+      const int32_t f = s + t < e ? s + t : e;
+      __builtin_prefetch(q->points + q->stride * q->ids[f < 0 ? 0 : f]);
+    }
+  }
 }
 #endif
 
@@ -173,33 +189,60 @@ WF_GEOM_FN void wf_hgrid_query_begin(wf_hgrid_query *q, const wf_hgrid *g, float
   wf_hgrid_enter_row(q);
 }
 
+/* Past the cell or row slice taken: the next cell of a wrapping row, or
+** the next row; 0 when the box is done. */
+WF_GEOM_FN int wf_hgrid_query_step(wf_hgrid_query *q) {
+  if (q->iz >= q->nz) return 0;
+  if (++q->ix < q->nx) { /* the next cell of a wrapping row */
+    if (++q->cx == q->dim_x) q->cx = 0;
+    wf_hgrid_enter(q);
+    return 1;
+  }
+  if (++q->iy < q->ny) {
+    if (++q->cy == q->dim_y) q->cy = 0;
+  } else {
+    q->iy = 0;
+    q->cy = q->cy0;
+    if (++q->iz >= q->nz) return 0;
+    if (++q->cz == q->dim_z) q->cz = 0;
+  }
+  wf_hgrid_enter_row(q);
+  return 1;
+}
+
+/* The id of candidate k (an index into point_ids), prefetching the
+** position of the one WF_HGRID_AHEAD further on. */
+WF_GEOM_FN int32_t wf_hgrid_query_id(const wf_hgrid_query *q, int32_t k) {
+#ifdef WF_HGRID_AHEAD
+  const int32_t f = k + WF_HGRID_AHEAD;
+  __builtin_prefetch(q->points + q->stride * q->ids[f < q->last ? f : q->last]);
+#endif
+  return q->ids[k];
+}
+
 /* The next candidate into *j; 0 when the query is done. */
 WF_GEOM_FN int wf_hgrid_query_next(wf_hgrid_query *q, int32_t *j) {
-  for (;;) {
+  do {
     if (q->at < q->end) {
-#ifdef WF_HGRID_AHEAD
-      const int32_t f = q->at + WF_HGRID_AHEAD;
-      __builtin_prefetch(q->points + q->stride * q->ids[f < q->last ? f : q->last]);
-#endif
-      *j = q->ids[q->at++];
+      *j = wf_hgrid_query_id(q, q->at++);
       return 1;
     }
-    if (q->iz >= q->nz) return 0;
-    if (++q->ix < q->nx) { /* the next cell of a wrapping row */
-      if (++q->cx == q->dim_x) q->cx = 0;
-      wf_hgrid_enter(q);
-      continue;
+  } while (wf_hgrid_query_step(q));
+  return 0;
+}
+
+/* The nested form of the loop (src/front/native.c): the next non-empty
+** slice of point_ids, candidates cur .. end - 1 (a cell, or the cells of a
+** row that does not wrap); 0 when the query is done. */
+WF_GEOM_FN int wf_hgrid_query_slice(wf_hgrid_query *q) {
+  do {
+    if (q->at < q->end) {
+      q->cur = q->at;
+      q->at = q->end;
+      return 1;
     }
-    if (++q->iy < q->ny) {
-      if (++q->cy == q->dim_y) q->cy = 0;
-    } else {
-      q->iy = 0;
-      q->cy = q->cy0;
-      if (++q->iz >= q->nz) return 0;
-      if (++q->cz == q->dim_z) q->cz = 0;
-    }
-    wf_hgrid_enter_row(q);
-  }
+  } while (wf_hgrid_query_step(q));
+  return 0;
 }
 
 /* weft.hash_grid_point_id(id, i): the i-th point in cell order */
@@ -235,6 +278,24 @@ WF_GEOM_FN void wf_nat_hash_grid_query_next(void *res, const void *h) {
 WF_GEOM_FN void wf_nat_hash_grid_query_get(void *res, const void *h) {
   const wf_hgrid_query *q = (const wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
   *(int32_t *)res = q->cur;
+}
+/* the nested form: `while slice(h) do for k = first(h), last(h) do
+** local j = id(h, k) ...` */
+WF_GEOM_FN void wf_nat_hash_grid_query_slice(void *res, const void *h) {
+  wf_hgrid_query *q = (wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
+  *(unsigned char *)res = (unsigned char)wf_hgrid_query_slice(q);
+}
+WF_GEOM_FN void wf_nat_hash_grid_query_first(void *res, const void *h) {
+  const wf_hgrid_query *q = (const wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
+  *(int32_t *)res = q->cur;
+}
+WF_GEOM_FN void wf_nat_hash_grid_query_last(void *res, const void *h) {
+  const wf_hgrid_query *q = (const wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
+  *(int32_t *)res = q->end - 1;
+}
+WF_GEOM_FN void wf_nat_hash_grid_query_id(void *res, const void *h, const void *k) {
+  const wf_hgrid_query *q = (const wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
+  *(int32_t *)res = wf_hgrid_query_id(q, *(const int32_t *)k);
 }
 WF_GEOM_FN void wf_nat_hash_grid_point_id(void *res, const void *id, const void *i) {
   const wf_hgrid *g = wf_hgrid_arg(id);

@@ -119,7 +119,12 @@ typedef struct wf_geom_ids {
   _(hash_grid_query,           WF_GEOM_HASHGRID, WF_NATF_ITER, 112, "u", "uvf", "", NONE, NONE) \
   _(hash_grid_query_next,      0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE, NONE) \
   _(hash_grid_query_get,       0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE, NONE) \
-  _(hash_grid_point_id,        WF_GEOM_HASHGRID, 0, 0, "i", "ui", "", NONE, NONE)
+  _(hash_grid_point_id,        WF_GEOM_HASHGRID, 0, 0, "i", "ui", "", NONE, NONE) \
+  /* the nested form of the hash grid loop (src/front/native.c) */ \
+  _(hash_grid_query_slice,     0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE, NONE) \
+  _(hash_grid_query_first,     0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE, NONE) \
+  _(hash_grid_query_last,      0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE, NONE) \
+  _(hash_grid_query_id,        0, WF_NATF_INTERNAL, 0, "i", "ui", "", NONE, NONE)
 /* clang-format on */
 
 typedef enum wf_native {

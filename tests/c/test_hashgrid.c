@@ -68,7 +68,34 @@ static void check_against_brute(int dx, int dy, int dz, int n, float extent, flo
   wf_hashgrid_free(h);
 }
 
+/* A build gives the arrays of one thread whatever the thread count (more
+** threads than cells, shares that do not divide the points evenly). */
+static void check_same_threads(int dx, int dy, int dz, int n, float extent) {
+  float *p = malloc(sizeof(float) * 3 * (size_t)n);
+  uint32_t seed = 777u + (uint32_t)n;
+  for (int i = 0; i < 3 * n; i++)
+    p[i] = frand(&seed) * extent;
+  const int64_t ncells = (int64_t)dx * dy * dz;
+  wf_hashgrid *one, *many;
+  char err[256];
+  CHECK_INT(wf_hashgrid_new(dx, dy, dz, &one, err, sizeof err), 0);
+  CHECK_INT(wf_hashgrid_new(dx, dy, dz, &many, err, sizeof err), 0);
+  CHECK_INT(wf_hashgrid_build(one, p, n, 12, 0.1, 1, err, sizeof err), 0);
+  const int threads[] = {2, 3, 7, 64};
+  for (int k = 0; k < 4; k++) {
+    CHECK_INT(wf_hashgrid_build(many, p, n, 12, 0.1, threads[k], err, sizeof err), 0);
+    CHECK_INT(memcmp(one->ids, many->ids, sizeof(int32_t) * (size_t)n), 0);
+    CHECK_INT(memcmp(one->starts, many->starts, sizeof(int32_t) * (size_t)(ncells + 1)), 0);
+  }
+  free(p);
+  wf_hashgrid_free(one);
+  wf_hashgrid_free(many);
+}
+
 int main(void) {
+  check_same_threads(5, 7, 3, 70000, 1.0f);     /* 105 cells: uneven ranges */
+  check_same_threads(40, 40, 40, 100000, 2.0f); /* most in the first octant's cells */
+  check_same_threads(2, 1, 1, 66000, 0.15f);    /* more threads than cells */
   check_against_brute(16, 16, 16, 2000, 1.0f, 0.0f, 0.06f, 2);
   check_against_brute(3, 2, 5, 500, 1.0f, 0.0f, 0.2f, 1);       /* query box > grid */
   check_against_brute(8, 8, 8, 800, 3.0f, -12345.0f, 0.25f, 2); /* far from 0 */
