@@ -267,9 +267,9 @@ WF_G void gtri(const wf_gmesh *m, int f, wf_g3 *a, wf_g3 *b, wf_g3 *c) {
 }
 
 /* The triangles in leaf order (wf_gmesh.tris; a live mesh always has
-** them, filled by its refits in src/runtime/geom_mesh.c through
-** gtri_put): blocks of WF_GTB slots, each WF_GTROWS rows of WF_GTB floats,
-** lane j slot j of the block; a block of zeros pads the end.
+** them, filled by its refits: tri_block in src/runtime/geom_mesh.c):
+** blocks of WF_GTB slots, each WF_GTROWS rows of WF_GTB floats, lane j
+** slot j of the block; a block of zeros pads the end.
 **   rows 0-8   the vertices a.x a.y a.z b.x ... c.z
 **   rows 9-15  a bound (gtri_far_lanes): unit normal n, centroid o, radius
 **              R of the ball around o holding the vertices (n = 0 for
@@ -289,28 +289,6 @@ WF_G long long gtri_at(long long k, int r) {
 }
 WF_G long long gtri_floats(long long n) {
   return (n / WF_GTB + 2) * (WF_GTROWS * WF_GTB);
-}
-
-/* Slot k's rows: the triangle abc and its bound. */
-WF_G void gtri_put(float *tris, long long k, wf_g3 a, wf_g3 b, wf_g3 c) {
-  float *t = tris + gtri_at(k, 0);
-  const wf_g3 v[3] = {a, b, c};
-  wf_g3 o = g3mul(g3add(g3add(a, b), c), 1.0f / 3.0f);
-  wf_g3 ab = g3sub(b, a), ac = g3sub(c, a), n = g3cross(ab, ac);
-  float r2 = 0.0f, l2 = g3dot(n, n);
-  for (int i = 0; i < 3; i++) {
-    wf_g3 d = g3sub(v[i], o);
-    r2 = gmax(r2, g3dot(d, d));
-    t[(3 * i) * WF_GTB] = v[i].x, t[(3 * i + 1) * WF_GTB] = v[i].y;
-    t[(3 * i + 2) * WF_GTB] = v[i].z;
-  }
-  /* a normal that rounding could tilt (|n| small beside the edges) would
-  ** not bound the triangle's points: those get none */
-  n = l2 > 1e-4f * g3dot(ab, ab) * g3dot(ac, ac) ? g3mul(n, 1.0f / sqrtf(l2))
-                                                 : g3(0.0f, 0.0f, 0.0f);
-  const float bnd[7] = {n.x, n.y, n.z, o.x, o.y, o.z, sqrtf(r2)};
-  for (int r = 0; r < 7; r++)
-    t[(9 + r) * WF_GTB] = bnd[r];
 }
 
 /* The triangle in BVH slot k. */
