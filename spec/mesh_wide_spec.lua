@@ -181,6 +181,56 @@ describe("the 4-wide mesh tree", function()
   end)
 end)
 
+-- the refit of large meshes fills the leaf-order triangle blocks leaf by
+-- leaf in slot order on the pool's threads, a leaf reading the slots of a
+-- block its predecessor wrote from the points: on one thread and on two
+-- the same answers, those of a fresh mesh, and brute force's
+describe("refit of a large soup on one and two threads", function()
+  it("answers as a fresh mesh and as brute force", function()
+    local r = G.rng(53)
+    local pts, idx = soup(70000, r, 1.5)
+    local m = weft.Mesh{ points = weft.array(pts, vec3), indices = weft.array(idx, weft.int32) }
+    local moved = {}
+    for i, p in ipairs(pts) do moved[i] = { p[3] * 1.1 - 0.2, p[1] * 0.9, p[2] + 0.3 * p[1] } end
+    local MP = weft.array(moved, vec3)
+    local o, d = {}, {}
+    for i = 1, 200 do
+      o[i] = { r(-2.5, 2.5), r(-2.5, 2.5), r(-2.5, 2.5) }
+      d[i] = G.sub(moved[math.floor(r(1, #moved))], o[i])
+    end
+    local O, D = weft.array(o, vec3), weft.array(d, vec3)
+    local function run(mesh)
+      local T, C = weft.zeros(#o, weft.float32), weft.zeros(#o, weft.float32)
+      weft.launch(k, #o, { mesh.id, O, D, T, C })
+      return { T:totable(), C:totable() }
+    end
+    local saved = weft.config.num_threads
+    local res = {}
+    for j, nt in ipairs { 1, 2 } do
+      weft.config.num_threads = nt
+      run(m) -- the runtime takes the thread count at a launch
+      weft.copy(m.points, weft.array(pts, vec3))
+      m:refit()
+      weft.copy(m.points, MP)
+      m:refit()
+      res[j] = run(m)
+    end
+    weft.config.num_threads = saved
+    res[3] = run(weft.Mesh{ points = MP, indices = weft.array(idx, weft.int32) })
+    for i = 1, #o do
+      for j = 1, 2 do
+        assert.are.equal(res[3][1][i], res[j][1][i], "ray " .. i)
+        assert.are.equal(res[3][2][i], res[j][2][i], "point " .. i)
+      end
+    end
+    for i = 1, 6 do
+      local bd = G.closest(moved, idx, o[i])
+      assert.is_true(math.abs(res[1][2][i] - bd) <= 1e-5 * math.max(1, bd),
+                     string.format("point %d: %.8g, brute force %.8g", i, res[1][2][i], bd))
+    end
+  end)
+end)
+
 -- fast winding numbers (dipoles per wide lane, at the default accuracy)
 -- on a closed torus, before and after a refit that stretches and moves
 -- it: the lanes' dipole data must follow the points

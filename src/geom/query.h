@@ -267,9 +267,9 @@ WF_G void gtri(const wf_gmesh *m, int f, wf_g3 *a, wf_g3 *b, wf_g3 *c) {
 }
 
 /* The triangles in leaf order (wf_gmesh.tris; a live mesh always has
-** them, filled by its refits in src/runtime/geom_mesh.c through
-** gtri_put): blocks of WF_GTB slots, each WF_GTROWS rows of WF_GTB floats,
-** lane j slot j of the block; a block of zeros pads the end.
+** them, filled by its refits: tri_block in src/runtime/geom_mesh.c):
+** blocks of WF_GTB slots, each WF_GTROWS rows of WF_GTB floats, lane j
+** slot j of the block; a block of zeros pads the end.
 **   rows 0-8   the vertices a.x a.y a.z b.x ... c.z
 **   rows 9-15  a bound (gtri_far_lanes): unit normal n, centroid o, radius
 **              R of the ball around o holding the vertices (n = 0 for
@@ -289,28 +289,6 @@ WF_G long long gtri_at(long long k, int r) {
 }
 WF_G long long gtri_floats(long long n) {
   return (n / WF_GTB + 2) * (WF_GTROWS * WF_GTB);
-}
-
-/* Slot k's rows: the triangle abc and its bound. */
-WF_G void gtri_put(float *tris, long long k, wf_g3 a, wf_g3 b, wf_g3 c) {
-  float *t = tris + gtri_at(k, 0);
-  const wf_g3 v[3] = {a, b, c};
-  wf_g3 o = g3mul(g3add(g3add(a, b), c), 1.0f / 3.0f);
-  wf_g3 ab = g3sub(b, a), ac = g3sub(c, a), n = g3cross(ab, ac);
-  float r2 = 0.0f, l2 = g3dot(n, n);
-  for (int i = 0; i < 3; i++) {
-    wf_g3 d = g3sub(v[i], o);
-    r2 = gmax(r2, g3dot(d, d));
-    t[(3 * i) * WF_GTB] = v[i].x, t[(3 * i + 1) * WF_GTB] = v[i].y;
-    t[(3 * i + 2) * WF_GTB] = v[i].z;
-  }
-  /* a normal that rounding could tilt (|n| small beside the edges) would
-  ** not bound the triangle's points: those get none */
-  n = l2 > 1e-4f * g3dot(ab, ab) * g3dot(ac, ac) ? g3mul(n, 1.0f / sqrtf(l2))
-                                                 : g3(0.0f, 0.0f, 0.0f);
-  const float bnd[7] = {n.x, n.y, n.z, o.x, o.y, o.z, sqrtf(r2)};
-  for (int r = 0; r < 7; r++)
-    t[(9 + r) * WF_GTB] = bnd[r];
 }
 
 /* The triangle in BVH slot k. */
@@ -367,17 +345,63 @@ WF_G int gtri_far_lanes(const wf_gmesh *m, int k, int n, wf_gl px, wf_gl py, wf_
   return all;
 }
 
+/* Squared distances from p to the points the weights (wa, wb) give in
+** each lane's triangle (gbary's arithmetic). */
+WF_G wf_gl gdist2_lanes(const wf_gl *t, wf_gl px, wf_gl py, wf_gl pz, wf_gl wa, wf_gl wb) {
+  wf_gl wc = glk(1.0f) - wa - wb;
+  wf_gl qx = t[0] * wa + t[3] * wb + t[6] * wc - px;
+  wf_gl qy = t[1] * wa + t[4] * wb + t[7] * wc - py;
+  wf_gl qz = t[2] * wa + t[5] * wb + t[8] * wc - pz;
+  return qx * qx + qy * qy + qz * qz;
+}
+
+/* A triangle is flat for p (gclosest_lanes) when the face's denominator
+** s is at most WF_GFLAT (|ab|^2 + |ac|^2) (|ab|^2 + |ac|^2 + |ap|^2):
+** then rounding may have decided its signs and the regions. For corners
+** on a line (rounded to floats) |s| stayed below 2^-21 of that bound in
+** 2M random trials with p from 0.01 to 1000 edge lengths away; this takes
+** 16 times that. Near p it flags triangles whose sine of the angle at a
+** is below 0.007, which the fallback answers to within their width. */
+#define WF_GFLAT (1.0f / 131072.0f)
+
+/* The flat lanes' weights: the first of the edges ab, ac, bc (p's foot
+** on each line, clamped to the edge: eab, eac, ebc are the feet's
+** parameters) and the face's weights (x, y), if those make a point of
+** the triangle, with the least distance from p. Every candidate is a
+** point of the triangle, so the answer lies on it even for corners on a
+** line, no further from p than the best edge. */
+WF_G void gclosest_flat(const wf_gl *t, wf_gl px, wf_gl py, wf_gl pz, wf_gl eab, wf_gl eac,
+                        wf_gl ebc, wf_gl *x, wf_gl *y) {
+  const wf_gl one = glk(1.0f), zero = glk(0.0f);
+  eab = glmin(glmax(eab, zero), one), eac = glmin(glmax(eac, zero), one);
+  ebc = glmin(glmax(ebc, zero), one);
+  const wf_gl cu[4] = {one - eab, one - eac, zero, *x}, cv[4] = {eab, zero, one - ebc, *y};
+  wf_gl bu = cu[0], bv = cv[0], bd = gdist2_lanes(t, px, py, pz, bu, bv);
+  /* the face's weights may be NaN (then every comparison fails) */
+  wf_glm in = (*x >= zero) & (*y >= zero) & (one - *x - *y >= zero);
+  for (int i = 1; i < 4; i++) {
+    wf_gl d = gdist2_lanes(t, px, py, pz, cu[i], cv[i]);
+    wf_glm r = (d < bd) & (i == 3 ? in : glmk(-1));
+    bu = glsel(r, cu[i], bu), bv = glsel(r, cv[i], bv), bd = glsel(r, d, bd);
+  }
+  *x = bu, *y = bv;
+}
+
 /* The point of triangle abc closest to p, as barycentric weights (wa, wb)
 ** of a and b (c gets 1 - wa - wb), for a triangle in each lane (t: its 9
 ** rows as gtri_rows gives them; p the same in every lane). Regions are
 ** told apart by the signs of dot products of p - vertex with the edges
 ** (the Voronoi regions of the vertices, then of the edges, else the
-** face). Degenerate triangles fall into a vertex or edge region and stay
-** finite. Every region's weights are computed and the first region that
+** face). Every region's weights are computed and the first region that
 ** holds is chosen by selects, from the last to the first: no branch
 ** depends on the region, which on the CPU costs less than the
 ** mispredicted branches of testing the regions in turn, and lets the
-** lanes go together. */
+** lanes go together. Lanes whose triangle is flat for p (WF_GFLAT:
+** corners on a line or nearly, two or three of them equal) take
+** gclosest_flat's answer instead: there the signs that choose the region
+** are rounding noise, and the face's weights (over a denominator that
+** is all noise) can put the point anywhere on the line, off the corners'
+** segment. One branch, taken when any lane is flat, rarely on meshes. */
 WF_G void gclosest_lanes(const wf_gl *t, wf_gl px, wf_gl py, wf_gl pz, wf_gl *wa, wf_gl *wb) {
   const wf_gl one = glk(1.0f), zero = glk(0.0f);
   wf_gl abx = t[3] - t[0], aby = t[4] - t[1], abz = t[5] - t[2];
@@ -389,45 +413,42 @@ WF_G void gclosest_lanes(const wf_gl *t, wf_gl px, wf_gl py, wf_gl pz, wf_gl *wa
   wf_gl d3 = abx * bpx + aby * bpy + abz * bpz, d4 = acx * bpx + acy * bpy + acz * bpz;
   wf_gl d5 = abx * cpx + aby * cpy + abz * cpz, d6 = acx * cpx + acy * cpy + acz * cpz;
   wf_gl vc = d1 * d4 - d3 * d2, vb = d5 * d2 - d1 * d6, va = d3 * d6 - d5 * d4;
-  /* the face (s == 0: degenerate, the best of the three vertices) */
+  /* the face */
   wf_gl s = va + vb + vc, inv = one / s;
   wf_gl x = one - vb * inv - vc * inv, y = vb * inv;
-  wf_gl da = apx * apx + apy * apy + apz * apz, db = bpx * bpx + bpy * bpy + bpz * bpz;
-  wf_gl dc = cpx * cpx + cpy * cpy + cpz * cpz;
-  wf_gl xd = glsel((da <= db) & (da <= dc), one, zero);
-  wf_gl yd = glsel((xd == zero) & (db <= dc), one, zero);
-  wf_glm r = s == zero;
-  x = glsel(r, xd, x), y = glsel(r, yd, y);
+  wf_gl ab2 = abx * abx + aby * aby + abz * abz, ac2 = acx * acx + acy * acy + acz * acz;
+  wf_gl ap2 = apx * apx + apy * apy + apz * apz;
+  wf_glm flat = s <= glk(WF_GFLAT) * (ab2 + ac2) * ((ab2 + ac2) + ap2);
+  /* the three edges' parameters (0 on an edge of length 0) */
+  wf_gl den = (d4 - d3) + (d5 - d6), ebc = glsel(den != zero, (d4 - d3) / den, zero);
+  wf_gl eac = glsel(d2 - d6 != zero, d2 / (d2 - d6), zero);
+  wf_gl eab = glsel(d1 - d3 != zero, d1 / (d1 - d3), zero);
+  wf_gl fx = x, fy = y;
   /* edge bc */
-  wf_gl den = (d4 - d3) + (d5 - d6), e = glsel(den != zero, (d4 - d3) / den, zero);
-  r = (va <= zero) & (d4 - d3 >= zero) & (d5 - d6 >= zero);
-  x = glsel(r, zero, x), y = glsel(r, one - e, y);
+  wf_glm r = (va <= zero) & (d4 - d3 >= zero) & (d5 - d6 >= zero);
+  x = glsel(r, zero, x), y = glsel(r, one - ebc, y);
   /* edge ac */
-  e = glsel(d2 - d6 != zero, d2 / (d2 - d6), zero);
   r = (vb <= zero) & (d2 >= zero) & (d6 <= zero);
-  x = glsel(r, one - e, x), y = glsel(r, zero, y);
+  x = glsel(r, one - eac, x), y = glsel(r, zero, y);
   /* vertex c */
   r = (d6 >= zero) & (d5 <= d6);
   x = glsel(r, zero, x), y = glsel(r, zero, y);
   /* edge ab */
-  e = glsel(d1 - d3 != zero, d1 / (d1 - d3), zero);
   r = (vc <= zero) & (d1 >= zero) & (d3 <= zero);
-  x = glsel(r, one - e, x), y = glsel(r, e, y);
+  x = glsel(r, one - eab, x), y = glsel(r, eab, y);
   /* vertex b, then vertex a */
   r = (d3 >= zero) & (d4 <= d3);
   x = glsel(r, zero, x), y = glsel(r, one, y);
   r = (d1 <= zero) & (d2 <= zero);
-  *wa = glsel(r, one, x), *wb = glsel(r, zero, y);
-}
-
-/* Squared distances from p to the points the weights (wa, wb) give in
-** each lane's triangle (gbary's arithmetic). */
-WF_G wf_gl gdist2_lanes(const wf_gl *t, wf_gl px, wf_gl py, wf_gl pz, wf_gl wa, wf_gl wb) {
-  wf_gl wc = glk(1.0f) - wa - wb;
-  wf_gl qx = t[0] * wa + t[3] * wb + t[6] * wc - px;
-  wf_gl qy = t[1] * wa + t[4] * wb + t[7] * wc - py;
-  wf_gl qz = t[2] * wa + t[5] * wb + t[8] * wc - pz;
-  return qx * qx + qy * qy + qz * qz;
+  x = glsel(r, one, x), y = glsel(r, zero, y);
+  int any = 0;
+  for (int j = 0; j < WF_GL; j++)
+    any |= glmlane(flat, j) != 0;
+  if (any) {
+    gclosest_flat(t, px, py, pz, eab, eac, ebc, &fx, &fy);
+    x = glsel(flat, fx, x), y = glsel(flat, fy, y);
+  }
+  *wa = x, *wb = y;
 }
 
 /* gclosest_lanes for one triangle. */

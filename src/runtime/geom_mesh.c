@@ -35,7 +35,9 @@ struct wf_geom {
   int *items;
   wf_gwind *wind;  /* meshes: per wide lane (4 w + j) */
   wf_gnode4 *wide; /* meshes: the tree 4-wide (bvh4.c) */
-  int *wend;       /* meshes: where each wide node's subtree ends (refit) */
+  int *wend;       /* meshes: where each wide node's subtree ends */
+  int *leaves;     /* meshes: the leaf lanes in slot order (refit) */
+  int nleaves;
   int nnodes, nwide;
   int nthreads;   /* the runtime's, for refit */
   float *lo, *hi; /* 3 per primitive (meshes: while building) */
@@ -94,88 +96,151 @@ static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
   }
 }
 
-/* Meshes: refit on the wide nodes alone. bvh4.c numbers them depth
-** first, so each subtree is a range [w, wend[w]) of nodes that come after
-** their parents: walking a range backwards takes children before parents,
-** and meets the leaves in slot order (backwards), so the triangle copy
-** into leaf order streams. A leaf lane copies its triangles and takes
-** their box, an inner lane the union of its child's lanes. The ranges of
-** the subtrees under the top few nodes run on the runtime's thread pool,
-** those top nodes afterwards. (The binary nodes, which an earlier refit
-** updated before copying their boxes into the lanes, are gone after the
-** build.) */
-#define REFIT_PARTS 16 /* subtrees (pool chunks): enough to balance two cores */
+/* Meshes: refit in two passes. The leaves first, in slot order (the
+** leaf lanes 4 w + j in g->leaves): each computes the blocks of
+** triangles (query.h: gtri_at) that start at one of its slots, each
+** whole, its triangles side by side in vector lanes as the block stores
+** them, and takes its lane's box from their vertices; the slots of a
+** block started by the leaf before it (at most WF_GTB - 1) it reads from
+** the points again. So every block is written once, by one thread, in
+** whole rows, the slots' vertex indices are read in order and the points
+** they name are prefetched a few blocks ahead (read in leaf order, they
+** missed the cache and the refit waited on them). Ranges of leaves run
+** on the runtime's thread pool. Then the inner lanes, each the union of
+** its child's lanes: bvh4.c numbers the wide nodes depth first, children
+** after their parents, so a walk backwards takes children first. */
+#define REFIT_LEAVES 512 /* leaves per pool chunk */
+#define REFIT_AHEAD 64   /* slots of points prefetched ahead */
 
-typedef struct refit_job {
-  wf_geom *g;
-  int first, nparts, ntop;
-  int part[4 * REFIT_PARTS + 1]; /* subtree roots from part[first] on */
-  int top[REFIT_PARTS];          /* the nodes above them, parents first */
-} refit_job;
-
-/* Slots [k0, k1): their triangles copied into slot order, their box. */
-static void leaf_refit(wf_geom *g, int k0, int k1, float *lo, float *hi) {
+/* The block of triangles from slot k0 (a multiple of WF_GTB): the
+** vertices of its slots (zeros past the last, as the padding is) and
+** their bounds (query.h, rows 9-15), WF_GL slots at a time in the
+** arithmetic of one triangle per lane: a unit normal (none for degenerate
+** and sliver triangles, whose normal rounding could tilt so that it would
+** not bound their points), the centroid and the radius of the ball
+** around it holding the vertices. The vertices of the slots below k1
+** widen the box of lanes [lo, hi]. */
+static void tri_block(const wf_geom *g, int k0, int k1, wf_gl *lo, wf_gl *hi) {
   const wf_gmesh *m = &g->d.mesh;
-  for (int k = k0; k < k1; k++) {
-    const int *ix = g->sidx + 3 * (size_t)k;
-    for (int v = 0; v < 3; v++) {
-      const wf_g3 p = m->points[ix[v]];
-      lo[0] = gmin(lo[0], p.x), lo[1] = gmin(lo[1], p.y), lo[2] = gmin(lo[2], p.z);
-      hi[0] = gmax(hi[0], p.x), hi[1] = gmax(hi[1], p.y), hi[2] = gmax(hi[2], p.z);
+  float *t = g->tris + gtri_at(k0, 0);
+#if defined(__GNUC__)
+  for (int64_t k = (int64_t)k0 + REFIT_AHEAD; k < k0 + REFIT_AHEAD + WF_GTB && k < g->nprims; k++)
+    for (int i = 0; i < 3; i++)
+      __builtin_prefetch(&m->points[g->sidx[3 * k + i]]);
+#endif
+  for (int j = 0; j < WF_GTB; j += WF_GL) {
+    wf_gl v[9]; /* a.x a.y a.z b.x ... c.z */
+    for (int l = 0; l < WF_GL; l++) {
+      int64_t k = (int64_t)k0 + j + l;
+      for (int i = 0; i < 3; i++) {
+        wf_g3 p = k < g->nprims ? m->points[g->sidx[3 * k + i]] : g3(0.0f, 0.0f, 0.0f);
+        glset(&v[3 * i], l, p.x), glset(&v[3 * i + 1], l, p.y), glset(&v[3 * i + 2], l, p.z);
+      }
     }
-    gtri_put(g->tris, k, m->points[ix[0]], m->points[ix[1]], m->points[ix[2]]);
+    wf_glm in = glidx() + glmk(k0 + j) < glmk(k1);
+    for (int r = 0; r < 9; r++) {
+      lo[r % 3] = glsel(in, glmin(lo[r % 3], v[r]), lo[r % 3]);
+      hi[r % 3] = glsel(in, glmax(hi[r % 3], v[r]), hi[r % 3]);
+    }
+    const wf_gl third = glk(1.0f / 3.0f);
+    wf_gl o[3], ab[3], ac[3], r2 = glk(0.0f);
+    for (int a = 0; a < 3; a++) {
+      o[a] = (v[a] + v[3 + a] + v[6 + a]) * third;
+      ab[a] = v[3 + a] - v[a], ac[a] = v[6 + a] - v[a];
+    }
+    for (int i = 0; i < 3; i++) {
+      wf_gl dx = v[3 * i] - o[0], dy = v[3 * i + 1] - o[1], dz = v[3 * i + 2] - o[2];
+      r2 = glmax(r2, dx * dx + dy * dy + dz * dz);
+    }
+    wf_gl n[3] = {ab[1] * ac[2] - ab[2] * ac[1], ab[2] * ac[0] - ab[0] * ac[2],
+                  ab[0] * ac[1] - ab[1] * ac[0]};
+    wf_gl l2 = n[0] * n[0] + n[1] * n[1] + n[2] * n[2];
+    wf_gl ab2 = ab[0] * ab[0] + ab[1] * ab[1] + ab[2] * ab[2];
+    wf_gl ac2 = ac[0] * ac[0] + ac[1] * ac[1] + ac[2] * ac[2];
+    wf_glm tilt = ~(l2 > glk(1e-4f) * ab2 * ac2);
+    wf_gl inv = glk(0.0f), R = glk(0.0f);
+    for (int l = 0; l < WF_GL; l++)
+      glset(&inv, l, 1.0f / sqrtf(gllane(l2, l))), glset(&R, l, sqrtf(gllane(r2, l)));
+    for (int r = 0; r < 9; r++)
+      glstore(t + r * WF_GTB + j, v[r]);
+    for (int a = 0; a < 3; a++) {
+      glstore(t + (9 + a) * WF_GTB + j, glsel(tilt, glk(0.0f), n[a] * inv));
+      glstore(t + (12 + a) * WF_GTB + j, o[a]);
+    }
+    glstore(t + 15 * WF_GTB + j, R);
   }
 }
 
-/* The lanes of wide node w (its children's lanes are done). */
-static void node_refit(wf_geom *g, int w) {
-  wf_gnode4 *W = g->wide, *n = &W[w];
-  for (int j = 0; j < 4; j++) {
-    int c = n->child[j];
-    if (!c) continue; /* empty */
-    float lo[3] = {3.4e38f, 3.4e38f, 3.4e38f}, hi[3] = {-3.4e38f, -3.4e38f, -3.4e38f};
-    if (c < 0) {
-      leaf_refit(g, ~c, ~c + n->count[j], lo, hi);
-    } else {
-      const wf_gnode4 *k = &W[c];
-      for (int l = 0; l < 4; l++)
-        for (int a = 0; a < 3 && k->child[l]; a++)
-          lo[a] = gmin(lo[a], k->lo[a][l]), hi[a] = gmax(hi[a], k->hi[a][l]);
+/* The leaf of slots [k0, k1): the blocks that start in it, and its box. */
+static void leaf_refit(const wf_geom *g, int k0, int k1, float *lo, float *hi) {
+  const wf_gmesh *m = &g->d.mesh;
+  int kb = k0 + (WF_GTB - k0 % WF_GTB) % WF_GTB; /* the first block's start */
+  for (int k = k0; k < kb && k < k1; k++)
+    for (int v = 0; v < 3; v++) {
+      const wf_g3 p = m->points[g->sidx[3 * (int64_t)k + v]];
+      lo[0] = gmin(lo[0], p.x), lo[1] = gmin(lo[1], p.y), lo[2] = gmin(lo[2], p.z);
+      hi[0] = gmax(hi[0], p.x), hi[1] = gmax(hi[1], p.y), hi[2] = gmax(hi[2], p.z);
     }
+  if (kb >= k1) return;
+  wf_gl l[3], h[3];
+  for (int a = 0; a < 3; a++)
+    l[a] = glk(lo[a]), h[a] = glk(hi[a]);
+  for (int k = kb; k < k1; k += WF_GTB)
+    tri_block(g, k, k1, l, h);
+  for (int a = 0; a < 3; a++)
+    for (int j = 0; j < WF_GL; j++)
+      lo[a] = gmin(lo[a], gllane(l[a], j)), hi[a] = gmax(hi[a], gllane(h[a], j));
+}
+
+/* wf_pool_fn: the leaves [begin, end) of g->leaves. */
+static void refit_leaves(void *p, int64_t begin, int64_t end) {
+  wf_geom *g = p;
+  for (int64_t i = begin; i < end; i++) {
+    wf_gnode4 *n = &g->wide[g->leaves[i] >> 2];
+    int j = g->leaves[i] & 3;
+    float lo[3] = {3.4e38f, 3.4e38f, 3.4e38f}, hi[3] = {-3.4e38f, -3.4e38f, -3.4e38f};
+    leaf_refit(g, ~n->child[j], ~n->child[j] + n->count[j], lo, hi);
     for (int a = 0; a < 3; a++)
       n->lo[a][j] = lo[a], n->hi[a][j] = hi[a];
   }
 }
 
-/* wf_pool_fn: the subtrees [begin, end) of a refit_job. */
-static void refit_parts(void *p, int64_t begin, int64_t end) {
-  refit_job *j = p;
-  for (int64_t k = j->first + begin; k < j->first + end; k++)
-    for (int w = j->g->wend[j->part[k]] - 1; w >= j->part[k]; w--)
-      node_refit(j->g, w);
+static void mesh_refit(wf_rt *rt, wf_geom *g) {
+  wf_pool *pool = g->nprims >= 65536 ? wf_launch_pool(rt) : NULL;
+  if (pool)
+    wf_pool_run(pool, g->nleaves, REFIT_LEAVES, refit_leaves, g, NULL);
+  else
+    refit_leaves(g, 0, g->nleaves);
+  wf_gnode4 *W = g->wide;
+  for (int w = g->nwide - 1; w >= 0; w--)
+    for (int j = 0; j < 4; j++) {
+      int c = W[w].child[j];
+      if (c <= 0) continue; /* a leaf, or empty */
+      float lo[3] = {3.4e38f, 3.4e38f, 3.4e38f}, hi[3] = {-3.4e38f, -3.4e38f, -3.4e38f};
+      for (int l = 0; l < 4 && W[c].child[l]; l++)
+        for (int a = 0; a < 3; a++)
+          lo[a] = gmin(lo[a], W[c].lo[a][l]), hi[a] = gmax(hi[a], W[c].hi[a][l]);
+      for (int a = 0; a < 3; a++)
+        W[w].lo[a][j] = lo[a], W[w].hi[a][j] = hi[a];
+    }
 }
 
-static void mesh_refit(wf_rt *rt, wf_geom *g) {
-  refit_job j;
-  j.g = g, j.first = 0, j.nparts = 0, j.ntop = 0;
-  /* split the largest meshes breadth first (a queue of subtrees: the
-  ** oldest gives way to its children) until there are about
-  ** REFIT_PARTS, of similar sizes in a balanced tree */
-  wf_pool *pool = g->nprims >= 65536 ? wf_launch_pool(rt) : NULL;
-  j.part[j.nparts++] = 0;
-  while (pool && j.first < j.nparts && j.nparts - j.first + 3 <= REFIT_PARTS &&
-         j.ntop < REFIT_PARTS) {
-    const wf_gnode4 *n = &g->wide[j.part[j.first]];
-    j.top[j.ntop++] = j.part[j.first++];
-    for (int l = 0; l < 4; l++)
-      if (n->child[l] > 0) j.part[j.nparts++] = n->child[l];
-  }
-  if (pool)
-    wf_pool_run(pool, j.nparts - j.first, 1, refit_parts, &j, NULL);
-  else
-    refit_parts(&j, 0, j.nparts - j.first);
-  for (int k = j.ntop - 1; k >= 0; k--)
-    node_refit(g, j.top[k]);
+/* The leaf lanes 4 w + j in slot order (g->leaves; slots start leaves at
+** most once). 0 or -1 when out of memory. */
+static int list_leaves(wf_geom *g) {
+  int n = g->nprims, *at = malloc(sizeof(int) * (size_t)n);
+  if (!at) return -1;
+  for (int k = 0; k < n; k++)
+    at[k] = -1;
+  g->nleaves = 0;
+  for (int w = 0; w < g->nwide; w++)
+    for (int j = 0; j < 4; j++)
+      if (g->wide[w].child[j] < 0) at[~g->wide[w].child[j]] = 4 * w + j, g->nleaves++;
+  g->leaves = malloc(sizeof(int) * (size_t)(g->nleaves ? g->nleaves : 1));
+  for (int k = 0, i = 0; g->leaves && k < n; k++)
+    if (at[k] >= 0) g->leaves[i++] = at[k];
+  free(at);
+  return g->leaves ? 0 : -1;
 }
 
 /* Collapse the binary tree into wide nodes (bvh4.c). */
@@ -383,7 +448,7 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     for (int k = 0; g->sidx && k < n; k++)
       memcpy(g->sidx + 3 * (size_t)k, g->d.mesh.indices + 3 * (size_t)g->items[k], 3 * sizeof(int));
     if (threaded) pthread_join(th, NULL);
-    if (!g->sidx || job.rc) goto oom;
+    if (!g->sidx || job.rc || list_leaves(g)) goto oom;
     /* every mesh query walks the wide nodes */
     wf_bvh_scratch_give(scratch, WF_BVH_NODES, g->nodes, nodes_bytes);
     g->nodes = NULL, g->nnodes = 0;
@@ -604,6 +669,7 @@ void wf_geom_free(wf_geom *g) {
   free(g->wind);
   free(g->wide);
   free(g->wend);
+  free(g->leaves);
   free(g->lo);
   free(g->hi);
   free(g->tris);
