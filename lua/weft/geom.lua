@@ -334,8 +334,42 @@ return function(weft, P)
         get_point(id, get_index(id, face * 3 + 2))
     end }
   -- the closest point's weights by the region of p (as src/geom/query.h's
-  -- gclosest_tri tells them apart); in a vertex region, and on a
-  -- degenerate face, they are constants
+  -- gclosest_lanes tells them apart); in a vertex region they are
+  -- constants. A face flat for p (corners on a line or nearly, two or
+  -- three equal: query.h's WF_GFLAT test) takes the nearest of the three
+  -- clamped edges and the face's own weights when they fall on it, as
+  -- gclosest_flat does: the regions' signs are rounding noise there.
+  local clamp = weft.clamp
+  local dist2 = weft.func{ name = "mesh_uv_dist2", a = weft.vec3, b = weft.vec3, c = weft.vec3, p = weft.vec3,
+    u = weft.float32, v = weft.float32,
+    function(a, b, c, p, u, v)
+      local e = a * u + b * v + c * (1.0 - u - v) - p
+      return dot(e, e)
+    end }
+  local closest_flat = weft.func{ name = "mesh_closest_flat", a = weft.vec3, b = weft.vec3, c = weft.vec3,
+    p = weft.vec3, d1 = weft.float32, d2 = weft.float32, d3 = weft.float32, d4 = weft.float32,
+    d5 = weft.float32, d6 = weft.float32, s = weft.float32, vb = weft.float32, vc = weft.float32,
+    function(a, b, c, p, d1, d2, d3, d4, d5, d6, s, vb, vc)
+      local eab, eac, ebc = 0.0, 0.0, 0.0
+      if d1 - d3 ~= 0.0 then eab = clamp(d1 / (d1 - d3), 0.0, 1.0) end
+      if d2 - d6 ~= 0.0 then eac = clamp(d2 / (d2 - d6), 0.0, 1.0) end
+      local den = (d4 - d3) + (d5 - d6)
+      if den ~= 0.0 then ebc = clamp((d4 - d3) / den, 0.0, 1.0) end
+      local u, v = 1.0 - eab, eab -- edge ab
+      local best = dist2(a, b, c, p, u, v)
+      local d = dist2(a, b, c, p, 1.0 - eac, 0.0) -- edge ac
+      if d < best then u, v, best = 1.0 - eac, 0.0, d end
+      d = dist2(a, b, c, p, 0.0, 1.0 - ebc) -- edge bc
+      if d < best then u, v, best = 0.0, 1.0 - ebc, d end
+      if s ~= 0.0 then -- the face, if its weights make a point of it
+        local fy = vb / s
+        local fx = 1.0 - fy - vc / s
+        if fx >= 0.0 and fy >= 0.0 and 1.0 - fx - fy >= 0.0 and dist2(a, b, c, p, fx, fy) < best then
+          u, v = fx, fy
+        end
+      end
+      return u, v
+    end }
   local closest = weft.func{ name = "mesh_closest_uv", id = weft.uint64, p = weft.vec3,
     function(id, p, r)
       local q = r
@@ -345,7 +379,11 @@ return function(weft, P)
         local d1, d2, d3, d4, d5, d6 = dot(ab, ap), dot(ac, ap), dot(ab, bp), dot(ac, bp), dot(ab, cp),
           dot(ac, cp)
         local va, vb, vc = d3 * d6 - d5 * d4, d5 * d2 - d1 * d6, d1 * d4 - d3 * d2
-        if (d1 <= 0.0 and d2 <= 0.0) or (d3 >= 0.0 and d4 <= d3) then -- vertex a or b
+        local ab2, ac2 = dot(ab, ab), dot(ac, ac)
+        local s = va + vb + vc
+        if s <= (1.0 / 131072.0) * (ab2 + ac2) * ((ab2 + ac2) + dot(ap, ap)) then -- flat for p
+          q.u, q.v = closest_flat(a, b, c, p, d1, d2, d3, d4, d5, d6, s, vb, vc)
+        elseif (d1 <= 0.0 and d2 <= 0.0) or (d3 >= 0.0 and d4 <= d3) then -- vertex a or b
           q.u = r.u
         elseif vc <= 0.0 and d1 >= 0.0 and d3 <= 0.0 then -- edge ab
           if d1 - d3 ~= 0.0 then
