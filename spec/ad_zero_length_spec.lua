@@ -277,10 +277,7 @@ describe("self-pairs with a Tape", function()
   end)
 
   it("have no NaN and equal the brute-force sum on a CUDA device (scripts/cuda-emu)", function()
-    if not weft.is_cuda_available() then
-      pending("no CUDA device: run under scripts/cuda-emu")
-      return
-    end
+    if require("helpers.cuda").missing() then return end
     check_pairs(pair_grads("cuda:0"))
   end)
 end)

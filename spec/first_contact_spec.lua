@@ -146,11 +146,8 @@ describe("host a.shape", function()
   end)
 end)
 
-describe("k:compile on a CUDA device", function()
-  if not weft.is_cuda_available() then
-    pending("no CUDA device (scripts/cuda-emu gives an emulated one)")
-    return
-  end
+describe("k:compile on a CUDA device", function() -- under scripts/cuda-emu in make test
+  if require("helpers.cuda").missing() then return end
 
   it("loads the module before the first launch", function()
     local k = weft.kernel{ x = weft.array(weft.float32), function(x)

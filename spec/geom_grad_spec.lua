@@ -497,10 +497,7 @@ describe("mesh query gradients", function()
   end)
 
   it("match the CPU's on a CUDA device (scripts/cuda-emu)", function()
-    if not weft.is_cuda_available() then
-      pending("no CUDA device: run under scripts/cuda-emu")
-      return
-    end
+    if require("helpers.cuda").missing() then return end
     local o = { { 0.3, 0.25, 2.0 }, { 0.35, -1.5, 0.3 }, { 2.0, 0.6, 0.4 } }
     local d = { { 0.05, 0.02, -1 }, { 0.02, 1, 0.1 }, { -1, -0.1, 0.05 } }
     local pk = point_kernel(weft.mesh_query_point)

@@ -149,7 +149,7 @@ describe("geometry ids on CUDA", function()
 
   for _, mode in ipairs { "release", "debug" } do
     it("fail at the query's line in " .. mode .. " mode, outputs untouched", function()
-      if not weft.is_cuda_available() then return pending("no CUDA device: run under scripts/cuda-emu") end
+      if require("helpers.cuda").missing() then return end
       local saved = weft.config.mode
       weft.config.mode = mode
       local out = weft.full(8, 5.0, weft.float32, dev)
@@ -199,7 +199,7 @@ describe("geometry ids on CUDA", function()
     end)
   end
   it("tell the device of hash grids and volumes", function()
-    if not weft.is_cuda_available() then return pending("no CUDA device: run under scripts/cuda-emu") end
+    if require("helpers.cuda").missing() then return end
     local pid = weft.kernel{ id = weft.uint64, out = weft.array(weft.int32), function(id, out)
       out[weft.tid()] = weft.hash_grid_point_id(id, 0)
     end }
@@ -227,7 +227,7 @@ describe("geometry ids on CUDA", function()
     assert.equals(1, f:to("cpu")[2])
   end)
   it("an id read from an array is a device fault, reported, the process alive (in a child)", function()
-    if not weft.is_cuda_available() then return pending("no CUDA device: run under scripts/cuda-emu") end
+    if require("helpers.cuda").missing() then return end
     local out = require "helpers.run_child" [[
       local weft = require "weft"
       local k = weft.kernel{ ids = weft.array(weft.uint64), out = weft.array(weft.float32), function(ids, out)

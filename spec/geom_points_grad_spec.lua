@@ -195,10 +195,7 @@ describe("weft.jvp through a mesh's points and velocities", function()
   end)
 
   it("match the CPU's on a CUDA device (scripts/cuda-emu)", function()
-    if not weft.is_cuda_available() then
-      pending("no CUDA device: run under scripts/cuda-emu")
-      return
-    end
+    if require("helpers.cuda").missing() then return end
     for _, form in ipairs { "parameter", "array", "struct" } do
       local cpu, gpu = jvp(form), jvp(form, { device = "cuda:0" })
       local none = jvp(form, { device = "cuda:0", no_points = true })

@@ -306,8 +306,8 @@ describe("local arrays in memory", function()
     end
   end)
 
-  it("run on a CUDA device with the CPU's values", function()
-    if not weft.is_cuda_available() then return pending("no CUDA device") end
+  it("run on a CUDA device with the CPU's values", function() -- make test: under scripts/cuda-emu
+    if require("helpers.cuda").missing() then return end
     local D = { device = "cuda:0" }
     local o1, o2 = weft.zeros(7, weft.int32), weft.zeros(7, weft.int32, D)
     weft.launch(copies, 1, { o1, 2 })

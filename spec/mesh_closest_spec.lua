@@ -251,10 +251,7 @@ describe("closest points on the CPU", function()
   end)
 
   it("give the emulated device's one-lane closest points and ray hits to the bit (scripts/cuda-emu)", function()
-    if not weft.is_cuda_available() then
-      pending("no CUDA device: run under scripts/cuda-emu")
-      return
-    end
+    if require("helpers.cuda").missing() then return end
     local list, r = meshes(true)
     for _, e in ipairs(list) do
       local what, pts, idx = e[1], e[2], e[3]

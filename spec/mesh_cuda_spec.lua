@@ -92,10 +92,7 @@ describe("meshes on CUDA", function()
   end
 
   it("cast rays, find closest points and boxes as on the CPU (scripts/cuda-emu)", function()
-    if not weft.is_cuda_available() then
-      pending("no CUDA device: run under scripts/cuda-emu")
-      return
-    end
+    if require("helpers.cuda").missing() then return end
     local pts, idx = G.torus(1.0, 0.4, 24, 12)
     local r = G.rng(17)
     local o, d, lo, hi = {}, {}, {}, {}
@@ -132,10 +129,7 @@ describe("meshes on CUDA", function()
   end)
 
   it("refuses a device mesh's id in a debug CPU launch", function()
-    if not weft.is_cuda_available() then
-      pending("no CUDA device: run under scripts/cuda-emu")
-      return
-    end
+    if require("helpers.cuda").missing() then return end
     local pts, idx = G.cube(1.0)
     local opt = { device = "cuda:0" }
     local m = weft.Mesh{ points = weft.array(pts, vec3, opt), indices = weft.array(idx, weft.int32, opt) }

@@ -224,10 +224,7 @@ end)
 -- On a CUDA device (the emulated one under scripts/cuda-emu): the struct
 -- goes by value with its arrays' headers, adjoints too.
 describe("structs holding arrays on cuda:0", function()
-  if not weft.is_cuda_available() then
-    pending("no CUDA device (run under scripts/cuda-emu)")
-    return
-  end
+  if require("helpers.cuda").missing() then return end
   local S = weft.struct{ { "x", weft.array(weft.float32) }, { "w", weft.float32 }, name = "SC" }
   local M = weft.struct{ { "s", S }, { "y", weft.array(weft.float32) }, name = "MC" }
   local k = weft.kernel{ m = M, loss = weft.array(weft.float32), function(m, loss)
