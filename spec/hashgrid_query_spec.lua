@@ -335,6 +335,37 @@ describe("weft.hash_grid_query lowerings", function()
     assert.is_true(more > 0) -- some returned early
   end)
 
+  it("take Lua's goto continue in the body", function()
+    local pts, pa, g = built(500, 43, 10, 0.1)
+    local k = weft.kernel{ id = weft.uint64, p = weft.array(weft.vec3), r = weft.float32,
+      out = weft.array(weft.int32),
+      function(id, p, r, out)
+        local i = weft.tid()
+        local c = 0
+        for j in weft.hash_grid_query(id, p[i], r) do
+          if weft.length_sq(p[j] - p[i]) > r * r then goto continue end
+          c = c + 1
+          ::continue::
+        end
+        out[i] = c
+      end }
+    local out = weft.zeros(#pts, weft.int32)
+    weft.launch(k, #pts, { g.id, pa, 0.1, out })
+    assert.same(brute_counts(pts, 0.1), out:totable())
+    -- a goto to a label anywhere else is still an error at its line
+    local ok, err = pcall(weft.kernel, { id = weft.uint64, p = weft.array(weft.vec3), function(id, p)
+      for j in weft.hash_grid_query(id, p[0], 1.0) do
+        if j == 0 then goto skip end
+        ::skip::
+        p[j] = p[0]
+      end
+    end })
+    if ok then ok, err = pcall(err.compile, err) end
+    assert.is_false(ok)
+    assert.matches("hashgrid_query_spec.lua:%d+: only a goto to a label at the end of the enclosing loop's body",
+                   tostring(err))
+  end)
+
   it("nest a query in a query's body", function()
     local pts, pa, g = built(400, 41, 8, 0.15)
     local k = weft.kernel{

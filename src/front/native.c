@@ -387,5 +387,6 @@ void wf_lo_forin(wf_fstate *F, wf_stmt *s) {
       F, s, S_WHILE,
       local1(F, s->names[0], s->namecols[0], native_expr(F, row + 2, hargs, 1, line, col)));
   while_cond(F, loop, native_expr(F, row + 1, hargs, 1, line, col));
+  loop->contlabel = s->contlabel; /* `goto continue`: the next element */
   lower_do(F, s, begin, loop);
 }

@@ -601,7 +601,8 @@ static void block(P *p, wf_block_ast *b) {
 }
 
 /* goto and labels: kernels have Lua's `continue` idiom only, a goto to a
-** label that ends the body of the innermost enclosing for, while or repeat loop
+** label that ends the body of the innermost enclosing loop (for, for-in
+** over a query, while or repeat)
 ** (LuaJIT has checked that the function's gotos are valid Lua). The label
 ** moves into the loop's contlabel; other labels and gotos are errors. */
 static void check_gotos(P *p, wf_block_ast *b, const wf_stmt *loop) {
@@ -625,7 +626,8 @@ static void check_gotos(P *p, wf_block_ast *b, const wf_stmt *loop) {
     case S_DO: check_gotos(p, &s->body, loop); break;
     case S_FORNUM:
     case S_WHILE:
-    case S_REPEAT: {
+    case S_REPEAT:
+    case S_FORIN: {
       wf_block_ast *body = &s->body;
       while (body->n && body->s[body->n - 1]->kind == S_LABEL && !s->contlabel) {
         s->contlabel = body->s[body->n - 1]->names[0];
@@ -634,7 +636,6 @@ static void check_gotos(P *p, wf_block_ast *b, const wf_stmt *loop) {
       check_gotos(p, body, s);
       break;
     }
-    case S_FORIN: check_gotos(p, &s->body, NULL); break;
     default: break;
     }
   }
