@@ -78,16 +78,24 @@ function M.install(dir)
   local st = reg[STATE]
   if st then return st end
   os.execute("mkdir -p '" .. dir:gsub("'", "'\\''") .. "'")
-  st = { dir = dir, seen = {}, written = 0, failed = 0 }
+  -- a name no other process uses, for the files written aside
+  local tn = os.tmpname()
+  os.remove(tn)
+  st = { dir = dir, seen = {}, written = 0, failed = 0, tag = tn:match("[^/]+$") }
   reg[STATE] = st
   reg["weft.module_hook"] = function(k, module, sig)
     local ok, err = pcall(function()
       local text = core().ir(module)
       if st.seen[text] then return end
       st.seen[text] = true
-      local f = assert(io.open(dir .. "/" .. hash(text) .. ".ir", "wb"))
+      -- written aside and renamed: scripts/run-tests runs two spec
+      -- processes, which may write the same module at once
+      local path = dir .. "/" .. hash(text) .. ".ir"
+      local tmp = path .. "." .. st.tag .. ".tmp"
+      local f = assert(io.open(tmp, "wb"))
       f:write("; ", M.label(k.name, where(k), sig), "\n", text)
       f:close()
+      assert(os.rename(tmp, path))
       st.written = st.written + 1
     end)
     if not ok then
