@@ -10,7 +10,10 @@ local ref = require "helpers.warp_volume_ref"
 local function find_assets()
   local env = os.getenv("WEFT_WARP_ASSETS")
   if env and env ~= "" then return env end
-  local p = io.popen("ls -d build/venv/lib/python3*/site-packages/warp/tests/assets 2>/dev/null")
+  -- the venv make test uses (the Makefile's WEFT_VENV, else build/venv)
+  local venv = os.getenv("WEFT_VENV")
+  if not venv or venv == "" or venv:find("'", 1, true) then venv = "build/venv" end
+  local p = io.popen("ls -d '" .. venv .. "'/lib/python3*/site-packages/warp/tests/assets 2>/dev/null")
   local d = p:read("*l")
   p:close()
   return d
