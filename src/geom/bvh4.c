@@ -150,17 +150,12 @@ static int join(part *A, part *B, wf_gnode4 *W) {
   return A->n + B->n - 1;
 }
 
-int wf_bvh4_build(const wf_gnode *nodes, int nnodes, int nthreads, wf_gnode4 **wide, int **end,
-                  int *nwide) {
+int wf_bvh4_build(const wf_gnode *nodes, int nnodes, int nthreads, wf_gnode4 **wide, int *nwide) {
   /* one wide node per binary inner node at most, and one for a leaf root */
   int cap = nnodes / 2 + 1, n;
   wf_gnode4 *W = wf_bvh_big_alloc(sizeof(wf_gnode4) * (size_t)cap);
-  int *E = malloc(sizeof(int) * (size_t)cap);
-  *wide = NULL, *end = NULL, *nwide = 0;
-  if (!W || !E) {
-    free(W), free(E);
-    return -1;
-  }
+  *wide = NULL, *nwide = 0;
+  if (!W) return -1;
   part A = {.nodes = nodes, .W = W, .cap = cap, .n = 1}, B = {.W = NULL};
   make_node(nodes, W, 0, 0, A.stack, &A.sp);
   /* large trees: the root's subtrees in two groups on two threads, each
@@ -178,15 +173,9 @@ int wf_bvh4_build(const wf_gnode *nodes, int nnodes, int nthreads, wf_gnode4 **w
   /* too deep, or more wide nodes than traversal stacks can name as lanes
   ** 4 w + j in an int */
   if (n < 0 || n > WF_GWIDE_MAX) {
-    free(W), free(E);
+    free(W);
     return -1;
   }
-  /* a subtree ends where its last child's ends (children come later) */
-  for (int w = n - 1; w >= 0; w--) {
-    E[w] = w + 1;
-    for (int j = 0; j < 4; j++)
-      if (W[w].child[j] > 0 && E[W[w].child[j]] > E[w]) E[w] = E[W[w].child[j]];
-  }
-  *wide = W, *end = E, *nwide = n;
+  *wide = W, *nwide = n;
   return 0;
 }

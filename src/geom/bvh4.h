@@ -11,13 +11,12 @@
 
 /* Collapse the binary tree nodes[0 .. nnodes) (built by wf_bvh_build) into
 ** *wide (*nwide nodes, 64-byte aligned) in depth-first preorder, so that
-** the wide nodes of every subtree are the range [w, (*end)[w]) and a
-** refit can walk a range backwards, children before parents; lanes keep
-** the binary tree's left-to-right order, so leaves come in slot order.
-** Both malloc'd. Large trees collapse on two threads when nthreads > 1
-** (the same nodes, numbered the same). 0, or -1 on out of memory or more
-** than WF_GWIDE_MAX wide nodes. */
+** children come after their parents and a refit can walk the nodes
+** backwards, children first; lanes keep the binary tree's left-to-right
+** order, so leaves come in slot order. Large trees collapse on two threads
+** when nthreads > 1, numbered as on one. malloc'd. 0, or -1 on out of
+** memory or more than WF_GWIDE_MAX wide nodes. */
 WF_INTERNAL int wf_bvh4_build(const wf_gnode *nodes, int nnodes, int nthreads, wf_gnode4 **wide,
-                              int **end, int *nwide);
+                              int *nwide);
 
 #endif

@@ -35,7 +35,6 @@ struct wf_geom {
   int *items;
   wf_gwind *wind;  /* meshes: per wide lane (4 w + j) */
   wf_gnode4 *wide; /* meshes: the tree 4-wide (bvh4.c) */
-  int *wend;       /* meshes: where each wide node's subtree ends */
   int *leaves;     /* meshes: the leaf lanes in slot order (refit) */
   int nleaves;
   int nnodes, nwide;
@@ -252,7 +251,7 @@ typedef struct collapse_job {
 static void *collapse(void *p) {
   collapse_job *j = p;
   wf_geom *g = j->g;
-  j->rc = wf_bvh4_build(g->nodes, g->nnodes, g->nthreads, &g->wide, &g->wend, &g->nwide);
+  j->rc = wf_bvh4_build(g->nodes, g->nnodes, g->nthreads, &g->wide, &g->nwide);
   return NULL;
 }
 
@@ -668,7 +667,6 @@ void wf_geom_free(wf_geom *g) {
   free(g->items);
   free(g->wind);
   free(g->wide);
-  free(g->wend);
   free(g->leaves);
   free(g->lo);
   free(g->hi);
