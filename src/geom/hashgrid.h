@@ -286,8 +286,7 @@ WF_GEOM_FN void wf_nat_hash_grid_query_slice(void *res, const void *h) {
   *(unsigned char *)res = (unsigned char)wf_hgrid_query_slice(q);
 }
 WF_GEOM_FN void wf_nat_hash_grid_query_first(void *res, const void *h) {
-  const wf_hgrid_query *q = (const wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
-  *(int32_t *)res = q->cur;
+  wf_nat_hash_grid_query_get(res, h); /* the slice's first: cur */
 }
 WF_GEOM_FN void wf_nat_hash_grid_query_last(void *res, const void *h) {
   const wf_hgrid_query *q = (const wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
