@@ -1,0 +1,50 @@
+-- mesh_refit.lua: the CPU time of one refit of bench/mesh.lua's torus (200k
+-- triangles) on one thread, the mean over N refits, against a plain LuaJIT
+-- loop that takes the same faces' boxes from the same points (no tree, no
+-- triangle blocks), in the same run. bench/mesh.lua's refit row compares
+-- the wall time on all threads with Warp's.
+--   luajit bench/mesh_refit.lua [N]
+local ffi = require "ffi"
+local weft = require "weft"
+
+weft.config.num_threads = 1
+-- a launch applies num_threads; a mesh built after it refits on one thread
+weft.launch(weft.kernel{ x = weft.array(weft.float32), function(x) x[weft.tid()] = 1.0 end }, 1,
+            { weft.zeros(1) })
+local NU, NV = 500, 200
+local pi, cos, sin, min, max = math.pi, math.cos, math.sin, math.min, math.max
+local np, nt = NU * NV, 2 * NU * NV
+local P, I = weft.empty(np, weft.vec3), weft.empty(3 * nt, weft.int32)
+local p, ix = ffi.cast("float *", P.h.data), ffi.cast("int32_t *", I.h.data)
+for j = 0, NV - 1 do
+  for i = 0, NU - 1 do
+    local u, v, k = 2 * pi * i / NU, 2 * pi * j / NV, j * NU + i
+    p[3 * k], p[3 * k + 1], p[3 * k + 2] = (1 + 0.4 * cos(v)) * cos(u), (1 + 0.4 * cos(v)) * sin(u), 0.4 * sin(v)
+    local a, b = j * NU + i, j * NU + (i + 1) % NU
+    local c, d = ((j + 1) % NV) * NU + (i + 1) % NU, ((j + 1) % NV) * NU + i
+    local f = 6 * k
+    ix[f], ix[f + 1], ix[f + 2], ix[f + 3], ix[f + 4], ix[f + 5] = a, b, c, a, c, d
+  end
+end
+local m = weft.Mesh{ points = P, indices = I }
+local N = tonumber(arg[1]) or 100
+local box = ffi.new("float[?]", 6 * nt)
+local function boxes()
+  for f = 0, nt - 1 do
+    local lx, ly, lz, hx, hy, hz = 1e30, 1e30, 1e30, -1e30, -1e30, -1e30
+    for v = 0, 2 do
+      local q = 3 * ix[3 * f + v]
+      local x, y, z = p[q], p[q + 1], p[q + 2]
+      lx, ly, lz, hx, hy, hz = min(lx, x), min(ly, y), min(lz, z), max(hx, x), max(hy, y), max(hz, z)
+    end
+    box[6 * f], box[6 * f + 1], box[6 * f + 2], box[6 * f + 3], box[6 * f + 4], box[6 * f + 5] = lx, ly, lz, hx, hy, hz
+  end
+end
+local t = os.clock()
+for _ = 1, N do m:refit() end
+local tw = (os.clock() - t) / N
+t = os.clock()
+for _ = 1, N do boxes() end
+local tl = (os.clock() - t) / N
+print(string.format("mesh refit, 1 thread: weft %.3f ms CPU   LuaJIT face boxes %.3f ms   ratio %.3f", tw * 1e3,
+                    tl * 1e3, tw / tl))
