@@ -34,6 +34,9 @@
 #else
 #include <math.h>
 #define WF_G static inline
+#if defined(__GNUC__)
+#define WF_GPREFETCH(p) __builtin_prefetch(p)
+#endif
 #endif
 
 /* the builtins themselves (wf_nat_*): src/geom/inline_bc.c makes them
@@ -73,11 +76,25 @@ typedef struct wf_gnode4 {
   int child[4], count[4];
 } wf_gnode4;
 
+/* A bound on the surface under each lane of a wide node (meshes), for
+** point queries, where the boxes of a curved surface's patches are loose
+** (a patch at 45 degrees to the axes fills a box as thick as it is
+** wide): a unit normal n, the centre o of the lane's box, the radius r of
+** a ball around o and the half-thickness t of a slab through o across n
+** that both hold the lane's triangles. Their points lie in the cylinder
+** of radius r and height 2 t around the axis through o along n, whose
+** distance from a point bounds theirs (gdisc4_dist2). Lanes with no
+** normal (degenerate faces, or normals that cancel) have t = r. */
+typedef struct wf_gdisc4 {
+  float n[3][4], o[3][4], r[4], t[4];
+} wf_gdisc4;
+
 typedef struct wf_gbvh {
   const wf_gnode *nodes;
   const int *items;
   const wf_gwind *wind;  /* per wide lane; NULL unless the mesh supports winding numbers */
   const wf_gnode4 *wide; /* meshes: the tree 4-wide (every mesh query walks it) */
+  const wf_gdisc4 *disc; /* meshes: per wide node, the bounds of its lanes' surface */
   int nnodes, nitems;
   int nwide, pad;
 } wf_gbvh;
@@ -189,6 +206,16 @@ WF_G void glset(wf_gl *v, int i, float x) {
 WF_G int glmlane(wf_glm v, int i) {
   return v[i];
 }
+/* square roots of the lanes (of non-negative values: no errno to set) */
+WF_G wf_gl glsqrt(wf_gl v) {
+#if defined(__SSE__)
+  return (wf_gl)__builtin_ia32_sqrtps(v);
+#else
+  for (int l = 0; l < WF_GL; l++)
+    v[l] = sqrtf(v[l]);
+  return v;
+#endif
+}
 #else
 #define WF_GL 1
 typedef float wf_gl;
@@ -219,6 +246,9 @@ WF_G void glset(wf_gl *v, int i, float x) {
 }
 WF_G int glmlane(wf_glm v, int i) {
   return (void)i, v;
+}
+WF_G wf_gl glsqrt(wf_gl v) {
+  return sqrtf(v);
 }
 #endif
 WF_G wf_gl glmin(wf_gl a, wf_gl b) {
@@ -271,13 +301,12 @@ WF_G void gtri(const wf_gmesh *m, int f, wf_g3 *a, wf_g3 *b, wf_g3 *c) {
 ** blocks of WF_GTB slots, each WF_GTROWS rows of WF_GTB floats, lane j
 ** slot j of the block; a block of zeros pads the end.
 **   rows 0-8   the vertices a.x a.y a.z b.x ... c.z
-**   rows 9-15  a bound (gtri_far_lanes): unit normal n, centroid o, radius
-**              R of the ball around o holding the vertices (n = 0 for
-**              degenerate and sliver triangles: the ball alone)
-** A block is 4 cache lines. The WF_GL triangles from any slot load as rows
-** of lanes (gtri_rows) wherever the leaf starts. */
+** The WF_GL triangles from any slot load as rows of lanes (gtri_rows)
+** wherever the leaf starts. (Point queries bound triangles by their
+** leaf's lane in wf_gdisc4, which culls as many leaves as the bounds per
+** triangle that blocks used to hold, without reading the leaf.) */
 #define WF_GTB 4
-#define WF_GTROWS 16
+#define WF_GTROWS 9
 #if WF_GL != 1 && WF_GL != WF_GTB
 #error "gtri_rows reads 1 or WF_GTB lanes"
 #endif
@@ -315,34 +344,6 @@ WF_G void gtri_rows(const wf_gmesh *m, int k, int r0, int nr, wf_gl *t) {
   for (int r = 0; r < nr; r++)
     t[r] = lo[r * WF_GTB];
 #endif
-}
-
-/* Can none of the triangles in lanes 0 .. n - 1 from slot k have a
-** squared distance below lim from p? Each lies in the slab of its plane
-** and in its ball, so the distance to the disc where they meet bounds
-** its points': h^2 + max(0, rho - R)^2, h the height of p over the plane
-** and rho its distance from the normal through o. Unlike the boxes this
-** tells a triangle seen edge-on from one seen face-on, and culled 9 in 10
-** of the leaves that boxes let through on the bench's torus. Tested
-** without a square root: with A = lim - h^2, the bound exceeds lim when
-** A < 0 or rho > R + sqrt(A), that is L = rho^2 - R^2 - A > 0 and
-** L^2 > 4 R^2 A. The rounding of this and of the exact test's distance
-** are a few ulps of |p - o|^2 + R^2, far below the slack added to lim, so
-** no triangle that the exact test would find below lim is culled. */
-WF_G int gtri_far_lanes(const wf_gmesh *m, int k, int n, wf_gl px, wf_gl py, wf_gl pz, float lim) {
-  wf_gl b[7];
-  gtri_rows(m, k, 9, 7, b);
-  wf_gl ox = px - b[3], oy = py - b[4], oz = pz - b[5];
-  wf_gl r2 = ox * ox + oy * oy + oz * oz, h = b[0] * ox + b[1] * oy + b[2] * oz;
-  wf_gl R2 = b[6] * b[6];
-  wf_gl A = glk(lim) + (r2 + R2) * (1.0f / 8192.0f) - h * h;
-  wf_gl L = r2 - h * h - R2 - A;
-  wf_glm far = (A < glk(0.0f)) | ((L > glk(0.0f)) & (L * L > glk(4.0f) * R2 * A));
-  far = far | (glidx() >= glmk(n));
-  int all = 1; /* the lanes' masks combined without a branch per lane */
-  for (int j = 0; j < WF_GL; j++)
-    all &= glmlane(far, j) != 0;
-  return all;
 }
 
 /* Squared distances from p to the points the weights (wa, wb) give in
@@ -603,14 +604,30 @@ WF_G void gbox4_ray(const wf_gnode4 *w, const float *o, const float *inv, float 
   }
 }
 
-/* gbox_dist2 on the 4 lanes of w, WF_GL at a time. */
-WF_G void gbox4_dist2(const wf_gnode4 *w, wf_g3 p, float *d) {
+/* A lower bound on the squared distance from p to the triangles under
+** each lane of w (D: its bounds): the larger of the box distance and the
+** distance to the lane's cylinder, sqrt(hs^2 + max(0, rho - r)^2), hs the
+** height of p over the slab, rho its distance from the axis (from the
+** cross product n x (p - o), which does not cancel as |p - o|^2 - h^2
+** would). The rounding of either, a few ulps of |p - o|^2 + r^2, is
+** covered by the (|p - o|^2 + r^2 + t^2) / 2^14 taken off the cylinder's
+** part (refit rounds r and t up, src/runtime/geom_mesh.c). */
+WF_G void gdisc4_dist2(const wf_gdisc4 *D, const wf_gnode4 *w, wf_g3 p, float *d) {
   const wf_gl px = glk(p.x), py = glk(p.y), pz = glk(p.z), zero = glk(0.0f);
   for (int j = 0; j < 4; j += WF_GL) {
-    wf_gl dx = glmax(glmax(glload(&w->lo[0][j]) - px, px - glload(&w->hi[0][j])), zero);
-    wf_gl dy = glmax(glmax(glload(&w->lo[1][j]) - py, py - glload(&w->hi[1][j])), zero);
-    wf_gl dz = glmax(glmax(glload(&w->lo[2][j]) - pz, pz - glload(&w->hi[2][j])), zero);
-    glstore(d + j, dx * dx + dy * dy + dz * dz);
+    wf_gl bx = glmax(glmax(glload(&w->lo[0][j]) - px, px - glload(&w->hi[0][j])), zero);
+    wf_gl by = glmax(glmax(glload(&w->lo[1][j]) - py, py - glload(&w->hi[1][j])), zero);
+    wf_gl bz = glmax(glmax(glload(&w->lo[2][j]) - pz, pz - glload(&w->hi[2][j])), zero);
+    wf_gl nx = glload(&D->n[0][j]), ny = glload(&D->n[1][j]), nz = glload(&D->n[2][j]);
+    wf_gl dx = px - glload(&D->o[0][j]), dy = py - glload(&D->o[1][j]),
+          dz = pz - glload(&D->o[2][j]);
+    wf_gl r = glload(&D->r[j]), t = glload(&D->t[j]);
+    wf_gl h = nx * dx + ny * dy + nz * dz;
+    wf_gl cx = ny * dz - nz * dy, cy = nz * dx - nx * dz, cz = nx * dy - ny * dx;
+    wf_gl rho = glsqrt(cx * cx + cy * cy + cz * cz);
+    wf_gl hs = glmax(glmax(h, -h) - t, zero), e = glmax(rho - r, zero);
+    wf_gl slack = (dx * dx + dy * dy + dz * dz + r * r + t * t) * (1.0f / 16384.0f);
+    glstore(d + j, glmax(bx * bx + by * by + bz * bz, hs * hs + e * e - slack));
   }
 }
 
@@ -653,8 +670,9 @@ WF_G void gbox4_nfar2(const wf_gnode4 *w, wf_g3 p, float *d) {
 
 typedef struct wf_gstack4 {
   const wf_gnode4 *W;
-  int sp, ray; /* 1: q, inv are a ray's origin and 1/dir; else q is a point
-                 (0: ranked by box distance, 2: by -gbox_far2) */
+  const wf_gdisc4 *D; /* the lanes' bounds (ray 0) */
+  int sp, ray;        /* 1: q, inv are a ray's origin and 1/dir; else q is a point
+                        (0: ranked by gdisc4_dist2, 2: by -gbox_far2) */
   float q[3], inv[3];
 #if !defined(WF_GSTACK_NARROW)
   int child[WF_G4STACK + 4], count[WF_G4STACK + 4];
@@ -664,8 +682,8 @@ typedef struct wf_gstack4 {
 #endif
 } wf_gstack4;
 
-WF_G void gstack4_init(wf_gstack4 *S, const wf_gnode4 *W, wf_g3 q, wf_g3 inv, int ray) {
-  S->W = W, S->sp = 0, S->ray = ray;
+WF_G void gstack4_init(wf_gstack4 *S, const wf_gbvh *bvh, wf_g3 q, wf_g3 inv, int ray) {
+  S->W = bvh->wide, S->D = bvh->disc, S->sp = 0, S->ray = ray;
   S->q[0] = q.x, S->q[1] = q.y, S->q[2] = q.z;
   S->inv[0] = inv.x, S->inv[1] = inv.y, S->inv[2] = inv.z;
 }
@@ -722,9 +740,14 @@ WF_G int gstack4_keep(const wf_gstack4 *S, int e, float lim, int closed) {
   return gwithin(S->d[e], lim, closed);
 #else
   float lo[3], hi[3];
-  gbox4_lane(&S->W[S->ref[e] >> 2], S->ref[e] & 3, lo, hi);
+  int w = S->ref[e] >> 2, j = S->ref[e] & 3;
   wf_g3 p = g3(S->q[0], S->q[1], S->q[2]);
-  if (S->ray == 0) return gwithin(gbox_dist2(lo, hi, p), lim, closed);
+  if (S->ray == 0) {
+    float d[4];
+    gdisc4_dist2(&S->D[w], &S->W[w], p, d);
+    return gwithin(d[j], lim, closed);
+  }
+  gbox4_lane(&S->W[w], j, lo, hi);
   if (S->ray == 2) return gwithin(-gbox_far2(lo, hi, p), lim, closed);
   /* gbox4_ray's test of one lane (the slab arithmetic in the same order) */
   float x0 = (lo[0] - S->q[0]) * S->inv[0], x1 = (hi[0] - S->q[0]) * S->inv[0];
@@ -764,7 +787,7 @@ WF_G int gmesh_ray(const wf_gmesh *m, wf_g3 o, wf_g3 d, float tmax, float *t, fl
   int best = -1;
   float bt = tmax;
   wf_gstack4 S;
-  gstack4_init(&S, W, o, inv, 1);
+  gstack4_init(&S, &m->bvh, o, inv, 1);
   int c = 0, cnt = 0, more = 1;
   while (more) {
     if (c < 0) {
@@ -773,7 +796,7 @@ WF_G int gmesh_ray(const wf_gmesh *m, wf_g3 o, wf_g3 d, float tmax, float *t, fl
         gtri_rows(m, k, 0, 9, tr);
         float tt, u, v, dd;
         int j = gray_lanes(&R, tr, e - k, bt, &tt, &u, &v, &dd);
-        if (j >= 0) bt = tt, *wa = u, *wb = v, *det = dd, best = items[k + j];
+        if (j >= 0) bt = tt, *wa = u, *wb = v, *det = dd, best = k + j;
       }
       more = gstack4_pop(&S, bt, 1, &c, &cnt);
       continue;
@@ -784,7 +807,7 @@ WF_G int gmesh_ray(const wf_gmesh *m, wf_g3 o, wf_g3 d, float tmax, float *t, fl
     more = gstack4_push(&S, c, tn, hit, bt, 1, &c, &cnt) || gstack4_pop(&S, bt, 1, &c, &cnt);
   }
   *t = bt;
-  return best;
+  return best >= 0 ? items[best] : -1; /* the slot's face, read once */
 }
 
 /* The number of faces o + t d crosses for t > 0 (the parity test). */
@@ -795,7 +818,7 @@ WF_G int gmesh_crossings(const wf_gmesh *m, wf_g3 o, wf_g3 d) {
   const float org[3] = {o.x, o.y, o.z}, iv[3] = {inv.x, inv.y, inv.z};
   const float lim = 3.0e38f;
   wf_gstack4 S;
-  gstack4_init(&S, W, o, inv, 1);
+  gstack4_init(&S, &m->bvh, o, inv, 1);
   int c = 0, cnt = 0, more = 1, count = 0;
   while (more) {
     if (c < 0) {
@@ -829,42 +852,55 @@ WF_G float gmesh_sign_parity(const wf_gmesh *m, wf_g3 p) {
 }
 
 /* Closest face to p strictly within lim: nearest lane first, lanes
-** pushed with their box distance and skipped when the best distance has
-** shrunk below it since. Every triangle of a leaf visited gets the exact
-** test: a box pretest skipped a third of them but its branch, which no
-** predictor learns, cost more than it saved. */
+** pushed with their bound (gdisc4_dist2) and skipped when the best
+** distance has shrunk below it since. On the CPU the children of the
+** lanes within the best distance are prefetched as they are pushed: most
+** are visited from the stack, after the nearest lane's subtree, and the
+** walk was waiting on their nodes, which miss the caches from one query
+** to the next. The best face is kept as its slot, looked up in items once. */
 WF_G int gmesh_closest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *wb, float *dist2) {
   if (!m || m->nfaces <= 0) return -1;
   const wf_gnode4 *W = m->bvh.wide;
+  const wf_gdisc4 *D = m->bvh.disc;
   int best = -1;
   float bd = lim * lim;
   if (!(bd > 0.0f)) return -1;
   const int all[4] = {1, 1, 1, 1};
   const wf_gl px = glk(p.x), py = glk(p.y), pz = glk(p.z);
   wf_gstack4 S;
-  gstack4_init(&S, W, p, p, 0);
+  gstack4_init(&S, &m->bvh, p, p, 0);
   int c = 0, cnt = 0, more = 1;
   while (more) {
     if (c < 0) {
       for (int k = ~c, e = ~c + cnt; k < e; k += WF_GL) {
-        if (gtri_far_lanes(m, k, e - k, px, py, pz, bd)) continue;
         wf_gl t[9], u, v;
         gtri_rows(m, k, 0, 9, t);
         gclosest_lanes(t, px, py, pz, &u, &v);
         wf_gl d2 = gdist2_lanes(t, px, py, pz, u, v);
         int j = glfirst_below(d2, e - k, bd);
-        if (j >= 0)
-          bd = gllane(d2, j), best = m->bvh.items[k + j], *wa = gllane(u, j), *wb = gllane(v, j);
+        if (j >= 0) bd = gllane(d2, j), best = k + j, *wa = gllane(u, j), *wb = gllane(v, j);
       }
       more = gstack4_pop(&S, bd, 0, &c, &cnt);
       continue;
     }
     float d4[4];
-    gbox4_dist2(&W[c], p, d4);
+    gdisc4_dist2(&D[c], &W[c], p, d4);
+#if defined(WF_GPREFETCH)
+    for (int j = 0; j < 4; j++) {
+      int ch = W[c].child[j];
+      if (ch > 0 && d4[j] < bd) {
+        WF_GPREFETCH(&W[ch]), WF_GPREFETCH((const char *)&W[ch] + 64);
+        WF_GPREFETCH(&D[ch]), WF_GPREFETCH((const char *)&D[ch] + 64);
+      } else if (ch < 0 && d4[j] < bd) {
+        const float *t = m->tris + gtri_at(~ch, 0);
+        WF_GPREFETCH(t), WF_GPREFETCH(t + 16), WF_GPREFETCH(t + 32);
+      }
+    }
+#endif
     more = gstack4_push(&S, c, d4, all, bd, 0, &c, &cnt) || gstack4_pop(&S, bd, 0, &c, &cnt);
   }
   *dist2 = bd;
-  return best;
+  return best >= 0 ? m->bvh.items[best] : -1;
 }
 
 /* Furthest face from p strictly beyond lim: the lanes ranked by the
@@ -878,7 +914,7 @@ WF_G int gmesh_furthest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float 
   float bd = lim * lim;
   const int all[4] = {1, 1, 1, 1};
   wf_gstack4 S;
-  gstack4_init(&S, W, p, p, 2);
+  gstack4_init(&S, &m->bvh, p, p, 2);
   int c = 0, cnt = 0, more = 1;
   while (more) {
     if (c < 0) {
@@ -910,13 +946,14 @@ WF_G int gmesh_furthest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float 
 ** or a vertex the faces meeting there vote together. */
 WF_G wf_g3 gmesh_pseudo_normal(const wf_gmesh *m, wf_g3 p, wf_g3 q, float d2, float eps) {
   const wf_gnode4 *W = m->bvh.wide;
+  const wf_gdisc4 *D = m->bvh.disc;
   float tol = eps * (sqrtf(d2) + 1e-6f) + 1e-7f;
   float lim = sqrtf(d2) + tol;
   float lim2 = lim * lim;
   wf_g3 acc = g3(0.0f, 0.0f, 0.0f);
   const int all[4] = {1, 1, 1, 1};
   wf_gstack4 S;
-  gstack4_init(&S, W, p, p, 0);
+  gstack4_init(&S, &m->bvh, p, p, 0);
   int c = 0, cnt = 0, more = 1;
   while (more) {
     if (c < 0) {
@@ -932,7 +969,7 @@ WF_G wf_g3 gmesh_pseudo_normal(const wf_gmesh *m, wf_g3 p, wf_g3 q, float d2, fl
       continue;
     }
     float d4[4];
-    gbox4_dist2(&W[c], p, d4);
+    gdisc4_dist2(&D[c], &W[c], p, d4);
     more = gstack4_push(&S, c, d4, all, lim2, 1, &c, &cnt) || gstack4_pop(&S, lim2, 1, &c, &cnt);
   }
   return acc;

@@ -12,6 +12,9 @@
 */
 #include <math.h>
 #include <pthread.h>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +38,8 @@ struct wf_geom {
   int *items;
   wf_gwind *wind;  /* meshes: per wide lane (4 w + j) */
   wf_gnode4 *wide; /* meshes: the tree 4-wide (bvh4.c) */
+  wf_gdisc4 *disc; /* meshes: the lanes' surface bounds (query.h), per wide node */
+  float *nsum;     /* meshes: per lane (4 w + j), its faces' summed normals ab x ac */
   int *leaves;     /* meshes: the leaf lanes in slot order (refit) */
   int nleaves;
   int nnodes, nwide;
@@ -105,21 +110,70 @@ static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
 ** whole rows, the slots' vertex indices are read in order and the points
 ** they name are prefetched a few blocks ahead (read in leaf order, they
 ** missed the cache and the refit waited on them). Ranges of leaves run
-** on the runtime's thread pool. Then the inner lanes, each the union of
-** its child's lanes: bvh4.c numbers the wide nodes depth first, children
-** after their parents, so a walk backwards takes children first. */
+** on the runtime's thread pool, each leaf lane also taking its surface
+** bound (wf_gdisc4). Then the inner lanes, each the union of its child's
+** lanes, box and bound: bvh4.c numbers the wide nodes depth first,
+** children after their parents, so a walk backwards takes children
+** first. */
 #define REFIT_LEAVES 512 /* leaves per pool chunk */
 #define REFIT_AHEAD 64   /* slots of points prefetched ahead */
 
+/* Lanes' sums and maxima. */
+static float glsum(wf_gl v) {
+  float x = 0.0f;
+  for (int l = 0; l < WF_GL; l++)
+    x += gllane(v, l);
+  return x;
+}
+static float glhmax(wf_gl v) {
+  float x = gllane(v, 0);
+  for (int l = 1; l < WF_GL; l++)
+    x = gmax(x, gllane(v, l));
+  return x;
+}
+
+/* the refit's vector code in one function, its accumulators in registers */
+#if defined(__GNUC__)
+#define WF_REFIT_INLINE inline __attribute__((always_inline))
+#else
+#define WF_REFIT_INLINE inline
+#endif
+
+/* What a leaf's slots add up to, in vector lanes: the box [lo, hi], the
+** summed normals ab x ac (s), and, from the leaf's centre o and unit
+** normal n, the largest squared distance (r2) and height (t) of a vertex.
+** Lanes outside the leaf take the vertex f of the leaf (each corner) in
+** place of theirs: that changes no box or maximum and adds a normal of 0,
+** so the sums need no masks. */
+typedef struct leaf_acc {
+  wf_gl lo[3], hi[3], s[3], r2, t;
+  wf_gl o[3], n[3], f[3];
+} leaf_acc;
+
+/* The vertices v (rows as gtri_rows gives them) of the lanes in into A. */
+static WF_REFIT_INLINE void acc_add(leaf_acc *A, const wf_gl *v, wf_glm in) {
+  wf_gl w[9];
+  for (int r = 0; r < 9; r++) {
+    w[r] = glsel(in, v[r], A->f[r % 3]);
+    A->lo[r % 3] = glmin(A->lo[r % 3], w[r]), A->hi[r % 3] = glmax(A->hi[r % 3], w[r]);
+  }
+  for (int i = 0; i < 3; i++) {
+    wf_gl dx = w[3 * i] - A->o[0], dy = w[3 * i + 1] - A->o[1], dz = w[3 * i + 2] - A->o[2];
+    wf_gl h = A->n[0] * dx + A->n[1] * dy + A->n[2] * dz;
+    A->r2 = glmax(A->r2, dx * dx + dy * dy + dz * dz), A->t = glmax(A->t, glmax(h, -h));
+  }
+  wf_gl ab[3], ac[3];
+  for (int a = 0; a < 3; a++)
+    ab[a] = w[3 + a] - w[a], ac[a] = w[6 + a] - w[a];
+  A->s[0] += ab[1] * ac[2] - ab[2] * ac[1];
+  A->s[1] += ab[2] * ac[0] - ab[0] * ac[2];
+  A->s[2] += ab[0] * ac[1] - ab[1] * ac[0];
+}
+
 /* The block of triangles from slot k0 (a multiple of WF_GTB): the
-** vertices of its slots (zeros past the last, as the padding is) and
-** their bounds (query.h, rows 9-15), WF_GL slots at a time in the
-** arithmetic of one triangle per lane: a unit normal (none for degenerate
-** and sliver triangles, whose normal rounding could tilt so that it would
-** not bound their points), the centroid and the radius of the ball
-** around it holding the vertices. The vertices of the slots below k1
-** widen the box of lanes [lo, hi]. */
-static void tri_block(const wf_geom *g, int k0, int k1, wf_gl *lo, wf_gl *hi) {
+** vertices of its slots (zeros past the last, as the padding is), WF_GL
+** slots at a time; the slots below k1 go into A. */
+static WF_REFIT_INLINE void tri_block(const wf_geom *g, int k0, int k1, leaf_acc *A) {
   const wf_gmesh *m = &g->d.mesh;
   float *t = g->tris + gtri_at(k0, 0);
 #if defined(__GNUC__)
@@ -129,6 +183,27 @@ static void tri_block(const wf_geom *g, int k0, int k1, wf_gl *lo, wf_gl *hi) {
 #endif
   for (int j = 0; j < WF_GTB; j += WF_GL) {
     wf_gl v[9]; /* a.x a.y a.z b.x ... c.z */
+#if defined(__SSE__) && WF_GL == 4
+    /* each vertex as one vector (x, y, z, 0), four slots' transposed */
+    for (int i = 0; i < 3; i++) {
+      __m128 q[4];
+      for (int l = 0; l < 4; l++) {
+        int64_t k = (int64_t)k0 + j + l;
+        int pi = k < g->nprims ? g->sidx[3 * k + i] : -1;
+        const float *x = &m->points[pi < 0 ? 0 : pi].x;
+        /* 16 bytes from the vertex (the next one's x in lane 3, unused),
+        ** but not past the last */
+        q[l] = pi < 0                ? _mm_setzero_ps()
+               : pi + 1 < m->npoints ? _mm_loadu_ps(x)
+                                     : _mm_set_ps(0.0f, x[2], x[1], x[0]);
+      }
+      __m128 t0 = _mm_unpacklo_ps(q[0], q[1]), t1 = _mm_unpacklo_ps(q[2], q[3]);
+      __m128 t2 = _mm_unpackhi_ps(q[0], q[1]), t3 = _mm_unpackhi_ps(q[2], q[3]);
+      v[3 * i] = (wf_gl)_mm_movelh_ps(t0, t1);
+      v[3 * i + 1] = (wf_gl)_mm_movehl_ps(t1, t0);
+      v[3 * i + 2] = (wf_gl)_mm_movelh_ps(t2, t3);
+    }
+#else
     for (int l = 0; l < WF_GL; l++) {
       int64_t k = (int64_t)k0 + j + l;
       for (int i = 0; i < 3; i++) {
@@ -136,72 +211,211 @@ static void tri_block(const wf_geom *g, int k0, int k1, wf_gl *lo, wf_gl *hi) {
         glset(&v[3 * i], l, p.x), glset(&v[3 * i + 1], l, p.y), glset(&v[3 * i + 2], l, p.z);
       }
     }
-    wf_glm in = glidx() + glmk(k0 + j) < glmk(k1);
-    for (int r = 0; r < 9; r++) {
-      lo[r % 3] = glsel(in, glmin(lo[r % 3], v[r]), lo[r % 3]);
-      hi[r % 3] = glsel(in, glmax(hi[r % 3], v[r]), hi[r % 3]);
-    }
-    const wf_gl third = glk(1.0f / 3.0f);
-    wf_gl o[3], ab[3], ac[3], r2 = glk(0.0f);
-    for (int a = 0; a < 3; a++) {
-      o[a] = (v[a] + v[3 + a] + v[6 + a]) * third;
-      ab[a] = v[3 + a] - v[a], ac[a] = v[6 + a] - v[a];
-    }
-    for (int i = 0; i < 3; i++) {
-      wf_gl dx = v[3 * i] - o[0], dy = v[3 * i + 1] - o[1], dz = v[3 * i + 2] - o[2];
-      r2 = glmax(r2, dx * dx + dy * dy + dz * dz);
-    }
-    wf_gl n[3] = {ab[1] * ac[2] - ab[2] * ac[1], ab[2] * ac[0] - ab[0] * ac[2],
-                  ab[0] * ac[1] - ab[1] * ac[0]};
-    wf_gl l2 = n[0] * n[0] + n[1] * n[1] + n[2] * n[2];
-    wf_gl ab2 = ab[0] * ab[0] + ab[1] * ab[1] + ab[2] * ab[2];
-    wf_gl ac2 = ac[0] * ac[0] + ac[1] * ac[1] + ac[2] * ac[2];
-    wf_glm tilt = ~(l2 > glk(1e-4f) * ab2 * ac2);
-    wf_gl inv = glk(0.0f), R = glk(0.0f);
-    for (int l = 0; l < WF_GL; l++)
-      glset(&inv, l, 1.0f / sqrtf(gllane(l2, l))), glset(&R, l, sqrtf(gllane(r2, l)));
+#endif
     for (int r = 0; r < 9; r++)
       glstore(t + r * WF_GTB + j, v[r]);
-    for (int a = 0; a < 3; a++) {
-      glstore(t + (9 + a) * WF_GTB + j, glsel(tilt, glk(0.0f), n[a] * inv));
-      glstore(t + (12 + a) * WF_GTB + j, o[a]);
-    }
-    glstore(t + 15 * WF_GTB + j, R);
+    acc_add(A, v, glidx() + glmk(k0 + j) < glmk(k1));
   }
 }
 
-/* The leaf of slots [k0, k1): the blocks that start in it, and its box. */
-static void leaf_refit(const wf_geom *g, int k0, int k1, float *lo, float *hi) {
+/* Rounding slack of a lane's r and t (gdisc4_dist2): a few ulps of the
+** coordinates around o and of the radius. */
+static float disc_slack(const float *o, float r) {
+  float m = gmax(fabsf(o[0]), gmax(fabsf(o[1]), fabsf(o[2])));
+  return (m + r) * (1.0f / 262144.0f);
+}
+
+/* n = s / |s|, or the z axis when s is 0 (the slab is then as thick as
+** the lane's points make it: any unit n bounds them). */
+static void disc_normal(const float *s, float *n) {
+  float l2 = s[0] * s[0] + s[1] * s[1] + s[2] * s[2];
+  if (l2 > 1e-30f && l2 < 3e38f) {
+    float inv = 1.0f / sqrtf(l2);
+    n[0] = s[0] * inv, n[1] = s[1] * inv, n[2] = s[2] * inv;
+  } else {
+    n[0] = 0.0f, n[1] = 0.0f, n[2] = 1.0f;
+  }
+}
+
+static void disc_store(wf_gdisc4 *D, int j, const float *n, const float *o, float r, float t) {
+  float e = disc_slack(o, r);
+  for (int a = 0; a < 3; a++)
+    D->n[a][j] = n[a], D->o[a][j] = o[a];
+  D->r[j] = r + e, D->t[j] = gmin(t, r) + e;
+}
+
+/* The leaf of slots [k0, k1): the blocks that start in it, its box
+** [lo, hi], its summed normals s and its bound, lane j of D, in one pass:
+** o and n are its first triangle's centroid and unit normal (near those
+** of the leaf's few faces, and known before the others are read). The
+** slots of a block that an earlier leaf started are read from the block
+** when that leaf came before in this thread's run (its slots from ready
+** on), else (another thread's to write) from the points, one at a time. */
+static void leaf_refit(const wf_geom *g, int k0, int k1, int ready, float *lo, float *hi,
+                       wf_gdisc4 *D, int j, float *s) {
   const wf_gmesh *m = &g->d.mesh;
   int kb = k0 + (WF_GTB - k0 % WF_GTB) % WF_GTB; /* the first block's start */
-  for (int k = k0; k < kb && k < k1; k++)
-    for (int v = 0; v < 3; v++) {
-      const wf_g3 p = m->points[g->sidx[3 * (int64_t)k + v]];
-      lo[0] = gmin(lo[0], p.x), lo[1] = gmin(lo[1], p.y), lo[2] = gmin(lo[2], p.z);
-      hi[0] = gmax(hi[0], p.x), hi[1] = gmax(hi[1], p.y), hi[2] = gmax(hi[2], p.z);
+  const int *f = g->sidx + 3 * (int64_t)k0;
+  wf_g3 a = m->points[f[0]], b = m->points[f[1]], c = m->points[f[2]];
+  wf_g3 x = g3cross(g3sub(b, a), g3sub(c, a));
+  float o[3] = {(a.x + b.x + c.x) * (1.0f / 3.0f), (a.y + b.y + c.y) * (1.0f / 3.0f),
+                (a.z + b.z + c.z) * (1.0f / 3.0f)},
+        n[3], xs[3] = {x.x, x.y, x.z};
+  disc_normal(xs, n);
+  leaf_acc A;
+  const float fa[3] = {a.x, a.y, a.z};
+  for (int q = 0; q < 3; q++) {
+    A.lo[q] = glk(lo[q]), A.hi[q] = glk(hi[q]), A.s[q] = glk(0.0f);
+    A.o[q] = glk(o[q]), A.n[q] = glk(n[q]), A.f[q] = glk(fa[q]);
+  }
+  A.r2 = A.t = glk(0.0f);
+  if (k0 < kb && kb - WF_GTB >= ready) {
+    /* the block this leaf starts in is written: its lanes from k0 */
+    const float *row = g->tris + gtri_at(kb - WF_GTB, 0);
+    wf_gl v[9];
+    for (int r = 0; r < 9; r++)
+      v[r] = glload(row + r * WF_GTB);
+    wf_glm lane = glidx() + glmk(kb - WF_GTB);
+    acc_add(&A, v, (lane >= glmk(k0)) & (lane < glmk(k1)));
+  } else {
+    for (int k = k0; k < kb && k < k1; k++) {
+      wf_gl v[9];
+      for (int i = 0; i < 3; i++) {
+        wf_g3 p = m->points[g->sidx[3 * (int64_t)k + i]];
+        v[3 * i] = glk(p.x), v[3 * i + 1] = glk(p.y), v[3 * i + 2] = glk(p.z);
+      }
+      acc_add(&A, v, glidx() < glmk(1));
     }
-  if (kb >= k1) return;
-  wf_gl l[3], h[3];
-  for (int a = 0; a < 3; a++)
-    l[a] = glk(lo[a]), h[a] = glk(hi[a]);
+  }
   for (int k = kb; k < k1; k += WF_GTB)
-    tri_block(g, k, k1, l, h);
-  for (int a = 0; a < 3; a++)
-    for (int j = 0; j < WF_GL; j++)
-      lo[a] = gmin(lo[a], gllane(l[a], j)), hi[a] = gmax(hi[a], gllane(h[a], j));
+    tri_block(g, k, k1, &A);
+  for (int q = 0; q < 3; q++)
+    lo[q] = -glhmax(-A.lo[q]), hi[q] = glhmax(A.hi[q]), s[q] = glsum(A.s[q]);
+  disc_store(D, j, n, o, sqrtf(glhmax(A.r2)), glhmax(A.t));
+}
+
+/* The bound of inner lane j of D (box [lo, hi]) from the used lanes of
+** its child node (C, their normal sums cs, 3 per lane): n from the
+** summed normals, o the box's centre, r the farthest of the children's
+** balls (or the box's half diagonal), t the farthest reach along n of
+** the children's cylinders (or of the box): a child lane's points
+** x = o' + a n' + b, |a| <= t', |b| <= r', lie within
+** |n.(o' - o)| + t' |n.n'| + r' |n x n'| of the plane through o (the sine
+** from the cross product: 1 - cos^2 cancels for near-parallel normals).
+** The children's lanes go side by side in vector lanes. */
+static void inner_disc(const wf_gdisc4 *C, const float *cs, int used, const float *lo,
+                       const float *hi, wf_gdisc4 *D, int j, float *s) {
+  float o[3], h[3], n[3];
+  for (int a = 0; a < 3; a++) {
+    o[a] = 0.5f * (lo[a] + hi[a]), h[a] = 0.5f * (hi[a] - lo[a]), s[a] = 0.0f;
+    for (int l = 0; l < used; l++)
+      s[a] += cs[3 * l + a];
+  }
+  disc_normal(s, n);
+  const wf_gl zero = glk(0.0f), nx = glk(n[0]), ny = glk(n[1]), nz = glk(n[2]);
+  wf_gl vr = zero, vt = zero;
+  for (int l = 0; l < 4; l += WF_GL) {
+    wf_glm in = glidx() + glmk(l) < glmk(used);
+    wf_gl dx = glload(&C->o[0][l]) - glk(o[0]), dy = glload(&C->o[1][l]) - glk(o[1]),
+          dz = glload(&C->o[2][l]) - glk(o[2]);
+    wf_gl cx = glload(&C->n[0][l]), cy = glload(&C->n[1][l]), cz = glload(&C->n[2][l]);
+    wf_gl rl = glload(&C->r[l]), tl = glload(&C->t[l]);
+    wf_gl xx = ny * cz - nz * cy, xy = nz * cx - nx * cz, xz = nx * cy - ny * cx;
+    wf_gl cosv = nx * cx + ny * cy + nz * cz, hd = nx * dx + ny * dy + nz * dz;
+    wf_gl reach = tl * glmax(cosv, -cosv) + rl * glsqrt(xx * xx + xy * xy + xz * xz);
+    wf_gl r = glsqrt(dx * dx + dy * dy + dz * dz) + rl;
+    vr = glmax(vr, glsel(in, r, zero));
+    vt = glmax(vt, glsel(in, glmax(hd, -hd) + glmin(rl, reach), zero));
+  }
+  float r = gmin(glhmax(vr), sqrtf(h[0] * h[0] + h[1] * h[1] + h[2] * h[2]));
+  float t = gmin(glhmax(vt), fabsf(n[0]) * h[0] + fabsf(n[1]) * h[1] + fabsf(n[2]) * h[2]);
+  disc_store(D, j, n, o, r, t);
 }
 
 /* wf_pool_fn: the leaves [begin, end) of g->leaves. */
 static void refit_leaves(void *p, int64_t begin, int64_t end) {
   wf_geom *g = p;
+  if (begin >= end) return;
+  const wf_gnode4 *first = &g->wide[g->leaves[begin] >> 2];
+  const int ready = ~first->child[g->leaves[begin] & 3];
   for (int64_t i = begin; i < end; i++) {
     wf_gnode4 *n = &g->wide[g->leaves[i] >> 2];
     int j = g->leaves[i] & 3;
     float lo[3] = {3.4e38f, 3.4e38f, 3.4e38f}, hi[3] = {-3.4e38f, -3.4e38f, -3.4e38f};
-    leaf_refit(g, ~n->child[j], ~n->child[j] + n->count[j], lo, hi);
+    leaf_refit(g, ~n->child[j], ~n->child[j] + n->count[j], ready, lo, hi,
+               &g->disc[g->leaves[i] >> 2], j, g->nsum + 3 * (size_t)g->leaves[i]);
     for (int a = 0; a < 3; a++)
       n->lo[a][j] = lo[a], n->hi[a][j] = hi[a];
   }
+}
+
+/* The inner lanes of wide node w: each the union of its child's lanes,
+** box and bound. */
+static void refit_inner(wf_geom *g, int w) {
+  wf_gnode4 *W = g->wide;
+  for (int j = 0; j < 4; j++) {
+    int c = W[w].child[j], used = 0;
+    if (c <= 0) continue; /* a leaf, or empty */
+    while (used < 4 && W[c].child[used])
+      used++;
+    float lo[3], hi[3];
+    for (int a = 0; a < 3; a++) {
+      wf_glm in = glidx() < glmk(used);
+      wf_gl l = glsel(in, glload(W[c].lo[a]), glk(3.4e38f));
+      wf_gl h = glsel(in, glload(W[c].hi[a]), glk(-3.4e38f));
+      lo[a] = -glhmax(-l), hi[a] = glhmax(h);
+      W[w].lo[a][j] = lo[a], W[w].hi[a][j] = hi[a];
+    }
+    inner_disc(&g->disc[c], g->nsum + 12 * (size_t)c, used, lo, hi, &g->disc[w], j,
+               g->nsum + 3 * (4 * (size_t)w + j));
+  }
+}
+
+/* Subtrees of wide nodes (each a range of numbers, bvh4.c) refit on the
+** pool once the leaves are: ranges[i] = {first, end}. */
+#define REFIT_RANGES 16
+typedef struct inner_job {
+  wf_geom *g;
+  int ranges[REFIT_RANGES][2];
+} inner_job;
+
+static void refit_ranges(void *p, int64_t begin, int64_t end) {
+  inner_job *J = p;
+  for (int64_t i = begin; i < end; i++)
+    for (int w = J->ranges[i][1] - 1; w >= J->ranges[i][0]; w--)
+      refit_inner(J->g, w);
+}
+
+/* Split the tree into at most REFIT_RANGES subtrees below a few top
+** nodes (top[], numbers in increasing order): the largest range gives way
+** to its children's, which in bvh4.c's depth-first numbering are
+** [c1, c2), [c2, c3), ... [ck, end) for the node's inner children
+** c1 < ... < ck in lane order. Returns the number of ranges, or 0 if the
+** numbering is not so (then the walk is serial). */
+static int split_ranges(const wf_geom *g, inner_job *J, int *top, int *ntop) {
+  int n = 1;
+  J->ranges[0][0] = 0, J->ranges[0][1] = g->nwide, *ntop = 0;
+  while (n < REFIT_RANGES - 3) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+      if (J->ranges[i][1] - J->ranges[i][0] > J->ranges[b][1] - J->ranges[b][0]) b = i;
+    int w = J->ranges[b][0], e = J->ranges[b][1], kids[4], k = 0;
+    for (int j = 0; j < 4; j++)
+      if (g->wide[w].child[j] > 0) kids[k++] = g->wide[w].child[j];
+    if (!k) break; /* the largest range is one node of leaves */
+    if (kids[0] != w + 1) return 0;
+    for (int q = 1; q < k; q++)
+      if (kids[q] <= kids[q - 1] || kids[q] >= e) return 0;
+    top[(*ntop)++] = w;
+    J->ranges[b][0] = J->ranges[--n][0], J->ranges[b][1] = J->ranges[n][1];
+    for (int q = 0; q < k; q++)
+      J->ranges[n][0] = kids[q], J->ranges[n][1] = q + 1 < k ? kids[q + 1] : e, n++;
+  }
+  return n;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
 }
 
 static void mesh_refit(wf_rt *rt, wf_geom *g) {
@@ -210,18 +424,18 @@ static void mesh_refit(wf_rt *rt, wf_geom *g) {
     wf_pool_run(pool, g->nleaves, REFIT_LEAVES, refit_leaves, g, NULL);
   else
     refit_leaves(g, 0, g->nleaves);
-  wf_gnode4 *W = g->wide;
-  for (int w = g->nwide - 1; w >= 0; w--)
-    for (int j = 0; j < 4; j++) {
-      int c = W[w].child[j];
-      if (c <= 0) continue; /* a leaf, or empty */
-      float lo[3] = {3.4e38f, 3.4e38f, 3.4e38f}, hi[3] = {-3.4e38f, -3.4e38f, -3.4e38f};
-      for (int l = 0; l < 4 && W[c].child[l]; l++)
-        for (int a = 0; a < 3; a++)
-          lo[a] = gmin(lo[a], W[c].lo[a][l]), hi[a] = gmax(hi[a], W[c].hi[a][l]);
-      for (int a = 0; a < 3; a++)
-        W[w].lo[a][j] = lo[a], W[w].hi[a][j] = hi[a];
-    }
+  inner_job J;
+  int top[REFIT_RANGES], ntop, n = pool ? split_ranges(g, &J, top, &ntop) : 0;
+  if (!n) {
+    for (int w = g->nwide - 1; w >= 0; w--)
+      refit_inner(g, w);
+    return;
+  }
+  J.g = g;
+  wf_pool_run(pool, n, 1, refit_ranges, &J, NULL);
+  qsort(top, (size_t)ntop, sizeof *top, cmp_int);
+  for (int i = ntop - 1; i >= 0; i--) /* children after parents */
+    refit_inner(g, top[i]);
 }
 
 /* The leaf lanes 4 w + j in slot order (g->leaves; slots start leaves at
@@ -348,7 +562,7 @@ static const void *host_view(wf_rt *rt, wf_geom *g, int k, const wf_array *a, in
 #define ALIGN64(x) (((x) + 63) & ~(size_t)63)
 
 /* The kernels' image: descriptor, nodes, items, triangles, winding data,
-** with every pointer a device address. */
+** wide nodes and their bounds, with every pointer a device address. */
 static int upload(wf_rt *rt, wf_geom *g) {
   if (g->device == WF_DEVICE_CPU) return 0;
   const wf_device_ops *ops = wf_device_ops_for(rt, g->device);
@@ -360,7 +574,8 @@ static int upload(wf_rt *rt, wf_geom *g) {
   size_t o_wind = o_tris + ALIGN64(ntris * sizeof(float));
   size_t nw = (size_t)g->nwide,
          o_wide = o_wind + (g->wind ? ALIGN64(4 * nw * sizeof(wf_gwind)) : 0);
-  size_t total = o_wide + nw * sizeof(wf_gnode4);
+  size_t o_disc = o_wide + ALIGN64(nw * sizeof(wf_gnode4));
+  size_t total = o_disc + (g->disc ? nw * sizeof(wf_gdisc4) : 0);
   int rc;
   if (!g->dbuf && (rc = ops->buffer_new(rt, g->device, total, &g->dbuf))) return rc;
   char *base = g->dbuf->ptr;
@@ -389,6 +604,7 @@ static int upload(wf_rt *rt, wf_geom *g) {
   bvh->items = (const int *)(base + o_items);
   bvh->wind = g->wind ? (const wf_gwind *)(base + o_wind) : NULL;
   bvh->wide = g->wide ? (const wf_gnode4 *)(base + o_wide) : NULL;
+  bvh->disc = g->disc ? (const wf_gdisc4 *)(base + o_disc) : NULL;
   if ((rc = ops->copy(rt, g->device, base, WF_DEVICE_CPU, &d, sizeof d)) ||
       (rc = ops->copy(rt, g->device, base + o_items, WF_DEVICE_CPU, g->items, n * sizeof(int))))
     return rc;
@@ -403,6 +619,9 @@ static int upload(wf_rt *rt, wf_geom *g) {
     return rc;
   if (g->wide && (rc = ops->copy(rt, g->device, base + o_wide, WF_DEVICE_CPU, g->wide,
                                  nw * sizeof(wf_gnode4))))
+    return rc;
+  if (g->disc && (rc = ops->copy(rt, g->device, base + o_disc, WF_DEVICE_CPU, g->disc,
+                                 nw * sizeof(wf_gdisc4))))
     return rc;
   return 0;
 }
@@ -448,6 +667,11 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
       memcpy(g->sidx + 3 * (size_t)k, g->d.mesh.indices + 3 * (size_t)g->items[k], 3 * sizeof(int));
     if (threaded) pthread_join(th, NULL);
     if (!g->sidx || job.rc || list_leaves(g)) goto oom;
+    size_t db = (size_t)g->nwide * sizeof(wf_gdisc4);
+    g->disc = aligned_alloc(64, db);
+    g->nsum = malloc(12 * sizeof(float) * (size_t)g->nwide);
+    if (!g->disc || !g->nsum) goto oom;
+    memset(g->disc, 0, db); /* empty lanes: zeros */
     /* every mesh query walks the wide nodes */
     wf_bvh_scratch_give(scratch, WF_BVH_NODES, g->nodes, nodes_bytes);
     g->nodes = NULL, g->nnodes = 0;
@@ -464,6 +688,7 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   bvh->items = g->items;
   bvh->wind = g->wind;
   bvh->wide = g->wide;
+  bvh->disc = g->disc;
   bvh->nnodes = g->nnodes;
   bvh->nwide = g->nwide;
   bvh->nitems = n;
@@ -667,6 +892,8 @@ void wf_geom_free(wf_geom *g) {
   free(g->items);
   free(g->wind);
   free(g->wide);
+  free(g->disc);
+  free(g->nsum);
   free(g->leaves);
   free(g->lo);
   free(g->hi);
