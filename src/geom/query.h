@@ -79,14 +79,15 @@ typedef struct wf_gnode4 {
 /* A bound on the surface under each lane of a wide node (meshes), for
 ** point queries, where the boxes of a curved surface's patches are loose
 ** (a patch at 45 degrees to the axes fills a box as thick as it is
-** wide): a unit normal n, the centre o of the lane's box, the radius r of
-** a ball around o and the half-thickness t of a slab through o across n
-** that both hold the lane's triangles. Their points lie in the cylinder
-** of radius r and height 2 t around the axis through o along n, whose
-** distance from a point bounds theirs (gdisc4_dist2). Lanes with no
-** normal (degenerate faces, or normals that cancel) have t = r. */
+** wide): a unit normal n and the half-thickness t of a slab across n
+** through the centre o of the lane's box that holds the lane's
+** triangles. They lie in the ball around o of the box's half diagonal r
+** too, so in the cylinder of radius r and height 2 t around the axis
+** through o along n, whose distance from a point bounds theirs
+** (gdisc4_dist2). Lanes with no normal (degenerate faces, or normals that
+** cancel) have some n and t = r. One cache line per wide node. */
 typedef struct wf_gdisc4 {
-  float n[3][4], o[3][4], r[4], t[4];
+  float n[3][4], t[4];
 } wf_gdisc4;
 
 typedef struct wf_gbvh {
@@ -610,23 +611,24 @@ WF_G void gbox4_ray(const wf_gnode4 *w, const float *o, const float *inv, float 
 ** height of p over the slab, rho its distance from the axis (from the
 ** cross product n x (p - o), which does not cancel as |p - o|^2 - h^2
 ** would). The rounding of either, a few ulps of |p - o|^2 + r^2, is
-** covered by the (|p - o|^2 + r^2 + t^2) / 2^14 taken off the cylinder's
-** part (refit rounds r and t up, src/runtime/geom_mesh.c). */
+** covered by the (|p - o|^2 + r^2) / 2^14 taken off the cylinder's part
+** (refit rounds t up, src/runtime/geom_mesh.c). */
 WF_G void gdisc4_dist2(const wf_gdisc4 *D, const wf_gnode4 *w, wf_g3 p, float *d) {
-  const wf_gl px = glk(p.x), py = glk(p.y), pz = glk(p.z), zero = glk(0.0f);
+  const wf_gl px = glk(p.x), py = glk(p.y), pz = glk(p.z), zero = glk(0.0f), half = glk(0.5f);
   for (int j = 0; j < 4; j += WF_GL) {
-    wf_gl bx = glmax(glmax(glload(&w->lo[0][j]) - px, px - glload(&w->hi[0][j])), zero);
-    wf_gl by = glmax(glmax(glload(&w->lo[1][j]) - py, py - glload(&w->hi[1][j])), zero);
-    wf_gl bz = glmax(glmax(glload(&w->lo[2][j]) - pz, pz - glload(&w->hi[2][j])), zero);
+    wf_gl lx = glload(&w->lo[0][j]), ly = glload(&w->lo[1][j]), lz = glload(&w->lo[2][j]);
+    wf_gl ux = glload(&w->hi[0][j]), uy = glload(&w->hi[1][j]), uz = glload(&w->hi[2][j]);
+    wf_gl bx = glmax(glmax(lx - px, px - ux), zero), by = glmax(glmax(ly - py, py - uy), zero),
+          bz = glmax(glmax(lz - pz, pz - uz), zero);
+    wf_gl hx = (ux - lx) * half, hy = (uy - ly) * half, hz = (uz - lz) * half;
+    wf_gl dx = px - (lx + ux) * half, dy = py - (ly + uy) * half, dz = pz - (lz + uz) * half;
     wf_gl nx = glload(&D->n[0][j]), ny = glload(&D->n[1][j]), nz = glload(&D->n[2][j]);
-    wf_gl dx = px - glload(&D->o[0][j]), dy = py - glload(&D->o[1][j]),
-          dz = pz - glload(&D->o[2][j]);
-    wf_gl r = glload(&D->r[j]), t = glload(&D->t[j]);
+    wf_gl r2 = hx * hx + hy * hy + hz * hz, r = glsqrt(r2), t = glload(&D->t[j]);
     wf_gl h = nx * dx + ny * dy + nz * dz;
     wf_gl cx = ny * dz - nz * dy, cy = nz * dx - nx * dz, cz = nx * dy - ny * dx;
     wf_gl rho = glsqrt(cx * cx + cy * cy + cz * cz);
     wf_gl hs = glmax(glmax(h, -h) - t, zero), e = glmax(rho - r, zero);
-    wf_gl slack = (dx * dx + dy * dy + dz * dz + r * r + t * t) * (1.0f / 16384.0f);
+    wf_gl slack = (dx * dx + dy * dy + dz * dz + r2) * (1.0f / 16384.0f);
     glstore(d + j, glmax(bx * bx + by * by + bz * bz, hs * hs + e * e - slack));
   }
 }
@@ -889,8 +891,7 @@ WF_G int gmesh_closest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *
     for (int j = 0; j < 4; j++) {
       int ch = W[c].child[j];
       if (ch > 0 && d4[j] < bd) {
-        WF_GPREFETCH(&W[ch]), WF_GPREFETCH((const char *)&W[ch] + 64);
-        WF_GPREFETCH(&D[ch]), WF_GPREFETCH((const char *)&D[ch] + 64);
+        WF_GPREFETCH(&W[ch]), WF_GPREFETCH((const char *)&W[ch] + 64), WF_GPREFETCH(&D[ch]);
       } else if (ch < 0 && d4[j] < bd) {
         const float *t = m->tris + gtri_at(~ch, 0);
         WF_GPREFETCH(t), WF_GPREFETCH(t + 16), WF_GPREFETCH(t + 32);

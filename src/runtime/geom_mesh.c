@@ -140,13 +140,14 @@ static float glhmax(wf_gl v) {
 #endif
 
 /* What a leaf's slots add up to, in vector lanes: the box [lo, hi], the
-** summed normals ab x ac (s), and, from the leaf's centre o and unit
-** normal n, the largest squared distance (r2) and height (t) of a vertex.
+** summed normals ab x ac (s), and the largest height t of a vertex over
+** the plane through o across n (the leaf's first triangle's centroid and
+** unit normal).
 ** Lanes outside the leaf take the vertex f of the leaf (each corner) in
 ** place of theirs: that changes no box or maximum and adds a normal of 0,
 ** so the sums need no masks. */
 typedef struct leaf_acc {
-  wf_gl lo[3], hi[3], s[3], r2, t;
+  wf_gl lo[3], hi[3], s[3], t;
   wf_gl o[3], n[3], f[3];
 } leaf_acc;
 
@@ -158,9 +159,9 @@ static WF_REFIT_INLINE void acc_add(leaf_acc *A, const wf_gl *v, wf_glm in) {
     A->lo[r % 3] = glmin(A->lo[r % 3], w[r]), A->hi[r % 3] = glmax(A->hi[r % 3], w[r]);
   }
   for (int i = 0; i < 3; i++) {
-    wf_gl dx = w[3 * i] - A->o[0], dy = w[3 * i + 1] - A->o[1], dz = w[3 * i + 2] - A->o[2];
-    wf_gl h = A->n[0] * dx + A->n[1] * dy + A->n[2] * dz;
-    A->r2 = glmax(A->r2, dx * dx + dy * dy + dz * dz), A->t = glmax(A->t, glmax(h, -h));
+    wf_gl h = A->n[0] * (w[3 * i] - A->o[0]) + A->n[1] * (w[3 * i + 1] - A->o[1]) +
+              A->n[2] * (w[3 * i + 2] - A->o[2]);
+    A->t = glmax(A->t, glmax(h, -h));
   }
   wf_gl ab[3], ac[3];
   for (int a = 0; a < 3; a++)
@@ -218,11 +219,11 @@ static WF_REFIT_INLINE void tri_block(const wf_geom *g, int k0, int k1, leaf_acc
   }
 }
 
-/* Rounding slack of a lane's r and t (gdisc4_dist2): a few ulps of the
-** coordinates around o and of the radius. */
-static float disc_slack(const float *o, float r) {
-  float m = gmax(fabsf(o[0]), gmax(fabsf(o[1]), fabsf(o[2])));
-  return (m + r) * (1.0f / 262144.0f);
+/* A lane's box [lo, hi] as its centre o, half extents h and half diagonal. */
+static float box_ball(const float *lo, const float *hi, float *o, float *h) {
+  for (int a = 0; a < 3; a++)
+    o[a] = 0.5f * (lo[a] + hi[a]), h[a] = 0.5f * (hi[a] - lo[a]);
+  return sqrtf(h[0] * h[0] + h[1] * h[1] + h[2] * h[2]);
 }
 
 /* n = s / |s|, or the z axis when s is 0 (the slab is then as thick as
@@ -237,11 +238,13 @@ static void disc_normal(const float *s, float *n) {
   }
 }
 
+/* Lane j's bound: n and t, at most r (any unit n bounds the ball), rounded
+** up by a few ulps of the coordinates around o and of r. */
 static void disc_store(wf_gdisc4 *D, int j, const float *n, const float *o, float r, float t) {
-  float e = disc_slack(o, r);
+  float m = gmax(fabsf(o[0]), gmax(fabsf(o[1]), fabsf(o[2])));
   for (int a = 0; a < 3; a++)
-    D->n[a][j] = n[a], D->o[a][j] = o[a];
-  D->r[j] = r + e, D->t[j] = gmin(t, r) + e;
+    D->n[a][j] = n[a];
+  D->t[j] = gmin(t, r) + (m + r) * (1.0f / 262144.0f);
 }
 
 /* The leaf of slots [k0, k1): the blocks that start in it, its box
@@ -268,7 +271,7 @@ static void leaf_refit(const wf_geom *g, int k0, int k1, int ready, float *lo, f
     A.lo[q] = glk(lo[q]), A.hi[q] = glk(hi[q]), A.s[q] = glk(0.0f);
     A.o[q] = glk(o[q]), A.n[q] = glk(n[q]), A.f[q] = glk(fa[q]);
   }
-  A.r2 = A.t = glk(0.0f);
+  A.t = glk(0.0f);
   if (k0 < kb && kb - WF_GTB >= ready) {
     /* the block this leaf starts in is written: its lanes from k0 */
     const float *row = g->tris + gtri_at(kb - WF_GTB, 0);
@@ -291,43 +294,45 @@ static void leaf_refit(const wf_geom *g, int k0, int k1, int ready, float *lo, f
     tri_block(g, k, k1, &A);
   for (int q = 0; q < 3; q++)
     lo[q] = -glhmax(-A.lo[q]), hi[q] = glhmax(A.hi[q]), s[q] = glsum(A.s[q]);
-  disc_store(D, j, n, o, sqrtf(glhmax(A.r2)), glhmax(A.t));
+  /* the slab moves from the first centroid to the box's centre */
+  float ob[3], h[3], r = box_ball(lo, hi, ob, h);
+  float shift = fabsf(n[0] * (o[0] - ob[0]) + n[1] * (o[1] - ob[1]) + n[2] * (o[2] - ob[2]));
+  disc_store(D, j, n, ob, r, glhmax(A.t) + shift);
 }
 
 /* The bound of inner lane j of D (box [lo, hi]) from the used lanes of
-** its child node (C, their normal sums cs, 3 per lane): n from the
-** summed normals, o the box's centre, r the farthest of the children's
-** balls (or the box's half diagonal), t the farthest reach along n of
-** the children's cylinders (or of the box): a child lane's points
+** its child node C (D' their bounds, cs their normal sums, 3 per lane):
+** n from the summed normals, t the farthest reach along n of the
+** children's cylinders (or of the box): a child lane's points
 ** x = o' + a n' + b, |a| <= t', |b| <= r', lie within
 ** |n.(o' - o)| + t' |n.n'| + r' |n x n'| of the plane through o (the sine
 ** from the cross product: 1 - cos^2 cancels for near-parallel normals).
 ** The children's lanes go side by side in vector lanes. */
-static void inner_disc(const wf_gdisc4 *C, const float *cs, int used, const float *lo,
-                       const float *hi, wf_gdisc4 *D, int j, float *s) {
-  float o[3], h[3], n[3];
+static void inner_disc(const wf_gnode4 *C, const wf_gdisc4 *Dc, const float *cs, int used,
+                       const float *lo, const float *hi, wf_gdisc4 *D, int j, float *s) {
+  float o[3], h[3], n[3], r = box_ball(lo, hi, o, h);
   for (int a = 0; a < 3; a++) {
-    o[a] = 0.5f * (lo[a] + hi[a]), h[a] = 0.5f * (hi[a] - lo[a]), s[a] = 0.0f;
+    s[a] = 0.0f;
     for (int l = 0; l < used; l++)
       s[a] += cs[3 * l + a];
   }
   disc_normal(s, n);
-  const wf_gl zero = glk(0.0f), nx = glk(n[0]), ny = glk(n[1]), nz = glk(n[2]);
-  wf_gl vr = zero, vt = zero;
+  const wf_gl zero = glk(0.0f), half = glk(0.5f), nx = glk(n[0]), ny = glk(n[1]), nz = glk(n[2]);
+  wf_gl vt = zero;
   for (int l = 0; l < 4; l += WF_GL) {
     wf_glm in = glidx() + glmk(l) < glmk(used);
-    wf_gl dx = glload(&C->o[0][l]) - glk(o[0]), dy = glload(&C->o[1][l]) - glk(o[1]),
-          dz = glload(&C->o[2][l]) - glk(o[2]);
-    wf_gl cx = glload(&C->n[0][l]), cy = glload(&C->n[1][l]), cz = glload(&C->n[2][l]);
-    wf_gl rl = glload(&C->r[l]), tl = glload(&C->t[l]);
+    wf_gl d[3], e[3];
+    for (int a = 0; a < 3; a++) {
+      wf_gl cl = glload(&C->lo[a][l]), ch = glload(&C->hi[a][l]);
+      d[a] = (cl + ch) * half - glk(o[a]), e[a] = (ch - cl) * half;
+    }
+    wf_gl cx = glload(&Dc->n[0][l]), cy = glload(&Dc->n[1][l]), cz = glload(&Dc->n[2][l]);
+    wf_gl rl = glsqrt(e[0] * e[0] + e[1] * e[1] + e[2] * e[2]), tl = glload(&Dc->t[l]);
     wf_gl xx = ny * cz - nz * cy, xy = nz * cx - nx * cz, xz = nx * cy - ny * cx;
-    wf_gl cosv = nx * cx + ny * cy + nz * cz, hd = nx * dx + ny * dy + nz * dz;
+    wf_gl cosv = nx * cx + ny * cy + nz * cz, hd = nx * d[0] + ny * d[1] + nz * d[2];
     wf_gl reach = tl * glmax(cosv, -cosv) + rl * glsqrt(xx * xx + xy * xy + xz * xz);
-    wf_gl r = glsqrt(dx * dx + dy * dy + dz * dz) + rl;
-    vr = glmax(vr, glsel(in, r, zero));
     vt = glmax(vt, glsel(in, glmax(hd, -hd) + glmin(rl, reach), zero));
   }
-  float r = gmin(glhmax(vr), sqrtf(h[0] * h[0] + h[1] * h[1] + h[2] * h[2]));
   float t = gmin(glhmax(vt), fabsf(n[0]) * h[0] + fabsf(n[1]) * h[1] + fabsf(n[2]) * h[2]);
   disc_store(D, j, n, o, r, t);
 }
@@ -366,7 +371,7 @@ static void refit_inner(wf_geom *g, int w) {
       lo[a] = -glhmax(-l), hi[a] = glhmax(h);
       W[w].lo[a][j] = lo[a], W[w].hi[a][j] = hi[a];
     }
-    inner_disc(&g->disc[c], g->nsum + 12 * (size_t)c, used, lo, hi, &g->disc[w], j,
+    inner_disc(&W[c], &g->disc[c], g->nsum + 12 * (size_t)c, used, lo, hi, &g->disc[w], j,
                g->nsum + 3 * (4 * (size_t)w + j));
   }
 }
