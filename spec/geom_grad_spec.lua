@@ -30,6 +30,17 @@ local function point_kernel(query)
     end }
 end
 
+-- a closest point's position (continuous where u and v are not: at an
+-- edge or a vertex shared by faces)
+local position_k = weft.kernel{ id = weft.uint64, p = weft.array(vec3), out = weft.array(weft.float32),
+  function(id, p, out)
+    local i = weft.tid()
+    local q = weft.mesh_query_point_no_sign(id, p[i], 100.0)
+    if q.result then
+      out[i] = weft.dot(weft.mesh_eval_position(id, q.face, q.u, q.v), vec3(0.7, -1.1, 0.4))
+    end
+  end }
+
 local normal_k = weft.kernel{ id = weft.uint64, w = weft.array(vec3), out = weft.array(weft.float32),
   function(id, w, out)
     local i = weft.tid()
@@ -174,14 +185,7 @@ describe("mesh query gradients", function()
     -- edge or a vertex is as near to every face there, and which one the
     -- walk meets first (u and v) depends on the tree's bounds; the
     -- position they give does not
-    local k = weft.kernel{ id = weft.uint64, p = weft.array(vec3), out = weft.array(weft.float32),
-      function(id, p, out)
-        local i = weft.tid()
-        local q = weft.mesh_query_point_no_sign(id, p[i], 10.0)
-        if q.result then
-          out[i] = weft.dot(weft.mesh_eval_position(id, q.face, q.u, q.v), vec3(0.7, -1.1, 0.4))
-        end
-      end }
+    local k = position_k
     local pts, idx = G.sphere(10, 6, 0.15)
     local r = G.rng(9)
     local q = {}
@@ -195,14 +199,7 @@ describe("mesh query gradients", function()
     -- native answers on their segments (query.h: gclosest_flat) and the
     -- gradient's recompute must take the same point (u and v are not
     -- unique there: the position they give is)
-    local k = weft.kernel{ id = weft.uint64, p = weft.array(vec3), out = weft.array(weft.float32),
-      function(id, p, out)
-        local i = weft.tid()
-        local q = weft.mesh_query_point_no_sign(id, p[i], 100.0)
-        if q.result then
-          out[i] = weft.dot(weft.mesh_eval_position(id, q.face, q.u, q.v), vec3(0.7, -1.1, 0.4))
-        end
-      end }
+    local k = position_k
     local d = { 0.31, 0.52, 0.79 }
     local pts, idx, q = {}, {}, {}
     local function tri(o, a, b, c)
