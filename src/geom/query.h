@@ -855,11 +855,11 @@ WF_G float gmesh_sign_parity(const wf_gmesh *m, wf_g3 p) {
 
 /* Closest face to p strictly within lim: nearest lane first, lanes
 ** pushed with their bound (gdisc4_dist2) and skipped when the best
-** distance has shrunk below it since. On the CPU the children of the
-** lanes within the best distance are prefetched as they are pushed: most
-** are visited from the stack, after the nearest lane's subtree, and the
-** walk was waiting on their nodes, which miss the caches from one query
-** to the next. The best face is kept as its slot, looked up in items once. */
+** distance has shrunk below it since. On the CPU the children of a
+** node's lanes are prefetched as it is visited: most are visited from
+** the stack, after the nearest lane's subtree, and the walk was waiting
+** on their nodes, which miss the caches from one query to the next. The
+** best face is kept as its slot, looked up in items once. */
 WF_G int gmesh_closest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *wb, float *dist2) {
   if (!m || m->nfaces <= 0) return -1;
   const wf_gnode4 *W = m->bvh.wide;
@@ -888,11 +888,14 @@ WF_G int gmesh_closest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *
     float d4[4];
     gdisc4_dist2(&D[c], &W[c], p, d4);
 #if defined(WF_GPREFETCH)
+    /* every lane's: testing d4[j] < bd first cost more in mispredicted
+    ** branches than the prefetches of lanes the walk skips */
     for (int j = 0; j < 4; j++) {
       int ch = W[c].child[j];
-      if (ch > 0 && d4[j] < bd) {
+      if (!ch) break; /* the lanes in use come first */
+      if (ch > 0) {
         WF_GPREFETCH(&W[ch]), WF_GPREFETCH((const char *)&W[ch] + 64), WF_GPREFETCH(&D[ch]);
-      } else if (ch < 0 && d4[j] < bd) {
+      } else {
         const float *t = m->tris + gtri_at(~ch, 0);
         WF_GPREFETCH(t), WF_GPREFETCH(t + 16), WF_GPREFETCH(t + 32);
       }
