@@ -219,8 +219,6 @@ typedef struct build {
   rec *recs;
   wf_gnode *nodes;
   int *items;
-  wf_bvh_leaf_fn leaf;
-  void *ctx;
   int nnodes; /* __atomic */
   int idle;   /* __atomic: cores with no thread working on them */
 } build;
@@ -246,7 +244,6 @@ static void make_leaf(build *B, wf_gnode *n, int begin, int end) {
   n->b = -(end - begin);
   for (int i = begin; i < end; i++)
     B->items[i] = rec_id(&B->recs[i]);
-  if (B->leaf) B->leaf(B->ctx, B->items, begin, end);
 }
 
 static void subtree(build *B, task *t);
@@ -573,10 +570,7 @@ static __attribute__((noinline)) void find_split(const rec *R, const task *t, sp
   int count = t->end - t->begin;
   float clo[4], chi[4], ext[3], scale[3];
   vbox cb = t->cb;
-  float c0[4], c1[4];
-  v4_st(c0, cb.lo);
-  v4_st(c1, cb.hi);
-  if (!(c0[0] <= c1[0])) { /* no centroid bounds: the parent was a small node */
+  if (count < ONE_AXIS) { /* the centroid bounds: the parent has none */
     cb = vbox_empty();
     for (int i = t->begin; i < t->end; i++) {
       v4 c = v4_add(rec_lo(&R[i]), rec_hi(&R[i]));
@@ -752,16 +746,15 @@ void wf_bvh_scratch_free(wf_bvh_scratch *s) {
     free(s->p[k]), s->p[k] = NULL, s->size[k] = 0;
 }
 
-static int build_tree(int n, const float *lo, const float *hi, wf_bvh_boxes_fn fn,
-                      wf_bvh_leaf_fn leaf, void *ctx, int nthreads, wf_bvh_scratch *s,
-                      wf_gnode **nodes, int **items, int *nnodes, size_t *nodes_bytes) {
+static int build_tree(int n, const float *lo, const float *hi, wf_bvh_boxes_fn fn, void *ctx,
+                      int nthreads, wf_bvh_scratch *s, wf_gnode **nodes, int **items, int *nnodes,
+                      size_t *nodes_bytes) {
   *nodes = NULL;
   *items = NULL;
   *nnodes = 0;
   if (n <= 0) return 0;
   build B;
   memset(&B, 0, sizeof B);
-  B.leaf = leaf, B.ctx = ctx;
   size_t rbytes = sizeof(rec) * (size_t)n;
   B.recs = wf_bvh_scratch_take(s, WF_BVH_RECS, rbytes);
   B.items = malloc(sizeof(int) * (size_t)n);
@@ -808,13 +801,12 @@ static int build_tree(int n, const float *lo, const float *hi, wf_bvh_boxes_fn f
 
 int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads, wf_gnode **nodes,
                  int **items, int *nnodes) {
-  return build_tree(n, lo, hi, NULL, NULL, NULL, nthreads, NULL, nodes, items, nnodes, NULL);
+  return build_tree(n, lo, hi, NULL, NULL, nthreads, NULL, nodes, items, nnodes, NULL);
 }
 
-int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, wf_bvh_leaf_fn leaf, void *ctx, int nthreads,
-                    wf_bvh_scratch *s, wf_gnode **nodes, int **items, int *nnodes,
-                    size_t *nodes_bytes) {
-  return build_tree(n, NULL, NULL, fn, leaf, ctx, nthreads, s, nodes, items, nnodes, nodes_bytes);
+int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, void *ctx, int nthreads, wf_bvh_scratch *s,
+                    wf_gnode **nodes, int **items, int *nnodes, size_t *nodes_bytes) {
+  return build_tree(n, NULL, NULL, fn, ctx, nthreads, s, nodes, items, nnodes, nodes_bytes);
 }
 
 /* Refit: children before parents; nodes a box of 4 floats each side */

@@ -37,17 +37,12 @@ WF_INTERNAL void *wf_bvh_scratch_take(wf_bvh_scratch *s, int k, size_t bytes);
 ** freed). */
 WF_INTERNAL void wf_bvh_scratch_give(wf_bvh_scratch *s, int k, void *p, size_t bytes);
 WF_INTERNAL void wf_bvh_scratch_free(wf_bvh_scratch *s);
-/* A leaf's slots [begin, end) of items, filled in; called on the build's
-** threads, once per leaf. */
-typedef void (*wf_bvh_leaf_fn)(void *ctx, const int *items, int begin, int end);
 /* wf_bvh_build over the boxes fn gives (no arrays of all the boxes), with
 ** the records from s and, when s is set, the nodes too: the caller gives
-** them back (WF_BVH_NODES, *nodes_bytes bytes) when done with them. leaf
-** (NULL: none) sees every leaf as it is made, so that per-slot data in
-** leaf order fills on the build's threads. */
-WF_INTERNAL int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, wf_bvh_leaf_fn leaf, void *ctx,
-                                int nthreads, wf_bvh_scratch *s, wf_gnode **nodes, int **items,
-                                int *nnodes, size_t *nodes_bytes);
+** them back (WF_BVH_NODES, *nodes_bytes bytes) when done with them. */
+WF_INTERNAL int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, void *ctx, int nthreads,
+                                wf_bvh_scratch *s, wf_gnode **nodes, int **items, int *nnodes,
+                                size_t *nodes_bytes);
 /* bytes (rounded up to 64), 64-byte aligned, on transparent huge pages when
 ** large; free() frees it. NULL on out of memory. A fresh 4 KB page costs
 ** a fault (first touch of 8 MB: 5.5 ms on 4 KB pages, 0.3-1.3 ms on huge

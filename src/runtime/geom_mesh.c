@@ -11,6 +11,7 @@
 **            +----------------------------------------------+
 */
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,7 +85,7 @@ static int check_finite(wf_rt *rt, int kind, const wf_g3 *p, long long n, const 
 
 /* Meshes: the boxes of faces [begin, end) (for the build, on its threads). */
 static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
-  const wf_gmesh *m = &((const wf_geom *)ctx)->d.mesh;
+  const wf_gmesh *m = ctx;
   for (int f = begin; f < end; f++, lo += 3, hi += 3) {
     wf_g3 a, b, c;
     gtri(m, f, &a, &b, &c);
@@ -92,14 +93,6 @@ static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
     lo[1] = gmin(a.y, gmin(b.y, c.y)), hi[1] = gmax(a.y, gmax(b.y, c.y));
     lo[2] = gmin(a.z, gmin(b.z, c.z)), hi[2] = gmax(a.z, gmax(b.z, c.z));
   }
-}
-
-/* Meshes: the faces' vertex indices in slot order (refits read them in
-** order), a leaf at a time on the build's threads. */
-static void face_slots(void *ctx, const int *items, int begin, int end) {
-  const wf_geom *g = ctx;
-  for (int k = begin; k < end; k++)
-    memcpy(g->sidx + 3 * (size_t)k, g->d.mesh.indices + 3 * (size_t)items[k], 3 * sizeof(int));
 }
 
 /* Meshes: refit in two passes. The leaves first, in slot order (the
@@ -247,6 +240,19 @@ static int list_leaves(wf_geom *g) {
     if (at[k] >= 0) g->leaves[i++] = at[k];
   free(at);
   return g->leaves ? 0 : -1;
+}
+
+/* Collapse the binary tree into wide nodes (bvh4.c). */
+typedef struct collapse_job {
+  wf_geom *g;
+  int rc;
+} collapse_job;
+
+static void *collapse(void *p) {
+  collapse_job *j = p;
+  wf_geom *g = j->g;
+  j->rc = wf_bvh4_build(g->nodes, g->nnodes, g->nthreads, &g->wide, &g->nwide);
+  return NULL;
 }
 
 /* Winding-number data (query.h: wf_gwind) of the leaf of slots [k0, k1). */
@@ -414,27 +420,34 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     size_t tb = (size_t)gtri_floats(n) * sizeof(float),
            t0 = (size_t)gtri_at(n / WF_GTB * WF_GTB, 0);
     g->tris = aligned_alloc(64, tb);
-    g->sidx = malloc(sizeof(int) * 3 * (size_t)n);
-    if (!g->tris || !g->sidx) goto oom;
+    if (!g->tris) goto oom;
     memset(g->tris + t0, 0, tb - t0 * sizeof(float));
   }
-  /* meshes: the face boxes as the build fills its records and the slots'
-  ** indices as it makes the leaves, on its threads, in the records and
-  ** nodes of the last build (their binary nodes live until the collapse) */
+  /* meshes: the face boxes as the build fills its records, on its
+  ** threads, in the records and nodes of the last build (their binary
+  ** nodes live until the collapse) */
   wf_bvh_scratch *scratch = reg ? &mine : NULL;
   if (reg) wf_georeg_scratch_lend(reg, &mine);
   size_t nodes_bytes = 0;
   if (kind == WF_GEOM_BVH
           ? wf_bvh_build(n, (const float *)g->d.boxes.lowers, (const float *)g->d.boxes.uppers,
                          rt->num_threads, &g->nodes, &g->items, &g->nnodes)
-          : wf_bvh_build_fn(n, face_boxes, face_slots, g, rt->num_threads, scratch, &g->nodes,
+          : wf_bvh_build_fn(n, face_boxes, &g->d.mesh, rt->num_threads, scratch, &g->nodes,
                             &g->items, &g->nnodes, &nodes_bytes))
     goto oom;
   if (kind == WF_GEOM_MESH) {
-    /* the wide nodes (from the build's boxes; bvh4.c splits large trees
-    ** over two threads); then a refit fills the triangles in leaf order */
-    if (wf_bvh4_build(g->nodes, g->nnodes, g->nthreads, &g->wide, &g->nwide)) goto oom;
-    if (list_leaves(g)) goto oom;
+    /* the wide nodes (from the build's boxes) on a second thread while
+    ** the faces' indices are copied in slot order (refits read them in
+    ** order); then a refit fills the triangles in leaf order */
+    collapse_job job = {g, 0};
+    pthread_t th;
+    int threaded = g->nthreads > 1 && n >= 65536 && !pthread_create(&th, NULL, collapse, &job);
+    if (!threaded) collapse(&job);
+    g->sidx = malloc(sizeof(int) * 3 * (size_t)n);
+    for (int k = 0; g->sidx && k < n; k++)
+      memcpy(g->sidx + 3 * (size_t)k, g->d.mesh.indices + 3 * (size_t)g->items[k], 3 * sizeof(int));
+    if (threaded) pthread_join(th, NULL);
+    if (!g->sidx || job.rc || list_leaves(g)) goto oom;
     /* every mesh query walks the wide nodes */
     wf_bvh_scratch_give(scratch, WF_BVH_NODES, g->nodes, nodes_bytes);
     g->nodes = NULL, g->nnodes = 0;

@@ -156,9 +156,9 @@ static void check_fn(const boxes *b) {
   CHECK_INT(wf_bvh_build(b->n, b->lo, b->hi, 1, &N, &it, &nn), 0);
   for (int round = 0; round < 3; round++) {
     size_t bytes = 0;
-    CHECK_INT(wf_bvh_build_fn(b->n, copy_boxes, NULL, (void *)b, 1, round ? &s : NULL, &M, &jt, &mm,
-                              &bytes),
-              0);
+    CHECK_INT(
+        wf_bvh_build_fn(b->n, copy_boxes, (void *)b, 1, round ? &s : NULL, &M, &jt, &mm, &bytes),
+        0);
     CHECK_INT(mm, nn);
     CHECK(!memcmp(N, M, sizeof(wf_gnode) * (size_t)nn));
     CHECK(!memcmp(it, jt, sizeof(int) * (size_t)b->n));
