@@ -117,7 +117,8 @@ typedef struct job {
 ** rest go through hashgrid.h. */
 #if defined(__SSE2__)
 static inline int32_t cell_of(const wf_hgrid *g, const float *p, float s, __m128i dims) {
-  const __m128 xy = _mm_castpd_ps(_mm_load_sd((const double *)p)), z = _mm_load_ss(p + 2);
+  /* x, y as one 8-byte load (an unaligned, may_alias access) and z */
+  const __m128 xy = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)p)), z = _mm_load_ss(p + 2);
   const __m128 v = _mm_mul_ps(_mm_movelh_ps(xy, z), _mm_set1_ps(s)); /* lane 3: 0 */
   const __m128 a = _mm_and_ps(v, _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff)));
   /* |v| < 2^30: wf_hgrid_coord's range for the truncation (NaN fails) */
