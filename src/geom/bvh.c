@@ -529,15 +529,51 @@ static int sweep(const bins *x, int nb, float *best, int *bin) {
   return 1;
 }
 
+/* Whether record x goes left of the split (bins <= bin on axis a). */
+static inline int goes_left(const rec *x, int a, float lo, float scale, float top, int bin) {
+  return bin_of(axis_cen(x, a), lo, scale, top) <= bin;
+}
+
 /* Moves the records of bins <= bin on axis a to the front of r[begin,
-** end), the rest after; returns where the right side starts. Branch
-** free (the side of a record is a coin toss in small nodes): every
-** record swaps with the first one not known to be on the left. */
+** end), the rest after; returns where the right side starts.
+**
+** Faces in mesh order fall on the sides in long runs: then two scans
+** from the ends (branches that mostly predict) swap only the records on
+** the wrong side. When SAMPLES pairs of neighbours spread over the node
+** show that the sides change often (small nodes, faces in no order),
+** branch free: every record swaps with the first one not known to be
+** on the left. On the bench torus the scans take 4% fewer instructions
+** (callgrind) and one-thread builds 0.2-2.7 ms of 63 less (5 of 5
+** alternating runs); with its faces shuffled, scans in every large node
+** made builds 15-30% slower, and the sampled choice costs nothing. */
+#define SCAN_MIN 256
+#define SAMPLES 32
 static int partition(rec *R, int begin, int end, int a, float lo, float scale, int nb, int bin) {
   float top = (float)(nb - 1);
+  int count = end - begin, changes = SAMPLES;
+  if (count >= SCAN_MIN) {
+    changes = 0;
+    for (int k = 0; k < SAMPLES; k++) {
+      const rec *x = &R[begin + (int)((int64_t)count * k / SAMPLES)];
+      changes += goes_left(x, a, lo, scale, top, bin) != goes_left(x + 1, a, lo, scale, top, bin);
+    }
+  }
+  if (changes <= SAMPLES / 8) {
+    int i = begin, j = end - 1; /* [begin, i) left, (j, end) right */
+    for (;;) {
+      while (i <= j && goes_left(&R[i], a, lo, scale, top, bin))
+        i++;
+      while (i < j && !goes_left(&R[j], a, lo, scale, top, bin))
+        j--;
+      if (i >= j) return i;
+      rec x = R[i];
+      R[i++] = R[j];
+      R[j--] = x;
+    }
+  }
   int k = begin;
   for (int i = begin; i < end; i++) {
-    int left = bin_of(axis_cen(&R[i], a), lo, scale, top) <= bin;
+    int left = goes_left(&R[i], a, lo, scale, top, bin);
     rec x = R[i];
     R[i] = R[k];
     R[k] = x;

@@ -1,16 +1,36 @@
 /*
-** hashgrid.c -- building a hash grid on the host: the cell of every point
-** (in parallel), then a stable counting sort of the points by cell.
+** hashgrid.c -- building a hash grid on the host: a stable sort of the
+** points by cell, a counting sort by bucket of cells and then one inside
+** each bucket, every pass on all threads.
+**
+**   cells   the cell of every point, and per thread a histogram of the
+**           buckets (runs of 2^shift consecutive cells, at most 2^BUCKET_BITS)
+**   spread  the points as (cell, point) pairs into their buckets, each
+**           thread from its own offsets (so in point order in a bucket)
+**   sort    per bucket: counts of its cells, running ends, then its
+**           points placed backwards from each cell's end
+**
+** One counting sort over all the cells (2M for a 128^3 grid: 8 MB of
+** starts) incremented and read back a random cell per point, missing the
+** caches and the TLB every time: on one thread, 1M uniform points took
+** 4-10 ms to count and 7-28 ms to place, the most when the other core
+** was busy. A bucket's starts (16 KB for that grid) and its points stay
+** in cache while it is sorted, and the spread writes one sequential
+** stream per bucket.
 */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "geom/hashgrid.h"
 
 #define MAX_THREADS 64
+#define BUCKET_BITS 9 /* at most 2^9 buckets */
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
   va_list ap;
@@ -48,6 +68,7 @@ void wf_hashgrid_free(wf_hashgrid *h) {
   free(h->ids);
   free(h->starts);
   free(h->cells);
+  free(h->pairs);
   free(h);
 }
 
@@ -56,35 +77,146 @@ int wf_hashgrid_reserve(wf_hashgrid *h, int64_t n, char *err, size_t errlen) {
     return fail(err, errlen, "HashGrid: cannot hold %lld points (0 to 2^31 - 1)", (long long)n);
   if (n <= h->capacity) return 0;
   int32_t *ids = malloc((size_t)n * sizeof(int32_t)), *cells = malloc((size_t)n * sizeof(int32_t));
-  if (!ids || !cells) {
+  uint64_t *pairs = malloc((size_t)n * sizeof(uint64_t));
+  if (!ids || !cells || !pairs) {
     free(ids);
     free(cells);
+    free(pairs);
     return fail(err, errlen, "HashGrid: out of memory for %lld points", (long long)n);
   }
   free(h->ids);
   free(h->cells);
-  h->ids = ids, h->cells = cells, h->capacity = n;
+  free(h->pairs);
+  h->ids = ids, h->cells = cells, h->pairs = pairs, h->capacity = n;
   h->desc.point_ids = ids;
   return 0;
 }
 
-typedef struct cell_job {
+/* The state of one build, shared by its threads. */
+typedef struct sort {
   const wf_hgrid *g;
   const unsigned char *points;
-  int64_t stride, lo, hi;
-  int32_t *cells;
-} cell_job;
+  int64_t stride, n, ncells;
+  int T, shift, nbuckets;
+  int32_t *cells, *ids, *starts;
+  uint64_t *pairs;
+  int64_t *at;    /* [T][nbuckets]: thread t's count, then its next slot, in bucket b */
+  int64_t *begin; /* [nbuckets + 1]: where each bucket's pairs start */
+  int *first;     /* [T + 1]: the buckets thread t sorts */
+} sort;
 
+typedef struct job {
+  sort *S;
+  int t;
+} job;
+
+/* The cell of point p (scaled by s), as wf_hgrid_cell(wf_hgrid_coord ..)
+** gives it. Points inside the grid (the common case) take vector
+** arithmetic: GCC turns the scalar t - (v < (float)t) of wf_hgrid_coord
+** into an inline floorf and back (19 instructions a coordinate); the
+** rest go through hashgrid.h. */
+#if defined(__SSE2__)
+static inline int32_t cell_of(const wf_hgrid *g, const float *p, float s, __m128i dims) {
+  /* x, y as one 8-byte load (an unaligned, may_alias access) and z */
+  const __m128 xy = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)p)), z = _mm_load_ss(p + 2);
+  const __m128 v = _mm_mul_ps(_mm_movelh_ps(xy, z), _mm_set1_ps(s)); /* lane 3: 0 */
+  const __m128 a = _mm_and_ps(v, _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff)));
+  /* |v| < 2^30: wf_hgrid_coord's range for the truncation (NaN fails) */
+  const int ok = _mm_movemask_ps(_mm_cmplt_ps(a, _mm_set1_ps(1073741824.0f)));
+  const __m128i t = _mm_cvttps_epi32(v);
+  const __m128i f = _mm_add_epi32(t, _mm_castps_si128(_mm_cmplt_ps(v, _mm_cvtepi32_ps(t))));
+  const __m128i in = _mm_andnot_si128(_mm_cmplt_epi32(f, _mm_setzero_si128()),
+                                      _mm_cmplt_epi32(f, dims)); /* 0 <= f < dim, no wrap */
+  if (ok == 15 && _mm_movemask_ps(_mm_castsi128_ps(in)) == 15) {
+    const int32_t ix = _mm_cvtsi128_si32(f), iy = _mm_cvtsi128_si32(_mm_shuffle_epi32(f, 1)),
+                  iz = _mm_cvtsi128_si32(_mm_shuffle_epi32(f, 2));
+    return (iz * g->dim_y + iy) * g->dim_x + ix;
+  }
+  return wf_hgrid_cell(g, wf_hgrid_coord(p[0] * s), wf_hgrid_coord(p[1] * s),
+                       wf_hgrid_coord(p[2] * s));
+}
+#else
+static inline int32_t cell_of(const wf_hgrid *g, const float *p, float s, int dims) {
+  return wf_hgrid_cell(g, wf_hgrid_coord(p[0] * s), wf_hgrid_coord(p[1] * s),
+                       wf_hgrid_coord(p[2] * s));
+}
+#endif
+
+/* Pass 1: the cells of thread t's points and its bucket counts (the
+** grid's fields in locals: stores to cells[], int32_t as the dims are,
+** would reload them for every point). */
 static void *cells_of(void *arg) {
-  const cell_job *J = arg;
-  const wf_hgrid *g = J->g;
-  const float s = g->inv_width;
-  for (int64_t i = J->lo; i < J->hi; i++) {
-    const float *p = (const float *)(J->points + i * J->stride);
-    J->cells[i] = wf_hgrid_cell(g, wf_hgrid_coord(p[0] * s), wf_hgrid_coord(p[1] * s),
-                                wf_hgrid_coord(p[2] * s));
+  const job *J = arg;
+  const sort *S = J->S;
+  const wf_hgrid g = *S->g;
+  const int shift = S->shift;
+  const unsigned char *points = S->points;
+  const int64_t stride = S->stride, end = S->n * (J->t + 1) / S->T;
+  int32_t *cells = S->cells;
+  int64_t *count = S->at + (size_t)J->t * (size_t)S->nbuckets;
+#if defined(__SSE2__)
+  const __m128i dims = _mm_setr_epi32(g.dim_x, g.dim_y, g.dim_z, 1);
+#else
+  const int dims = 0;
+#endif
+  memset(count, 0, (size_t)S->nbuckets * sizeof *count);
+  for (int64_t i = S->n * J->t / S->T; i < end; i++) {
+    const int32_t c = cell_of(&g, (const float *)(points + i * stride), g.inv_width, dims);
+    cells[i] = c;
+    count[c >> shift]++;
   }
   return NULL;
+}
+
+/* Pass 2: thread t's points into their buckets, from its next slots. */
+static void *spread(void *arg) {
+  const job *J = arg;
+  const sort *S = J->S;
+  int64_t *next = S->at + (size_t)J->t * (size_t)S->nbuckets;
+  for (int64_t i = S->n * J->t / S->T; i < S->n * (J->t + 1) / S->T; i++) {
+    const uint32_t c = (uint32_t)S->cells[i];
+    S->pairs[next[c >> S->shift]++] = (uint64_t)c << 32 | (uint32_t)i;
+  }
+  return NULL;
+}
+
+/* Pass 3: thread t's buckets, each a stable counting sort of its cells:
+** counts, running ends, then the points placed backwards from each cell's
+** end (later points last), which leaves starts[c] at the start of c. */
+static void *sort_buckets(void *arg) {
+  const job *J = arg;
+  const sort *S = J->S;
+  int32_t *starts = S->starts;
+  for (int b = S->first[J->t]; b < S->first[J->t + 1]; b++) {
+    const int64_t c0 = (int64_t)b << S->shift, c1 = c0 + ((int64_t)1 << S->shift);
+    const int64_t end = c1 < S->ncells ? c1 : S->ncells;
+    const uint64_t *p = S->pairs + S->begin[b], *q = S->pairs + S->begin[b + 1];
+    memset(starts + c0, 0, (size_t)(end - c0) * sizeof(int32_t));
+    for (const uint64_t *x = p; x < q; x++)
+      starts[*x >> 32]++;
+    int32_t run = (int32_t)S->begin[b];
+    for (int64_t c = c0; c < end; c++)
+      run += starts[c], starts[c] = run;
+    for (const uint64_t *x = q; x-- > p;)
+      S->ids[--starts[*x >> 32]] = (int32_t)(uint32_t)*x;
+  }
+  return NULL;
+}
+
+/* fn for each of the T jobs, jobs 1.. on threads of their own (or here,
+** when a thread cannot start). */
+static void run(int T, void *(*fn)(void *), job *jobs) {
+  pthread_t tids[MAX_THREADS];
+  int running[MAX_THREADS] = {0};
+  for (int t = 1; t < T; t++)
+    running[t] = pthread_create(&tids[t], NULL, fn, &jobs[t]) == 0;
+  fn(&jobs[0]);
+  for (int t = 1; t < T; t++) {
+    if (running[t])
+      pthread_join(tids[t], NULL);
+    else
+      fn(&jobs[t]);
+  }
 }
 
 int wf_hashgrid_build(wf_hashgrid *h, const void *points, int64_t n, int64_t stride, double radius,
@@ -95,38 +227,54 @@ int wf_hashgrid_build(wf_hashgrid *h, const void *points, int64_t n, int64_t str
   wf_hgrid *g = &h->desc;
   g->cell_width = (float)radius;
   g->inv_width = 1.0f / (float)radius;
-  const int64_t ncells = (int64_t)g->dim_x * g->dim_y * g->dim_z;
-  /* the cells in parallel: each point's floor and wrap is independent */
-  int T = nthreads < 1 ? 1 : nthreads > MAX_THREADS ? MAX_THREADS : nthreads;
-  if (n < 65536) T = 1;
-  cell_job jobs[MAX_THREADS];
-  pthread_t tids[MAX_THREADS];
-  int running[MAX_THREADS] = {0};
-  for (int t = 0; t < T; t++) {
-    jobs[t] = (cell_job){g, points, stride, n * t / T, n * (t + 1) / T, h->cells};
-    if (t > 0) running[t] = pthread_create(&tids[t], NULL, cells_of, &jobs[t]) == 0;
+  sort S = {.g = g,
+            .points = points,
+            .stride = stride,
+            .n = n,
+            .cells = h->cells,
+            .ids = h->ids,
+            .starts = h->starts,
+            .pairs = h->pairs};
+  S.ncells = (int64_t)g->dim_x * g->dim_y * g->dim_z;
+  while ((S.ncells - 1) >> S.shift >> BUCKET_BITS)
+    S.shift++;
+  S.nbuckets = (int)((S.ncells - 1) >> S.shift) + 1;
+  S.T = nthreads < 1 ? 1 : nthreads > MAX_THREADS ? MAX_THREADS : nthreads;
+  if (n < 65536) S.T = 1;
+  S.at = malloc(sizeof(int64_t) * ((size_t)S.T * (size_t)S.nbuckets + (size_t)S.nbuckets + 1));
+  S.first = malloc(sizeof(int) * (size_t)(S.T + 1));
+  if (!S.at || !S.first) {
+    free(S.at);
+    free(S.first);
+    return fail(err, errlen, "HashGrid:build: out of memory");
   }
-  cells_of(&jobs[0]);
-  for (int t = 1; t < T; t++) {
-    if (running[t])
-      pthread_join(tids[t], NULL);
-    else
-      cells_of(&jobs[t]); /* no thread: do its share here */
+  S.begin = S.at + (size_t)S.T * (size_t)S.nbuckets;
+  job jobs[MAX_THREADS];
+  for (int t = 0; t < S.T; t++)
+    jobs[t] = (job){&S, t};
+  run(S.T, cells_of, jobs);
+  /* each thread's slots in a bucket after those of the threads before
+  ** it, so the points of a bucket stay in order */
+  int64_t total = 0;
+  for (int b = 0; b < S.nbuckets; b++) {
+    S.begin[b] = total;
+    for (int t = 0; t < S.T; t++) {
+      int64_t *a = &S.at[(size_t)t * (size_t)S.nbuckets + (size_t)b], c = *a;
+      *a = total, total += c;
+    }
   }
-  /* a stable counting sort: counts, running ends, then the points placed
-  ** backwards from each cell's end (later points last), which leaves
-  ** starts[c] at the start of cell c */
-  int32_t *starts = h->starts;
-  memset(starts, 0, (size_t)ncells * sizeof(int32_t));
-  const int32_t *cells = h->cells;
-  for (int64_t i = 0; i < n; i++)
-    starts[cells[i]]++;
-  int32_t run = 0;
-  for (int64_t c = 0; c < ncells; c++)
-    run += starts[c], starts[c] = run;
-  starts[ncells] = (int32_t)n;
-  for (int64_t i = n - 1; i >= 0; i--)
-    h->ids[--starts[cells[i]]] = (int32_t)i;
+  S.begin[S.nbuckets] = total;
+  /* the buckets in runs of about n / T points per thread */
+  for (int t = 0, b = 0; t <= S.T; t++) {
+    while (b < S.nbuckets && S.begin[b] < n * t / S.T)
+      b++;
+    S.first[t] = t == S.T ? S.nbuckets : b;
+  }
+  run(S.T, spread, jobs);
+  run(S.T, sort_buckets, jobs);
+  h->starts[S.ncells] = (int32_t)n;
+  free(S.at);
+  free(S.first);
   g->npoints = (int32_t)n;
   g->points = points;
   g->stride = stride;

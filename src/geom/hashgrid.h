@@ -311,6 +311,7 @@ typedef struct wf_hashgrid {
   wf_hgrid desc; /* its address is the id */
   int32_t *ids, *starts, *cells;
   int64_t capacity; /* points the arrays hold */
+  uint64_t *pairs;  /* build scratch: cell << 32 | point, by bucket of cells */
 } wf_hashgrid;
 
 WEFT_API int wf_hashgrid_new(int dim_x, int dim_y, int dim_z, wf_hashgrid **out, char *err,

@@ -93,9 +93,10 @@ static void check_same_threads(int dx, int dy, int dz, int n, float extent) {
 }
 
 int main(void) {
-  check_same_threads(5, 7, 3, 70000, 1.0f);     /* 105 cells: uneven ranges */
-  check_same_threads(40, 40, 40, 100000, 2.0f); /* most in the first octant's cells */
-  check_same_threads(2, 1, 1, 66000, 0.15f);    /* more threads than cells */
+  check_same_threads(5, 7, 3, 70000, 1.0f);        /* 105 cells: uneven ranges */
+  check_same_threads(40, 40, 40, 100000, 2.0f);    /* most in the first octant's cells */
+  check_same_threads(2, 1, 1, 66000, 0.15f);       /* more threads than cells */
+  check_same_threads(128, 128, 128, 100000, 1.0f); /* 2M cells: buckets of 4096 */
   check_against_brute(16, 16, 16, 2000, 1.0f, 0.0f, 0.06f, 2);
   check_against_brute(3, 2, 5, 500, 1.0f, 0.0f, 0.2f, 1);       /* query box > grid */
   check_against_brute(8, 8, 8, 800, 3.0f, -12345.0f, 0.25f, 2); /* far from 0 */
