@@ -124,6 +124,23 @@ static int check_bounds(const mesh *M, uint64_t id, const char *what) {
   return bad;
 }
 
+/* a torus of nu x nv quads, at (300, -200, 500) times far (far from the
+** origin and small against it) */
+static void torus(mesh *M, int nu, int nv, double far) {
+  for (int j = 0; j < nv; j++)
+    for (int i = 0; i < nu; i++) {
+      double u = 2 * M_PI * i / nu, v = 2 * M_PI * j / nv;
+      int k = j * nu + i;
+      M->pts[3 * k] = (float)(300.0 * far + (0.5 + 0.2 * cos(v)) * cos(u));
+      M->pts[3 * k + 1] = (float)(-200.0 * far + (0.5 + 0.2 * cos(v)) * sin(u));
+      M->pts[3 * k + 2] = (float)(500.0 * far + 0.2 * sin(v));
+      int a = k, b = j * nu + (i + 1) % nu, c = ((j + 1) % nv) * nu + (i + 1) % nu,
+          d = ((j + 1) % nv) * nu + i;
+      int32_t *f = M->idx + 6 * k;
+      f[0] = a, f[1] = b, f[2] = c, f[3] = a, f[4] = c, f[5] = d;
+    }
+}
+
 static uint64_t build(weft_State *W, const mesh *M) {
   uint64_t id[1] = {0};
   const int64_t ps[1] = {M->np}, is[1] = {3 * (int64_t)M->nt}, os[1] = {1};
@@ -155,18 +172,7 @@ int main(void) {
   mesh T = {60 * 24, 2 * 60 * 24, NULL, NULL};
   T.pts = malloc(sizeof(float) * 3 * (size_t)T.np);
   T.idx = malloc(sizeof(int32_t) * 3 * (size_t)T.nt);
-  for (int j = 0; j < 24; j++)
-    for (int i = 0; i < 60; i++) {
-      double u = 2 * M_PI * i / 60, v = 2 * M_PI * j / 24;
-      int k = j * 60 + i;
-      T.pts[3 * k] = (float)(300.0 + (0.5 + 0.2 * cos(v)) * cos(u));
-      T.pts[3 * k + 1] = (float)(-200.0 + (0.5 + 0.2 * cos(v)) * sin(u));
-      T.pts[3 * k + 2] = (float)(500.0 + 0.2 * sin(v));
-      int a = k, b = j * 60 + (i + 1) % 60, c = ((j + 1) % 24) * 60 + (i + 1) % 60,
-          d = ((j + 1) % 24) * 60 + i;
-      int32_t *f = T.idx + 6 * k;
-      f[0] = a, f[1] = b, f[2] = c, f[3] = a, f[4] = c, f[5] = d;
-    }
+  torus(&T, 60, 24, 1.0);
   uint64_t tid = build(W, &T);
   CHECK_INT(check_bounds(&T, tid, "far torus"), 0);
   for (int k = 0; k < T.np; k++) { /* every point moves: a twist and a bulge */
@@ -176,6 +182,19 @@ int main(void) {
   }
   refit(W);
   CHECK_INT(check_bounds(&T, tid, "far torus after refit"), 0);
+  /* a torus big enough (72k faces) for refit to run on the thread pool
+  ** (leaves in runs, inner lanes by subtrees), moved and refit */
+  mesh B = {300 * 120, 2 * 300 * 120, NULL, NULL};
+  B.pts = malloc(sizeof(float) * 3 * (size_t)B.np);
+  B.idx = malloc(sizeof(int32_t) * 3 * (size_t)B.nt);
+  torus(&B, 300, 120, 0.0);
+  uint64_t bid = build(W, &B);
+  for (int k = 0; k < B.np; k++) { /* a shear and a wave */
+    float *p = B.pts + 3 * k;
+    p[0] += 0.3f * p[2], p[2] += 0.1f * sinf(4.0f * p[0]);
+  }
+  refit(W);
+  CHECK_INT(check_bounds(&B, bid, "big torus after a refit on the pool"), 0);
   /* a soup: random triangles, points, slivers and segments */
   mesh S = {3 * 600, 600, NULL, NULL};
   S.pts = malloc(sizeof(float) * 3 * (size_t)S.np);
@@ -201,6 +220,6 @@ int main(void) {
   refit(W);
   CHECK_INT(check_bounds(&S, sid, "soup after refit"), 0);
   weft_close(W);
-  free(T.pts), free(T.idx), free(S.pts), free(S.idx);
+  free(T.pts), free(T.idx), free(S.pts), free(S.idx), free(B.pts), free(B.idx);
   WTEST_DONE();
 }
