@@ -77,7 +77,8 @@ return function(weft, P)
 
   -- Collect now and then while arrays are being allocated: the Lua GC does
   -- not see the memory behind a small cdata header, and without this a
-  -- loop that drops big arrays would grow without bound.
+  -- loop that drops big arrays would grow without bound. Meshes and Bvh
+  -- objects count theirs too (P.account, lua/weft/geom.lua).
   local pressure = 0
   local function account(nbytes)
     pressure = pressure + nbytes
@@ -86,6 +87,7 @@ return function(weft, P)
       collectgarbage()
     end
   end
+  P.account = account
 
   ---------------------------------------------------------------------------
   -- argument parsing

@@ -27,6 +27,7 @@ int wf_geom_set_grads(wf_rt *rt, wf_geom *g, const wf_array *points_grad,
 int wf_geom_set_tangents(wf_rt *rt, wf_geom *g, const wf_array *points_tan,
                          const wf_array *velocities_tan);
 uint64_t wf_geom_id(const wf_geom *g);
+size_t wf_geom_bytes(const wf_geom *g);
 void wf_geom_free(wf_geom *g);
 size_t wf_geom_scratch_bytes(wf_rt *rt);
 ]]
@@ -282,6 +283,7 @@ return function(weft, P)
                              device = pts.device }, mesh_mt)
     m._g = ffi.gc(out[0], C.wf_geom_free)
     m.id = C.wf_geom_id(out[0])
+    P.account(tonumber(C.wf_geom_bytes(out[0])))
     P.geom_track(m, 1)
     set_derivs("adj", m, own_grads(m))
     return m
@@ -297,6 +299,7 @@ return function(weft, P)
     local b = setmetatable({ lowers = lowers, uppers = uppers, device = lo.device, _views = { lo, hi } }, bvh_mt)
     b._g = ffi.gc(out[0], C.wf_geom_free)
     b.id = C.wf_geom_id(out[0])
+    P.account(tonumber(C.wf_geom_bytes(out[0])))
     P.geom_track(b, 2)
     return b
   end

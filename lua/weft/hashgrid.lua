@@ -104,13 +104,24 @@ return function(weft, P)
     end)
     g.id = id
     P.geom_track(g, 3)
+    P.account(4 * (dx * dy * dz + 1)) -- the cells' starts
     return g
+  end
+
+  -- room for n points (ids, cells and the build's pairs: 16 bytes each)
+  -- counts towards a collection (P.account: lua/weft/array.lua)
+  local function grown(g, n)
+    if n > (g._room or 0) then
+      P.account(16 * (n - (g._room or 0)))
+      g._room = n
+    end
   end
 
   function methods.reserve(g, n)
     int_arg("HashGrid:reserve", "n", n)
     local err = ffi.new("char[?]", ERRLEN)
     if C.wf_hashgrid_reserve(g._h, n, err, ERRLEN) ~= 0 then raise("%s", ffi.string(err)) end
+    grown(g, n)
   end
 
   function methods.build(g, points, radius)
@@ -131,6 +142,7 @@ return function(weft, P)
                            err, ERRLEN) ~= 0 then
       raise("%s", ffi.string(err))
     end
+    grown(g, host.size)
     if g._desc then upload(g) end
     g.radius = radius
     g._version = (g._version or 0) + 1 -- tapes refuse replays of older builds (geom.lua)

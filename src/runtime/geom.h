@@ -56,6 +56,10 @@ WF_FFI int wf_geom_set_grads(wf_rt *rt, wf_geom *g, const wf_array *points_grad,
 WF_FFI int wf_geom_set_tangents(wf_rt *rt, wf_geom *g, const wf_array *points_tan,
                                 const wf_array *velocities_tan);
 WF_FFI uint64_t wf_geom_id(const wf_geom *g);
+/* The host memory g holds (its tree, triangles and copies), which the Lua
+** layer counts towards forcing a collection: the collector sees only the
+** small object that holds g. */
+WF_FFI size_t wf_geom_bytes(const wf_geom *g);
 /* Volumes and hash grids (geom_track.c): their ids in the registry. */
 WF_FFI void *wf_geom_track(wf_rt *rt, uint64_t id, int kind);
 WF_FFI void wf_geom_untrack(void *reg, uint64_t id);

@@ -882,6 +882,22 @@ int wf_geom_set_tangents(wf_rt *rt, wf_geom *g, const wf_array *pt, const wf_arr
   return set_derivs(rt, g, 1, pt, vt);
 }
 
+size_t wf_geom_bytes(const wf_geom *g) {
+  if (!g) return 0;
+  size_t n = (size_t)g->nprims, w = (size_t)g->nwide, b = sizeof *g;
+  b += (size_t)g->nnodes * sizeof(wf_gnode) + n * sizeof(int);           /* nodes, items */
+  b += w * (sizeof(wf_gnode4) + sizeof(wf_gdisc4) + 12 * sizeof(float)); /* wide, disc, nsum */
+  b += g->wind ? 4 * w * sizeof(wf_gwind) : 0;
+  b += (size_t)g->nleaves * sizeof(int) + (g->sidx ? 3 * n * sizeof(int) : 0);
+  b += g->tris ? (size_t)gtri_floats(g->nprims) * sizeof(float) : 0;
+  b += g->lo ? 6 * n * sizeof(float) : 0;
+  if (g->kind == WF_GEOM_MESH) /* host copies of a device mesh's arrays */
+    b += g->host[0] ? 12 * (size_t)g->d.mesh.npoints : 0, b += g->host[1] ? 12 * n : 0;
+  else
+    b += (g->host[0] ? 12 * n : 0) + (g->host[1] ? 12 * n : 0);
+  return b;
+}
+
 uint64_t wf_geom_id(const wf_geom *g) {
   if (g && g->dbuf) return (uint64_t)(uintptr_t)g->dbuf->ptr;
   return g ? (uint64_t)(uintptr_t)&g->d : 0;
