@@ -41,21 +41,8 @@ local function compare(name, f)
 end
 
 -- a torus of 200 x 100 quads, 500 x 500 rays from above, closest points
-local pi, cos, sin = math.pi, math.cos, math.sin
 local NU, NV = 200, 100
-local P, I = weft.empty(NU * NV, weft.vec3), weft.empty(6 * NU * NV, weft.int32)
-do
-  local p, ix = ffi.cast("float *", P.h.data), ffi.cast("int32_t *", I.h.data)
-  for j = 0, NV - 1 do
-    for i = 0, NU - 1 do
-      local u, v, k = 2 * pi * i / NU, 2 * pi * j / NV, j * NU + i
-      p[3 * k], p[3 * k + 1], p[3 * k + 2] = (1 + 0.4 * cos(v)) * cos(u), (1 + 0.4 * cos(v)) * sin(u), 0.4 * sin(v)
-      local a, b = j * NU + i, j * NU + (i + 1) % NU
-      local c, d = ((j + 1) % NV) * NU + (i + 1) % NU, ((j + 1) % NV) * NU + i
-      ix[6 * k], ix[6 * k + 1], ix[6 * k + 2], ix[6 * k + 3], ix[6 * k + 4], ix[6 * k + 5] = a, b, c, a, c, d
-    end
-  end
-end
+local P, I = require("bench.torus")(NU, NV)
 local mesh = weft.Mesh{ points = P, indices = I }
 local W = 500
 local cast = weft.kernel{ id = weft.uint64, t = weft.array(weft.float32),

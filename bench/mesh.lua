@@ -38,22 +38,9 @@ local function row(name, weft_s, base_s, base_name, target, weft_c, base_c)
 end
 
 -- the scene (bench/warp_mesh.py builds the same one)
-local pi, cos, sin, sqrt = math.pi, math.cos, math.sin, math.sqrt
+local sqrt = math.sqrt
 local np, nt = NU * NV, 2 * NU * NV
-local P, I = weft.empty(np, weft.vec3), weft.empty(3 * nt, weft.int32)
-do
-  local p, ix = ffi.cast("float *", P.h.data), ffi.cast("int32_t *", I.h.data)
-  for j = 0, NV - 1 do
-    for i = 0, NU - 1 do
-      local u, v, k = 2 * pi * i / NU, 2 * pi * j / NV, j * NU + i
-      p[3 * k], p[3 * k + 1], p[3 * k + 2] = (1 + 0.4 * cos(v)) * cos(u), (1 + 0.4 * cos(v)) * sin(u), 0.4 * sin(v)
-      local a, b = j * NU + i, j * NU + (i + 1) % NU
-      local c, d = ((j + 1) % NV) * NU + (i + 1) % NU, ((j + 1) % NV) * NU + i
-      local f = 6 * k
-      ix[f], ix[f + 1], ix[f + 2], ix[f + 3], ix[f + 4], ix[f + 5] = a, b, c, a, c, d
-    end
-  end
-end
+local P, I = require("bench.torus")(NU, NV)
 local n = W * H
 local O, D = weft.empty(n, weft.vec3), weft.empty(n, weft.vec3)
 do

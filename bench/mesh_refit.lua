@@ -12,20 +12,10 @@ weft.config.num_threads = 1
 weft.launch(weft.kernel{ x = weft.array(weft.float32), function(x) x[weft.tid()] = 1.0 end }, 1,
             { weft.zeros(1) })
 local NU, NV = 500, 200
-local pi, cos, sin, min, max = math.pi, math.cos, math.sin, math.min, math.max
-local np, nt = NU * NV, 2 * NU * NV
-local P, I = weft.empty(np, weft.vec3), weft.empty(3 * nt, weft.int32)
+local min, max = math.min, math.max
+local nt = 2 * NU * NV
+local P, I = require("bench.torus")(NU, NV)
 local p, ix = ffi.cast("float *", P.h.data), ffi.cast("int32_t *", I.h.data)
-for j = 0, NV - 1 do
-  for i = 0, NU - 1 do
-    local u, v, k = 2 * pi * i / NU, 2 * pi * j / NV, j * NU + i
-    p[3 * k], p[3 * k + 1], p[3 * k + 2] = (1 + 0.4 * cos(v)) * cos(u), (1 + 0.4 * cos(v)) * sin(u), 0.4 * sin(v)
-    local a, b = j * NU + i, j * NU + (i + 1) % NU
-    local c, d = ((j + 1) % NV) * NU + (i + 1) % NU, ((j + 1) % NV) * NU + i
-    local f = 6 * k
-    ix[f], ix[f + 1], ix[f + 2], ix[f + 3], ix[f + 4], ix[f + 5] = a, b, c, a, c, d
-  end
-end
 local m = weft.Mesh{ points = P, indices = I }
 local N = tonumber(arg[1]) or 100
 local box = ffi.new("float[?]", 6 * nt)

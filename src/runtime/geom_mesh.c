@@ -392,7 +392,7 @@ static void refit_ranges(void *p, int64_t begin, int64_t end) {
 }
 
 /* Split the tree into at most REFIT_RANGES subtrees below a few top
-** nodes (top[], numbers in increasing order): the largest range gives way
+** nodes (top[], in the order they split): the largest range gives way
 ** to its children's, which in bvh4.c's depth-first numbering are
 ** [c1, c2), [c2, c3), ... [ck, end) for the node's inner children
 ** c1 < ... < ck in lane order. Returns the number of ranges, or 0 if the
@@ -419,10 +419,6 @@ static int split_ranges(const wf_geom *g, inner_job *J, int *top, int *ntop) {
   return n;
 }
 
-static int cmp_int(const void *a, const void *b) {
-  return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
-}
-
 static void mesh_refit(wf_rt *rt, wf_geom *g) {
   wf_pool *pool = g->nprims >= 65536 ? wf_launch_pool(rt) : NULL;
   if (pool)
@@ -438,8 +434,8 @@ static void mesh_refit(wf_rt *rt, wf_geom *g) {
   }
   J.g = g;
   wf_pool_run(pool, n, 1, refit_ranges, &J, NULL);
-  qsort(top, (size_t)ntop, sizeof *top, cmp_int);
-  for (int i = ntop - 1; i >= 0; i--) /* children after parents */
+  /* a top node's children split after it: backwards takes them first */
+  for (int i = ntop - 1; i >= 0; i--)
     refit_inner(g, top[i]);
 }
 
@@ -891,11 +887,9 @@ size_t wf_geom_bytes(const wf_geom *g) {
   b += (size_t)g->nleaves * sizeof(int) + (g->sidx ? 3 * n * sizeof(int) : 0);
   b += g->tris ? (size_t)gtri_floats(g->nprims) * sizeof(float) : 0;
   b += g->lo ? 6 * n * sizeof(float) : 0;
-  if (g->kind == WF_GEOM_MESH) /* host copies of a device mesh's arrays */
-    b += g->host[0] ? 12 * (size_t)g->d.mesh.npoints : 0, b += g->host[1] ? 12 * n : 0;
-  else
-    b += (g->host[0] ? 12 * n : 0) + (g->host[1] ? 12 * n : 0);
-  return b;
+  /* host copies of a device object's points and indices (or boxes) */
+  size_t np = g->kind == WF_GEOM_MESH ? (size_t)g->d.mesh.npoints : n;
+  return b + (g->host[0] ? 12 * np : 0) + (g->host[1] ? 12 * n : 0);
 }
 
 uint64_t wf_geom_id(const wf_geom *g) {
