@@ -5,8 +5,10 @@
 --   cube (target <= 0.5x Warp), and counting the neighbours within
 --   r = 0.01 (about 5 each) for all of them (target >= 20x faster than
 --   Warp, within 1.5x of the C loop). Medians of alternating runs. The C
---   loop visits the 27 cells one by one; weft's query takes the cells of
---   a row that does not wrap as one slice of point ids (same candidates).
+--   loop visits the 27 cells one by one and tests every point in them;
+--   weft's query takes a row of cells as one slice, tests its points on
+--   the grid's own copy of the positions in cell order, 8 at a time, and
+--   yields only those within r, which the kernel then tests again.
 --   The count runs twice: threads in hash_grid_point_id order (Warp's
 --   examples; neighbouring threads share cells) and in tid order (thread i
 --   queries point i, so the queries jump around memory), each against

@@ -5,9 +5,10 @@
 --   g:reserve(n)   g.id
 --
 -- In kernels: for j in weft.hash_grid_query(g.id, p, r) do ... end yields
--- the points of every cell that the box p +- r touches (candidates, to be
--- filtered by distance), and weft.hash_grid_point_id(g.id, i) is the i-th
--- point in cell order (a coherent order for the launch index).
+-- the points within r of p (their positions at the last build, give or
+-- take rounding: candidates, which kernels still test by distance) from
+-- the cells the box p +- r touches, and weft.hash_grid_point_id(g.id, i)
+-- is the i-th point in cell order (a coherent order for the launch index).
 local ffi = require "ffi"
 local cdef = require "weft.cdef"
 
@@ -18,7 +19,8 @@ int wf_hashgrid_reserve(wf_hashgrid *h, int64_t n, char *err, size_t errlen);
 int wf_hashgrid_build(wf_hashgrid *h, const void *points, int64_t n, int64_t stride,
                       double radius, int nthreads, char *err, size_t errlen);
 void wf_hashgrid_free(wf_hashgrid *h);
-void wf_hashgrid_device_desc(const wf_hashgrid *h, uint64_t dev_ids, uint64_t dev_starts, void *out);
+void wf_hashgrid_device_desc(const wf_hashgrid *h, uint64_t dev_ids, uint64_t dev_starts,
+                             uint64_t dev_sorted, void *out);
 const int32_t *wf_hashgrid_array(const wf_hashgrid *h, int which, int64_t *n);
 ]]
 
@@ -50,9 +52,9 @@ return function(weft, P)
     return x
   end
 
-  -- Upload a device grid's point ids and cell starts and its descriptor
-  -- pointing at them.
-  local DESC_SIZE = 64 -- sizeof(wf_hgrid) (src/geom/hashgrid.h, checked in src/geom/native.c)
+  -- Upload a device grid's point ids, cell starts and sorted positions and
+  -- its descriptor pointing at them.
+  local DESC_SIZE = 80 -- sizeof(wf_hgrid) (src/geom/hashgrid.h, checked in src/geom/native.c)
   local function upload(g)
     local n = ffi.new("int64_t[1]")
     local function put(which, key)
@@ -63,10 +65,10 @@ return function(weft, P)
       weft.copy(g[key], weft.array(ffi.cast("int32_t *", src), weft.int32, { shape = { len }, copy = false }))
       return g[key]
     end
-    local ids, starts = put(0, "_ids"), put(1, "_starts")
+    local ids, starts, sorted = put(0, "_ids"), put(1, "_starts"), put(2, "_sorted")
+    local function addr(a) return a and ffi.cast("uint64_t", a.h.data) or 0 end
     local desc = weft.empty(DESC_SIZE, weft.uint8)
-    C.wf_hashgrid_device_desc(g._h, ids and ffi.cast("uint64_t", ids.h.data) or 0,
-                              ffi.cast("uint64_t", starts.h.data), desc.h.data)
+    C.wf_hashgrid_device_desc(g._h, addr(ids), addr(starts), addr(sorted), desc.h.data)
     weft.copy(g._desc, desc)
   end
 
@@ -108,11 +110,12 @@ return function(weft, P)
     return g
   end
 
-  -- room for n points (ids, cells and the build's pairs: 16 bytes each)
+  -- room for n points (ids, cells, the build's pairs and the sorted
+  -- positions: 28 bytes each)
   -- counts towards a collection (P.account: lua/weft/array.lua)
   local function grown(g, n)
     if n > (g._room or 0) then
-      P.account(16 * (n - (g._room or 0)))
+      P.account(28 * (n - (g._room or 0)))
       g._room = n
     end
   end

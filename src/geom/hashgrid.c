@@ -29,7 +29,25 @@
 
 #include "geom/hashgrid.h"
 
+#include <sys/mman.h>
 #define MAX_THREADS 64
+
+/* Arrays that queries read at random: on 2 MB pages where the kernel
+** gives them (transparent huge pages in madvise mode), so a query's dozen
+** scattered reads do not each miss the TLB as well. */
+static void *big_alloc(size_t n, int zero) {
+  void *p = NULL;
+  if (n >= ((size_t)4 << 20)) {
+    const size_t huge = (size_t)2 << 20;
+    if (posix_memalign(&p, huge, (n + huge - 1) & ~(huge - 1))) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, (n + huge - 1) & ~(huge - 1), MADV_HUGEPAGE);
+#endif
+    if (zero) memset(p, 0, n);
+    return p;
+  }
+  return zero ? calloc(n, 1) : malloc(n);
+}
 #define BUCKET_BITS 9 /* at most 2^9 buckets */
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
@@ -49,7 +67,7 @@ int wf_hashgrid_new(int dx, int dy, int dz, wf_hashgrid **out, char *err, size_t
     return fail(err, errlen, "HashGrid: %lld cells are too many (at most 2^31 - 2)",
                 (long long)ncells);
   wf_hashgrid *h = calloc(1, sizeof *h);
-  if (h) h->starts = calloc((size_t)ncells + 1, sizeof(int32_t));
+  if (h) h->starts = big_alloc(((size_t)ncells + 1) * sizeof(int32_t), 1);
   if (!h || !h->starts) {
     free(h);
     return fail(err, errlen, "HashGrid: out of memory for %lld cells", (long long)ncells);
@@ -69,26 +87,38 @@ void wf_hashgrid_free(wf_hashgrid *h) {
   free(h->starts);
   free(h->cells);
   free(h->pairs);
+  free(h->sorted);
   free(h);
 }
 
 int wf_hashgrid_reserve(wf_hashgrid *h, int64_t n, char *err, size_t errlen) {
   if (n < 0 || n > INT32_MAX)
     return fail(err, errlen, "HashGrid: cannot hold %lld points (0 to 2^31 - 1)", (long long)n);
-  if (n <= h->capacity) return 0;
-  int32_t *ids = malloc((size_t)n * sizeof(int32_t)), *cells = malloc((size_t)n * sizeof(int32_t));
+  if (n <= h->capacity && h->sorted) return 0;
+  int32_t *ids = big_alloc((size_t)n * sizeof(int32_t), 0),
+          *cells = malloc((size_t)n * sizeof(int32_t));
   uint64_t *pairs = malloc((size_t)n * sizeof(uint64_t));
-  if (!ids || !cells || !pairs) {
+  /* three planes, each padded with 8 floats that queries read but never
+  ** keep (zeroed here: no uninitialised reads) */
+  const int64_t plane = n + 8;
+  float *sorted = big_alloc(3 * (size_t)plane * sizeof(float), 0);
+  if (!ids || !cells || !pairs || !sorted) {
     free(ids);
     free(cells);
     free(pairs);
+    free(sorted);
     return fail(err, errlen, "HashGrid: out of memory for %lld points", (long long)n);
   }
+  for (int d = 0; d < 3; d++)
+    memset(sorted + d * plane + n, 0, 8 * sizeof(float));
   free(h->ids);
   free(h->cells);
   free(h->pairs);
-  h->ids = ids, h->cells = cells, h->pairs = pairs, h->capacity = n;
+  free(h->sorted);
+  h->ids = ids, h->cells = cells, h->pairs = pairs, h->sorted = sorted, h->capacity = n;
   h->desc.point_ids = ids;
+  h->desc.sorted = sorted;
+  h->desc.plane = plane;
   return 0;
 }
 
@@ -99,6 +129,8 @@ typedef struct sort {
   int64_t stride, n, ncells;
   int T, shift, nbuckets;
   int32_t *cells, *ids, *starts;
+  float *sorted; /* x plane; y, z a plane apart */
+  int64_t plane;
   uint64_t *pairs;
   int64_t *at;    /* [T][nbuckets]: thread t's count, then its next slot, in bucket b */
   int64_t *begin; /* [nbuckets + 1]: where each bucket's pairs start */
@@ -182,7 +214,8 @@ static void *spread(void *arg) {
 
 /* Pass 3: thread t's buckets, each a stable counting sort of its cells:
 ** counts, running ends, then the points placed backwards from each cell's
-** end (later points last), which leaves starts[c] at the start of c. */
+** end (later points last), which leaves starts[c] at the start of c, and
+** their positions beside them in the sorted planes. */
 static void *sort_buckets(void *arg) {
   const job *J = arg;
   const sort *S = J->S;
@@ -197,8 +230,14 @@ static void *sort_buckets(void *arg) {
     int32_t run = (int32_t)S->begin[b];
     for (int64_t c = c0; c < end; c++)
       run += starts[c], starts[c] = run;
-    for (const uint64_t *x = q; x-- > p;)
-      S->ids[--starts[*x >> 32]] = (int32_t)(uint32_t)*x;
+    for (const uint64_t *x = q; x-- > p;) {
+      const int32_t i = (int32_t)(uint32_t)*x, k = --starts[*x >> 32];
+      const float *pt = (const float *)(S->points + i * S->stride);
+      S->ids[k] = i;
+      S->sorted[k] = pt[0];
+      S->sorted[S->plane + k] = pt[1];
+      S->sorted[2 * S->plane + k] = pt[2];
+    }
   }
   return NULL;
 }
@@ -234,6 +273,8 @@ int wf_hashgrid_build(wf_hashgrid *h, const void *points, int64_t n, int64_t str
             .cells = h->cells,
             .ids = h->ids,
             .starts = h->starts,
+            .sorted = h->sorted,
+            .plane = g->plane,
             .pairs = h->pairs};
   S.ncells = (int64_t)g->dim_x * g->dim_y * g->dim_z;
   while ((S.ncells - 1) >> S.shift >> BUCKET_BITS)
@@ -283,18 +324,25 @@ int wf_hashgrid_build(wf_hashgrid *h, const void *points, int64_t n, int64_t str
 
 /* ---- device copies (lua/weft/hashgrid.lua uploads the arrays) ---- */
 
-/* The descriptor of a copy whose point ids and cell starts live at
-** dev_ids and dev_starts in another address space. */
+/* The descriptor of a copy whose point ids, cell starts and sorted
+** positions live at dev_ids, dev_starts and dev_sorted in another address
+** space. */
 void wf_hashgrid_device_desc(const wf_hashgrid *h, uint64_t dev_ids, uint64_t dev_starts,
-                             void *out) {
+                             uint64_t dev_sorted, void *out) {
   wf_hgrid d = h->desc;
   d.point_ids = (const int32_t *)(uintptr_t)dev_ids;
   d.cell_starts = (const int32_t *)(uintptr_t)dev_starts;
+  d.sorted = (const float *)(uintptr_t)dev_sorted;
   d.points = NULL; /* host memory: nothing to prefetch there */
   memcpy(out, &d, sizeof d);
 }
-/* which: 0 the point ids (npoints), 1 the cell starts (ncells + 1) */
+/* which: 0 the point ids (npoints), 1 the cell starts (ncells + 1), 2 the
+** sorted positions (3 planes of floats, as 32-bit words; none before the
+** first build or reserve) */
 const int32_t *wf_hashgrid_array(const wf_hashgrid *h, int which, int64_t *n) {
-  *n = which == 0 ? h->desc.npoints : (int64_t)h->desc.dim_x * h->desc.dim_y * h->desc.dim_z + 1;
-  return which == 0 ? h->ids : h->starts;
+  switch (which) {
+  case 0: *n = h->desc.npoints; return h->ids;
+  case 1: *n = (int64_t)h->desc.dim_x * h->desc.dim_y * h->desc.dim_z + 1; return h->starts;
+  default: *n = h->sorted ? 3 * h->desc.plane : 0; return (const int32_t *)(const void *)h->sorted;
+  }
 }

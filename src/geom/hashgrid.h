@@ -11,10 +11,19 @@
 **   point_ids    point indices sorted by cell (stable: ascending in a cell)
 **   cell_starts  ncells + 1 offsets into point_ids; cell c holds
 **                point_ids[cell_starts[c] .. cell_starts[c + 1])
+**   sorted       the positions in the same order, as three planes of
+**                floats (x, then y at + plane, then z at + 2 plane), each
+**                with 8 floats of padding after the last point
 **
 ** A query visits every cell that the box p +- r touches (each cell once,
-** even when the box wraps around the grid) and yields the points stored
-** there: candidates, which the kernel filters by distance.
+** even when the box wraps around the grid) and yields those of its points
+** whose position at the build lies within r of p, give or take rounding
+** (WF_HGRID_SLACK): a superset of what a kernel's own distance test keeps,
+** however it rounds, and in the order of the cells. Warp yields every
+** point of those cells; the kernel filters them either way, and the
+** distance test here runs on positions stored beside each other (8 at
+** once on the CPU) instead of one scattered read of the kernel's array
+** per candidate, about five times as many as it keeps.
 */
 #ifndef WF_GEOM_HASHGRID_H
 #define WF_GEOM_HASHGRID_H
@@ -29,8 +38,10 @@ typedef struct wf_hgrid {
   uint64_t magic;
   const int32_t *point_ids;
   const int32_t *cell_starts;
+  const float *sorted; /* the positions in cell order (above) */
   float cell_width, inv_width;
   int32_t dim_x, dim_y, dim_z, npoints;
+  int64_t plane; /* floats from one plane of sorted to the next */
   /* the points of the last build (CPU grids; 0 on devices): only ever
   ** prefetched, never read, so a kernel reading another array or the
   ** array freed since cost nothing but the prefetch */
@@ -38,37 +49,73 @@ typedef struct wf_hgrid {
   int64_t stride;
 } wf_hgrid;
 
-/* The CPU prefetches the positions of candidates a few ahead of the one
-** yielded: kernels read p[j] for each, scattered over the points array
-** (one cache line per candidate, mostly L2/L3 misses), and the loads are
-** too close together for the out-of-order window to overlap. Ahead in
-** point_ids runs past the cell being visited into the next cells of the
-** row, which the next queries of a launch in cell order read: those are
-** the misses that reach DRAM. CUDA and the emulated device (WF_SHIM_H)
-** keep the plain path. */
+/* r^2 grows by this part of itself (and FLT_MIN, for radii whose square
+** is subnormal) before it is compared: a kernel's own test may round
+** differently (length(d) <= r, a fused multiply-add, another order of
+** the sum: a few units in the last place) and must never see a point
+** the query dropped. */
+#define WF_HGRID_SLACK (1.0f / 65536.0f)
+
+/* The CPU prefetches what queries read before the loads come due: the
+** cells of the box when a query starts (queries in a random order miss
+** on nearly everything), the kernel's positions of the points a query
+** keeps, and hash_grid_point_id's point a few ahead (kernels in cell
+** order read p[hash_grid_point_id(id, tid)], a scattered read per
+** thread). CUDA and the emulated device (WF_SHIM_H) keep the plain path. */
 #if !defined(__CUDACC__) && !defined(WF_SHIM_H) && defined(__GNUC__)
-#define WF_HGRID_AHEAD 8
+#define WF_HGRID_PREFETCH(p) __builtin_prefetch(p)
+#define WF_HGRID_AHEAD 16
+#else
+#define WF_HGRID_PREFETCH(p) ((void)0)
 #endif
 
+/* Clang's vectors (the CPU's bitcode, src/geom/inline_bc.c) test 8
+** candidates at once; GCC's libweft copy, CUDA and the emulated device
+** test one at a time, with the same float operations in the same order,
+** so every backend yields the same points. */
+#if defined(__clang__) && !defined(__CUDACC__) && !defined(WF_SHIM_H)
+#define WF_HGRID_VEC 1
+#endif
+
+/* Points kept but not yet yielded: a buffer refilled from the box's
+** cells whenever it runs dry, filtered 8 candidates at a time (a fill
+** stops with room for 8 left). */
+#define WF_HGRID_BUF 32
+
 /* The per-thread state of `for j in weft.hash_grid_query(id, p, r)`:
-** the cells of the box, visited x fastest, then y, then z (Warp's order),
-** each axis as a count from its first (wrapped) cell, so no cell repeats
-** and no division runs per cell. What the steps read of the grid is copied
-** here at the start: a kernel's loop then keeps it in registers, where
-** loads through the grid's id (not known to be dereferenceable) would be
-** repeated on every candidate. */
-typedef struct wf_hgrid_query {
+** the walk over the cells of the box and the points kept. The walk takes
+** the box a row of cells at a time (y, then z, from the first cell of
+** each, wrapped; so no cell repeats and no division runs per row): a row
+** is one slice of point_ids, or two where it wraps around the grid in x
+** (cells cx0 .. dim_x - 1, then 0 ..), in Warp's order of cells. What the
+** walk reads of the grid is copied here at the start, and a fill copies
+** the walk into a local for its loop (stores into buf could otherwise
+** alias any int32_t field, which the compiler would reload after each). */
+typedef struct wf_hgrid_walk {
   const int32_t *ids, *starts; /* the grid's point_ids and cell_starts */
+  const float *sorted;         /* its x plane; y and z follow */
   const unsigned char *points; /* its points (prefetched only) */
-  int64_t stride;
-  int32_t last; /* npoints - 1, the last id to prefetch */
+  int64_t stride, plane;
+  float px, py, pz, r2; /* the query point and the bound on squared distances */
   int32_t dim_x, dim_y, dim_z;
-  int32_t cx0, cy0;   /* the first cell in x and y, wrapped */
-  int32_t nx, ny, nz; /* cells per axis (at most the grid's dims) */
-  int32_t ix, iy, iz; /* visited so far on each axis */
-  int32_t cx, cy, cz; /* the cell being visited, wrapped */
-  int32_t at, end;    /* its slice of point_ids */
-  int32_t cur;        /* the candidate _get returns (the nested form: the slice's first) */
+  int32_t cx0, n1, n2; /* a row's first cell, the cells of its two runs */
+  int32_t cy0, ny, nz; /* the first row in y (wrapped), rows per axis */
+  int32_t iy, iz;      /* rows visited so far on each axis */
+  int32_t cy, cz;      /* the row being visited, wrapped */
+  int32_t base;        /* its cell 0: (cz * dim_y + cy) * dim_x */
+  int32_t second;      /* its second run is still to take */
+  int32_t at, end;     /* the slice of point_ids still to filter */
+  /* the box wraps on no axis (wf_hgrid_fill_flat): then iy counts the
+  ** rows taken, cy and cz are the next row's y index and the cell cx0 of
+  ** its plane's first row, base the box's first cell */
+  int32_t flat;
+} wf_hgrid_walk;
+
+typedef struct wf_hgrid_query {
+  wf_hgrid_walk w;
+  int32_t n, k; /* points in buf, the next one to yield */
+  int32_t cur;  /* the point _get returns */
+  int32_t buf[WF_HGRID_BUF];
 } wf_hgrid_query;
 
 /* floor(v) as a cell coordinate, saturating instead of overflowing. The
@@ -103,151 +150,279 @@ WF_GEOM_FN int32_t wf_hgrid_span(int32_t lo, int32_t hi, int32_t d) {
   return n <= 0 ? 0 : n > d ? d : (int32_t)n;
 }
 
-WF_GEOM_FN void wf_hgrid_enter(wf_hgrid_query *q) {
-  const int32_t c = (q->cz * q->dim_y + q->cy) * q->dim_x + q->cx;
-  q->at = q->starts[c];
-  q->end = q->starts[c + 1];
+/* Take the row at base: its first run. */
+WF_GEOM_FN void wf_hgrid_enter_row(wf_hgrid_walk *q) {
+  q->at = q->starts[q->base + q->cx0];
+  q->end = q->starts[q->base + q->cx0 + q->n1];
+  q->second = q->n2 > 0;
 }
 
-/* Start the row (cy, cz) at its first cell. A row that does not wrap
-** around the grid in x holds consecutive cells, whose points are one
-** slice of point_ids: take it at once (the same candidates, in order). */
-WF_GEOM_FN void wf_hgrid_enter_row(wf_hgrid_query *q) {
-  q->ix = 0;
-  q->cx = q->cx0;
-  if (q->cx0 + q->nx <= q->dim_x) {
-    const int32_t c = (q->cz * q->dim_y + q->cy) * q->dim_x + q->cx0;
-    q->at = q->starts[c];
-    q->end = q->starts[c + q->nx];
-    q->ix = q->nx - 1;
-    return;
-  }
-  wf_hgrid_enter(q);
-}
-
-#ifdef WF_HGRID_AHEAD
-/* Prefetch what a query reads first before it yields anything: queries in
-** a random order (thread i at point i) miss on nearly everything, the
-** cell starts of each row, then its point ids, then the positions. Three
-** passes over the first WF_HGRID_ROWS rows of the box (each row's
-** unwrapped part): their cell starts, the first line of their point ids,
-** and the positions of their first WF_HGRID_FIRST candidates. No branch
-** here waits on a loaded value (the candidate indices are clamped, not
-** tested), so the misses overlap, and a query whose cells are cached (in
-** cell order) pays a few dozen instructions. */
-#define WF_HGRID_ROWS 9
-#define WF_HGRID_FIRST 4
-WF_GEOM_FN void wf_hgrid_prefetch_box(const wf_hgrid_query *q) {
-  const int32_t nx = q->cx0 + q->nx <= q->dim_x ? q->nx : q->dim_x - q->cx0;
-  int32_t rows[WF_HGRID_ROWS], n = 0;
-  for (int32_t iz = 0, cz = q->cz; iz < q->nz && n < WF_HGRID_ROWS;
-       iz++, cz = cz + 1 == q->dim_z ? 0 : cz + 1)
-    for (int32_t iy = 0, cy = q->cy0; iy < q->ny && n < WF_HGRID_ROWS;
-         iy++, cy = cy + 1 == q->dim_y ? 0 : cy + 1) {
-      const int32_t c = (cz * q->dim_y + cy) * q->dim_x + q->cx0;
-      rows[n++] = c;
-      __builtin_prefetch(q->starts + c);
-      __builtin_prefetch(q->starts + c + nx);
-    }
-  for (int32_t k = 0; k < n; k++)
-    __builtin_prefetch(q->ids + q->starts[rows[k]]);
-  for (int32_t k = 0; k < n; k++) {
-    /* candidates s .. e; e = s - 1 >= -1 for an empty row */
-    const int32_t s = q->starts[rows[k]], e = q->starts[rows[k] + nx] - 1;
-    for (int32_t t = 0; t < WF_HGRID_FIRST; t++) {
-      const int32_t f = s + t < e ? s + t : e;
-      __builtin_prefetch(q->points + q->stride * q->ids[f < 0 ? 0 : f]);
-    }
-  }
-}
+/* The cells of p - r and p + r, scaled by s: c[0..2] and c[3..5]. */
+#ifdef WF_HGRID_VEC
+typedef float wf_hgrid_v4f __attribute__((vector_size(16)));
+typedef int32_t wf_hgrid_v4i __attribute__((vector_size(16)));
+typedef _Bool wf_hgrid_b4 __attribute__((ext_vector_type(4)));
 #endif
+WF_GEOM_FN void wf_hgrid_box(float s, float px, float py, float pz, float r, int32_t *c) {
+#ifdef WF_HGRID_VEC
+  { /* all six in wf_hgrid_coord's common range: one vector floor each way */
+    const wf_hgrid_v4f p = {px, py, pz, 0.0f}, lo = (p - r) * s, hi = (p + r) * s;
+    const float big = 1073741824.0f;
+    const wf_hgrid_v4i ok = (lo > -big) & (lo < big) & (hi > -big) & (hi < big);
+    const wf_hgrid_b4 okb = __builtin_convertvector(ok, wf_hgrid_b4);
+    unsigned char m;
+    __builtin_memcpy(&m, &okb, 1);
+    if ((m & 15) == 15) {
+      const wf_hgrid_v4i a = __builtin_convertvector(__builtin_elementwise_floor(lo), wf_hgrid_v4i),
+                         b = __builtin_convertvector(__builtin_elementwise_floor(hi), wf_hgrid_v4i);
+      c[0] = a[0], c[1] = a[1], c[2] = a[2], c[3] = b[0], c[4] = b[1], c[5] = b[2];
+      return;
+    }
+  }
+#endif
+  c[0] = wf_hgrid_coord((px - r) * s), c[1] = wf_hgrid_coord((py - r) * s);
+  c[2] = wf_hgrid_coord((pz - r) * s), c[3] = wf_hgrid_coord((px + r) * s);
+  c[4] = wf_hgrid_coord((py + r) * s), c[5] = wf_hgrid_coord((pz + r) * s);
+}
 
-WF_GEOM_FN void wf_hgrid_query_begin(wf_hgrid_query *q, const wf_hgrid *g, float px, float py,
+/* A query with nothing to visit (no grid, no points, an empty box): a
+** flat walk over no rows. */
+WF_GEOM_FN void wf_hgrid_query_none(wf_hgrid_query *qs) {
+  qs->w.flat = 1;
+  qs->w.ny = qs->w.nz = qs->w.iy = 0;
+  qs->w.at = qs->w.end = 0;
+  qs->n = qs->k = 0;
+  qs->cur = -1;
+}
+
+WF_GEOM_FN void wf_hgrid_query_begin(wf_hgrid_query *qs, const wf_hgrid *g, float px, float py,
                                      float pz, float r) {
-  const float s = g->inv_width;
-  const int32_t x0 = wf_hgrid_coord((px - r) * s), y0 = wf_hgrid_coord((py - r) * s),
-                z0 = wf_hgrid_coord((pz - r) * s);
+  wf_hgrid_walk *q = &qs->w;
+  int32_t c[6]; /* the cells of p - r and p + r */
+  wf_hgrid_box(g->inv_width, px, py, pz, r, c);
+  const int32_t x0 = c[0], y0 = c[1], z0 = c[2];
   q->ids = g->point_ids;
   q->starts = g->cell_starts;
+  q->sorted = g->sorted;
   q->points = g->points;
   q->stride = g->stride;
-  q->last = g->npoints - 1;
+  q->plane = g->plane;
+  q->px = px, q->py = py, q->pz = pz;
+  q->r2 = r * r * (1.0f + WF_HGRID_SLACK) + 1.17549435e-38f;
   q->dim_x = g->dim_x, q->dim_y = g->dim_y, q->dim_z = g->dim_z;
-  q->nx = wf_hgrid_span(x0, wf_hgrid_coord((px + r) * s), g->dim_x);
-  q->ny = wf_hgrid_span(y0, wf_hgrid_coord((py + r) * s), g->dim_y);
-  q->nz = wf_hgrid_span(z0, wf_hgrid_coord((pz + r) * s), g->dim_z);
-  q->cx = q->cx0 = wf_hgrid_wrap(x0, g->dim_x);
+  const int32_t nx = wf_hgrid_span(x0, c[3], g->dim_x);
+  q->ny = wf_hgrid_span(y0, c[4], g->dim_y);
+  q->nz = wf_hgrid_span(z0, c[5], g->dim_z);
+  q->cx0 = wf_hgrid_wrap(x0, g->dim_x);
+  q->n1 = nx < g->dim_x - q->cx0 ? nx : g->dim_x - q->cx0;
+  q->n2 = nx - q->n1;
   q->cy = q->cy0 = wf_hgrid_wrap(y0, g->dim_y);
   q->cz = wf_hgrid_wrap(z0, g->dim_z);
-  q->ix = q->iy = q->iz = 0;
-  q->at = q->end = 0;
-  if (g->npoints == 0 || q->nx == 0 || q->ny == 0) q->nz = 0; /* nothing to visit */
-  if (q->nz <= 0) return;
-#ifdef WF_HGRID_AHEAD
-  wf_hgrid_prefetch_box(q);
-#endif
+  q->iy = q->iz = 0;
+  q->base = (q->cz * g->dim_y + q->cy) * g->dim_x;
+  q->at = q->end = q->second = 0;
+  qs->n = qs->k = 0;
+  qs->cur = -1;
+  if (g->npoints == 0 || nx == 0 || q->ny == 0 || q->nz == 0) { /* nothing to visit */
+    wf_hgrid_query_none(qs);
+    return;
+  }
+  q->flat = q->n2 == 0 && q->cy0 + q->ny <= g->dim_y && q->cz + q->nz <= g->dim_z;
+  if (q->flat) { /* rows counted in iy from here on (wf_hgrid_fill_flat) */
+    q->base += q->cx0;
+    q->cy = 0, q->cz = q->base;
+    return;
+  }
   wf_hgrid_enter_row(q);
 }
 
-/* Past the cell or row slice taken: the next cell of a wrapping row, or
-** the next row; 0 when the box is done. */
-WF_GEOM_FN int wf_hgrid_query_step(wf_hgrid_query *q) {
-  if (q->iz >= q->nz) return 0;
-  if (++q->ix < q->nx) { /* the next cell of a wrapping row */
-    if (++q->cx == q->dim_x) q->cx = 0;
-    wf_hgrid_enter(q);
-    return 1;
+/* The squared distance from the query point, in the order and rounding
+** every backend uses (CUDA would fuse a multiply-add otherwise). */
+#if defined(__CUDACC__)
+#define WF_HGRID_D2(dx, dy, dz)                                                                    \
+  __fadd_rn(__fadd_rn(__fmul_rn(dx, dx), __fmul_rn(dy, dy)), __fmul_rn(dz, dz))
+#else
+#define WF_HGRID_D2(dx, dy, dz) ((dx) * (dx) + (dy) * (dy) + (dz) * (dz))
+#endif
+
+#ifdef WF_HGRID_VEC
+typedef float wf_hgrid_v8f __attribute__((vector_size(32)));
+typedef int32_t wf_hgrid_v8i __attribute__((vector_size(32)));
+typedef _Bool wf_hgrid_b8 __attribute__((ext_vector_type(8)));
+
+/* Candidates at .. at + 7 (those before end) into buf from n on: one
+** mask of the kept, then the first two of them stored unconditionally
+** (a row of 3 cells holds about 0.6 neighbours), a loop only past two. */
+WF_GEOM_FN int32_t wf_hgrid_filter8(const wf_hgrid_walk *q, int32_t at, int32_t end, int32_t *buf,
+                                    int32_t n) {
+#pragma clang fp contract(off)
+  const int32_t left = end - at;
+  const float *x = q->sorted + at;
+  wf_hgrid_v8f vx, vy, vz;
+  __builtin_memcpy(&vx, x, sizeof vx);
+  __builtin_memcpy(&vy, x + q->plane, sizeof vy);
+  __builtin_memcpy(&vz, x + 2 * q->plane, sizeof vz);
+  vx -= q->px, vy -= q->py, vz -= q->pz;
+  const wf_hgrid_v8i in = WF_HGRID_D2(vx, vy, vz) <= q->r2;
+  const wf_hgrid_b8 bits = __builtin_convertvector(in, wf_hgrid_b8);
+  unsigned char b8;
+  __builtin_memcpy(&b8, &bits, 1);
+  unsigned m = b8 & ~(0xffu << (left < 8 ? left : 8));
+  const int32_t c = __builtin_popcount(m);
+  const int32_t *ids = q->ids + at;
+  const int32_t j0 = ids[__builtin_ctz(m | 256) & 7];
+  m &= m - 1;
+  const int32_t j1 = ids[__builtin_ctz(m | 256) & 7];
+  buf[n] = j0, buf[n + 1] = j1;
+  WF_HGRID_PREFETCH(q->points + q->stride * j0);
+  WF_HGRID_PREFETCH(q->points + q->stride * j1);
+  if (c > 2)
+    for (int32_t t = n + 2; (m &= m - 1) != 0; t++)
+      buf[t] = ids[__builtin_ctz(m)];
+  return n + c;
+}
+#else
+/* the same, one candidate at a time, storing each and keeping it by
+** moving n past it */
+WF_GEOM_FN int32_t wf_hgrid_filter8(const wf_hgrid_walk *q, int32_t at, int32_t end, int32_t *buf,
+                                    int32_t n) {
+  const int32_t e = end - at < 8 ? end : at + 8;
+  const float *x = q->sorted, *y = x + q->plane, *z = y + q->plane;
+  for (int32_t t = at; t < e; t++) {
+    const float dx = x[t] - q->px, dy = y[t] - q->py, dz = z[t] - q->pz;
+    const int32_t j = q->ids[t];
+    buf[n] = j;
+    WF_HGRID_PREFETCH(q->points + q->stride * j);
+    n += WF_HGRID_D2(dx, dy, dz) <= q->r2;
   }
-  if (++q->iy < q->ny) {
-    if (++q->cy == q->dim_y) q->cy = 0;
-  } else {
-    q->iy = 0;
-    q->cy = q->cy0;
-    if (++q->iz >= q->nz) return 0;
-    if (++q->cz == q->dim_z) q->cz = 0;
+  return n;
+}
+#endif
+
+/* The fill of a box that wraps on no axis (nearly every query): its
+** rows follow each other dim_x cells apart in a plane of cells and
+** dim_x * dim_y apart from one plane to the next. Rows go in batches:
+** first the slices of up to WF_HGRID_ROWS rows, whose loads do not wait
+** on each other (in a random order of queries they all miss, and miss
+** together), then their candidates. The walk's row counts rows from the
+** box's first, cy and cz hold the next row's y offset and plane (its
+** cell cx0 of y offset 0). */
+#define WF_HGRID_ROWS 9
+WF_GEOM_FN int wf_hgrid_fill_flat(wf_hgrid_query *qs) {
+  wf_hgrid_walk *w = &qs->w;
+  const int32_t *starts = w->starts;
+  const int32_t ny = w->ny, nrows = ny * w->nz, dx = w->dim_x, nx = w->n1;
+  const int32_t dxy = dx * w->dim_y;
+  int32_t n = 0, row = w->iy, at = w->at, end = w->end, iy = w->cy, zb = w->cz;
+  for (; at < end; at += 8) { /* the rest of a row a full buffer left */
+    if (n > WF_HGRID_BUF - 8) goto full;
+    n = wf_hgrid_filter8(w, at, end, qs->buf, n);
   }
-  wf_hgrid_enter_row(q);
+  while (row < nrows) {
+    int32_t s[WF_HGRID_ROWS], e[WF_HGRID_ROWS];
+    const int32_t m = nrows - row < WF_HGRID_ROWS ? nrows - row : WF_HGRID_ROWS;
+    for (int32_t k = 0; k < m; k++) {
+      const int32_t c = zb + iy * dx;
+      s[k] = starts[c];
+      e[k] = starts[c + nx];
+      if (++iy == ny) iy = 0, zb += dxy;
+    }
+#ifdef WF_HGRID_AHEAD
+    /* the first line of each row's positions and ids, all at once (the
+    ** loads below would wait their turn in the out-of-order window) */
+    for (int32_t k = 0; k < m; k++) {
+      WF_HGRID_PREFETCH(w->sorted + s[k]);
+      WF_HGRID_PREFETCH(w->sorted + w->plane + s[k]);
+      WF_HGRID_PREFETCH(w->sorted + 2 * w->plane + s[k]);
+      WF_HGRID_PREFETCH(w->ids + s[k]);
+    }
+#endif
+    for (int32_t k = 0; k < m; k++)
+      for (at = s[k], end = e[k]; at < end; at += 8) {
+        if (n > WF_HGRID_BUF - 8) { /* rare: the next row's offsets by division */
+          row += k + 1;
+          iy = row % ny, zb = w->base + row / ny * dxy;
+          goto full;
+        }
+        n = wf_hgrid_filter8(w, at, end, qs->buf, n);
+      }
+    row += m;
+  }
+  at = end = 0;
+full:
+  w->at = at, w->end = end, w->iy = row, w->cy = iy, w->cz = zb;
+  qs->n = n;
+  qs->k = 0;
+  return n > 0;
+}
+
+/* Refill buf from the cells still to visit: 0 when the box is done and
+** nothing was kept. The walk's moving parts live in locals here (and
+** are stored back once), the rest is read through w. */
+WF_GEOM_FN int wf_hgrid_query_fill(wf_hgrid_query *qs) {
+  if (qs->w.flat) return wf_hgrid_fill_flat(qs);
+  wf_hgrid_walk *w = &qs->w;
+  int32_t n = 0, at = w->at, end = w->end, base = w->base, second = w->second;
+  int32_t iy = w->iy, iz = w->iz, cy = w->cy, cz = w->cz;
+  if (iz >= w->nz) goto done;
+  for (;;) {
+    for (; at < end; at += 8) {
+      if (n > WF_HGRID_BUF - 8) goto full;
+      n = wf_hgrid_filter8(w, at, end, qs->buf, n);
+    }
+    if (second) { /* the wrapped part of the row */
+      second = 0;
+      at = w->starts[base];
+      end = w->starts[base + w->n2];
+      continue;
+    }
+    if (++iy < w->ny) {
+      base += w->dim_x;
+      if (++cy == w->dim_y) cy = 0, base -= w->dim_y * w->dim_x;
+    } else {
+      if (++iz >= w->nz) goto done;
+      iy = 0;
+      cy = w->cy0;
+      if (++cz == w->dim_z) cz = 0;
+      base = (cz * w->dim_y + cy) * w->dim_x;
+    }
+    at = w->starts[base + w->cx0];
+    end = w->starts[base + w->cx0 + w->n1];
+    second = w->n2 > 0;
+  }
+done:
+  at = end = 0, iz = w->nz;
+full:
+  w->at = at, w->end = end, w->base = base, w->second = second;
+  w->iy = iy, w->iz = iz, w->cy = cy, w->cz = cz;
+  qs->n = n;
+  qs->k = 0;
+  return n > 0;
+}
+
+/* The next point into *j; 0 when the query is done. */
+WF_GEOM_FN int wf_hgrid_query_next(wf_hgrid_query *q, int32_t *j) {
+  if (q->k >= q->n && !wf_hgrid_query_fill(q)) return 0;
+  *j = q->buf[q->k++];
   return 1;
 }
 
-/* The id of candidate k (an index into point_ids), prefetching the
-** position of the one WF_HGRID_AHEAD further on. */
-WF_GEOM_FN int32_t wf_hgrid_query_id(const wf_hgrid_query *q, int32_t k) {
-#ifdef WF_HGRID_AHEAD
-  const int32_t f = k + WF_HGRID_AHEAD;
-  __builtin_prefetch(q->points + q->stride * q->ids[f < q->last ? f : q->last]);
-#endif
-  return q->ids[k];
-}
-
-/* The next candidate into *j; 0 when the query is done. */
-WF_GEOM_FN int wf_hgrid_query_next(wf_hgrid_query *q, int32_t *j) {
-  do {
-    if (q->at < q->end) {
-      *j = wf_hgrid_query_id(q, q->at++);
-      return 1;
-    }
-  } while (wf_hgrid_query_step(q));
-  return 0;
-}
-
-/* The nested form of the loop (src/front/native.c): the next non-empty
-** slice of point_ids, candidates cur .. end - 1 (a cell, or the cells of a
-** row that does not wrap); 0 when the query is done. */
+/* The nested form of the loop (src/front/native.c): a fill, whose points
+** the kernel takes as buf[first .. last]; 0 when the query is done. */
 WF_GEOM_FN int wf_hgrid_query_slice(wf_hgrid_query *q) {
-  do {
-    if (q->at < q->end) {
-      q->cur = q->at;
-      q->at = q->end;
-      return 1;
-    }
-  } while (wf_hgrid_query_step(q));
-  return 0;
+  return wf_hgrid_query_fill(q);
 }
 
 /* weft.hash_grid_point_id(id, i): the i-th point in cell order */
 WF_GEOM_FN int32_t wf_hgrid_point_id(const wf_hgrid *g, int32_t i) {
-  return (i >= 0 && i < g->npoints) ? g->point_ids[i] : -1;
+  if (i < 0 || i >= g->npoints) return -1;
+#ifdef WF_HGRID_AHEAD
+  {
+    const int32_t f = i + WF_HGRID_AHEAD < g->npoints ? i + WF_HGRID_AHEAD : g->npoints - 1;
+    WF_HGRID_PREFETCH(g->points + g->stride * g->point_ids[f]);
+  }
+#endif
+  return g->point_ids[i];
 }
 
 /* ---- kernel builtins: the rows of src/geom/native.h (result pointer,
@@ -264,7 +439,7 @@ WF_GEOM_FN void wf_nat_hash_grid_query(void *state, void *res, const void *id, c
   const float *pt = (const float *)p;
   (void)res; /* the handle is the state's address (native.h) */
   if (!g) {  /* no grid: done before it starts */
-    q->at = q->end = q->iz = q->nz = 0;
+    wf_hgrid_query_none(q);
     return;
   }
   wf_hgrid_query_begin(q, g, pt[0], pt[1], pt[2], *(const float *)r);
@@ -280,21 +455,22 @@ WF_GEOM_FN void wf_nat_hash_grid_query_get(void *res, const void *h) {
   *(int32_t *)res = q->cur;
 }
 /* the nested form: `while slice(h) do for k = first(h), last(h) do
-** local j = id(h, k) ...` */
+** local j = id(h, k) ...` over the points of a fill */
 WF_GEOM_FN void wf_nat_hash_grid_query_slice(void *res, const void *h) {
   wf_hgrid_query *q = (wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
   *(unsigned char *)res = (unsigned char)wf_hgrid_query_slice(q);
 }
 WF_GEOM_FN void wf_nat_hash_grid_query_first(void *res, const void *h) {
-  wf_nat_hash_grid_query_get(res, h); /* the slice's first: cur */
+  (void)h;
+  *(int32_t *)res = 0;
 }
 WF_GEOM_FN void wf_nat_hash_grid_query_last(void *res, const void *h) {
   const wf_hgrid_query *q = (const wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
-  *(int32_t *)res = q->end - 1;
+  *(int32_t *)res = q->n - 1;
 }
 WF_GEOM_FN void wf_nat_hash_grid_query_id(void *res, const void *h, const void *k) {
   const wf_hgrid_query *q = (const wf_hgrid_query *)(uintptr_t) * (const uint64_t *)h;
-  *(int32_t *)res = wf_hgrid_query_id(q, *(const int32_t *)k);
+  *(int32_t *)res = q->buf[*(const int32_t *)k];
 }
 WF_GEOM_FN void wf_nat_hash_grid_point_id(void *res, const void *id, const void *i) {
   const wf_hgrid *g = wf_hgrid_arg(id);
@@ -310,6 +486,7 @@ WF_GEOM_FN void wf_nat_hash_grid_point_id(void *res, const void *id, const void 
 typedef struct wf_hashgrid {
   wf_hgrid desc; /* its address is the id */
   int32_t *ids, *starts, *cells;
+  float *sorted;    /* desc.sorted (3 planes of capacity + 8 floats) */
   int64_t capacity; /* points the arrays hold */
   uint64_t *pairs;  /* build scratch: cell << 32 | point, by bucket of cells */
 } wf_hashgrid;
@@ -322,9 +499,10 @@ WEFT_API int wf_hashgrid_build(wf_hashgrid *h, const void *points, int64_t n, in
                                double radius, int nthreads, char *err, size_t errlen);
 WEFT_API void wf_hashgrid_free(wf_hashgrid *h);
 /* Device copies: the descriptor pointing at uploaded arrays, and the host
-** arrays (which: 0 point ids, 1 cell starts) with their lengths. */
+** arrays (which: 0 point ids, 1 cell starts, 2 sorted positions) with
+** their lengths in 32-bit words. */
 WEFT_API void wf_hashgrid_device_desc(const wf_hashgrid *h, uint64_t dev_ids, uint64_t dev_starts,
-                                      void *out);
+                                      uint64_t dev_sorted, void *out);
 WEFT_API const int32_t *wf_hashgrid_array(const wf_hashgrid *h, int which, int64_t *n);
 #endif
 

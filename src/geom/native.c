@@ -17,8 +17,8 @@ WF_NAT_ITER_ORDER(mesh_query_aabb);
 WF_NAT_ITER_ORDER(bvh_query_aabb);
 WF_NAT_ITER_ORDER(bvh_query_ray);
 WF_NAT_ITER_ORDER(hash_grid_query);
-_Static_assert(sizeof(wf_hgrid) == 64, "wf_hgrid: DESC_SIZE in lua/weft/hashgrid.lua");
-_Static_assert(sizeof(wf_hgrid_query) <= 112, "wf_hgrid_query fits the state column of its row");
+_Static_assert(sizeof(wf_hgrid) == 80, "wf_hgrid: DESC_SIZE in lua/weft/hashgrid.lua");
+_Static_assert(sizeof(wf_hgrid_query) <= 288, "wf_hgrid_query fits the state column of its row");
 _Static_assert(sizeof(wf_vol_v3) == 12, "volume_lookup_v returns a vec3f");
 _Static_assert(sizeof(wf_giter) <= 288, "wf_giter fits the state column of its rows");
 /* the result structs as the front end lays out WF_QP_T and WF_QR_T */

@@ -116,7 +116,7 @@ typedef struct wf_geom_ids {
   _(volume_cell_v,             WF_GEOM_VOLUME, 0, 0, WF_VCV_T, "uiii", "", NONE, NONE) \
   _(volume_transform_row,      WF_GEOM_VOLUME, 0, 0, "v", "ui", "", NONE, NONE) \
   /* hash grids (src/geom/hashgrid.h) */ \
-  _(hash_grid_query,           WF_GEOM_HASHGRID, WF_NATF_ITER, 112, "u", "uvf", "", NONE, NONE) \
+  _(hash_grid_query,           WF_GEOM_HASHGRID, WF_NATF_ITER, 288, "u", "uvf", "", NONE, NONE) \
   _(hash_grid_query_next,      0, WF_NATF_INTERNAL, 0, "b", "u", "", NONE, NONE) \
   _(hash_grid_query_get,       0, WF_NATF_INTERNAL, 0, "i", "u", "", NONE, NONE) \
   _(hash_grid_point_id,        WF_GEOM_HASHGRID, 0, 0, "i", "ui", "", NONE, NONE) \

@@ -1,8 +1,11 @@
 /*
 ** test_hashgrid.c -- the hash grid (src/geom/hashgrid.h, .c) against brute
-** force: every pair within r is found exactly once, on grids smaller than
-** the query box (the periodic wrap), with points far from the origin, with
-** no points, and with NaN points; and the build's sort is stable.
+** force: every pair within r is found exactly once and no point beyond r
+** (give or take WF_HGRID_SLACK) is yielded, on grids smaller than the
+** query box (the periodic wrap), with points far from the origin, with
+** clusters fuller than a query's buffer, with no points, and with NaN
+** points; the build's sort is stable and its sorted positions are the
+** points'.
 */
 #include <math.h>
 #include <stdint.h>
@@ -17,7 +20,8 @@ static float frand(uint32_t *s) {
   return (float)(*s >> 8) / 16777216.0f;
 }
 
-/* For every point: candidates, neighbours within r, and no duplicates. */
+/* For every point: candidates, neighbours within r, none beyond it, and
+** no duplicates. */
 static void check_against_brute(int dx, int dy, int dz, int n, float extent, float shift, float r,
                                 int nthreads) {
   float *p = malloc(sizeof(float) * 3 * (size_t)n);
@@ -28,7 +32,7 @@ static void check_against_brute(int dx, int dy, int dz, int n, float extent, flo
   char err[256];
   CHECK_INT(wf_hashgrid_new(dx, dy, dz, &h, err, sizeof err), 0);
   CHECK_INT(wf_hashgrid_build(h, p, n, 12, r, nthreads, err, sizeof err), 0);
-  int bad_count = 0, dups = 0;
+  int bad_count = 0, dups = 0, far = 0;
   unsigned char *seen = calloc((size_t)n, 1);
   const int step = n > 5000 ? 97 : 1; /* brute force is quadratic */
   for (int i = 0; i < n; i += step) {
@@ -43,6 +47,7 @@ static void check_against_brute(int dx, int dy, int dz, int n, float extent, flo
       const float ddx = p[3 * j] - p[3 * i], ddy = p[3 * j + 1] - p[3 * i + 1],
                   ddz = p[3 * j + 2] - p[3 * i + 2];
       found += ddx * ddx + ddy * ddy + ddz * ddz <= r * r;
+      far += ddx * ddx + ddy * ddy + ddz * ddz > r * r * (1 + 1e-4f);
     }
     for (int k = 0; k < n; k++) {
       const float ddx = p[3 * k] - p[3 * i], ddy = p[3 * k + 1] - p[3 * i + 1],
@@ -53,6 +58,13 @@ static void check_against_brute(int dx, int dy, int dz, int n, float extent, flo
   }
   CHECK_INT(bad_count, 0);
   CHECK_INT(dups, 0);
+  CHECK_INT(far, 0);
+  /* the sorted planes hold the points in cell order */
+  int moved = 0;
+  for (int k = 0; k < n; k++)
+    for (int d = 0; d < 3; d++)
+      moved += h->sorted[d * h->desc.plane + k] != p[3 * h->ids[k] + d];
+  CHECK_INT(moved, 0);
   /* stable: ascending point ids inside each cell, and point_id covers all */
   int unstable = 0;
   const int64_t ncells = (int64_t)dx * dy * dz;
@@ -102,6 +114,10 @@ int main(void) {
   check_against_brute(8, 8, 8, 800, 3.0f, -12345.0f, 0.25f, 2); /* far from 0 */
   check_against_brute(64, 64, 64, 70000, 1.0f, 0.0f, 0.01f, 2); /* threaded cells */
   check_against_brute(64, 64, 64, 70000, 1.0f, 0.0f, 0.01f, 1);
+  /* about 100 within r of each point: every query refills its buffer,
+  ** in boxes that wrap (8^3 cells of 0.125 over [0, 1)) and that do not */
+  check_against_brute(8, 8, 8, 3000, 1.0f, 0.0f, 0.2f, 2);
+  check_against_brute(32, 32, 32, 3000, 0.25f, 0.3f, 0.05f, 2);
 
   char err[256];
   wf_hashgrid *h;
