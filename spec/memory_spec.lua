@@ -93,6 +93,18 @@ describe("array memory", function()
     assert.are.equal(6, #small)
   end)
 
+  it("arrays of 4 MB and more start on 2 MB boundaries (huge pages)", function()
+    local ffi = require "ffi"
+    for _, n in ipairs { 2 ^ 20, 3 * 2 ^ 20 + 17, 10 ^ 7 } do
+      local a = weft.empty(n, weft.float32)
+      assert.are.equal(0, tonumber(ffi.cast("uintptr_t", a.h.data) % (2 * 2 ^ 20)))
+      a:fill_(2) -- the whole block is there to write
+      assert.are.same({ 2, 2 }, { a[0], a[n - 1] })
+    end
+    -- smaller ones stay on the heap, 64-byte aligned
+    assert.are.equal(0, tonumber(ffi.cast("uintptr_t", weft.empty(1000, weft.float32).h.data) % 64))
+  end)
+
   it("an allocation the system refuses is an error at the caller's line", function()
     local ok, err = pcall(function() return weft.empty(2 ^ 44, weft.float32) end) -- 64 TB
     assert.is_false(ok)
