@@ -110,12 +110,12 @@ return function(weft, P)
     return g
   end
 
-  -- room for n points (ids, cells, the build's pairs and the sorted
-  -- positions: 28 bytes each)
+  -- room for n points (ids, cells, the build's pairs and positions, the
+  -- sorted positions: 40 bytes each)
   -- counts towards a collection (P.account: lua/weft/array.lua)
   local function grown(g, n)
     if n > (g._room or 0) then
-      P.account(28 * (n - (g._room or 0)))
+      P.account(40 * (n - (g._room or 0)))
       g._room = n
     end
   end

@@ -87,6 +87,7 @@ void wf_hashgrid_free(wf_hashgrid *h) {
   free(h->starts);
   free(h->cells);
   free(h->pairs);
+  free(h->xyz);
   free(h->sorted);
   free(h);
 }
@@ -98,14 +99,16 @@ int wf_hashgrid_reserve(wf_hashgrid *h, int64_t n, char *err, size_t errlen) {
   int32_t *ids = big_alloc((size_t)n * sizeof(int32_t), 0),
           *cells = malloc((size_t)n * sizeof(int32_t));
   uint64_t *pairs = malloc((size_t)n * sizeof(uint64_t));
+  float *xyz = malloc(3 * (size_t)n * sizeof(float) + 1);
   /* three planes, each padded with 8 floats that queries read but never
   ** keep (zeroed here: no uninitialised reads) */
   const int64_t plane = n + 8;
   float *sorted = big_alloc(3 * (size_t)plane * sizeof(float), 0);
-  if (!ids || !cells || !pairs || !sorted) {
+  if (!ids || !cells || !pairs || !xyz || !sorted) {
     free(ids);
     free(cells);
     free(pairs);
+    free(xyz);
     free(sorted);
     return fail(err, errlen, "HashGrid: out of memory for %lld points", (long long)n);
   }
@@ -114,8 +117,10 @@ int wf_hashgrid_reserve(wf_hashgrid *h, int64_t n, char *err, size_t errlen) {
   free(h->ids);
   free(h->cells);
   free(h->pairs);
+  free(h->xyz);
   free(h->sorted);
-  h->ids = ids, h->cells = cells, h->pairs = pairs, h->sorted = sorted, h->capacity = n;
+  h->ids = ids, h->cells = cells, h->pairs = pairs, h->xyz = xyz, h->sorted = sorted;
+  h->capacity = n;
   h->desc.point_ids = ids;
   h->desc.sorted = sorted;
   h->desc.plane = plane;
@@ -132,6 +137,7 @@ typedef struct sort {
   float *sorted; /* x plane; y, z a plane apart */
   int64_t plane;
   uint64_t *pairs;
+  float *xyz;     /* the positions beside pairs (x, y, z each) */
   int64_t *at;    /* [T][nbuckets]: thread t's count, then its next slot, in bucket b */
   int64_t *begin; /* [nbuckets + 1]: where each bucket's pairs start */
   int *first;     /* [T + 1]: the buckets thread t sorts */
@@ -200,14 +206,19 @@ static void *cells_of(void *arg) {
   return NULL;
 }
 
-/* Pass 2: thread t's points into their buckets, from its next slots. */
+/* Pass 2: thread t's points into their buckets, from its next slots,
+** their positions beside them (read here in order, where the placement
+** below would read them scattered). */
 static void *spread(void *arg) {
   const job *J = arg;
   const sort *S = J->S;
   int64_t *next = S->at + (size_t)J->t * (size_t)S->nbuckets;
   for (int64_t i = S->n * J->t / S->T; i < S->n * (J->t + 1) / S->T; i++) {
     const uint32_t c = (uint32_t)S->cells[i];
-    S->pairs[next[c >> S->shift]++] = (uint64_t)c << 32 | (uint32_t)i;
+    const int64_t k = next[c >> S->shift]++;
+    const float *pt = (const float *)(S->points + i * S->stride);
+    S->pairs[k] = (uint64_t)c << 32 | (uint32_t)i;
+    S->xyz[3 * k] = pt[0], S->xyz[3 * k + 1] = pt[1], S->xyz[3 * k + 2] = pt[2];
   }
   return NULL;
 }
@@ -232,7 +243,7 @@ static void *sort_buckets(void *arg) {
       run += starts[c], starts[c] = run;
     for (const uint64_t *x = q; x-- > p;) {
       const int32_t i = (int32_t)(uint32_t)*x, k = --starts[*x >> 32];
-      const float *pt = (const float *)(S->points + i * S->stride);
+      const float *pt = S->xyz + 3 * (x - S->pairs);
       S->ids[k] = i;
       S->sorted[k] = pt[0];
       S->sorted[S->plane + k] = pt[1];
@@ -275,7 +286,8 @@ int wf_hashgrid_build(wf_hashgrid *h, const void *points, int64_t n, int64_t str
             .starts = h->starts,
             .sorted = h->sorted,
             .plane = g->plane,
-            .pairs = h->pairs};
+            .pairs = h->pairs,
+            .xyz = h->xyz};
   S.ncells = (int64_t)g->dim_x * g->dim_y * g->dim_z;
   while ((S.ncells - 1) >> S.shift >> BUCKET_BITS)
     S.shift++;

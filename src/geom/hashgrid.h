@@ -489,6 +489,7 @@ typedef struct wf_hashgrid {
   float *sorted;    /* desc.sorted (3 planes of capacity + 8 floats) */
   int64_t capacity; /* points the arrays hold */
   uint64_t *pairs;  /* build scratch: cell << 32 | point, by bucket of cells */
+  float *xyz;       /* and the points' positions in the same order */
 } wf_hashgrid;
 
 WEFT_API int wf_hashgrid_new(int dim_x, int dim_y, int dim_z, wf_hashgrid **out, char *err,
