@@ -92,6 +92,33 @@ describe("weft.hash_grid_query", function()
     end
   end)
 
+  it("takes any radius: 0, negative, NaN, far beyond the grid", function()
+    local pts = random_points(300, 1, 0, 71)
+    pts[301] = { pts[1][1], pts[1][2], pts[1][3] } -- a duplicate of the first
+    local pa = weft.array(pts, weft.vec3)
+    local g = weft.HashGrid(8, 8, 8)
+    g:build(pa, 0.125)
+    local cand_k = weft.kernel{ id = weft.uint64, p = weft.array(weft.vec3), r = weft.float32,
+      n = weft.array(weft.int32),
+      function(id, p, r, n)
+        local i = weft.tid()
+        for _ in weft.hash_grid_query(id, p[i], r) do n[i] = n[i] + 1 end
+      end }
+    local function run(r)
+      local n = weft.zeros(#pts, weft.int32)
+      weft.launch(cand_k, #pts, { g.id, pa, r, n })
+      return n:totable()
+    end
+    local zero, neg, nan, huge = run(0), run(-0.5), run(0 / 0), run(1e30)
+    for i = 1, #pts do
+      local dup = (i == 1 or i == 301) and 2 or 1
+      assert.equal(dup, zero[i]) -- itself (and its duplicate)
+      assert.equal(0, neg[i])
+      assert.equal(0, nan[i])
+      assert.equal(#pts, huge[i]) -- every point once
+    end
+  end)
+
   it("filters by the positions of the last build", function()
     -- points moved since the build are still found where they were then
     -- (as Warp's cells are): the kernel's own test sees the new positions
