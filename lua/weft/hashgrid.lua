@@ -111,11 +111,11 @@ return function(weft, P)
   end
 
   -- room for n points (ids, cells, the build's pairs and positions, the
-  -- sorted positions: 40 bytes each)
+  -- sorted records: 44 bytes each)
   -- counts towards a collection (P.account: lua/weft/array.lua)
   local function grown(g, n)
     if n > (g._room or 0) then
-      P.account(40 * (n - (g._room or 0)))
+      P.account(44 * (n - (g._room or 0)))
       g._room = n
     end
   end

@@ -100,10 +100,10 @@ int wf_hashgrid_reserve(wf_hashgrid *h, int64_t n, char *err, size_t errlen) {
           *cells = malloc((size_t)n * sizeof(int32_t));
   uint64_t *pairs = malloc((size_t)n * sizeof(uint64_t));
   float *xyz = malloc(3 * (size_t)n * sizeof(float) + 1);
-  /* three planes, each padded with 8 floats that queries read but never
+  /* a record per point and 8 of padding, which queries read but never
   ** keep (zeroed here: no uninitialised reads) */
-  const int64_t plane = n + 8;
-  float *sorted = big_alloc(3 * (size_t)plane * sizeof(float), 0);
+  const int64_t nsorted = n + 8;
+  float *sorted = big_alloc(4 * (size_t)nsorted * sizeof(float), 0);
   if (!ids || !cells || !pairs || !xyz || !sorted) {
     free(ids);
     free(cells);
@@ -112,8 +112,7 @@ int wf_hashgrid_reserve(wf_hashgrid *h, int64_t n, char *err, size_t errlen) {
     free(sorted);
     return fail(err, errlen, "HashGrid: out of memory for %lld points", (long long)n);
   }
-  for (int d = 0; d < 3; d++)
-    memset(sorted + d * plane + n, 0, 8 * sizeof(float));
+  memset(sorted + 4 * n, 0, 32 * sizeof(float));
   free(h->ids);
   free(h->cells);
   free(h->pairs);
@@ -123,7 +122,7 @@ int wf_hashgrid_reserve(wf_hashgrid *h, int64_t n, char *err, size_t errlen) {
   h->capacity = n;
   h->desc.point_ids = ids;
   h->desc.sorted = sorted;
-  h->desc.plane = plane;
+  h->desc.nsorted = nsorted;
   return 0;
 }
 
@@ -134,8 +133,7 @@ typedef struct sort {
   int64_t stride, n, ncells;
   int T, shift, nbuckets;
   int32_t *cells, *ids, *starts;
-  float *sorted; /* x plane; y, z a plane apart */
-  int64_t plane;
+  float *sorted; /* records: x, y, z, the point's index */
   uint64_t *pairs;
   float *xyz;     /* the positions beside pairs (x, y, z each) */
   int64_t *at;    /* [T][nbuckets]: thread t's count, then its next slot, in bucket b */
@@ -226,7 +224,7 @@ static void *spread(void *arg) {
 /* Pass 3: thread t's buckets, each a stable counting sort of its cells:
 ** counts, running ends, then the points placed backwards from each cell's
 ** end (later points last), which leaves starts[c] at the start of c, and
-** their positions beside them in the sorted planes. */
+** their records beside them in sorted. */
 static void *sort_buckets(void *arg) {
   const job *J = arg;
   const sort *S = J->S;
@@ -245,9 +243,9 @@ static void *sort_buckets(void *arg) {
       const int32_t i = (int32_t)(uint32_t)*x, k = --starts[*x >> 32];
       const float *pt = S->xyz + 3 * (x - S->pairs);
       S->ids[k] = i;
-      S->sorted[k] = pt[0];
-      S->sorted[S->plane + k] = pt[1];
-      S->sorted[2 * S->plane + k] = pt[2];
+      float *rec = S->sorted + 4 * (int64_t)k;
+      rec[0] = pt[0], rec[1] = pt[1], rec[2] = pt[2];
+      memcpy(rec + 3, &i, sizeof i);
     }
   }
   return NULL;
@@ -285,7 +283,6 @@ int wf_hashgrid_build(wf_hashgrid *h, const void *points, int64_t n, int64_t str
             .ids = h->ids,
             .starts = h->starts,
             .sorted = h->sorted,
-            .plane = g->plane,
             .pairs = h->pairs,
             .xyz = h->xyz};
   S.ncells = (int64_t)g->dim_x * g->dim_y * g->dim_z;
@@ -349,12 +346,14 @@ void wf_hashgrid_device_desc(const wf_hashgrid *h, uint64_t dev_ids, uint64_t de
   memcpy(out, &d, sizeof d);
 }
 /* which: 0 the point ids (npoints), 1 the cell starts (ncells + 1), 2 the
-** sorted positions (3 planes of floats, as 32-bit words; none before the
+** sorted records (4 words a point; none before the
 ** first build or reserve) */
 const int32_t *wf_hashgrid_array(const wf_hashgrid *h, int which, int64_t *n) {
   switch (which) {
   case 0: *n = h->desc.npoints; return h->ids;
   case 1: *n = (int64_t)h->desc.dim_x * h->desc.dim_y * h->desc.dim_z + 1; return h->starts;
-  default: *n = h->sorted ? 3 * h->desc.plane : 0; return (const int32_t *)(const void *)h->sorted;
+  default:
+    *n = h->sorted ? 4 * h->desc.nsorted : 0;
+    return (const int32_t *)(const void *)h->sorted;
   }
 }

@@ -11,9 +11,9 @@
 **   point_ids    point indices sorted by cell (stable: ascending in a cell)
 **   cell_starts  ncells + 1 offsets into point_ids; cell c holds
 **                point_ids[cell_starts[c] .. cell_starts[c + 1])
-**   sorted       the positions in the same order, as three planes of
-**                floats (x, then y at + plane, then z at + 2 plane), each
-**                with 8 floats of padding after the last point
+**   sorted       the positions in the same order, a record of 4 words
+**                per point (x, y, z as floats, then the point's index),
+**                with 8 records of padding after the last point
 **
 ** A query visits every cell that the box p +- r touches (each cell once,
 ** even when the box wraps around the grid) and yields those of its points
@@ -41,7 +41,7 @@ typedef struct wf_hgrid {
   const float *sorted; /* the positions in cell order (above) */
   float cell_width, inv_width;
   int32_t dim_x, dim_y, dim_z, npoints;
-  int64_t plane; /* floats from one plane of sorted to the next */
+  int64_t nsorted; /* records sorted holds (capacity + 8) */
   /* the points of the last build (CPU grids; 0 on devices): only ever
   ** prefetched, never read, so a kernel reading another array or the
   ** array freed since cost nothing but the prefetch */
@@ -93,9 +93,9 @@ typedef struct wf_hgrid {
 ** alias any int32_t field, which the compiler would reload after each). */
 typedef struct wf_hgrid_walk {
   const int32_t *ids, *starts; /* the grid's point_ids and cell_starts */
-  const float *sorted;         /* its x plane; y and z follow */
+  const float *sorted;         /* its records of positions */
   const unsigned char *points; /* its points (prefetched only) */
-  int64_t stride, plane;
+  int64_t stride;
   float px, py, pz, r2; /* the query point and the bound on squared distances */
   int32_t dim_x, dim_y, dim_z;
   int32_t cx0, n1, n2; /* a row's first cell, the cells of its two runs */
@@ -206,7 +206,6 @@ WF_GEOM_FN void wf_hgrid_query_begin(wf_hgrid_query *qs, const wf_hgrid *g, floa
   q->sorted = g->sorted;
   q->points = g->points;
   q->stride = g->stride;
-  q->plane = g->plane;
   q->px = px, q->py = py, q->pz = pz;
   q->r2 = r * r * (1.0f + WF_HGRID_SLACK) + 1.17549435e-38f;
   q->dim_x = g->dim_x, q->dim_y = g->dim_y, q->dim_z = g->dim_z;
@@ -250,18 +249,31 @@ typedef float wf_hgrid_v8f __attribute__((vector_size(32)));
 typedef int32_t wf_hgrid_v8i __attribute__((vector_size(32)));
 typedef _Bool wf_hgrid_b8 __attribute__((ext_vector_type(8)));
 
-/* Candidates at .. at + 7 (those before end) into buf from n on: one
-** mask of the kept, then the first two of them stored unconditionally
-** (a row of 3 cells holds about 0.6 neighbours), a loop only past two. */
+/* Candidates at .. at + 7 (those before end) into buf from n on: their
+** 8 records transposed into x, y and z (records k and k + 4 share a
+** load, so lanes stay in order), one mask of the kept, then the first two
+** of them stored unconditionally (a row of 3 cells holds about 0.6
+** neighbours), a loop only past two. Records keep a row's positions and
+** ids in one or two cache lines, where planes took four: a query in a
+** random order waits on half as many misses. */
 WF_GEOM_FN int32_t wf_hgrid_filter8(const wf_hgrid_walk *q, int32_t at, int32_t end, int32_t *buf,
                                     int32_t n) {
 #pragma clang fp contract(off)
   const int32_t left = end - at;
-  const float *x = q->sorted + at;
-  wf_hgrid_v8f vx, vy, vz;
-  __builtin_memcpy(&vx, x, sizeof vx);
-  __builtin_memcpy(&vy, x + q->plane, sizeof vy);
-  __builtin_memcpy(&vz, x + 2 * q->plane, sizeof vz);
+  const float *r = q->sorted + 4 * (int64_t)at;
+  wf_hgrid_v4f p[8];
+  __builtin_memcpy(p, r, sizeof p);
+  const wf_hgrid_v8f u0 = __builtin_shufflevector(p[0], p[4], 0, 1, 2, 3, 4, 5, 6, 7),
+                     u1 = __builtin_shufflevector(p[1], p[5], 0, 1, 2, 3, 4, 5, 6, 7),
+                     u2 = __builtin_shufflevector(p[2], p[6], 0, 1, 2, 3, 4, 5, 6, 7),
+                     u3 = __builtin_shufflevector(p[3], p[7], 0, 1, 2, 3, 4, 5, 6, 7);
+  const wf_hgrid_v8f t0 = __builtin_shufflevector(u0, u1, 0, 8, 1, 9, 4, 12, 5, 13),
+                     t1 = __builtin_shufflevector(u0, u1, 2, 10, 3, 11, 6, 14, 7, 15),
+                     t2 = __builtin_shufflevector(u2, u3, 0, 8, 1, 9, 4, 12, 5, 13),
+                     t3 = __builtin_shufflevector(u2, u3, 2, 10, 3, 11, 6, 14, 7, 15);
+  wf_hgrid_v8f vx = __builtin_shufflevector(t0, t2, 0, 1, 8, 9, 4, 5, 12, 13),
+               vy = __builtin_shufflevector(t0, t2, 2, 3, 10, 11, 6, 7, 14, 15),
+               vz = __builtin_shufflevector(t1, t3, 0, 1, 8, 9, 4, 5, 12, 13);
   vx -= q->px, vy -= q->py, vz -= q->pz;
   const wf_hgrid_v8i in = WF_HGRID_D2(vx, vy, vz) <= q->r2;
   const wf_hgrid_b8 bits = __builtin_convertvector(in, wf_hgrid_b8);
@@ -269,16 +281,16 @@ WF_GEOM_FN int32_t wf_hgrid_filter8(const wf_hgrid_walk *q, int32_t at, int32_t 
   __builtin_memcpy(&b8, &bits, 1);
   unsigned m = b8 & ~(0xffu << (left < 8 ? left : 8));
   const int32_t c = __builtin_popcount(m);
-  const int32_t *ids = q->ids + at;
-  const int32_t j0 = ids[__builtin_ctz(m | 256) & 7];
+  const int32_t *ids = (const int32_t *)(const void *)r + 3; /* word 3 of each record */
+  const int32_t j0 = ids[4 * (__builtin_ctz(m | 256) & 7)];
   m &= m - 1;
-  const int32_t j1 = ids[__builtin_ctz(m | 256) & 7];
+  const int32_t j1 = ids[4 * (__builtin_ctz(m | 256) & 7)];
   buf[n] = j0, buf[n + 1] = j1;
   WF_HGRID_PREFETCH(q->points + q->stride * j0);
   WF_HGRID_PREFETCH(q->points + q->stride * j1);
   if (c > 2)
     for (int32_t t = n + 2; (m &= m - 1) != 0; t++)
-      buf[t] = ids[__builtin_ctz(m)];
+      buf[t] = ids[4 * __builtin_ctz(m)];
   return n + c;
 }
 #else
@@ -287,9 +299,9 @@ WF_GEOM_FN int32_t wf_hgrid_filter8(const wf_hgrid_walk *q, int32_t at, int32_t 
 WF_GEOM_FN int32_t wf_hgrid_filter8(const wf_hgrid_walk *q, int32_t at, int32_t end, int32_t *buf,
                                     int32_t n) {
   const int32_t e = end - at < 8 ? end : at + 8;
-  const float *x = q->sorted, *y = x + q->plane, *z = y + q->plane;
   for (int32_t t = at; t < e; t++) {
-    const float dx = x[t] - q->px, dy = y[t] - q->py, dz = z[t] - q->pz;
+    const float *x = q->sorted + 4 * (int64_t)t;
+    const float dx = x[0] - q->px, dy = x[1] - q->py, dz = x[2] - q->pz;
     const int32_t j = q->ids[t];
     buf[n] = j;
     WF_HGRID_PREFETCH(q->points + q->stride * j);
@@ -328,13 +340,11 @@ WF_GEOM_FN int wf_hgrid_fill_flat(wf_hgrid_query *qs) {
       if (++iy == ny) iy = 0, zb += dxy;
     }
 #ifdef WF_HGRID_AHEAD
-    /* the first line of each row's positions and ids, all at once (the
+    /* the first two lines of each row's records, all at once (the
     ** loads below would wait their turn in the out-of-order window) */
     for (int32_t k = 0; k < m; k++) {
-      WF_HGRID_PREFETCH(w->sorted + s[k]);
-      WF_HGRID_PREFETCH(w->sorted + w->plane + s[k]);
-      WF_HGRID_PREFETCH(w->sorted + 2 * w->plane + s[k]);
-      WF_HGRID_PREFETCH(w->ids + s[k]);
+      WF_HGRID_PREFETCH(w->sorted + 4 * (int64_t)s[k]);
+      WF_HGRID_PREFETCH(w->sorted + 4 * (int64_t)s[k] + 16);
     }
 #endif
     for (int32_t k = 0; k < m; k++)
@@ -486,7 +496,7 @@ WF_GEOM_FN void wf_nat_hash_grid_point_id(void *res, const void *id, const void 
 typedef struct wf_hashgrid {
   wf_hgrid desc; /* its address is the id */
   int32_t *ids, *starts, *cells;
-  float *sorted;    /* desc.sorted (3 planes of capacity + 8 floats) */
+  float *sorted;    /* desc.sorted (capacity + 8 records of 4 words) */
   int64_t capacity; /* points the arrays hold */
   uint64_t *pairs;  /* build scratch: cell << 32 | point, by bucket of cells */
   float *xyz;       /* and the points' positions in the same order */

@@ -59,11 +59,16 @@ static void check_against_brute(int dx, int dy, int dz, int n, float extent, flo
   CHECK_INT(bad_count, 0);
   CHECK_INT(dups, 0);
   CHECK_INT(far, 0);
-  /* the sorted planes hold the points in cell order */
+  /* the sorted records hold the points in cell order, and their ids */
   int moved = 0;
   for (int k = 0; k < n; k++)
     for (int d = 0; d < 3; d++)
-      moved += h->sorted[d * h->desc.plane + k] != p[3 * h->ids[k] + d];
+      moved += h->sorted[4 * k + d] != p[3 * h->ids[k] + d];
+  for (int k = 0; k < n; k++) {
+    int32_t id;
+    memcpy(&id, &h->sorted[4 * k + 3], sizeof id);
+    moved += id != h->ids[k];
+  }
   CHECK_INT(moved, 0);
   /* stable: ascending point ids inside each cell, and point_id covers all */
   int unstable = 0;
