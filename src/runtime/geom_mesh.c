@@ -290,12 +290,16 @@ static WF_REFIT_INLINE void fill_window(const wf_geom *g, float *R, int base, in
     rst(R + r * REFIT_ROW + (end - base), rk(0.0f));
 }
 
-/* s / |s| (lane 3 of s 0), or the z axis when s is 0 (the slab is then
-** as thick as the lane's points make it: any unit n bounds them). */
-static WF_REFIT_INLINE rf4 rnormal(rf4 s) {
-  float l2 = rhsum(s * s);
-  if (l2 > 1e-30f && l2 < 3e38f) return s / RF_LANE(rsqrt(rk(l2)), 0);
-  return (rf4){0.0f, 0.0f, 1.0f, 0.0f};
+/* A normal s (lane 3 0) for a bound: s itself, or the z axis when s is 0
+** (the slab is then as thick as the lane's points make it: any unit n
+** bounds them), and 1 / |s| in every lane. The bounds take heights along
+** s and scale them by 1 / |s| last: the square root and the division run
+** beside the heights, not before them. */
+static WF_REFIT_INLINE rf4 rnormal(rf4 *s) {
+  float l2 = rhsum(*s * *s);
+  if (l2 > 1e-30f && l2 < 3e38f) return rk(1.0f) / RF_LANE(rsqrt(rk(l2)), 0);
+  *s = (rf4){0.0f, 0.0f, 1.0f, 0.0f};
+  return rk(1.0f);
 }
 
 /* Lane j's bound: n (lane 3 0) and the slab's half thickness t about the
@@ -311,12 +315,12 @@ static WF_REFIT_INLINE void disc_set(wf_gdisc4 *D, int j, rf4 n, rf4 o, float r,
 
 /* What a leaf's slots add up to: the box [lo, hi], the summed normals
 ** ab x ac (s), and the largest height of a vertex over the plane
-** n.x = d through the first vertex across the unit normal n of the
-** first triangle (near those of the leaf's few faces, and known before
-** the others are read). */
+** n.x = d through the first vertex across the first triangle's normal n
+** (near those of the leaf's few faces, and known before the others are
+** read), in units of 1 / |n| (inv). */
 typedef struct leaf_acc {
   rf4 lo, hi, s; /* lanes x, y, z; hi's lane 3 is the height */
-  rf4 n;         /* lane 3 0 */
+  rf4 n, inv;    /* n's lane 3 0 */
   float d;
 } leaf_acc;
 
@@ -334,7 +338,8 @@ static WF_REFIT_INLINE void leaf_add(const float *R, int off, int nin, int first
   x[1] = ab[2] * ac[0] - ab[0] * ac[2];
   x[2] = ab[0] * ac[1] - ab[1] * ac[0];
   if (first) {
-    A->n = rnormal(rlane0(x[0], x[1], x[2]));
+    A->n = rlane0(x[0], x[1], x[2]);
+    A->inv = rnormal(&A->n);
     A->d = rhsum(A->n * rlane0(v[0], v[1], v[2]));
   }
   rf4 nx = RF_LANE(A->n, 0), ny = RF_LANE(A->n, 1), nz = RF_LANE(A->n, 2), d = rk(A->d);
@@ -368,7 +373,8 @@ static WF_REFIT_INLINE void leaf_done(wf_geom *g, int lane, const leaf_acc *A) {
     N->lo[a][j] = A->lo[a], N->hi[a][j] = A->hi[a], s[4 * a] = A->s[a];
   rf4 o = (A->lo + A->hi) * rk(0.5f), e = rand4(rxyz, (A->hi - A->lo) * rk(0.5f));
   float r = rsqrt(rk(rhsum(e * e)))[0];
-  disc_set(&g->disc[w], j, A->n, o, r, A->hi[3] + fabsf(A->d - rhsum(A->n * o)));
+  disc_set(&g->disc[w], j, A->n * A->inv, o, r,
+           (A->hi[3] + fabsf(A->d - rhsum(A->n * o))) * A->inv[0]);
 }
 
 /* Inner lane j of wide node w, over its child node c: the box, the summed
@@ -377,8 +383,8 @@ static WF_REFIT_INLINE void leaf_done(wf_geom *g, int lane, const leaf_acc *A) {
 ** of the box): a child lane's points x = o' + a n' + b, |a| <= t',
 ** |b| <= r', lie within |n.(o' - o)| + t' |n.n'| + r' |n x n'| of the
 ** plane through o (the sine from the cross product: 1 - cos^2 cancels
-** for near-parallel normals). The child's lanes go side by side in
-** vector lanes. */
+** for near-parallel normals), n the sum unscaled till the reaches take
+** 1 / |n| last. The child's lanes go side by side in vector lanes. */
 static WF_REFIT_INLINE void inner_lane(wf_geom *g, int w, int j, int c) {
   wf_gnode4 *W = g->wide;
   const wf_gnode4 *C = &W[c];
@@ -400,7 +406,7 @@ static WF_REFIT_INLINE void inner_lane(wf_geom *g, int w, int j, int c) {
   float *ws = g->nsum + 12 * (size_t)w + j;
   for (int a = 0; a < 3; a++)
     W[w].lo[a][j] = lo[a], W[w].hi[a][j] = hi[a], ws[4 * a] = s[a];
-  rf4 o = (lo + hi) * half, e = rand4(rxyz, (hi - lo) * half), n = rnormal(s);
+  rf4 o = (lo + hi) * half, e = rand4(rxyz, (hi - lo) * half), n = s, inv = rnormal(&n);
   float r = rsqrt(rk(rhsum(e * e)))[0];
   const rf4 nx = RF_LANE(n, 0), ny = RF_LANE(n, 1), nz = RF_LANE(n, 2);
   rf4 d[3], el[3];
@@ -411,9 +417,9 @@ static WF_REFIT_INLINE void inner_lane(wf_geom *g, int w, int j, int c) {
   rf4 rl = rsqrt(el[0] * el[0] + el[1] * el[1] + el[2] * el[2]), tl = rld(Dc->t);
   rf4 xx = ny * cz - nz * cy, xy = nz * cx - nx * cz, xz = nx * cy - ny * cx;
   rf4 cosv = nx * cx + ny * cy + nz * cz, hd = nx * d[0] + ny * d[1] + nz * d[2];
-  rf4 reach = tl * rabs(cosv) + rl * rsqrt(xx * xx + xy * xy + xz * xz);
-  float t = rhmax(rand4(in, rabs(hd) + rmin(rl, reach)));
-  disc_set(&g->disc[w], j, n, o, r, gmin(t, rhsum(rabs(n) * e)));
+  rf4 reach = (tl * rabs(cosv) + rl * rsqrt(xx * xx + xy * xy + xz * xz)) * inv;
+  float t = rhmax(rand4(in, rabs(hd) * inv + rmin(rl, reach)));
+  disc_set(&g->disc[w], j, n * inv, o, r, gmin(t, rhsum(rabs(n) * e) * inv[0]));
 }
 
 /* The leaves [begin, end) of g->leaves, slots [k0, k1) of the leaf in
