@@ -422,9 +422,21 @@ static WF_REFIT_INLINE void inner_lane(wf_geom *g, int w, int j, int c) {
   disc_set(&g->disc[w], j, n * inv, o, r, gmin(t, rhsum(rabs(n) * e) * inv[0]));
 }
 
+/* After leaf lane 4 w + j: the inner lanes it completes (the last lane in
+** use of a node completes it) whose subtrees lie in its item (g->up). */
+static WF_REFIT_INLINE void leaf_up(wf_geom *g, int lane) {
+  const wf_gnode4 *W = g->wide;
+  for (int w = lane >> 2, j = lane & 3, u; (j == 3 || !W[w].child[j + 1]) && (u = g->up[w]) >= 0;
+       w = u >> 2, j = u & 3)
+    inner_lane(g, u >> 2, u & 3, w);
+}
+
 /* The leaves [begin, end) of g->leaves, slots [k0, k1) of the leaf in
-** hand (a leaf across windows keeps its sums); after each, the inner
-** lanes it completes whose subtrees lie in the same item (g->up). */
+** hand (a leaf across windows keeps its sums), each followed by the
+** inner lanes it completes. Two leaves of at most 4 slots in the window
+** go side by side, their work in one stretch of code (each leaf's is a
+** chain of dependent steps about as long as the processor's window of
+** instructions: on their own they hardly overlap). */
 static WF_REFIT_INLINE void refit_leaves(wf_geom *g, int begin, int end) {
   float R[9 * REFIT_ROW] __attribute__((aligned(64)));
   const wf_gnode4 *W = g->wide;
@@ -433,7 +445,7 @@ static WF_REFIT_INLINE void refit_leaves(wf_geom *g, int begin, int end) {
   int i = begin;
   int lane = g->leaves[i], k0 = ~W[lane >> 2].child[lane & 3],
       k1 = k0 + W[lane >> 2].count[lane & 3];
-  leaf_acc A;
+  leaf_acc A, B;
   memset(&A, 0, sizeof A);
   for (int w0 = k0; w0 < K1;) {
     /* windows end at multiples of REFIT_WIN: the sums of a leaf they cut
@@ -442,15 +454,28 @@ static WF_REFIT_INLINE void refit_leaves(wf_geom *g, int begin, int end) {
     w1 = K1 < w1 ? K1 : w1;
     fill_window(g, R, base, w0, (w1 + 3) & ~3);
     for (;;) {
+      if (k0 >= w0 && k1 <= w1 && k1 - k0 <= 4 && i + 1 < end) {
+        int lb = g->leaves[i + 1], kb0 = ~W[lb >> 2].child[lb & 3];
+        int kb1 = kb0 + W[lb >> 2].count[lb & 3];
+        if (kb1 <= w1 && kb1 - kb0 <= 4) {
+          leaf_add(R, k0 - base, k1 - k0, 1, &A);
+          leaf_add(R, kb0 - base, kb1 - kb0, 1, &B);
+          leaf_done(g, lane, &A);
+          leaf_done(g, lb, &B);
+          leaf_up(g, lane);
+          leaf_up(g, lb);
+          if ((i += 2) == end) break;
+          lane = g->leaves[i], k0 = ~W[lane >> 2].child[lane & 3];
+          k1 = k0 + W[lane >> 2].count[lane & 3];
+          continue;
+        }
+      }
       int a = k0 > w0 ? k0 : w0, b = k1 < w1 ? k1 : w1;
       for (int k = a; k < b; k += 4)
         leaf_add(R, k - base, b - k < 4 ? b - k : 4, k == k0, &A);
       if (k1 > w1) break; /* the leaf goes on in the next window */
       leaf_done(g, lane, &A);
-      /* the last lane in use of its node completes the node */
-      for (int w = lane >> 2, j = lane & 3, u;
-           (j == 3 || !W[w].child[j + 1]) && (u = g->up[w]) >= 0; w = u >> 2, j = u & 3)
-        inner_lane(g, u >> 2, u & 3, w);
+      leaf_up(g, lane);
       if (++i == end) break;
       lane = g->leaves[i], k0 = ~W[lane >> 2].child[lane & 3];
       k1 = k0 + W[lane >> 2].count[lane & 3];
