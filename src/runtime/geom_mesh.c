@@ -560,14 +560,21 @@ static int refit_plan(wf_geom *g) {
   return 0;
 }
 
-/* g->slow: the blocks of slots that refit reads vertex by vertex. 0, or
-** -1 when out of memory. */
-static int mark_slow(wf_geom *g) {
+/* The faces' vertex indices in slot order (g->sidx), and g->slow: the
+** blocks of slots that refit reads vertex by vertex. 0, or -1 when out of
+** memory. */
+static int slot_indices(wf_geom *g) {
   int n = g->nprims, last = g->d.mesh.npoints - 1;
+  g->sidx = malloc(sizeof(int) * 3 * (size_t)n);
   g->slow = calloc((size_t)n / WF_GTB / 64 + 1, sizeof(uint64_t));
-  if (!g->slow) return -1;
-  for (int64_t k = 0; k < 3 * (int64_t)n; k++)
-    if (g->sidx[k] == last) g->slow[k / (3 * WF_GTB) / 64] |= 1ull << (k / (3 * WF_GTB) % 64);
+  if (!g->sidx || !g->slow) return -1;
+  for (int k = 0; k < n; k++) {
+    const int *f = g->d.mesh.indices + 3 * (size_t)g->items[k];
+    int *s = g->sidx + 3 * (size_t)k;
+    s[0] = f[0], s[1] = f[1], s[2] = f[2];
+    if ((f[0] == last) | (f[1] == last) | (f[2] == last))
+      g->slow[k / WF_GTB / 64] |= 1ull << (k / WF_GTB % 64);
+  }
   if (n % WF_GTB) g->slow[n / WF_GTB / 64] |= 1ull << (n / WF_GTB % 64);
   return 0;
 }
@@ -778,11 +785,9 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     pthread_t th;
     int threaded = g->nthreads > 1 && n >= 65536 && !pthread_create(&th, NULL, collapse, &job);
     if (!threaded) collapse(&job);
-    g->sidx = malloc(sizeof(int) * 3 * (size_t)n);
-    for (int k = 0; g->sidx && k < n; k++)
-      memcpy(g->sidx + 3 * (size_t)k, g->d.mesh.indices + 3 * (size_t)g->items[k], 3 * sizeof(int));
+    int rc = slot_indices(g);
     if (threaded) pthread_join(th, NULL);
-    if (!g->sidx || job.rc || refit_plan(g) || mark_slow(g)) goto oom;
+    if (rc || job.rc || refit_plan(g)) goto oom;
     size_t db = (size_t)g->nwide * sizeof(wf_gdisc4);
     g->disc = aligned_alloc(64, db);
     g->nsum = malloc(12 * sizeof(float) * (size_t)g->nwide);
