@@ -41,12 +41,16 @@ struct wf_geom {
   wf_gdisc4 *disc; /* meshes: the lanes' surface bounds (query.h), per wide node */
   float *nsum;     /* meshes: per lane (4 w + j), its faces' summed normals ab x ac */
   int *leaves;     /* meshes: the leaf lanes in slot order (refit) */
-  int nleaves;
+  int *up;         /* meshes: per wide node, its lane in its parent or -1 (refit_plan) */
+  int *upper;      /* meshes: the lanes refit takes after the items (refit_plan) */
+  int nleaves, nupper;
   int nnodes, nwide;
   int nthreads;   /* the runtime's, for refit */
   float *lo, *hi; /* 3 per primitive (meshes: while building) */
   float *tris;    /* meshes: triangles and bounds in leaf order (query.h) */
   int *sidx;      /* meshes: each slot's 3 vertex indices, in leaf order */
+  uint64_t *slow; /* meshes: per block of slots, a bit: one past the last slot or with the
+                  ** last point (refit reads those vertex by vertex) */
   /* objects on a CUDA device: the descriptor above reads host copies of
   ** the arrays (host[]); the kernels' copy of it, the nodes, items,
   ** triangles and winding data live in dbuf (uploaded after build and
@@ -81,13 +85,6 @@ static int check_array(wf_rt *rt, int kind, const wf_array *a, const char *name,
   return 0;
 }
 
-static int check_finite(wf_rt *rt, int kind, const wf_g3 *p, long long n, const char *name) {
-  for (long long i = 0; i < n; i++)
-    if (!isfinite(p[i].x) || !isfinite(p[i].y) || !isfinite(p[i].z))
-      return bad(rt, kind, "%s[%lld] is not finite (NaN or infinity)", name, i, 0);
-  return 0;
-}
-
 /* Meshes: the boxes of faces [begin, end) (for the build, on its threads). */
 static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
   const wf_gmesh *m = ctx;
@@ -100,361 +97,486 @@ static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
   }
 }
 
-/* Meshes: refit in two passes. The leaves first, in slot order (the
-** leaf lanes 4 w + j in g->leaves): each computes the blocks of
-** triangles (query.h: gtri_at) that start at one of its slots, each
-** whole, its triangles side by side in vector lanes as the block stores
-** them, and takes its lane's box from their vertices; the slots of a
-** block started by the leaf before it (at most WF_GTB - 1) it reads from
-** the points again. So every block is written once, by one thread, in
-** whole rows, the slots' vertex indices are read in order and the points
-** they name are prefetched a few blocks ahead (read in leaf order, they
-** missed the cache and the refit waited on them). Ranges of leaves run
-** on the runtime's thread pool, each leaf lane also taking its surface
-** bound (wf_gdisc4). Then the inner lanes, each the union of its child's
-** lanes, box and bound: bvh4.c numbers the wide nodes depth first,
-** children after their parents, so a walk backwards takes children
-** first. */
-#define REFIT_LEAVES 512 /* leaves per pool chunk */
-#define REFIT_AHEAD 64   /* slots of points prefetched ahead */
+/* Meshes: refit. The leaves in slot order (the leaf lanes 4 w + j in
+** g->leaves), items of REFIT_ITEM of them on the runtime's thread pool.
+** An item reads its slots' vertices from the points a window of slots at
+** a time, in blocks of WF_GTB slots (query.h: gtri_at), into rows of a
+** scratch on its stack, one row per coordinate (a.x a.y a.z b.x ... c.z)
+** with the slots side by side; it writes the blocks that start in it to
+** the mesh's triangles too, so every block is written once, by one
+** thread, in whole rows. (A block that starts in the item before it is
+** read again for the scratch, not from the triangles, which another
+** thread may be writing.) Each leaf then takes its box, its summed
+** normals and its surface bound (wf_gdisc4) from the scratch, 4 slots a
+** load wherever the leaf starts, and each wide node whose subtree lies
+** in the item is refit as its last leaf is, while its data is at hand:
+** its lane in its parent is the union of its lanes, box and bound. The
+** lanes over subtrees across items come last, children first. */
+#define REFIT_ITEM 256 /* leaves per item of the pool's work */
+#define REFIT_WIN 256  /* slots per window of the scratch */
+#define REFIT_ROW (REFIT_WIN + 8)
+#define REFIT_AHEAD 64 /* slots of points prefetched ahead */
 
-/* Lanes' sums and maxima. */
-static float glsum(wf_gl v) {
-  float x = 0.0f;
-  for (int l = 0; l < WF_GL; l++)
-    x += gllane(v, l);
-  return x;
-}
-static float glhmax(wf_gl v) {
-  float x = gllane(v, 0);
-  for (int l = 1; l < WF_GL; l++)
-    x = gmax(x, gllane(v, l));
-  return x;
-}
-
-/* the refit's vector code in one function, its accumulators in registers */
+/* the refit's vector code in one function, its values in registers */
 #if defined(__GNUC__)
 #define WF_REFIT_INLINE inline __attribute__((always_inline))
 #else
 #define WF_REFIT_INLINE inline
 #endif
 
-/* What a leaf's slots add up to, in vector lanes: the box [lo, hi], the
-** summed normals ab x ac (s), and the largest height t of a vertex over
-** the plane through o across n (the leaf's first triangle's centroid and
-** unit normal).
-** Lanes outside the leaf take the vertex f of the leaf (each corner) in
-** place of theirs: that changes no box or maximum and adds a normal of 0,
-** so the sums need no masks. */
-typedef struct leaf_acc {
-  wf_gl lo[3], hi[3], s[3], t;
-  wf_gl o[3], n[3], f[3];
-} leaf_acc;
-
-/* The vertices v (rows as gtri_rows gives them) of the lanes in into A. */
-static WF_REFIT_INLINE void acc_add(leaf_acc *A, const wf_gl *v, wf_glm in) {
-  wf_gl w[9];
-  for (int r = 0; r < 9; r++) {
-    w[r] = glsel(in, v[r], A->f[r % 3]);
-    A->lo[r % 3] = glmin(A->lo[r % 3], w[r]), A->hi[r % 3] = glmax(A->hi[r % 3], w[r]);
-  }
-  for (int i = 0; i < 3; i++) {
-    wf_gl h = A->n[0] * (w[3 * i] - A->o[0]) + A->n[1] * (w[3 * i + 1] - A->o[1]) +
-              A->n[2] * (w[3 * i + 2] - A->o[2]);
-    A->t = glmax(A->t, glmax(h, -h));
-  }
-  wf_gl ab[3], ac[3];
-  for (int a = 0; a < 3; a++)
-    ab[a] = w[3 + a] - w[a], ac[a] = w[6 + a] - w[a];
-  A->s[0] += ab[1] * ac[2] - ab[2] * ac[1];
-  A->s[1] += ab[2] * ac[0] - ab[0] * ac[2];
-  A->s[2] += ab[0] * ac[1] - ab[1] * ac[0];
-}
-
-/* The block of triangles from slot k0 (a multiple of WF_GTB): the
-** vertices of its slots (zeros past the last, as the padding is), WF_GL
-** slots at a time; the slots below k1 go into A. */
-static WF_REFIT_INLINE void tri_block(const wf_geom *g, int k0, int k1, leaf_acc *A) {
-  const wf_gmesh *m = &g->d.mesh;
-  float *t = g->tris + gtri_at(k0, 0);
-#if defined(__GNUC__)
-  for (int64_t k = (int64_t)k0 + REFIT_AHEAD; k < k0 + REFIT_AHEAD + WF_GTB && k < g->nprims; k++)
-    for (int i = 0; i < 3; i++)
-      __builtin_prefetch(&m->points[g->sidx[3 * k + i]]);
-#endif
-  for (int j = 0; j < WF_GTB; j += WF_GL) {
-    wf_gl v[9]; /* a.x a.y a.z b.x ... c.z */
-#if defined(__SSE__) && WF_GL == 4
-    /* each vertex as one vector (x, y, z, 0), four slots' transposed */
-    for (int i = 0; i < 3; i++) {
-      __m128 q[4];
-      for (int l = 0; l < 4; l++) {
-        int64_t k = (int64_t)k0 + j + l;
-        int pi = k < g->nprims ? g->sidx[3 * k + i] : -1;
-        const float *x = &m->points[pi < 0 ? 0 : pi].x;
-        /* 16 bytes from the vertex (the next one's x in lane 3, unused),
-        ** but not past the last */
-        q[l] = pi < 0                ? _mm_setzero_ps()
-               : pi + 1 < m->npoints ? _mm_loadu_ps(x)
-                                     : _mm_set_ps(0.0f, x[2], x[1], x[0]);
-      }
-      __m128 t0 = _mm_unpacklo_ps(q[0], q[1]), t1 = _mm_unpacklo_ps(q[2], q[3]);
-      __m128 t2 = _mm_unpackhi_ps(q[0], q[1]), t3 = _mm_unpackhi_ps(q[2], q[3]);
-      v[3 * i] = (wf_gl)_mm_movelh_ps(t0, t1);
-      v[3 * i + 1] = (wf_gl)_mm_movehl_ps(t1, t0);
-      v[3 * i + 2] = (wf_gl)_mm_movelh_ps(t2, t3);
-    }
+/* 4 floats (the refit's own lanes, whatever WF_GL is) */
+typedef float rf4 __attribute__((vector_size(16)));
+typedef int rm4 __attribute__((vector_size(16)));
+#if defined(__clang__)
+#define RF_SHUF(a, b, i, j, k, l) __builtin_shufflevector(a, b, i, j, k, l)
 #else
-    for (int l = 0; l < WF_GL; l++) {
-      int64_t k = (int64_t)k0 + j + l;
-      for (int i = 0; i < 3; i++) {
-        wf_g3 p = k < g->nprims ? m->points[g->sidx[3 * k + i]] : g3(0.0f, 0.0f, 0.0f);
-        glset(&v[3 * i], l, p.x), glset(&v[3 * i + 1], l, p.y), glset(&v[3 * i + 2], l, p.z);
-      }
-    }
+#define RF_SHUF(a, b, i, j, k, l) __builtin_shuffle(a, b, (rm4){i, j, k, l})
 #endif
+static WF_REFIT_INLINE rf4 rk(float x) {
+  return (rf4){x, x, x, x};
+}
+static WF_REFIT_INLINE rf4 rld(const float *p) {
+  rf4 v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static WF_REFIT_INLINE void rst(float *p, rf4 v) {
+  memcpy(p, &v, sizeof v);
+}
+static WF_REFIT_INLINE rf4 rsel(rm4 m, rf4 a, rf4 b) {
+  return (rf4)((m & (rm4)a) | (~m & (rm4)b));
+}
+static WF_REFIT_INLINE rf4 rand4(rm4 m, rf4 a) {
+  return (rf4)(m & (rm4)a);
+}
+static WF_REFIT_INLINE rf4 rmin(rf4 a, rf4 b) {
+#if defined(__SSE__)
+  return (rf4)_mm_min_ps((__m128)a, (__m128)b);
+#else
+  return rsel(a < b, a, b);
+#endif
+}
+static WF_REFIT_INLINE rf4 rmax(rf4 a, rf4 b) {
+#if defined(__SSE__)
+  return (rf4)_mm_max_ps((__m128)a, (__m128)b);
+#else
+  return rsel(a > b, a, b);
+#endif
+}
+static WF_REFIT_INLINE rf4 radd(rf4 a, rf4 b) {
+  return a + b;
+}
+static WF_REFIT_INLINE rf4 rsqrt(rf4 a) { /* of non-negative lanes */
+#if defined(__SSE__)
+  return (rf4)_mm_sqrt_ps((__m128)a);
+#else
+  for (int l = 0; l < 4; l++)
+    a[l] = sqrtf(a[l]);
+  return a;
+#endif
+}
+static WF_REFIT_INLINE rf4 rabs(rf4 a) {
+  return (rf4)((rm4)a & (rm4){0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff});
+}
+/* lanes below n; lanes x, y, z */
+static WF_REFIT_INLINE rm4 rfirst(int n) {
+  return (rm4){0, 1, 2, 3} < (rm4){n, n, n, n};
+}
+static const rm4 rxyz = {-1, -1, -1, 0};
+/* lane l of v in every lane */
+#define RF_LANE(v, l) RF_SHUF(v, v, l, l, l, l)
+/* the lanes' minimum, maximum, sum */
+static WF_REFIT_INLINE float rhmin(rf4 v) {
+  v = rmin(v, RF_SHUF(v, v, 2, 3, 0, 1));
+  return rmin(v, RF_SHUF(v, v, 1, 0, 3, 2))[0];
+}
+static WF_REFIT_INLINE float rhmax(rf4 v) {
+  v = rmax(v, RF_SHUF(v, v, 2, 3, 0, 1));
+  return rmax(v, RF_SHUF(v, v, 1, 0, 3, 2))[0];
+}
+static WF_REFIT_INLINE float rhsum(rf4 v) {
+  v = v + RF_SHUF(v, v, 2, 3, 0, 1);
+  return (v + RF_SHUF(v, v, 1, 0, 3, 2))[0];
+}
+/* (op over a's lanes, b's, c's, d's), in one go: (a0 a1 a2 a3) (b0 ...)
+** (c0 ...) (d0 ...) give (a0 b0 a1 b1) (a2 b2 a3 b3) ... that reduce
+** pairwise to (a b c d) */
+#define RF_TRED(name, op)                                                                          \
+  static WF_REFIT_INLINE rf4 name(rf4 a, rf4 b, rf4 c, rf4 d) {                                    \
+    rf4 t0 = op(RF_SHUF(a, b, 0, 4, 1, 5), RF_SHUF(a, b, 2, 6, 3, 7));                             \
+    rf4 t1 = op(RF_SHUF(c, d, 0, 4, 1, 5), RF_SHUF(c, d, 2, 6, 3, 7));                             \
+    return op(RF_SHUF(t0, t1, 0, 1, 4, 5), RF_SHUF(t0, t1, 2, 3, 6, 7));                           \
+  }
+RF_TRED(rtmin, rmin)
+RF_TRED(rtmax, rmax)
+RF_TRED(rtsum, radd)
+/* (x0, y0, z0, 0): lane 0 of each */
+static WF_REFIT_INLINE rf4 rlane0(rf4 x, rf4 y, rf4 z) {
+  rf4 t = RF_SHUF(x, y, 0, 4, 0, 4), u = RF_SHUF(z, rk(0.0f), 0, 4, 0, 4);
+  return RF_SHUF(t, u, 0, 1, 4, 5);
+}
+
+/* The n points from p all finite (every refit checks them: 4 floats at
+** a time, then the point at fault if any). */
+static int check_finite(wf_rt *rt, int kind, const wf_g3 *p, long long n, const char *name) {
+  const float *x = &p->x;
+  const rm4 e = {0x7f800000, 0x7f800000, 0x7f800000, 0x7f800000};
+  rm4 inf = {0, 0, 0, 0};
+  long long i = 0;
+  for (; i + 4 <= 3 * n; i += 4)
+    inf |= ((rm4)rld(x + i) & e) == e;
+  for (; i < 3 * n; i++)
+    inf[0] |= !isfinite(x[i]);
+  if (!(inf[0] | inf[1] | inf[2] | inf[3])) return 0;
+  for (i = 0; i < n; i++)
+    if (!isfinite(p[i].x) || !isfinite(p[i].y) || !isfinite(p[i].z)) break;
+  return bad(rt, kind, "%s[%lld] is not finite (NaN or infinity)", name, i, 0);
+}
+
+/* The 9 rows of block b (its WF_GTB slots' vertices; zeros past the last
+** slot, as the padding is). Blocks without a slot past the last and
+** without the last point (g->slow) read each vertex as 16 bytes, the next
+** point's x in lane 3, and transpose 4 slots' at once. */
+static WF_REFIT_INLINE void block_rows(const wf_geom *g, int64_t b, rf4 *v) {
+  const wf_g3 *P = g->d.mesh.points;
+  if (!(g->slow[b >> 6] >> (b & 63) & 1)) {
+    const int *ix = g->sidx + 12 * b;
+    for (int i = 0; i < 3; i++) {
+      rf4 q0 = rld(&P[ix[i]].x), q1 = rld(&P[ix[3 + i]].x), q2 = rld(&P[ix[6 + i]].x),
+          q3 = rld(&P[ix[9 + i]].x);
+      rf4 t0 = RF_SHUF(q0, q1, 0, 4, 1, 5), t1 = RF_SHUF(q2, q3, 0, 4, 1, 5);
+      rf4 t2 = RF_SHUF(q0, q1, 2, 6, 3, 7), t3 = RF_SHUF(q2, q3, 2, 6, 3, 7);
+      v[3 * i] = RF_SHUF(t0, t1, 0, 1, 4, 5);
+      v[3 * i + 1] = RF_SHUF(t0, t1, 2, 3, 6, 7);
+      v[3 * i + 2] = RF_SHUF(t2, t3, 0, 1, 4, 5);
+    }
+    return;
+  }
+  float t[9][4];
+  for (int l = 0; l < 4; l++) {
+    int64_t k = 4 * b + l;
+    for (int i = 0; i < 3; i++) {
+      wf_g3 p = k < g->nprims ? P[g->sidx[3 * k + i]] : g3(0.0f, 0.0f, 0.0f);
+      t[3 * i][l] = p.x, t[3 * i + 1][l] = p.y, t[3 * i + 2][l] = p.z;
+    }
+  }
+  for (int r = 0; r < 9; r++)
+    v[r] = rld(t[r]);
+}
+
+/* The scratch rows R (row r from R + r REFIT_ROW, slot k at k - base) of
+** the blocks from slot base (a multiple of 4) to end, and 4 zeros after
+** them; the blocks from slot w0 on go to the triangles too. The first
+** vertices of the slots REFIT_AHEAD on are prefetched (the points come in
+** no order the hardware foresees: 8-11% off the refit's time on a busy
+** machine, 1 M instructions more). */
+static WF_REFIT_INLINE void fill_window(const wf_geom *g, float *R, int base, int w0, int end) {
+  float *t = g->tris + gtri_at(base, 0);
+  for (int k = base; k < end; k += 4, t += WF_GTROWS * WF_GTB) {
+    rf4 v[9];
+#if defined(__GNUC__)
+    if (k + REFIT_AHEAD + 4 <= g->nprims)
+      for (int i = 0; i < 12; i += 3)
+        __builtin_prefetch(&g->d.mesh.points[g->sidx[3 * (int64_t)(k + REFIT_AHEAD) + i]]);
+#endif
+    block_rows(g, k >> 2, v);
     for (int r = 0; r < 9; r++)
-      glstore(t + r * WF_GTB + j, v[r]);
-    acc_add(A, v, glidx() + glmk(k0 + j) < glmk(k1));
+      rst(R + r * REFIT_ROW + (k - base), v[r]);
+    if (k >= w0)
+      for (int r = 0; r < 9; r++)
+        rst(t + r * WF_GTB, v[r]);
   }
+  for (int r = 0; r < 9; r++)
+    rst(R + r * REFIT_ROW + (end - base), rk(0.0f));
 }
 
-/* A lane's box [lo, hi] as its centre o, half extents h and half diagonal. */
-static float box_ball(const float *lo, const float *hi, float *o, float *h) {
-  for (int a = 0; a < 3; a++)
-    o[a] = 0.5f * (lo[a] + hi[a]), h[a] = 0.5f * (hi[a] - lo[a]);
-  return sqrtf(h[0] * h[0] + h[1] * h[1] + h[2] * h[2]);
+/* A normal s (lane 3 0) for a bound: s itself, or the z axis when s is 0
+** (the slab is then as thick as the lane's points make it: any unit n
+** bounds them), and 1 / |s| in every lane. The bounds take heights along
+** s and scale them by 1 / |s| last: the square root and the division run
+** beside the heights, not before them. */
+static WF_REFIT_INLINE rf4 rnormal(rf4 *s) {
+  float l2 = rhsum(*s * *s);
+  if (l2 > 1e-30f && l2 < 3e38f) return rk(1.0f) / RF_LANE(rsqrt(rk(l2)), 0);
+  *s = (rf4){0.0f, 0.0f, 1.0f, 0.0f};
+  return rk(1.0f);
 }
 
-/* n = s / |s|, or the z axis when s is 0 (the slab is then as thick as
-** the lane's points make it: any unit n bounds them). */
-static void disc_normal(const float *s, float *n) {
-  float l2 = s[0] * s[0] + s[1] * s[1] + s[2] * s[2];
-  if (l2 > 1e-30f && l2 < 3e38f) {
-    float inv = 1.0f / sqrtf(l2);
-    n[0] = s[0] * inv, n[1] = s[1] * inv, n[2] = s[2] * inv;
-  } else {
-    n[0] = 0.0f, n[1] = 0.0f, n[2] = 1.0f;
-  }
-}
-
-/* Lane j's bound: n and t, at most r (any unit n bounds the ball), rounded
-** up by a few ulps of the coordinates around o and of r. */
-static void disc_store(wf_gdisc4 *D, int j, const float *n, const float *o, float r, float t) {
-  float m = gmax(fabsf(o[0]), gmax(fabsf(o[1]), fabsf(o[2])));
+/* Lane j's bound: n (lane 3 0) and the slab's half thickness t about the
+** lane box's centre o, at most the box's half diagonal r (any unit n
+** bounds the ball), rounded up by a few ulps of the coordinates around o
+** and of r. */
+static WF_REFIT_INLINE void disc_set(wf_gdisc4 *D, int j, rf4 n, rf4 o, float r, float t) {
+  float m = rhmax(rand4(rxyz, rabs(o)));
   for (int a = 0; a < 3; a++)
     D->n[a][j] = n[a];
   D->t[j] = gmin(t, r) + (m + r) * (1.0f / 262144.0f);
 }
 
-/* The leaf of slots [k0, k1): the blocks that start in it, its box
-** [lo, hi], its summed normals s and its bound, lane j of D, in one pass:
-** o and n are its first triangle's centroid and unit normal (near those
-** of the leaf's few faces, and known before the others are read). The
-** slots of a block that an earlier leaf started are read from the block
-** when that leaf came before in this thread's run (its slots from ready
-** on), else (another thread's to write) from the points, one at a time. */
-static void leaf_refit(const wf_geom *g, int k0, int k1, int ready, float *lo, float *hi,
-                       wf_gdisc4 *D, int j, float *s) {
-  const wf_gmesh *m = &g->d.mesh;
-  int kb = k0 + (WF_GTB - k0 % WF_GTB) % WF_GTB; /* the first block's start */
-  const int *f = g->sidx + 3 * (int64_t)k0;
-  wf_g3 a = m->points[f[0]], b = m->points[f[1]], c = m->points[f[2]];
-  wf_g3 x = g3cross(g3sub(b, a), g3sub(c, a));
-  float o[3] = {(a.x + b.x + c.x) * (1.0f / 3.0f), (a.y + b.y + c.y) * (1.0f / 3.0f),
-                (a.z + b.z + c.z) * (1.0f / 3.0f)},
-        n[3], xs[3] = {x.x, x.y, x.z};
-  disc_normal(xs, n);
-  leaf_acc A;
-  const float fa[3] = {a.x, a.y, a.z};
-  for (int q = 0; q < 3; q++) {
-    A.lo[q] = glk(lo[q]), A.hi[q] = glk(hi[q]), A.s[q] = glk(0.0f);
-    A.o[q] = glk(o[q]), A.n[q] = glk(n[q]), A.f[q] = glk(fa[q]);
-  }
-  A.t = glk(0.0f);
-  if (k0 < kb && kb - WF_GTB >= ready) {
-    /* the block this leaf starts in is written: its lanes from k0 */
-    const float *row = g->tris + gtri_at(kb - WF_GTB, 0);
-    wf_gl v[9];
-    for (int r = 0; r < 9; r++)
-      v[r] = glload(row + r * WF_GTB);
-    wf_glm lane = glidx() + glmk(kb - WF_GTB);
-    acc_add(&A, v, (lane >= glmk(k0)) & (lane < glmk(k1)));
-  } else {
-    for (int k = k0; k < kb && k < k1; k++) {
-      wf_gl v[9];
-      for (int i = 0; i < 3; i++) {
-        wf_g3 p = m->points[g->sidx[3 * (int64_t)k + i]];
-        v[3 * i] = glk(p.x), v[3 * i + 1] = glk(p.y), v[3 * i + 2] = glk(p.z);
-      }
-      acc_add(&A, v, glidx() < glmk(1));
-    }
-  }
-  for (int k = kb; k < k1; k += WF_GTB)
-    tri_block(g, k, k1, &A);
-  for (int q = 0; q < 3; q++)
-    lo[q] = -glhmax(-A.lo[q]), hi[q] = glhmax(A.hi[q]), s[q] = glsum(A.s[q]);
-  /* the slab moves from the first centroid to the box's centre */
-  float ob[3], h[3], r = box_ball(lo, hi, ob, h);
-  float shift = fabsf(n[0] * (o[0] - ob[0]) + n[1] * (o[1] - ob[1]) + n[2] * (o[2] - ob[2]));
-  disc_store(D, j, n, ob, r, glhmax(A.t) + shift);
-}
+/* What a leaf's slots add up to: the box [lo, hi], the summed normals
+** ab x ac (s), and the largest height of a vertex over the plane
+** n.x = d through the first vertex across the first triangle's normal n
+** (near those of the leaf's few faces, and known before the others are
+** read), in units of 1 / |n| (inv). */
+typedef struct leaf_acc {
+  rf4 lo, hi, s; /* lanes x, y, z; hi's lane 3 is the height */
+  rf4 n, inv;    /* n's lane 3 0 */
+  float d;
+} leaf_acc;
 
-/* The bound of inner lane j of D (box [lo, hi]) from the used lanes of
-** its child node C (D' their bounds, cs their normal sums, 3 per lane):
-** n from the summed normals, t the farthest reach along n of the
-** children's cylinders (or of the box): a child lane's points
-** x = o' + a n' + b, |a| <= t', |b| <= r', lie within
-** |n.(o' - o)| + t' |n.n'| + r' |n x n'| of the plane through o (the sine
-** from the cross product: 1 - cos^2 cancels for near-parallel normals).
-** The children's lanes go side by side in vector lanes. */
-static void inner_disc(const wf_gnode4 *C, const wf_gdisc4 *Dc, const float *cs, int used,
-                       const float *lo, const float *hi, wf_gdisc4 *D, int j, float *s) {
-  float o[3], h[3], n[3], r = box_ball(lo, hi, o, h);
+/* The nin (1 to 4) slots from slot off of the scratch rows R into A, the
+** leaf's first when first is set. */
+static WF_REFIT_INLINE void leaf_add(const float *R, int off, int nin, int first, leaf_acc *A) {
+  rf4 v[9];
+  for (int r = 0; r < 9; r++)
+    v[r] = rld(R + r * REFIT_ROW + off);
+  rm4 in = rfirst(nin);
+  rf4 ab[3], ac[3], x[3];
+  for (int a = 0; a < 3; a++)
+    ab[a] = v[3 + a] - v[a], ac[a] = v[6 + a] - v[a];
+  x[0] = ab[1] * ac[2] - ab[2] * ac[1];
+  x[1] = ab[2] * ac[0] - ab[0] * ac[2];
+  x[2] = ab[0] * ac[1] - ab[1] * ac[0];
+  if (first) {
+    A->n = rlane0(x[0], x[1], x[2]);
+    A->inv = rnormal(&A->n);
+    A->d = rhsum(A->n * rlane0(v[0], v[1], v[2]));
+  }
+  rf4 nx = RF_LANE(A->n, 0), ny = RF_LANE(A->n, 1), nz = RF_LANE(A->n, 2), d = rk(A->d);
+  rf4 h = rabs(nx * v[0] + ny * v[1] + nz * v[2] - d);
+  h = rmax(h, rabs(nx * v[3] + ny * v[4] + nz * v[5] - d));
+  h = rmax(h, rabs(nx * v[6] + ny * v[7] + nz * v[8] - d));
+  const rm4 big = (rm4)rk(3.4e38f) & ~in, nbig = (rm4)rk(-3.4e38f) & ~in;
+  rf4 lo[3], hi[3];
   for (int a = 0; a < 3; a++) {
-    s[a] = 0.0f;
-    for (int l = 0; l < used; l++)
-      s[a] += cs[3 * l + a];
+    lo[a] = (rf4)(((rm4)rmin(v[a], rmin(v[3 + a], v[6 + a])) & in) | big);
+    hi[a] = (rf4)(((rm4)rmax(v[a], rmax(v[3 + a], v[6 + a])) & in) | nbig);
+    x[a] = rand4(in, x[a]);
   }
-  disc_normal(s, n);
-  const wf_gl zero = glk(0.0f), half = glk(0.5f), nx = glk(n[0]), ny = glk(n[1]), nz = glk(n[2]);
-  wf_gl vt = zero;
-  for (int l = 0; l < 4; l += WF_GL) {
-    wf_glm in = glidx() + glmk(l) < glmk(used);
-    wf_gl d[3], e[3];
-    for (int a = 0; a < 3; a++) {
-      wf_gl cl = glload(&C->lo[a][l]), ch = glload(&C->hi[a][l]);
-      d[a] = (cl + ch) * half - glk(o[a]), e[a] = (ch - cl) * half;
-    }
-    wf_gl cx = glload(&Dc->n[0][l]), cy = glload(&Dc->n[1][l]), cz = glload(&Dc->n[2][l]);
-    wf_gl rl = glsqrt(e[0] * e[0] + e[1] * e[1] + e[2] * e[2]), tl = glload(&Dc->t[l]);
-    wf_gl xx = ny * cz - nz * cy, xy = nz * cx - nx * cz, xz = nx * cy - ny * cx;
-    wf_gl cosv = nx * cx + ny * cy + nz * cz, hd = nx * d[0] + ny * d[1] + nz * d[2];
-    wf_gl reach = tl * glmax(cosv, -cosv) + rl * glsqrt(xx * xx + xy * xy + xz * xz);
-    vt = glmax(vt, glsel(in, glmax(hd, -hd) + glmin(rl, reach), zero));
-  }
-  float t = gmin(glhmax(vt), fabsf(n[0]) * h[0] + fabsf(n[1]) * h[1] + fabsf(n[2]) * h[2]);
-  disc_store(D, j, n, o, r, t);
-}
-
-/* wf_pool_fn: the leaves [begin, end) of g->leaves. */
-static void refit_leaves(void *p, int64_t begin, int64_t end) {
-  wf_geom *g = p;
-  if (begin >= end) return;
-  const wf_gnode4 *first = &g->wide[g->leaves[begin] >> 2];
-  const int ready = ~first->child[g->leaves[begin] & 3];
-  for (int64_t i = begin; i < end; i++) {
-    wf_gnode4 *n = &g->wide[g->leaves[i] >> 2];
-    int j = g->leaves[i] & 3;
-    float lo[3] = {3.4e38f, 3.4e38f, 3.4e38f}, hi[3] = {-3.4e38f, -3.4e38f, -3.4e38f};
-    leaf_refit(g, ~n->child[j], ~n->child[j] + n->count[j], ready, lo, hi,
-               &g->disc[g->leaves[i] >> 2], j, g->nsum + 3 * (size_t)g->leaves[i]);
-    for (int a = 0; a < 3; a++)
-      n->lo[a][j] = lo[a], n->hi[a][j] = hi[a];
+  rf4 l = rtmin(lo[0], lo[1], lo[2], lo[2]), u = rtmax(hi[0], hi[1], hi[2], rand4(in, h));
+  rf4 s = rtsum(x[0], x[1], x[2], rk(0.0f));
+  if (first) {
+    A->lo = l, A->hi = u, A->s = s;
+  } else {
+    A->lo = rmin(A->lo, l), A->hi = rmax(A->hi, u), A->s += s;
   }
 }
 
-/* The inner lanes of wide node w: each the union of its child's lanes,
-** box and bound. */
-static void refit_inner(wf_geom *g, int w) {
+/* Leaf lane 4 w + j from A: its box, its normal sum (g->nsum: rows of
+** lanes per wide node) and its bound, the slab moved to the box's
+** centre. */
+static WF_REFIT_INLINE void leaf_done(wf_geom *g, int lane, const leaf_acc *A) {
+  int w = lane >> 2, j = lane & 3;
+  wf_gnode4 *N = &g->wide[w];
+  float *s = g->nsum + 12 * (size_t)w + j;
+  for (int a = 0; a < 3; a++)
+    N->lo[a][j] = A->lo[a], N->hi[a][j] = A->hi[a], s[4 * a] = A->s[a];
+  rf4 o = (A->lo + A->hi) * rk(0.5f), e = rand4(rxyz, (A->hi - A->lo) * rk(0.5f));
+  float r = rsqrt(rk(rhsum(e * e)))[0];
+  disc_set(&g->disc[w], j, A->n * A->inv, o, r,
+           (A->hi[3] + fabsf(A->d - rhsum(A->n * o))) * A->inv[0]);
+}
+
+/* Inner lane j of wide node w, over its child node c: the box, the summed
+** normals and the bound of c's lanes in use. The bound: n from the summed
+** normals, t the farthest reach along n of the children's cylinders (or
+** of the box): a child lane's points x = o' + a n' + b, |a| <= t',
+** |b| <= r', lie within |n.(o' - o)| + t' |n.n'| + r' |n x n'| of the
+** plane through o (the sine from the cross product: 1 - cos^2 cancels
+** for near-parallel normals), n the sum unscaled till the reaches take
+** 1 / |n| last. The child's lanes go side by side in vector lanes. */
+static WF_REFIT_INLINE void inner_lane(wf_geom *g, int w, int j, int c) {
   wf_gnode4 *W = g->wide;
-  for (int j = 0; j < 4; j++) {
-    int c = W[w].child[j], used = 0;
-    if (c <= 0) continue; /* a leaf, or empty */
-    while (used < 4 && W[c].child[used])
-      used++;
-    float lo[3], hi[3];
-    for (int a = 0; a < 3; a++) {
-      wf_glm in = glidx() < glmk(used);
-      wf_gl l = glsel(in, glload(W[c].lo[a]), glk(3.4e38f));
-      wf_gl h = glsel(in, glload(W[c].hi[a]), glk(-3.4e38f));
-      lo[a] = -glhmax(-l), hi[a] = glhmax(h);
-      W[w].lo[a][j] = lo[a], W[w].hi[a][j] = hi[a];
+  const wf_gnode4 *C = &W[c];
+  const wf_gdisc4 *Dc = &g->disc[c];
+  const float *cs = g->nsum + 12 * (size_t)c;
+  rm4 in;
+  memcpy(&in, C->child, sizeof in);
+  in = in != (rm4){0, 0, 0, 0};
+  const rm4 big = (rm4)rk(3.4e38f) & ~in, nbig = (rm4)rk(-3.4e38f) & ~in;
+  const rf4 half = rk(0.5f);
+  rf4 cl[3], ch[3], ml[3], mh[3], ms[3];
+  for (int a = 0; a < 3; a++) {
+    cl[a] = rld(C->lo[a]), ch[a] = rld(C->hi[a]);
+    ml[a] = (rf4)(((rm4)cl[a] & in) | big), mh[a] = (rf4)(((rm4)ch[a] & in) | nbig);
+    ms[a] = rand4(in, rld(cs + 4 * a));
+  }
+  rf4 lo = rtmin(ml[0], ml[1], ml[2], ml[2]), hi = rtmax(mh[0], mh[1], mh[2], mh[2]);
+  rf4 s = rtsum(ms[0], ms[1], ms[2], rk(0.0f));
+  float *ws = g->nsum + 12 * (size_t)w + j;
+  for (int a = 0; a < 3; a++)
+    W[w].lo[a][j] = lo[a], W[w].hi[a][j] = hi[a], ws[4 * a] = s[a];
+  rf4 o = (lo + hi) * half, e = rand4(rxyz, (hi - lo) * half), n = s, inv = rnormal(&n);
+  float r = rsqrt(rk(rhsum(e * e)))[0];
+  const rf4 nx = RF_LANE(n, 0), ny = RF_LANE(n, 1), nz = RF_LANE(n, 2);
+  rf4 d[3], el[3];
+  d[0] = (cl[0] + ch[0]) * half - RF_LANE(o, 0), el[0] = (ch[0] - cl[0]) * half;
+  d[1] = (cl[1] + ch[1]) * half - RF_LANE(o, 1), el[1] = (ch[1] - cl[1]) * half;
+  d[2] = (cl[2] + ch[2]) * half - RF_LANE(o, 2), el[2] = (ch[2] - cl[2]) * half;
+  rf4 cx = rld(Dc->n[0]), cy = rld(Dc->n[1]), cz = rld(Dc->n[2]);
+  rf4 rl = rsqrt(el[0] * el[0] + el[1] * el[1] + el[2] * el[2]), tl = rld(Dc->t);
+  rf4 xx = ny * cz - nz * cy, xy = nz * cx - nx * cz, xz = nx * cy - ny * cx;
+  rf4 cosv = nx * cx + ny * cy + nz * cz, hd = nx * d[0] + ny * d[1] + nz * d[2];
+  rf4 reach = (tl * rabs(cosv) + rl * rsqrt(xx * xx + xy * xy + xz * xz)) * inv;
+  float t = rhmax(rand4(in, rabs(hd) * inv + rmin(rl, reach)));
+  disc_set(&g->disc[w], j, n * inv, o, r, gmin(t, rhsum(rabs(n) * e) * inv[0]));
+}
+
+/* After leaf lane 4 w + j: the inner lanes it completes (the last lane in
+** use of a node completes it) whose subtrees lie in its item (g->up). */
+static WF_REFIT_INLINE void leaf_up(wf_geom *g, int lane) {
+  const wf_gnode4 *W = g->wide;
+  for (int w = lane >> 2, j = lane & 3, u; (j == 3 || !W[w].child[j + 1]) && (u = g->up[w]) >= 0;
+       w = u >> 2, j = u & 3)
+    inner_lane(g, u >> 2, u & 3, w);
+}
+
+/* The leaves [begin, end) of g->leaves, slots [k0, k1) of the leaf in
+** hand (a leaf across windows keeps its sums), each followed by the
+** inner lanes it completes. Two leaves of at most 4 slots in the window
+** go side by side, their work in one stretch of code (each leaf's is a
+** chain of dependent steps about as long as the processor's window of
+** instructions: on their own they hardly overlap). */
+static WF_REFIT_INLINE void refit_leaves(wf_geom *g, int begin, int end) {
+  float R[9 * REFIT_ROW] __attribute__((aligned(64)));
+  const wf_gnode4 *W = g->wide;
+  int last = g->leaves[end - 1];
+  int K1 = ~W[last >> 2].child[last & 3] + W[last >> 2].count[last & 3];
+  int i = begin;
+  int lane = g->leaves[i], k0 = ~W[lane >> 2].child[lane & 3],
+      k1 = k0 + W[lane >> 2].count[lane & 3];
+  leaf_acc A, B;
+  memset(&A, 0, sizeof A);
+  for (int w0 = k0; w0 < K1;) {
+    /* windows end at multiples of REFIT_WIN: the sums of a leaf they cut
+    ** come in the same order on any number of threads */
+    int base = w0 & ~3, w1 = (w0 & -REFIT_WIN) + REFIT_WIN;
+    w1 = K1 < w1 ? K1 : w1;
+    fill_window(g, R, base, w0, (w1 + 3) & ~3);
+    for (;;) {
+      if (k0 >= w0 && k1 <= w1 && k1 - k0 <= 4 && i + 1 < end) {
+        int lb = g->leaves[i + 1], kb0 = ~W[lb >> 2].child[lb & 3];
+        int kb1 = kb0 + W[lb >> 2].count[lb & 3];
+        if (kb1 <= w1 && kb1 - kb0 <= 4) {
+          leaf_add(R, k0 - base, k1 - k0, 1, &A);
+          leaf_add(R, kb0 - base, kb1 - kb0, 1, &B);
+          leaf_done(g, lane, &A);
+          leaf_done(g, lb, &B);
+          leaf_up(g, lane);
+          leaf_up(g, lb);
+          if ((i += 2) == end) break;
+          lane = g->leaves[i], k0 = ~W[lane >> 2].child[lane & 3];
+          k1 = k0 + W[lane >> 2].count[lane & 3];
+          continue;
+        }
+      }
+      int a = k0 > w0 ? k0 : w0, b = k1 < w1 ? k1 : w1;
+      for (int k = a; k < b; k += 4)
+        leaf_add(R, k - base, b - k < 4 ? b - k : 4, k == k0, &A);
+      if (k1 > w1) break; /* the leaf goes on in the next window */
+      leaf_done(g, lane, &A);
+      leaf_up(g, lane);
+      if (++i == end) break;
+      lane = g->leaves[i], k0 = ~W[lane >> 2].child[lane & 3];
+      k1 = k0 + W[lane >> 2].count[lane & 3];
     }
-    inner_disc(&W[c], &g->disc[c], g->nsum + 12 * (size_t)c, used, lo, hi, &g->disc[w], j,
-               g->nsum + 3 * (4 * (size_t)w + j));
+    w0 = w1;
   }
 }
 
-/* Subtrees of wide nodes (each a range of numbers, bvh4.c) refit on the
-** pool once the leaves are: ranges[i] = {first, end}. */
-#define REFIT_RANGES 16
-typedef struct inner_job {
-  wf_geom *g;
-  int ranges[REFIT_RANGES][2];
-} inner_job;
-
-static void refit_ranges(void *p, int64_t begin, int64_t end) {
-  inner_job *J = p;
-  for (int64_t i = begin; i < end; i++)
-    for (int w = J->ranges[i][1] - 1; w >= J->ranges[i][0]; w--)
-      refit_inner(J->g, w);
-}
-
-/* Split the tree into at most REFIT_RANGES subtrees below a few top
-** nodes (top[], in the order they split): the largest range gives way
-** to its children's, which in bvh4.c's depth-first numbering are
-** [c1, c2), [c2, c3), ... [ck, end) for the node's inner children
-** c1 < ... < ck in lane order. Returns the number of ranges, or 0 if the
-** numbering is not so (then the walk is serial). */
-static int split_ranges(const wf_geom *g, inner_job *J, int *top, int *ntop) {
-  int n = 1;
-  J->ranges[0][0] = 0, J->ranges[0][1] = g->nwide, *ntop = 0;
-  while (n < REFIT_RANGES - 3) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-      if (J->ranges[i][1] - J->ranges[i][0] > J->ranges[b][1] - J->ranges[b][0]) b = i;
-    int w = J->ranges[b][0], e = J->ranges[b][1], kids[4], k = 0;
-    for (int j = 0; j < 4; j++)
-      if (g->wide[w].child[j] > 0) kids[k++] = g->wide[w].child[j];
-    if (!k) break; /* the largest range is one node of leaves */
-    if (kids[0] != w + 1) return 0;
-    for (int q = 1; q < k; q++)
-      if (kids[q] <= kids[q - 1] || kids[q] >= e) return 0;
-    top[(*ntop)++] = w;
-    J->ranges[b][0] = J->ranges[--n][0], J->ranges[b][1] = J->ranges[n][1];
-    for (int q = 0; q < k; q++)
-      J->ranges[n][0] = kids[q], J->ranges[n][1] = q + 1 < k ? kids[q + 1] : e, n++;
+/* wf_pool_fn: items [begin, end), each REFIT_ITEM leaves of g->leaves (the
+** last fewer). */
+static void refit_items(void *p, int64_t begin, int64_t end) {
+  wf_geom *g = p;
+  for (int64_t t = begin; t < end; t++) {
+    int64_t e = (t + 1) * REFIT_ITEM;
+    refit_leaves(g, (int)(t * REFIT_ITEM), (int)(e < g->nleaves ? e : g->nleaves));
   }
-  return n;
 }
 
 static void mesh_refit(wf_rt *rt, wf_geom *g) {
   wf_pool *pool = g->nprims >= 65536 ? wf_launch_pool(rt) : NULL;
+  int64_t items = (g->nleaves + REFIT_ITEM - 1) / REFIT_ITEM;
   if (pool)
-    wf_pool_run(pool, g->nleaves, REFIT_LEAVES, refit_leaves, g, NULL);
+    wf_pool_run(pool, items, 1, refit_items, g, NULL);
   else
-    refit_leaves(g, 0, g->nleaves);
-  inner_job J;
-  int top[REFIT_RANGES], ntop, n = pool ? split_ranges(g, &J, top, &ntop) : 0;
-  if (!n) {
-    for (int w = g->nwide - 1; w >= 0; w--)
-      refit_inner(g, w);
-    return;
+    refit_items(g, 0, items);
+  /* then the lanes above the items, children first */
+  for (int i = 0; i < g->nupper; i++) {
+    int u = g->upper[i];
+    inner_lane(g, u >> 2, u & 3, g->wide[u >> 2].child[u & 3]);
   }
-  J.g = g;
-  wf_pool_run(pool, n, 1, refit_ranges, &J, NULL);
-  /* a top node's children split after it: backwards takes them first */
-  for (int i = ntop - 1; i >= 0; i--)
-    refit_inner(g, top[i]);
 }
 
-/* The leaf lanes 4 w + j in slot order (g->leaves; slots start leaves at
-** most once). 0 or -1 when out of memory. */
-static int list_leaves(wf_geom *g) {
-  int n = g->nprims, *at = malloc(sizeof(int) * (size_t)n);
-  if (!at) return -1;
-  for (int k = 0; k < n; k++)
-    at[k] = -1;
-  g->nleaves = 0;
-  for (int w = 0; w < g->nwide; w++)
+/* What refit walks, from the wide nodes: the leaf lanes 4 w + j in slot
+** order (g->leaves), found depth first in lane order (bvh4.c keeps the
+** binary tree's order, so the leaves come in slot order); per wide node
+** its lane in its parent when its subtree's leaves lie in one item
+** (REFIT_ITEM of g->leaves: the item's refit then completes it), else -1
+** (g->up); and the other nodes' lanes in their parents, the lanes with
+** larger node numbers first (g->upper, refit last). 0, or -1 when out
+** of memory (or deeper than 64 wide nodes, which bvh.c's depth bound
+** rules out). */
+static int refit_plan(wf_geom *g) {
+  const wf_gnode4 *W = g->wide;
+  int nw = g->nwide, *first = malloc(sizeof(int) * (size_t)nw), sw[64], sj[64], sp = 0;
+  g->leaves = malloc(sizeof(int) * 4 * (size_t)nw);
+  g->up = malloc(sizeof(int) * (size_t)nw);
+  if (!first || !g->leaves || !g->up) {
+    free(first);
+    return -1;
+  }
+  g->nleaves = 0, g->up[0] = -1, first[0] = 0;
+  for (int w = 0, j = 0;;) {
+    int c = j < 4 ? W[w].child[j] : 0;
+    if (c < 0) {
+      g->leaves[g->nleaves++] = 4 * w + j++;
+    } else if (c > 0) { /* down */
+      if (sp == 64) {
+        free(first);
+        return -1;
+      }
+      first[c] = g->nleaves, g->up[c] = 4 * w + j;
+      sw[sp] = w, sj[sp++] = j, w = c, j = 0;
+    } else { /* w's lanes are done: up */
+      int last = g->nleaves - 1;
+      if (w && first[w] / REFIT_ITEM != last / REFIT_ITEM) g->up[w] = -1;
+      if (!sp) break;
+      w = sw[--sp], j = sj[sp] + 1;
+    }
+  }
+  free(first);
+  int *shrunk = realloc(g->leaves, sizeof(int) * (size_t)(g->nleaves ? g->nleaves : 1));
+  if (shrunk) g->leaves = shrunk;
+  g->nupper = 0;
+  for (int w = nw - 1; w >= 0; w--)
     for (int j = 0; j < 4; j++)
-      if (g->wide[w].child[j] < 0) at[~g->wide[w].child[j]] = 4 * w + j, g->nleaves++;
-  g->leaves = malloc(sizeof(int) * (size_t)(g->nleaves ? g->nleaves : 1));
-  for (int k = 0, i = 0; g->leaves && k < n; k++)
-    if (at[k] >= 0) g->leaves[i++] = at[k];
-  free(at);
-  return g->leaves ? 0 : -1;
+      if (W[w].child[j] > 0 && g->up[W[w].child[j]] < 0) g->nupper++;
+  g->upper = malloc(sizeof(int) * (size_t)(g->nupper + 1));
+  if (!g->upper) return -1;
+  for (int w = nw - 1, i = 0; w >= 0; w--)
+    for (int j = 0; j < 4; j++)
+      if (W[w].child[j] > 0 && g->up[W[w].child[j]] < 0) g->upper[i++] = 4 * w + j;
+  return 0;
+}
+
+/* The faces' vertex indices in slot order (g->sidx), and g->slow: the
+** blocks of slots that refit reads vertex by vertex. 0, or -1 when out of
+** memory. */
+static int slot_indices(wf_geom *g) {
+  int n = g->nprims, last = g->d.mesh.npoints - 1;
+  g->sidx = malloc(sizeof(int) * 3 * (size_t)n);
+  g->slow = calloc((size_t)n / WF_GTB / 64 + 1, sizeof(uint64_t));
+  if (!g->sidx || !g->slow) return -1;
+  for (int k = 0; k < n; k++) {
+    const int *f = g->d.mesh.indices + 3 * (size_t)g->items[k];
+    int *s = g->sidx + 3 * (size_t)k;
+    s[0] = f[0], s[1] = f[1], s[2] = f[2];
+    if ((f[0] == last) | (f[1] == last) | (f[2] == last))
+      g->slow[k / WF_GTB / 64] |= 1ull << (k / WF_GTB % 64);
+  }
+  if (n % WF_GTB) g->slow[n / WF_GTB / 64] |= 1ull << (n / WF_GTB % 64);
+  return 0;
 }
 
 /* Collapse the binary tree into wide nodes (bvh4.c). */
@@ -663,11 +785,9 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     pthread_t th;
     int threaded = g->nthreads > 1 && n >= 65536 && !pthread_create(&th, NULL, collapse, &job);
     if (!threaded) collapse(&job);
-    g->sidx = malloc(sizeof(int) * 3 * (size_t)n);
-    for (int k = 0; g->sidx && k < n; k++)
-      memcpy(g->sidx + 3 * (size_t)k, g->d.mesh.indices + 3 * (size_t)g->items[k], 3 * sizeof(int));
+    int rc = slot_indices(g);
     if (threaded) pthread_join(th, NULL);
-    if (!g->sidx || job.rc || list_leaves(g)) goto oom;
+    if (rc || job.rc || refit_plan(g)) goto oom;
     size_t db = (size_t)g->nwide * sizeof(wf_gdisc4);
     g->disc = aligned_alloc(64, db);
     g->nsum = malloc(12 * sizeof(float) * (size_t)g->nwide);
@@ -885,6 +1005,8 @@ size_t wf_geom_bytes(const wf_geom *g) {
   b += w * (sizeof(wf_gnode4) + sizeof(wf_gdisc4) + 12 * sizeof(float)); /* wide, disc, nsum */
   b += g->wind ? 4 * w * sizeof(wf_gwind) : 0;
   b += (size_t)g->nleaves * sizeof(int) + (g->sidx ? 3 * n * sizeof(int) : 0);
+  b += (g->up ? w * sizeof(int) : 0) + (size_t)g->nupper * sizeof(int);
+  b += g->slow ? (n / WF_GTB / 64 + 1) * sizeof(uint64_t) : 0;
   b += g->tris ? (size_t)gtri_floats(g->nprims) * sizeof(float) : 0;
   b += g->lo ? 6 * n * sizeof(float) : 0;
   /* host copies of a device object's points and indices (or boxes) */
@@ -910,10 +1032,13 @@ void wf_geom_free(wf_geom *g) {
   free(g->disc);
   free(g->nsum);
   free(g->leaves);
+  free(g->up);
+  free(g->upper);
   free(g->lo);
   free(g->hi);
   free(g->tris);
   free(g->sidx);
+  free(g->slow);
   for (int k = 0; k < 3; k++)
     free(g->host[k]);
   if (g->dbuf) wf_buffer_release(g->dbuf);

@@ -163,6 +163,19 @@ static void refit(weft_State *W) {
   CHECK_INT(rc, 0);
 }
 
+/* M's bounds as built, and after every coordinate is scaled and jittered
+** and the mesh refit */
+static void build_refit(weft_State *W, mesh *M, const char *what, float scale, double jitter) {
+  char after[64];
+  uint64_t id = build(W, M);
+  CHECK_INT(check_bounds(M, id, what), 0);
+  for (int k = 0; k < 3 * M->np; k++)
+    M->pts[k] = M->pts[k] * scale + (float)urand(-jitter, jitter);
+  refit(W);
+  snprintf(after, sizeof after, "%s after refit", what);
+  CHECK_INT(check_bounds(M, id, after), 0);
+}
+
 int main(void) {
   weft_State *W = weft_open();
   CHECK(W != NULL);
@@ -212,13 +225,27 @@ int main(void) {
         t[6 + a] = t[a] + 0.25f * (t[3 + a] - t[a]);
     if (f % 7 == 5) t[6] = t[0] + 1e-6f, t[7] = t[1], t[8] = t[2]; /* a sliver */
   }
-  uint64_t sid = build(W, &S);
-  CHECK_INT(check_bounds(&S, sid, "soup"), 0);
-  for (int k = 0; k < 3 * S.np; k++)
-    S.pts[k] = S.pts[k] * 1.5f + (float)urand(-0.05, 0.05);
-  refit(W);
-  CHECK_INT(check_bounds(&S, sid, "soup after refit"), 0);
+  build_refit(W, &S, "soup", 1.5f, 0.05);
+  /* clusters of 8 overlapping triangles (leaves of up to 8 slots, some
+  ** across refit's windows of 256 slots), 1003 of them (not a multiple of
+  ** the blocks' 4) */
+  mesh K = {3 * 1003, 1003, NULL, NULL};
+  K.pts = malloc(sizeof(float) * 3 * (size_t)K.np);
+  K.idx = malloc(sizeof(int32_t) * 3 * (size_t)K.nt);
+  double c[3] = {0, 0, 0};
+  for (int f = 0; f < K.nt; f++) {
+    if (f % 8 == 0)
+      for (int a = 0; a < 3; a++)
+        c[a] = urand(-10, 10);
+    for (int v = 0; v < 3; v++) {
+      for (int a = 0; a < 3; a++)
+        K.pts[9 * f + 3 * v + a] = (float)(c[a] + (v == a ? 0.5 : 0.0) + urand(0, 1e-3));
+      K.idx[3 * f + v] = 3 * f + v;
+    }
+  }
+  build_refit(W, &K, "clusters", 0.7f, 0.02);
   weft_close(W);
   free(T.pts), free(T.idx), free(S.pts), free(S.idx), free(B.pts), free(B.idx);
+  free(K.pts), free(K.idx);
   WTEST_DONE();
 }
