@@ -57,11 +57,12 @@ typedef struct wf_hgrid {
 #define WF_HGRID_SLACK (1.0f / 65536.0f)
 
 /* The CPU prefetches what queries read before the loads come due: the
-** cells of the box when a query starts (queries in a random order miss
-** on nearly everything), the kernel's positions of the points a query
-** keeps, and hash_grid_point_id's point a few ahead (kernels in cell
-** order read p[hash_grid_point_id(id, tid)], a scattered read per
-** thread). CUDA and the emulated device (WF_SHIM_H) keep the plain path. */
+** records of a batch of rows once their slices are known (queries in a
+** random order miss on nearly everything), the kernel's positions of the
+** points a query keeps, and hash_grid_point_id's point a few ahead
+** (kernels in cell order read p[hash_grid_point_id(id, tid)], a
+** scattered read per thread). CUDA and the emulated device (WF_SHIM_H)
+** keep the plain path. */
 #if !defined(__CUDACC__) && !defined(WF_SHIM_H) && defined(__GNUC__)
 #define WF_HGRID_PREFETCH(p) __builtin_prefetch(p)
 #define WF_HGRID_AHEAD 16
@@ -88,9 +89,10 @@ typedef struct wf_hgrid {
 ** each, wrapped; so no cell repeats and no division runs per row): a row
 ** is one slice of point_ids, or two where it wraps around the grid in x
 ** (cells cx0 .. dim_x - 1, then 0 ..), in Warp's order of cells. What the
-** walk reads of the grid is copied here at the start, and a fill copies
-** the walk into a local for its loop (stores into buf could otherwise
-** alias any int32_t field, which the compiler would reload after each). */
+** walk reads of the grid is copied here at the start; a fill keeps the
+** walk's moving parts in locals and stores them back once (stores into
+** buf could otherwise alias any int32_t field, which the compiler would
+** reload after each). */
 typedef struct wf_hgrid_walk {
   const int32_t *ids, *starts; /* the grid's point_ids and cell_starts */
   const float *sorted;         /* its records of positions */
