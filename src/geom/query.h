@@ -204,6 +204,9 @@ WF_G float gllane(wf_gl v, int i) {
 WF_G void glset(wf_gl *v, int i, float x) {
   (*v)[i] = x;
 }
+WF_G wf_glm glbits(wf_gl v) {
+  return (wf_glm)v;
+}
 WF_G int glmlane(wf_glm v, int i) {
   return v[i];
 }
@@ -244,6 +247,14 @@ WF_G float gllane(wf_gl v, int i) {
 }
 WF_G void glset(wf_gl *v, int i, float x) {
   (void)i, *v = x;
+}
+WF_G wf_glm glbits(wf_gl v) {
+  union {
+    float f;
+    int i;
+  } b;
+  b.f = v;
+  return b.i;
 }
 WF_G int glmlane(wf_glm v, int i) {
   return (void)i, v;
@@ -656,16 +667,17 @@ WF_G void gbox4_nfar2(const wf_gnode4 *w, wf_g3 p, float *d) {
   }
 }
 
-/* A traversal stack of lanes: on the CPU a lane's child, count and
-** distance (entry t of a ray, squared distance of a point), so that a pop
-** skips lanes the best hit has moved past and returns the next without
-** reading its node. CUDA keeps the stack in local memory, where 8-byte
-** entries doubled the kernels' stack frames: there (and on the emulated
-** device, whose host build of the CUDA C defines WF_SHIM_H, so that the
-** tests run this path) an entry is lane j of wide node w as 4 w + j, and
-** a pop reads the lane's child and count again and computes its distance
-** again from the query kept beside the stack; the two give the same
-** lanes. Pushes write up to 3 entries past the top (gstack4_push). */
+/* A traversal stack of lanes. On the CPU an entry is a lane's rank key
+** (gstack4_push): its distance (entry t of a ray, squared distance of a
+** point) as gdist_key's bits above 4 w + 3 - j for lane j of wide node
+** w, so that pushes rank lanes by comparing whole entries and a pop skips
+** lanes the best hit has moved past without reading their node.
+** CUDA keeps the stack in local memory, where 8-byte entries doubled the
+** kernels' stack frames: there (and on the emulated device, whose host
+** build of the CUDA C defines WF_SHIM_H, so that the tests run this path)
+** an entry is the lane's reference 4 w + j alone, and a pop computes its
+** distance again from the query kept beside the stack; the two give the
+** same lanes in the same order. Pushes write up to 3 entries past the top. */
 #if defined(__CUDACC__) || defined(WF_SHIM_H)
 #define WF_GSTACK_NARROW 1
 #endif
@@ -677,8 +689,7 @@ typedef struct wf_gstack4 {
                         (0: ranked by gdisc4_dist2, 2: by -gbox_far2) */
   float q[3], inv[3];
 #if !defined(WF_GSTACK_NARROW)
-  int child[WF_G4STACK + 4], count[WF_G4STACK + 4];
-  float d[WF_G4STACK + 4];
+  unsigned long long ent[WF_G4STACK + 4];
 #else
   int ref[WF_G4STACK + 4];
 #endif
@@ -695,52 +706,96 @@ WF_G int gwithin(float d, float lim, int closed) {
   return (d < lim) | (closed & (d == lim));
 }
 
+/* A distance as bits that order as the floats do (the sign bit set for
+** positives, every bit flipped for negatives; -0 becomes +0 first): for
+** distances that are not NaN, a < b exactly when their keys are. */
+WF_G unsigned gdist_key(float d) {
+  union {
+    float f;
+    unsigned u;
+  } b;
+  b.f = d + 0.0f;
+  return b.u ^ ((unsigned)((int)b.u >> 31) | 0x80000000u);
+}
+
+/* gdist_key of each lane. */
+WF_G wf_glm gdist_keys(wf_gl d) {
+  wf_glm u = glbits(d + glk(0.0f));
+  return u ^ ((u >> 31) | glmk((int)0x80000000u));
+}
+
+/* gdist_key of a limit: one that is NaN, which no distance is within,
+** becomes 0, which no key is below (nor equal to: only -NaN's bits give
+** it). */
+WF_G unsigned glim_key(float lim) {
+  return lim == lim ? gdist_key(lim) : 0u;
+}
+
+/* Is the key dk within the limit's key lk (gwithin on the keys)? */
+WF_G int gkey_within(unsigned dk, unsigned lk, int closed) {
+  return (dk < lk) | (closed & (dk == lk));
+}
+
+/* Sort two rank keys. */
+#define WF_GRANK_CE(x, y)                                                                          \
+  do {                                                                                             \
+    unsigned long long lo_ = x < y ? x : y, hi_ = x < y ? y : x;                                   \
+    x = lo_, y = hi_;                                                                              \
+  } while (0)
+
 /* The lanes of wide node i in use with hit[j] and d[j] within lim: the
 ** nearest becomes the next one to visit (*c, *n; the result is 0 when
-** there is none), the others go on the stack, the furthest deepest, ties
-** in lane order. Each lane's place in that order is counted (the lanes
-** before it: further, or as far and lower), WF_GL lanes at a time, not
-** sorted into, and every lane is written at its place (unused lanes and
-** the nearest past the new top, into entries the stack keeps spare): no
-** branch depends on the distances, whose order no predictor learns. */
+** there is none), the others go on the stack, the furthest deepest; of
+** lanes as far, the higher lane is visited first. The lanes' rank keys
+** (gdist_key above 4 i + 3 - j, which ranks the higher lane first; ~0
+** for lanes not pushed, which rank last) are sorted by a network of five
+** compare-exchanges, selects on the CPU: no branch depends on the
+** distances, whose order no predictor learns (this replaced counting
+** each lane's place: bench/mesh.lua's rays took a fifth less time). Lanes not
+** pushed are written past the new top, into an entry the stack keeps
+** spare. */
 WF_G int gstack4_push(wf_gstack4 *S, int i, const float *d, const int *hit, float lim, int closed,
                       int *c, int *n) {
   const wf_gnode4 *w = &S->W[i];
-  int on[4], k = 0, next = 0, sp = S->sp;
+  unsigned long long r[4];
+  int on[4], k = 0, sp = S->sp;
   for (int j = 0; j < 4; j++) {
     on[j] = (hit[j] != 0) & (w->child[j] != 0) & gwithin(d[j], lim, closed);
     k += on[j];
   }
   if (!k) return 0;
   for (int j = 0; j < 4; j += WF_GL) {
-    wf_gl dj = glload(d + j);
-    wf_glm at = glmk(0), lane = glidx() + glmk(j);
-    for (int q = 0; q < 4; q++) {
-      wf_gl dq = glk(d[q]);
-      at = at + (((dq > dj) | ((dq == dj) & (glmk(q) < lane))) & glmk(on[q]));
-    }
-    for (int l = 0; l < WF_GL; l++) {
-      int a = on[j + l] ? glmlane(at, l) : 3;
-      next = on[j + l] && a == k - 1 ? j + l : next;
+    wf_glm key = gdist_keys(glload(d + j));
+    for (int l = 0; l < WF_GL; l++)
+      r[j + l] =
+          ((unsigned long long)(unsigned)glmlane(key, l) << 32 | (unsigned)(4 * i + 3 - j - l)) |
+          ((unsigned long long)on[j + l] - 1);
+  }
+  WF_GRANK_CE(r[0], r[1]);
+  WF_GRANK_CE(r[2], r[3]);
+  WF_GRANK_CE(r[0], r[2]);
+  WF_GRANK_CE(r[1], r[3]);
+  WF_GRANK_CE(r[1], r[2]);
+  /* rank q (the nearest 0) goes to sp + k - 1 - q: ranks 1 .. k - 1 fill
+  ** sp .. sp + k - 2, the furthest deepest */
+  for (int q = 1; q < 4; q++) {
+    int e = q < k ? sp + k - 1 - q : sp + 3;
 #if !defined(WF_GSTACK_NARROW)
-      S->child[sp + a] = w->child[j + l], S->count[sp + a] = w->count[j + l];
-      S->d[sp + a] = d[j + l];
+    S->ent[e] = r[q];
 #else
-      S->ref[sp + a] = 4 * i + j + l;
+    S->ref[e] = (int)(unsigned)r[q] ^ 3;
 #endif
-    }
   }
   /* a full stack (deeper than built trees go) drops the nearer lanes */
   S->sp = sp + k - 1 < WF_G4STACK ? sp + k - 1 : WF_G4STACK;
+  int next = 3 - (int)(r[0] & 3);
   *c = w->child[next], *n = w->count[next];
   return 1;
 }
 
+#if defined(WF_GSTACK_NARROW)
 /* Is the lane at stack entry e still within lim? */
 WF_G int gstack4_keep(const wf_gstack4 *S, int e, float lim, int closed) {
-#if !defined(WF_GSTACK_NARROW)
-  return gwithin(S->d[e], lim, closed);
-#else
   float lo[3], hi[3];
   int w = S->ref[e] >> 2, j = S->ref[e] & 3;
   wf_g3 p = g3(S->q[0], S->q[1], S->q[2]);
@@ -758,22 +813,30 @@ WF_G int gstack4_keep(const wf_gstack4 *S, int e, float lim, int closed) {
   float tn = gmax(gmax(gmin(x0, x1), gmin(y0, y1)), gmax(gmin(z0, z1), 0.0f));
   float tf = gmin(gmin(gmax(x0, x1), gmax(y0, y1)), gmin(gmax(z0, z1), lim));
   return tn <= tf * 1.00000024f + 1e-30f && gwithin(tn, lim, closed);
-#endif
 }
+#endif
 
 /* The next lane on the stack still within lim, or 0 when there is none. */
 WF_G int gstack4_pop(wf_gstack4 *S, float lim, int closed, int *c, int *n) {
+#if !defined(WF_GSTACK_NARROW)
+  unsigned lk = glim_key(lim);
+  while (S->sp) {
+    unsigned long long x = S->ent[--S->sp];
+    if (!gkey_within((unsigned)(x >> 32), lk, closed)) continue;
+    int ref = (int)(unsigned)x, j = 3 - (ref & 3);
+    const wf_gnode4 *w = &S->W[ref >> 2];
+    *c = w->child[j], *n = w->count[j];
+    return 1;
+  }
+#else
   while (S->sp) {
     int e = --S->sp;
     if (!gstack4_keep(S, e, lim, closed)) continue;
-#if !defined(WF_GSTACK_NARROW)
-    *c = S->child[e], *n = S->count[e];
-#else
     const wf_gnode4 *w = &S->W[S->ref[e] >> 2];
     *c = w->child[S->ref[e] & 3], *n = w->count[S->ref[e] & 3];
-#endif
     return 1;
   }
+#endif
   return 0;
 }
 
