@@ -623,8 +623,10 @@ WF_G void gbox4_ray(const wf_gnode4 *w, const float *o, const float *inv, float 
 ** cross product n x (p - o), which does not cancel as |p - o|^2 - h^2
 ** would). The rounding of either, a few ulps of |p - o|^2 + r^2, is
 ** covered by the (|p - o|^2 + r^2) / 2^14 taken off the cylinder's part
-** (refit rounds t up, src/runtime/geom_mesh.c). */
-WF_G void gdisc4_dist2(const wf_gdisc4 *D, const wf_gnode4 *w, wf_g3 p, float *d) {
+** (refit rounds t up, src/runtime/geom_mesh.c). c2 (unless NULL): the
+** squared distances |p - o|^2 from the boxes' centres, which closest
+** points visit the lanes by (gstack4_push). */
+WF_G void gdisc4_dist2(const wf_gdisc4 *D, const wf_gnode4 *w, wf_g3 p, float *d, float *c2) {
   const wf_gl px = glk(p.x), py = glk(p.y), pz = glk(p.z), zero = glk(0.0f), half = glk(0.5f);
   for (int j = 0; j < 4; j += WF_GL) {
     wf_gl lx = glload(&w->lo[0][j]), ly = glload(&w->lo[1][j]), lz = glload(&w->lo[2][j]);
@@ -639,8 +641,9 @@ WF_G void gdisc4_dist2(const wf_gdisc4 *D, const wf_gnode4 *w, wf_g3 p, float *d
     wf_gl cx = ny * dz - nz * dy, cy = nz * dx - nx * dz, cz = nx * dy - ny * dx;
     wf_gl rho = glsqrt(cx * cx + cy * cy + cz * cz);
     wf_gl hs = glmax(glmax(h, -h) - t, zero), e = glmax(rho - r, zero);
-    wf_gl slack = (dx * dx + dy * dy + dz * dz + r2) * (1.0f / 16384.0f);
+    wf_gl o2 = dx * dx + dy * dy + dz * dz, slack = (o2 + r2) * (1.0f / 16384.0f);
     glstore(d + j, glmax(bx * bx + by * by + bz * bz, hs * hs + e * e - slack));
+    if (c2) glstore(c2 + j, o2);
   }
 }
 
@@ -744,20 +747,22 @@ WF_G int gkey_within(unsigned dk, unsigned lk, int closed) {
   } while (0)
 
 /* The lanes of wide node i in use with hit[j] and d[j] within lim: the
-** nearest becomes the next one to visit (*c, *n; the result is 0 when
-** there is none), the others go on the stack, the furthest deepest; of
-** lanes as far, the higher lane is visited first. The lanes' rank keys
-** (gdist_key above 4 i + 3 - j, which ranks the higher lane first; ~0
-** for lanes not pushed, which rank last) are sorted by a network of five
-** compare-exchanges, selects on the CPU: no branch depends on the
-** distances, whose order no predictor learns (this replaced counting
-** each lane's place: bench/mesh.lua's rays took a fifth less time). Lanes not
-** pushed are written past the new top, into an entry the stack keeps
-** spare. */
-WF_G int gstack4_push(wf_gstack4 *S, int i, const float *d, const int *hit, float lim, int closed,
-                      int *c, int *n) {
+** nearest by o (d when o is NULL) becomes the next one to visit (*c,
+** *n; the result is 0 when there is none), the others go on the stack,
+** the furthest deepest; of lanes as near, the higher is visited first.
+** The lanes' rank keys (gdist_key of o above 4 i + 3 - j, which ranks the
+** higher lane first; ~0 for lanes not pushed, which rank last) are sorted
+** by a network of five compare-exchanges, selects on the CPU: no branch
+** depends on the distances, whose order no predictor learns (this
+** replaced counting each lane's place: bench/mesh.lua's rays took a
+** fifth less time). The entries keep d (the CPU's its key in place of
+** o's). Lanes not pushed are written past the new top, into an entry the
+** stack keeps spare. */
+WF_G int gstack4_push(wf_gstack4 *S, int i, const float *d, const float *o, const int *hit,
+                      float lim, int closed, int *c, int *n) {
   const wf_gnode4 *w = &S->W[i];
   unsigned long long r[4];
+  unsigned dk[4];
   int on[4], k = 0, sp = S->sp;
   for (int j = 0; j < 4; j++) {
     on[j] = (hit[j] != 0) & (w->child[j] != 0) & gwithin(d[j], lim, closed);
@@ -765,11 +770,16 @@ WF_G int gstack4_push(wf_gstack4 *S, int i, const float *d, const int *hit, floa
   }
   if (!k) return 0;
   for (int j = 0; j < 4; j += WF_GL) {
-    wf_glm key = gdist_keys(glload(d + j));
+    wf_glm key = gdist_keys(glload((o ? o : d) + j));
     for (int l = 0; l < WF_GL; l++)
       r[j + l] =
           ((unsigned long long)(unsigned)glmlane(key, l) << 32 | (unsigned)(4 * i + 3 - j - l)) |
           ((unsigned long long)on[j + l] - 1);
+    if (o) {
+      key = gdist_keys(glload(d + j));
+      for (int l = 0; l < WF_GL; l++)
+        dk[j + l] = (unsigned)glmlane(key, l);
+    }
   }
   WF_GRANK_CE(r[0], r[1]);
   WF_GRANK_CE(r[2], r[3]);
@@ -781,7 +791,7 @@ WF_G int gstack4_push(wf_gstack4 *S, int i, const float *d, const int *hit, floa
   for (int q = 1; q < 4; q++) {
     int e = q < k ? sp + k - 1 - q : sp + 3;
 #if !defined(WF_GSTACK_NARROW)
-    S->ent[e] = r[q];
+    S->ent[e] = o ? (unsigned long long)dk[3 - (int)(r[q] & 3)] << 32 | (unsigned)r[q] : r[q];
 #else
     S->ref[e] = (int)(unsigned)r[q] ^ 3;
 #endif
@@ -801,7 +811,7 @@ WF_G int gstack4_keep(const wf_gstack4 *S, int e, float lim, int closed) {
   wf_g3 p = g3(S->q[0], S->q[1], S->q[2]);
   if (S->ray == 0) {
     float d[4];
-    gdisc4_dist2(&S->D[w], &S->W[w], p, d);
+    gdisc4_dist2(&S->D[w], &S->W[w], p, d, 0);
     return gwithin(d[j], lim, closed);
   }
   gbox4_lane(&S->W[w], j, lo, hi);
@@ -869,7 +879,7 @@ WF_G int gmesh_ray(const wf_gmesh *m, wf_g3 o, wf_g3 d, float tmax, float *t, fl
     float tn[4];
     int hit[4];
     gbox4_ray(&W[c], org, iv, bt, tn, hit);
-    more = gstack4_push(&S, c, tn, hit, bt, 1, &c, &cnt) || gstack4_pop(&S, bt, 1, &c, &cnt);
+    more = gstack4_push(&S, c, tn, 0, hit, bt, 1, &c, &cnt) || gstack4_pop(&S, bt, 1, &c, &cnt);
   }
   *t = bt;
   return best >= 0 ? items[best] : -1; /* the slot's face, read once */
@@ -899,7 +909,7 @@ WF_G int gmesh_crossings(const wf_gmesh *m, wf_g3 o, wf_g3 d) {
     float tn[4];
     int hit[4];
     gbox4_ray(&W[c], org, iv, lim, tn, hit);
-    more = gstack4_push(&S, c, tn, hit, lim, 1, &c, &cnt) || gstack4_pop(&S, lim, 1, &c, &cnt);
+    more = gstack4_push(&S, c, tn, 0, hit, lim, 1, &c, &cnt) || gstack4_pop(&S, lim, 1, &c, &cnt);
   }
   return count;
 }
@@ -948,8 +958,8 @@ WF_G int gmesh_closest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *
       more = gstack4_pop(&S, bd, 0, &c, &cnt);
       continue;
     }
-    float d4[4];
-    gdisc4_dist2(&D[c], &W[c], p, d4);
+    float d4[4], o4[4];
+    gdisc4_dist2(&D[c], &W[c], p, d4, o4);
 #if defined(WF_GPREFETCH)
     /* every lane's: testing d4[j] < bd first cost more in mispredicted
     ** branches than the prefetches of lanes the walk skips */
@@ -964,7 +974,7 @@ WF_G int gmesh_closest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *
       }
     }
 #endif
-    more = gstack4_push(&S, c, d4, all, bd, 0, &c, &cnt) || gstack4_pop(&S, bd, 0, &c, &cnt);
+    more = gstack4_push(&S, c, d4, o4, all, bd, 0, &c, &cnt) || gstack4_pop(&S, bd, 0, &c, &cnt);
   }
   *dist2 = bd;
   return best >= 0 ? m->bvh.items[best] : -1;
@@ -1001,7 +1011,7 @@ WF_G int gmesh_furthest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float 
     }
     float d4[4];
     gbox4_nfar2(&W[c], p, d4);
-    more = gstack4_push(&S, c, d4, all, -bd, 0, &c, &cnt) || gstack4_pop(&S, -bd, 0, &c, &cnt);
+    more = gstack4_push(&S, c, d4, 0, all, -bd, 0, &c, &cnt) || gstack4_pop(&S, -bd, 0, &c, &cnt);
   }
   *dist2 = bd;
   return best;
@@ -1036,8 +1046,8 @@ WF_G wf_g3 gmesh_pseudo_normal(const wf_gmesh *m, wf_g3 p, wf_g3 q, float d2, fl
       continue;
     }
     float d4[4];
-    gdisc4_dist2(&D[c], &W[c], p, d4);
-    more = gstack4_push(&S, c, d4, all, lim2, 1, &c, &cnt) || gstack4_pop(&S, lim2, 1, &c, &cnt);
+    gdisc4_dist2(&D[c], &W[c], p, d4, 0);
+    more = gstack4_push(&S, c, d4, 0, all, lim2, 1, &c, &cnt) || gstack4_pop(&S, lim2, 1, &c, &cnt);
   }
   return acc;
 }

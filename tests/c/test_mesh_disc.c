@@ -99,7 +99,7 @@ static int check_bounds(const mesh *M, uint64_t id, const char *what) {
         float pf[3] = {(float)p[0], (float)p[1], (float)p[2]}, d4[4];
         for (int a = 0; a < 3; a++)
           p[a] = pf[a];
-        gdisc4_dist2(&D[w], &W[w], g3(pf[0], pf[1], pf[2]), d4);
+        gdisc4_dist2(&D[w], &W[w], g3(pf[0], pf[1], pf[2]), d4, 0);
         double best = 1e300;
         for (int s = 0; s < n; s++) {
           const int *f = M->idx + 3 * m->bvh.items[slots[s]];
