@@ -778,7 +778,7 @@ void wf_bvh_scratch_give(wf_bvh_scratch *s, int k, void *p, size_t bytes) {
 }
 
 void wf_bvh_scratch_free(wf_bvh_scratch *s) {
-  for (int k = 0; k < 2; k++)
+  for (int k = 0; k < WF_BVH_NSCRATCH; k++)
     free(s->p[k]), s->p[k] = NULL, s->size[k] = 0;
 }
 

@@ -20,16 +20,17 @@ WF_INTERNAL int wf_bvh_build(int n, const float *lo, const float *hi, int nthrea
 ** index 0); called on the build's threads, for chunks of the primitives. */
 typedef void (*wf_bvh_boxes_fn)(void *ctx, int begin, int end, float *lo, float *hi);
 /* Blocks of memory a build takes and hands back, kept by its caller from
-** one build to the next: the records (WF_BVH_RECS) and, for trees that
-** live only until they are collapsed, the nodes (WF_BVH_NODES). Pages a
-** build has used before cost nothing; fresh ones are faulted in and
-** zeroed by the kernel: 20 builds of the 200k-triangle bench torus in a
-** row spent 15% of their CPU samples in clear_page_erms (perf, cpu-clock,
-** on a 2-core AMD EPYC VM), 5% with the scratch. */
-enum { WF_BVH_RECS, WF_BVH_NODES };
+** one build to the next: the records (WF_BVH_RECS), for trees that live
+** only until they are collapsed the nodes (WF_BVH_NODES), and the second
+** thread's wide nodes in a collapse (WF_BVH_WIDE, bvh4.c). Pages a build
+** has used before cost nothing; fresh ones are faulted in and zeroed by
+** the kernel: 20 builds of the 200k-triangle bench torus in a row spent
+** 15% of their CPU samples in clear_page_erms (perf, cpu-clock, on a
+** 2-core AMD EPYC VM), 5% with the scratch. */
+enum { WF_BVH_RECS, WF_BVH_NODES, WF_BVH_WIDE, WF_BVH_NSCRATCH };
 typedef struct wf_bvh_scratch {
-  void *p[2];
-  size_t size[2];
+  void *p[WF_BVH_NSCRATCH];
+  size_t size[WF_BVH_NSCRATCH];
 } wf_bvh_scratch;
 /* A block of at least bytes for use k (s NULL: wf_bvh_big_alloc). */
 WF_INTERNAL void *wf_bvh_scratch_take(wf_bvh_scratch *s, int k, size_t bytes);

@@ -582,13 +582,14 @@ static int slot_indices(wf_geom *g) {
 /* Collapse the binary tree into wide nodes (bvh4.c). */
 typedef struct collapse_job {
   wf_geom *g;
+  wf_bvh_scratch *s;
   int rc;
 } collapse_job;
 
 static void *collapse(void *p) {
   collapse_job *j = p;
   wf_geom *g = j->g;
-  j->rc = wf_bvh4_build(g->nodes, g->nnodes, g->nthreads, &g->wide, &g->nwide);
+  j->rc = wf_bvh4_build(g->nodes, g->nnodes, g->nthreads, j->s, &g->wide, &g->nwide);
   return NULL;
 }
 
@@ -752,7 +753,7 @@ static int upload(wf_rt *rt, wf_geom *g) {
 static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   int n = g->nprims, kind = g->kind;
   wf_georeg *reg = wf_georeg_of(rt);
-  wf_bvh_scratch mine = {{NULL, NULL}, {0, 0}};
+  wf_bvh_scratch mine = {{NULL}, {0}};
   g->nthreads = rt->num_threads;
   if (kind == WF_GEOM_MESH) {
     /* blocks on cache lines; zeros in the padding block and the lanes of
@@ -781,7 +782,7 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     /* the wide nodes (from the build's boxes) on a second thread while
     ** the faces' indices are copied in slot order (refits read them in
     ** order); then a refit fills the triangles in leaf order */
-    collapse_job job = {g, 0};
+    collapse_job job = {g, scratch, 0};
     pthread_t th;
     int threaded = g->nthreads > 1 && n >= 65536 && !pthread_create(&th, NULL, collapse, &job);
     if (!threaded) collapse(&job);

@@ -173,14 +173,16 @@ static void check_fn(const boxes *b) {
 /* Built and collapsed into 4-wide nodes (bvh4.c) on two threads (the
 ** root's binning and the collapse split over them), b's tree is the one
 ** thread's: the same wide nodes and slots, byte for byte
-** (the binary nodes are numbered in the order the threads make them). */
-static void check_wide(const boxes *b) {
+** (the binary nodes are numbered in the order the threads make them).
+** The second collapse thread's block comes from s, dirty from the calls
+** before. */
+static void check_wide(const boxes *b, wf_bvh_scratch *s) {
   wf_gnode *N[2];
   wf_gnode4 *W[2];
   int *it[2], nn[2], nw[2];
   for (int t = 0; t < 2; t++) {
     CHECK_INT(wf_bvh_build(b->n, b->lo, b->hi, t + 1, &N[t], &it[t], &nn[t]), 0);
-    CHECK_INT(wf_bvh4_build(N[t], nn[t], t + 1, &W[t], &nw[t]), 0);
+    CHECK_INT(wf_bvh4_build(N[t], nn[t], t + 1, t ? s : NULL, &W[t], &nw[t]), 0);
   }
   CHECK_INT(nw[1], nw[0]);
   CHECK(nw[0] > 1 && nw[0] < nn[0]);
@@ -276,13 +278,17 @@ int main(void) {
   b = soup(100000, 0.01f); /* a soup, on the parallel path */
   check_both(&b, 1);
   check_fn(&b);
-  check_wide(&b);
+  wf_bvh_scratch s = {{NULL}, {0}};
+  check_wide(&b, &s);
+  if (s.p[WF_BVH_WIDE]) memset(s.p[WF_BVH_WIDE], 0x5a, s.size[WF_BVH_WIDE]);
   for (int i = 0; i < b.n; i++) /* in order along x, the widest: each half on one side */
     b.hi[3 * i] = (b.lo[3 * i] = 4.0f * (float)i / (float)b.n) + 0.01f;
-  check_wide(&b);
+  check_wide(&b, &s);
   for (int i = 0; i < 3 * b.n; i++) /* lopsided: one far box, the rest piled up */
     b.lo[i] = b.hi[i] = i < 3 ? 1e6f : frand() * (i % 3 ? 1e-3f : 1.0f);
-  check_wide(&b);
+  check_wide(&b, &s);
+  CHECK(s.p[WF_BVH_WIDE] != NULL);
+  wf_bvh_scratch_free(&s);
   boxes_free(&b);
   b = soup(1000000, 0.002f); /* 1M boxes */
   CHECK(check_tree(&b, 2, 1) > 10);
