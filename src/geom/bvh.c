@@ -20,7 +20,9 @@
 ** atomic counter, so subtrees build on several threads and every child
 ** still has a larger index than its parent. A thread that waits for
 ** another lends its core back (B->idle), so a large subtree left alone
-** splits over the idle cores again.
+** splits over the idle cores again. The caller's work on the primitives
+** in slot order (B->slots) runs on those threads too, a subtree of up to
+** SLOTS_BATCH primitives at a time once it is built.
 **
 ** The box arithmetic runs on 4-lane vectors (SSE on x86-64, the
 ** compiler's vector extensions elsewhere); lane 3 is never read back.
@@ -221,15 +223,22 @@ typedef struct build {
   int *items;
   int nnodes; /* __atomic */
   int idle;   /* __atomic: cores with no thread working on them */
+  wf_bvh_slots_fn slots;
+  void *ctx;
 } build;
 
 /* A node to build: its slice of the records, the bounds of their boxes
-** (bb) and of their centroids times 2 (cb: lo + hi of each box). */
+** (bb) and of their centroids times 2 (cb: lo + hi of each box); covered:
+** an ancestor hands its slots to B->slots. */
 typedef struct task {
   build *B;
-  int node, begin, end, depth;
+  int node, begin, end, depth, covered;
   vbox bb, cb;
 } task;
+
+/* Subtrees of at most this many primitives hand their slots to B->slots
+** in one call (larger leaves on their own). */
+#define SLOTS_BATCH 256
 
 static void store_box(wf_gnode *n, const vbox *b) {
   float lo[4], hi[4];
@@ -643,25 +652,34 @@ static __attribute__((noinline)) void find_split(const rec *R, const task *t, sp
   if (s->axis >= 0) s->lo = clo[s->axis], s->scale = scale[s->axis];
 }
 
+/* A leaf of t's primitives, its slots to B->slots unless an ancestor
+** hands them over. */
+static void leaf_of(build *B, const task *t, wf_gnode *n) {
+  make_leaf(B, n, t->begin, t->end);
+  if (B->slots && !t->covered) B->slots(B->ctx, t->begin, t->end, B->items);
+}
+
 static void subtree(build *B, task *t) {
   wf_gnode *n = &B->nodes[t->node];
   rec *R = B->recs;
   int begin = t->begin, end = t->end, count = end - begin;
   store_box(n, &t->bb);
   if (count <= LEAF_MIN || t->depth >= MAX_DEPTH) {
-    make_leaf(B, n, begin, end);
+    leaf_of(B, t, n);
     return;
   }
   split s;
   find_split(R, t, &s);
-  task l = {.B = B, .begin = begin, .depth = t->depth + 1}, r = l;
+  /* this subtree's slots in one call once it is built */
+  int report = !t->covered && count <= SLOTS_BATCH;
+  task l = {.B = B, .begin = begin, .depth = t->depth + 1, .covered = t->covered || report}, r = l;
   int mid = begin;
   if (s.axis >= 0) {
     /* a leaf when splitting costs more than testing everything here
     ** (a traversal step costs about one primitive test) */
     float area = vbox_area(&t->bb);
     if (count <= LEAF_MAX && s.best + area >= area * (float)count) {
-      make_leaf(B, n, begin, end);
+      leaf_of(B, t, n);
       return;
     }
     mid = partition(R, begin, end, s.axis, s.lo, s.scale, s.nb, s.bin);
@@ -701,6 +719,7 @@ static void subtree(build *B, task *t) {
     pthread_join(th, NULL);
     __atomic_sub_fetch(&B->idle, 1, __ATOMIC_RELAXED);
   }
+  if (B->slots && report) B->slots(B->ctx, begin, end, B->items);
 }
 
 /* bytes rounded up to 64, 64-byte aligned; large blocks on transparent
@@ -782,9 +801,9 @@ void wf_bvh_scratch_free(wf_bvh_scratch *s) {
     free(s->p[k]), s->p[k] = NULL, s->size[k] = 0;
 }
 
-static int build_tree(int n, const float *lo, const float *hi, wf_bvh_boxes_fn fn, void *ctx,
-                      int nthreads, wf_bvh_scratch *s, wf_gnode **nodes, int **items, int *nnodes,
-                      size_t *nodes_bytes) {
+static int build_tree(int n, const float *lo, const float *hi, wf_bvh_boxes_fn fn,
+                      wf_bvh_slots_fn slots, void *ctx, int nthreads, wf_bvh_scratch *s,
+                      wf_gnode **nodes, int **items, int *nnodes, size_t *nodes_bytes) {
   *nodes = NULL;
   *items = NULL;
   *nnodes = 0;
@@ -827,6 +846,7 @@ static int build_tree(int n, const float *lo, const float *hi, wf_bvh_boxes_fn f
   B.nodes[1] = (wf_gnode){{0, 0, 0}, 0, {0, 0, 0}, -1};
   B.nnodes = 2;
   B.idle = nthreads > 1 ? nthreads - 1 : 0;
+  B.slots = slots, B.ctx = ctx;
   subtree(&B, &root);
   wf_bvh_scratch_give(s, WF_BVH_RECS, B.recs, rbytes);
   *nodes = B.nodes;
@@ -837,12 +857,13 @@ static int build_tree(int n, const float *lo, const float *hi, wf_bvh_boxes_fn f
 
 int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads, wf_gnode **nodes,
                  int **items, int *nnodes) {
-  return build_tree(n, lo, hi, NULL, NULL, nthreads, NULL, nodes, items, nnodes, NULL);
+  return build_tree(n, lo, hi, NULL, NULL, NULL, nthreads, NULL, nodes, items, nnodes, NULL);
 }
 
-int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, void *ctx, int nthreads, wf_bvh_scratch *s,
-                    wf_gnode **nodes, int **items, int *nnodes, size_t *nodes_bytes) {
-  return build_tree(n, NULL, NULL, fn, ctx, nthreads, s, nodes, items, nnodes, nodes_bytes);
+int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, wf_bvh_slots_fn slots, void *ctx, int nthreads,
+                    wf_bvh_scratch *s, wf_gnode **nodes, int **items, int *nnodes,
+                    size_t *nodes_bytes) {
+  return build_tree(n, NULL, NULL, fn, slots, ctx, nthreads, s, nodes, items, nnodes, nodes_bytes);
 }
 
 /* Refit: children before parents; nodes a box of 4 floats each side */

@@ -38,12 +38,17 @@ WF_INTERNAL void *wf_bvh_scratch_take(wf_bvh_scratch *s, int k, size_t bytes);
 ** freed). */
 WF_INTERNAL void wf_bvh_scratch_give(wf_bvh_scratch *s, int k, void *p, size_t bytes);
 WF_INTERNAL void wf_bvh_scratch_free(wf_bvh_scratch *s);
+/* Slots [begin, end) of items are final (called on the build's threads,
+** once for every slot, for ranges of whole leaves: work on the primitives
+** in slot order that then runs beside the build, their items in cache). */
+typedef void (*wf_bvh_slots_fn)(void *ctx, int begin, int end, const int *items);
 /* wf_bvh_build over the boxes fn gives (no arrays of all the boxes), with
 ** the records from s and, when s is set, the nodes too: the caller gives
-** them back (WF_BVH_NODES, *nodes_bytes bytes) when done with them. */
-WF_INTERNAL int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, void *ctx, int nthreads,
-                                wf_bvh_scratch *s, wf_gnode **nodes, int **items, int *nnodes,
-                                size_t *nodes_bytes);
+** them back (WF_BVH_NODES, *nodes_bytes bytes) when done with them. slots
+** (may be NULL) takes ctx too. */
+WF_INTERNAL int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, wf_bvh_slots_fn slots, void *ctx,
+                                int nthreads, wf_bvh_scratch *s, wf_gnode **nodes, int **items,
+                                int *nnodes, size_t *nodes_bytes);
 /* bytes (rounded up to 64), 64-byte aligned, on transparent huge pages when
 ** large; free() frees it. NULL on out of memory. A fresh 4 KB page costs
 ** a fault (first touch of 8 MB: 5.5 ms on 4 KB pages, 0.3-1.3 ms on huge

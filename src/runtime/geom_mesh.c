@@ -11,7 +11,6 @@
 **            +----------------------------------------------+
 */
 #include <math.h>
-#include <pthread.h>
 #if defined(__SSE__)
 #include <xmmintrin.h>
 #endif
@@ -87,7 +86,7 @@ static int check_array(wf_rt *rt, int kind, const wf_array *a, const char *name,
 
 /* Meshes: the boxes of faces [begin, end) (for the build, on its threads). */
 static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
-  const wf_gmesh *m = ctx;
+  const wf_gmesh *m = &((const wf_geom *)ctx)->d.mesh;
   for (int f = begin; f < end; f++, lo += 3, hi += 3) {
     wf_g3 a, b, c;
     gtri(m, f, &a, &b, &c);
@@ -561,36 +560,22 @@ static int refit_plan(wf_geom *g) {
 }
 
 /* The faces' vertex indices in slot order (g->sidx), and g->slow: the
-** blocks of slots that refit reads vertex by vertex. 0, or -1 when out of
-** memory. */
-static int slot_indices(wf_geom *g) {
-  int n = g->nprims, last = g->d.mesh.npoints - 1;
-  g->sidx = malloc(sizeof(int) * 3 * (size_t)n);
-  g->slow = calloc((size_t)n / WF_GTB / 64 + 1, sizeof(uint64_t));
-  if (!g->sidx || !g->slow) return -1;
-  for (int k = 0; k < n; k++) {
-    const int *f = g->d.mesh.indices + 3 * (size_t)g->items[k];
+** blocks of slots that refit reads vertex by vertex; for slots [begin,
+** end), on the build's threads (wf_bvh_slots_fn) as their leaves are
+** made: the random reads of the indices spread over the cores, beside the
+** build's work (a pass after the build took 1.6 ms of the bench torus's
+** build). Two threads may own slots of one word of g->slow, but only the
+** few faces with the last point set a bit. */
+static void face_slots(void *ctx, int begin, int end, const int *items) {
+  wf_geom *g = ctx;
+  int last = g->d.mesh.npoints - 1;
+  for (int k = begin; k < end; k++) {
+    const int *f = g->d.mesh.indices + 3 * (size_t)items[k];
     int *s = g->sidx + 3 * (size_t)k;
     s[0] = f[0], s[1] = f[1], s[2] = f[2];
     if ((f[0] == last) | (f[1] == last) | (f[2] == last))
-      g->slow[k / WF_GTB / 64] |= 1ull << (k / WF_GTB % 64);
+      __atomic_fetch_or(&g->slow[k / WF_GTB / 64], 1ull << (k / WF_GTB % 64), __ATOMIC_RELAXED);
   }
-  if (n % WF_GTB) g->slow[n / WF_GTB / 64] |= 1ull << (n / WF_GTB % 64);
-  return 0;
-}
-
-/* Collapse the binary tree into wide nodes (bvh4.c). */
-typedef struct collapse_job {
-  wf_geom *g;
-  wf_bvh_scratch *s;
-  int rc;
-} collapse_job;
-
-static void *collapse(void *p) {
-  collapse_job *j = p;
-  wf_geom *g = j->g;
-  j->rc = wf_bvh4_build(g->nodes, g->nnodes, g->nthreads, j->s, &g->wide, &g->nwide);
-  return NULL;
 }
 
 /* Winding-number data (query.h: wf_gwind) of the leaf of slots [k0, k1). */
@@ -763,32 +748,32 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     size_t tb = (size_t)gtri_floats(n) * sizeof(float),
            t0 = (size_t)gtri_at(n / WF_GTB * WF_GTB, 0);
     g->tris = aligned_alloc(64, tb);
-    if (!g->tris) goto oom;
+    g->sidx = malloc(sizeof(int) * 3 * (size_t)n);
+    g->slow = calloc((size_t)n / WF_GTB / 64 + 1, sizeof(uint64_t));
+    if (!g->tris || !g->sidx || !g->slow) goto oom;
     memset(g->tris + t0, 0, tb - t0 * sizeof(float));
+    /* a last partial block: past the last slot */
+    if (n % WF_GTB) g->slow[n / WF_GTB / 64] |= 1ull << (n / WF_GTB % 64);
   }
-  /* meshes: the face boxes as the build fills its records, on its
-  ** threads, in the records and nodes of the last build (their binary
-  ** nodes live until the collapse) */
+  /* meshes: the face boxes as the build fills its records, and the
+  ** slots' indices as it makes the leaves, on its threads, in the records
+  ** and nodes of the last build (their binary nodes live until the
+  ** collapse) */
   wf_bvh_scratch *scratch = reg ? &mine : NULL;
   if (reg) wf_georeg_scratch_lend(reg, &mine);
   size_t nodes_bytes = 0;
   if (kind == WF_GEOM_BVH
           ? wf_bvh_build(n, (const float *)g->d.boxes.lowers, (const float *)g->d.boxes.uppers,
                          rt->num_threads, &g->nodes, &g->items, &g->nnodes)
-          : wf_bvh_build_fn(n, face_boxes, &g->d.mesh, rt->num_threads, scratch, &g->nodes,
+          : wf_bvh_build_fn(n, face_boxes, face_slots, g, rt->num_threads, scratch, &g->nodes,
                             &g->items, &g->nnodes, &nodes_bytes))
     goto oom;
   if (kind == WF_GEOM_MESH) {
-    /* the wide nodes (from the build's boxes) on a second thread while
-    ** the faces' indices are copied in slot order (refits read them in
-    ** order); then a refit fills the triangles in leaf order */
-    collapse_job job = {g, scratch, 0};
-    pthread_t th;
-    int threaded = g->nthreads > 1 && n >= 65536 && !pthread_create(&th, NULL, collapse, &job);
-    if (!threaded) collapse(&job);
-    int rc = slot_indices(g);
-    if (threaded) pthread_join(th, NULL);
-    if (rc || job.rc || refit_plan(g)) goto oom;
+    /* the wide nodes (from the build's boxes; on two threads for large
+    ** trees), then a refit fills the triangles in leaf order */
+    if (wf_bvh4_build(g->nodes, g->nnodes, g->nthreads, scratch, &g->wide, &g->nwide) ||
+        refit_plan(g))
+      goto oom;
     size_t db = (size_t)g->nwide * sizeof(wf_gdisc4);
     g->disc = aligned_alloc(64, db);
     g->nsum = malloc(12 * sizeof(float) * (size_t)g->nwide);
