@@ -30,7 +30,9 @@
 ** Refit: the nodes backwards (children first).
 */
 #include <float.h>
+#include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -538,13 +540,55 @@ static int sweep(const bins *x, int nb, float *best, int *bin) {
   return 1;
 }
 
-/* Whether record x goes left of the split (bins <= bin on axis a). */
-static inline int goes_left(const rec *x, int a, float lo, float scale, float top, int bin) {
-  return bin_of(axis_cen(x, a), lo, scale, top) <= bin;
+/* The split of a partition: records of bins <= bin on axis a go left.
+** Large nodes test centroids against the cut t instead, the least float
+** in bin + 1 or above (bin_of is monotone in the centroid: -inf lands in
+** bin 0 and +inf in the top one), found by bisection over the floats'
+** order: one comparison a record where bin_of takes six operations, the
+** same sides (NaN, which bin_of puts in bin 0, fails c >= t: left). */
+typedef struct cut {
+  int a, bin, by_t;
+  float lo, scale, top, t;
+} cut;
+
+/* the floats' order as unsigned integers (NaN aside) and back */
+static uint32_t f_key(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u >> 31 ? ~u : u | 0x80000000u;
+}
+static float key_f(uint32_t k) {
+  uint32_t u = k >> 31 ? k & 0x7fffffffu : ~k;
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
 }
 
-/* Moves the records of bins <= bin on axis a to the front of r[begin,
-** end), the rest after; returns where the right side starts.
+#define CUT_MIN 64 /* nodes from which partitions compare with the cut */
+static cut cut_of(int a, float lo, float scale, int nb, int bin, int count) {
+  cut c = {a, bin, count >= CUT_MIN, lo, scale, (float)(nb - 1), 0};
+  if (!c.by_t) return c;
+  uint32_t l = f_key(-INFINITY), h = f_key(INFINITY); /* bin_of(l) <= bin < bin_of(h) */
+  while (h - l > 1) {
+    uint32_t m = l + (h - l) / 2;
+    if (bin_of(key_f(m), lo, scale, c.top) > bin)
+      h = m;
+    else
+      l = m;
+  }
+  c.t = key_f(h);
+  return c;
+}
+
+/* Whether record x goes left of the split. */
+static inline int goes_left(const rec *x, const cut *c, int by_t) {
+  float v = axis_cen(x, c->a);
+  return by_t ? !(v >= c->t) : bin_of(v, c->lo, c->scale, c->top) <= c->bin;
+}
+
+/* Moves the records of the left side of the split (by_t: c->by_t, which
+** the caller passes as a constant) to the front of r[begin, end), the
+** rest after; returns where the right side starts.
 **
 ** Faces in mesh order fall on the sides in long runs: then two scans
 ** from the ends (branches that mostly predict) swap only the records on
@@ -557,22 +601,22 @@ static inline int goes_left(const rec *x, int a, float lo, float scale, float to
 ** made builds 15-30% slower, and the sampled choice costs nothing. */
 #define SCAN_MIN 256
 #define SAMPLES 32
-static int partition(rec *R, int begin, int end, int a, float lo, float scale, int nb, int bin) {
-  float top = (float)(nb - 1);
+static inline __attribute__((always_inline)) int partition_by(rec *R, int begin, int end,
+                                                              const cut *c, int by_t) {
   int count = end - begin, changes = SAMPLES;
   if (count >= SCAN_MIN) {
     changes = 0;
     for (int k = 0; k < SAMPLES; k++) {
       const rec *x = &R[begin + (int)((int64_t)count * k / SAMPLES)];
-      changes += goes_left(x, a, lo, scale, top, bin) != goes_left(x + 1, a, lo, scale, top, bin);
+      changes += goes_left(x, c, by_t) != goes_left(x + 1, c, by_t);
     }
   }
   if (changes <= SAMPLES / 8) {
     int i = begin, j = end - 1; /* [begin, i) left, (j, end) right */
     for (;;) {
-      while (i <= j && goes_left(&R[i], a, lo, scale, top, bin))
+      while (i <= j && goes_left(&R[i], c, by_t))
         i++;
-      while (i < j && !goes_left(&R[j], a, lo, scale, top, bin))
+      while (i < j && !goes_left(&R[j], c, by_t))
         j--;
       if (i >= j) return i;
       rec x = R[i];
@@ -582,13 +626,18 @@ static int partition(rec *R, int begin, int end, int a, float lo, float scale, i
   }
   int k = begin;
   for (int i = begin; i < end; i++) {
-    int left = goes_left(&R[i], a, lo, scale, top, bin);
+    int left = goes_left(&R[i], c, by_t);
     rec x = R[i];
     R[i] = R[k];
     R[k] = x;
     k += left;
   }
   return k;
+}
+
+static int partition(rec *R, int begin, int end, int a, float lo, float scale, int nb, int bin) {
+  cut c = cut_of(a, lo, scale, nb, bin, end - begin);
+  return c.by_t ? partition_by(R, begin, end, &c, 1) : partition_by(R, begin, end, &c, 0);
 }
 
 /* The best split of a node (axis -1: none found). */
