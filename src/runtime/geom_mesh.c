@@ -508,55 +508,69 @@ static void mesh_refit(wf_rt *rt, wf_geom *g) {
 }
 
 /* What refit walks, from the wide nodes: the leaf lanes 4 w + j in slot
-** order (g->leaves), found depth first in lane order (bvh4.c keeps the
-** binary tree's order, so the leaves come in slot order); per wide node
-** its lane in its parent when its subtree's leaves lie in one item
-** (REFIT_ITEM of g->leaves: the item's refit then completes it), else -1
-** (g->up); and the other nodes' lanes in their parents, the lanes with
-** larger node numbers first (g->upper, refit last). 0, or -1 when out
-** of memory (or deeper than 64 wide nodes, which bvh.c's depth bound
-** rules out). */
-static int refit_plan(wf_geom *g) {
+** order (g->leaves); per wide node its lane in its parent when its
+** subtree's leaves lie in one item (REFIT_ITEM of g->leaves: the item's
+** refit then completes it), else -1 (g->up); and the other nodes' lanes
+** in their parents, the lanes with larger node numbers first (g->upper,
+** refit last). Three passes, none a walk down the tree (a walk's
+** branches on each lane's kind, which no predictor foresees, took 1-2 ms
+** for the bench torus's 28k wide nodes): leaf lanes by slot into a
+** scratch (at[slot]: lane and count; leaves tile the slots, so a chain
+** through the starts visits them in order and numbers them), then the
+** nodes backwards (children after parents), each node's first and last
+** leaf from its first and last lane's. tmp: at least 8 (nprims + nwide)
+** bytes, or NULL (malloc'd here). 0, or -1 when out of memory. */
+typedef struct plan_at {
+  int lane, count; /* count: then the leaf's number */
+} plan_at;
+
+static int refit_plan(wf_geom *g, void *tmp) {
   const wf_gnode4 *W = g->wide;
-  int nw = g->nwide, *first = malloc(sizeof(int) * (size_t)nw), sw[64], sj[64], sp = 0;
-  g->leaves = malloc(sizeof(int) * 4 * (size_t)nw);
+  int nw = g->nwide, n = g->nprims, nleaves = 0;
+  plan_at *at = tmp ? tmp : malloc(sizeof(plan_at) * ((size_t)n + (size_t)nw));
+  int *first = (int *)(at + n), *last = first + nw;
   g->up = malloc(sizeof(int) * (size_t)nw);
-  if (!first || !g->leaves || !g->up) {
-    free(first);
-    return -1;
-  }
-  g->nleaves = 0, g->up[0] = -1, first[0] = 0;
-  for (int w = 0, j = 0;;) {
-    int c = j < 4 ? W[w].child[j] : 0;
-    if (c < 0) {
-      g->leaves[g->nleaves++] = 4 * w + j++;
-    } else if (c > 0) { /* down */
-      if (sp == 64) {
-        free(first);
-        return -1;
-      }
-      first[c] = g->nleaves, g->up[c] = 4 * w + j;
-      sw[sp] = w, sj[sp++] = j, w = c, j = 0;
-    } else { /* w's lanes are done: up */
-      int last = g->nleaves - 1;
-      if (w && first[w] / REFIT_ITEM != last / REFIT_ITEM) g->up[w] = -1;
-      if (!sp) break;
-      w = sw[--sp], j = sj[sp] + 1;
+  g->upper = malloc(sizeof(int) * (size_t)nw);
+  if (!at || !g->up || !g->upper) goto fail;
+  g->up[0] = -1;
+  for (int w = 0; w < nw; w++)
+    for (int j = 0; j < 4; j++) {
+      int c = W[w].child[j];
+      if (c > 0) g->up[c] = 4 * w + j;
+      if (c < 0) at[~c] = (plan_at){4 * w + j, W[w].count[j]}, nleaves++;
     }
+  g->leaves = malloc(sizeof(int) * (size_t)(nleaves ? nleaves : 1));
+  if (!g->leaves) goto fail;
+  g->nleaves = 0;
+  for (int k = 0; k < n && g->nleaves < nleaves;) {
+    plan_at *x = &at[k];
+    if (x->count <= 0) break;
+    g->leaves[g->nleaves] = x->lane;
+    k += x->count;
+    x->count = g->nleaves++;
   }
-  free(first);
-  int *shrunk = realloc(g->leaves, sizeof(int) * (size_t)(g->nleaves ? g->nleaves : 1));
-  if (shrunk) g->leaves = shrunk;
+  if (g->nleaves != nleaves) goto fail; /* not leaves that tile the slots */
   g->nupper = 0;
-  for (int w = nw - 1; w >= 0; w--)
-    for (int j = 0; j < 4; j++)
-      if (W[w].child[j] > 0 && g->up[W[w].child[j]] < 0) g->nupper++;
-  g->upper = malloc(sizeof(int) * (size_t)(g->nupper + 1));
-  if (!g->upper) return -1;
-  for (int w = nw - 1, i = 0; w >= 0; w--)
-    for (int j = 0; j < 4; j++)
-      if (W[w].child[j] > 0 && g->up[W[w].child[j]] < 0) g->upper[i++] = 4 * w + j;
+  for (int w = nw - 1; w >= 0; w--) {
+    const wf_gnode4 *N = &W[w];
+    int used = 1;
+    while (used < 4 && N->child[used])
+      used++;
+    int c0 = N->child[0], c1 = N->child[used - 1];
+    first[w] = c0 < 0 ? at[~c0].count : first[c0];
+    last[w] = c1 < 0 ? at[~c1].count : last[c1];
+    if (w && first[w] / REFIT_ITEM != last[w] / REFIT_ITEM) g->up[w] = -1;
+    /* the children's up is final: they come after w */
+    for (int j = 0; j < used; j++)
+      if (N->child[j] > 0 && g->up[N->child[j]] < 0) g->upper[g->nupper++] = 4 * w + j;
+  }
+  int *shrunk = realloc(g->upper, sizeof(int) * (size_t)(g->nupper + 1));
+  if (shrunk) g->upper = shrunk;
+  if (!tmp) free(at);
   return 0;
+fail:
+  if (!tmp) free(at);
+  return -1;
 }
 
 /* The faces' vertex indices in slot order (g->sidx), and g->slow: the
@@ -772,7 +786,8 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     /* the wide nodes (from the build's boxes; on two threads for large
     ** trees), then a refit fills the triangles in leaf order */
     if (wf_bvh4_build(g->nodes, g->nnodes, g->nthreads, scratch, &g->wide, &g->nwide) ||
-        refit_plan(g))
+        refit_plan(g, wf_bvh_scratch_peek(scratch, WF_BVH_RECS,
+                                          sizeof(plan_at) * ((size_t)n + (size_t)g->nwide))))
       goto oom;
     size_t db = (size_t)g->nwide * sizeof(wf_gdisc4);
     g->disc = aligned_alloc(64, db);
