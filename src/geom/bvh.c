@@ -462,19 +462,17 @@ static inline v4 vbox3_area(const vbox3 *b) {
 }
 
 /* What sweep does for each axis of a small node's bins (x[3], counts
-** cnt, count records; ok: lanes 0-2 > 0 for the axes with extent, lane 3
-** 0), with the three axes side by side in vector lanes: the same costs to
-** the bit, and the same winner (the cheapest below *best; ties to the
-** lower axis, then the lower boundary). */
-static int sweep3(const bins *x, const int (*cnt)[4], int nb, int count, v4 ok, float *best,
-                  int *axis, int *bin) {
+** cnt), with the three axes side by side in vector lanes (lane 3 is never
+** read): the same costs to the bit, and the same winner (the cheapest
+** below *best; ties to the lower axis, then the lower boundary). */
+static int sweep3(const bins *x, const int (*cnt)[4], int nb, float *best, int *axis, int *bin) {
   vbox3 T[SMALL_BINS];
   v4 rcost[SMALL_BINS];
   for (int b = 0; b < nb; b++) {
     v4_t3(x[0].b[b].lo, x[1].b[b].lo, x[2].b[b].lo, &T[b].lx, &T[b].ly, &T[b].lz);
     v4_t3(x[0].b[b].hi, x[1].b[b].hi, x[2].b[b].hi, &T[b].hx, &T[b].hy, &T[b].hz);
   }
-  const v4 zero = v4_set(0), none = v4_set(FLT_MAX), total = v4_set((float)count);
+  const v4 zero = v4_set(0);
   vbox3 acc = vbox3_empty();
   v4 c = zero;
   for (int b = nb - 1; b > 0; b--) {
@@ -488,13 +486,12 @@ static int sweep3(const bins *x, const int (*cnt)[4], int nb, int count, v4 ok, 
   for (int b = 0; b < nb - 1; b++) {
     vbox3_join(&acc, &T[b]);
     c = v4_add(c, v4_ints(cnt[b]));
+    /* NaN where a side holds no records (the empty box's area, inf,
+    ** times a count of 0), which never wins: boundaries with records on
+    ** both sides only (all of an axis without extent are in bin 0) */
     v4 cost = v4_add(v4_mul(vbox3_area(&acc), c), rcost[b + 1]);
-    /* boundaries with records on both sides, on axes with extent */
-    cost = v4_lt_sel(zero, c, cost, none);
-    cost = v4_lt_sel(c, total, cost, none);
-    cost = v4_lt_sel(zero, ok, cost, none);
     at = v4_lt_sel(cost, top, v4_set((float)b), at);
-    top = v4_lt_sel(cost, top, cost, top);
+    top = v4_min(cost, top);
   }
   float tops[4], ats[4];
   v4_st(tops, top);
@@ -695,7 +692,7 @@ static __attribute__((noinline)) void find_split(const rec *R, const task *t, sp
     int cnt[SMALL_BINS][4];
     float sc[4] = {scale[0], scale[1], scale[2], 0};
     bin_three(R + t->begin, count, cb.lo, v4_ld(sc), nb, x, cnt);
-    sweep3(x, (const int(*)[4])cnt, nb, count, v4_ld(sc), &s->best, &s->axis, &s->bin);
+    sweep3(x, (const int(*)[4])cnt, nb, &s->best, &s->axis, &s->bin);
     if (s->axis >= 0) sides(&x[s->axis], nb, 0, s);
   }
   if (s->axis >= 0) s->lo = clo[s->axis], s->scale = scale[s->axis];
