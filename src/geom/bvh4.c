@@ -31,6 +31,18 @@ static float rank(const wf_gnode *nodes, int i) {
   return nodes[i].b >= 0 ? half_area(&nodes[i]) : -1.0f;
 }
 
+/* Asks for the pair of children of binary node i, if any, ahead of its
+** expansion: nodes are read down the tree, each one a miss where its
+** children were made long after it (the build makes a node's second
+** child's children after the first child's whole subtree). */
+static inline void fetch_kids(const wf_gnode *nodes, int i) {
+#if defined(__GNUC__)
+  if (nodes[i].b >= 0) __builtin_prefetch(&nodes[nodes[i].a]);
+#else
+  (void)nodes, (void)i;
+#endif
+}
+
 /* Wide node w stands for binary node b: its lanes, and the binary inner
 ** nodes among them pushed on *stack (as b, lane 4 w + j pairs; the
 ** rightmost first, so the leftmost is made next). */
@@ -45,6 +57,8 @@ static void make_node(const wf_gnode *nodes, wf_gnode4 *W, int w, int b, int *st
     kids[k++] = n->b;
   }
   for (int j = 0; j < k; j++)
+    fetch_kids(nodes, kids[j]);
+  for (int j = 0; j < k; j++)
     area[j] = rank(nodes, kids[j]);
   while (k < 4) {
     int best = 0;
@@ -55,6 +69,7 @@ static void make_node(const wf_gnode *nodes, wf_gnode4 *W, int w, int b, int *st
     for (int j = k; j > best + 1; j--)
       kids[j] = kids[j - 1], area[j] = area[j - 1];
     kids[best] = c->a, kids[best + 1] = c->b;
+    fetch_kids(nodes, c->a), fetch_kids(nodes, c->b);
     area[best] = rank(nodes, c->a), area[best + 1] = rank(nodes, c->b);
     k++;
   }
