@@ -423,8 +423,11 @@ static void bin_large(build *B, const rec *r, int n, int a, float lo, float scal
 
 /* Bins n records along all three axes in one pass (small nodes; no
 ** centroid bounds: the children take theirs when they start). The counts
-** go to cnt[bin][axis] (sweep3 reads the axes side by side), not out. */
-static void bin_three(const rec *r, int n, v4 lo, v4 scale, int nb, bins *out, int (*cnt)[4]) {
+** go to cnt[bin][axis] (sweep3 reads the axes side by side), not out;
+** each record's bins to at[i] (its axis a: bin_of's, the same
+** arithmetic), which the partition reads. */
+static void bin_three(const rec *r, int n, v4 lo, v4 scale, int nb, bins *out, int (*cnt)[4],
+                      int (*at)[4]) {
   for (int a = 0; a < 3; a++)
     bins_clear(&out[a], nb, 0);
   memset(cnt, 0, sizeof(int) * 4 * (size_t)nb);
@@ -432,7 +435,7 @@ static void bin_three(const rec *r, int n, v4 lo, v4 scale, int nb, bins *out, i
   for (int i = 0; i < n; i++) {
     v4 l = rec_lo(&r[i]), h = rec_hi(&r[i]);
     v4 f = v4_mul(v4_sub(v4_add(l, h), lo), scale);
-    int b[4];
+    int *b = at[i];
     v4_int(v4_min(v4_max(f, zero), top), b);
     for (int a = 0; a < 3; a++) {
       vbox_add(&out[a].b[b[a]], l, h);
@@ -639,8 +642,8 @@ static int partition(rec *R, int begin, int end, int a, float lo, float scale, i
 
 /* The best split of a node (axis -1: none found). */
 typedef struct split {
-  int axis, bin, nb;
-  float best, lo, scale;
+  int axis, bin;
+  float best;
   vbox bb[2], cb[2]; /* of the two sides */
 } split;
 
@@ -655,9 +658,27 @@ static void sides(const bins *x, int nb, int c, split *s) {
   }
 }
 
-/* Bins t's records and sweeps the bins (out of line: the bins stay off
-** the stack of the recursion). */
-static __attribute__((noinline)) void find_split(const rec *R, const task *t, split *s) {
+/* The records of bins <= bin on axis a to the front of r[0, n), by the
+** bins bin_three gave them (at[i]: record i's before any move; the
+** branch-free loop of partition only moves records it has passed). */
+static int partition_at(rec *r, int n, const int (*at)[4], int a, int bin) {
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    int left = at[i][a] <= bin;
+    rec x = r[i];
+    r[i] = r[k];
+    r[k] = x;
+    k += left;
+  }
+  return k;
+}
+
+/* Bins t's records, sweeps the bins and partitions the records (out of
+** line: the bins stay off the stack of the recursion): where the right
+** side starts, t->begin when no split was found, or -1 for a leaf (when
+** splitting costs more than testing everything here: a traversal step
+** costs about one primitive test). */
+static __attribute__((noinline)) int split_node(rec *R, const task *t, split *s) {
   int count = t->end - t->begin;
   float clo[4], chi[4], ext[3], scale[3];
   vbox cb = t->cb;
@@ -675,27 +696,30 @@ static __attribute__((noinline)) void find_split(const rec *R, const task *t, sp
     ext[a] = chi[a] - clo[a];
     scale[a] = ext[a] > 0 ? (float)nb / ext[a] : 0;
   }
-  s->axis = -1, s->bin = 0, s->nb = nb, s->best = FLT_MAX;
+  s->axis = -1, s->bin = 0, s->best = FLT_MAX;
+  float area = vbox_area(&t->bb);
   if (count >= ONE_AXIS) {
     /* large nodes bin along their widest centroid axis only (a third of
     ** the work where most of it is; the trees trace as fast) */
     int a = ext[1] > ext[0] ? 1 : 0;
     a = ext[2] > ext[a] ? 2 : a;
-    if (scale[a] > 0) {
-      bins x;
-      bin_large(t->B, R + t->begin, count, a, clo[a], scale[a], nb, &x);
-      if (sweep(&x, nb, &s->best, &s->bin)) s->axis = a;
-      if (s->axis >= 0) sides(&x, nb, 1, s);
-    }
-  } else {
-    bins x[3];
-    int cnt[SMALL_BINS][4];
-    float sc[4] = {scale[0], scale[1], scale[2], 0};
-    bin_three(R + t->begin, count, cb.lo, v4_ld(sc), nb, x, cnt);
-    sweep3(x, (const int(*)[4])cnt, nb, &s->best, &s->axis, &s->bin);
-    if (s->axis >= 0) sides(&x[s->axis], nb, 0, s);
+    if (scale[a] <= 0) return t->begin;
+    bins x;
+    bin_large(t->B, R + t->begin, count, a, clo[a], scale[a], nb, &x);
+    if (!sweep(&x, nb, &s->best, &s->bin)) return t->begin;
+    s->axis = a;
+    sides(&x, nb, 1, s);
+    if (count <= LEAF_MAX && s->best + area >= area * (float)count) return -1;
+    return partition(R, t->begin, t->end, a, clo[a], scale[a], nb, s->bin);
   }
-  if (s->axis >= 0) s->lo = clo[s->axis], s->scale = scale[s->axis];
+  bins x[3];
+  int cnt[SMALL_BINS][4], at[ONE_AXIS][4];
+  float sc[4] = {scale[0], scale[1], scale[2], 0};
+  bin_three(R + t->begin, count, cb.lo, v4_ld(sc), nb, x, cnt, at);
+  if (!sweep3(x, (const int(*)[4])cnt, nb, &s->best, &s->axis, &s->bin)) return t->begin;
+  sides(&x[s->axis], nb, 0, s);
+  if (count <= LEAF_MAX && s->best + area >= area * (float)count) return -1;
+  return t->begin + partition_at(R + t->begin, count, (const int(*)[4])at, s->axis, s->bin);
 }
 
 /* A leaf of t's primitives, its slots to B->slots unless an ancestor
@@ -715,22 +739,15 @@ static void subtree(build *B, task *t) {
     return;
   }
   split s;
-  find_split(R, t, &s);
+  int mid = split_node(R, t, &s);
+  if (mid < 0) {
+    leaf_of(B, t, n);
+    return;
+  }
   /* this subtree's slots in one call once it is built */
   int report = !t->covered && count <= SLOTS_BATCH;
   task l = {.B = B, .begin = begin, .depth = t->depth + 1, .covered = t->covered || report}, r = l;
-  int mid = begin;
-  if (s.axis >= 0) {
-    /* a leaf when splitting costs more than testing everything here
-    ** (a traversal step costs about one primitive test) */
-    float area = vbox_area(&t->bb);
-    if (count <= LEAF_MAX && s.best + area >= area * (float)count) {
-      leaf_of(B, t, n);
-      return;
-    }
-    mid = partition(R, begin, end, s.axis, s.lo, s.scale, s.nb, s.bin);
-    l.bb = s.bb[0], l.cb = s.cb[0], r.bb = s.bb[1], r.cb = s.cb[1];
-  }
+  if (s.axis >= 0) l.bb = s.bb[0], l.cb = s.cb[0], r.bb = s.bb[1], r.cb = s.cb[1];
   if (mid == begin || mid == end) {
     /* no bin boundary separates the centroids: halves by count along
     ** the widest axis of the boxes */
