@@ -311,33 +311,36 @@ static void select_kth(rec *r, int begin, int end, int k, int axis) {
   }
 }
 
-/* Bins of one axis: the boxes whose centroids fall in each, and counts. */
+/* Bins of one axis: the boxes whose centroids fall in each, and counts.
+** A bin's boxes side by side: one index computation a record, fixed
+** offsets after it. */
+typedef struct bin {
+  vbox b, c; /* boxes, centroids (times 2) */
+} bin;
 typedef struct bins {
-  vbox b[NBINS], c[NBINS]; /* boxes, centroids (times 2) */
+  bin k[NBINS];
   int n[NBINS];
 } bins;
 
 /* c: clear the centroid bounds too */
 static void bins_clear(bins *x, int nb, int c) {
   for (int b = 0; b < nb; b++) {
-    x->b[b] = vbox_empty();
+    x->k[b].b = vbox_empty();
     x->n[b] = 0;
-    if (c) x->c[b] = vbox_empty();
+    if (c) x->k[b].c = vbox_empty();
   }
 }
 
 /* The bin of centroid (times 2) c: the same float arithmetic in the
 ** binning loops (vectors) and in the partition (here), so both agree on
-** every primitive; NaN goes to bin 0 (as maxps does). */
+** every primitive; NaN goes to bin 0 (as maxps does). The selects are
+** maxss and minss on SSE (the intrinsics, which zero the upper lanes,
+** cost two moves through an integer register a call). */
 static int bin_of(float c, float lo, float scale, float top) {
   float f = (c - lo) * scale;
-#if defined(__SSE2__)
-  return _mm_cvttss_si32(_mm_min_ss(_mm_max_ss(_mm_set_ss(f), _mm_setzero_ps()), _mm_set_ss(top)));
-#else
   f = f > 0 ? f : 0;
   f = f < top ? f : top;
   return (int)f;
-#endif
 }
 
 /* Bins n records along axis a. SETS sets of bins, one per record in
@@ -353,8 +356,8 @@ static void bin_one(const rec *r, int n, int a, float lo, float scale, int nb, b
   do {                                                                                             \
     int b_ = bin_of(axis_cen(q, a), lo, scale, top);                                               \
     v4 l_ = rec_lo(q), h_ = rec_hi(q), c_ = v4_add(l_, h_);                                        \
-    vbox_add(&(y)->b[b_], l_, h_);                                                                 \
-    vbox_add(&(y)->c[b_], c_, c_);                                                                 \
+    vbox_add(&(y)->k[b_].b, l_, h_);                                                               \
+    vbox_add(&(y)->k[b_].c, c_, c_);                                                               \
     (y)->n[b_]++;                                                                                  \
   } while (0)
   int i = 0;
@@ -370,8 +373,8 @@ static void bin_one(const rec *r, int n, int a, float lo, float scale, int nb, b
   *out = x[0];
   for (int k = 1; k < SETS; k++)
     for (int b = 0; b < nb; b++) {
-      vbox_join(&out->b[b], &x[k].b[b]);
-      vbox_join(&out->c[b], &x[k].c[b]);
+      vbox_join(&out->k[b].b, &x[k].k[b].b);
+      vbox_join(&out->k[b].c, &x[k].k[b].c);
       out->n[b] += x[k].n[b];
     }
 }
@@ -415,8 +418,8 @@ static void bin_large(build *B, const rec *r, int n, int a, float lo, float scal
   pthread_join(th, NULL);
   __atomic_add_fetch(&B->idle, 1, __ATOMIC_RELAXED);
   for (int b = 0; b < nb; b++) {
-    vbox_join(&out->b[b], &j.out.b[b]);
-    vbox_join(&out->c[b], &j.out.c[b]);
+    vbox_join(&out->k[b].b, &j.out.k[b].b);
+    vbox_join(&out->k[b].c, &j.out.k[b].c);
     out->n[b] += j.out.n[b];
   }
 }
@@ -438,7 +441,7 @@ static void bin_three(const rec *r, int n, v4 lo, v4 scale, int nb, bins *out, i
     int *b = at[i];
     v4_int(v4_min(v4_max(f, zero), top), b);
     for (int a = 0; a < 3; a++) {
-      vbox_add(&out[a].b[b[a]], l, h);
+      vbox_add(&out[a].k[b[a]].b, l, h);
       cnt[b[a]][a]++;
     }
   }
@@ -472,8 +475,8 @@ static int sweep3(const bins *x, const int (*cnt)[4], int nb, float *best, int *
   vbox3 T[SMALL_BINS];
   v4 rcost[SMALL_BINS];
   for (int b = 0; b < nb; b++) {
-    v4_t3(x[0].b[b].lo, x[1].b[b].lo, x[2].b[b].lo, &T[b].lx, &T[b].ly, &T[b].lz);
-    v4_t3(x[0].b[b].hi, x[1].b[b].hi, x[2].b[b].hi, &T[b].hx, &T[b].hy, &T[b].hz);
+    v4_t3(x[0].k[b].b.lo, x[1].k[b].b.lo, x[2].k[b].b.lo, &T[b].lx, &T[b].ly, &T[b].lz);
+    v4_t3(x[0].k[b].b.hi, x[1].k[b].b.hi, x[2].k[b].b.hi, &T[b].hx, &T[b].hy, &T[b].hz);
   }
   const v4 zero = v4_set(0);
   vbox3 acc = vbox3_empty();
@@ -518,7 +521,7 @@ static int sweep(const bins *x, int nb, float *best, int *bin) {
   vbox acc = vbox_empty();
   int c = 0;
   for (int b = last; b > first; b--) {
-    vbox_join(&acc, &x->b[b]);
+    vbox_join(&acc, &x->k[b].b);
     c += x->n[b];
     rcost[b] = vbox_area(&acc) * (float)c;
   }
@@ -527,7 +530,7 @@ static int sweep(const bins *x, int nb, float *best, int *bin) {
   float top = *best;
   int at = -1;
   for (int b = first; b < last; b++) {
-    vbox_join(&acc, &x->b[b]);
+    vbox_join(&acc, &x->k[b].b);
     c += x->n[b];
     float cost = vbox_area(&acc) * (float)c + rcost[b + 1];
     /* selects, not branches: which boundary wins is a coin toss */
@@ -653,8 +656,8 @@ static void sides(const bins *x, int nb, int c, split *s) {
     s->bb[k] = s->cb[k] = vbox_empty();
   for (int b = 0; b < nb; b++) {
     int k = b > s->bin;
-    vbox_join(&s->bb[k], &x->b[b]);
-    if (c) vbox_join(&s->cb[k], &x->c[b]);
+    vbox_join(&s->bb[k], &x->k[b].b);
+    if (c) vbox_join(&s->cb[k], &x->k[b].c);
   }
 }
 
