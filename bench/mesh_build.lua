@@ -7,7 +7,14 @@
 --   for i in 1 2 3; do for L in old.so new.so; do
 --     WEFT_LIB=$L luajit bench/mesh_build.lua 15 | tail -1; done; done
 -- Every build but the last leaves its mesh to the collector, as
--- bench/mesh.lua's loop does, so each one faults in fresh memory.
+-- bench/mesh.lua's loop does, so each one faults in fresh memory. THREADS
+-- (default: the runtime's) sets weft.config.num_threads, e.g. 1 for
+-- instruction counts of the build's functions under callgrind:
+--   valgrind --tool=callgrind --callgrind-out-file=cg.out \
+--     luajit bench/mesh_build.lua 2 1
+--   callgrind_annotate --inclusive=yes cg.out | grep -E 'wf_bvh_build_fn|wf_bvh4'
+-- (three builds: the first outside the loop, then BUILDS = 2).
+--   luajit bench/mesh_build.lua [BUILDS] [THREADS]
 local ffi = require "ffi"
 local clock = require "bench.clock"
 local weft = require "weft"
@@ -18,6 +25,12 @@ local function cpu()
   return tonumber(cts.tv_sec) + tonumber(cts.tv_nsec) * 1e-9
 end
 local BUILDS = tonumber(arg[1]) or 15
+if arg[2] then
+  weft.config.num_threads = tonumber(arg[2])
+  -- a launch applies num_threads; meshes built after it build on them
+  weft.launch(weft.kernel{ x = weft.array(weft.float32), function(x) x[weft.tid()] = 1.0 end }, 1,
+              { weft.zeros(1) })
+end
 local P, I = require("bench.torus")(500, 200)
 local m = weft.Mesh{ points = P, indices = I } -- the build's scratch, kept from here on
 local wall, cput, each = {}, {}, {}
