@@ -897,10 +897,20 @@ int wf_geom_mesh_new(wf_rt *rt, const wf_array *points, const wf_array *indices,
     wf_geom_free(g);
     return rc;
   }
-  for (long long i = 0; i < ni; i++)
-    if (idx[i] < 0 || idx[i] >= np)
-      return wf_geom_free(g), bad(rt, K, "indices[%s%lld] = %lld is out of range for the points",
-                                  "", i, (long long)idx[i]);
+  for (long long i0 = 0; i0 < ni; i0 += 1024) {
+    /* a block at a time without a branch (the compiler's vectors: the
+    ** loop that left at the first bad index took 10 instructions an
+    ** index, 0.6 M indices serially before each build of the bench
+    ** torus), then the first bad one in it */
+    long long i1 = ni - i0 < 1024 ? ni : i0 + 1024;
+    unsigned out = 0;
+    for (long long i = i0; i < i1; i++)
+      out |= (uint32_t)idx[i] >= (uint32_t)np;
+    for (long long i = i0; out && i < i1; i++)
+      if (idx[i] < 0 || idx[i] >= np)
+        return wf_geom_free(g), bad(rt, K, "indices[%s%lld] = %lld is out of range for the points",
+                                    "", i, (long long)idx[i]);
+  }
   if ((rc = check_finite(rt, K, hp, np, "points"))) return wf_geom_free(g), rc;
   g->nprims = (int)(ni / 3);
   wf_gmesh *m = &g->d.mesh;
