@@ -528,10 +528,10 @@ static int refit_plan(wf_geom *g, void *tmp) {
   const wf_gnode4 *W = g->wide;
   int nw = g->nwide, n = g->nprims, nleaves = 0;
   plan_at *at = tmp ? tmp : malloc(sizeof(plan_at) * ((size_t)n + (size_t)nw));
-  int *first = (int *)(at + n), *last = first + nw;
   g->up = malloc(sizeof(int) * (size_t)nw);
   g->upper = malloc(sizeof(int) * (size_t)nw);
   if (!at || !g->up || !g->upper) goto fail;
+  int *first = (int *)(at + n), *last = first + nw;
   g->up[0] = -1;
   for (int w = 0; w < nw; w++)
     for (int j = 0; j < 4; j++) {
