@@ -20,7 +20,9 @@
 ** atomic counter, so subtrees build on several threads and every child
 ** still has a larger index than its parent. A thread that waits for
 ** another lends its core back (B->idle), so a large subtree left alone
-** splits over the idle cores again.
+** splits over the idle cores again. The caller's work on the primitives
+** in slot order (B->slots) runs on those threads too, a subtree of up to
+** SLOTS_BATCH primitives at a time once it is built.
 **
 ** The box arithmetic runs on 4-lane vectors (SSE on x86-64, the
 ** compiler's vector extensions elsewhere); lane 3 is never read back.
@@ -28,7 +30,9 @@
 ** Refit: the nodes backwards (children first).
 */
 #include <float.h>
+#include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -221,15 +225,22 @@ typedef struct build {
   int *items;
   int nnodes; /* __atomic */
   int idle;   /* __atomic: cores with no thread working on them */
+  wf_bvh_slots_fn slots;
+  void *ctx;
 } build;
 
 /* A node to build: its slice of the records, the bounds of their boxes
-** (bb) and of their centroids times 2 (cb: lo + hi of each box). */
+** (bb) and of their centroids times 2 (cb: lo + hi of each box); covered:
+** an ancestor hands its slots to B->slots. */
 typedef struct task {
   build *B;
-  int node, begin, end, depth;
+  int node, begin, end, depth, covered;
   vbox bb, cb;
 } task;
+
+/* Subtrees of at most this many primitives hand their slots to B->slots
+** in one call (larger leaves on their own). */
+#define SLOTS_BATCH 256
 
 static void store_box(wf_gnode *n, const vbox *b) {
   float lo[4], hi[4];
@@ -300,33 +311,36 @@ static void select_kth(rec *r, int begin, int end, int k, int axis) {
   }
 }
 
-/* Bins of one axis: the boxes whose centroids fall in each, and counts. */
+/* Bins of one axis: the boxes whose centroids fall in each, and counts.
+** A bin's boxes side by side: one index computation a record, fixed
+** offsets after it. */
+typedef struct bin {
+  vbox b, c; /* boxes, centroids (times 2) */
+} bin;
 typedef struct bins {
-  vbox b[NBINS], c[NBINS]; /* boxes, centroids (times 2) */
+  bin k[NBINS];
   int n[NBINS];
 } bins;
 
 /* c: clear the centroid bounds too */
 static void bins_clear(bins *x, int nb, int c) {
   for (int b = 0; b < nb; b++) {
-    x->b[b] = vbox_empty();
+    x->k[b].b = vbox_empty();
     x->n[b] = 0;
-    if (c) x->c[b] = vbox_empty();
+    if (c) x->k[b].c = vbox_empty();
   }
 }
 
 /* The bin of centroid (times 2) c: the same float arithmetic in the
 ** binning loops (vectors) and in the partition (here), so both agree on
-** every primitive; NaN goes to bin 0 (as maxps does). */
+** every primitive; NaN goes to bin 0 (as maxps does). The selects are
+** maxss and minss on SSE (the intrinsics, which zero the upper lanes,
+** cost two moves through an integer register a call). */
 static int bin_of(float c, float lo, float scale, float top) {
   float f = (c - lo) * scale;
-#if defined(__SSE2__)
-  return _mm_cvttss_si32(_mm_min_ss(_mm_max_ss(_mm_set_ss(f), _mm_setzero_ps()), _mm_set_ss(top)));
-#else
   f = f > 0 ? f : 0;
   f = f < top ? f : top;
   return (int)f;
-#endif
 }
 
 /* Bins n records along axis a. SETS sets of bins, one per record in
@@ -342,8 +356,8 @@ static void bin_one(const rec *r, int n, int a, float lo, float scale, int nb, b
   do {                                                                                             \
     int b_ = bin_of(axis_cen(q, a), lo, scale, top);                                               \
     v4 l_ = rec_lo(q), h_ = rec_hi(q), c_ = v4_add(l_, h_);                                        \
-    vbox_add(&(y)->b[b_], l_, h_);                                                                 \
-    vbox_add(&(y)->c[b_], c_, c_);                                                                 \
+    vbox_add(&(y)->k[b_].b, l_, h_);                                                               \
+    vbox_add(&(y)->k[b_].c, c_, c_);                                                               \
     (y)->n[b_]++;                                                                                  \
   } while (0)
   int i = 0;
@@ -359,8 +373,8 @@ static void bin_one(const rec *r, int n, int a, float lo, float scale, int nb, b
   *out = x[0];
   for (int k = 1; k < SETS; k++)
     for (int b = 0; b < nb; b++) {
-      vbox_join(&out->b[b], &x[k].b[b]);
-      vbox_join(&out->c[b], &x[k].c[b]);
+      vbox_join(&out->k[b].b, &x[k].k[b].b);
+      vbox_join(&out->k[b].c, &x[k].k[b].c);
       out->n[b] += x[k].n[b];
     }
 }
@@ -404,16 +418,19 @@ static void bin_large(build *B, const rec *r, int n, int a, float lo, float scal
   pthread_join(th, NULL);
   __atomic_add_fetch(&B->idle, 1, __ATOMIC_RELAXED);
   for (int b = 0; b < nb; b++) {
-    vbox_join(&out->b[b], &j.out.b[b]);
-    vbox_join(&out->c[b], &j.out.c[b]);
+    vbox_join(&out->k[b].b, &j.out.k[b].b);
+    vbox_join(&out->k[b].c, &j.out.k[b].c);
     out->n[b] += j.out.n[b];
   }
 }
 
 /* Bins n records along all three axes in one pass (small nodes; no
 ** centroid bounds: the children take theirs when they start). The counts
-** go to cnt[bin][axis] (sweep3 reads the axes side by side), not out. */
-static void bin_three(const rec *r, int n, v4 lo, v4 scale, int nb, bins *out, int (*cnt)[4]) {
+** go to cnt[bin][axis] (sweep3 reads the axes side by side), not out;
+** each record's bins to at[i] (its axis a: bin_of's, the same
+** arithmetic), which the partition reads. */
+static void bin_three(const rec *r, int n, v4 lo, v4 scale, int nb, bins *out, int (*cnt)[4],
+                      int (*at)[4]) {
   for (int a = 0; a < 3; a++)
     bins_clear(&out[a], nb, 0);
   memset(cnt, 0, sizeof(int) * 4 * (size_t)nb);
@@ -421,10 +438,10 @@ static void bin_three(const rec *r, int n, v4 lo, v4 scale, int nb, bins *out, i
   for (int i = 0; i < n; i++) {
     v4 l = rec_lo(&r[i]), h = rec_hi(&r[i]);
     v4 f = v4_mul(v4_sub(v4_add(l, h), lo), scale);
-    int b[4];
+    int *b = at[i];
     v4_int(v4_min(v4_max(f, zero), top), b);
     for (int a = 0; a < 3; a++) {
-      vbox_add(&out[a].b[b[a]], l, h);
+      vbox_add(&out[a].k[b[a]].b, l, h);
       cnt[b[a]][a]++;
     }
   }
@@ -451,19 +468,17 @@ static inline v4 vbox3_area(const vbox3 *b) {
 }
 
 /* What sweep does for each axis of a small node's bins (x[3], counts
-** cnt, count records; ok: lanes 0-2 > 0 for the axes with extent, lane 3
-** 0), with the three axes side by side in vector lanes: the same costs to
-** the bit, and the same winner (the cheapest below *best; ties to the
-** lower axis, then the lower boundary). */
-static int sweep3(const bins *x, const int (*cnt)[4], int nb, int count, v4 ok, float *best,
-                  int *axis, int *bin) {
+** cnt), with the three axes side by side in vector lanes (lane 3 is never
+** read): the same costs to the bit, and the same winner (the cheapest
+** below *best; ties to the lower axis, then the lower boundary). */
+static int sweep3(const bins *x, const int (*cnt)[4], int nb, float *best, int *axis, int *bin) {
   vbox3 T[SMALL_BINS];
   v4 rcost[SMALL_BINS];
   for (int b = 0; b < nb; b++) {
-    v4_t3(x[0].b[b].lo, x[1].b[b].lo, x[2].b[b].lo, &T[b].lx, &T[b].ly, &T[b].lz);
-    v4_t3(x[0].b[b].hi, x[1].b[b].hi, x[2].b[b].hi, &T[b].hx, &T[b].hy, &T[b].hz);
+    v4_t3(x[0].k[b].b.lo, x[1].k[b].b.lo, x[2].k[b].b.lo, &T[b].lx, &T[b].ly, &T[b].lz);
+    v4_t3(x[0].k[b].b.hi, x[1].k[b].b.hi, x[2].k[b].b.hi, &T[b].hx, &T[b].hy, &T[b].hz);
   }
-  const v4 zero = v4_set(0), none = v4_set(FLT_MAX), total = v4_set((float)count);
+  const v4 zero = v4_set(0);
   vbox3 acc = vbox3_empty();
   v4 c = zero;
   for (int b = nb - 1; b > 0; b--) {
@@ -477,13 +492,12 @@ static int sweep3(const bins *x, const int (*cnt)[4], int nb, int count, v4 ok, 
   for (int b = 0; b < nb - 1; b++) {
     vbox3_join(&acc, &T[b]);
     c = v4_add(c, v4_ints(cnt[b]));
+    /* NaN where a side holds no records (the empty box's area, inf,
+    ** times a count of 0), which never wins: boundaries with records on
+    ** both sides only (all of an axis without extent are in bin 0) */
     v4 cost = v4_add(v4_mul(vbox3_area(&acc), c), rcost[b + 1]);
-    /* boundaries with records on both sides, on axes with extent */
-    cost = v4_lt_sel(zero, c, cost, none);
-    cost = v4_lt_sel(c, total, cost, none);
-    cost = v4_lt_sel(zero, ok, cost, none);
     at = v4_lt_sel(cost, top, v4_set((float)b), at);
-    top = v4_lt_sel(cost, top, cost, top);
+    top = v4_min(cost, top);
   }
   float tops[4], ats[4];
   v4_st(tops, top);
@@ -507,7 +521,7 @@ static int sweep(const bins *x, int nb, float *best, int *bin) {
   vbox acc = vbox_empty();
   int c = 0;
   for (int b = last; b > first; b--) {
-    vbox_join(&acc, &x->b[b]);
+    vbox_join(&acc, &x->k[b].b);
     c += x->n[b];
     rcost[b] = vbox_area(&acc) * (float)c;
   }
@@ -516,7 +530,7 @@ static int sweep(const bins *x, int nb, float *best, int *bin) {
   float top = *best;
   int at = -1;
   for (int b = first; b < last; b++) {
-    vbox_join(&acc, &x->b[b]);
+    vbox_join(&acc, &x->k[b].b);
     c += x->n[b];
     float cost = vbox_area(&acc) * (float)c + rcost[b + 1];
     /* selects, not branches: which boundary wins is a coin toss */
@@ -529,18 +543,65 @@ static int sweep(const bins *x, int nb, float *best, int *bin) {
   return 1;
 }
 
-/* Whether record x goes left of the split (bins <= bin on axis a). */
-static inline int goes_left(const rec *x, int a, float lo, float scale, float top, int bin) {
-  return bin_of(axis_cen(x, a), lo, scale, top) <= bin;
+/* The floats' order as unsigned integers (NaN aside) and back. */
+static uint32_t f_key(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u >> 31 ? ~u : u | 0x80000000u;
+}
+static float key_f(uint32_t k) {
+  uint32_t u = k >> 31 ? k & 0x7fffffffu : ~k;
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+/* The split of a large node's partition: records of bins <= bin on its
+** axis go left, which is a cut, the least float t in bin + 1 or above
+** (bin_of is monotone in the centroid: -inf lands in bin 0 and +inf in
+** the top one): one comparison a record where bin_of takes six
+** operations, the same sides (NaN, which bin_of puts in bin 0, fails
+** c >= t: left). t is a few floats up or down from where (t - lo) scale
+** is bin + 1 (a bisection over the floats' order, whose 32 steps each
+** wait on the last, took 4% of a build), or that bisection when it is
+** far off. */
+static float cut_of(float lo, float scale, int nb, int bin) {
+  float top = (float)(nb - 1), g = lo + (float)(bin + 1) / scale;
+  if (isfinite(g)) {
+    uint32_t k = f_key(g);
+    int i = 0;
+    if (bin_of(g, lo, scale, top) > bin) /* down to the least that bins right */
+      while (i < 8 && bin_of(key_f(k - 1), lo, scale, top) > bin)
+        k--, i++;
+    else /* up to the first that bins right */
+      while (i < 8 && bin_of(key_f(k), lo, scale, top) <= bin)
+        k++, i++;
+    if (i < 8) return key_f(k);
+  }
+  uint32_t l = f_key(-INFINITY), h = f_key(INFINITY); /* bin_of(l) <= bin < bin_of(h) */
+  while (h - l > 1) {
+    uint32_t m = l + (h - l) / 2;
+    if (bin_of(key_f(m), lo, scale, top) > bin)
+      h = m;
+    else
+      l = m;
+  }
+  return key_f(h);
+}
+
+/* Whether record x goes left of the cut t on axis a. */
+static inline int goes_left(const rec *x, int a, float t) {
+  return !(axis_cen(x, a) >= t);
 }
 
 /* Moves the records of bins <= bin on axis a to the front of r[begin,
-** end), the rest after; returns where the right side starts.
+** end) (large nodes), the rest after; returns where the right side
+** starts.
 **
 ** Faces in mesh order fall on the sides in long runs: then two scans
 ** from the ends (branches that mostly predict) swap only the records on
 ** the wrong side. When SAMPLES pairs of neighbours spread over the node
-** show that the sides change often (small nodes, faces in no order),
+** show that the sides change often (and under SCAN_MIN primitives),
 ** branch free: every record swaps with the first one not known to be
 ** on the left. On the bench torus the scans take 4% fewer instructions
 ** (callgrind) and one-thread builds 0.2-2.7 ms of 63 less (5 of 5
@@ -549,21 +610,21 @@ static inline int goes_left(const rec *x, int a, float lo, float scale, float to
 #define SCAN_MIN 256
 #define SAMPLES 32
 static int partition(rec *R, int begin, int end, int a, float lo, float scale, int nb, int bin) {
-  float top = (float)(nb - 1);
+  float t = cut_of(lo, scale, nb, bin);
   int count = end - begin, changes = SAMPLES;
   if (count >= SCAN_MIN) {
     changes = 0;
     for (int k = 0; k < SAMPLES; k++) {
       const rec *x = &R[begin + (int)((int64_t)count * k / SAMPLES)];
-      changes += goes_left(x, a, lo, scale, top, bin) != goes_left(x + 1, a, lo, scale, top, bin);
+      changes += goes_left(x, a, t) != goes_left(x + 1, a, t);
     }
   }
   if (changes <= SAMPLES / 8) {
     int i = begin, j = end - 1; /* [begin, i) left, (j, end) right */
     for (;;) {
-      while (i <= j && goes_left(&R[i], a, lo, scale, top, bin))
+      while (i <= j && goes_left(&R[i], a, t))
         i++;
-      while (i < j && !goes_left(&R[j], a, lo, scale, top, bin))
+      while (i < j && !goes_left(&R[j], a, t))
         j--;
       if (i >= j) return i;
       rec x = R[i];
@@ -573,7 +634,7 @@ static int partition(rec *R, int begin, int end, int a, float lo, float scale, i
   }
   int k = begin;
   for (int i = begin; i < end; i++) {
-    int left = goes_left(&R[i], a, lo, scale, top, bin);
+    int left = goes_left(&R[i], a, t);
     rec x = R[i];
     R[i] = R[k];
     R[k] = x;
@@ -584,25 +645,45 @@ static int partition(rec *R, int begin, int end, int a, float lo, float scale, i
 
 /* The best split of a node (axis -1: none found). */
 typedef struct split {
-  int axis, bin, nb;
-  float best, lo, scale;
+  int axis, bin;
+  float best;
   vbox bb[2], cb[2]; /* of the two sides */
 } split;
 
-/* The bounds of both sides of the split from the bins. */
+/* The bounds of both sides of the split from the bins (c: the
+** centroids' too), each side's in registers. */
 static void sides(const bins *x, int nb, int c, split *s) {
-  for (int k = 0; k < 2; k++)
-    s->bb[k] = s->cb[k] = vbox_empty();
-  for (int b = 0; b < nb; b++) {
-    int k = b > s->bin;
-    vbox_join(&s->bb[k], &x->b[b]);
-    if (c) vbox_join(&s->cb[k], &x->c[b]);
+  for (int k = 0; k < 2; k++) {
+    vbox b = vbox_empty(), e = b;
+    for (int i = k ? s->bin + 1 : 0; i < (k ? nb : s->bin + 1); i++) {
+      vbox_join(&b, &x->k[i].b);
+      if (c) vbox_join(&e, &x->k[i].c);
+    }
+    s->bb[k] = b, s->cb[k] = e;
   }
 }
 
-/* Bins t's records and sweeps the bins (out of line: the bins stay off
-** the stack of the recursion). */
-static __attribute__((noinline)) void find_split(const rec *R, const task *t, split *s) {
+/* The records of bins <= bin on axis a to the front of r[0, n), by the
+** bins bin_three gave them (at[i]: record i's before any move; the
+** branch-free loop of partition only moves records it has passed). */
+static int partition_at(rec *r, int n, const int (*at)[4], int a, int bin) {
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    int left = at[i][a] <= bin;
+    rec x = r[i];
+    r[i] = r[k];
+    r[k] = x;
+    k += left;
+  }
+  return k;
+}
+
+/* Bins t's records, sweeps the bins and partitions the records (out of
+** line: the bins stay off the stack of the recursion): where the right
+** side starts, t->begin when no split was found, or -1 for a leaf (when
+** splitting costs more than testing everything here: a traversal step
+** costs about one primitive test). */
+static __attribute__((noinline)) int split_node(rec *R, const task *t, split *s) {
   int count = t->end - t->begin;
   float clo[4], chi[4], ext[3], scale[3];
   vbox cb = t->cb;
@@ -620,27 +701,37 @@ static __attribute__((noinline)) void find_split(const rec *R, const task *t, sp
     ext[a] = chi[a] - clo[a];
     scale[a] = ext[a] > 0 ? (float)nb / ext[a] : 0;
   }
-  s->axis = -1, s->bin = 0, s->nb = nb, s->best = FLT_MAX;
+  s->axis = -1, s->bin = 0, s->best = FLT_MAX;
+  float area = vbox_area(&t->bb);
   if (count >= ONE_AXIS) {
     /* large nodes bin along their widest centroid axis only (a third of
     ** the work where most of it is; the trees trace as fast) */
     int a = ext[1] > ext[0] ? 1 : 0;
     a = ext[2] > ext[a] ? 2 : a;
-    if (scale[a] > 0) {
-      bins x;
-      bin_large(t->B, R + t->begin, count, a, clo[a], scale[a], nb, &x);
-      if (sweep(&x, nb, &s->best, &s->bin)) s->axis = a;
-      if (s->axis >= 0) sides(&x, nb, 1, s);
-    }
-  } else {
-    bins x[3];
-    int cnt[SMALL_BINS][4];
-    float sc[4] = {scale[0], scale[1], scale[2], 0};
-    bin_three(R + t->begin, count, cb.lo, v4_ld(sc), nb, x, cnt);
-    sweep3(x, (const int(*)[4])cnt, nb, count, v4_ld(sc), &s->best, &s->axis, &s->bin);
-    if (s->axis >= 0) sides(&x[s->axis], nb, 0, s);
+    if (scale[a] <= 0) return t->begin;
+    bins x;
+    bin_large(t->B, R + t->begin, count, a, clo[a], scale[a], nb, &x);
+    if (!sweep(&x, nb, &s->best, &s->bin)) return t->begin;
+    s->axis = a;
+    sides(&x, nb, 1, s);
+    if (count <= LEAF_MAX && s->best + area >= area * (float)count) return -1;
+    return partition(R, t->begin, t->end, a, clo[a], scale[a], nb, s->bin);
   }
-  if (s->axis >= 0) s->lo = clo[s->axis], s->scale = scale[s->axis];
+  bins x[3];
+  int cnt[SMALL_BINS][4], at[ONE_AXIS][4];
+  float sc[4] = {scale[0], scale[1], scale[2], 0};
+  bin_three(R + t->begin, count, cb.lo, v4_ld(sc), nb, x, cnt, at);
+  if (!sweep3(x, (const int(*)[4])cnt, nb, &s->best, &s->axis, &s->bin)) return t->begin;
+  sides(&x[s->axis], nb, 0, s);
+  if (count <= LEAF_MAX && s->best + area >= area * (float)count) return -1;
+  return t->begin + partition_at(R + t->begin, count, (const int(*)[4])at, s->axis, s->bin);
+}
+
+/* A leaf of t's primitives, its slots to B->slots unless an ancestor
+** hands them over. */
+static void leaf_of(build *B, const task *t, wf_gnode *n) {
+  make_leaf(B, n, t->begin, t->end);
+  if (B->slots && !t->covered) B->slots(B->ctx, t->begin, t->end, B->items);
 }
 
 static void subtree(build *B, task *t) {
@@ -649,24 +740,19 @@ static void subtree(build *B, task *t) {
   int begin = t->begin, end = t->end, count = end - begin;
   store_box(n, &t->bb);
   if (count <= LEAF_MIN || t->depth >= MAX_DEPTH) {
-    make_leaf(B, n, begin, end);
+    leaf_of(B, t, n);
     return;
   }
   split s;
-  find_split(R, t, &s);
-  task l = {.B = B, .begin = begin, .depth = t->depth + 1}, r = l;
-  int mid = begin;
-  if (s.axis >= 0) {
-    /* a leaf when splitting costs more than testing everything here
-    ** (a traversal step costs about one primitive test) */
-    float area = vbox_area(&t->bb);
-    if (count <= LEAF_MAX && s.best + area >= area * (float)count) {
-      make_leaf(B, n, begin, end);
-      return;
-    }
-    mid = partition(R, begin, end, s.axis, s.lo, s.scale, s.nb, s.bin);
-    l.bb = s.bb[0], l.cb = s.cb[0], r.bb = s.bb[1], r.cb = s.cb[1];
+  int mid = split_node(R, t, &s);
+  if (mid < 0) {
+    leaf_of(B, t, n);
+    return;
   }
+  /* this subtree's slots in one call once it is built */
+  int report = !t->covered && count <= SLOTS_BATCH;
+  task l = {.B = B, .begin = begin, .depth = t->depth + 1, .covered = t->covered || report}, r = l;
+  if (s.axis >= 0) l.bb = s.bb[0], l.cb = s.cb[0], r.bb = s.bb[1], r.cb = s.cb[1];
   if (mid == begin || mid == end) {
     /* no bin boundary separates the centroids: halves by count along
     ** the widest axis of the boxes */
@@ -701,6 +787,7 @@ static void subtree(build *B, task *t) {
     pthread_join(th, NULL);
     __atomic_sub_fetch(&B->idle, 1, __ATOMIC_RELAXED);
   }
+  if (B->slots && report) B->slots(B->ctx, begin, end, B->items);
 }
 
 /* bytes rounded up to 64, 64-byte aligned; large blocks on transparent
@@ -768,6 +855,10 @@ void *wf_bvh_scratch_take(wf_bvh_scratch *s, int k, size_t bytes) {
   return p;
 }
 
+void *wf_bvh_scratch_peek(const wf_bvh_scratch *s, int k, size_t bytes) {
+  return s && s->size[k] >= bytes ? s->p[k] : NULL;
+}
+
 void wf_bvh_scratch_give(wf_bvh_scratch *s, int k, void *p, size_t bytes) {
   if (s && bytes >= s->size[k]) {
     free(s->p[k]);
@@ -778,13 +869,13 @@ void wf_bvh_scratch_give(wf_bvh_scratch *s, int k, void *p, size_t bytes) {
 }
 
 void wf_bvh_scratch_free(wf_bvh_scratch *s) {
-  for (int k = 0; k < 2; k++)
+  for (int k = 0; k < WF_BVH_NSCRATCH; k++)
     free(s->p[k]), s->p[k] = NULL, s->size[k] = 0;
 }
 
-static int build_tree(int n, const float *lo, const float *hi, wf_bvh_boxes_fn fn, void *ctx,
-                      int nthreads, wf_bvh_scratch *s, wf_gnode **nodes, int **items, int *nnodes,
-                      size_t *nodes_bytes) {
+static int build_tree(int n, const float *lo, const float *hi, wf_bvh_boxes_fn fn,
+                      wf_bvh_slots_fn slots, void *ctx, int nthreads, wf_bvh_scratch *s,
+                      wf_gnode **nodes, int **items, int *nnodes, size_t *nodes_bytes) {
   *nodes = NULL;
   *items = NULL;
   *nnodes = 0;
@@ -827,6 +918,7 @@ static int build_tree(int n, const float *lo, const float *hi, wf_bvh_boxes_fn f
   B.nodes[1] = (wf_gnode){{0, 0, 0}, 0, {0, 0, 0}, -1};
   B.nnodes = 2;
   B.idle = nthreads > 1 ? nthreads - 1 : 0;
+  B.slots = slots, B.ctx = ctx;
   subtree(&B, &root);
   wf_bvh_scratch_give(s, WF_BVH_RECS, B.recs, rbytes);
   *nodes = B.nodes;
@@ -837,12 +929,13 @@ static int build_tree(int n, const float *lo, const float *hi, wf_bvh_boxes_fn f
 
 int wf_bvh_build(int n, const float *lo, const float *hi, int nthreads, wf_gnode **nodes,
                  int **items, int *nnodes) {
-  return build_tree(n, lo, hi, NULL, NULL, nthreads, NULL, nodes, items, nnodes, NULL);
+  return build_tree(n, lo, hi, NULL, NULL, NULL, nthreads, NULL, nodes, items, nnodes, NULL);
 }
 
-int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, void *ctx, int nthreads, wf_bvh_scratch *s,
-                    wf_gnode **nodes, int **items, int *nnodes, size_t *nodes_bytes) {
-  return build_tree(n, NULL, NULL, fn, ctx, nthreads, s, nodes, items, nnodes, nodes_bytes);
+int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, wf_bvh_slots_fn slots, void *ctx, int nthreads,
+                    wf_bvh_scratch *s, wf_gnode **nodes, int **items, int *nnodes,
+                    size_t *nodes_bytes) {
+  return build_tree(n, NULL, NULL, fn, slots, ctx, nthreads, s, nodes, items, nnodes, nodes_bytes);
 }
 
 /* Refit: children before parents; nodes a box of 4 floats each side */

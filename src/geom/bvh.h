@@ -20,29 +20,38 @@ WF_INTERNAL int wf_bvh_build(int n, const float *lo, const float *hi, int nthrea
 ** index 0); called on the build's threads, for chunks of the primitives. */
 typedef void (*wf_bvh_boxes_fn)(void *ctx, int begin, int end, float *lo, float *hi);
 /* Blocks of memory a build takes and hands back, kept by its caller from
-** one build to the next: the records (WF_BVH_RECS) and, for trees that
-** live only until they are collapsed, the nodes (WF_BVH_NODES). Pages a
-** build has used before cost nothing; fresh ones are faulted in and
-** zeroed by the kernel: 20 builds of the 200k-triangle bench torus in a
-** row spent 15% of their CPU samples in clear_page_erms (perf, cpu-clock,
-** on a 2-core AMD EPYC VM), 5% with the scratch. */
-enum { WF_BVH_RECS, WF_BVH_NODES };
+** one build to the next: the records (WF_BVH_RECS), for trees that live
+** only until they are collapsed the nodes (WF_BVH_NODES), and the second
+** thread's wide nodes in a collapse (WF_BVH_WIDE, bvh4.c). Pages a build
+** has used before cost nothing; fresh ones are faulted in and zeroed by
+** the kernel: 20 builds of the 200k-triangle bench torus in a row spent
+** 15% of their CPU samples in clear_page_erms (perf, cpu-clock, on a
+** 2-core AMD EPYC VM), 5% with the scratch. */
+enum { WF_BVH_RECS, WF_BVH_NODES, WF_BVH_WIDE, WF_BVH_NSCRATCH };
 typedef struct wf_bvh_scratch {
-  void *p[2];
-  size_t size[2];
+  void *p[WF_BVH_NSCRATCH];
+  size_t size[WF_BVH_NSCRATCH];
 } wf_bvh_scratch;
 /* A block of at least bytes for use k (s NULL: wf_bvh_big_alloc). */
 WF_INTERNAL void *wf_bvh_scratch_take(wf_bvh_scratch *s, int k, size_t bytes);
+/* The block for use k if it holds bytes, left in s (NULL if not): room
+** for work between builds. */
+WF_INTERNAL void *wf_bvh_scratch_peek(const wf_bvh_scratch *s, int k, size_t bytes);
 /* Block p of bytes back for use k (kept, the smaller block freed; s NULL:
 ** freed). */
 WF_INTERNAL void wf_bvh_scratch_give(wf_bvh_scratch *s, int k, void *p, size_t bytes);
 WF_INTERNAL void wf_bvh_scratch_free(wf_bvh_scratch *s);
+/* Slots [begin, end) of items are final (called on the build's threads,
+** once for every slot, for ranges of whole leaves: work on the primitives
+** in slot order that then runs beside the build, their items in cache). */
+typedef void (*wf_bvh_slots_fn)(void *ctx, int begin, int end, const int *items);
 /* wf_bvh_build over the boxes fn gives (no arrays of all the boxes), with
 ** the records from s and, when s is set, the nodes too: the caller gives
-** them back (WF_BVH_NODES, *nodes_bytes bytes) when done with them. */
-WF_INTERNAL int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, void *ctx, int nthreads,
-                                wf_bvh_scratch *s, wf_gnode **nodes, int **items, int *nnodes,
-                                size_t *nodes_bytes);
+** them back (WF_BVH_NODES, *nodes_bytes bytes) when done with them. slots
+** (may be NULL) takes ctx too. */
+WF_INTERNAL int wf_bvh_build_fn(int n, wf_bvh_boxes_fn fn, wf_bvh_slots_fn slots, void *ctx,
+                                int nthreads, wf_bvh_scratch *s, wf_gnode **nodes, int **items,
+                                int *nnodes, size_t *nodes_bytes);
 /* bytes (rounded up to 64), 64-byte aligned, on transparent huge pages when
 ** large; free() frees it. NULL on out of memory. A fresh 4 KB page costs
 ** a fault (first touch of 8 MB: 5.5 ms on 4 KB pages, 0.3-1.3 ms on huge

@@ -31,6 +31,18 @@ static float rank(const wf_gnode *nodes, int i) {
   return nodes[i].b >= 0 ? half_area(&nodes[i]) : -1.0f;
 }
 
+/* Asks for the pair of children of binary node i, if any, ahead of its
+** expansion: nodes are read down the tree, each one a miss where its
+** children were made long after it (the build makes a node's second
+** child's children after the first child's whole subtree). */
+static inline void fetch_kids(const wf_gnode *nodes, int i) {
+#if defined(__GNUC__)
+  if (nodes[i].b >= 0) __builtin_prefetch(&nodes[nodes[i].a]);
+#else
+  (void)nodes, (void)i;
+#endif
+}
+
 /* Wide node w stands for binary node b: its lanes, and the binary inner
 ** nodes among them pushed on *stack (as b, lane 4 w + j pairs; the
 ** rightmost first, so the leftmost is made next). */
@@ -45,6 +57,8 @@ static void make_node(const wf_gnode *nodes, wf_gnode4 *W, int w, int b, int *st
     kids[k++] = n->b;
   }
   for (int j = 0; j < k; j++)
+    fetch_kids(nodes, kids[j]);
+  for (int j = 0; j < k; j++)
     area[j] = rank(nodes, kids[j]);
   while (k < 4) {
     int best = 0;
@@ -55,6 +69,7 @@ static void make_node(const wf_gnode *nodes, wf_gnode4 *W, int w, int b, int *st
     for (int j = k; j > best + 1; j--)
       kids[j] = kids[j - 1], area[j] = area[j - 1];
     kids[best] = c->a, kids[best + 1] = c->b;
+    fetch_kids(nodes, c->a), fetch_kids(nodes, c->b);
     area[best] = rank(nodes, c->a), area[best + 1] = rank(nodes, c->b);
     k++;
   }
@@ -86,6 +101,7 @@ static void make_node(const wf_gnode *nodes, wf_gnode4 *W, int w, int b, int *st
 typedef struct part {
   const wf_gnode *nodes;
   wf_gnode4 *W;
+  size_t bytes;   /* of W, when it is a block of its own */
   int cap, sp, n; /* n: the count made; -1 when too deep or out of room */
   int stack[STACK];
 } part;
@@ -114,9 +130,10 @@ static int prims(const wf_gnode *nodes, int b) {
 
 /* Hands the rightmost of the root's pending subtrees (A's stack bottom),
 ** about half its primitives, to B: B numbers them from 1 in a block of
-** its own, its node 0 standing in for the root's lanes (lane j is still
-** j). 0, or -1 when there is nothing to share or no memory. */
-static int share(part *A, part *B) {
+** its own (the scratch's, which earlier collapses have faulted in), its
+** node 0 standing in for the root's lanes (lane j is still j). 0, or -1
+** when there is nothing to share or no memory. */
+static int share(part *A, part *B, wf_bvh_scratch *s) {
   int k = A->sp / 2, size[4], total = 0, half = 0, m = 0;
   if (k < 2) return -1;
   for (int i = 0; i < k; i++)
@@ -126,7 +143,8 @@ static int share(part *A, part *B) {
   if (!m) return -1;
   B->nodes = A->nodes;
   B->cap = 1 + half; /* a wide node per binary inner node at most */
-  B->W = wf_bvh_big_alloc(sizeof(wf_gnode4) * (size_t)B->cap);
+  B->bytes = sizeof(wf_gnode4) * (size_t)B->cap;
+  B->W = wf_bvh_scratch_take(s, WF_BVH_WIDE, B->bytes);
   if (!B->W) return -1;
   memset(&B->W[0], 0, sizeof B->W[0]);
   memcpy(B->stack, A->stack, sizeof(int) * 2 * (size_t)m);
@@ -150,10 +168,15 @@ static int join(part *A, part *B, wf_gnode4 *W) {
   return A->n + B->n - 1;
 }
 
-int wf_bvh4_build(const wf_gnode *nodes, int nnodes, int nthreads, wf_gnode4 **wide, int *nwide) {
-  /* one wide node per binary inner node at most, and one for a leaf root */
+int wf_bvh4_build(const wf_gnode *nodes, int nnodes, int nthreads, wf_bvh_scratch *s,
+                  wf_gnode4 **wide, int *nwide) {
+  /* one wide node per binary inner node at most, and one for a leaf root.
+  ** The block lives with the tree: fresh memory on 4 KB pages, faulted in
+  ** as the threads write (a fresh huge page cost 5 ms at times on the
+  ** bench VM, which hands freed 2 MB blocks back to its host: 4 KB pages
+  ** cost 0.34 ms a MB, every time) */
   int cap = nnodes / 2 + 1, n;
-  wf_gnode4 *W = wf_bvh_big_alloc(sizeof(wf_gnode4) * (size_t)cap);
+  wf_gnode4 *W = aligned_alloc(64, sizeof(wf_gnode4) * (size_t)cap);
   *wide = NULL, *nwide = 0;
   if (!W) return -1;
   part A = {.nodes = nodes, .W = W, .cap = cap, .n = 1}, B = {.W = NULL};
@@ -161,7 +184,7 @@ int wf_bvh4_build(const wf_gnode *nodes, int nnodes, int nthreads, wf_gnode4 **w
   /* large trees: the root's subtrees in two groups on two threads, each
   ** numbered depth first as one thread would (the left group first) */
   pthread_t th;
-  int threaded = nthreads > 1 && nnodes >= PAR_NODES && !share(&A, &B) &&
+  int threaded = nthreads > 1 && nnodes >= PAR_NODES && !share(&A, &B, s) &&
                  !pthread_create(&th, NULL, drain, &B);
   drain(&A);
   if (B.W && threaded) pthread_join(th, NULL);
@@ -169,7 +192,7 @@ int wf_bvh4_build(const wf_gnode *nodes, int nnodes, int nthreads, wf_gnode4 **w
   n = A.n;
   if (B.W && A.n >= 0 && B.n >= 0) n = join(&A, &B, W);
   if (B.W && B.n < 0) n = -1;
-  free(B.W);
+  if (B.W) wf_bvh_scratch_give(s, WF_BVH_WIDE, B.W, B.bytes);
   /* too deep, or more wide nodes than traversal stacks can name as lanes
   ** 4 w + j in an int */
   if (n < 0 || n > WF_GWIDE_MAX) {

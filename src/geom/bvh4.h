@@ -14,9 +14,11 @@
 ** children come after their parents and a refit can walk the nodes
 ** backwards, children first; lanes keep the binary tree's left-to-right
 ** order, so leaves come in slot order. Large trees collapse on two threads
-** when nthreads > 1, numbered as on one. malloc'd. 0, or -1 on out of
+** when nthreads > 1, numbered as on one, the second thread's nodes in the
+** WF_BVH_WIDE block of s (may be NULL). malloc'd. 0, or -1 on out of
 ** memory or more than WF_GWIDE_MAX wide nodes. */
-WF_INTERNAL int wf_bvh4_build(const wf_gnode *nodes, int nnodes, int nthreads, wf_gnode4 **wide,
-                              int *nwide);
+struct wf_bvh_scratch;
+WF_INTERNAL int wf_bvh4_build(const wf_gnode *nodes, int nnodes, int nthreads,
+                              struct wf_bvh_scratch *s, wf_gnode4 **wide, int *nwide);
 
 #endif

@@ -11,7 +11,6 @@
 **            +----------------------------------------------+
 */
 #include <math.h>
-#include <pthread.h>
 #if defined(__SSE__)
 #include <xmmintrin.h>
 #endif
@@ -87,7 +86,7 @@ static int check_array(wf_rt *rt, int kind, const wf_array *a, const char *name,
 
 /* Meshes: the boxes of faces [begin, end) (for the build, on its threads). */
 static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
-  const wf_gmesh *m = ctx;
+  const wf_gmesh *m = &((const wf_geom *)ctx)->d.mesh;
   for (int f = begin; f < end; f++, lo += 3, hi += 3) {
     wf_g3 a, b, c;
     gtri(m, f, &a, &b, &c);
@@ -509,87 +508,112 @@ static void mesh_refit(wf_rt *rt, wf_geom *g) {
 }
 
 /* What refit walks, from the wide nodes: the leaf lanes 4 w + j in slot
-** order (g->leaves), found depth first in lane order (bvh4.c keeps the
-** binary tree's order, so the leaves come in slot order); per wide node
-** its lane in its parent when its subtree's leaves lie in one item
-** (REFIT_ITEM of g->leaves: the item's refit then completes it), else -1
-** (g->up); and the other nodes' lanes in their parents, the lanes with
-** larger node numbers first (g->upper, refit last). 0, or -1 when out
-** of memory (or deeper than 64 wide nodes, which bvh.c's depth bound
-** rules out). */
-static int refit_plan(wf_geom *g) {
+** order (g->leaves); per wide node its lane in its parent when its
+** subtree's leaves lie in one item (REFIT_ITEM of g->leaves: the item's
+** refit then completes it), else -1 (g->up); and the other nodes' lanes
+** in their parents, the lanes with larger node numbers first (g->upper,
+** refit last). Three passes, none a walk down the tree (a walk's
+** branches on each lane's kind, which no predictor foresees, took 1-2 ms
+** for the bench torus's 28k wide nodes): leaf lanes by slot into a
+** scratch (at[slot]: lane and count; leaves tile the slots, so a chain
+** through the starts visits them in order and numbers them), then the
+** nodes backwards (children after parents), each node's first and last
+** leaf from its first and last lane's. tmp: at least 8 (nprims + nwide)
+** bytes, or NULL (malloc'd here). 0, or -1 when out of memory. */
+typedef struct plan_at {
+  int lane, count; /* count: then the leaf's number */
+} plan_at;
+
+static int refit_plan(wf_geom *g, void *tmp) {
   const wf_gnode4 *W = g->wide;
-  int nw = g->nwide, *first = malloc(sizeof(int) * (size_t)nw), sw[64], sj[64], sp = 0;
-  g->leaves = malloc(sizeof(int) * 4 * (size_t)nw);
+  int nw = g->nwide, n = g->nprims, nleaves = 0;
+  plan_at *at = tmp ? tmp : malloc(sizeof(plan_at) * ((size_t)n + (size_t)nw));
   g->up = malloc(sizeof(int) * (size_t)nw);
-  if (!first || !g->leaves || !g->up) {
-    free(first);
-    return -1;
-  }
-  g->nleaves = 0, g->up[0] = -1, first[0] = 0;
-  for (int w = 0, j = 0;;) {
-    int c = j < 4 ? W[w].child[j] : 0;
-    if (c < 0) {
-      g->leaves[g->nleaves++] = 4 * w + j++;
-    } else if (c > 0) { /* down */
-      if (sp == 64) {
-        free(first);
-        return -1;
-      }
-      first[c] = g->nleaves, g->up[c] = 4 * w + j;
-      sw[sp] = w, sj[sp++] = j, w = c, j = 0;
-    } else { /* w's lanes are done: up */
-      int last = g->nleaves - 1;
-      if (w && first[w] / REFIT_ITEM != last / REFIT_ITEM) g->up[w] = -1;
-      if (!sp) break;
-      w = sw[--sp], j = sj[sp] + 1;
+  g->upper = malloc(sizeof(int) * (size_t)nw);
+  if (!at || !g->up || !g->upper) goto fail;
+  int *first = (int *)(at + n), *last = first + nw;
+  g->up[0] = -1;
+  for (int w = 0; w < nw; w++)
+    for (int j = 0; j < 4; j++) {
+      int c = W[w].child[j];
+      if (c > 0) g->up[c] = 4 * w + j;
+      if (c < 0) at[~c] = (plan_at){4 * w + j, W[w].count[j]}, nleaves++;
     }
+  g->leaves = malloc(sizeof(int) * (size_t)(nleaves ? nleaves : 1));
+  if (!g->leaves) goto fail;
+  g->nleaves = 0;
+  for (int k = 0; k < n && g->nleaves < nleaves;) {
+    plan_at *x = &at[k];
+    if (x->count <= 0) break;
+    g->leaves[g->nleaves] = x->lane;
+    k += x->count;
+    x->count = g->nleaves++;
   }
-  free(first);
-  int *shrunk = realloc(g->leaves, sizeof(int) * (size_t)(g->nleaves ? g->nleaves : 1));
-  if (shrunk) g->leaves = shrunk;
+  if (g->nleaves != nleaves) goto fail; /* not leaves that tile the slots */
   g->nupper = 0;
-  for (int w = nw - 1; w >= 0; w--)
-    for (int j = 0; j < 4; j++)
-      if (W[w].child[j] > 0 && g->up[W[w].child[j]] < 0) g->nupper++;
-  g->upper = malloc(sizeof(int) * (size_t)(g->nupper + 1));
-  if (!g->upper) return -1;
-  for (int w = nw - 1, i = 0; w >= 0; w--)
-    for (int j = 0; j < 4; j++)
-      if (W[w].child[j] > 0 && g->up[W[w].child[j]] < 0) g->upper[i++] = 4 * w + j;
+  for (int w = nw - 1; w >= 0; w--) {
+    const wf_gnode4 *N = &W[w];
+    int used = 1;
+    while (used < 4 && N->child[used])
+      used++;
+    int c0 = N->child[0], c1 = N->child[used - 1];
+    first[w] = c0 < 0 ? at[~c0].count : first[c0];
+    last[w] = c1 < 0 ? at[~c1].count : last[c1];
+    if (w && first[w] / REFIT_ITEM != last[w] / REFIT_ITEM) g->up[w] = -1;
+    /* the children's up is final: they come after w */
+    for (int j = 0; j < used; j++)
+      if (N->child[j] > 0 && g->up[N->child[j]] < 0) g->upper[g->nupper++] = 4 * w + j;
+  }
+  int *shrunk = realloc(g->upper, sizeof(int) * (size_t)(g->nupper + 1));
+  if (shrunk) g->upper = shrunk;
+  if (!tmp) free(at);
   return 0;
+fail:
+  if (!tmp) free(at);
+  return -1;
+}
+
+/* After the collapse, on the pool (n >= 65536): refit_plan (item 0)
+** beside the zeroing of the lanes' bounds (g->disc, refit sets the lanes
+** in use), ZERO_ITEM wide nodes an item; both first touch fresh memory
+** (0.7 ms each for the bench torus, one after the other). */
+#define ZERO_ITEM 4096
+typedef struct tail_job {
+  wf_geom *g;
+  void *tmp; /* refit_plan's */
+  int rc;
+} tail_job;
+
+static void tail_items(void *p, int64_t begin, int64_t end) {
+  tail_job *j = p;
+  for (int64_t t = begin; t < end; t++) {
+    if (!t) {
+      j->rc = refit_plan(j->g, j->tmp);
+      continue;
+    }
+    int64_t w0 = (t - 1) * ZERO_ITEM,
+            w1 = w0 + ZERO_ITEM < j->g->nwide ? w0 + ZERO_ITEM : j->g->nwide;
+    memset(&j->g->disc[w0], 0, sizeof(wf_gdisc4) * (size_t)(w1 - w0));
+  }
 }
 
 /* The faces' vertex indices in slot order (g->sidx), and g->slow: the
-** blocks of slots that refit reads vertex by vertex. 0, or -1 when out of
-** memory. */
-static int slot_indices(wf_geom *g) {
-  int n = g->nprims, last = g->d.mesh.npoints - 1;
-  g->sidx = malloc(sizeof(int) * 3 * (size_t)n);
-  g->slow = calloc((size_t)n / WF_GTB / 64 + 1, sizeof(uint64_t));
-  if (!g->sidx || !g->slow) return -1;
-  for (int k = 0; k < n; k++) {
-    const int *f = g->d.mesh.indices + 3 * (size_t)g->items[k];
+** blocks of slots that refit reads vertex by vertex; for slots [begin,
+** end), on the build's threads (wf_bvh_slots_fn) as their leaves are
+** made: the random reads of the indices spread over the cores, beside the
+** build's work (a pass after the build took 1.6 ms of the bench torus's
+** build). Two threads may own slots of one word of g->slow, but only the
+** few faces with the last point set a bit. */
+static void face_slots(void *ctx, int begin, int end, const int *items) {
+  wf_geom *g = ctx;
+  int last = g->d.mesh.npoints - 1;
+  for (int k = begin; k < end; k++) {
+    const int *f = g->d.mesh.indices + 3 * (size_t)items[k];
     int *s = g->sidx + 3 * (size_t)k;
     s[0] = f[0], s[1] = f[1], s[2] = f[2];
     if ((f[0] == last) | (f[1] == last) | (f[2] == last))
-      g->slow[k / WF_GTB / 64] |= 1ull << (k / WF_GTB % 64);
+      __atomic_fetch_or(&g->slow[k / WF_GTB / 64], 1ull << (k / WF_GTB % 64), __ATOMIC_RELAXED);
   }
-  if (n % WF_GTB) g->slow[n / WF_GTB / 64] |= 1ull << (n / WF_GTB % 64);
-  return 0;
-}
-
-/* Collapse the binary tree into wide nodes (bvh4.c). */
-typedef struct collapse_job {
-  wf_geom *g;
-  int rc;
-} collapse_job;
-
-static void *collapse(void *p) {
-  collapse_job *j = p;
-  wf_geom *g = j->g;
-  j->rc = wf_bvh4_build(g->nodes, g->nnodes, g->nthreads, &g->wide, &g->nwide);
-  return NULL;
 }
 
 /* Winding-number data (query.h: wf_gwind) of the leaf of slots [k0, k1). */
@@ -752,7 +776,7 @@ static int upload(wf_rt *rt, wf_geom *g) {
 static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
   int n = g->nprims, kind = g->kind;
   wf_georeg *reg = wf_georeg_of(rt);
-  wf_bvh_scratch mine = {{NULL, NULL}, {0, 0}};
+  wf_bvh_scratch mine = {{NULL}, {0}};
   g->nthreads = rt->num_threads;
   if (kind == WF_GEOM_MESH) {
     /* blocks on cache lines; zeros in the padding block and the lanes of
@@ -762,37 +786,45 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     size_t tb = (size_t)gtri_floats(n) * sizeof(float),
            t0 = (size_t)gtri_at(n / WF_GTB * WF_GTB, 0);
     g->tris = aligned_alloc(64, tb);
-    if (!g->tris) goto oom;
+    g->sidx = malloc(sizeof(int) * 3 * (size_t)n);
+    g->slow = calloc((size_t)n / WF_GTB / 64 + 1, sizeof(uint64_t));
+    if (!g->tris || !g->sidx || !g->slow) goto oom;
     memset(g->tris + t0, 0, tb - t0 * sizeof(float));
+    /* a last partial block: past the last slot */
+    if (n % WF_GTB) g->slow[n / WF_GTB / 64] |= 1ull << (n / WF_GTB % 64);
   }
-  /* meshes: the face boxes as the build fills its records, on its
-  ** threads, in the records and nodes of the last build (their binary
-  ** nodes live until the collapse) */
+  /* meshes: the face boxes as the build fills its records, and the
+  ** slots' indices as it makes the leaves, on its threads, in the records
+  ** and nodes of the last build (their binary nodes live until the
+  ** collapse) */
   wf_bvh_scratch *scratch = reg ? &mine : NULL;
   if (reg) wf_georeg_scratch_lend(reg, &mine);
   size_t nodes_bytes = 0;
   if (kind == WF_GEOM_BVH
           ? wf_bvh_build(n, (const float *)g->d.boxes.lowers, (const float *)g->d.boxes.uppers,
                          rt->num_threads, &g->nodes, &g->items, &g->nnodes)
-          : wf_bvh_build_fn(n, face_boxes, &g->d.mesh, rt->num_threads, scratch, &g->nodes,
+          : wf_bvh_build_fn(n, face_boxes, face_slots, g, rt->num_threads, scratch, &g->nodes,
                             &g->items, &g->nnodes, &nodes_bytes))
     goto oom;
   if (kind == WF_GEOM_MESH) {
-    /* the wide nodes (from the build's boxes) on a second thread while
-    ** the faces' indices are copied in slot order (refits read them in
-    ** order); then a refit fills the triangles in leaf order */
-    collapse_job job = {g, 0};
-    pthread_t th;
-    int threaded = g->nthreads > 1 && n >= 65536 && !pthread_create(&th, NULL, collapse, &job);
-    if (!threaded) collapse(&job);
-    int rc = slot_indices(g);
-    if (threaded) pthread_join(th, NULL);
-    if (rc || job.rc || refit_plan(g)) goto oom;
-    size_t db = (size_t)g->nwide * sizeof(wf_gdisc4);
-    g->disc = aligned_alloc(64, db);
+    /* the wide nodes (from the build's boxes; on two threads for large
+    ** trees), what refit walks and the lanes' bounds, then a refit fills
+    ** the triangles in leaf order */
+    if (wf_bvh4_build(g->nodes, g->nnodes, g->nthreads, scratch, &g->wide, &g->nwide)) goto oom;
+    g->disc = aligned_alloc(64, (size_t)g->nwide * sizeof(wf_gdisc4));
     g->nsum = malloc(12 * sizeof(float) * (size_t)g->nwide);
     if (!g->disc || !g->nsum) goto oom;
-    memset(g->disc, 0, db); /* empty lanes: zeros */
+    tail_job tail = {
+        g,
+        wf_bvh_scratch_peek(scratch, WF_BVH_RECS, sizeof(plan_at) * ((size_t)n + (size_t)g->nwide)),
+        0};
+    wf_pool *pool = n >= 65536 ? wf_launch_pool(rt) : NULL;
+    int64_t items = 1 + (g->nwide + ZERO_ITEM - 1) / ZERO_ITEM;
+    if (pool)
+      wf_pool_run(pool, items, 1, tail_items, &tail, NULL);
+    else
+      tail_items(&tail, 0, items);
+    if (tail.rc) goto oom;
     /* every mesh query walks the wide nodes */
     wf_bvh_scratch_give(scratch, WF_BVH_NODES, g->nodes, nodes_bytes);
     g->nodes = NULL, g->nnodes = 0;
@@ -865,10 +897,20 @@ int wf_geom_mesh_new(wf_rt *rt, const wf_array *points, const wf_array *indices,
     wf_geom_free(g);
     return rc;
   }
-  for (long long i = 0; i < ni; i++)
-    if (idx[i] < 0 || idx[i] >= np)
-      return wf_geom_free(g), bad(rt, K, "indices[%s%lld] = %lld is out of range for the points",
-                                  "", i, (long long)idx[i]);
+  for (long long i0 = 0; i0 < ni; i0 += 1024) {
+    /* a block at a time without a branch (the compiler's vectors: the
+    ** loop that left at the first bad index took 10 instructions an
+    ** index, 0.6 M indices serially before each build of the bench
+    ** torus), then the first bad one in it */
+    long long i1 = ni - i0 < 1024 ? ni : i0 + 1024;
+    unsigned out = 0;
+    for (long long i = i0; i < i1; i++)
+      out |= (uint32_t)idx[i] >= (uint32_t)np;
+    for (long long i = i0; out && i < i1; i++)
+      if (idx[i] < 0 || idx[i] >= np)
+        return wf_geom_free(g), bad(rt, K, "indices[%s%lld] = %lld is out of range for the points",
+                                    "", i, (long long)idx[i]);
+  }
   if ((rc = check_finite(rt, K, hp, np, "points"))) return wf_geom_free(g), rc;
   g->nprims = (int)(ni / 3);
   wf_gmesh *m = &g->d.mesh;

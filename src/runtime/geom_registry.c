@@ -64,7 +64,7 @@ void wf_georeg_scratch_lend(wf_georeg *g, wf_bvh_scratch *s) {
 
 void wf_georeg_scratch_keep(wf_georeg *g, wf_bvh_scratch *s) {
   pthread_rwlock_wrlock(&g->lock);
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < WF_BVH_NSCRATCH; k++) {
     /* the larger block of each use (two builds may have overlapped) */
     if (g->nmesh > 0 && s->size[k] >= g->scratch.size[k]) {
       free(g->scratch.p[k]);
@@ -81,7 +81,9 @@ size_t wf_geom_scratch_bytes(wf_rt *rt) {
   wf_georeg *g = rt ? rt->geom : NULL;
   if (!g) return 0;
   pthread_rwlock_rdlock(&g->lock);
-  size_t n = g->scratch.size[0] + g->scratch.size[1];
+  size_t n = 0;
+  for (int k = 0; k < WF_BVH_NSCRATCH; k++)
+    n += g->scratch.size[k];
   pthread_rwlock_unlock(&g->lock);
   return n;
 }

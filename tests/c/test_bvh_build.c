@@ -124,9 +124,64 @@ static int check_tree(const boxes *b, int nthreads, int exact) {
   return maxdepth;
 }
 
+/* wf_bvh_boxes_fn over a boxes */
+static void copy_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
+  const boxes *b = ctx;
+  memcpy(lo, b->lo + 3 * begin, sizeof(float) * 3 * (size_t)(end - begin));
+  memcpy(hi, b->hi + 3 * begin, sizeof(float) * 3 * (size_t)(end - begin));
+}
+
+/* What the slots callback saw: per slot, the calls over it and the item
+** it read; per slot index, whether a call began or ended there. */
+typedef struct slots_seen {
+  const boxes *b;
+  int *calls, *item;
+  char *edge;
+} slots_seen;
+
+static void boxes_fn(void *ctx, int begin, int end, float *lo, float *hi) {
+  copy_boxes((void *)((slots_seen *)ctx)->b, begin, end, lo, hi);
+}
+
+static void record_slots(void *ctx, int begin, int end, const int *items) {
+  slots_seen *x = ctx;
+  __atomic_store_n(&x->edge[begin], 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&x->edge[end], 1, __ATOMIC_RELAXED);
+  for (int k = begin; k < end; k++) {
+    __atomic_add_fetch(&x->calls[k], 1, __ATOMIC_RELAXED);
+    x->item[k] = items[k];
+  }
+}
+
+/* The build's slots callback (on nthreads threads) sees every slot once,
+** with its final item, in ranges of whole leaves. */
+static void check_slots(const boxes *b, int nthreads) {
+  int n = b->n;
+  slots_seen x = {b, calloc((size_t)n + 1, sizeof(int)), calloc((size_t)n + 1, sizeof(int)),
+                  calloc((size_t)n + 1, 1)};
+  wf_gnode *N = NULL;
+  int *items = NULL, nn = 0;
+  size_t bytes = 0;
+  CHECK_INT(wf_bvh_build_fn(n, boxes_fn, record_slots, &x, nthreads, NULL, &N, &items, &nn, &bytes),
+            0);
+  char *start = calloc((size_t)n + 1, 1);
+  for (int i = 0; i < nn; i++)
+    if (N[i].b < 0 && i != 1) start[N[i].a] = 1;
+  start[n] = 1;
+  int ok = 1;
+  for (int k = 0; k < n; k++)
+    ok &= x.calls[k] == 1 && x.item[k] == items[k];
+  for (int k = 0; k <= n; k++)
+    ok &= !x.edge[k] || start[k];
+  CHECK(ok);
+  free(start), free(x.calls), free(x.item), free(x.edge), free(N), free(items);
+}
+
 static void check_both(const boxes *b, int exact) {
   check_tree(b, 1, exact);
   check_tree(b, 2, exact);
+  check_slots(b, 1);
+  check_slots(b, 2);
 }
 
 /* n random boxes of size up to s in the unit cube */
@@ -140,25 +195,18 @@ static boxes soup(int n, float s) {
   return b;
 }
 
-/* wf_bvh_boxes_fn over a boxes */
-static void copy_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
-  const boxes *b = ctx;
-  memcpy(lo, b->lo + 3 * begin, sizeof(float) * 3 * (size_t)(end - begin));
-  memcpy(hi, b->hi + 3 * begin, sizeof(float) * 3 * (size_t)(end - begin));
-}
-
 /* The boxes from a function (in chunks) build the tree the arrays do,
 ** also in the reused (dirty) records and nodes of earlier builds. */
 static void check_fn(const boxes *b) {
   wf_gnode *N, *M;
   int *it, *jt, nn, mm;
-  wf_bvh_scratch s = {{NULL, NULL}, {0, 0}};
+  wf_bvh_scratch s = {{NULL}, {0}};
   CHECK_INT(wf_bvh_build(b->n, b->lo, b->hi, 1, &N, &it, &nn), 0);
   for (int round = 0; round < 3; round++) {
     size_t bytes = 0;
-    CHECK_INT(
-        wf_bvh_build_fn(b->n, copy_boxes, (void *)b, 1, round ? &s : NULL, &M, &jt, &mm, &bytes),
-        0);
+    CHECK_INT(wf_bvh_build_fn(b->n, copy_boxes, NULL, (void *)b, 1, round ? &s : NULL, &M, &jt, &mm,
+                              &bytes),
+              0);
     CHECK_INT(mm, nn);
     CHECK(!memcmp(N, M, sizeof(wf_gnode) * (size_t)nn));
     CHECK(!memcmp(it, jt, sizeof(int) * (size_t)b->n));
@@ -173,14 +221,16 @@ static void check_fn(const boxes *b) {
 /* Built and collapsed into 4-wide nodes (bvh4.c) on two threads (the
 ** root's binning and the collapse split over them), b's tree is the one
 ** thread's: the same wide nodes and slots, byte for byte
-** (the binary nodes are numbered in the order the threads make them). */
-static void check_wide(const boxes *b) {
+** (the binary nodes are numbered in the order the threads make them).
+** The second collapse thread's block comes from s, dirty from the calls
+** before. */
+static void check_wide(const boxes *b, wf_bvh_scratch *s) {
   wf_gnode *N[2];
   wf_gnode4 *W[2];
   int *it[2], nn[2], nw[2];
   for (int t = 0; t < 2; t++) {
     CHECK_INT(wf_bvh_build(b->n, b->lo, b->hi, t + 1, &N[t], &it[t], &nn[t]), 0);
-    CHECK_INT(wf_bvh4_build(N[t], nn[t], t + 1, &W[t], &nw[t]), 0);
+    CHECK_INT(wf_bvh4_build(N[t], nn[t], t + 1, t ? s : NULL, &W[t], &nw[t]), 0);
   }
   CHECK_INT(nw[1], nw[0]);
   CHECK(nw[0] > 1 && nw[0] < nn[0]);
@@ -276,13 +326,17 @@ int main(void) {
   b = soup(100000, 0.01f); /* a soup, on the parallel path */
   check_both(&b, 1);
   check_fn(&b);
-  check_wide(&b);
+  wf_bvh_scratch s = {{NULL}, {0}};
+  check_wide(&b, &s);
+  if (s.p[WF_BVH_WIDE]) memset(s.p[WF_BVH_WIDE], 0x5a, s.size[WF_BVH_WIDE]);
   for (int i = 0; i < b.n; i++) /* in order along x, the widest: each half on one side */
     b.hi[3 * i] = (b.lo[3 * i] = 4.0f * (float)i / (float)b.n) + 0.01f;
-  check_wide(&b);
+  check_wide(&b, &s);
   for (int i = 0; i < 3 * b.n; i++) /* lopsided: one far box, the rest piled up */
     b.lo[i] = b.hi[i] = i < 3 ? 1e6f : frand() * (i % 3 ? 1e-3f : 1.0f);
-  check_wide(&b);
+  check_wide(&b, &s);
+  CHECK(s.p[WF_BVH_WIDE] != NULL);
+  wf_bvh_scratch_free(&s);
   boxes_free(&b);
   b = soup(1000000, 0.002f); /* 1M boxes */
   CHECK(check_tree(&b, 2, 1) > 10);
