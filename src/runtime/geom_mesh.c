@@ -41,9 +41,10 @@ struct wf_geom {
   wf_gdisc4 *disc; /* meshes: the lanes' surface bounds (query.h), per wide node */
   float *nsum;     /* meshes: per lane (4 w + j), its faces' summed normals ab x ac */
   int *leaves;     /* meshes: the leaf lanes in slot order (refit) */
-  int *up;         /* meshes: per wide node, its lane in its parent or -1 (refit_plan) */
-  int *upper;      /* meshes: the lanes refit takes after the items (refit_plan) */
-  int nleaves, nupper;
+  int *lk0;        /* meshes: their first slots, and one past the last (refit_plan) */
+  int *inner;      /* meshes: the inner lanes refit takes, in pairs (refit_plan) */
+  int *ioff;       /* meshes: where each item's pairs start in inner (refit_plan) */
+  int nleaves, nitems;
   int nnodes, nwide;
   int nthreads;   /* the runtime's, for refit */
   float *lo, *hi; /* 3 per primitive (meshes: while building) */
@@ -98,20 +99,29 @@ static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
 }
 
 /* Meshes: refit. The leaves in slot order (the leaf lanes 4 w + j in
-** g->leaves), items of REFIT_ITEM of them on the runtime's thread pool.
-** An item reads its slots' vertices from the points a window of slots at
-** a time, in blocks of WF_GTB slots (query.h: gtri_at), into rows of a
-** scratch on its stack, one row per coordinate (a.x a.y a.z b.x ... c.z)
-** with the slots side by side; it writes the blocks that start in it to
-** the mesh's triangles too, so every block is written once, by one
-** thread, in whole rows. (A block that starts in the item before it is
-** read again for the scratch, not from the triangles, which another
-** thread may be writing.) Each leaf then takes its box, its summed
-** normals and its surface bound (wf_gdisc4) from the scratch, 4 slots a
-** load wherever the leaf starts, and each wide node whose subtree lies
-** in the item is refit as its last leaf is, while its data is at hand:
-** its lane in its parent is the union of its lanes, box and bound. The
-** lanes over subtrees across items come last, children first. */
+** g->leaves, their first slots in g->lk0), items of REFIT_ITEM of them on
+** the runtime's thread pool. An item reads its slots' vertices from the
+** points a window of slots at a time, in blocks of WF_GTB slots (query.h:
+** gtri_at), into rows of a scratch on its stack, one row per coordinate
+** (a.x a.y a.z b.x ... c.z) with the slots side by side; it writes the
+** blocks that start in it to the mesh's triangles too, so every block is
+** written once, by one thread, in whole rows. (A block that starts in the
+** item before it is read again for the scratch, not from the triangles,
+** which another thread may be writing.) Each leaf then takes its box, its
+** summed normals and its surface bound (wf_gdisc4) from the scratch, and
+** after the item's leaves come the inner lanes whose subtrees lie in the
+** item (g->inner), lower subtrees first: a lane over child node c is the
+** union of c's lanes, box and bound. The lanes over subtrees across items
+** come last, the same way.
+**
+** Leaves of at most 4 slots in the window and inner lanes go four at a
+** time, a vector lane each (leaf_batch, inner_batch): one lane at a time,
+** most of the work was horizontal (reductions over a leaf's slots or a
+** node's lanes, broadcasts, stores lane by lane) and the steps of one
+** lane, a chain of dependent ones, hardly overlapped. Four side by side
+** take the same operations in the same order as one would (a reduction
+** over 4 pairs lanes 0 and 2, 1 and 3, then the two), so the results are
+** bit for bit those of one at a time, on any number of threads. */
 #define REFIT_ITEM 256 /* leaves per item of the pool's work */
 #define REFIT_WIN 256  /* slots per window of the scratch */
 #define REFIT_ROW (REFIT_WIN + 8)
@@ -227,6 +237,13 @@ RF_TRED(rtsum, radd)
 static WF_REFIT_INLINE rf4 rlane0(rf4 x, rf4 y, rf4 z) {
   rf4 t = RF_SHUF(x, y, 0, 4, 0, 4), u = RF_SHUF(z, rk(0.0f), 0, 4, 0, 4);
   return RF_SHUF(t, u, 0, 1, 4, 5);
+}
+/* The 4 x 4 transpose: o[l] = (a[l], b[l], c[l], d[l]). */
+static WF_REFIT_INLINE void rtrans(rf4 a, rf4 b, rf4 c, rf4 d, rf4 *o0, rf4 *o1, rf4 *o2, rf4 *o3) {
+  rf4 t0 = RF_SHUF(a, b, 0, 4, 1, 5), t1 = RF_SHUF(c, d, 0, 4, 1, 5);
+  rf4 t2 = RF_SHUF(a, b, 2, 6, 3, 7), t3 = RF_SHUF(c, d, 2, 6, 3, 7);
+  *o0 = RF_SHUF(t0, t1, 0, 1, 4, 5), *o1 = RF_SHUF(t0, t1, 2, 3, 6, 7);
+  *o2 = RF_SHUF(t2, t3, 0, 1, 4, 5), *o3 = RF_SHUF(t2, t3, 2, 3, 6, 7);
 }
 
 /* The n points from p all finite (every refit checks them: 4 floats at
@@ -390,191 +407,349 @@ static WF_REFIT_INLINE void leaf_done(wf_geom *g, int lane, const leaf_acc *A) {
            (A->hi[3] + fabsf(A->d - rhsum(A->n * o))) * A->inv[0]);
 }
 
-/* Inner lane j of wide node w, over its child node c: the box, the summed
-** normals and the bound of c's lanes in use. The bound: n from the summed
-** normals, t the farthest reach along n of the children's cylinders (or
-** of the box): a child lane's points x = o' + a n' + b, |a| <= t',
-** |b| <= r', lie within |n.(o' - o)| + t' |n.n'| + r' |n x n'| of the
-** plane through o (the sine from the cross product: 1 - cos^2 cancels
-** for near-parallel normals), n the sum unscaled till the reaches take
-** 1 / |n| last. The child's lanes go side by side in vector lanes. */
-static WF_REFIT_INLINE void inner_lane(wf_geom *g, int w, int j, int c) {
-  wf_gnode4 *W = g->wide;
-  const wf_gnode4 *C = &W[c];
-  const wf_gdisc4 *Dc = &g->disc[c];
-  const float *cs = g->nsum + 12 * (size_t)c;
-  rm4 in;
-  memcpy(&in, C->child, sizeof in);
-  in = in != (rm4){0, 0, 0, 0};
-  const rm4 big = (rm4)rk(3.4e38f) & ~in, nbig = (rm4)rk(-3.4e38f) & ~in;
-  const rf4 half = rk(0.5f);
-  rf4 cl[3], ch[3], ml[3], mh[3], ms[3];
-  for (int a = 0; a < 3; a++) {
-    cl[a] = rld(C->lo[a]), ch[a] = rld(C->hi[a]);
-    ml[a] = (rf4)(((rm4)cl[a] & in) | big), mh[a] = (rf4)(((rm4)ch[a] & in) | nbig);
-    ms[a] = rand4(in, rld(cs + 4 * a));
-  }
-  rf4 lo = rtmin(ml[0], ml[1], ml[2], ml[2]), hi = rtmax(mh[0], mh[1], mh[2], mh[2]);
-  rf4 s = rtsum(ms[0], ms[1], ms[2], rk(0.0f));
-  float *ws = g->nsum + 12 * (size_t)w + j;
+/* rnormal of 4 normals side by side (rows x, y, z; |s|^2 sums x and z,
+** then y, as rhsum does): the z axis where it is out of range, and 1 / |s|
+** (1 there). */
+static WF_REFIT_INLINE rf4 rnormal4(rf4 *n) {
+  rf4 l2 = (n[0] * n[0] + n[2] * n[2]) + n[1] * n[1];
+  rm4 ok = (l2 > rk(1e-30f)) & (l2 < rk(3e38f));
+  n[0] = rand4(ok, n[0]), n[1] = rand4(ok, n[1]), n[2] = rsel(ok, n[2], rk(1.0f));
+  return rsel(ok, rk(1.0f) / rsqrt(l2), rk(1.0f));
+}
+
+/* The centres o and half extents e of 4 boxes [lo, hi] side by side, and
+** their half diagonals (leaf_done's r). */
+static WF_REFIT_INLINE rf4 rhalf4(const rf4 *lo, const rf4 *hi, rf4 *o, rf4 *e) {
   for (int a = 0; a < 3; a++)
-    W[w].lo[a][j] = lo[a], W[w].hi[a][j] = hi[a], ws[4 * a] = s[a];
-  rf4 o = (lo + hi) * half, e = rand4(rxyz, (hi - lo) * half), n = s, inv = rnormal(&n);
-  float r = rsqrt(rk(rhsum(e * e)))[0];
-  const rf4 nx = RF_LANE(n, 0), ny = RF_LANE(n, 1), nz = RF_LANE(n, 2);
-  rf4 d[3], el[3];
-  d[0] = (cl[0] + ch[0]) * half - RF_LANE(o, 0), el[0] = (ch[0] - cl[0]) * half;
-  d[1] = (cl[1] + ch[1]) * half - RF_LANE(o, 1), el[1] = (ch[1] - cl[1]) * half;
-  d[2] = (cl[2] + ch[2]) * half - RF_LANE(o, 2), el[2] = (ch[2] - cl[2]) * half;
-  rf4 cx = rld(Dc->n[0]), cy = rld(Dc->n[1]), cz = rld(Dc->n[2]);
-  rf4 rl = rsqrt(el[0] * el[0] + el[1] * el[1] + el[2] * el[2]), tl = rld(Dc->t);
-  rf4 xx = ny * cz - nz * cy, xy = nz * cx - nx * cz, xz = nx * cy - ny * cx;
-  rf4 cosv = nx * cx + ny * cy + nz * cz, hd = nx * d[0] + ny * d[1] + nz * d[2];
-  rf4 reach = (tl * rabs(cosv) + rl * rsqrt(xx * xx + xy * xy + xz * xz)) * inv;
-  float t = rhmax(rand4(in, rabs(hd) * inv + rmin(rl, reach)));
-  disc_set(&g->disc[w], j, n * inv, o, r, gmin(t, rhsum(rabs(n) * e) * inv[0]));
+    o[a] = (lo[a] + hi[a]) * rk(0.5f), e[a] = (hi[a] - lo[a]) * rk(0.5f);
+  return rsqrt((e[0] * e[0] + e[2] * e[2]) + e[1] * e[1]);
 }
 
-/* After leaf lane 4 w + j: the inner lanes it completes (the last lane in
-** use of a node completes it) whose subtrees lie in its item (g->up). */
-static WF_REFIT_INLINE void leaf_up(wf_geom *g, int lane) {
+/* Stores 4 lanes side by side, vector lane q wide lane l[q] = 4 w + j:
+** boxes, summed normals and bounds (disc_set's, from the normals n, 1 / |n|
+** and the slabs' t about the centres o, at most the half diagonals r). */
+static WF_REFIT_INLINE void store4(wf_geom *g, const int *l, const rf4 *lo, const rf4 *hi,
+                                   const rf4 *s, const rf4 *n, rf4 inv, const rf4 *o, rf4 r,
+                                   rf4 t) {
+  rf4 m = rmax(rmax(rabs(o[0]), rabs(o[2])), rabs(o[1]));
+  rf4 dt = rmin(t, r) + (m + r) * rk(1.0f / 262144.0f);
+  rf4 dn[3] = {n[0] * inv, n[1] * inv, n[2] * inv};
+  for (int q = 0; q < 4; q++) {
+    int w = l[q] >> 2, j = l[q] & 3;
+    wf_gnode4 *N = &g->wide[w];
+    wf_gdisc4 *D = &g->disc[w];
+    float *ns = g->nsum + 12 * (size_t)w + j;
+    for (int a = 0; a < 3; a++) {
+      N->lo[a][j] = lo[a][q], N->hi[a][j] = hi[a][q], ns[4 * a] = s[a][q];
+      D->n[a][j] = dn[a][q];
+    }
+    D->t[j] = dt[q];
+  }
+}
+
+/* What a slot adds to 4 leaves side by side (vector lane q leaf q's slot:
+** its rows v, in use where in is set): leaf_add's box, summed normals ab x
+** ac (x) and heights over the planes n.x = d, joined as its reductions
+** join them (slots 0 and 2, 1 and 3, then the two). */
+typedef struct slot4 {
+  rf4 lo[3], hi[3], x[3], h;
+} slot4;
+
+static WF_REFIT_INLINE void slot_cross(const rf4 *v, rf4 *x) {
+  rf4 ab[3], ac[3];
+  for (int a = 0; a < 3; a++)
+    ab[a] = v[3 + a] - v[a], ac[a] = v[6 + a] - v[a];
+  x[0] = ab[1] * ac[2] - ab[2] * ac[1];
+  x[1] = ab[2] * ac[0] - ab[0] * ac[2];
+  x[2] = ab[0] * ac[1] - ab[1] * ac[0];
+}
+
+static WF_REFIT_INLINE void slot_add(const rf4 *v, const rf4 *x, rm4 in, const rf4 *n, rf4 d,
+                                     slot4 *S) {
+  rf4 h = rabs(n[0] * v[0] + n[1] * v[1] + n[2] * v[2] - d);
+  h = rmax(h, rabs(n[0] * v[3] + n[1] * v[4] + n[2] * v[5] - d));
+  h = rmax(h, rabs(n[0] * v[6] + n[1] * v[7] + n[2] * v[8] - d));
+  const rm4 big = (rm4)rk(3.4e38f) & ~in, nbig = (rm4)rk(-3.4e38f) & ~in;
+  for (int a = 0; a < 3; a++) {
+    S->lo[a] = (rf4)(((rm4)rmin(v[a], rmin(v[3 + a], v[6 + a])) & in) | big);
+    S->hi[a] = (rf4)(((rm4)rmax(v[a], rmax(v[3 + a], v[6 + a])) & in) | nbig);
+    S->x[a] = rand4(in, x[a]);
+  }
+  S->h = rand4(in, h);
+}
+
+static WF_REFIT_INLINE void slot_join(slot4 *S, const slot4 *T) {
+  for (int a = 0; a < 3; a++) {
+    S->lo[a] = rmin(S->lo[a], T->lo[a]), S->hi[a] = rmax(S->hi[a], T->hi[a]);
+    S->x[a] = S->x[a] + T->x[a];
+  }
+  S->h = rmax(S->h, T->h);
+}
+
+/* Four leaves side by side, vector lane q the leaf of lane l[q], its c[q]
+** (1 to 4) slots from slot o[q] of the scratch rows R: leaf_add's and
+** leaf_done's operations, on the rows of the 4 leaves' slot s (T[s],
+** transposed from the scratch), slot 0 first for the normals. */
+static WF_REFIT_INLINE void leaf_batch(wf_geom *g, const float *R, const int *l, const int *o,
+                                       const int *c) {
+  rf4 T[4][9];
+  for (int r = 0; r < 9; r++) {
+    const float *row = R + r * REFIT_ROW;
+    rtrans(rld(row + o[0]), rld(row + o[1]), rld(row + o[2]), rld(row + o[3]), &T[0][r], &T[1][r],
+           &T[2][r], &T[3][r]);
+  }
+  const rm4 cnt = {c[0], c[1], c[2], c[3]};
+  rf4 n[3], x[3];
+  slot_cross(T[0], n);
+  x[0] = n[0], x[1] = n[1], x[2] = n[2];
+  rf4 inv = rnormal4(n);
+  rf4 d = (n[0] * T[0][0] + n[2] * T[0][2]) + (n[1] * T[0][1] + rk(0.0f));
+  slot4 A, B;
+  slot_add(T[0], x, cnt > (rm4){0, 0, 0, 0}, n, d, &A);
+  slot_cross(T[2], x);
+  slot_add(T[2], x, cnt > (rm4){2, 2, 2, 2}, n, d, &B);
+  slot_join(&A, &B);
+  slot4 C, D;
+  slot_cross(T[1], x);
+  slot_add(T[1], x, cnt > (rm4){1, 1, 1, 1}, n, d, &C);
+  slot_cross(T[3], x);
+  slot_add(T[3], x, cnt > (rm4){3, 3, 3, 3}, n, d, &D);
+  slot_join(&C, &D);
+  slot_join(&A, &C);
+  rf4 O[3], E[3], r = rhalf4(A.lo, A.hi, O, E);
+  /* leaf_done's rhsum(n * o) has n's lane 3, 0, times o's, the centre of
+  ** the box's z and the height */
+  rf4 no = (n[0] * O[0] + n[2] * O[2]) + (n[1] * O[1] + rk(0.0f) * ((A.lo[2] + A.h) * rk(0.5f)));
+  store4(g, l, A.lo, A.hi, A.x, n, inv, O, r, (A.h + rabs(d - no)) * inv);
+}
+
+/* Four inner lanes side by side, vector lane q lane E[2 q] = 4 w + j over
+** child node E[2 q + 1] = c: the box, the summed normals and the bound of
+** c's lanes in use. The bound: n from the summed normals, t the farthest
+** reach along n of the children's cylinders (or of the box): a child
+** lane's points x = o' + a n' + b, |a| <= t', |b| <= r', lie within
+** |n.(o' - o)| + t' |n.n'| + r' |n x n'| of the plane through o (the sine
+** from the cross product: 1 - cos^2 cancels for near-parallel normals), n
+** the sum unscaled till the reaches take 1 / |n| last. The reaches of a
+** child's lanes go side by side in vector lanes, one child after the
+** other. */
+static WF_REFIT_INLINE void inner_batch(wf_geom *g, const int *E) {
   const wf_gnode4 *W = g->wide;
-  for (int w = lane >> 2, j = lane & 3, u; (j == 3 || !W[w].child[j + 1]) && (u = g->up[w]) >= 0;
-       w = u >> 2, j = u & 3)
-    inner_lane(g, u >> 2, u & 3, w);
+  const rf4 half = rk(0.5f);
+  rf4 ml[3][4], mh[3][4], ms[3][4];
+  rm4 in[4];
+  int l[4];
+  /* (unrolled: lane q of a vector is then a constant) */
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; q++) {
+    int c = E[2 * q + 1];
+    const wf_gnode4 *C = &W[c];
+    const float *cs = g->nsum + 12 * (size_t)c;
+    l[q] = E[2 * q];
+    memcpy(&in[q], C->child, sizeof in[q]);
+    in[q] = in[q] != (rm4){0, 0, 0, 0};
+    const rm4 big = (rm4)rk(3.4e38f) & ~in[q], nbig = (rm4)rk(-3.4e38f) & ~in[q];
+    for (int a = 0; a < 3; a++) {
+      ml[a][q] = (rf4)(((rm4)rld(C->lo[a]) & in[q]) | big);
+      mh[a][q] = (rf4)(((rm4)rld(C->hi[a]) & in[q]) | nbig);
+      ms[a][q] = rand4(in[q], rld(cs + 4 * a));
+    }
+  }
+  rf4 L[3], U[3], S[3], n[3], O[3], X[3];
+  for (int a = 0; a < 3; a++) {
+    L[a] = rtmin(ml[a][0], ml[a][1], ml[a][2], ml[a][3]);
+    U[a] = rtmax(mh[a][0], mh[a][1], mh[a][2], mh[a][3]);
+    S[a] = rtsum(ms[a][0], ms[a][1], ms[a][2], ms[a][3]);
+    n[a] = S[a];
+  }
+  rf4 inv = rnormal4(n), r = rhalf4(L, U, O, X), t[4];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; q++) {
+    const wf_gnode4 *C = &W[E[2 * q + 1]];
+    const wf_gdisc4 *Dc = &g->disc[E[2 * q + 1]];
+    const rf4 nx = rk(n[0][q]), ny = rk(n[1][q]), nz = rk(n[2][q]), iq = rk(inv[q]);
+    rf4 d[3], el[3];
+    for (int a = 0; a < 3; a++) {
+      rf4 cl = rld(C->lo[a]), ch = rld(C->hi[a]);
+      d[a] = (cl + ch) * half - rk(O[a][q]), el[a] = (ch - cl) * half;
+    }
+    rf4 cx = rld(Dc->n[0]), cy = rld(Dc->n[1]), cz = rld(Dc->n[2]);
+    rf4 rl = rsqrt(el[0] * el[0] + el[1] * el[1] + el[2] * el[2]), tl = rld(Dc->t);
+    rf4 xx = ny * cz - nz * cy, xy = nz * cx - nx * cz, xz = nx * cy - ny * cx;
+    rf4 cosv = nx * cx + ny * cy + nz * cz, hd = nx * d[0] + ny * d[1] + nz * d[2];
+    rf4 reach = (tl * rabs(cosv) + rl * rsqrt(xx * xx + xy * xy + xz * xz)) * iq;
+    t[q] = rand4(in[q], rabs(hd) * iq + rmin(rl, reach));
+  }
+  /* at most the box's reach (rhsum(|n| e) had lane 3 0) */
+  rf4 tb = ((rabs(n[0]) * X[0] + rabs(n[2]) * X[2]) + (rabs(n[1]) * X[1] + rk(0.0f))) * inv;
+  store4(g, l, L, U, S, n, inv, O, r, rmin(rtmax(t[0], t[1], t[2], t[3]), tb));
 }
 
-/* The leaves [begin, end) of g->leaves, slots [k0, k1) of the leaf in
-** hand (a leaf across windows keeps its sums), each followed by the
-** inner lanes it completes. Two leaves of at most 4 slots in the window
-** go side by side, their work in one stretch of code (each leaf's is a
-** chain of dependent steps about as long as the processor's window of
-** instructions: on their own they hardly overlap). */
+/* The leaves [begin, end) of g->leaves: those of at most 4 slots in the
+** window four at a time (the last ones of a window with copies of the
+** last, which store the same again), the others one at a time, slots
+** [k0, k1) of the leaf in hand (a leaf across windows keeps its sums). */
 static WF_REFIT_INLINE void refit_leaves(wf_geom *g, int begin, int end) {
   float R[9 * REFIT_ROW] __attribute__((aligned(64)));
-  const wf_gnode4 *W = g->wide;
-  int last = g->leaves[end - 1];
-  int K1 = ~W[last >> 2].child[last & 3] + W[last >> 2].count[last & 3];
-  int i = begin;
-  int lane = g->leaves[i], k0 = ~W[lane >> 2].child[lane & 3],
-      k1 = k0 + W[lane >> 2].count[lane & 3];
-  leaf_acc A, B;
+  const int *k0s = g->lk0;
+  int K1 = k0s[end], i = begin;
+  leaf_acc A;
   memset(&A, 0, sizeof A);
-  for (int w0 = k0; w0 < K1;) {
+  for (int w0 = k0s[begin]; w0 < K1;) {
     /* windows end at multiples of REFIT_WIN: the sums of a leaf they cut
     ** come in the same order on any number of threads */
     int base = w0 & ~3, w1 = (w0 & -REFIT_WIN) + REFIT_WIN;
     w1 = K1 < w1 ? K1 : w1;
     fill_window(g, R, base, w0, (w1 + 3) & ~3);
-    for (;;) {
-      if (k0 >= w0 && k1 <= w1 && k1 - k0 <= 4 && i + 1 < end) {
-        int lb = g->leaves[i + 1], kb0 = ~W[lb >> 2].child[lb & 3];
-        int kb1 = kb0 + W[lb >> 2].count[lb & 3];
-        if (kb1 <= w1 && kb1 - kb0 <= 4) {
-          leaf_add(R, k0 - base, k1 - k0, 1, &A);
-          leaf_add(R, kb0 - base, kb1 - kb0, 1, &B);
-          leaf_done(g, lane, &A);
-          leaf_done(g, lb, &B);
-          leaf_up(g, lane);
-          leaf_up(g, lb);
-          if ((i += 2) == end) break;
-          lane = g->leaves[i], k0 = ~W[lane >> 2].child[lane & 3];
-          k1 = k0 + W[lane >> 2].count[lane & 3];
-          continue;
-        }
+    int bl[4], bo[4], bc[4], nb = 0;
+    for (; i < end; i++) {
+      int k0 = k0s[i], k1 = k0s[i + 1];
+      if (k0 >= w1) break;
+      if (k0 >= w0 && k1 <= w1 && k1 - k0 <= 4) {
+        bl[nb] = g->leaves[i], bo[nb] = k0 - base, bc[nb] = k1 - k0;
+        if (++nb == 4) leaf_batch(g, R, bl, bo, bc), nb = 0;
+        continue;
       }
       int a = k0 > w0 ? k0 : w0, b = k1 < w1 ? k1 : w1;
       for (int k = a; k < b; k += 4)
         leaf_add(R, k - base, b - k < 4 ? b - k : 4, k == k0, &A);
       if (k1 > w1) break; /* the leaf goes on in the next window */
-      leaf_done(g, lane, &A);
-      leaf_up(g, lane);
-      if (++i == end) break;
-      lane = g->leaves[i], k0 = ~W[lane >> 2].child[lane & 3];
-      k1 = k0 + W[lane >> 2].count[lane & 3];
+      leaf_done(g, g->leaves[i], &A);
+    }
+    if (nb) {
+      for (int q = nb; q < 4; q++)
+        bl[q] = bl[nb - 1], bo[q] = bo[nb - 1], bc[q] = bc[nb - 1];
+      leaf_batch(g, R, bl, bo, bc);
     }
     w0 = w1;
   }
 }
 
+/* The inner lanes of g->inner's pairs [begin, end) (a multiple of 4). */
+static WF_REFIT_INLINE void refit_inner(wf_geom *g, int begin, int end) {
+  for (int k = begin; k < end; k += 4)
+    inner_batch(g, g->inner + 2 * (size_t)k);
+}
+
 /* wf_pool_fn: items [begin, end), each REFIT_ITEM leaves of g->leaves (the
-** last fewer). */
+** last fewer) and then the inner lanes over its subtrees. */
 WF_REFIT_CLONES static void refit_items(void *p, int64_t begin, int64_t end) {
   wf_geom *g = p;
   for (int64_t t = begin; t < end; t++) {
     int64_t e = (t + 1) * REFIT_ITEM;
     refit_leaves(g, (int)(t * REFIT_ITEM), (int)(e < g->nleaves ? e : g->nleaves));
+    refit_inner(g, g->ioff[t], g->ioff[t + 1]);
   }
 }
 
-/* The lanes above the items, children first. */
+/* The lanes above the items, lower subtrees first. */
 WF_REFIT_CLONES static void refit_upper(wf_geom *g) {
-  for (int i = 0; i < g->nupper; i++) {
-    int u = g->upper[i];
-    inner_lane(g, u >> 2, u & 3, g->wide[u >> 2].child[u & 3]);
-  }
+  refit_inner(g, g->ioff[g->nitems], g->ioff[g->nitems + 1]);
 }
 
 static void mesh_refit(wf_rt *rt, wf_geom *g) {
   wf_pool *pool = g->nprims >= 65536 ? wf_launch_pool(rt) : NULL;
-  int64_t items = (g->nleaves + REFIT_ITEM - 1) / REFIT_ITEM;
   if (pool)
-    wf_pool_run(pool, items, 1, refit_items, g, NULL);
+    wf_pool_run(pool, g->nitems, 1, refit_items, g, NULL);
   else
-    refit_items(g, 0, items);
+    refit_items(g, 0, g->nitems);
   refit_upper(g);
 }
 
 /* What refit walks, from the wide nodes: the leaf lanes 4 w + j in slot
-** order (g->leaves), found depth first in lane order (bvh4.c keeps the
-** binary tree's order, so the leaves come in slot order); per wide node
-** its lane in its parent when its subtree's leaves lie in one item
-** (REFIT_ITEM of g->leaves: the item's refit then completes it), else -1
-** (g->up); and the other nodes' lanes in their parents, the lanes with
-** larger node numbers first (g->upper, refit last). 0, or -1 when out
-** of memory (or deeper than 64 wide nodes, which bvh.c's depth bound
-** rules out). */
+** order (g->leaves) and their first slots (g->lk0, one past the last
+** slot at the end), found depth first in lane order (bvh4.c keeps the
+** binary tree's order, so the leaves come in slot order and cover the
+** slots one after the other: -1 if not); g->nitems items of REFIT_ITEM
+** leaves; and the inner lanes as pairs (lane 4 w + j, its child node c)
+** in g->inner: for item t from g->ioff[t] those whose subtree's leaves
+** lie in the item, and from g->ioff[nitems] to g->ioff[nitems + 1] the
+** others. Each part goes by the height of c's subtree (1 + the highest
+** child's, 0 over leaves only): a lane then comes after the lanes of c it
+** reads, and four in a row of one height (each height padded to a
+** multiple of 4 with copies of its last pair) read none of each other's.
+** 0, or -1 when out of memory (or deeper than 64 wide nodes, which
+** bvh.c's depth bound rules out). */
 static int refit_plan(wf_geom *g) {
   const wf_gnode4 *W = g->wide;
-  int nw = g->nwide, *first = malloc(sizeof(int) * (size_t)nw), sw[64], sj[64], sp = 0;
+  int nw = g->nwide, sw[64], sj[64], sp = 0, rc = -1, nh = 1;
+  int *first = malloc(sizeof(int) * (size_t)nw), *lane = malloc(sizeof(int) * (size_t)nw);
+  int *ht = malloc(sizeof(int) * (size_t)nw), *key = malloc(sizeof(int) * (size_t)nw);
+  int *at = NULL;
   g->leaves = malloc(sizeof(int) * 4 * (size_t)nw);
-  g->up = malloc(sizeof(int) * (size_t)nw);
-  if (!first || !g->leaves || !g->up) {
-    free(first);
-    return -1;
-  }
-  g->nleaves = 0, g->up[0] = -1, first[0] = 0;
+  g->lk0 = malloc(sizeof(int) * (4 * (size_t)nw + 1));
+  if (!first || !lane || !ht || !key || !g->leaves || !g->lk0) goto done;
+  /* lane[c]: c's lane in its parent; first[c]: c's first leaf */
+  int next = 0;
+  g->nleaves = 0, lane[0] = -1, first[0] = 0, ht[0] = 0;
   for (int w = 0, j = 0;;) {
     int c = j < 4 ? W[w].child[j] : 0;
     if (c < 0) {
-      g->leaves[g->nleaves++] = 4 * w + j++;
+      if (~c != next) goto done;
+      next = ~c + W[w].count[j];
+      g->leaves[g->nleaves] = 4 * w + j++;
+      g->lk0[g->nleaves++] = ~c;
     } else if (c > 0) { /* down */
-      if (sp == 64) {
-        free(first);
-        return -1;
-      }
-      first[c] = g->nleaves, g->up[c] = 4 * w + j;
+      if (sp == 64) goto done;
+      first[c] = g->nleaves, lane[c] = 4 * w + j, ht[c] = 0;
       sw[sp] = w, sj[sp++] = j, w = c, j = 0;
     } else { /* w's lanes are done: up */
-      int last = g->nleaves - 1;
-      if (w && first[w] / REFIT_ITEM != last / REFIT_ITEM) g->up[w] = -1;
       if (!sp) break;
+      int h = ht[w] + 1;
+      /* key: the item of w's subtree, or nitems (later) when it spans items */
+      key[w] = first[w] / REFIT_ITEM == (g->nleaves - 1) / REFIT_ITEM ? first[w] / REFIT_ITEM : -1;
       w = sw[--sp], j = sj[sp] + 1;
+      ht[w] = ht[w] > h ? ht[w] : h;
     }
   }
-  free(first);
+  if (next != g->nprims) goto done;
+  g->lk0[g->nleaves] = next;
+  g->nitems = (g->nleaves + REFIT_ITEM - 1) / REFIT_ITEM;
+  for (int c = 1; c < nw; c++)
+    nh = ht[c] + 1 > nh ? ht[c] + 1 : nh;
+  /* counting sort by (part, height), each padded to a multiple of 4 */
+  size_t nkeys = ((size_t)g->nitems + 1) * (size_t)nh;
+  at = calloc(nkeys + 1, sizeof(int));
+  g->ioff = malloc(sizeof(int) * ((size_t)g->nitems + 2));
+  if (!at || !g->ioff) goto done;
+  for (int c = 1; c < nw; c++) {
+    key[c] = (key[c] < 0 ? g->nitems : key[c]) * nh + ht[c];
+    at[key[c] + 1]++;
+  }
+  int total = 0;
+  for (size_t k = 1; k <= nkeys; k++) {
+    int cnt = at[k];
+    at[k] = total; /* at[k]: where key k - 1's pairs go next */
+    total += (cnt + 3) & ~3;
+  }
+  for (int t = 0; t <= g->nitems; t++)
+    g->ioff[t] = at[(size_t)t * nh + 1];
+  g->ioff[g->nitems + 1] = total;
+  g->inner = malloc(sizeof(int) * 2 * (size_t)(total ? total : 1));
+  if (!g->inner) goto done;
+  for (int c = 1; c < nw; c++) {
+    int k = at[key[c] + 1]++;
+    g->inner[2 * k] = lane[c], g->inner[2 * k + 1] = c;
+  }
+  /* pad: at[k + 1] now ends key k's pairs, the next key's start at the
+  ** multiple of 4 above */
+  for (size_t k = 0; k < nkeys; k++)
+    for (int e = at[k + 1]; e & 3; e++) {
+      g->inner[2 * e] = g->inner[2 * (e - 1)];
+      g->inner[2 * e + 1] = g->inner[2 * (e - 1) + 1];
+    }
+  rc = 0;
   int *shrunk = realloc(g->leaves, sizeof(int) * (size_t)(g->nleaves ? g->nleaves : 1));
   if (shrunk) g->leaves = shrunk;
-  g->nupper = 0;
-  for (int w = nw - 1; w >= 0; w--)
-    for (int j = 0; j < 4; j++)
-      if (W[w].child[j] > 0 && g->up[W[w].child[j]] < 0) g->nupper++;
-  g->upper = malloc(sizeof(int) * (size_t)(g->nupper + 1));
-  if (!g->upper) return -1;
-  for (int w = nw - 1, i = 0; w >= 0; w--)
-    for (int j = 0; j < 4; j++)
-      if (W[w].child[j] > 0 && g->up[W[w].child[j]] < 0) g->upper[i++] = 4 * w + j;
-  return 0;
+  shrunk = realloc(g->lk0, sizeof(int) * ((size_t)g->nleaves + 1));
+  if (shrunk) g->lk0 = shrunk;
+done:
+  free(first);
+  free(lane);
+  free(ht);
+  free(key);
+  free(at);
+  return rc;
 }
 
 /* The faces' vertex indices in slot order (g->sidx), and g->slow: the
@@ -1021,8 +1196,9 @@ size_t wf_geom_bytes(const wf_geom *g) {
   b += (size_t)g->nnodes * sizeof(wf_gnode) + n * sizeof(int);           /* nodes, items */
   b += w * (sizeof(wf_gnode4) + sizeof(wf_gdisc4) + 12 * sizeof(float)); /* wide, disc, nsum */
   b += g->wind ? 4 * w * sizeof(wf_gwind) : 0;
-  b += (size_t)g->nleaves * sizeof(int) + (g->sidx ? 3 * n * sizeof(int) : 0);
-  b += (g->up ? w * sizeof(int) : 0) + (size_t)g->nupper * sizeof(int);
+  b +=
+      (g->lk0 ? 2 * (size_t)g->nleaves + 1 : 0) * sizeof(int) + (g->sidx ? 3 * n * sizeof(int) : 0);
+  b += g->ioff ? (2 * (size_t)g->ioff[g->nitems + 1] + g->nitems + 2) * sizeof(int) : 0;
   b += g->slow ? (n / WF_GTB / 64 + 1) * sizeof(uint64_t) : 0;
   b += g->tris ? (size_t)gtri_floats(g->nprims) * sizeof(float) : 0;
   b += g->lo ? 6 * n * sizeof(float) : 0;
@@ -1049,8 +1225,9 @@ void wf_geom_free(wf_geom *g) {
   free(g->disc);
   free(g->nsum);
   free(g->leaves);
-  free(g->up);
-  free(g->upper);
+  free(g->lk0);
+  free(g->inner);
+  free(g->ioff);
   free(g->lo);
   free(g->hi);
   free(g->tris);
