@@ -49,7 +49,8 @@ struct wf_geom {
   int nthreads;   /* the runtime's, for refit */
   float *lo, *hi; /* 3 per primitive (meshes: while building) */
   float *tris;    /* meshes: triangles and bounds in leaf order (query.h) */
-  int *sidx;      /* meshes: each slot's 3 vertex indices, in leaf order */
+  uint32_t *sidx; /* meshes: each slot's 3 vertices as offsets 3 i in the points' floats,
+                  ** in leaf order (a load each, no index arithmetic) */
   uint64_t *slow; /* meshes: per block of slots, a bit: one past the last slot or with the
                   ** last point (refit reads those vertex by vertex) */
   /* objects on a CUDA device: the descriptor above reads host copies of
@@ -268,12 +269,12 @@ static int check_finite(wf_rt *rt, int kind, const wf_g3 *p, long long n, const 
 ** without the last point (g->slow) read each vertex as 16 bytes, the next
 ** point's x in lane 3, and transpose 4 slots' at once. */
 static WF_REFIT_INLINE void block_rows(const wf_geom *g, int64_t b, rf4 *v) {
-  const wf_g3 *P = g->d.mesh.points;
+  const float *P = &g->d.mesh.points->x;
   if (!(g->slow[b >> 6] >> (b & 63) & 1)) {
-    const int *ix = g->sidx + 12 * b;
+    const uint32_t *ix = g->sidx + 12 * b;
     for (int i = 0; i < 3; i++) {
-      rf4 q0 = rld(&P[ix[i]].x), q1 = rld(&P[ix[3 + i]].x), q2 = rld(&P[ix[6 + i]].x),
-          q3 = rld(&P[ix[9 + i]].x);
+      rf4 q0 = rld(P + ix[i]), q1 = rld(P + ix[3 + i]), q2 = rld(P + ix[6 + i]),
+          q3 = rld(P + ix[9 + i]);
       rf4 t0 = RF_SHUF(q0, q1, 0, 4, 1, 5), t1 = RF_SHUF(q2, q3, 0, 4, 1, 5);
       rf4 t2 = RF_SHUF(q0, q1, 2, 6, 3, 7), t3 = RF_SHUF(q2, q3, 2, 6, 3, 7);
       v[3 * i] = RF_SHUF(t0, t1, 0, 1, 4, 5);
@@ -286,8 +287,9 @@ static WF_REFIT_INLINE void block_rows(const wf_geom *g, int64_t b, rf4 *v) {
   for (int l = 0; l < 4; l++) {
     int64_t k = 4 * b + l;
     for (int i = 0; i < 3; i++) {
-      wf_g3 p = k < g->nprims ? P[g->sidx[3 * k + i]] : g3(0.0f, 0.0f, 0.0f);
-      t[3 * i][l] = p.x, t[3 * i + 1][l] = p.y, t[3 * i + 2][l] = p.z;
+      const float *p = k < g->nprims ? P + g->sidx[3 * k + i] : NULL;
+      for (int a = 0; a < 3; a++)
+        t[3 * i + a][l] = p ? p[a] : 0.0f;
     }
   }
   for (int r = 0; r < 9; r++)
@@ -299,15 +301,20 @@ static WF_REFIT_INLINE void block_rows(const wf_geom *g, int64_t b, rf4 *v) {
 ** them; the blocks from slot w0 on go to the triangles too. The first
 ** vertices of the slots REFIT_AHEAD on are prefetched (the points come in
 ** no order the hardware foresees: 8-11% off the refit's time on a busy
-** machine, 1 M instructions more). */
+** machine, 1 M instructions more), and so are the lines of their block of
+** triangles, which the stores would otherwise wait for (perf put 7% of
+** the refit's samples on the first store of a block). */
 static WF_REFIT_INLINE void fill_window(const wf_geom *g, float *R, int base, int w0, int end) {
   float *t = g->tris + gtri_at(base, 0);
   for (int k = base; k < end; k += 4, t += WF_GTROWS * WF_GTB) {
     rf4 v[9];
 #if defined(__GNUC__)
-    if (k + REFIT_AHEAD + 4 <= g->nprims)
+    if (k + REFIT_AHEAD + 4 <= g->nprims) {
       for (int i = 0; i < 12; i += 3)
-        __builtin_prefetch(&g->d.mesh.points[g->sidx[3 * (int64_t)(k + REFIT_AHEAD) + i]]);
+        __builtin_prefetch(&g->d.mesh.points->x + g->sidx[3 * (int64_t)(k + REFIT_AHEAD) + i]);
+      __builtin_prefetch(t + REFIT_AHEAD / 4 * WF_GTROWS * WF_GTB, 1);
+      __builtin_prefetch(t + REFIT_AHEAD / 4 * WF_GTROWS * WF_GTB + 16, 1);
+    }
 #endif
     block_rows(g, k >> 2, v);
     for (int r = 0; r < 9; r++)
@@ -752,18 +759,19 @@ done:
   return rc;
 }
 
-/* The faces' vertex indices in slot order (g->sidx), and g->slow: the
-** blocks of slots that refit reads vertex by vertex. 0, or -1 when out of
-** memory. */
+/* The faces' vertices in slot order (g->sidx), and g->slow: the blocks of
+** slots that refit reads vertex by vertex. 0, or -1 when out of memory
+** (or with more points than the offsets reach, 2^32 / 3). */
 static int slot_indices(wf_geom *g) {
   int n = g->nprims, last = g->d.mesh.npoints - 1;
-  g->sidx = malloc(sizeof(int) * 3 * (size_t)n);
+  if ((uint64_t)last * 3 > UINT32_MAX) return -1;
+  g->sidx = malloc(sizeof(uint32_t) * 3 * (size_t)n);
   g->slow = calloc((size_t)n / WF_GTB / 64 + 1, sizeof(uint64_t));
   if (!g->sidx || !g->slow) return -1;
   for (int k = 0; k < n; k++) {
     const int *f = g->d.mesh.indices + 3 * (size_t)g->items[k];
-    int *s = g->sidx + 3 * (size_t)k;
-    s[0] = f[0], s[1] = f[1], s[2] = f[2];
+    uint32_t *s = g->sidx + 3 * (size_t)k;
+    s[0] = 3 * (uint32_t)f[0], s[1] = 3 * (uint32_t)f[1], s[2] = 3 * (uint32_t)f[2];
     if ((f[0] == last) | (f[1] == last) | (f[2] == last))
       g->slow[k / WF_GTB / 64] |= 1ull << (k / WF_GTB % 64);
   }
