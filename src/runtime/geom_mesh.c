@@ -126,7 +126,8 @@ static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
 #define REFIT_ITEM 256 /* leaves per item of the pool's work */
 #define REFIT_WIN 256  /* slots per window of the scratch */
 #define REFIT_ROW (REFIT_WIN + 8)
-#define REFIT_AHEAD 64 /* slots of points prefetched ahead */
+#define REFIT_AHEAD 64   /* slots of points prefetched ahead */
+#define REFIT_POOL 65536 /* triangles from which refits use the thread pool */
 
 /* the refit's vector code in one function, its values in registers */
 #if defined(__GNUC__)
@@ -655,7 +656,7 @@ WF_REFIT_CLONES static void refit_upper(wf_geom *g) {
 }
 
 static void mesh_refit(wf_rt *rt, wf_geom *g) {
-  wf_pool *pool = g->nprims >= 65536 ? wf_launch_pool(rt) : NULL;
+  wf_pool *pool = g->nprims >= REFIT_POOL ? wf_launch_pool(rt) : NULL;
   if (pool)
     wf_pool_run(pool, g->nitems, 1, refit_items, g, NULL);
   else
@@ -1125,6 +1126,8 @@ static int download(wf_rt *rt, wf_geom *g) {
 
 int wf_geom_refit(wf_rt *rt, wf_geom *g) {
   int rc;
+  /* the pool's workers wake while the points are checked (mesh_refit) */
+  if (g->kind == WF_GEOM_MESH && g->nprims >= REFIT_POOL) wf_pool_wake(wf_launch_pool(rt));
   if ((rc = download(rt, g))) return rc;
   if (g->kind == WF_GEOM_MESH) {
     if ((rc = check_finite(rt, g->kind, g->d.mesh.points, g->d.mesh.npoints, "points"))) return rc;

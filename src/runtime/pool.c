@@ -17,6 +17,14 @@
 ** before re-checking the word it waits on; the other side bumps the word
 ** before reading the announcement (both sequentially consistent), so a
 ** wake-up is never lost.
+**
+** A caller that knows a job is coming (a mesh refit, before it checks the
+** points) can wake the workers ahead of it (wf_pool_wake): a sleeper woken
+** without a job spins again, and a spinner bumped (poke) spins anew, then
+** either sleeps again, so the job finds them spinning instead of paying a
+** wake-up (tens of microseconds under a hypervisor) after it is
+** published. It is a hint: a wake that misses a worker on its way to
+** sleep changes nothing.
 */
 #include <linux/futex.h>
 #include <pthread.h>
@@ -44,6 +52,7 @@ struct wf_pool {
   _Atomic int32_t sleepers; /* workers inside futex_wait(gen) */
   _Atomic uint32_t busy;    /* futex: workers still in the current job */
   _Atomic int32_t waiting;  /* the caller is inside futex_wait(busy) */
+  _Atomic uint32_t poke;    /* bumped by wf_pool_wake: spinners spin anew */
 };
 
 static void futex_wait(_Atomic uint32_t *addr, uint32_t val) {
@@ -71,14 +80,19 @@ static void work(wf_pool *p) {
   }
 }
 
-/* Wait until gen moves past seen: spin first, then sleep on the futex. */
+/* Wait until gen moves past seen: spin first (anew when poked), then
+** sleep on the futex; woken with gen unchanged (wf_pool_wake, or
+** spuriously), spin again. */
 static uint32_t wait_gen(wf_pool *p, uint32_t seen) {
-  for (int i = 0; i < SPIN_ITERS; i++) {
-    uint32_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
-    if (g != seen) return g;
-    cpu_relax();
-  }
   for (;;) {
+    uint32_t k = atomic_load_explicit(&p->poke, memory_order_relaxed);
+    for (int i = 0; i < SPIN_ITERS; i++) {
+      uint32_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
+      if (g != seen) return g;
+      uint32_t kn = atomic_load_explicit(&p->poke, memory_order_relaxed);
+      if (kn != k) k = kn, i = 0;
+      cpu_relax();
+    }
     atomic_fetch_add(&p->sleepers, 1);
     uint32_t g = atomic_load(&p->gen);
     if (g == seen) futex_wait(&p->gen, seen);
@@ -127,6 +141,12 @@ int wf_pool_size(const wf_pool *p) {
 /* Publish a job (or the quit request) and wake the sleepers. */
 static void publish(wf_pool *p) {
   atomic_fetch_add(&p->gen, 1);
+  if (atomic_load(&p->sleepers) > 0) futex_wake(&p->gen, p->nworkers);
+}
+
+void wf_pool_wake(wf_pool *p) {
+  if (!p) return;
+  atomic_fetch_add(&p->poke, 1);
   if (atomic_load(&p->sleepers) > 0) futex_wake(&p->gen, p->nworkers);
 }
 
