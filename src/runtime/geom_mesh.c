@@ -44,6 +44,7 @@ struct wf_geom {
   int *lk0;        /* meshes: their first slots, and one past the last (refit_plan) */
   int *inner;      /* meshes: the inner lanes refit takes, in pairs (refit_plan) */
   int *ioff;       /* meshes: where each item's pairs start in inner (refit_plan) */
+  int *istart;     /* meshes: each item's first leaf, and one past the last (refit_plan) */
   int nleaves, nitems;
   int nnodes, nwide;
   int nthreads;   /* the runtime's, for refit */
@@ -100,20 +101,20 @@ static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
 }
 
 /* Meshes: refit. The leaves in slot order (the leaf lanes 4 w + j in
-** g->leaves, their first slots in g->lk0), items of REFIT_ITEM of them on
-** the runtime's thread pool. An item reads its slots' vertices from the
-** points a window of slots at a time, in blocks of WF_GTB slots (query.h:
-** gtri_at), into rows of a scratch on its stack, one row per coordinate
-** (a.x a.y a.z b.x ... c.z) with the slots side by side; it writes the
-** blocks that start in it to the mesh's triangles too, so every block is
-** written once, by one thread, in whole rows. (A block that starts in the
-** item before it is read again for the scratch, not from the triangles,
-** which another thread may be writing.) Each leaf then takes its box, its
-** summed normals and its surface bound (wf_gdisc4) from the scratch, and
-** after the item's leaves come the inner lanes whose subtrees lie in the
-** item (g->inner), lower subtrees first: a lane over child node c is the
-** union of c's lanes, box and bound. The lanes over subtrees across items
-** come last, the same way.
+** g->leaves, their first slots in g->lk0), items of up to REFIT_ITEM of
+** them on the runtime's thread pool. An item reads its slots' vertices
+** from the points a window of slots at a time, in blocks of WF_GTB slots
+** (query.h: gtri_at), into rows of a scratch on its stack, one row per
+** coordinate (a.x a.y a.z b.x ... c.z) with the slots side by side; it
+** writes the blocks that start in it to the mesh's triangles too, so
+** every block is written once, by one thread, in whole rows. (A block
+** that starts in the item before it is read again for the scratch, not
+** from the triangles, which another thread may be writing.) Each leaf
+** then takes its box, its summed normals and its surface bound
+** (wf_gdisc4) from the scratch, and after the item's leaves come the
+** inner lanes whose subtrees lie in the item (g->inner), lower subtrees
+** first: a lane over child node c is the union of c's lanes, box and
+** bound. The lanes over subtrees across items come last, the same way.
 **
 ** Leaves of at most 4 slots in the window and inner lanes go four at a
 ** time, a vector lane each (leaf_batch, inner_batch): one lane at a time,
@@ -123,7 +124,7 @@ static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
 ** take the same operations in the same order as one would (a reduction
 ** over 4 pairs lanes 0 and 2, 1 and 3, then the two), so the results are
 ** bit for bit those of one at a time, on any number of threads. */
-#define REFIT_ITEM 256 /* leaves per item of the pool's work */
+#define REFIT_ITEM 256 /* leaves per item of the pool's work, at most */
 #define REFIT_WIN 256  /* slots per window of the scratch */
 #define REFIT_ROW (REFIT_WIN + 8)
 #define REFIT_AHEAD 64   /* slots of points prefetched ahead */
@@ -633,26 +634,40 @@ static WF_REFIT_INLINE void refit_leaves(wf_geom *g, int begin, int end) {
   }
 }
 
-/* The inner lanes of g->inner's pairs [begin, end) (a multiple of 4). */
-static WF_REFIT_INLINE void refit_inner(wf_geom *g, int begin, int end) {
-  for (int k = begin; k < end; k += 4)
+/* The inner lanes of g->inner's pairs [begin, end) (a multiple of 4);
+** ahead set: the child nodes of the lanes two batches on are prefetched
+** (the lanes above the items read nodes refit long before, or by
+** another thread). */
+static WF_REFIT_INLINE void refit_inner(wf_geom *g, int begin, int end, int ahead) {
+  for (int k = begin; k < end; k += 4) {
+#if defined(__GNUC__)
+    if (ahead && k + 12 <= end)
+      for (int q = 0; q < 4; q++) {
+        int c = g->inner[2 * (size_t)(k + 8 + q) + 1];
+        __builtin_prefetch(&g->wide[c]);
+        __builtin_prefetch((const char *)&g->wide[c] + 64);
+        __builtin_prefetch(&g->disc[c]);
+        __builtin_prefetch(g->nsum + 12 * (size_t)c);
+        __builtin_prefetch(g->nsum + 12 * (size_t)c + 11);
+      }
+#endif
     inner_batch(g, g->inner + 2 * (size_t)k);
+  }
 }
 
-/* wf_pool_fn: items [begin, end), each REFIT_ITEM leaves of g->leaves (the
-** last fewer) and then the inner lanes over its subtrees. */
+/* wf_pool_fn: items [begin, end), each its leaves of g->leaves and then
+** the inner lanes over its subtrees. */
 WF_REFIT_CLONES static void refit_items(void *p, int64_t begin, int64_t end) {
   wf_geom *g = p;
   for (int64_t t = begin; t < end; t++) {
-    int64_t e = (t + 1) * REFIT_ITEM;
-    refit_leaves(g, (int)(t * REFIT_ITEM), (int)(e < g->nleaves ? e : g->nleaves));
-    refit_inner(g, g->ioff[t], g->ioff[t + 1]);
+    refit_leaves(g, g->istart[t], g->istart[t + 1]);
+    refit_inner(g, g->ioff[t], g->ioff[t + 1], 0);
   }
 }
 
 /* The lanes above the items, lower subtrees first. */
 WF_REFIT_CLONES static void refit_upper(wf_geom *g) {
-  refit_inner(g, g->ioff[g->nitems], g->ioff[g->nitems + 1]);
+  refit_inner(g, g->ioff[g->nitems], g->ioff[g->nitems + 1], 1);
 }
 
 static void mesh_refit(wf_rt *rt, wf_geom *g) {
@@ -668,62 +683,92 @@ static void mesh_refit(wf_rt *rt, wf_geom *g) {
 ** order (g->leaves) and their first slots (g->lk0, one past the last
 ** slot at the end), found depth first in lane order (bvh4.c keeps the
 ** binary tree's order, so the leaves come in slot order and cover the
-** slots one after the other: -1 if not); g->nitems items of REFIT_ITEM
-** leaves; and the inner lanes as pairs (lane 4 w + j, its child node c)
-** in g->inner: for item t from g->ioff[t] those whose subtree's leaves
-** lie in the item, and from g->ioff[nitems] to g->ioff[nitems + 1] the
-** others. Each part goes by the height of c's subtree (1 + the highest
-** child's, 0 over leaves only): a lane then comes after the lanes of c it
-** reads, and four in a row of one height (each height padded to a
-** multiple of 4 with copies of its last pair) read none of each other's.
-** 0, or -1 when out of memory (or deeper than 64 wide nodes, which
-** bvh.c's depth bound rules out). */
+** slots one after the other: -1 if not); g->nitems items of at most
+** REFIT_ITEM leaves, item t from leaf g->istart[t]; and the inner lanes as
+** pairs (lane 4 w + j, its child node c) in g->inner: for item t from
+** g->ioff[t] those whose subtree's leaves lie in the item, and from
+** g->ioff[nitems] to g->ioff[nitems + 1] the others. Items end where no
+** subtree of at most REFIT_ITEM leaves goes on (a node's lanes over
+** subtrees in one item are refit with the item, in parallel): only the
+** lanes over bigger subtrees come after the items, on one thread (~100
+** lanes for the 200k-triangle torus, not ~950 with items cut every
+** REFIT_ITEM leaves). Each part goes by the height of c's subtree (1 +
+** the highest child's, 0 over leaves only): a lane then comes after the
+** lanes of c it reads, and four in a row of one height (each height
+** padded to a multiple of 4 with copies of its last pair) read none of
+** each other's. 0, or -1 when out of memory (or deeper than 64 wide
+** nodes, which bvh.c's depth bound rules out). */
 static int refit_plan(wf_geom *g) {
   const wf_gnode4 *W = g->wide;
   int nw = g->nwide, sw[64], sj[64], sp = 0, rc = -1, nh = 1;
-  int *first = malloc(sizeof(int) * (size_t)nw), *lane = malloc(sizeof(int) * (size_t)nw);
-  int *ht = malloc(sizeof(int) * (size_t)nw), *key = malloc(sizeof(int) * (size_t)nw);
-  int *at = NULL;
-  g->leaves = malloc(sizeof(int) * 4 * (size_t)nw);
-  g->lk0 = malloc(sizeof(int) * (4 * (size_t)nw + 1));
-  if (!first || !lane || !ht || !key || !g->leaves || !g->lk0) goto done;
-  /* lane[c]: c's lane in its parent; first[c]: c's first leaf */
-  int next = 0;
-  g->nleaves = 0, lane[0] = -1, first[0] = 0, ht[0] = 0;
+  size_t nwz = (size_t)nw;
+  int *first = malloc(sizeof(int) * nwz), *end = malloc(sizeof(int) * nwz);
+  int *lane = malloc(sizeof(int) * nwz), *ht = malloc(sizeof(int) * nwz);
+  int *key = malloc(sizeof(int) * nwz), *at = NULL, *item = NULL;
+  unsigned char *cut = NULL;
+  g->leaves = malloc(sizeof(int) * 4 * nwz);
+  g->lk0 = malloc(sizeof(int) * (4 * nwz + 1));
+  if (!first || !end || !lane || !ht || !key || !g->leaves || !g->lk0) goto done;
+  /* lane[c]: c's lane in its parent; c's leaves from first[c] to end[c] */
+  int next = 0, nl = 0;
+  lane[0] = -1, first[0] = 0, ht[0] = 0;
   for (int w = 0, j = 0;;) {
     int c = j < 4 ? W[w].child[j] : 0;
     if (c < 0) {
       if (~c != next) goto done;
       next = ~c + W[w].count[j];
-      g->leaves[g->nleaves] = 4 * w + j++;
-      g->lk0[g->nleaves++] = ~c;
+      g->leaves[nl] = 4 * w + j++;
+      g->lk0[nl++] = ~c;
     } else if (c > 0) { /* down */
       if (sp == 64) goto done;
-      first[c] = g->nleaves, lane[c] = 4 * w + j, ht[c] = 0;
+      first[c] = nl, lane[c] = 4 * w + j, ht[c] = 0;
       sw[sp] = w, sj[sp++] = j, w = c, j = 0;
     } else { /* w's lanes are done: up */
+      end[w] = nl;
       if (!sp) break;
       int h = ht[w] + 1;
-      /* key: the item of w's subtree, or nitems (later) when it spans items */
-      key[w] = first[w] / REFIT_ITEM == (g->nleaves - 1) / REFIT_ITEM ? first[w] / REFIT_ITEM : -1;
       w = sw[--sp], j = sj[sp] + 1;
       ht[w] = ht[w] > h ? ht[w] : h;
     }
   }
   if (next != g->nprims) goto done;
-  g->lk0[g->nleaves] = next;
-  g->nitems = (g->nleaves + REFIT_ITEM - 1) / REFIT_ITEM;
+  g->nleaves = nl, g->lk0[nl] = next;
+  /* the cuts: leaf positions inside no subtree of at most REFIT_ITEM
+  ** leaves; each item ends at the last cut within REFIT_ITEM leaves (one
+  ** past the end of the subtree it starts with, at least) */
+  cut = malloc((size_t)nl + 1);
+  item = malloc(sizeof(int) * ((size_t)nl + 1));
+  g->istart = malloc(sizeof(int) * ((size_t)nl + 2));
+  if (!cut || !item || !g->istart) goto done;
+  memset(cut, 1, (size_t)nl + 1);
+  for (int w = 0; w < nw; w++)
+    if (end[w] - first[w] <= REFIT_ITEM)
+      for (int k = first[w] + 1; k < end[w]; k++)
+        cut[k] = 0;
+  g->nitems = 0;
+  for (int b = 0; b < nl;) {
+    int e = b + REFIT_ITEM < nl ? b + REFIT_ITEM : nl;
+    while (e > b + 1 && !cut[e])
+      e--;
+    for (int k = b; k < e; k++)
+      item[k] = g->nitems;
+    g->istart[g->nitems++] = b, b = e;
+  }
+  g->istart[g->nitems] = nl;
+  /* key: a node's item, or nitems (after the items) when it spans items */
   for (int c = 1; c < nw; c++)
     nh = ht[c] + 1 > nh ? ht[c] + 1 : nh;
+  for (int c = 1; c < nw; c++) {
+    int t = item[first[c]];
+    key[c] = (item[end[c] - 1] == t ? t : g->nitems) * nh + ht[c];
+  }
   /* counting sort by (part, height), each padded to a multiple of 4 */
   size_t nkeys = ((size_t)g->nitems + 1) * (size_t)nh;
   at = calloc(nkeys + 1, sizeof(int));
   g->ioff = malloc(sizeof(int) * ((size_t)g->nitems + 2));
   if (!at || !g->ioff) goto done;
-  for (int c = 1; c < nw; c++) {
-    key[c] = (key[c] < 0 ? g->nitems : key[c]) * nh + ht[c];
+  for (int c = 1; c < nw; c++)
     at[key[c] + 1]++;
-  }
   int total = 0;
   for (size_t k = 1; k <= nkeys; k++) {
     int cnt = at[k];
@@ -747,16 +792,21 @@ static int refit_plan(wf_geom *g) {
       g->inner[2 * e + 1] = g->inner[2 * (e - 1) + 1];
     }
   rc = 0;
-  int *shrunk = realloc(g->leaves, sizeof(int) * (size_t)(g->nleaves ? g->nleaves : 1));
+  int *shrunk = realloc(g->leaves, sizeof(int) * (size_t)(nl ? nl : 1));
   if (shrunk) g->leaves = shrunk;
-  shrunk = realloc(g->lk0, sizeof(int) * ((size_t)g->nleaves + 1));
+  shrunk = realloc(g->lk0, sizeof(int) * ((size_t)nl + 1));
   if (shrunk) g->lk0 = shrunk;
+  shrunk = realloc(g->istart, sizeof(int) * ((size_t)g->nitems + 1));
+  if (shrunk) g->istart = shrunk;
 done:
   free(first);
+  free(end);
   free(lane);
   free(ht);
   free(key);
   free(at);
+  free(item);
+  free(cut);
   return rc;
 }
 
@@ -1209,7 +1259,7 @@ size_t wf_geom_bytes(const wf_geom *g) {
   b += g->wind ? 4 * w * sizeof(wf_gwind) : 0;
   b +=
       (g->lk0 ? 2 * (size_t)g->nleaves + 1 : 0) * sizeof(int) + (g->sidx ? 3 * n * sizeof(int) : 0);
-  b += g->ioff ? (2 * (size_t)g->ioff[g->nitems + 1] + g->nitems + 2) * sizeof(int) : 0;
+  b += g->ioff ? (2 * (size_t)g->ioff[g->nitems + 1] + 2 * (size_t)g->nitems + 3) * sizeof(int) : 0;
   b += g->slow ? (n / WF_GTB / 64 + 1) * sizeof(uint64_t) : 0;
   b += g->tris ? (size_t)gtri_floats(g->nprims) * sizeof(float) : 0;
   b += g->lo ? 6 * n * sizeof(float) : 0;
@@ -1239,6 +1289,7 @@ void wf_geom_free(wf_geom *g) {
   free(g->lk0);
   free(g->inner);
   free(g->ioff);
+  free(g->istart);
   free(g->lo);
   free(g->hi);
   free(g->tris);
