@@ -14,11 +14,22 @@
 
 static int32_t hits[N];
 
+/* the smallest chunk but the one at the end, and the largest */
+static int64_t small = N, large = 0;
+
 /* hits[i] += 1 over [begin, end), a little work per index */
 static void body(void *job, int64_t begin, int64_t end) {
   (void)job;
   for (int64_t i = begin; i < end; i++)
     __atomic_fetch_add(&hits[i], 1, __ATOMIC_RELAXED);
+  int64_t n = end - begin, s = __atomic_load_n(&small, __ATOMIC_RELAXED);
+  while (end < N && n < s &&
+         !__atomic_compare_exchange_n(&small, &s, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+  int64_t l = __atomic_load_n(&large, __ATOMIC_RELAXED);
+  while (n > l &&
+         !__atomic_compare_exchange_n(&large, &l, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
 }
 
 static int all_ran(int times) {
@@ -61,8 +72,13 @@ int main(void) {
   wf_pool_run(p, N, 1, body, NULL, NULL), times++;
   wf_pool_wake(p);
   wf_pool_wake(p);
+  /* chunks of N / 48 at most, shrinking towards the end, but to no fewer
+  ** than grain indices */
+  small = N, large = 0;
   wf_pool_run(p, N, 7, body, NULL, NULL), times++;
   CHECK(all_ran(times));
+  CHECK(small >= 7 && small < N / 48);
+  CHECK(large <= (N + 47) / 48);
   /* a wake without a job runs nothing, and the next job runs once */
   wf_pool_wake(p);
   pause_ms(5);
