@@ -118,13 +118,14 @@ static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
 ** bound. The lanes over subtrees across items come last, the same way.
 **
 ** Leaves of at most 4 slots in the window and inner lanes go four at a
-** time, a vector lane each (leaf_batch, inner_batch): one lane at a time,
-** most of the work was horizontal (reductions over a leaf's slots or a
-** node's lanes, broadcasts, stores lane by lane) and the steps of one
-** lane, a chain of dependent ones, hardly overlapped. Four side by side
-** take the same operations in the same order as one would (a reduction
-** over 4 pairs lanes 0 and 2, 1 and 3, then the two), so the results are
-** bit for bit those of one at a time, on any number of threads. */
+** time, a vector lane each (leaf_batch, inner_batch; eight with AVX2,
+** leaf_batch8, inner_batch8): one lane at a time, most of the work was
+** horizontal (reductions over a leaf's slots or a node's lanes,
+** broadcasts, stores lane by lane) and the steps of one lane, a chain of
+** dependent ones, hardly overlapped. Side by side they take the same
+** operations in the same order as one would (a reduction over 4 pairs
+** lanes 0 and 2, 1 and 3, then the two), so the results are bit for bit
+** those of one at a time, on any number of threads. */
 #define REFIT_ITEM 256 /* leaves per item of the pool's work, at most */
 #define REFIT_WIN 256  /* slots per window of the scratch */
 #define REFIT_ROW (REFIT_WIN + 8)
@@ -758,6 +759,80 @@ static WF_REFIT_INLINE void inner_batch(wf_geom *g, const int *E) {
   store4(g, l, L, U, S, n, inv, O, r, rmin(rtmax(t[0], t[1], t[2], t[3]), tb));
 }
 
+#if defined(WF_REFIT_AVX2)
+#define R8_TRED(name, op)                                                                          \
+  static WF_REFIT_INLINE WF_AVX2 rf8 name(rf8 a, rf8 b, rf8 c, rf8 d) {                            \
+    rf8 t0 = op(R8_SHUF(a, b, 0, 4, 1, 5), R8_SHUF(a, b, 2, 6, 3, 7));                             \
+    rf8 t1 = op(R8_SHUF(c, d, 0, 4, 1, 5), R8_SHUF(c, d, 2, 6, 3, 7));                             \
+    return op(R8_SHUF(t0, t1, 0, 1, 4, 5), R8_SHUF(t0, t1, 2, 3, 6, 7));                           \
+  }
+static WF_REFIT_INLINE WF_AVX2 rf8 r8add(rf8 a, rf8 b) {
+  return a + b;
+}
+R8_TRED(r8tmin, r8min)
+R8_TRED(r8tmax, r8max)
+R8_TRED(r8tsum, r8add)
+/* lane q of each half in all of that half's lanes */
+static WF_REFIT_INLINE WF_AVX2 rf8 r8lane(rf8 v, int q) {
+  return (rf8)_mm256_permutevar8x32_ps((__m256)v,
+                                       _mm256_setr_epi32(q, q, q, q, q + 4, q + 4, q + 4, q + 4));
+}
+
+/* inner_batch for 8 inner lanes (E as there): the vectors over a child's
+** lanes hold two children, E's q in the low half and q + 4 in the high */
+static WF_AVX2 void inner_batch8(wf_geom *g, const int *E) {
+  const wf_gnode4 *W = g->wide;
+  const rf8 half = r8k(0.5f);
+  rf8 ml[3][4], mh[3][4], ms[3][4];
+  rm8 in[4];
+  int l[8];
+  for (int q = 0; q < 8; q++)
+    l[q] = E[2 * q];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; q++) {
+    const wf_gnode4 *C0 = &W[E[2 * q + 1]], *C1 = &W[E[2 * q + 9]];
+    const float *s0 = g->nsum + 12 * (size_t)E[2 * q + 1],
+                *s1 = g->nsum + 12 * (size_t)E[2 * q + 9];
+    in[q] = (rm8)r8cat((const float *)C0->child, (const float *)C1->child) != (rm8){0};
+    const rm8 big = (rm8)r8k(3.4e38f) & ~in[q], nbig = (rm8)r8k(-3.4e38f) & ~in[q];
+    for (int a = 0; a < 3; a++) {
+      ml[a][q] = (rf8)(((rm8)r8cat(C0->lo[a], C1->lo[a]) & in[q]) | big);
+      mh[a][q] = (rf8)(((rm8)r8cat(C0->hi[a], C1->hi[a]) & in[q]) | nbig);
+      ms[a][q] = r8and(in[q], r8cat(s0 + 4 * a, s1 + 4 * a));
+    }
+  }
+  rf8 L[3], U[3], S[3], n[3], O[3], X[3];
+  for (int a = 0; a < 3; a++) {
+    L[a] = r8tmin(ml[a][0], ml[a][1], ml[a][2], ml[a][3]);
+    U[a] = r8tmax(mh[a][0], mh[a][1], mh[a][2], mh[a][3]);
+    S[a] = r8tsum(ms[a][0], ms[a][1], ms[a][2], ms[a][3]);
+    n[a] = S[a];
+  }
+  rf8 inv = rnormal8(n), r = rhalf8(L, U, O, X), t[4];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; q++) {
+    const wf_gnode4 *C0 = &W[E[2 * q + 1]], *C1 = &W[E[2 * q + 9]];
+    const wf_gdisc4 *D0 = &g->disc[E[2 * q + 1]], *D1 = &g->disc[E[2 * q + 9]];
+    const rf8 nx = r8lane(n[0], q), ny = r8lane(n[1], q), nz = r8lane(n[2], q);
+    const rf8 iq = r8lane(inv, q);
+    rf8 d[3], el[3];
+    for (int a = 0; a < 3; a++) {
+      rf8 cl = r8cat(C0->lo[a], C1->lo[a]), ch = r8cat(C0->hi[a], C1->hi[a]);
+      d[a] = (cl + ch) * half - r8lane(O[a], q), el[a] = (ch - cl) * half;
+    }
+    rf8 cx = r8cat(D0->n[0], D1->n[0]), cy = r8cat(D0->n[1], D1->n[1]);
+    rf8 cz = r8cat(D0->n[2], D1->n[2]), tl = r8cat(D0->t, D1->t);
+    rf8 rl = r8sqrt(el[0] * el[0] + el[1] * el[1] + el[2] * el[2]);
+    rf8 xx = ny * cz - nz * cy, xy = nz * cx - nx * cz, xz = nx * cy - ny * cx;
+    rf8 cosv = nx * cx + ny * cy + nz * cz, hd = nx * d[0] + ny * d[1] + nz * d[2];
+    rf8 reach = (tl * r8abs(cosv) + rl * r8sqrt(xx * xx + xy * xy + xz * xz)) * iq;
+    t[q] = r8and(in[q], r8abs(hd) * iq + r8min(rl, reach));
+  }
+  rf8 tb = ((r8abs(n[0]) * X[0] + r8abs(n[2]) * X[2]) + (r8abs(n[1]) * X[1] + r8k(0.0f))) * inv;
+  store8(g, l, L, U, S, n, inv, O, r, r8min(r8tmax(t[0], t[1], t[2], t[3]), tb));
+}
+#endif
+
 /* A batch of leaves, 8 with AVX2 (g->w8), else 4. */
 static WF_REFIT_INLINE void leaf_batches(wf_geom *g, const float *R, const int *l, const int *o,
                                          const int *c) {
@@ -811,22 +886,29 @@ static WF_REFIT_INLINE void refit_leaves(wf_geom *g, int begin, int end) {
   }
 }
 
-/* The inner lanes of g->inner's pairs [begin, end) (a multiple of 4);
-** ahead set: the child nodes of the lanes two batches on are prefetched
-** (the lanes above the items read nodes refit long before, or by
-** another thread). */
+/* The inner lanes of g->inner's pairs [begin, end) (a multiple of the
+** batch, 8 with AVX2 (g->w8), else 4); ahead set: the child nodes of the
+** lanes two batches on are prefetched (the lanes above the items read
+** nodes refit long before, or by another thread). */
 static WF_REFIT_INLINE void refit_inner(wf_geom *g, int begin, int end, int ahead) {
-  for (int k = begin; k < end; k += 4) {
+  int nb = g->w8 ? 8 : 4;
+  for (int k = begin; k < end; k += nb) {
 #if defined(__GNUC__)
-    if (ahead && k + 12 <= end)
-      for (int q = 0; q < 4; q++) {
-        int c = g->inner[2 * (size_t)(k + 8 + q) + 1];
+    if (ahead && k + 3 * nb <= end)
+      for (int q = 0; q < nb; q++) {
+        int c = g->inner[2 * (size_t)(k + 2 * nb + q) + 1];
         __builtin_prefetch(&g->wide[c]);
         __builtin_prefetch((const char *)&g->wide[c] + 64);
         __builtin_prefetch(&g->disc[c]);
         __builtin_prefetch(g->nsum + 12 * (size_t)c);
         __builtin_prefetch(g->nsum + 12 * (size_t)c + 11);
       }
+#endif
+#if defined(WF_REFIT_AVX2)
+    if (nb == 8) {
+      inner_batch8(g, g->inner + 2 * (size_t)k);
+      continue;
+    }
 #endif
     inner_batch(g, g->inner + 2 * (size_t)k);
   }
@@ -871,9 +953,9 @@ static void mesh_refit(wf_rt *rt, wf_geom *g) {
 ** lanes for the 200k-triangle torus, not ~950 with items cut every
 ** REFIT_ITEM leaves). Each part goes by the height of c's subtree (1 +
 ** the highest child's, 0 over leaves only): a lane then comes after the
-** lanes of c it reads, and four in a row of one height (each height
-** padded to a multiple of 4 with copies of its last pair) read none of
-** each other's. 0, or -1 when out of memory (or deeper than 64 wide
+** lanes of c it reads, and a batch in a row of one height (each height
+** padded to a multiple of the batch, 4 or 8 (g->w8), with copies of its
+** last pair) read none of each other's. 0, or -1 when out of memory (or deeper than 64 wide
 ** nodes, which bvh.c's depth bound rules out). */
 static int refit_plan(wf_geom *g) {
   const wf_gnode4 *W = g->wide;
@@ -942,7 +1024,9 @@ static int refit_plan(wf_geom *g) {
     int t = item[first[c]];
     key[c] = (item[end[c] - 1] == t ? t : g->nitems) * nh + ht[c];
   }
-  /* counting sort by (part, height), each padded to a multiple of 4 */
+  /* counting sort by (part, height), each padded to a multiple of the
+  ** batch of inner lanes */
+  int pad = g->w8 ? 8 : 4;
   size_t nkeys = ((size_t)g->nitems + 1) * (size_t)nh;
   at = calloc(nkeys + 1, sizeof(int));
   g->ioff = malloc(sizeof(int) * ((size_t)g->nitems + 2));
@@ -953,7 +1037,7 @@ static int refit_plan(wf_geom *g) {
   for (size_t k = 1; k <= nkeys; k++) {
     int cnt = at[k];
     at[k] = total; /* at[k]: where key k - 1's pairs go next */
-    total += (cnt + 3) & ~3;
+    total += (cnt + pad - 1) / pad * pad;
   }
   for (int t = 0; t <= g->nitems; t++)
     g->ioff[t] = at[(size_t)t * nh + 1];
@@ -965,9 +1049,9 @@ static int refit_plan(wf_geom *g) {
     g->inner[2 * k] = lane[c], g->inner[2 * k + 1] = c;
   }
   /* pad: at[k + 1] now ends key k's pairs, the next key's start at the
-  ** multiple of 4 above */
+  ** multiple of pad above */
   for (size_t k = 0; k < nkeys; k++)
-    for (int e = at[k + 1]; e & 3; e++) {
+    for (int e = at[k + 1]; e % pad; e++) {
       g->inner[2 * e] = g->inner[2 * (e - 1)];
       g->inner[2 * e + 1] = g->inner[2 * (e - 1) + 1];
     }
