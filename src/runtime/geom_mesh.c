@@ -846,12 +846,14 @@ static WF_REFIT_INLINE void leaf_batches(wf_geom *g, const float *R, const int *
 }
 
 /* The leaves [begin, end) of g->leaves: those of at most 4 slots in the
-** window four or eight at a time (the last ones of a window with copies
-** of the last, which store the same again), the others one at a time,
-** slots [k0, k1) of the leaf in hand (a leaf across windows keeps its
-** sums). */
+** window four or eight at a time, after the window's others, one at a
+** time, slots [k0, k1) of the leaf in hand (a leaf across windows keeps
+** its sums). The window's batched leaves are listed first (lanes,
+** offsets, counts, with copies of the last one to fill the last batch,
+** which store the same again), then taken in batches. */
 static WF_REFIT_INLINE void refit_leaves(wf_geom *g, int begin, int end) {
   float R[9 * REFIT_ROW] __attribute__((aligned(64)));
+  int bl[REFIT_WIN + 8], bo[REFIT_WIN + 8], bc[REFIT_WIN + 8]; /* a leaf has a slot at least */
   const int *k0s = g->lk0;
   int K1 = k0s[end], i = begin, nbatch = g->w8 ? 8 : 4;
   leaf_acc A;
@@ -862,13 +864,12 @@ static WF_REFIT_INLINE void refit_leaves(wf_geom *g, int begin, int end) {
     int base = w0 & ~3, w1 = (w0 & -REFIT_WIN) + REFIT_WIN;
     w1 = K1 < w1 ? K1 : w1;
     fill_window(g, R, base, w0, (w1 + 3) & ~3);
-    int bl[8], bo[8], bc[8], nb = 0;
+    int nb = 0;
     for (; i < end; i++) {
       int k0 = k0s[i], k1 = k0s[i + 1];
       if (k0 >= w1) break;
       if (k0 >= w0 && k1 <= w1 && k1 - k0 <= 4) {
-        bl[nb] = g->leaves[i], bo[nb] = k0 - base, bc[nb] = k1 - k0;
-        if (++nb == nbatch) leaf_batches(g, R, bl, bo, bc), nb = 0;
+        bl[nb] = g->leaves[i], bo[nb] = k0 - base, bc[nb++] = k1 - k0;
         continue;
       }
       int a = k0 > w0 ? k0 : w0, b = k1 < w1 ? k1 : w1;
@@ -877,11 +878,10 @@ static WF_REFIT_INLINE void refit_leaves(wf_geom *g, int begin, int end) {
       if (k1 > w1) break; /* the leaf goes on in the next window */
       leaf_done(g, g->leaves[i], &A);
     }
-    if (nb) {
-      for (int q = nb; q < nbatch; q++)
-        bl[q] = bl[nb - 1], bo[q] = bo[nb - 1], bc[q] = bc[nb - 1];
-      leaf_batches(g, R, bl, bo, bc);
-    }
+    for (int q = nb; q % nbatch; q++)
+      bl[q] = bl[nb - 1], bo[q] = bo[nb - 1], bc[q] = bc[nb - 1];
+    for (int q = 0; q < nb; q += nbatch)
+      leaf_batches(g, R, bl + q, bo + q, bc + q);
     w0 = w1;
   }
 }
