@@ -216,11 +216,7 @@ static WF_REFIT_INLINE rm4 rfirst(int n) {
 static const rm4 rxyz = {-1, -1, -1, 0};
 /* lane l of v in every lane */
 #define RF_LANE(v, l) RF_SHUF(v, v, l, l, l, l)
-/* the lanes' minimum, maximum, sum */
-static WF_REFIT_INLINE float rhmin(rf4 v) {
-  v = rmin(v, RF_SHUF(v, v, 2, 3, 0, 1));
-  return rmin(v, RF_SHUF(v, v, 1, 0, 3, 2))[0];
-}
+/* the lanes' maximum, sum */
 static WF_REFIT_INLINE float rhmax(rf4 v) {
   v = rmax(v, RF_SHUF(v, v, 2, 3, 0, 1));
   return rmax(v, RF_SHUF(v, v, 1, 0, 3, 2))[0];
