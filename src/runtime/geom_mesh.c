@@ -40,14 +40,19 @@ struct wf_geom {
   wf_gdisc4 *disc; /* meshes: the lanes' surface bounds (query.h), per wide node */
   float *nsum;     /* meshes: per lane (4 w + j), its faces' summed normals ab x ac */
   int *leaves;     /* meshes: the leaf lanes in slot order (refit) */
-  int *up;         /* meshes: per wide node, its lane in its parent or -1 (refit_plan) */
-  int *upper;      /* meshes: the lanes refit takes after the items (refit_plan) */
-  int nleaves, nupper;
+  int *lk0;        /* meshes: their first slots, and one past the last (refit_plan) */
+  int *inner;      /* meshes: the inner lanes refit takes, in pairs (refit_plan) */
+  int *ioff;       /* meshes: where each item's pairs start in inner (refit_plan) */
+  int *istart;     /* meshes: each item's first leaf, and one past the last (refit_plan) */
+  int nleaves, nitems;
+  int w8;     /* meshes: refit takes 8 leaves at a time (AVX2) */
+  int stream; /* meshes: refit streams the triangles to memory (fill_window) */
   int nnodes, nwide;
   int nthreads;   /* the runtime's, for refit */
   float *lo, *hi; /* 3 per primitive (meshes: while building) */
   float *tris;    /* meshes: triangles and bounds in leaf order (query.h) */
-  int *sidx;      /* meshes: each slot's 3 vertex indices, in leaf order */
+  uint32_t *sidx; /* meshes: each slot's 3 vertices as offsets 3 i in the points' floats,
+                  ** in leaf order (a load each, no index arithmetic) */
   uint64_t *slow; /* meshes: per block of slots, a bit: one past the last slot or with the
                   ** last point (refit reads those vertex by vertex) */
   /* objects on a CUDA device: the descriptor above reads host copies of
@@ -97,30 +102,56 @@ static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
 }
 
 /* Meshes: refit. The leaves in slot order (the leaf lanes 4 w + j in
-** g->leaves), items of REFIT_ITEM of them on the runtime's thread pool.
-** An item reads its slots' vertices from the points a window of slots at
-** a time, in blocks of WF_GTB slots (query.h: gtri_at), into rows of a
-** scratch on its stack, one row per coordinate (a.x a.y a.z b.x ... c.z)
-** with the slots side by side; it writes the blocks that start in it to
-** the mesh's triangles too, so every block is written once, by one
-** thread, in whole rows. (A block that starts in the item before it is
-** read again for the scratch, not from the triangles, which another
-** thread may be writing.) Each leaf then takes its box, its summed
-** normals and its surface bound (wf_gdisc4) from the scratch, 4 slots a
-** load wherever the leaf starts, and each wide node whose subtree lies
-** in the item is refit as its last leaf is, while its data is at hand:
-** its lane in its parent is the union of its lanes, box and bound. The
-** lanes over subtrees across items come last, children first. */
-#define REFIT_ITEM 256 /* leaves per item of the pool's work */
+** g->leaves, their first slots in g->lk0), items of up to REFIT_ITEM of
+** them on the runtime's thread pool. An item reads its slots' vertices
+** from the points a window of slots at a time, in blocks of WF_GTB slots
+** (query.h: gtri_at), into rows of a scratch on its stack, one row per
+** coordinate (a.x a.y a.z b.x ... c.z) with the slots side by side; it
+** writes the blocks that start in it to the mesh's triangles too, so
+** every block is written once, by one thread, in whole rows. (A block
+** that starts in the item before it is read again for the scratch, not
+** from the triangles, which another thread may be writing.) Each leaf
+** then takes its box, its summed normals and its surface bound
+** (wf_gdisc4) from the scratch, and after the item's leaves come the
+** inner lanes whose subtrees lie in the item (g->inner), lower subtrees
+** first: a lane over child node c is the union of c's lanes, box and
+** bound. The lanes over subtrees across items come last, the same way.
+**
+** Leaves of at most 4 slots in the window and inner lanes go four at a
+** time, a vector lane each (leaf_batch, inner_batch; eight with AVX2,
+** leaf_batch8, inner_batch8): one lane at a time, most of the work was
+** horizontal (reductions over a leaf's slots or a node's lanes,
+** broadcasts, stores lane by lane) and the steps of one lane, a chain of
+** dependent ones, hardly overlapped. Side by side they take the same
+** operations in the same order as one would (a reduction over 4 pairs
+** lanes 0 and 2, 1 and 3, then the two), so the results are bit for bit
+** those of one at a time, on any number of threads. */
+#define REFIT_ITEM 256 /* leaves per item of the pool's work, at most */
 #define REFIT_WIN 256  /* slots per window of the scratch */
 #define REFIT_ROW (REFIT_WIN + 8)
-#define REFIT_AHEAD 64 /* slots of points prefetched ahead */
+#define REFIT_AHEAD 64   /* slots of points prefetched ahead */
+#define REFIT_POOL 65536 /* triangles from which refits use the thread pool */
 
 /* the refit's vector code in one function, its values in registers */
 #if defined(__GNUC__)
 #define WF_REFIT_INLINE inline __attribute__((always_inline))
 #else
 #define WF_REFIT_INLINE inline
+#endif
+/* The refit's entry points twice on x86-64 (GCC or clang, ELF: an ifunc
+** picks one at load time): for AVX2 and for the baseline. Only the
+** encoding changes, the operations do not: VEX instructions take 3
+** operands, which saves the register copies SSE's 2-operand forms need
+** (39 -> 31 M instructions per refit of 200k triangles, 12% off its
+** time), and no FMA is enabled, so no product and sum fuse and the
+** results stay bit for bit those of the baseline (-DWEFT_NO_CLONES
+** builds the baseline alone). */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__) && !defined(WEFT_NO_CLONES)
+#define WF_REFIT_CLONES __attribute__((target_clones("avx2", "default")))
+#define WF_REFIT_AVX2 1
+#include <immintrin.h>
+#else
+#define WF_REFIT_CLONES
 #endif
 
 /* 4 floats (the refit's own lanes, whatever WF_GL is) */
@@ -184,11 +215,7 @@ static WF_REFIT_INLINE rm4 rfirst(int n) {
 static const rm4 rxyz = {-1, -1, -1, 0};
 /* lane l of v in every lane */
 #define RF_LANE(v, l) RF_SHUF(v, v, l, l, l, l)
-/* the lanes' minimum, maximum, sum */
-static WF_REFIT_INLINE float rhmin(rf4 v) {
-  v = rmin(v, RF_SHUF(v, v, 2, 3, 0, 1));
-  return rmin(v, RF_SHUF(v, v, 1, 0, 3, 2))[0];
-}
+/* the lanes' maximum, sum */
 static WF_REFIT_INLINE float rhmax(rf4 v) {
   v = rmax(v, RF_SHUF(v, v, 2, 3, 0, 1));
   return rmax(v, RF_SHUF(v, v, 1, 0, 3, 2))[0];
@@ -214,22 +241,51 @@ static WF_REFIT_INLINE rf4 rlane0(rf4 x, rf4 y, rf4 z) {
   rf4 t = RF_SHUF(x, y, 0, 4, 0, 4), u = RF_SHUF(z, rk(0.0f), 0, 4, 0, 4);
   return RF_SHUF(t, u, 0, 1, 4, 5);
 }
+/* The 4 x 4 transpose: o[l] = (a[l], b[l], c[l], d[l]). */
+static WF_REFIT_INLINE void rtrans(rf4 a, rf4 b, rf4 c, rf4 d, rf4 *o0, rf4 *o1, rf4 *o2, rf4 *o3) {
+  rf4 t0 = RF_SHUF(a, b, 0, 4, 1, 5), t1 = RF_SHUF(c, d, 0, 4, 1, 5);
+  rf4 t2 = RF_SHUF(a, b, 2, 6, 3, 7), t3 = RF_SHUF(c, d, 2, 6, 3, 7);
+  *o0 = RF_SHUF(t0, t1, 0, 1, 4, 5), *o1 = RF_SHUF(t0, t1, 2, 3, 6, 7);
+  *o2 = RF_SHUF(t2, t3, 0, 1, 4, 5), *o3 = RF_SHUF(t2, t3, 2, 3, 6, 7);
+}
 
-/* The n points from p all finite (every refit checks them: 4 floats at
-** a time, then the point at fault if any). */
-static int check_finite(wf_rt *rt, int kind, const wf_g3 *p, long long n, const char *name) {
-  const float *x = &p->x;
+/* The n floats from x all finite (4 at a time). */
+static int all_finite(const float *x, long long n) {
   const rm4 e = {0x7f800000, 0x7f800000, 0x7f800000, 0x7f800000};
   rm4 inf = {0, 0, 0, 0};
   long long i = 0;
-  for (; i + 4 <= 3 * n; i += 4)
+  for (; i + 4 <= n; i += 4)
     inf |= ((rm4)rld(x + i) & e) == e;
-  for (; i < 3 * n; i++)
+  for (; i < n; i++)
     inf[0] |= !isfinite(x[i]);
-  if (!(inf[0] | inf[1] | inf[2] | inf[3])) return 0;
-  for (i = 0; i < n; i++)
+  return !(inf[0] | inf[1] | inf[2] | inf[3]);
+}
+
+/* The n points from p all finite (every refit checks them), else an
+** error naming the point at fault. */
+static int check_finite(wf_rt *rt, int kind, const wf_g3 *p, long long n, const char *name) {
+  if (all_finite(&p->x, 3 * n)) return 0;
+  long long i = 0;
+  for (; i < n; i++)
     if (!isfinite(p[i].x) || !isfinite(p[i].y) || !isfinite(p[i].z)) break;
   return bad(rt, kind, "%s[%lld] is not finite (NaN or infinity)", name, i, 0);
+}
+
+/* wf_pool_fn: the floats [FINITE_CHUNK begin, FINITE_CHUNK end) of a
+** refit's points all finite, else bad set (a large mesh's refit checks
+** them on the pool: 40 us on one thread for 100k points, while the
+** workers it woke would wait). */
+#define FINITE_CHUNK 16384
+typedef struct finite_job {
+  const float *x;
+  long long n;
+  int bad;
+} finite_job;
+
+static void finite_chunk(void *p, int64_t begin, int64_t end) {
+  finite_job *j = p;
+  long long b = begin * FINITE_CHUNK, e = end * FINITE_CHUNK < j->n ? end * FINITE_CHUNK : j->n;
+  if (!all_finite(j->x + b, e - b)) __atomic_store_n(&j->bad, 1, __ATOMIC_RELAXED);
 }
 
 /* The 9 rows of block b (its WF_GTB slots' vertices; zeros past the last
@@ -237,12 +293,12 @@ static int check_finite(wf_rt *rt, int kind, const wf_g3 *p, long long n, const 
 ** without the last point (g->slow) read each vertex as 16 bytes, the next
 ** point's x in lane 3, and transpose 4 slots' at once. */
 static WF_REFIT_INLINE void block_rows(const wf_geom *g, int64_t b, rf4 *v) {
-  const wf_g3 *P = g->d.mesh.points;
+  const float *P = &g->d.mesh.points->x;
   if (!(g->slow[b >> 6] >> (b & 63) & 1)) {
-    const int *ix = g->sidx + 12 * b;
+    const uint32_t *ix = g->sidx + 12 * b;
     for (int i = 0; i < 3; i++) {
-      rf4 q0 = rld(&P[ix[i]].x), q1 = rld(&P[ix[3 + i]].x), q2 = rld(&P[ix[6 + i]].x),
-          q3 = rld(&P[ix[9 + i]].x);
+      rf4 q0 = rld(P + ix[i]), q1 = rld(P + ix[3 + i]), q2 = rld(P + ix[6 + i]),
+          q3 = rld(P + ix[9 + i]);
       rf4 t0 = RF_SHUF(q0, q1, 0, 4, 1, 5), t1 = RF_SHUF(q2, q3, 0, 4, 1, 5);
       rf4 t2 = RF_SHUF(q0, q1, 2, 6, 3, 7), t3 = RF_SHUF(q2, q3, 2, 6, 3, 7);
       v[3 * i] = RF_SHUF(t0, t1, 0, 1, 4, 5);
@@ -255,8 +311,9 @@ static WF_REFIT_INLINE void block_rows(const wf_geom *g, int64_t b, rf4 *v) {
   for (int l = 0; l < 4; l++) {
     int64_t k = 4 * b + l;
     for (int i = 0; i < 3; i++) {
-      wf_g3 p = k < g->nprims ? P[g->sidx[3 * k + i]] : g3(0.0f, 0.0f, 0.0f);
-      t[3 * i][l] = p.x, t[3 * i + 1][l] = p.y, t[3 * i + 2][l] = p.z;
+      const float *p = k < g->nprims ? P + g->sidx[3 * k + i] : NULL;
+      for (int a = 0; a < 3; a++)
+        t[3 * i + a][l] = p ? p[a] : 0.0f;
     }
   }
   for (int r = 0; r < 9; r++)
@@ -268,20 +325,45 @@ static WF_REFIT_INLINE void block_rows(const wf_geom *g, int64_t b, rf4 *v) {
 ** them; the blocks from slot w0 on go to the triangles too. The first
 ** vertices of the slots REFIT_AHEAD on are prefetched (the points come in
 ** no order the hardware foresees: 8-11% off the refit's time on a busy
-** machine, 1 M instructions more). */
+** machine, 1 M instructions more). Meshes of REFIT_POOL triangles or more
+** (g->stream) write their triangles with streaming stores: the blocks,
+** 36 bytes a triangle and written whole, need not be read for it first
+** (7.2 MB fewer read for 200k triangles: 13% off a refit's time on one
+** thread), and they would not stay in the caches past the refit anyway;
+** refit_items fences the stores. Smaller meshes' blocks may, and their
+** lines are prefetched instead, which the stores would otherwise wait
+** for (perf put 7% of the refit's samples on the first store of a
+** block). */
+static WF_REFIT_INLINE void rstream(float *p, rf4 v) { /* p 16-byte aligned */
+#if defined(__SSE__)
+  _mm_stream_ps(p, (__m128)v);
+#else
+  rst(p, v);
+#endif
+}
+
 static WF_REFIT_INLINE void fill_window(const wf_geom *g, float *R, int base, int w0, int end) {
   float *t = g->tris + gtri_at(base, 0);
   for (int k = base; k < end; k += 4, t += WF_GTROWS * WF_GTB) {
     rf4 v[9];
 #if defined(__GNUC__)
-    if (k + REFIT_AHEAD + 4 <= g->nprims)
+    if (k + REFIT_AHEAD + 4 <= g->nprims) {
       for (int i = 0; i < 12; i += 3)
-        __builtin_prefetch(&g->d.mesh.points[g->sidx[3 * (int64_t)(k + REFIT_AHEAD) + i]]);
+        __builtin_prefetch(&g->d.mesh.points->x + g->sidx[3 * (int64_t)(k + REFIT_AHEAD) + i]);
+      if (!g->stream) {
+        __builtin_prefetch(t + REFIT_AHEAD / 4 * WF_GTROWS * WF_GTB, 1);
+        __builtin_prefetch(t + REFIT_AHEAD / 4 * WF_GTROWS * WF_GTB + 16, 1);
+      }
+    }
 #endif
     block_rows(g, k >> 2, v);
     for (int r = 0; r < 9; r++)
       rst(R + r * REFIT_ROW + (k - base), v[r]);
-    if (k >= w0)
+    if (k < w0) continue;
+    if (g->stream)
+      for (int r = 0; r < 9; r++)
+        rstream(t + r * WF_GTB, v[r]);
+    else
       for (int r = 0; r < 9; r++)
         rst(t + r * WF_GTB, v[r]);
   }
@@ -376,201 +458,661 @@ static WF_REFIT_INLINE void leaf_done(wf_geom *g, int lane, const leaf_acc *A) {
            (A->hi[3] + fabsf(A->d - rhsum(A->n * o))) * A->inv[0]);
 }
 
-/* Inner lane j of wide node w, over its child node c: the box, the summed
-** normals and the bound of c's lanes in use. The bound: n from the summed
-** normals, t the farthest reach along n of the children's cylinders (or
-** of the box): a child lane's points x = o' + a n' + b, |a| <= t',
-** |b| <= r', lie within |n.(o' - o)| + t' |n.n'| + r' |n x n'| of the
-** plane through o (the sine from the cross product: 1 - cos^2 cancels
-** for near-parallel normals), n the sum unscaled till the reaches take
-** 1 / |n| last. The child's lanes go side by side in vector lanes. */
-static WF_REFIT_INLINE void inner_lane(wf_geom *g, int w, int j, int c) {
-  wf_gnode4 *W = g->wide;
-  const wf_gnode4 *C = &W[c];
-  const wf_gdisc4 *Dc = &g->disc[c];
-  const float *cs = g->nsum + 12 * (size_t)c;
-  rm4 in;
-  memcpy(&in, C->child, sizeof in);
-  in = in != (rm4){0, 0, 0, 0};
-  const rm4 big = (rm4)rk(3.4e38f) & ~in, nbig = (rm4)rk(-3.4e38f) & ~in;
-  const rf4 half = rk(0.5f);
-  rf4 cl[3], ch[3], ml[3], mh[3], ms[3];
-  for (int a = 0; a < 3; a++) {
-    cl[a] = rld(C->lo[a]), ch[a] = rld(C->hi[a]);
-    ml[a] = (rf4)(((rm4)cl[a] & in) | big), mh[a] = (rf4)(((rm4)ch[a] & in) | nbig);
-    ms[a] = rand4(in, rld(cs + 4 * a));
-  }
-  rf4 lo = rtmin(ml[0], ml[1], ml[2], ml[2]), hi = rtmax(mh[0], mh[1], mh[2], mh[2]);
-  rf4 s = rtsum(ms[0], ms[1], ms[2], rk(0.0f));
-  float *ws = g->nsum + 12 * (size_t)w + j;
+/* rnormal of 4 normals side by side (rows x, y, z; |s|^2 sums x and z,
+** then y, as rhsum does): the z axis where it is out of range, and 1 / |s|
+** (1 there). */
+static WF_REFIT_INLINE rf4 rnormal4(rf4 *n) {
+  rf4 l2 = (n[0] * n[0] + n[2] * n[2]) + n[1] * n[1];
+  rm4 ok = (l2 > rk(1e-30f)) & (l2 < rk(3e38f));
+  n[0] = rand4(ok, n[0]), n[1] = rand4(ok, n[1]), n[2] = rsel(ok, n[2], rk(1.0f));
+  return rsel(ok, rk(1.0f) / rsqrt(l2), rk(1.0f));
+}
+
+/* The centres o and half extents e of 4 boxes [lo, hi] side by side, and
+** their half diagonals (leaf_done's r). */
+static WF_REFIT_INLINE rf4 rhalf4(const rf4 *lo, const rf4 *hi, rf4 *o, rf4 *e) {
   for (int a = 0; a < 3; a++)
-    W[w].lo[a][j] = lo[a], W[w].hi[a][j] = hi[a], ws[4 * a] = s[a];
-  rf4 o = (lo + hi) * half, e = rand4(rxyz, (hi - lo) * half), n = s, inv = rnormal(&n);
-  float r = rsqrt(rk(rhsum(e * e)))[0];
-  const rf4 nx = RF_LANE(n, 0), ny = RF_LANE(n, 1), nz = RF_LANE(n, 2);
-  rf4 d[3], el[3];
-  d[0] = (cl[0] + ch[0]) * half - RF_LANE(o, 0), el[0] = (ch[0] - cl[0]) * half;
-  d[1] = (cl[1] + ch[1]) * half - RF_LANE(o, 1), el[1] = (ch[1] - cl[1]) * half;
-  d[2] = (cl[2] + ch[2]) * half - RF_LANE(o, 2), el[2] = (ch[2] - cl[2]) * half;
-  rf4 cx = rld(Dc->n[0]), cy = rld(Dc->n[1]), cz = rld(Dc->n[2]);
-  rf4 rl = rsqrt(el[0] * el[0] + el[1] * el[1] + el[2] * el[2]), tl = rld(Dc->t);
-  rf4 xx = ny * cz - nz * cy, xy = nz * cx - nx * cz, xz = nx * cy - ny * cx;
-  rf4 cosv = nx * cx + ny * cy + nz * cz, hd = nx * d[0] + ny * d[1] + nz * d[2];
-  rf4 reach = (tl * rabs(cosv) + rl * rsqrt(xx * xx + xy * xy + xz * xz)) * inv;
-  float t = rhmax(rand4(in, rabs(hd) * inv + rmin(rl, reach)));
-  disc_set(&g->disc[w], j, n * inv, o, r, gmin(t, rhsum(rabs(n) * e) * inv[0]));
+    o[a] = (lo[a] + hi[a]) * rk(0.5f), e[a] = (hi[a] - lo[a]) * rk(0.5f);
+  return rsqrt((e[0] * e[0] + e[2] * e[2]) + e[1] * e[1]);
 }
 
-/* After leaf lane 4 w + j: the inner lanes it completes (the last lane in
-** use of a node completes it) whose subtrees lie in its item (g->up). */
-static WF_REFIT_INLINE void leaf_up(wf_geom *g, int lane) {
+/* Stores 4 lanes side by side, vector lane q wide lane l[q] = 4 w + j:
+** boxes, summed normals and bounds (disc_set's, from the normals n, 1 / |n|
+** and the slabs' t about the centres o, at most the half diagonals r). */
+static WF_REFIT_INLINE void lanes_put(wf_geom *g, const int *l, const rf4 *lo, const rf4 *hi,
+                                      const rf4 *s, const rf4 *dn, rf4 dt) {
+  for (int q = 0; q < 4; q++) {
+    int w = l[q] >> 2, j = l[q] & 3;
+    wf_gnode4 *N = &g->wide[w];
+    wf_gdisc4 *D = &g->disc[w];
+    float *ns = g->nsum + 12 * (size_t)w + j;
+    for (int a = 0; a < 3; a++) {
+      N->lo[a][j] = lo[a][q], N->hi[a][j] = hi[a][q], ns[4 * a] = s[a][q];
+      D->n[a][j] = dn[a][q];
+    }
+    D->t[j] = dt[q];
+  }
+}
+
+static WF_REFIT_INLINE void store4(wf_geom *g, const int *l, const rf4 *lo, const rf4 *hi,
+                                   const rf4 *s, const rf4 *n, rf4 inv, const rf4 *o, rf4 r,
+                                   rf4 t) {
+  rf4 m = rmax(rmax(rabs(o[0]), rabs(o[2])), rabs(o[1]));
+  rf4 dn[3] = {n[0] * inv, n[1] * inv, n[2] * inv};
+  lanes_put(g, l, lo, hi, s, dn, rmin(t, r) + (m + r) * rk(1.0f / 262144.0f));
+}
+
+/* What a slot adds to 4 leaves side by side (vector lane q leaf q's slot:
+** its rows v, in use where in is set): leaf_add's box, summed normals ab x
+** ac (x) and heights over the planes n.x = d, joined as its reductions
+** join them (slots 0 and 2, 1 and 3, then the two). */
+typedef struct slot4 {
+  rf4 lo[3], hi[3], x[3], h;
+} slot4;
+
+static WF_REFIT_INLINE void slot_cross(const rf4 *v, rf4 *x) {
+  rf4 ab[3], ac[3];
+  for (int a = 0; a < 3; a++)
+    ab[a] = v[3 + a] - v[a], ac[a] = v[6 + a] - v[a];
+  x[0] = ab[1] * ac[2] - ab[2] * ac[1];
+  x[1] = ab[2] * ac[0] - ab[0] * ac[2];
+  x[2] = ab[0] * ac[1] - ab[1] * ac[0];
+}
+
+static WF_REFIT_INLINE void slot_add(const rf4 *v, const rf4 *x, rm4 in, const rf4 *n, rf4 d,
+                                     slot4 *S) {
+  rf4 h = rabs(n[0] * v[0] + n[1] * v[1] + n[2] * v[2] - d);
+  h = rmax(h, rabs(n[0] * v[3] + n[1] * v[4] + n[2] * v[5] - d));
+  h = rmax(h, rabs(n[0] * v[6] + n[1] * v[7] + n[2] * v[8] - d));
+  const rm4 big = (rm4)rk(3.4e38f) & ~in, nbig = (rm4)rk(-3.4e38f) & ~in;
+  for (int a = 0; a < 3; a++) {
+    S->lo[a] = (rf4)(((rm4)rmin(v[a], rmin(v[3 + a], v[6 + a])) & in) | big);
+    S->hi[a] = (rf4)(((rm4)rmax(v[a], rmax(v[3 + a], v[6 + a])) & in) | nbig);
+    S->x[a] = rand4(in, x[a]);
+  }
+  S->h = rand4(in, h);
+}
+
+static WF_REFIT_INLINE void slot_join(slot4 *S, const slot4 *T) {
+  for (int a = 0; a < 3; a++) {
+    S->lo[a] = rmin(S->lo[a], T->lo[a]), S->hi[a] = rmax(S->hi[a], T->hi[a]);
+    S->x[a] = S->x[a] + T->x[a];
+  }
+  S->h = rmax(S->h, T->h);
+}
+
+/* Four leaves side by side, vector lane q the leaf of lane l[q], its c[q]
+** (1 to 4) slots from slot o[q] of the scratch rows R: leaf_add's and
+** leaf_done's operations, on the rows of the 4 leaves' slot s (T[s],
+** transposed from the scratch), slot 0 first for the normals. */
+static WF_REFIT_INLINE void leaf_batch(wf_geom *g, const float *R, const int *l, const int *o,
+                                       const int *c) {
+  rf4 T[4][9];
+  for (int r = 0; r < 9; r++) {
+    const float *row = R + r * REFIT_ROW;
+    rtrans(rld(row + o[0]), rld(row + o[1]), rld(row + o[2]), rld(row + o[3]), &T[0][r], &T[1][r],
+           &T[2][r], &T[3][r]);
+  }
+  const rm4 cnt = {c[0], c[1], c[2], c[3]};
+  rf4 n[3], x[3];
+  slot_cross(T[0], n);
+  x[0] = n[0], x[1] = n[1], x[2] = n[2];
+  rf4 inv = rnormal4(n);
+  rf4 d = (n[0] * T[0][0] + n[2] * T[0][2]) + (n[1] * T[0][1] + rk(0.0f));
+  slot4 A, B;
+  slot_add(T[0], x, cnt > (rm4){0, 0, 0, 0}, n, d, &A);
+  slot_cross(T[2], x);
+  slot_add(T[2], x, cnt > (rm4){2, 2, 2, 2}, n, d, &B);
+  slot_join(&A, &B);
+  slot4 C, D;
+  slot_cross(T[1], x);
+  slot_add(T[1], x, cnt > (rm4){1, 1, 1, 1}, n, d, &C);
+  slot_cross(T[3], x);
+  slot_add(T[3], x, cnt > (rm4){3, 3, 3, 3}, n, d, &D);
+  slot_join(&C, &D);
+  slot_join(&A, &C);
+  rf4 O[3], E[3], r = rhalf4(A.lo, A.hi, O, E);
+  /* leaf_done's rhsum(n * o) has n's lane 3, 0, times o's, the centre of
+  ** the box's z and the height */
+  rf4 no = (n[0] * O[0] + n[2] * O[2]) + (n[1] * O[1] + rk(0.0f) * ((A.lo[2] + A.h) * rk(0.5f)));
+  store4(g, l, A.lo, A.hi, A.x, n, inv, O, r, (A.h + rabs(d - no)) * inv);
+}
+
+#if defined(WF_REFIT_AVX2)
+/* Eight leaves side by side, on CPUs with AVX2 (g->w8): leaf_batch's
+** operations in 8 vector lanes, each lane's the same as leaf_batch's
+** (the transposes and the reductions run in the two halves as in 4
+** lanes), so the results are leaf_batch's, bit for bit, for about half
+** the instructions. The baseline build has no 8-lane code: generic
+** vectors of 8 floats cost more than two of 4 on SSE (no minps, shuffles
+** lane by lane), so these take AVX2 intrinsics, in functions for AVX2. */
+typedef float rf8 __attribute__((vector_size(32)));
+typedef int rm8 __attribute__((vector_size(32)));
+#define WF_AVX2 __attribute__((target("avx2")))
+static WF_REFIT_INLINE WF_AVX2 rf8 r8k(float x) {
+  return (rf8){x, x, x, x, x, x, x, x};
+}
+static WF_REFIT_INLINE WF_AVX2 rf8 r8min(rf8 a, rf8 b) {
+  return (rf8)_mm256_min_ps((__m256)a, (__m256)b);
+}
+static WF_REFIT_INLINE WF_AVX2 rf8 r8max(rf8 a, rf8 b) {
+  return (rf8)_mm256_max_ps((__m256)a, (__m256)b);
+}
+static WF_REFIT_INLINE WF_AVX2 rf8 r8sqrt(rf8 a) {
+  return (rf8)_mm256_sqrt_ps((__m256)a);
+}
+static WF_REFIT_INLINE WF_AVX2 rf8 r8and(rm8 m, rf8 a) {
+  return (rf8)(m & (rm8)a);
+}
+static WF_REFIT_INLINE WF_AVX2 rf8 r8sel(rm8 m, rf8 a, rf8 b) {
+  return (rf8)((m & (rm8)a) | (~m & (rm8)b));
+}
+static WF_REFIT_INLINE WF_AVX2 rf8 r8abs(rf8 a) {
+  return (rf8)((rm8)a & (rm8)_mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)));
+}
+/* lanes 0-3 from p, 4-7 from q */
+static WF_REFIT_INLINE WF_AVX2 rf8 r8cat(const float *p, const float *q) {
+  return (rf8)_mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)), _mm_loadu_ps(q), 1);
+}
+/* RF_SHUF in each half: (a b) index i < 4 is a's lane i, i >= 4 b's i - 4 */
+#define R8_I(i) ((i) < 4 ? (i) : (i) + 4)
+#if defined(__clang__)
+#define R8_SHUF(a, b, i, j, k, l)                                                                  \
+  __builtin_shufflevector(a, b, R8_I(i), R8_I(j), R8_I(k), R8_I(l), R8_I(i) + 4, R8_I(j) + 4,      \
+                          R8_I(k) + 4, R8_I(l) + 4)
+#else
+#define R8_SHUF(a, b, i, j, k, l)                                                                  \
+  __builtin_shuffle(a, b,                                                                          \
+                    (rm8){R8_I(i), R8_I(j), R8_I(k), R8_I(l), R8_I(i) + 4, R8_I(j) + 4,            \
+                          R8_I(k) + 4, R8_I(l) + 4})
+#endif
+static WF_REFIT_INLINE WF_AVX2 void rtrans8(rf8 a, rf8 b, rf8 c, rf8 d, rf8 *o0, rf8 *o1, rf8 *o2,
+                                            rf8 *o3) {
+  rf8 t0 = R8_SHUF(a, b, 0, 4, 1, 5), t1 = R8_SHUF(c, d, 0, 4, 1, 5);
+  rf8 t2 = R8_SHUF(a, b, 2, 6, 3, 7), t3 = R8_SHUF(c, d, 2, 6, 3, 7);
+  *o0 = R8_SHUF(t0, t1, 0, 1, 4, 5), *o1 = R8_SHUF(t0, t1, 2, 3, 6, 7);
+  *o2 = R8_SHUF(t2, t3, 0, 1, 4, 5), *o3 = R8_SHUF(t2, t3, 2, 3, 6, 7);
+}
+
+typedef struct slot8 {
+  rf8 lo[3], hi[3], x[3], h;
+} slot8;
+
+/* slot_cross, slot_add, slot_join, rnormal4, rhalf4 and store4 in 8 lanes */
+static WF_REFIT_INLINE WF_AVX2 void slot_cross8(const rf8 *v, rf8 *x) {
+  rf8 ab[3], ac[3];
+  for (int a = 0; a < 3; a++)
+    ab[a] = v[3 + a] - v[a], ac[a] = v[6 + a] - v[a];
+  x[0] = ab[1] * ac[2] - ab[2] * ac[1];
+  x[1] = ab[2] * ac[0] - ab[0] * ac[2];
+  x[2] = ab[0] * ac[1] - ab[1] * ac[0];
+}
+
+static WF_REFIT_INLINE WF_AVX2 void slot_add8(const rf8 *v, const rf8 *x, rm8 in, const rf8 *n,
+                                              rf8 d, slot8 *S) {
+  rf8 h = r8abs(n[0] * v[0] + n[1] * v[1] + n[2] * v[2] - d);
+  h = r8max(h, r8abs(n[0] * v[3] + n[1] * v[4] + n[2] * v[5] - d));
+  h = r8max(h, r8abs(n[0] * v[6] + n[1] * v[7] + n[2] * v[8] - d));
+  const rm8 big = (rm8)r8k(3.4e38f) & ~in, nbig = (rm8)r8k(-3.4e38f) & ~in;
+  for (int a = 0; a < 3; a++) {
+    S->lo[a] = (rf8)(((rm8)r8min(v[a], r8min(v[3 + a], v[6 + a])) & in) | big);
+    S->hi[a] = (rf8)(((rm8)r8max(v[a], r8max(v[3 + a], v[6 + a])) & in) | nbig);
+    S->x[a] = r8and(in, x[a]);
+  }
+  S->h = r8and(in, h);
+}
+
+static WF_REFIT_INLINE WF_AVX2 void slot_join8(slot8 *S, const slot8 *T) {
+  for (int a = 0; a < 3; a++) {
+    S->lo[a] = r8min(S->lo[a], T->lo[a]), S->hi[a] = r8max(S->hi[a], T->hi[a]);
+    S->x[a] = S->x[a] + T->x[a];
+  }
+  S->h = r8max(S->h, T->h);
+}
+
+static WF_REFIT_INLINE WF_AVX2 rf8 rnormal8(rf8 *n) {
+  rf8 l2 = (n[0] * n[0] + n[2] * n[2]) + n[1] * n[1];
+  rm8 ok = (l2 > r8k(1e-30f)) & (l2 < r8k(3e38f));
+  n[0] = r8and(ok, n[0]), n[1] = r8and(ok, n[1]), n[2] = r8sel(ok, n[2], r8k(1.0f));
+  return r8sel(ok, r8k(1.0f) / r8sqrt(l2), r8k(1.0f));
+}
+
+static WF_REFIT_INLINE WF_AVX2 rf8 rhalf8(const rf8 *lo, const rf8 *hi, rf8 *o, rf8 *e) {
+  for (int a = 0; a < 3; a++)
+    o[a] = (lo[a] + hi[a]) * r8k(0.5f), e[a] = (hi[a] - lo[a]) * r8k(0.5f);
+  return r8sqrt((e[0] * e[0] + e[2] * e[2]) + e[1] * e[1]);
+}
+
+/* (by halves of 4 lanes: lanes of 8 went through the stack one by one) */
+static WF_REFIT_INLINE WF_AVX2 void store8(wf_geom *g, const int *l, const rf8 *lo, const rf8 *hi,
+                                           const rf8 *s, const rf8 *n, rf8 inv, const rf8 *o, rf8 r,
+                                           rf8 t) {
+  rf8 m = r8max(r8max(r8abs(o[0]), r8abs(o[2])), r8abs(o[1]));
+  rf8 v[13];
+  for (int a = 0; a < 3; a++)
+    v[a] = lo[a], v[3 + a] = hi[a], v[6 + a] = s[a], v[9 + a] = n[a] * inv;
+  v[12] = r8min(t, r) + (m + r) * r8k(1.0f / 262144.0f);
+  rf4 u[13];
+  for (int k = 0; k < 13; k++)
+    u[k] = (rf4)_mm256_castps256_ps128((__m256)v[k]);
+  lanes_put(g, l, u, u + 3, u + 6, u + 9, u[12]);
+  for (int k = 0; k < 13; k++)
+    u[k] = (rf4)_mm256_extractf128_ps((__m256)v[k], 1);
+  lanes_put(g, l + 4, u, u + 3, u + 6, u + 9, u[12]);
+}
+
+/* leaf_batch for 8 leaves (l, o, c as there) */
+static WF_AVX2 void leaf_batch8(wf_geom *g, const float *R, const int *l, const int *o,
+                                const int *c) {
+  rf8 T[4][9];
+  for (int r = 0; r < 9; r++) {
+    const float *row = R + r * REFIT_ROW;
+    rtrans8(r8cat(row + o[0], row + o[4]), r8cat(row + o[1], row + o[5]),
+            r8cat(row + o[2], row + o[6]), r8cat(row + o[3], row + o[7]), &T[0][r], &T[1][r],
+            &T[2][r], &T[3][r]);
+  }
+  const rm8 cnt = {c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]};
+  rf8 n[3], x[3];
+  slot_cross8(T[0], n);
+  x[0] = n[0], x[1] = n[1], x[2] = n[2];
+  rf8 inv = rnormal8(n);
+  rf8 d = (n[0] * T[0][0] + n[2] * T[0][2]) + (n[1] * T[0][1] + r8k(0.0f));
+  slot8 A, B;
+  slot_add8(T[0], x, cnt > (rm8){0, 0, 0, 0, 0, 0, 0, 0}, n, d, &A);
+  slot_cross8(T[2], x);
+  slot_add8(T[2], x, cnt > (rm8){2, 2, 2, 2, 2, 2, 2, 2}, n, d, &B);
+  slot_join8(&A, &B);
+  slot8 C, D;
+  slot_cross8(T[1], x);
+  slot_add8(T[1], x, cnt > (rm8){1, 1, 1, 1, 1, 1, 1, 1}, n, d, &C);
+  slot_cross8(T[3], x);
+  slot_add8(T[3], x, cnt > (rm8){3, 3, 3, 3, 3, 3, 3, 3}, n, d, &D);
+  slot_join8(&C, &D);
+  slot_join8(&A, &C);
+  rf8 O[3], E[3], r = rhalf8(A.lo, A.hi, O, E);
+  rf8 no = (n[0] * O[0] + n[2] * O[2]) + (n[1] * O[1] + r8k(0.0f) * ((A.lo[2] + A.h) * r8k(0.5f)));
+  store8(g, l, A.lo, A.hi, A.x, n, inv, O, r, (A.h + r8abs(d - no)) * inv);
+}
+#endif
+
+/* Four inner lanes side by side, vector lane q lane E[2 q] = 4 w + j over
+** child node E[2 q + 1] = c: the box, the summed normals and the bound of
+** c's lanes in use. The bound: n from the summed normals, t the farthest
+** reach along n of the children's cylinders (or of the box): a child
+** lane's points x = o' + a n' + b, |a| <= t', |b| <= r', lie within
+** |n.(o' - o)| + t' |n.n'| + r' |n x n'| of the plane through o (the sine
+** from the cross product: 1 - cos^2 cancels for near-parallel normals), n
+** the sum unscaled till the reaches take 1 / |n| last. The reaches of a
+** child's lanes go side by side in vector lanes, one child after the
+** other. */
+static WF_REFIT_INLINE void inner_batch(wf_geom *g, const int *E) {
   const wf_gnode4 *W = g->wide;
-  for (int w = lane >> 2, j = lane & 3, u; (j == 3 || !W[w].child[j + 1]) && (u = g->up[w]) >= 0;
-       w = u >> 2, j = u & 3)
-    inner_lane(g, u >> 2, u & 3, w);
+  const rf4 half = rk(0.5f);
+  rf4 ml[3][4], mh[3][4], ms[3][4];
+  rm4 in[4];
+  int l[4];
+  /* (unrolled: lane q of a vector is then a constant) */
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; q++) {
+    int c = E[2 * q + 1];
+    const wf_gnode4 *C = &W[c];
+    const float *cs = g->nsum + 12 * (size_t)c;
+    l[q] = E[2 * q];
+    memcpy(&in[q], C->child, sizeof in[q]);
+    in[q] = in[q] != (rm4){0, 0, 0, 0};
+    const rm4 big = (rm4)rk(3.4e38f) & ~in[q], nbig = (rm4)rk(-3.4e38f) & ~in[q];
+    for (int a = 0; a < 3; a++) {
+      ml[a][q] = (rf4)(((rm4)rld(C->lo[a]) & in[q]) | big);
+      mh[a][q] = (rf4)(((rm4)rld(C->hi[a]) & in[q]) | nbig);
+      ms[a][q] = rand4(in[q], rld(cs + 4 * a));
+    }
+  }
+  rf4 L[3], U[3], S[3], n[3], O[3], X[3];
+  for (int a = 0; a < 3; a++) {
+    L[a] = rtmin(ml[a][0], ml[a][1], ml[a][2], ml[a][3]);
+    U[a] = rtmax(mh[a][0], mh[a][1], mh[a][2], mh[a][3]);
+    S[a] = rtsum(ms[a][0], ms[a][1], ms[a][2], ms[a][3]);
+    n[a] = S[a];
+  }
+  rf4 inv = rnormal4(n), r = rhalf4(L, U, O, X), t[4];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; q++) {
+    const wf_gnode4 *C = &W[E[2 * q + 1]];
+    const wf_gdisc4 *Dc = &g->disc[E[2 * q + 1]];
+    const rf4 nx = rk(n[0][q]), ny = rk(n[1][q]), nz = rk(n[2][q]), iq = rk(inv[q]);
+    rf4 d[3], el[3];
+    for (int a = 0; a < 3; a++) {
+      rf4 cl = rld(C->lo[a]), ch = rld(C->hi[a]);
+      d[a] = (cl + ch) * half - rk(O[a][q]), el[a] = (ch - cl) * half;
+    }
+    rf4 cx = rld(Dc->n[0]), cy = rld(Dc->n[1]), cz = rld(Dc->n[2]);
+    rf4 rl = rsqrt(el[0] * el[0] + el[1] * el[1] + el[2] * el[2]), tl = rld(Dc->t);
+    rf4 xx = ny * cz - nz * cy, xy = nz * cx - nx * cz, xz = nx * cy - ny * cx;
+    rf4 cosv = nx * cx + ny * cy + nz * cz, hd = nx * d[0] + ny * d[1] + nz * d[2];
+    rf4 reach = (tl * rabs(cosv) + rl * rsqrt(xx * xx + xy * xy + xz * xz)) * iq;
+    t[q] = rand4(in[q], rabs(hd) * iq + rmin(rl, reach));
+  }
+  /* at most the box's reach (rhsum(|n| e) had lane 3 0) */
+  rf4 tb = ((rabs(n[0]) * X[0] + rabs(n[2]) * X[2]) + (rabs(n[1]) * X[1] + rk(0.0f))) * inv;
+  store4(g, l, L, U, S, n, inv, O, r, rmin(rtmax(t[0], t[1], t[2], t[3]), tb));
 }
 
-/* The leaves [begin, end) of g->leaves, slots [k0, k1) of the leaf in
-** hand (a leaf across windows keeps its sums), each followed by the
-** inner lanes it completes. Two leaves of at most 4 slots in the window
-** go side by side, their work in one stretch of code (each leaf's is a
-** chain of dependent steps about as long as the processor's window of
-** instructions: on their own they hardly overlap). */
+#if defined(WF_REFIT_AVX2)
+#define R8_TRED(name, op)                                                                          \
+  static WF_REFIT_INLINE WF_AVX2 rf8 name(rf8 a, rf8 b, rf8 c, rf8 d) {                            \
+    rf8 t0 = op(R8_SHUF(a, b, 0, 4, 1, 5), R8_SHUF(a, b, 2, 6, 3, 7));                             \
+    rf8 t1 = op(R8_SHUF(c, d, 0, 4, 1, 5), R8_SHUF(c, d, 2, 6, 3, 7));                             \
+    return op(R8_SHUF(t0, t1, 0, 1, 4, 5), R8_SHUF(t0, t1, 2, 3, 6, 7));                           \
+  }
+static WF_REFIT_INLINE WF_AVX2 rf8 r8add(rf8 a, rf8 b) {
+  return a + b;
+}
+R8_TRED(r8tmin, r8min)
+R8_TRED(r8tmax, r8max)
+R8_TRED(r8tsum, r8add)
+/* lane q of each half in all of that half's lanes */
+static WF_REFIT_INLINE WF_AVX2 rf8 r8lane(rf8 v, int q) {
+  return (rf8)_mm256_permutevar8x32_ps((__m256)v,
+                                       _mm256_setr_epi32(q, q, q, q, q + 4, q + 4, q + 4, q + 4));
+}
+
+/* inner_batch for 8 inner lanes (E as there): the vectors over a child's
+** lanes hold two children, E's q in the low half and q + 4 in the high */
+static WF_AVX2 void inner_batch8(wf_geom *g, const int *E) {
+  const wf_gnode4 *W = g->wide;
+  const rf8 half = r8k(0.5f);
+  rf8 ml[3][4], mh[3][4], ms[3][4];
+  rm8 in[4];
+  int l[8];
+  for (int q = 0; q < 8; q++)
+    l[q] = E[2 * q];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; q++) {
+    const wf_gnode4 *C0 = &W[E[2 * q + 1]], *C1 = &W[E[2 * q + 9]];
+    const float *s0 = g->nsum + 12 * (size_t)E[2 * q + 1],
+                *s1 = g->nsum + 12 * (size_t)E[2 * q + 9];
+    in[q] = (rm8)r8cat((const float *)C0->child, (const float *)C1->child) != (rm8){0};
+    const rm8 big = (rm8)r8k(3.4e38f) & ~in[q], nbig = (rm8)r8k(-3.4e38f) & ~in[q];
+    for (int a = 0; a < 3; a++) {
+      ml[a][q] = (rf8)(((rm8)r8cat(C0->lo[a], C1->lo[a]) & in[q]) | big);
+      mh[a][q] = (rf8)(((rm8)r8cat(C0->hi[a], C1->hi[a]) & in[q]) | nbig);
+      ms[a][q] = r8and(in[q], r8cat(s0 + 4 * a, s1 + 4 * a));
+    }
+  }
+  rf8 L[3], U[3], S[3], n[3], O[3], X[3];
+  for (int a = 0; a < 3; a++) {
+    L[a] = r8tmin(ml[a][0], ml[a][1], ml[a][2], ml[a][3]);
+    U[a] = r8tmax(mh[a][0], mh[a][1], mh[a][2], mh[a][3]);
+    S[a] = r8tsum(ms[a][0], ms[a][1], ms[a][2], ms[a][3]);
+    n[a] = S[a];
+  }
+  rf8 inv = rnormal8(n), r = rhalf8(L, U, O, X), t[4];
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; q++) {
+    const wf_gnode4 *C0 = &W[E[2 * q + 1]], *C1 = &W[E[2 * q + 9]];
+    const wf_gdisc4 *D0 = &g->disc[E[2 * q + 1]], *D1 = &g->disc[E[2 * q + 9]];
+    const rf8 nx = r8lane(n[0], q), ny = r8lane(n[1], q), nz = r8lane(n[2], q);
+    const rf8 iq = r8lane(inv, q);
+    rf8 d[3], el[3];
+    for (int a = 0; a < 3; a++) {
+      rf8 cl = r8cat(C0->lo[a], C1->lo[a]), ch = r8cat(C0->hi[a], C1->hi[a]);
+      d[a] = (cl + ch) * half - r8lane(O[a], q), el[a] = (ch - cl) * half;
+    }
+    rf8 cx = r8cat(D0->n[0], D1->n[0]), cy = r8cat(D0->n[1], D1->n[1]);
+    rf8 cz = r8cat(D0->n[2], D1->n[2]), tl = r8cat(D0->t, D1->t);
+    rf8 rl = r8sqrt(el[0] * el[0] + el[1] * el[1] + el[2] * el[2]);
+    rf8 xx = ny * cz - nz * cy, xy = nz * cx - nx * cz, xz = nx * cy - ny * cx;
+    rf8 cosv = nx * cx + ny * cy + nz * cz, hd = nx * d[0] + ny * d[1] + nz * d[2];
+    rf8 reach = (tl * r8abs(cosv) + rl * r8sqrt(xx * xx + xy * xy + xz * xz)) * iq;
+    t[q] = r8and(in[q], r8abs(hd) * iq + r8min(rl, reach));
+  }
+  rf8 tb = ((r8abs(n[0]) * X[0] + r8abs(n[2]) * X[2]) + (r8abs(n[1]) * X[1] + r8k(0.0f))) * inv;
+  store8(g, l, L, U, S, n, inv, O, r, r8min(r8tmax(t[0], t[1], t[2], t[3]), tb));
+}
+#endif
+
+/* A batch of leaves, 8 with AVX2 (g->w8), else 4. */
+static WF_REFIT_INLINE void leaf_batches(wf_geom *g, const float *R, const int *l, const int *o,
+                                         const int *c) {
+#if defined(WF_REFIT_AVX2)
+  if (g->w8) {
+    leaf_batch8(g, R, l, o, c);
+    return;
+  }
+#endif
+  leaf_batch(g, R, l, o, c);
+}
+
+/* The leaves [begin, end) of g->leaves: those of at most 4 slots in the
+** window four or eight at a time, after the window's others, one at a
+** time, slots [k0, k1) of the leaf in hand (a leaf across windows keeps
+** its sums). The window's batched leaves are listed first (lanes,
+** offsets, counts, with copies of the last one to fill the last batch,
+** which store the same again), then taken in batches. */
 static WF_REFIT_INLINE void refit_leaves(wf_geom *g, int begin, int end) {
   float R[9 * REFIT_ROW] __attribute__((aligned(64)));
-  const wf_gnode4 *W = g->wide;
-  int last = g->leaves[end - 1];
-  int K1 = ~W[last >> 2].child[last & 3] + W[last >> 2].count[last & 3];
-  int i = begin;
-  int lane = g->leaves[i], k0 = ~W[lane >> 2].child[lane & 3],
-      k1 = k0 + W[lane >> 2].count[lane & 3];
-  leaf_acc A, B;
+  int bl[REFIT_WIN + 8], bo[REFIT_WIN + 8], bc[REFIT_WIN + 8]; /* a leaf has a slot at least */
+  const int *k0s = g->lk0;
+  int K1 = k0s[end], i = begin, nbatch = g->w8 ? 8 : 4;
+  leaf_acc A;
   memset(&A, 0, sizeof A);
-  for (int w0 = k0; w0 < K1;) {
+  for (int w0 = k0s[begin]; w0 < K1;) {
     /* windows end at multiples of REFIT_WIN: the sums of a leaf they cut
     ** come in the same order on any number of threads */
     int base = w0 & ~3, w1 = (w0 & -REFIT_WIN) + REFIT_WIN;
     w1 = K1 < w1 ? K1 : w1;
     fill_window(g, R, base, w0, (w1 + 3) & ~3);
-    for (;;) {
-      if (k0 >= w0 && k1 <= w1 && k1 - k0 <= 4 && i + 1 < end) {
-        int lb = g->leaves[i + 1], kb0 = ~W[lb >> 2].child[lb & 3];
-        int kb1 = kb0 + W[lb >> 2].count[lb & 3];
-        if (kb1 <= w1 && kb1 - kb0 <= 4) {
-          leaf_add(R, k0 - base, k1 - k0, 1, &A);
-          leaf_add(R, kb0 - base, kb1 - kb0, 1, &B);
-          leaf_done(g, lane, &A);
-          leaf_done(g, lb, &B);
-          leaf_up(g, lane);
-          leaf_up(g, lb);
-          if ((i += 2) == end) break;
-          lane = g->leaves[i], k0 = ~W[lane >> 2].child[lane & 3];
-          k1 = k0 + W[lane >> 2].count[lane & 3];
-          continue;
-        }
+    int nb = 0;
+    for (; i < end; i++) {
+      int k0 = k0s[i], k1 = k0s[i + 1];
+      if (k0 >= w1) break;
+      if (k0 >= w0 && k1 <= w1 && k1 - k0 <= 4) {
+        bl[nb] = g->leaves[i], bo[nb] = k0 - base, bc[nb++] = k1 - k0;
+        continue;
       }
       int a = k0 > w0 ? k0 : w0, b = k1 < w1 ? k1 : w1;
       for (int k = a; k < b; k += 4)
         leaf_add(R, k - base, b - k < 4 ? b - k : 4, k == k0, &A);
       if (k1 > w1) break; /* the leaf goes on in the next window */
-      leaf_done(g, lane, &A);
-      leaf_up(g, lane);
-      if (++i == end) break;
-      lane = g->leaves[i], k0 = ~W[lane >> 2].child[lane & 3];
-      k1 = k0 + W[lane >> 2].count[lane & 3];
+      leaf_done(g, g->leaves[i], &A);
     }
+    for (int q = nb; q % nbatch; q++)
+      bl[q] = bl[nb - 1], bo[q] = bo[nb - 1], bc[q] = bc[nb - 1];
+    for (int q = 0; q < nb; q += nbatch)
+      leaf_batches(g, R, bl + q, bo + q, bc + q);
     w0 = w1;
   }
 }
 
-/* wf_pool_fn: items [begin, end), each REFIT_ITEM leaves of g->leaves (the
-** last fewer). */
-static void refit_items(void *p, int64_t begin, int64_t end) {
+/* The inner lanes of g->inner's pairs [begin, end) (a multiple of the
+** batch, 8 with AVX2 (g->w8), else 4); ahead set: the child nodes of the
+** lanes two batches on are prefetched (the lanes above the items read
+** nodes refit long before, or by another thread). */
+static WF_REFIT_INLINE void refit_inner(wf_geom *g, int begin, int end, int ahead) {
+  int nb = g->w8 ? 8 : 4;
+  for (int k = begin; k < end; k += nb) {
+#if defined(__GNUC__)
+    if (ahead && k + 3 * nb <= end)
+      for (int q = 0; q < nb; q++) {
+        int c = g->inner[2 * (size_t)(k + 2 * nb + q) + 1];
+        __builtin_prefetch(&g->wide[c]);
+        __builtin_prefetch((const char *)&g->wide[c] + 64);
+        __builtin_prefetch(&g->disc[c]);
+        __builtin_prefetch(g->nsum + 12 * (size_t)c);
+        __builtin_prefetch(g->nsum + 12 * (size_t)c + 11);
+      }
+#endif
+#if defined(WF_REFIT_AVX2)
+    if (nb == 8) {
+      inner_batch8(g, g->inner + 2 * (size_t)k);
+      continue;
+    }
+#endif
+    inner_batch(g, g->inner + 2 * (size_t)k);
+  }
+}
+
+/* wf_pool_fn: items [begin, end), each its leaves of g->leaves and then
+** the inner lanes over its subtrees. */
+WF_REFIT_CLONES static void refit_items(void *p, int64_t begin, int64_t end) {
   wf_geom *g = p;
   for (int64_t t = begin; t < end; t++) {
-    int64_t e = (t + 1) * REFIT_ITEM;
-    refit_leaves(g, (int)(t * REFIT_ITEM), (int)(e < g->nleaves ? e : g->nleaves));
+    refit_leaves(g, g->istart[t], g->istart[t + 1]);
+    refit_inner(g, g->ioff[t], g->ioff[t + 1], 0);
   }
+#if defined(__SSE__)
+  if (g->stream) _mm_sfence(); /* the triangles' streaming stores before the job ends */
+#endif
+}
+
+/* The lanes above the items, lower subtrees first. */
+WF_REFIT_CLONES static void refit_upper(wf_geom *g) {
+  refit_inner(g, g->ioff[g->nitems], g->ioff[g->nitems + 1], 1);
 }
 
 static void mesh_refit(wf_rt *rt, wf_geom *g) {
-  wf_pool *pool = g->nprims >= 65536 ? wf_launch_pool(rt) : NULL;
-  int64_t items = (g->nleaves + REFIT_ITEM - 1) / REFIT_ITEM;
+  wf_pool *pool = g->nprims >= REFIT_POOL ? wf_launch_pool(rt) : NULL;
   if (pool)
-    wf_pool_run(pool, items, 1, refit_items, g, NULL);
+    wf_pool_run(pool, g->nitems, 1, refit_items, g, NULL);
   else
-    refit_items(g, 0, items);
-  /* then the lanes above the items, children first */
-  for (int i = 0; i < g->nupper; i++) {
-    int u = g->upper[i];
-    inner_lane(g, u >> 2, u & 3, g->wide[u >> 2].child[u & 3]);
-  }
+    refit_items(g, 0, g->nitems);
+  refit_upper(g);
 }
 
 /* What refit walks, from the wide nodes: the leaf lanes 4 w + j in slot
-** order (g->leaves); per wide node its lane in its parent when its
-** subtree's leaves lie in one item (REFIT_ITEM of g->leaves: the item's
-** refit then completes it), else -1 (g->up); and the other nodes' lanes
-** in their parents, the lanes with larger node numbers first (g->upper,
-** refit last). Three passes, none a walk down the tree (a walk's
-** branches on each lane's kind, which no predictor foresees, took 1-2 ms
-** for the bench torus's 28k wide nodes): leaf lanes by slot into a
-** scratch (at[slot]: lane and count; leaves tile the slots, so a chain
-** through the starts visits them in order and numbers them), then the
-** nodes backwards (children after parents), each node's first and last
-** leaf from its first and last lane's. tmp: at least 8 (nprims + nwide)
-** bytes, or NULL (malloc'd here). 0, or -1 when out of memory. */
-typedef struct plan_at {
-  int lane, count; /* count: then the leaf's number */
-} plan_at;
-
-static int refit_plan(wf_geom *g, void *tmp) {
+** order (g->leaves) and their first slots (g->lk0, one past the last
+** slot at the end), found depth first in lane order (bvh4.c keeps the
+** binary tree's order, so the leaves come in slot order and cover the
+** slots one after the other: -1 if not); g->nitems items of at most
+** REFIT_ITEM leaves, item t from leaf g->istart[t]; and the inner lanes as
+** pairs (lane 4 w + j, its child node c) in g->inner: for item t from
+** g->ioff[t] those whose subtree's leaves lie in the item, and from
+** g->ioff[nitems] to g->ioff[nitems + 1] the others. Items end where no
+** subtree of at most REFIT_ITEM leaves goes on (a node's lanes over
+** subtrees in one item are refit with the item, in parallel): only the
+** lanes over bigger subtrees come after the items, on one thread (~100
+** lanes for the 200k-triangle torus, not ~950 with items cut every
+** REFIT_ITEM leaves). Each part goes by the height of c's subtree (1 +
+** the highest child's, 0 over leaves only): a lane then comes after the
+** lanes of c it reads, and a batch in a row of one height (each height
+** padded to a multiple of the batch, 4 or 8 (g->w8), with copies of its
+** last pair) read none of each other's. 0, or -1 when out of memory (or deeper than 64 wide
+** nodes, which bvh.c's depth bound rules out). */
+static int refit_plan(wf_geom *g) {
   const wf_gnode4 *W = g->wide;
-  int nw = g->nwide, n = g->nprims, nleaves = 0;
-  plan_at *at = tmp ? tmp : malloc(sizeof(plan_at) * ((size_t)n + (size_t)nw));
-  g->up = malloc(sizeof(int) * (size_t)nw);
-  g->upper = malloc(sizeof(int) * (size_t)nw);
-  if (!at || !g->up || !g->upper) goto fail;
-  int *first = (int *)(at + n), *last = first + nw;
-  g->up[0] = -1;
-  for (int w = 0; w < nw; w++)
-    for (int j = 0; j < 4; j++) {
-      int c = W[w].child[j];
-      if (c > 0) g->up[c] = 4 * w + j;
-      if (c < 0) at[~c] = (plan_at){4 * w + j, W[w].count[j]}, nleaves++;
+  int nw = g->nwide, sw[64], sj[64], sp = 0, rc = -1, nh = 1;
+  size_t nwz = (size_t)nw;
+  int *first = malloc(sizeof(int) * nwz), *end = malloc(sizeof(int) * nwz);
+  int *lane = malloc(sizeof(int) * nwz), *ht = malloc(sizeof(int) * nwz);
+  int *key = malloc(sizeof(int) * nwz), *at = NULL, *item = NULL;
+  unsigned char *cut = NULL;
+  g->leaves = malloc(sizeof(int) * 4 * nwz);
+  g->lk0 = malloc(sizeof(int) * (4 * nwz + 1));
+  if (!first || !end || !lane || !ht || !key || !g->leaves || !g->lk0) goto done;
+  /* lane[c]: c's lane in its parent; c's leaves from first[c] to end[c] */
+  int next = 0, nl = 0;
+  lane[0] = -1, first[0] = 0, ht[0] = 0;
+  for (int w = 0, j = 0;;) {
+    int c = j < 4 ? W[w].child[j] : 0;
+    if (c < 0) {
+      if (~c != next) goto done;
+      next = ~c + W[w].count[j];
+      g->leaves[nl] = 4 * w + j++;
+      g->lk0[nl++] = ~c;
+    } else if (c > 0) { /* down */
+      if (sp == 64) goto done;
+      first[c] = nl, lane[c] = 4 * w + j, ht[c] = 0;
+      sw[sp] = w, sj[sp++] = j, w = c, j = 0;
+    } else { /* w's lanes are done: up */
+      end[w] = nl;
+      if (!sp) break;
+      int h = ht[w] + 1;
+      w = sw[--sp], j = sj[sp] + 1;
+      ht[w] = ht[w] > h ? ht[w] : h;
     }
-  g->leaves = malloc(sizeof(int) * (size_t)(nleaves ? nleaves : 1));
-  if (!g->leaves) goto fail;
-  g->nleaves = 0;
-  for (int k = 0; k < n && g->nleaves < nleaves;) {
-    plan_at *x = &at[k];
-    if (x->count <= 0) break;
-    g->leaves[g->nleaves] = x->lane;
-    k += x->count;
-    x->count = g->nleaves++;
   }
-  if (g->nleaves != nleaves) goto fail; /* not leaves that tile the slots */
-  g->nupper = 0;
-  for (int w = nw - 1; w >= 0; w--) {
-    const wf_gnode4 *N = &W[w];
-    int used = 1;
-    while (used < 4 && N->child[used])
-      used++;
-    int c0 = N->child[0], c1 = N->child[used - 1];
-    first[w] = c0 < 0 ? at[~c0].count : first[c0];
-    last[w] = c1 < 0 ? at[~c1].count : last[c1];
-    if (w && first[w] / REFIT_ITEM != last[w] / REFIT_ITEM) g->up[w] = -1;
-    /* the children's up is final: they come after w */
-    for (int j = 0; j < used; j++)
-      if (N->child[j] > 0 && g->up[N->child[j]] < 0) g->upper[g->nupper++] = 4 * w + j;
+  if (next != g->nprims) goto done;
+  g->nleaves = nl, g->lk0[nl] = next, g->stream = g->nprims >= REFIT_POOL;
+#if defined(WF_REFIT_AVX2)
+  g->w8 = __builtin_cpu_supports("avx2");
+#endif
+  /* the cuts: leaf positions inside no subtree of at most REFIT_ITEM
+  ** leaves; each item ends at the last cut within REFIT_ITEM leaves (one
+  ** past the end of the subtree it starts with, at least) */
+  cut = malloc((size_t)nl + 1);
+  item = malloc(sizeof(int) * ((size_t)nl + 1));
+  g->istart = malloc(sizeof(int) * ((size_t)nl + 2));
+  if (!cut || !item || !g->istart) goto done;
+  memset(cut, 1, (size_t)nl + 1);
+  for (int w = 0; w < nw; w++)
+    if (end[w] - first[w] <= REFIT_ITEM)
+      for (int k = first[w] + 1; k < end[w]; k++)
+        cut[k] = 0;
+  g->nitems = 0;
+  for (int b = 0; b < nl;) {
+    int e = b + REFIT_ITEM < nl ? b + REFIT_ITEM : nl;
+    while (e > b + 1 && !cut[e])
+      e--;
+    for (int k = b; k < e; k++)
+      item[k] = g->nitems;
+    g->istart[g->nitems++] = b, b = e;
   }
-  int *shrunk = realloc(g->upper, sizeof(int) * (size_t)(g->nupper + 1));
-  if (shrunk) g->upper = shrunk;
-  if (!tmp) free(at);
-  return 0;
-fail:
-  if (!tmp) free(at);
-  return -1;
+  g->istart[g->nitems] = nl;
+  /* key: a node's item, or nitems (after the items) when it spans items */
+  for (int c = 1; c < nw; c++)
+    nh = ht[c] + 1 > nh ? ht[c] + 1 : nh;
+  for (int c = 1; c < nw; c++) {
+    int t = item[first[c]];
+    key[c] = (item[end[c] - 1] == t ? t : g->nitems) * nh + ht[c];
+  }
+  /* counting sort by (part, height), each padded to a multiple of the
+  ** batch of inner lanes */
+  int pad = g->w8 ? 8 : 4;
+  size_t nkeys = ((size_t)g->nitems + 1) * (size_t)nh;
+  at = calloc(nkeys + 1, sizeof(int));
+  g->ioff = malloc(sizeof(int) * ((size_t)g->nitems + 2));
+  if (!at || !g->ioff) goto done;
+  for (int c = 1; c < nw; c++)
+    at[key[c] + 1]++;
+  int total = 0;
+  for (size_t k = 1; k <= nkeys; k++) {
+    int cnt = at[k];
+    at[k] = total; /* at[k]: where key k - 1's pairs go next */
+    total += (cnt + pad - 1) / pad * pad;
+  }
+  for (int t = 0; t <= g->nitems; t++)
+    g->ioff[t] = at[(size_t)t * nh + 1];
+  g->ioff[g->nitems + 1] = total;
+  g->inner = malloc(sizeof(int) * 2 * (size_t)(total ? total : 1));
+  if (!g->inner) goto done;
+  for (int c = 1; c < nw; c++) {
+    int k = at[key[c] + 1]++;
+    g->inner[2 * k] = lane[c], g->inner[2 * k + 1] = c;
+  }
+  /* pad: at[k + 1] now ends key k's pairs, the next key's start at the
+  ** multiple of pad above */
+  for (size_t k = 0; k < nkeys; k++)
+    for (int e = at[k + 1]; e % pad; e++) {
+      g->inner[2 * e] = g->inner[2 * (e - 1)];
+      g->inner[2 * e + 1] = g->inner[2 * (e - 1) + 1];
+    }
+  rc = 0;
+  int *shrunk = realloc(g->leaves, sizeof(int) * (size_t)(nl ? nl : 1));
+  if (shrunk) g->leaves = shrunk;
+  shrunk = realloc(g->lk0, sizeof(int) * ((size_t)nl + 1));
+  if (shrunk) g->lk0 = shrunk;
+  shrunk = realloc(g->istart, sizeof(int) * ((size_t)g->nitems + 1));
+  if (shrunk) g->istart = shrunk;
+done:
+  free(first);
+  free(end);
+  free(lane);
+  free(ht);
+  free(key);
+  free(at);
+  free(item);
+  free(cut);
+  return rc;
 }
 
 /* After the collapse, on the pool (n >= 65536): refit_plan (item 0)
@@ -580,7 +1122,6 @@ fail:
 #define ZERO_ITEM 4096
 typedef struct tail_job {
   wf_geom *g;
-  void *tmp; /* refit_plan's */
   int rc;
 } tail_job;
 
@@ -588,7 +1129,7 @@ static void tail_items(void *p, int64_t begin, int64_t end) {
   tail_job *j = p;
   for (int64_t t = begin; t < end; t++) {
     if (!t) {
-      j->rc = refit_plan(j->g, j->tmp);
+      j->rc = refit_plan(j->g);
       continue;
     }
     int64_t w0 = (t - 1) * ZERO_ITEM,
@@ -597,8 +1138,9 @@ static void tail_items(void *p, int64_t begin, int64_t end) {
   }
 }
 
-/* The faces' vertex indices in slot order (g->sidx), and g->slow: the
-** blocks of slots that refit reads vertex by vertex; for slots [begin,
+/* The faces' vertices in slot order (g->sidx: offsets 3 i in the points'
+** floats), and g->slow: the blocks of slots that refit reads vertex by
+** vertex; for slots [begin,
 ** end), on the build's threads (wf_bvh_slots_fn) as their leaves are
 ** made: the random reads of the indices spread over the cores, beside the
 ** build's work (a pass after the build took 1.6 ms of the bench torus's
@@ -609,8 +1151,8 @@ static void face_slots(void *ctx, int begin, int end, const int *items) {
   int last = g->d.mesh.npoints - 1;
   for (int k = begin; k < end; k++) {
     const int *f = g->d.mesh.indices + 3 * (size_t)items[k];
-    int *s = g->sidx + 3 * (size_t)k;
-    s[0] = f[0], s[1] = f[1], s[2] = f[2];
+    uint32_t *s = g->sidx + 3 * (size_t)k;
+    s[0] = 3 * (uint32_t)f[0], s[1] = 3 * (uint32_t)f[1], s[2] = 3 * (uint32_t)f[2];
     if ((f[0] == last) | (f[1] == last) | (f[2] == last))
       __atomic_fetch_or(&g->slow[k / WF_GTB / 64], 1ull << (k / WF_GTB % 64), __ATOMIC_RELAXED);
   }
@@ -786,7 +1328,9 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     size_t tb = (size_t)gtri_floats(n) * sizeof(float),
            t0 = (size_t)gtri_at(n / WF_GTB * WF_GTB, 0);
     g->tris = aligned_alloc(64, tb);
-    g->sidx = malloc(sizeof(int) * 3 * (size_t)n);
+    /* offsets 3 i fit 32 bits (a mesh with more points fails to build) */
+    if ((uint64_t)(g->d.mesh.npoints - 1) * 3 > UINT32_MAX) goto oom;
+    g->sidx = malloc(sizeof(uint32_t) * 3 * (size_t)n);
     g->slow = calloc((size_t)n / WF_GTB / 64 + 1, sizeof(uint64_t));
     if (!g->tris || !g->sidx || !g->slow) goto oom;
     memset(g->tris + t0, 0, tb - t0 * sizeof(float));
@@ -814,10 +1358,7 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     g->disc = aligned_alloc(64, (size_t)g->nwide * sizeof(wf_gdisc4));
     g->nsum = malloc(12 * sizeof(float) * (size_t)g->nwide);
     if (!g->disc || !g->nsum) goto oom;
-    tail_job tail = {
-        g,
-        wf_bvh_scratch_peek(scratch, WF_BVH_RECS, sizeof(plan_at) * ((size_t)n + (size_t)g->nwide)),
-        0};
+    tail_job tail = {g, 0};
     wf_pool *pool = n >= 65536 ? wf_launch_pool(rt) : NULL;
     int64_t items = 1 + (g->nwide + ZERO_ITEM - 1) / ZERO_ITEM;
     if (pool)
@@ -967,9 +1508,16 @@ static int download(wf_rt *rt, wf_geom *g) {
 
 int wf_geom_refit(wf_rt *rt, wf_geom *g) {
   int rc;
+  /* the pool's workers wake while the points are checked (mesh_refit) */
+  if (g->kind == WF_GEOM_MESH && g->nprims >= REFIT_POOL) wf_pool_wake(wf_launch_pool(rt));
   if ((rc = download(rt, g))) return rc;
   if (g->kind == WF_GEOM_MESH) {
-    if ((rc = check_finite(rt, g->kind, g->d.mesh.points, g->d.mesh.npoints, "points"))) return rc;
+    const wf_gmesh *m = &g->d.mesh;
+    wf_pool *pool = g->nprims >= REFIT_POOL ? wf_launch_pool(rt) : NULL;
+    finite_job j = {&m->points->x, 3 * (long long)m->npoints, 0};
+    if (pool) wf_pool_run(pool, (j.n + FINITE_CHUNK - 1) / FINITE_CHUNK, 1, finite_chunk, &j, NULL);
+    if ((!pool || j.bad) && (rc = check_finite(rt, g->kind, m->points, m->npoints, "points")))
+      return rc;
   } else if ((rc = check_finite(rt, g->kind, g->d.boxes.lowers, g->nprims, "lowers")) ||
              (rc = check_finite(rt, g->kind, g->d.boxes.uppers, g->nprims, "uppers"))) {
     return rc;
@@ -1046,8 +1594,9 @@ size_t wf_geom_bytes(const wf_geom *g) {
   b += (size_t)g->nnodes * sizeof(wf_gnode) + n * sizeof(int);           /* nodes, items */
   b += w * (sizeof(wf_gnode4) + sizeof(wf_gdisc4) + 12 * sizeof(float)); /* wide, disc, nsum */
   b += g->wind ? 4 * w * sizeof(wf_gwind) : 0;
-  b += (size_t)g->nleaves * sizeof(int) + (g->sidx ? 3 * n * sizeof(int) : 0);
-  b += (g->up ? w * sizeof(int) : 0) + (size_t)g->nupper * sizeof(int);
+  b +=
+      (g->lk0 ? 2 * (size_t)g->nleaves + 1 : 0) * sizeof(int) + (g->sidx ? 3 * n * sizeof(int) : 0);
+  b += g->ioff ? (2 * (size_t)g->ioff[g->nitems + 1] + 2 * (size_t)g->nitems + 3) * sizeof(int) : 0;
   b += g->slow ? (n / WF_GTB / 64 + 1) * sizeof(uint64_t) : 0;
   b += g->tris ? (size_t)gtri_floats(g->nprims) * sizeof(float) : 0;
   b += g->lo ? 6 * n * sizeof(float) : 0;
@@ -1074,8 +1623,10 @@ void wf_geom_free(wf_geom *g) {
   free(g->disc);
   free(g->nsum);
   free(g->leaves);
-  free(g->up);
-  free(g->upper);
+  free(g->lk0);
+  free(g->inner);
+  free(g->ioff);
+  free(g->istart);
   free(g->lo);
   free(g->hi);
   free(g->tris);

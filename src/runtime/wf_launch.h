@@ -43,6 +43,11 @@ typedef void (*wf_pool_fn)(void *job, int64_t begin, int64_t end);
 WF_INTERNAL wf_pool *wf_pool_new(int nthreads);
 WF_INTERNAL void wf_pool_free(void *pool); /* joins the workers */
 WF_INTERNAL int wf_pool_size(const wf_pool *p);
+/* Wake the workers (p may be NULL) to spin for a job the caller is about
+** to publish, as they do after a job (spinning ones spin anew): the job
+** then does not wait for their wake-up. A hint, and no job runs; unused,
+** they sleep again. */
+WF_INTERNAL void wf_pool_wake(wf_pool *p);
 /* Run fn over [0, total) in chunks of at least grain indices on the pool's
 ** threads and the caller; returns when every chunk has run. *stop (may be
 ** NULL) is polled between chunks: nonzero ends the job early. */

@@ -5,7 +5,8 @@
 ** triangles in double, on a torus far from the origin (where the
 ** rounding of o and of the vertices is largest against the lane's size),
 ** a soup of random and degenerate triangles, and the same after refits
-** that move every point. The point queries' culling rests on this. */
+** that move every point (and one that a NaN fails). The point queries'
+** culling rests on this. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -207,6 +208,15 @@ int main(void) {
   }
   refit(W);
   CHECK_INT(check_bounds(&B, bid, "big torus after a refit on the pool"), 0);
+  /* its refit checks the points on the pool: a NaN fails it, naming the
+  ** point, and the mesh refits again once the point is back */
+  float keep = B.pts[3 * 23456 + 1];
+  B.pts[3 * 23456 + 1] = NAN;
+  CHECK(weft_dostring(W, "mesh:refit()\n") != 0);
+  CHECK_HAS(weft_errmsg(W), "points[23456] is not finite");
+  B.pts[3 * 23456 + 1] = keep;
+  refit(W);
+  CHECK_INT(check_bounds(&B, bid, "big torus after a failed refit"), 0);
   /* a soup: random triangles, points, slivers and segments */
   mesh S = {3 * 600, 600, NULL, NULL};
   S.pts = malloc(sizeof(float) * 3 * (size_t)S.np);
