@@ -38,58 +38,13 @@ local function row(name, weft_s, base_s, base_name, target, weft_c, base_c)
 end
 
 -- the scene (bench/warp_mesh.py builds the same one)
-local sqrt = math.sqrt
+local S = require "bench.mesh_scene"
 local np, nt = NU * NV, 2 * NU * NV
 local P, I = require("bench.torus")(NU, NV)
 local n = W * H
-local O, D = weft.empty(n, weft.vec3), weft.empty(n, weft.vec3)
-do
-  local eye = { 0, -3.2, 2.2 }
-  local el = sqrt(eye[2] ^ 2 + eye[3] ^ 2)
-  local fwd = { 0, -eye[2] / el, -eye[3] / el }
-  local right = { 1, 0, 0 } -- fwd x z, normalized (fwd has no x)
-  local up = { right[2] * fwd[3] - right[3] * fwd[2], right[3] * fwd[1] - right[1] * fwd[3],
-               right[1] * fwd[2] - right[2] * fwd[1] }
-  local s = math.tan(math.rad(45) / 2)
-  local o, d = ffi.cast("float *", O.h.data), ffi.cast("float *", D.h.data)
-  for y = 0, H - 1 do
-    for x = 0, W - 1 do
-      local dx, dy = (2 * (x + 0.5) / W - 1) * s, (1 - 2 * (y + 0.5) / H) * s
-      local r = { fwd[1] + dx * right[1] + dy * up[1], fwd[2] + dx * right[2] + dy * up[2],
-                  fwd[3] + dx * right[3] + dy * up[3] }
-      local l = sqrt(r[1] ^ 2 + r[2] ^ 2 + r[3] ^ 2)
-      local k = 3 * (y * W + x)
-      o[k], o[k + 1], o[k + 2] = eye[1], eye[2], eye[3]
-      d[k], d[k + 1], d[k + 2] = r[1] / l, r[2] / l, r[3] / l
-    end
-  end
-end
-local Q = weft.empty(50 * 50 * 40, weft.vec3)
-do
-  local q, k = ffi.cast("float *", Q.h.data), 0
-  for c = 0, 39 do
-    for b = 0, 49 do
-      for a = 0, 49 do
-        q[k], q[k + 1], q[k + 2] = -1.6 + 3.2 * a / 49, -1.6 + 3.2 * b / 49, -0.6 + 1.2 * c / 39
-        k = k + 3
-      end
-    end
-  end
-end
-
-local cast = weft.kernel{ id = weft.uint64, o = weft.array(weft.vec3), d = weft.array(weft.vec3),
-  t = weft.array(weft.float32),
-  function(id, o, d, t)
-    local i = weft.tid()
-    local r = weft.mesh_query_ray(id, o[i], d[i], 1.0e6)
-    t[i] = r.result and r.t or -1.0
-  end }
-local closest = weft.kernel{ id = weft.uint64, p = weft.array(weft.vec3), out = weft.array(weft.float32),
-  function(id, p, out)
-    local i = weft.tid()
-    local q = weft.mesh_query_point_no_sign(id, p[i], 100.0)
-    if q.result then out[i] = weft.length(weft.mesh_eval_position(id, q.face, q.u, q.v) - p[i]) end
-  end }
+local O, D = S.rays(W, H)
+local Q = S.points()
+local cast, closest = S.cast, S.closest
 
 -- weft (and Embree, alternating)
 local m = weft.Mesh{ points = P, indices = I }

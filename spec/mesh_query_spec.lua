@@ -220,6 +220,48 @@ describe("mesh_query_ray", function()
   end)
 end)
 
+-- The limits the walks compare distances with as keys (query.h:
+-- glim_key): infinite, zero, negative and NaN limits behave as the float
+-- comparisons do.
+describe("mesh query limits", function()
+  local limit_kernel = weft.kernel{
+    id = weft.uint64, o = weft.array(vec3), d = weft.array(vec3), lim = weft.array(weft.float32),
+    t = weft.array(weft.float32), dist = weft.array(weft.float32),
+    function(id, o, d, lim, t, dist)
+      local i = weft.tid()
+      local r = weft.mesh_query_ray(id, o[i], d[i], lim[i])
+      t[i] = r.result and r.t or -1.0
+      local q = weft.mesh_query_point_no_sign(id, o[i], lim[i])
+      dist[i] = q.result and weft.length(weft.mesh_eval_position(id, q.face, q.u, q.v) - o[i]) or -1.0
+    end }
+
+  it("takes infinite, zero, negative and NaN ray lengths and distances", function()
+    local pts, idx = G.cube(1.0)
+    local m = mesh_of(pts, idx)
+    local inf, nan = math.huge, 0 / 0
+    local lims = { inf, 1.0e6, 2.5, 1.5, 0.0, -1.0, nan }
+    local os, ds = {}, {}
+    for i = 1, #lims do os[i], ds[i] = { 0, 0, 3 }, { 0, 0, -1 } end
+    local n = #lims
+    local t, dist = weft.zeros(n, weft.float32), weft.zeros(n, weft.float32)
+    weft.launch(limit_kernel, n, { m.id, weft.array(os, vec3), weft.array(ds, vec3),
+                                   weft.array(lims, weft.float32), t, dist })
+    t, dist = t:totable(), dist:totable()
+    -- the cube's face z = 1 lies 2 away along the ray and from the point
+    local expect = { 2, 2, 2, -1, -1, -1, -1 }
+    for i = 1, n do
+      local what = "limit " .. tostring(lims[i])
+      if expect[i] < 0 then
+        assert.are.equal(-1, t[i], what .. ": no hit")
+        assert.are.equal(-1, dist[i], what .. ": no closest point")
+      else
+        assert.is_true(math.abs(t[i] - 2) < 1e-6, what .. ": t " .. t[i])
+        assert.is_true(math.abs(dist[i] - 2) < 1e-6, what .. ": distance " .. dist[i])
+      end
+    end
+  end)
+end)
+
 describe("mesh_query_aabb", function()
   local function check_boxes(m, pts, idx, seed)
     local r = G.rng(seed)

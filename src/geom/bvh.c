@@ -855,10 +855,6 @@ void *wf_bvh_scratch_take(wf_bvh_scratch *s, int k, size_t bytes) {
   return p;
 }
 
-void *wf_bvh_scratch_peek(const wf_bvh_scratch *s, int k, size_t bytes) {
-  return s && s->size[k] >= bytes ? s->p[k] : NULL;
-}
-
 void wf_bvh_scratch_give(wf_bvh_scratch *s, int k, void *p, size_t bytes) {
   if (s && bytes >= s->size[k]) {
     free(s->p[k]);

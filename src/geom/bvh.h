@@ -34,9 +34,6 @@ typedef struct wf_bvh_scratch {
 } wf_bvh_scratch;
 /* A block of at least bytes for use k (s NULL: wf_bvh_big_alloc). */
 WF_INTERNAL void *wf_bvh_scratch_take(wf_bvh_scratch *s, int k, size_t bytes);
-/* The block for use k if it holds bytes, left in s (NULL if not): room
-** for work between builds. */
-WF_INTERNAL void *wf_bvh_scratch_peek(const wf_bvh_scratch *s, int k, size_t bytes);
 /* Block p of bytes back for use k (kept, the smaller block freed; s NULL:
 ** freed). */
 WF_INTERNAL void wf_bvh_scratch_give(wf_bvh_scratch *s, int k, void *p, size_t bytes);

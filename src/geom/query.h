@@ -47,6 +47,12 @@
 
 #define WF_GSTACK 64 /* traversal stack: depth bound of the built trees */
 
+/* Counters of a walk's steps (WF_GCOUNT(node), WF_GCOUNT(leaf)): nothing,
+** unless a probe defines them (bench/mesh_visits.c). */
+#ifndef WF_GCOUNT
+#define WF_GCOUNT(what) ((void)0)
+#endif
+
 typedef struct wf_g3 {
   float x, y, z;
 } wf_g3;
@@ -626,9 +632,9 @@ WF_G void gbox4_ray(const wf_gnode4 *w, const float *o, const float *inv, float 
 ** (refit rounds t up, src/runtime/geom_mesh.c). c2 (unless NULL): what
 ** closest points visit the lanes by (gstack4_push), |p - o|^2 - h^2 / 2:
 ** the squared distance from the box's centre, less half the part of it
-** across the slab (on bench/mesh.lua's torus the lanes' lower bounds took
-** 41.2 nodes and 14.3 leaves a query, |p - o|^2 38.1 and 10.7, this 37.9
-** and 10.3). */
+** across the slab (bench/mesh_visits.lua, on bench/mesh.lua's queries:
+** ranked by the lanes' lower bounds they visited 41.2 nodes and 14.3
+** leaves a query, by |p - o|^2 38.1 and 10.7, by this 37.9 and 10.3). */
 WF_G void gdisc4_dist2(const wf_gdisc4 *D, const wf_gnode4 *w, wf_g3 p, float *d, float *c2) {
   const wf_gl px = glk(p.x), py = glk(p.y), pz = glk(p.z), zero = glk(0.0f), half = glk(0.5f);
   for (int j = 0; j < 4; j += WF_GL) {
@@ -758,9 +764,9 @@ WF_G int gkey_within(unsigned dk, unsigned lk, int closed) {
 ** by a network of five compare-exchanges, selects on the CPU: no branch
 ** depends on the distances, whose order no predictor learns (this
 ** replaced counting each lane's place: bench/mesh.lua's rays took a
-** fifth less time). The entries keep d (the CPU's its key in place of
-** o's). Lanes not pushed are written past the new top, into an entry the
-** stack keeps spare. */
+** fifth less time). On the CPU the entries keep d's key (the pops' test)
+** in place of o's. Lanes not pushed are written past the new top, into an
+** entry the stack keeps spare. */
 WF_G int gstack4_push(wf_gstack4 *S, int i, const float *d, const float *o, const int *hit,
                       float lim, int closed, int *c, int *n) {
   const wf_gnode4 *w = &S->W[i];
@@ -950,6 +956,7 @@ WF_G int gmesh_closest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *
   int c = 0, cnt = 0, more = 1;
   while (more) {
     if (c < 0) {
+      WF_GCOUNT(leaf);
       for (int k = ~c, e = ~c + cnt; k < e; k += WF_GL) {
         wf_gl t[9], u, v;
         gtri_rows(m, k, 0, 9, t);
@@ -962,6 +969,7 @@ WF_G int gmesh_closest(const wf_gmesh *m, wf_g3 p, float lim, float *wa, float *
       continue;
     }
     float d4[4], o4[4];
+    WF_GCOUNT(node);
     gdisc4_dist2(&D[c], &W[c], p, d4, o4);
 #if defined(WF_GPREFETCH)
     /* every lane's: testing d4[j] < bd first cost more in mispredicted

@@ -89,6 +89,11 @@ static int check_array(wf_rt *rt, int kind, const wf_array *a, const char *name,
   return 0;
 }
 
+/* The largest meshes: the points' floats indexed by 32-bit offsets, and
+** faces counted in ints (with room for the BVH's node numbers). */
+#define MESH_MAX_POINTS ((long long)(UINT32_MAX / 3))
+#define MESH_MAX_FACES ((long long)(INT32_MAX / 4))
+
 /* Meshes: the boxes of faces [begin, end) (for the build, on its threads). */
 static void face_boxes(void *ctx, int begin, int end, float *lo, float *hi) {
   const wf_gmesh *m = &((const wf_geom *)ctx)->d.mesh;
@@ -399,9 +404,9 @@ static WF_REFIT_INLINE void disc_set(wf_gdisc4 *D, int j, rf4 n, rf4 o, float r,
 ** plane n.x = d through the first vertex across the first triangle's
 ** normal n (near those of the leaf's few faces, and known before the
 ** others are read), in units of 1 / |n| (inv). The slab about the box's
-** centre is then as thick as the vertices make it: on bench/mesh.lua's
-** torus closest points visited 10.3 leaves a query when the largest
-** absolute height plus the centre's took its place, 9.0 with this. */
+** centre is then as thick as the vertices make it: bench/mesh_visits.lua's
+** closest points visited 10.3 leaves a query when the largest absolute
+** height plus the centre's took its place, 9.0 with this. */
 typedef struct leaf_acc {
   rf4 lo, hi, s; /* lanes x, y, z; lo's and hi's lane 3: the heights */
   rf4 n, inv;    /* n's lane 3 0 */
@@ -1334,8 +1339,7 @@ static int finish(wf_rt *rt, wf_geom *g, int winding, wf_geom **out) {
     size_t tb = (size_t)gtri_floats(n) * sizeof(float),
            t0 = (size_t)gtri_at(n / WF_GTB * WF_GTB, 0);
     g->tris = aligned_alloc(64, tb);
-    /* offsets 3 i fit 32 bits (a mesh with more points fails to build) */
-    if ((uint64_t)(g->d.mesh.npoints - 1) * 3 > UINT32_MAX) goto oom;
+    /* offsets 3 i fit 32 bits (MESH_MAX_POINTS) */
     g->sidx = malloc(sizeof(uint32_t) * 3 * (size_t)n);
     g->slow = calloc((size_t)n / WF_GTB / 64 + 1, sizeof(uint64_t));
     if (!g->tris || !g->sidx || !g->slow) goto oom;
@@ -1430,6 +1434,14 @@ int wf_geom_mesh_new(wf_rt *rt, const wf_array *points, const wf_array *indices,
   if (ni == 0)
     return bad(rt, K, "indices is empty: a mesh needs at least one triangle", NULL, 0, 0);
   if (ni % 3) return bad(rt, K, "indices has %s%lld entries, not a multiple of 3", "", ni, 0);
+  /* sizes the descriptor's ints and refit's 32-bit vertex offsets (3 i,
+  ** g->sidx) hold; checked before anything reads the arrays */
+  if (np > MESH_MAX_POINTS)
+    return bad(rt, K, "points has %s%lld entries, more than a mesh takes (%lld)", "", np,
+               MESH_MAX_POINTS);
+  if (ni / 3 > MESH_MAX_FACES)
+    return bad(rt, K, "indices has %s%lld triangles, more than a mesh takes (%lld)", "", ni / 3,
+               MESH_MAX_FACES);
   if (velocities && velocities->size != np)
     return bad(rt, K, "velocities has %s%lld entries but points has %lld", "", velocities->size,
                np);
@@ -1515,11 +1527,11 @@ static int download(wf_rt *rt, wf_geom *g) {
 int wf_geom_refit(wf_rt *rt, wf_geom *g) {
   int rc;
   /* the pool's workers wake while the points are checked (mesh_refit) */
-  if (g->kind == WF_GEOM_MESH && g->nprims >= REFIT_POOL) wf_pool_wake(wf_launch_pool(rt));
+  wf_pool *pool = g->kind == WF_GEOM_MESH && g->nprims >= REFIT_POOL ? wf_launch_pool(rt) : NULL;
+  wf_pool_wake(pool);
   if ((rc = download(rt, g))) return rc;
   if (g->kind == WF_GEOM_MESH) {
     const wf_gmesh *m = &g->d.mesh;
-    wf_pool *pool = g->nprims >= REFIT_POOL ? wf_launch_pool(rt) : NULL;
     finite_job j = {&m->points->x, 3 * (long long)m->npoints, 0};
     if (pool) wf_pool_run(pool, (j.n + FINITE_CHUNK - 1) / FINITE_CHUNK, 1, finite_chunk, &j, NULL);
     if ((!pool || j.bad) && (rc = check_finite(rt, g->kind, m->points, m->npoints, "points")))

@@ -150,16 +150,19 @@ int wf_pool_size(const wf_pool *p) {
   return p ? p->nworkers + 1 : 1;
 }
 
-/* Publish a job (or the quit request) and wake the sleepers. */
-static void publish(wf_pool *p) {
-  atomic_fetch_add(&p->gen, 1);
+/* Bump a word the workers watch (gen: a job or the quit request; poke:
+** wf_pool_wake) and wake the sleepers. */
+static void bump(wf_pool *p, _Atomic uint32_t *word) {
+  atomic_fetch_add(word, 1);
   if (atomic_load(&p->sleepers) > 0) futex_wake(&p->gen, p->nworkers);
 }
 
+static void publish(wf_pool *p) {
+  bump(p, &p->gen);
+}
+
 void wf_pool_wake(wf_pool *p) {
-  if (!p) return;
-  atomic_fetch_add(&p->poke, 1);
-  if (atomic_load(&p->sleepers) > 0) futex_wake(&p->gen, p->nworkers);
+  if (p) bump(p, &p->poke);
 }
 
 void wf_pool_free(void *pool) {

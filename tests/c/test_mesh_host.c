@@ -73,6 +73,20 @@ int main(void) {
                        "assert(bytes() == 0, 'freed again: ' .. bytes())\n");
   if (rc) fprintf(stderr, "%s\n", weft_errmsg(W));
   CHECK_INT(rc, 0);
+  /* more points or triangles than a mesh takes (refit's 32-bit vertex
+  ** offsets, int face counts): an error before anything reads the arrays,
+  ** here host views far larger than their small buffers */
+  const int64_t bigp[1] = {1431655766}, bigi[1] = {3 * (int64_t)(INT32_MAX / 4 + 1)};
+  CHECK_INT(weft_wrap(W, "bigpts", pts, "vec3f", 1, bigp, "cpu"), 0);
+  CHECK_INT(weft_wrap(W, "bigidx", idx, "int32", 1, bigi, "cpu"), 0);
+  rc = weft_dostring(W, "weft.Mesh{ points = bigpts, indices = idx }\n");
+  CHECK(rc != 0);
+  CHECK(strstr(weft_errmsg(W), "weft.Mesh: points has 1431655766 entries, more than a mesh "
+                               "takes (1431655765)") != NULL);
+  rc = weft_dostring(W, "weft.Mesh{ points = pts, indices = bigidx }\n");
+  CHECK(rc != 0);
+  CHECK(strstr(weft_errmsg(W), "weft.Mesh: indices has 536870912 triangles, more than a mesh "
+                               "takes (536870911)") != NULL);
   weft_close(W);
   WTEST_DONE();
 }
