@@ -235,14 +235,17 @@ static v4 rec_hi(const rec *r) {
   return v4_xyz(v4_ld(r->hi));
 }
 
+/* The counters that the threads write on cache lines of their own, not
+** on the line of the fields every node reads. */
 typedef struct build {
   rec *recs;
   wf_gnode *nodes;
   int *items;
-  int nnodes; /* __atomic */
-  int idle;   /* __atomic: cores with no thread working on them */
   wf_bvh_slots_fn slots;
   void *ctx;
+  _Alignas(64) int nnodes; /* __atomic */
+  _Alignas(64) int idle;   /* __atomic: cores with no thread working on them */
+  char pad[60];
 } build;
 
 /* A node to build: its slice of the records, the bounds of their boxes
