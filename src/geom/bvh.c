@@ -87,9 +87,15 @@ static inline v4 v4_xyz(v4 a) {
 static inline float max0(float a) {
   return _mm_cvtss_f32(_mm_max_ss(_mm_set_ss(a), _mm_setzero_ps()));
 }
-/* truncated to int */
-static inline void v4_int(v4 a, int *out) {
-  _mm_storeu_si128((__m128i *)out, _mm_cvttps_epi32(a));
+/* truncated to int: lanes 0-3 to out, lanes 0-2 to i (from registers,
+** not reloaded from out: a load of a lane of a vector just stored waited
+** on the store, a sixth of bin_three's time) */
+static inline void v4_int(v4 a, int *out, int *i) {
+  __m128i v = _mm_cvttps_epi32(a);
+  _mm_storeu_si128((__m128i *)out, v);
+  i[0] = _mm_cvtsi128_si32(v);
+  i[1] = _mm_cvtsi128_si32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 1, 1)));
+  i[2] = _mm_cvtsi128_si32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2)));
 }
 /* x, y, z: lanes 0, 1, 2 of a, b and c side by side (lane 3: c's) */
 static inline void v4_t3(v4 a, v4 b, v4 c, v4 *x, v4 *y, v4 *z) {
@@ -109,6 +115,11 @@ static inline v4 v4_lt_sel(v4 a, v4 b, v4 x, v4 y) {
 /* a > 0 ? a : 0 per lane (0 for NaN) */
 static inline v4 v4_max0(v4 a) {
   return _mm_max_ps(a, _mm_setzero_ps());
+}
+/* m ? a : b (m 0 or 1) */
+static inline v4 v4_pick(int m, v4 a, v4 b) {
+  v4 k = _mm_castsi128_ps(_mm_set1_epi32(-m));
+  return _mm_or_ps(_mm_and_ps(k, a), _mm_andnot_ps(k, b));
 }
 /* the half area dx dy + dy dz + dz dx of the box lo..hi */
 static inline float v4_area(v4 lo, v4 hi) {
@@ -156,9 +167,11 @@ static inline v4 v4_xyz(v4 a) {
 static inline float max0(float a) {
   return a > 0 ? a : 0;
 }
-static inline void v4_int(v4 a, int *out) {
+static inline void v4_int(v4 a, int *out, int *i) {
   for (int k = 0; k < 4; k++)
     out[k] = (int)a[k];
+  for (int k = 0; k < 3; k++)
+    i[k] = (int)a[k];
 }
 static inline void v4_t3(v4 a, v4 b, v4 c, v4 *x, v4 *y, v4 *z) {
   *x = (v4){a[0], b[0], c[0], c[0]}, *y = (v4){a[1], b[1], c[1], c[1]};
@@ -172,6 +185,9 @@ static inline v4 v4_lt_sel(v4 a, v4 b, v4 x, v4 y) {
 }
 static inline v4 v4_max0(v4 a) {
   return v4_sel(a > 0, a, (v4){0, 0, 0, 0});
+}
+static inline v4 v4_pick(int m, v4 a, v4 b) {
+  return v4_sel((v4i){-m, -m, -m, -m}, a, b);
 }
 static inline float v4_area(v4 lo, v4 hi) {
   v4 d = hi - lo;
@@ -219,14 +235,17 @@ static v4 rec_hi(const rec *r) {
   return v4_xyz(v4_ld(r->hi));
 }
 
+/* The counters that the threads write on cache lines of their own, not
+** on the line of the fields every node reads. */
 typedef struct build {
   rec *recs;
   wf_gnode *nodes;
   int *items;
-  int nnodes; /* __atomic */
-  int idle;   /* __atomic: cores with no thread working on them */
   wf_bvh_slots_fn slots;
   void *ctx;
+  _Alignas(64) int nnodes; /* __atomic */
+  _Alignas(64) int idle;   /* __atomic: cores with no thread working on them */
+  char pad[60];
 } build;
 
 /* A node to build: its slice of the records, the bounds of their boxes
@@ -311,23 +330,21 @@ static void select_kth(rec *r, int begin, int end, int k, int axis) {
   }
 }
 
-/* Bins of one axis: the boxes whose centroids fall in each, and counts.
-** A bin's boxes side by side: one index computation a record, fixed
-** offsets after it. */
+/* Bins of one axis: the boxes whose centroids fall in each, and counts
+** (the sides' centroid bounds come from the partition, which reads every
+** record anyway, in registers: two updates in memory less a record). */
 typedef struct bin {
-  vbox b, c; /* boxes, centroids (times 2) */
+  vbox b;
 } bin;
 typedef struct bins {
   bin k[NBINS];
   int n[NBINS];
 } bins;
 
-/* c: clear the centroid bounds too */
-static void bins_clear(bins *x, int nb, int c) {
+static void bins_clear(bins *x, int nb) {
   for (int b = 0; b < nb; b++) {
     x->k[b].b = vbox_empty();
     x->n[b] = 0;
-    if (c) x->k[b].c = vbox_empty();
   }
 }
 
@@ -350,14 +367,12 @@ static int bin_of(float c, float lo, float scale, float top) {
 static void bin_one(const rec *r, int n, int a, float lo, float scale, int nb, bins *out) {
   bins x[SETS];
   for (int k = 0; k < SETS; k++)
-    bins_clear(&x[k], nb, 1);
+    bins_clear(&x[k], nb);
   float top = (float)(nb - 1);
 #define BIN_ONE(y, q)                                                                              \
   do {                                                                                             \
     int b_ = bin_of(axis_cen(q, a), lo, scale, top);                                               \
-    v4 l_ = rec_lo(q), h_ = rec_hi(q), c_ = v4_add(l_, h_);                                        \
-    vbox_add(&(y)->k[b_].b, l_, h_);                                                               \
-    vbox_add(&(y)->k[b_].c, c_, c_);                                                               \
+    vbox_add(&(y)->k[b_].b, rec_lo(q), rec_hi(q));                                                 \
     (y)->n[b_]++;                                                                                  \
   } while (0)
   int i = 0;
@@ -374,7 +389,6 @@ static void bin_one(const rec *r, int n, int a, float lo, float scale, int nb, b
   for (int k = 1; k < SETS; k++)
     for (int b = 0; b < nb; b++) {
       vbox_join(&out->k[b].b, &x[k].k[b].b);
-      vbox_join(&out->k[b].c, &x[k].k[b].c);
       out->n[b] += x[k].n[b];
     }
 }
@@ -419,7 +433,6 @@ static void bin_large(build *B, const rec *r, int n, int a, float lo, float scal
   __atomic_add_fetch(&B->idle, 1, __ATOMIC_RELAXED);
   for (int b = 0; b < nb; b++) {
     vbox_join(&out->k[b].b, &j.out.k[b].b);
-    vbox_join(&out->k[b].c, &j.out.k[b].c);
     out->n[b] += j.out.n[b];
   }
 }
@@ -432,18 +445,21 @@ static void bin_large(build *B, const rec *r, int n, int a, float lo, float scal
 static void bin_three(const rec *r, int n, v4 lo, v4 scale, int nb, bins *out, int (*cnt)[4],
                       int (*at)[4]) {
   for (int a = 0; a < 3; a++)
-    bins_clear(&out[a], nb, 0);
+    bins_clear(&out[a], nb);
   memset(cnt, 0, sizeof(int) * 4 * (size_t)nb);
   v4 zero = v4_set(0), top = v4_set((float)(nb - 1));
   for (int i = 0; i < n; i++) {
     v4 l = rec_lo(&r[i]), h = rec_hi(&r[i]);
     v4 f = v4_mul(v4_sub(v4_add(l, h), lo), scale);
-    int *b = at[i];
-    v4_int(v4_min(v4_max(f, zero), top), b);
-    for (int a = 0; a < 3; a++) {
-      vbox_add(&out[a].k[b[a]].b, l, h);
-      cnt[b[a]][a]++;
-    }
+    int b[3];
+    v4_int(v4_min(v4_max(f, zero), top), at[i], b);
+    /* the axes written out: three chains of updates side by side */
+    vbox_add(&out[0].k[b[0]].b, l, h);
+    vbox_add(&out[1].k[b[1]].b, l, h);
+    vbox_add(&out[2].k[b[2]].b, l, h);
+    cnt[b[0]][0]++;
+    cnt[b[1]][1]++;
+    cnt[b[2]][2]++;
   }
 }
 
@@ -596,7 +612,8 @@ static inline int goes_left(const rec *x, int a, float t) {
 
 /* Moves the records of bins <= bin on axis a to the front of r[begin,
 ** end) (large nodes), the rest after; returns where the right side
-** starts.
+** starts. The bounds of both sides' centroids (times 2) to cb[0], cb[1]
+** (the same as from bins of them: min and max of the same floats).
 **
 ** Faces in mesh order fall on the sides in long runs: then two scans
 ** from the ends (branches that mostly predict) swap only the records on
@@ -609,8 +626,17 @@ static inline int goes_left(const rec *x, int a, float t) {
 ** made builds 15-30% slower, and the sampled choice costs nothing. */
 #define SCAN_MIN 256
 #define SAMPLES 32
-static int partition(rec *R, int begin, int end, int a, float lo, float scale, int nb, int bin) {
+static inline v4 rec_cen(const rec *r) {
+  return v4_add(rec_lo(r), rec_hi(r));
+}
+static inline void cen_add(vbox *b, const rec *r) {
+  v4 c = rec_cen(r);
+  vbox_add(b, c, c);
+}
+static int partition(rec *R, int begin, int end, int a, float lo, float scale, int nb, int bin,
+                     vbox *cb) {
   float t = cut_of(lo, scale, nb, bin);
+  vbox L = vbox_empty(), G = L;
   int count = end - begin, changes = SAMPLES;
   if (count >= SCAN_MIN) {
     changes = 0;
@@ -620,26 +646,37 @@ static int partition(rec *R, int begin, int end, int a, float lo, float scale, i
     }
   }
   if (changes <= SAMPLES / 8) {
-    int i = begin, j = end - 1; /* [begin, i) left, (j, end) right */
+    /* [begin, i) left, (j, end) right, their centroids in L, G */
+    int i = begin, j = end - 1;
     for (;;) {
       while (i <= j && goes_left(&R[i], a, t))
-        i++;
+        cen_add(&L, &R[i++]);
       while (i < j && !goes_left(&R[j], a, t))
-        j--;
-      if (i >= j) return i;
+        cen_add(&G, &R[j--]);
+      if (i >= j) {
+        if (i == j) cen_add(&G, &R[i]); /* the first loop stopped on it: right */
+        cb[0] = L, cb[1] = G;
+        return i;
+      }
       rec x = R[i];
-      R[i++] = R[j];
-      R[j--] = x;
+      R[i] = R[j];
+      R[j] = x;
+      cen_add(&L, &R[i++]);
+      cen_add(&G, &R[j--]);
     }
   }
   int k = begin;
   for (int i = begin; i < end; i++) {
     int left = goes_left(&R[i], a, t);
     rec x = R[i];
+    v4 c = rec_cen(&x);
+    L.lo = v4_pick(left, v4_min(c, L.lo), L.lo), L.hi = v4_pick(left, v4_max(c, L.hi), L.hi);
+    G.lo = v4_pick(left, G.lo, v4_min(c, G.lo)), G.hi = v4_pick(left, G.hi, v4_max(c, G.hi));
     R[i] = R[k];
     R[k] = x;
     k += left;
   }
+  cb[0] = L, cb[1] = G;
   return k;
 }
 
@@ -650,16 +687,15 @@ typedef struct split {
   vbox bb[2], cb[2]; /* of the two sides */
 } split;
 
-/* The bounds of both sides of the split from the bins (c: the
-** centroids' too), each side's in registers. */
-static void sides(const bins *x, int nb, int c, split *s) {
+/* The box bounds of both sides of the split from the bins, each side's
+** in registers (the centroids' come from partition; small nodes' children
+** take theirs when they start). */
+static void sides(const bins *x, int nb, split *s) {
   for (int k = 0; k < 2; k++) {
-    vbox b = vbox_empty(), e = b;
-    for (int i = k ? s->bin + 1 : 0; i < (k ? nb : s->bin + 1); i++) {
+    vbox b = vbox_empty();
+    for (int i = k ? s->bin + 1 : 0; i < (k ? nb : s->bin + 1); i++)
       vbox_join(&b, &x->k[i].b);
-      if (c) vbox_join(&e, &x->k[i].c);
-    }
-    s->bb[k] = b, s->cb[k] = e;
+    s->bb[k] = b, s->cb[k] = vbox_empty();
   }
 }
 
@@ -713,16 +749,16 @@ static __attribute__((noinline)) int split_node(rec *R, const task *t, split *s)
     bin_large(t->B, R + t->begin, count, a, clo[a], scale[a], nb, &x);
     if (!sweep(&x, nb, &s->best, &s->bin)) return t->begin;
     s->axis = a;
-    sides(&x, nb, 1, s);
+    sides(&x, nb, s);
     if (count <= LEAF_MAX && s->best + area >= area * (float)count) return -1;
-    return partition(R, t->begin, t->end, a, clo[a], scale[a], nb, s->bin);
+    return partition(R, t->begin, t->end, a, clo[a], scale[a], nb, s->bin, s->cb);
   }
   bins x[3];
   int cnt[SMALL_BINS][4], at[ONE_AXIS][4];
   float sc[4] = {scale[0], scale[1], scale[2], 0};
   bin_three(R + t->begin, count, cb.lo, v4_ld(sc), nb, x, cnt, at);
   if (!sweep3(x, (const int(*)[4])cnt, nb, &s->best, &s->axis, &s->bin)) return t->begin;
-  sides(&x[s->axis], nb, 0, s);
+  sides(&x[s->axis], nb, s);
   if (count <= LEAF_MAX && s->best + area >= area * (float)count) return -1;
   return t->begin + partition_at(R + t->begin, count, (const int(*)[4])at, s->axis, s->bin);
 }

@@ -992,7 +992,7 @@ static void mesh_refit(wf_rt *rt, wf_geom *g) {
 
 /* What refit walks, from the wide nodes: the leaf lanes 4 w + j in slot
 ** order (g->leaves) and their first slots (g->lk0, one past the last
-** slot at the end), found depth first in lane order (bvh4.c keeps the
+** slot at the end), in depth-first lane order (bvh4.c keeps the
 ** binary tree's order, so the leaves come in slot order and cover the
 ** slots one after the other: -1 if not); g->nitems items of at most
 ** REFIT_ITEM leaves, item t from leaf g->istart[t]; and the inner lanes as
@@ -1007,40 +1007,57 @@ static void mesh_refit(wf_rt *rt, wf_geom *g) {
 ** the highest child's, 0 over leaves only): a lane then comes after the
 ** lanes of c it reads, and a batch in a row of one height (each height
 ** padded to a multiple of the batch, 4 or 8 (g->w8), with copies of its
-** last pair) read none of each other's. 0, or -1 when out of memory (or deeper than 64 wide
-** nodes, which bvh.c's depth bound rules out). */
+** last pair) read none of each other's. 0, or -1 when out of memory. */
 static int refit_plan(wf_geom *g) {
   const wf_gnode4 *W = g->wide;
-  int nw = g->nwide, sw[64], sj[64], sp = 0, rc = -1, nh = 1;
+  int nw = g->nwide, rc = -1, nh = 1;
   size_t nwz = (size_t)nw;
-  int *first = malloc(sizeof(int) * nwz), *end = malloc(sizeof(int) * nwz);
-  int *lane = malloc(sizeof(int) * nwz), *ht = malloc(sizeof(int) * nwz);
+  /* node nw: a stand-in for the lanes without a child node */
+  int *first = malloc(sizeof(int) * (nwz + 1)), *end = malloc(sizeof(int) * (nwz + 1));
+  int *lane = malloc(sizeof(int) * (nwz + 1)), *ht = malloc(sizeof(int) * (nwz + 1));
   int *key = malloc(sizeof(int) * nwz), *at = NULL, *item = NULL;
   unsigned char *cut = NULL;
-  g->leaves = malloc(sizeof(int) * 4 * nwz);
+  g->leaves = malloc(sizeof(int) * (4 * nwz + 1)); /* slot 4 nw: a stand-in too */
   g->lk0 = malloc(sizeof(int) * (4 * nwz + 1));
   if (!first || !end || !lane || !ht || !key || !g->leaves || !g->lk0) goto done;
-  /* lane[c]: c's lane in its parent; c's leaves from first[c] to end[c] */
-  int next = 0, nl = 0;
-  lane[0] = -1, first[0] = 0, ht[0] = 0;
-  for (int w = 0, j = 0;;) {
-    int c = j < 4 ? W[w].child[j] : 0;
-    if (c < 0) {
-      if (~c != next) goto done;
-      next = ~c + W[w].count[j];
-      g->leaves[nl] = 4 * w + j++;
-      g->lk0[nl++] = ~c;
-    } else if (c > 0) { /* down */
-      if (sp == 64) goto done;
-      first[c] = nl, lane[c] = 4 * w + j, ht[c] = 0;
-      sw[sp] = w, sj[sp++] = j, w = c, j = 0;
-    } else { /* w's lanes are done: up */
-      end[w] = nl;
-      if (!sp) break;
-      int h = ht[w] + 1;
-      w = sw[--sp], j = sj[sp] + 1;
-      ht[w] = ht[w] > h ? ht[w] : h;
+  /* lane[c]: c's lane in its parent; c's leaves from first[c] to end[c].
+  ** Two passes in node order, not a walk: wide nodes come after their
+  ** parents (bvh4.c), so backwards every node's children are counted
+  ** (end[w]: its leaves; ht[w]: 1 + its highest child's, 0 over leaves
+  ** only) before it, and forwards every node is placed (first[w]) before
+  ** its children, which then start where the lanes before them end: the
+  ** leaves at the positions of a depth-first walk in lane order, whose
+  ** three-way branch per lane mispredicted. The lanes go without
+  ** branches: lanes without a child node read and write node nw (no
+  ** leaves, height -1), lanes that are no leaf slot 4 nw. */
+  int next = 0, nl = 0, none = nw;
+  end[none] = 0, ht[none] = -1;
+  for (int w = nw - 1; w >= 0; w--) {
+    int cnt = 0, h = 0;
+    for (int j = 0; j < 4; j++) {
+      int c = W[w].child[j], ci = c > 0 ? c : none;
+      cnt += (c < 0) + end[ci];
+      h = ht[ci] + 1 > h ? ht[ci] + 1 : h;
     }
+    end[w] = cnt, ht[w] = h;
+  }
+  nl = end[0];
+  lane[0] = -1, first[0] = 0;
+  for (int w = 0; w < nw; w++) {
+    int pos = first[w];
+    end[w] += pos;
+    for (int j = 0; j < 4; j++) {
+      int c = W[w].child[j], ci = c > 0 ? c : none, k = c < 0 ? pos : 4 * nw;
+      g->leaves[k] = 4 * w + j, g->lk0[k] = ~c;
+      first[ci] = pos, lane[ci] = 4 * w + j;
+      pos += (c < 0) + end[ci];
+    }
+  }
+  /* the leaves cover the slots one after the other */
+  for (int k = 0; k < nl; k++) {
+    int l = g->leaves[k];
+    if (g->lk0[k] != next) goto done;
+    next += W[l >> 2].count[l & 3];
   }
   if (next != g->nprims) goto done;
   g->nleaves = nl, g->lk0[nl] = next, g->stream = g->nprims >= REFIT_POOL;
@@ -1157,10 +1174,16 @@ static void tail_items(void *p, int64_t begin, int64_t end) {
 ** build's work (a pass after the build took 1.6 ms of the bench torus's
 ** build). Two threads may own slots of one word of g->slow, but only the
 ** few faces with the last point set a bit. */
+#define FACE_AHEAD 16
 static void face_slots(void *ctx, int begin, int end, const int *items) {
   wf_geom *g = ctx;
   int last = g->d.mesh.npoints - 1;
   for (int k = begin; k < end; k++) {
+#if defined(__GNUC__)
+    /* the faces are spread over the indices: ask for one ahead */
+    if (k + FACE_AHEAD < end)
+      __builtin_prefetch(g->d.mesh.indices + 3 * (size_t)items[k + FACE_AHEAD]);
+#endif
     const int *f = g->d.mesh.indices + 3 * (size_t)items[k];
     uint32_t *s = g->sidx + 3 * (size_t)k;
     s[0] = 3 * (uint32_t)f[0], s[1] = 3 * (uint32_t)f[1], s[2] = 3 * (uint32_t)f[2];
