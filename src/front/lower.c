@@ -161,7 +161,11 @@ int wf_lo_is_agg(const wf_type *t) {
 }
 
 static const char *rvdesc(wf_fstate *F, wf_rv *r) {
-  static const char *const lk[] = {"the type ", "the builtin ", "the weft.func ", ""};
+  static const char *const lk[] = {[LV_TYPE] = "the type ",
+                                    [LV_BUILTIN] = "the builtin ",
+                                    [LV_FUNC] = "the weft.func ",
+                                    [LV_NS] = "",
+                                    [LV_TYPEFN] = "the type constructor "};
   char *buf = wf_front_alloc(F->C, 160);
   switch (r->kind) {
   case RV_NONE: return "no value";
@@ -176,7 +180,8 @@ static const char *rvdesc(wf_fstate *F, wf_rv *r) {
     else if (r->lk == LV_TYPE)
       snprintf(buf, 160, "the type %s", TN(r->t));
     else
-      snprintf(buf, 160, "%s'%s'", lk[r->lk], r->str ? r->str : "?");
+      snprintf(buf, 160, "%s'%s'", (unsigned)r->lk < sizeof lk / sizeof *lk ? lk[r->lk] : "",
+               r->str ? r->str : "?");
     return buf;
   }
   return "?";
