@@ -162,10 +162,10 @@ int wf_lo_is_agg(const wf_type *t) {
 
 static const char *rvdesc(wf_fstate *F, wf_rv *r) {
   static const char *const lk[] = {[LV_TYPE] = "the type ",
-                                    [LV_BUILTIN] = "the builtin ",
-                                    [LV_FUNC] = "the weft.func ",
-                                    [LV_NS] = "",
-                                    [LV_TYPEFN] = "the type constructor "};
+                                   [LV_BUILTIN] = "the builtin ",
+                                   [LV_FUNC] = "the weft.func ",
+                                   [LV_NS] = "",
+                                   [LV_TYPEFN] = "the type constructor "};
   char *buf = wf_front_alloc(F->C, 160);
   switch (r->kind) {
   case RV_NONE: return "no value";
