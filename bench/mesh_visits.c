@@ -46,7 +46,8 @@ double mv_rays(uint64_t id, const float *o, const float *d, int n, float tmax, d
   mv_node = mv_leaf = mv_few = 0;
   for (int i = 0; i < n; i++) {
     float t, u, v, det;
-    wf_g3 oi = g3(o[3 * i], o[3 * i + 1], o[3 * i + 2]), di = g3(d[3 * i], d[3 * i + 1], d[3 * i + 2]);
+    wf_g3 oi = g3(o[3 * i], o[3 * i + 1], o[3 * i + 2]);
+    wf_g3 di = g3(d[3 * i], d[3 * i + 1], d[3 * i + 2]);
     if (gmesh_ray(m, oi, di, tmax, &t, &u, &v, &det) >= 0) s += t;
   }
   *leaves = n ? (double)mv_leaf / n : 0;

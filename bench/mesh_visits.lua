@@ -20,15 +20,15 @@ local P, I = require("bench.torus")(500, 200)
 local m = weft.Mesh{ points = P, indices = I }
 local Q = require("bench.mesh_scene").points()
 local n, q = Q.size, ffi.cast("const float *", Q.h.data)
-local leaves, dsum = ffi.new("double[1]"), ffi.new("double[1]")
-local nodes = lib.mv_closest(m.id, q, n, 100.0, leaves, dsum)
+local leaves, sum = ffi.new("double[1]"), ffi.new("double[1]")
+local nodes = lib.mv_closest(m.id, q, n, 100.0, leaves, sum)
 io.write(string.format("mesh closest points: %.2f wide nodes and %.2f leaves a query, %.2f visits"
                        .. " ranking no lanes (%d queries, sum of d^2 %.6f)\n",
-                       nodes, leaves[0], lib.mv_few_last(n), n, dsum[0]))
+                       nodes, leaves[0], lib.mv_few_last(n), n, sum[0]))
 local O, D = require("bench.mesh_scene").rays(1000, 1000)
 n = O.size
 nodes = lib.mv_rays(m.id, ffi.cast("const float *", O.h.data), ffi.cast("const float *", D.h.data),
-                    n, 1.0e6, leaves, dsum)
+                    n, 1.0e6, leaves, sum)
 io.write(string.format("mesh ray casts: %.2f wide nodes and %.2f leaves a ray, %.2f visits ranking"
                        .. " no lanes (%d rays, sum of t %.6f)\n", nodes, leaves[0],
-                       lib.mv_few_last(n), n, dsum[0]))
+                       lib.mv_few_last(n), n, sum[0]))

@@ -47,7 +47,8 @@
 
 #define WF_GSTACK 64 /* traversal stack: depth bound of the built trees */
 
-/* Counters of a walk's steps (WF_GCOUNT(node), WF_GCOUNT(leaf)): nothing,
+/* Counters of a walk's steps (WF_GCOUNT(node), WF_GCOUNT(leaf), and
+** WF_GCOUNT(few): visits with at most one lane to go on to): nothing,
 ** unless a probe defines them (bench/mesh_visits.c). */
 #ifndef WF_GCOUNT
 #define WF_GCOUNT(what) ((void)0)
