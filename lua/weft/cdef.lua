@@ -41,6 +41,7 @@ void wf_rt_free(wf_rt *rt);
 const char *wf_rt_errmsg(wf_rt *rt);
 int wf_rt_num_threads(wf_rt *rt);
 int wf_rt_set_num_threads(wf_rt *rt, int n);
+int wf_rt_set_cell_order(wf_rt *rt, int on);
 void wf_rt_attach_intr(wf_rt *rt, void *intr);
 int wf_buffer_new(wf_rt *rt, int32_t device, size_t nbytes, wf_buffer **out);
 int wf_buffer_wrap(wf_rt *rt, int32_t device, void *ptr, size_t nbytes,

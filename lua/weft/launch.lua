@@ -241,6 +241,7 @@ return function(weft, P)
   -- weft.launch
   ---------------------------------------------------------------------------
   local last_threads = nil
+  local last_order = nil
   local empty = {}
 
   -- Reads dim into `dims`; returns ndim and the thread count.
@@ -321,6 +322,14 @@ return function(weft, P)
       end
       P.check(C.wf_rt_set_num_threads(rt, nt or 0), 2)
       last_threads = nt
+    end
+    local co = config.cell_order
+    if co ~= last_order then
+      if co ~= nil and type(co) ~= "boolean" then
+        raise("weft.config.cell_order must be true, false or nil, got %s", describe(co))
+      end
+      C.wf_rt_set_cell_order(rt, co == false and 0 or 1)
+      last_order = co
     end
     local v = st.fixed or get_variant(st, ins, outs, nin)
     if not v.guard() then v = refresh(st, v) end

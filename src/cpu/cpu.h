@@ -33,7 +33,7 @@ _Static_assert(sizeof(((wf_launch_ctx *)0)->dims[0]) == 8, "dims load as i64");
 _Static_assert(sizeof(((wf_launch_ctx *)0)->error) == 4, "error loads as i32");
 
 /* Bump when the generated code changes: part of the disk cache key. */
-#define WF_CPU_CODEGEN_VERSION 6
+#define WF_CPU_CODEGEN_VERSION 7
 
 typedef struct wf_cpu_opts {
   int debug;  /* every bounds check, division checks, error polling */
@@ -216,6 +216,10 @@ WF_INTERNAL int64_t wf_cpu_rt_geom_check(wf_launch_ctx *ctx, const char *where, 
                                          uint64_t id, int32_t kind, int32_t row, int32_t index);
 WF_INTERNAL int64_t wf_cpu_rt_geom_limit(wf_launch_ctx *ctx, uint64_t id, int32_t kind,
                                          int32_t row);
+/* The permutation a chunk of a kernel's threads runs in (a hash grid's
+** point ids in cell order), or NULL for tid order. */
+WF_INTERNAL const int32_t *wf_cpu_rt_hgrid_order(wf_launch_ctx *ctx, uint64_t id, const void *data,
+                                                 int64_t stride);
 
 typedef struct wf_cpu_sym {
   const char *name;

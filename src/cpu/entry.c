@@ -39,6 +39,7 @@
 #include <llvm-c/Analysis.h>
 
 #include "cpu/cpu.h"
+#include "geom/native.h"
 
 typedef wf_cpu_emitter E;
 
@@ -200,6 +201,100 @@ static void held_checks(E *e, const wf_type *t, LLVMValueRef v, LLVMValueRef *da
   }
 }
 
+/* ---------------------------------------------------------------------
+** cell order: the threads of a kernel that queries a hash grid at the
+** position p[tid()] run in the grid's cell order when the grid was built
+** from p (wf_cpu_rt_hgrid_order decides per chunk). Threads carry no order
+** (as on a GPU), so only the speed changes: neighbouring threads then
+** query neighbouring cells and share the cache lines of cell starts,
+** records and p, where in tid order nearly every read of a query of 1M
+** uniform points misses.
+** --------------------------------------------------------------------- */
+
+static int param_index(const wf_func *fn, wf_val v) {
+  for (int i = 0; i < fn->nparams; i++)
+    if (fn->params[i] == v) return i;
+  return -1;
+}
+
+/* The first hash_grid_query in bl (nested blocks too) whose id is a
+** parameter and whose position is a load of a 1-D array parameter at
+** tid 0: 1 with both parameters' values in *id and *arr. */
+static int cell_order_query(const wf_func *fn, const wf_block *bl, wf_val *id, wf_val *arr) {
+  for (const wf_inst *in = bl->first; in; in = in->next) {
+    if (in->op == WF_OP_NATIVE && in->imm == WF_NAT_hash_grid_query && in->nargs >= 2 &&
+        param_index(fn, in->args[0]) >= 0) {
+      const wf_inst *ld = fn->vals[in->args[1]].def;
+      const wf_inst *t =
+          ld && ld->op == WF_OP_LOAD && ld->nargs == 2 ? fn->vals[ld->args[1]].def : NULL;
+      const wf_type *at = ld ? wf_vtype(fn, ld->args[0]) : NULL;
+      if (t && t->op == WF_OP_TID && t->imm == 0 && param_index(fn, ld->args[0]) >= 0 &&
+          at->kind == WF_T_ARRAY && at->ndim == 1) {
+        *id = in->args[0];
+        *arr = ld->args[0];
+        return 1;
+      }
+    }
+    for (int b = 0; b < in->nblocks; b++)
+      if (cell_order_query(fn, in->blocks[b], id, arr)) return 1;
+  }
+  return 0;
+}
+
+/* Ahead of the thread loop (the body's start block): the chunk's order,
+** a pointer to the permutation or null. */
+static LLVMValueRef cell_order_perm(E *e, wf_val id, wf_val arr, LLVMValueRef *data,
+                                    LLVMValueRef *stride) {
+  *data = wf_cpu_arr_get(e, e->v[arr], 0, -1);
+  *stride = wf_cpu_arr_get(e, e->v[arr], 2, 0);
+  LLVMTypeRef pt[4] = {e->ptr, e->i64, e->ptr, e->i64};
+  LLVMValueRef a[4] = {e->ctx, e->v[id], *data, *stride};
+  return wf_cpu_call_ext(e, "wf_cpu_rt_hgrid_order", e->ptr, pt, 4, a);
+}
+
+/* Threads this far ahead have their p[tid] prefetched (their cells'
+** reads follow from it). */
+#define CELL_ORDER_AHEAD 16
+
+/* In the thread loop, at loop index j of a launch of n threads: the tid,
+** perm[j] when perm is not null, else j. */
+static LLVMValueRef cell_order_tid(E *e, LLVMValueRef perm, LLVMValueRef data, LLVMValueRef stride,
+                                   LLVMValueRef j, LLVMValueRef n) {
+  LLVMBuilderRef B = e->B;
+  LLVMValueRef F = e->F;
+  LLVMBasicBlockRef from = LLVMAppendBasicBlockInContext(e->C, F, "order.perm");
+  LLVMBasicBlockRef plain = LLVMAppendBasicBlockInContext(e->C, F, "order.tid");
+  LLVMBasicBlockRef go = LLVMAppendBasicBlockInContext(e->C, F, "order.go");
+  LLVMBuildCondBr(B, LLVMBuildIsNull(B, perm, ""), plain, from);
+  LLVMPositionBuilderAtEnd(B, from);
+  LLVMValueRef jx = LLVMBuildSExt(B, j, e->i64, "");
+  LLVMValueRef t =
+      LLVMBuildLoad2(B, e->i32, LLVMBuildInBoundsGEP2(B, e->i32, perm, &jx, 1, ""), "perm.tid");
+  LLVMSetAlignment(t, 4);
+  LLVMValueRef ahead = LLVMBuildAdd(B, jx, wf_cpu_ci64(e, CELL_ORDER_AHEAD), "");
+  ahead = LLVMBuildSelect(B, LLVMBuildICmp(B, LLVMIntSLT, ahead, n, ""), ahead, jx, "");
+  LLVMValueRef ta =
+      LLVMBuildLoad2(B, e->i32, LLVMBuildInBoundsGEP2(B, e->i32, perm, &ahead, 1, ""), "");
+  LLVMSetAlignment(ta, 4);
+  LLVMValueRef at =
+      wf_cpu_gep8(e, data, LLVMBuildMul(B, LLVMBuildSExt(B, ta, e->i64, ""), stride, ""));
+  const char *pf = "llvm.prefetch.p0";
+  unsigned pid = LLVMLookupIntrinsicID(pf, strlen(pf));
+  LLVMTypeRef ovl = e->ptr;
+  LLVMValueRef pa[4] = {at, wf_cpu_ci32(e, 0), wf_cpu_ci32(e, 3), wf_cpu_ci32(e, 1)};
+  LLVMBuildCall2(B, LLVMIntrinsicGetType(e->C, pid, &ovl, 1),
+                 LLVMGetIntrinsicDeclaration(e->M, pid, &ovl, 1), pa, 4, "");
+  LLVMBuildBr(B, go);
+  LLVMPositionBuilderAtEnd(B, plain);
+  LLVMBuildBr(B, go);
+  LLVMPositionBuilderAtEnd(B, go);
+  LLVMValueRef tid = LLVMBuildPhi(B, e->i32, "tid");
+  LLVMValueRef vals[2] = {t, j};
+  LLVMBasicBlockRef bbs[2] = {from, plain};
+  LLVMAddIncoming(tid, vals, bbs, 2);
+  return tid;
+}
+
 /* The kernel body for one variant, wrapped in the thread loop. */
 static LLVMValueRef emit_body(E *e, int contig, const char *name) {
   wf_func *fn = e->fn;
@@ -280,6 +375,10 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
   LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(e->C, F, "start");
   LLVMBuildCondBr(B, LLVMBuildICmp(B, LLVMIntSLT, begin, end, ""), start, e->exit_bb);
   LLVMPositionBuilderAtEnd(B, start);
+  LLVMValueRef perm = NULL, odata = NULL, ostride = NULL;
+  wf_val oid, oarr;
+  if (nd == 1 && cell_order_query(fn, fn->body, &oid, &oarr))
+    perm = cell_order_perm(e, oid, oarr, &odata, &ostride);
 
   /* outer row loop (ndim > 1): t advances by the row piece just run */
   LLVMValueRef t = NULL, rown = NULL, j0, jend;
@@ -321,7 +420,7 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
   LLVMBuildBr(B, loop);
   LLVMPositionBuilderAtEnd(B, loop);
   LLVMValueRef j = LLVMBuildPhi(B, e->i32, "j");
-  e->tid[nd - 1] = j;
+  e->tid[nd - 1] = perm ? cell_order_tid(e, perm, odata, ostride, j, dims[0]) : j;
   e->latch_bb = latch;
   e->pline = NULL;
   wf_inst *term = wf_cpu_emit_block(e, fn->body);
@@ -351,7 +450,7 @@ static LLVMValueRef emit_body(E *e, int contig, const char *name) {
     LLVMAddIncoming(t, &begin, &start, 1);
     LLVMAddIncoming(t, &tn, &done, 1);
   }
-  if (contig && !e->privmode && e->o->simd && !e->o->debug && nd == 1 &&
+  if (contig && !perm && !e->privmode && e->o->simd && !e->o->debug && nd == 1 &&
       wf_cpu_has_loop(fn->body) && !e->failed && !e->while_polls &&
       wf_cpu_body_simd_safe(F, loop, j, e->intr, e->intr_bb)) {
     wf_cpu_drop_polls(e);

@@ -442,6 +442,26 @@ int64_t wf_cpu_rt_geom_check(wf_launch_ctx *ctx, const char *where, const char *
   return 0;
 }
 
+/* The order of a chunk's threads in a kernel that queries a hash grid at
+** the position p[tid()] (entry.c, thread_order): the grid's point ids in
+** cell order when id is a live CPU grid last built from the very array
+** p (data and stride) over as many points as the 1-D launch has threads,
+** so that neighbouring threads query neighbouring cells and share what
+** they read; NULL (tid order) otherwise, or when the runtime keeps tid
+** order (weft.config.cell_order = false). The ids are a permutation of
+** 0 .. n - 1, so every thread still runs once with its own tid. */
+const int32_t *wf_cpu_rt_hgrid_order(wf_launch_ctx *ctx, uint64_t id, const void *data,
+                                     int64_t stride) {
+  const wf_geom_ids *ids = ctx->geom;
+  if (!ctx->order || ctx->ndim != 1 || !ids || !id || !data) return NULL;
+  if (ids->kind(ids, id) != WF_GEOM_HASHGRID) return NULL;
+  const wf_hgrid *g = (const wf_hgrid *)(uintptr_t)id;
+  if (g->npoints != ctx->dims[0] || g->npoints < 2 || (const void *)g->points != data ||
+      g->stride != stride || !g->point_ids)
+    return NULL;
+  return g->point_ids;
+}
+
 /* The symbols the JIT resolves: weft's helpers, then every function of
 ** ir.h's math table (float64 and float32), then what LLVM's own lowering
 ** may call (intrinsics become libm calls, memory intrinsics become
@@ -456,6 +476,7 @@ static const wf_cpu_sym symbols[] = {
     {"wf_cpu_rt_priv_end", (void *)wf_cpu_rt_priv_end},
     {"wf_cpu_rt_geom_check", (void *)wf_cpu_rt_geom_check},
     {"wf_cpu_rt_geom_limit", (void *)wf_cpu_rt_geom_limit},
+    {"wf_cpu_rt_hgrid_order", (void *)wf_cpu_rt_hgrid_order},
 /* the native builtins (src/geom/native.h, code in src/geom/query.h) */
 #define WF_NATSYM(name, kind, fl, state, res, args, defs, adj, tan)                                \
   {"wf_nat_" #name, (void *)wf_nat_##name},

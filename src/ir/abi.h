@@ -132,7 +132,7 @@ typedef struct wf_launch_ctx {
   int32_t serial;
   int32_t priv;
   int32_t lock;
-  int32_t pad_;
+  int32_t order; /* 1: a kernel may run its threads in a hash grid's cell order (wf_rt) */
   const int32_t *intr;
   const void *geom; /* live geometry ids (src/runtime/geom_registry.c), or NULL */
 } wf_launch_ctx;

@@ -71,6 +71,7 @@ int wf_cpu_launch(wf_rt *rt, void *fn, int ndim, const int64_t *dims, const void
   ctx.msg[0] = '\0';
   ctx.priv = 0;
   ctx.lock = 0;
+  ctx.order = rt->cell_order;
   if (cost < 1) cost = 1;
   int64_t work = total > INT64_MAX / cost ? INT64_MAX : total * cost;
   wf_kernel_fn kfn = (wf_kernel_fn)fn;

@@ -27,6 +27,7 @@ wf_rt *wf_rt_new(void) {
   wf_rt *rt = calloc(1, sizeof *rt);
   if (!rt) return NULL;
   rt->num_threads = default_threads();
+  rt->cell_order = 1;
   rt->intr = &rt->own_intr;
   return rt;
 }
@@ -85,6 +86,12 @@ int wf_rt_set_num_threads(wf_rt *rt, int n) {
   if (n <= 0) n = default_threads();
   if (n != rt->num_threads) drop_pool(rt);
   rt->num_threads = n;
+  return WEFT_OK;
+}
+
+int wf_rt_set_cell_order(wf_rt *rt, int on) {
+  if (!rt) return WEFT_ERRARG;
+  rt->cell_order = on != 0;
   return WEFT_OK;
 }
 

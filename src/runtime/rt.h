@@ -23,6 +23,10 @@
 struct wf_rt {
   char msg[WF_MSGSIZE];
   int num_threads; /* >= 1; defaults to the number of online CPUs */
+  /* 0: CPU launches run threads in tid order always; 1 (the default):
+  ** a kernel querying a hash grid at p[tid()] may run them in the grid's
+  ** cell order (wf_cpu_rt_hgrid_order, src/cpu/rtlib.c) */
+  int cell_order;
   /* Thread pool of CPU launches, owned by the launch part: it creates the
   ** pool on first use and sets pool_free. wf_rt_free and a change of the
   ** thread count call pool_free(pool) and clear both fields, so the launch

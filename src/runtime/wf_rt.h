@@ -89,6 +89,8 @@ WF_FFI void wf_rt_free(wf_rt *rt);
 WF_FFI const char *wf_rt_errmsg(wf_rt *rt);
 WF_FFI int wf_rt_num_threads(wf_rt *rt);
 WF_FFI int wf_rt_set_num_threads(wf_rt *rt, int n);
+/* weft.config.cell_order: 0 keeps every CPU launch in tid order */
+WF_FFI int wf_rt_set_cell_order(wf_rt *rt, int on);
 /* Make the launches of rt poll *intr (a wf_intr owned by a weft_State,
 ** which outlives rt) instead of rt's own; NULL restores rt's own. */
 WF_FFI void wf_rt_attach_intr(wf_rt *rt, void *intr);
