@@ -324,13 +324,16 @@ WF_GEOM_FN int32_t wf_hgrid_filter8(const wf_hgrid_walk *q, int32_t at, int32_t 
 #define WF_HGRID_ROWS 9
 WF_GEOM_FN int wf_hgrid_fill_flat(wf_hgrid_query *qs) {
   wf_hgrid_walk *w = &qs->w;
+  /* the filter reads the query point and the arrays from a copy no store
+  ** can touch, so they stay in registers across the rows */
+  const wf_hgrid_walk wq = *w;
   const int32_t *starts = w->starts;
   const int32_t ny = w->ny, nrows = ny * w->nz, dx = w->dim_x, nx = w->n1;
   const int32_t dxy = dx * w->dim_y;
   int32_t n = 0, row = w->iy, at = w->at, end = w->end, iy = w->cy, zb = w->cz;
   for (; at < end; at += 8) { /* the rest of a row a full buffer left */
     if (n > WF_HGRID_BUF - 8) goto full;
-    n = wf_hgrid_filter8(w, at, end, qs->buf, n);
+    n = wf_hgrid_filter8(&wq, at, end, qs->buf, n);
   }
   while (row < nrows) {
     int32_t s[WF_HGRID_ROWS], e[WF_HGRID_ROWS];
@@ -356,7 +359,7 @@ WF_GEOM_FN int wf_hgrid_fill_flat(wf_hgrid_query *qs) {
           iy = row % ny, zb = w->base + row / ny * dxy;
           goto full;
         }
-        n = wf_hgrid_filter8(w, at, end, qs->buf, n);
+        n = wf_hgrid_filter8(&wq, at, end, qs->buf, n);
       }
     row += m;
   }
